@@ -1,0 +1,54 @@
+"""What a scheduler sees each round and what it decides."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class RoundState:
+    """The server's view at the start of a round: no tensors, only channel and link facts.
+
+    gains: |h_n|^2 for every device this round, shape (N,).
+    model_bits: size of one model upload in bits (32 d).
+    available: boolean mask of devices that may be scheduled (None: all of them).
+    """
+
+    round: int
+    gains: np.ndarray
+    model_bits: float
+    bandwidth_hz: float
+    noise_power: float
+    available: np.ndarray | None = None
+
+
+@dataclass(frozen=True)
+class Decision:
+    """A scheduler's decision for one round.
+
+    omega: per-draw probabilities of the m multinomial draws, shape (N,), sums to 1.
+    q: marginal inclusion probabilities 1 - (1 - omega)^m, in (0, 1] (used for unbiased weights).
+    power: transmit power of each device if selected (linear, same unit as noise_power).
+    queue: the virtual queues Z_n the decision was made with (zeros for schedulers without queues).
+    m: number of draws with replacement.
+    info: solver facts worth recording (method, objective, ...).
+    """
+
+    omega: np.ndarray
+    q: np.ndarray
+    power: np.ndarray
+    queue: np.ndarray
+    m: int
+    info: dict = field(default_factory=dict)
+
+
+def inclusion_probability(omega: np.ndarray, m: int) -> np.ndarray:
+    """q_n = 1 - (1 - omega_n)^m, computed without cancellation for tiny omega."""
+    return -np.expm1(m * np.log1p(-np.clip(omega, 0.0, 1.0)))
+
+
+def draw_devices(omega: np.ndarray, m: int, rng: np.random.Generator) -> np.ndarray:
+    """m draws with replacement from omega; return the sorted distinct devices (spec 002, sec. 3)."""
+    draws = rng.choice(omega.size, size=m, replace=True, p=omega / omega.sum())
+    return np.unique(draws)
