@@ -1,0 +1,431 @@
+"""Scenarios: frozen dataclasses loaded from TOML, with dotted overrides and strict validation.
+
+A scenario file has one table per concern ([run], [channel], [link], [devices], [scheduler],
+[learning]) plus two optional tables that expand one file into several runs:
+[variants.NAME] (dotted overrides per named variant, e.g. lyapunov vs uniform) and [sweep]
+(grids of values). Unknown keys, wrong types and out-of-range values raise ConfigError naming the
+field path, the value and what is allowed. This module does not import torch.
+"""
+from __future__ import annotations
+
+import dataclasses
+import math
+import re
+import sys
+import types
+import typing
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable, NewType
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+Power = NewType("Power", float)
+"""A power in linear units; the file may also give it as a string in decibels, e.g. "35 dB"."""
+
+
+class ConfigError(ValueError):
+    """A scenario value is missing, unknown, of the wrong type or out of range."""
+
+
+def _field(default: Any, *, ge=None, gt=None, le=None, lt=None, choices=None, doc: str = ""):
+    """A dataclass field with its allowed range, choices and a one-line description."""
+    meta = {"ge": ge, "gt": gt, "le": le, "lt": lt, "choices": choices, "doc": doc}
+    if isinstance(default, (list, dict)):
+        raise TypeError("mutable default")
+    return field(default=default, metadata=meta)
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    """When a run stops and how often the model is evaluated."""
+
+    rounds: int | None = _field(None, ge=1, doc="stop after this many rounds")
+    time_budget_s: float | None = _field(None, gt=0, doc="stop once the simulated clock passes this")
+    target_accuracy: float | None = _field(None, gt=0, le=1, doc="accuracy for time-to-target")
+    stop_at_target: bool = _field(False, doc="stop as soon as target_accuracy is reached")
+    eval_every_rounds: int | None = _field(None, ge=1, doc="evaluate every k rounds (default 10)")
+    eval_every_s: float | None = _field(None, gt=0, doc="evaluate every dt simulated seconds")
+    timing_only: bool = _field(False, doc="run the event loop without training")
+    device: str = _field("cpu", doc="torch device for training, e.g. cpu or cuda")
+
+
+@dataclass(frozen=True)
+class ChannelConfig:
+    """Rayleigh block fading: |h_n| ~ Rayleigh(sigma_n), one draw per device per round."""
+
+    model: str = _field("rayleigh", choices=("rayleigh",))
+    profile: str = _field("homogeneous", choices=("homogeneous", "linear", "list"),
+                          doc="how sigma_n is set across devices")
+    sigma: float = _field(1.0, gt=0, doc="sigma of every device (homogeneous)")
+    sigma_min: float = _field(0.1, gt=0, doc="sigma of device 0 (linear)")
+    sigma_max: float = _field(10.0, gt=0, doc="sigma of device N-1 (linear)")
+    sigmas: tuple[float, ...] = _field((), gt=0, doc="one sigma per device (list)")
+    gain_floor: float = _field(1e-3, ge=0, doc="lower clip of |h|^2")
+
+
+@dataclass(frozen=True)
+class LinkConfig:
+    """Uplink: rate B log2(1 + g P / N0), airtime = model bits / rate, energy = P x airtime."""
+
+    access: str = _field("tdma", choices=("tdma",), doc="multiple access scheme")
+    bandwidth_hz: float = _field(22e6, gt=0)
+    noise_power: Power = _field(1.0, gt=0, doc="N0 (linear, or a string in dB)")
+    p_bar: Power = _field(1.0, gt=0, doc="time-average power budget per device")
+    p_max: Power = _field(10 ** 3.5, gt=0, doc="peak transmit power")
+    downlink_s: float = _field(0.0, ge=0, doc="broadcast time of the global model per round")
+    model_bits: int | None = _field(None, ge=1, doc="upload size; default 32 x model parameters")
+
+
+@dataclass(frozen=True)
+class DevicesConfig:
+    """The devices and their computation time per round (they compute in parallel)."""
+
+    count: int = _field(100, ge=1, doc="number of devices N")
+    compute_s: float = _field(0.0, ge=0, doc="computation time per round, the same for all")
+    compute_s_per_device: tuple[float, ...] = _field((), ge=0, doc="one time per device")
+
+
+@dataclass(frozen=True)
+class SchedulerConfig:
+    """Which devices transmit and at what power."""
+
+    name: str = _field("lyapunov", choices=("lyapunov", "uniform"))
+    m: int = _field(10, ge=1, doc="draws with replacement per round")
+    V: float = _field(100.0, gt=0, doc="drift-plus-penalty trade-off")
+    lam: float = _field(100.0, ge=0, doc="weight of airtime against 1/q in the objective")
+    power_rule: str = _field("exact", choices=("exact", "paper"))
+    solver: str = _field("exact", choices=("exact", "manifold"))
+
+
+@dataclass(frozen=True)
+class LearningConfig:
+    """Data, model and the local update rule."""
+
+    dataset: str = _field("fashion_mnist", choices=("fashion_mnist", "mnist", "cifar10", "synthetic"))
+    data_dir: str = _field("", doc="directory with the dataset files (default: standard places)")
+    model: str = _field("small_cnn", choices=("paper_cnn", "small_cnn", "mlp", "logreg"))
+    partition: str = _field("dirichlet_per_device",
+                            choices=("dirichlet_per_device", "label_dirichlet", "iid"))
+    alpha: float = _field(1.0, ge=0, doc="Dirichlet concentration; 0 one class, inf iid")
+    samples_per_device: int = _field(500, ge=1)
+    algorithm: str = _field("fedavg", choices=("fedavg",))
+    local_steps: int = _field(10, ge=1, doc="K local SGD steps")
+    batch_size: int = _field(32, ge=1)
+    lr: float = _field(0.01, gt=0, doc="local step size gamma")
+    eval_train_samples: int = _field(10000, ge=1, doc="training samples used for the train loss")
+
+
+@dataclass(frozen=True)
+class Scenario:
+    """One fully resolved simulation, or a family of them through variants and sweep."""
+
+    name: str = _field("scenario")
+    seed: int = _field(0, ge=0, doc="root seed of every random stream")
+    run: RunConfig = field(default_factory=RunConfig)
+    channel: ChannelConfig = field(default_factory=ChannelConfig)
+    link: LinkConfig = field(default_factory=LinkConfig)
+    devices: DevicesConfig = field(default_factory=DevicesConfig)
+    scheduler: SchedulerConfig = field(default_factory=SchedulerConfig)
+    learning: LearningConfig = field(default_factory=LearningConfig)
+    variants: tuple[tuple[str, tuple[tuple[str, Any], ...]], ...] = ()
+    sweep: tuple[tuple[str, tuple[Any, ...]], ...] = ()
+
+    def variant_scenarios(self) -> list[tuple[str, "Scenario"]]:
+        """Expand [variants] into (name, scenario) pairs; a scenario without variants is its own."""
+        if not self.variants:
+            return [(self.name, self)]
+        return [(vname, self.member(*ov, ("name", vname))) for vname, ov in self.variants]
+
+    def member(self, *assignments: tuple[str, Any]) -> "Scenario":
+        """One run of this family: the scenario without variants and sweep, with (key, value) set."""
+        base = to_dict(self)
+        base.pop("variants", None)
+        base.pop("sweep", None)
+        return from_dict(base, [f"{k}={_toml_value(v)}" for k, v in assignments])
+
+    def replace(self, *overrides: str) -> "Scenario":
+        """A copy with dotted overrides such as ``"scheduler.V=1000"`` applied and validated."""
+        return from_dict(to_dict(self), overrides)
+
+
+_SPECIAL = ("variants", "sweep")
+
+
+def load_scenario(path: str | Path, overrides: Iterable[str] = ()) -> Scenario:
+    """Load a TOML scenario file, apply ``key.path=value`` overrides and validate everything."""
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ConfigError(f"scenario file {path} does not exist") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"scenario file {path} cannot be read: {exc}") from None
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"scenario file {path} is not valid TOML: {exc}") from None
+    data.setdefault("name", path.stem)
+    return from_dict(data, overrides)
+
+
+def from_dict(data: dict, overrides: Iterable[str] = ()) -> Scenario:
+    """Build a validated Scenario from a nested dict (as parsed from TOML) plus overrides."""
+    data = _deep_copy(data)
+    for item in overrides:
+        key, value = _parse_override(item)
+        _set_dotted(data, key, value)
+    return _build(Scenario, data, "")
+
+
+def parse_value(text: str) -> Any:
+    """Parse an override value as a TOML value (1000, 1e-3, true, inf, [1, 2]); else a string."""
+    try:
+        return tomllib.loads(f"v = {text}")["v"]
+    except tomllib.TOMLDecodeError:
+        return text
+
+
+def _parse_override(item: str) -> tuple[str, Any]:
+    if "=" not in item:
+        raise ConfigError(f"override {item!r}: expected KEY=VALUE, e.g. scheduler.V=1000")
+    key, _, text = item.partition("=")
+    key = key.strip()
+    if not re.fullmatch(r"[A-Za-z_][\w]*(\.[A-Za-z_][\w]*)*", key):
+        raise ConfigError(f"override {item!r}: KEY must be a dotted field path, e.g. scheduler.V")
+    return key, parse_value(text.strip())
+
+
+def _set_dotted(data: dict, key: str, value: Any) -> None:
+    parts = key.split(".")
+    node = data
+    for i, part in enumerate(parts[:-1]):
+        child = node.setdefault(part, {})
+        if not isinstance(child, dict):
+            raise ConfigError(f"{'.'.join(parts[:i + 1])}: is a value, not a table; cannot set {key}")
+        node = child
+    node[parts[-1]] = value
+
+
+def _deep_copy(data: Any) -> Any:
+    if isinstance(data, dict):
+        return {k: _deep_copy(v) for k, v in data.items()}
+    if isinstance(data, list):
+        return [_deep_copy(v) for v in data]
+    return data
+
+
+# ---------------------------------------------------------------------------------------------
+# validation
+
+
+def _join(path: str, name: str) -> str:
+    return f"{path}.{name}" if path else name
+
+
+def _build(cls, data: Any, path: str):
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path or 'scenario'} = {data!r}: must be a table")
+    hints = typing.get_type_hints(cls)
+    fields = {f.name: f for f in dataclasses.fields(cls)}
+    for key in data:
+        if key not in fields:
+            raise ConfigError(f"{_join(path, key)}: unknown key; allowed: {', '.join(fields)}")
+    values = {}
+    for name, f in fields.items():
+        fpath = _join(path, name)
+        if name in _SPECIAL:
+            values[name] = _build_special(name, data.get(name, {}), fpath)
+        elif dataclasses.is_dataclass(hints[name]):
+            values[name] = _build(hints[name], data.get(name, {}), fpath)
+        elif name in data:
+            values[name] = _check(_coerce(data[name], hints[name], fpath), f.metadata, fpath)
+        else:
+            values[name] = f.default
+    scenario = cls(**values)
+    if cls is Scenario:
+        _cross_check(scenario)
+    return scenario
+
+
+def _build_special(name: str, table: Any, path: str):
+    if not isinstance(table, dict):
+        raise ConfigError(f"{path} = {table!r}: must be a table")
+    if name == "variants":
+        out = []
+        for vname, ov in table.items():
+            if not isinstance(ov, dict):
+                raise ConfigError(f"{path}.{vname} = {ov!r}: must be a table of overrides")
+            out.append((vname, tuple(_flatten(ov))))
+        return tuple(out)
+    out = []
+    for key, values in _flatten(table):
+        if not isinstance(values, list) or not values:
+            raise ConfigError(f"{path}.{key} = {values!r}: must be a non-empty list of values")
+        out.append((key, tuple(values)))
+    return tuple(out)
+
+
+def _flatten(table: dict, prefix: str = "") -> Iterable[tuple[str, Any]]:
+    for key, value in table.items():
+        dotted = f"{prefix}.{key}" if prefix else key
+        if isinstance(value, dict):
+            yield from _flatten(value, dotted)
+        else:
+            yield dotted, value
+
+
+_DB = re.compile(r"^\s*([-+]?\d+(\.\d*)?([eE][-+]?\d+)?)\s*dB\s*$")
+
+
+def _coerce(value: Any, hint: Any, path: str) -> Any:
+    """Check ``value`` against the annotated type, converting only where it is lossless."""
+    origin = typing.get_origin(hint)
+    if origin in (typing.Union, types.UnionType):
+        args = [a for a in typing.get_args(hint) if a is not type(None)]
+        return _coerce(value, args[0], path)
+    if hint is Power:
+        if isinstance(value, str):
+            match = _DB.match(value)
+            if not match:
+                raise ConfigError(f"{path} = {value!r}: must be a number (linear) or a string like '35 dB'")
+            return 10 ** (float(match.group(1)) / 10)
+        return _coerce(value, float, path)
+    if hint is bool:
+        if not isinstance(value, bool):
+            raise ConfigError(f"{path} = {value!r}: must be true or false")
+        return value
+    if hint is int:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ConfigError(f"{path} = {value!r}: must be an integer")
+        return value
+    if hint is float:
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise ConfigError(f"{path} = {value!r}: must be a number")
+        if math.isnan(value):
+            raise ConfigError(f"{path} = nan: must be a number")
+        return float(value)
+    if hint is str:
+        if not isinstance(value, str):
+            raise ConfigError(f"{path} = {value!r}: must be a string")
+        return value
+    if origin is tuple:
+        if not isinstance(value, list):
+            raise ConfigError(f"{path} = {value!r}: must be a list")
+        item = typing.get_args(hint)[0]
+        return tuple(_coerce(v, item, f"{path}[{i}]") for i, v in enumerate(value))
+    raise TypeError(f"unsupported annotation {hint!r} at {path}")  # a bug in this module
+
+
+def _check(value: Any, meta: typing.Mapping, path: str) -> Any:
+    items = value if isinstance(value, tuple) else (value,)
+    for v in items:
+        if meta.get("choices") is not None and v not in meta["choices"]:
+            allowed = ", ".join(repr(c) for c in meta["choices"])
+            raise ConfigError(f"{path} = {v!r}: must be one of {allowed}")
+        for key, ok, word in (("ge", lambda a, b: a >= b, ">="), ("gt", lambda a, b: a > b, ">"),
+                              ("le", lambda a, b: a <= b, "<="), ("lt", lambda a, b: a < b, "<")):
+            bound = meta.get(key)
+            if bound is not None and not ok(v, bound):
+                raise ConfigError(f"{path} = {v!r}: must be {word} {bound}")
+        if isinstance(v, float) and math.isinf(v) and path.split(".")[-1] != "alpha":
+            raise ConfigError(f"{path} = {v!r}: must be finite")
+    return value
+
+
+def _cross_check(s: Scenario) -> None:
+    """Rules that involve more than one field."""
+    n = s.devices.count
+    if s.channel.profile == "list" and len(s.channel.sigmas) != n:
+        raise ConfigError(f"channel.sigmas has {len(s.channel.sigmas)} values: must have one per device "
+                          f"(devices.count = {n})")
+    if s.channel.profile == "linear" and s.channel.sigma_max < s.channel.sigma_min:
+        raise ConfigError(f"channel.sigma_max = {s.channel.sigma_max}: must be >= channel.sigma_min")
+    if s.devices.compute_s_per_device and len(s.devices.compute_s_per_device) != n:
+        raise ConfigError(f"devices.compute_s_per_device has {len(s.devices.compute_s_per_device)} values: "
+                          f"must have one per device (devices.count = {n})")
+    if s.run.rounds is None and s.run.time_budget_s is None:
+        raise ConfigError("run.rounds: set run.rounds or run.time_budget_s so the run stops")
+    if s.run.stop_at_target and s.run.target_accuracy is None:
+        raise ConfigError("run.stop_at_target = true: needs run.target_accuracy")
+    if s.run.eval_every_rounds is not None and s.run.eval_every_s is not None:
+        raise ConfigError("run.eval_every_s: set either run.eval_every_rounds or run.eval_every_s, not both")
+    if s.link.p_max < s.link.p_bar:
+        raise ConfigError(f"link.p_max = {s.link.p_max:g}: must be >= link.p_bar = {s.link.p_bar:g}")
+    # every variant and every sweep value must itself be a valid scenario
+    for vname, overrides in s.variants:
+        try:
+            s.member(*overrides)
+        except ConfigError as exc:
+            raise ConfigError(f"variants.{vname}: {exc}") from None
+    for key, values in s.sweep:
+        for value in values:
+            try:
+                s.member((key, value))
+            except ConfigError as exc:
+                raise ConfigError(f"sweep.{key}: {exc}") from None
+
+
+# ---------------------------------------------------------------------------------------------
+# writing scenarios back
+
+
+def to_dict(scenario: Scenario) -> dict:
+    """The scenario as a nested dict that from_dict reads back to an equal scenario."""
+    out: dict[str, Any] = {}
+    for f in dataclasses.fields(scenario):
+        value = getattr(scenario, f.name)
+        if f.name == "variants":
+            if value:
+                out[f.name] = {vname: dict(ov) for vname, ov in value}
+        elif f.name == "sweep":
+            if value:
+                out[f.name] = {k: list(v) for k, v in value}
+        elif dataclasses.is_dataclass(value):
+            out[f.name] = {k: (list(v) if isinstance(v, tuple) else v)
+                           for k, v in dataclasses.asdict(value).items() if v is not None}
+        else:
+            out[f.name] = value
+    return out
+
+
+def _toml_value(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float):
+        if math.isinf(value):
+            return "inf" if value > 0 else "-inf"
+        return repr(value)
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, str):
+        return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(_toml_value(v) for v in value) + "]"
+    raise TypeError(f"cannot write {value!r} as TOML")
+
+
+def dumps(scenario: Scenario) -> str:
+    """The scenario as TOML text (read back by load_scenario to an equal scenario)."""
+    data = to_dict(scenario)
+    lines = [f"{k} = {_toml_value(v)}" for k, v in data.items() if not isinstance(v, dict)]
+
+    def table(name: str, body: dict) -> None:
+        scalars = {k: v for k, v in body.items() if not isinstance(v, dict)}
+        lines.append(f"\n[{name}]")
+        lines.extend(f"{_quote_key(k)} = {_toml_value(v)}" for k, v in scalars.items())
+        for k, v in body.items():
+            if isinstance(v, dict):
+                table(f"{name}.{_quote_key(k)}", v)
+
+    for k, v in data.items():
+        if isinstance(v, dict):
+            table(k, v)
+    return "\n".join(lines) + "\n"
+
+
+def _quote_key(key: str) -> str:
+    return key if re.fullmatch(r"[A-Za-z0-9_-]+", key) else _toml_value(key)

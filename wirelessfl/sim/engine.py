@@ -1,0 +1,157 @@
+"""The SimPy event loop: when things happen in one round, and the loop over rounds.
+
+Per round: channel draw -> scheduler decision -> m draws (distinct set) -> downlink broadcast ->
+each selected device computes in parallel (its own process) -> uploads through the uplink resource
+(TDMA: one transmitter at a time, first come first served in order of computation completion) ->
+aggregation once every upload is in. Learning happens at aggregation and takes no simulated time of
+its own: its duration is what the computation model stands for. No algorithm maths lives here.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable, Protocol
+
+import numpy as np
+import simpy
+
+from ..scheduling.base import Decision, RoundState, draw_devices
+
+
+class Learner(Protocol):
+    """What the engine needs from the training side (None in timing-only runs)."""
+
+    def train_round(self, selected: np.ndarray, decision: Decision, round_idx: int) -> None: ...
+
+    def evaluate(self) -> dict: ...
+
+
+@dataclass
+class RoundRecord:
+    """Timing facts of one round; the engine fills it, the recorder stores it."""
+
+    round: int
+    t_start: float
+    t_end: float
+    downlink_s: float
+    comp_s: float          # longest computation among the selected devices
+    comm_s: float          # sum of the selected devices' airtimes
+    selected: np.ndarray   # distinct devices, ascending
+    upload_order: np.ndarray  # devices in the order their uploads started
+    airtime_s: np.ndarray  # per selected device (same order as ``selected``)
+    energy_j: np.ndarray   # per selected device
+    gains: np.ndarray
+    decision: Decision
+
+
+@dataclass
+class StopRule:
+    """When the loop ends: a round count, a simulated-time budget, or a reached target."""
+
+    rounds: int | None = None
+    time_budget_s: float | None = None
+    target_accuracy: float | None = None
+    stop_at_target: bool = False
+    reached: bool = field(default=False, init=False)
+
+    def done(self, rounds_done: int, now_s: float) -> bool:
+        if self.rounds is not None and rounds_done >= self.rounds:
+            return True
+        if self.time_budget_s is not None and now_s >= self.time_budget_s:
+            return True
+        return self.stop_at_target and self.reached
+
+
+@dataclass
+class EvalRule:
+    """Evaluate every k rounds or at the first round boundary after every dt simulated seconds."""
+
+    every_rounds: int | None = None
+    every_s: float | None = None
+    _next_s: float = field(default=0.0, init=False)
+
+    def due(self, rounds_done: int, now_s: float) -> bool:
+        if self.every_s is not None:
+            if now_s >= self._next_s:
+                # skip grid points a long round jumped over: the model did not change in between
+                self._next_s = (np.floor(now_s / self.every_s) + 1) * self.every_s
+                return True
+            return False
+        return rounds_done % (self.every_rounds or 10) == 0
+
+
+class Engine:
+    """Runs rounds on a SimPy clock and reports each round and evaluation to callbacks."""
+
+    def __init__(self, *, channel, link, compute, scheduler, model_bits: float, num_devices: int,
+                 streams: dict[str, np.random.Generator], downlink_s: float = 0.0,
+                 learner: Learner | None = None, stop: StopRule, evaluate: EvalRule,
+                 on_round: Callable[[RoundRecord], None] = lambda r: None,
+                 on_eval: Callable[[dict], None] = lambda e: None):
+        self.channel, self.link, self.compute, self.scheduler = channel, link, compute, scheduler
+        self.model_bits = float(model_bits)
+        self.num_devices = num_devices
+        self.streams = streams
+        self.downlink_s = downlink_s
+        self.learner = learner
+        self.stop, self.eval_rule = stop, evaluate
+        self.on_round, self.on_eval = on_round, on_eval
+        self.env = simpy.Environment()
+        self.uplink = simpy.Resource(self.env, capacity=1)  # TDMA: one transmitter at a time
+        self.rounds_done = 0
+
+    def run(self) -> None:
+        """Run until the stop rule fires."""
+        self._evaluate()
+        self.env.process(self._loop())
+        self.env.run()
+
+    # --- processes -----------------------------------------------------------------------------
+
+    def _loop(self):
+        while not self.stop.done(self.rounds_done, self.env.now):
+            yield from self._round(self.rounds_done)
+            self.rounds_done += 1
+            if self.learner is not None and self.eval_rule.due(self.rounds_done, self.env.now):
+                self._evaluate()
+
+    def _round(self, r: int):
+        t_start = self.env.now
+        gains = self.channel.draw(self.streams["channel"])
+        state = RoundState(round=r, gains=gains, model_bits=self.model_bits,
+                           bandwidth_hz=self.link.bandwidth_hz, noise_power=self.link.noise_power)
+        decision = self.scheduler.decide(state)
+        selected = draw_devices(decision.omega, decision.m, self.streams["selection"])
+        power = decision.power[selected]
+        airtime = self.link.airtime_s(self.model_bits, gains[selected], power)
+        comp = self.compute.compute_times(selected, self.streams["compute"])
+        order: list[int] = []
+
+        if self.downlink_s > 0:
+            yield self.env.timeout(self.downlink_s)
+        uploads = [self.env.process(self._device(int(n), c, a, order))
+                   for n, c, a in zip(selected, comp, airtime)]
+        yield self.env.all_of(uploads)
+
+        if self.learner is not None:
+            self.learner.train_round(selected, decision, r)
+        self.on_round(RoundRecord(
+            round=r, t_start=t_start, t_end=self.env.now, downlink_s=self.downlink_s,
+            comp_s=float(comp.max(initial=0.0)), comm_s=float(airtime.sum()), selected=selected,
+            upload_order=np.asarray(order), airtime_s=airtime,
+            energy_j=self.link.energy_j(self.model_bits, gains[selected], power),
+            gains=gains, decision=decision))
+
+    def _device(self, device: int, compute_s: float, airtime_s: float, order: list[int]):
+        yield self.env.timeout(compute_s)
+        with self.uplink.request() as slot:
+            yield slot
+            order.append(device)
+            yield self.env.timeout(airtime_s)
+
+    def _evaluate(self) -> None:
+        if self.learner is None:
+            return
+        metrics = self.learner.evaluate()
+        if self.stop.target_accuracy is not None and metrics["accuracy"] >= self.stop.target_accuracy:
+            self.stop.reached = True
+        self.on_eval({"round": self.rounds_done, "time_s": self.env.now, **metrics})

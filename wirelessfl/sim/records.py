@@ -1,0 +1,123 @@
+"""Per-round and per-evaluation records, kept in memory and streamed to a run directory.
+
+Rows are appended to CSV files as the run goes, so an interrupted run keeps everything recorded so
+far; per-device arrays (gains, omega, q, P, Z) go to an npz at the end, and the summary is written
+last, atomically: a run directory whose summary says "complete" is complete.
+"""
+from __future__ import annotations
+
+import csv
+import json
+import math
+import os
+from pathlib import Path
+
+import numpy as np
+
+from .engine import RoundRecord
+
+ROUND_COLUMNS = ["round", "t_start", "t_end", "downlink_s", "comp_s", "comm_s", "num_selected",
+                 "selected", "upload_order", "airtime_s", "energy_j", "power_mean", "q_selected",
+                 "queue_mean", "objective"]
+EVAL_COLUMNS = ["round", "time_s", "accuracy", "test_loss", "train_loss"]
+
+
+def _ids(values: np.ndarray) -> str:
+    return " ".join(str(int(v)) for v in values)
+
+
+class Recorder:
+    """Collects round and evaluation rows and per-device totals; optionally streams them to disk."""
+
+    def __init__(self, num_devices: int, out_dir: Path | None = None, keep_device_arrays: bool = True):
+        self.num_devices = num_devices
+        self.rounds: list[dict] = []
+        self.evals: list[dict] = []
+        self.selections = np.zeros(num_devices, dtype=np.int64)
+        self.energy_j = np.zeros(num_devices)
+        self.expected_power_sum = np.zeros(num_devices)  # sum over rounds of P q (Fig. 7)
+        self.keep_device_arrays = keep_device_arrays
+        self.arrays: dict[str, list[np.ndarray]] = {k: [] for k in ("gains", "omega", "q", "power", "queue")}
+        self.out_dir = out_dir
+        self._files = {}
+        if out_dir is not None:
+            out_dir.mkdir(parents=True, exist_ok=True)
+            for name, cols in (("rounds", ROUND_COLUMNS), ("evals", EVAL_COLUMNS)):
+                fh = open(out_dir / f"{name}.csv", "w", newline="")
+                writer = csv.DictWriter(fh, fieldnames=cols, extrasaction="ignore")
+                writer.writeheader()
+                self._files[name] = (fh, writer)
+
+    def on_round(self, rec: RoundRecord) -> None:
+        d = rec.decision
+        sel = rec.selected
+        row = {
+            "round": rec.round, "t_start": rec.t_start, "t_end": rec.t_end,
+            "downlink_s": rec.downlink_s, "comp_s": rec.comp_s, "comm_s": rec.comm_s,
+            "num_selected": len(sel), "selected": _ids(sel), "upload_order": _ids(rec.upload_order),
+            "airtime_s": " ".join(f"{a:.6g}" for a in rec.airtime_s),
+            "energy_j": float(rec.energy_j.sum()),
+            "power_mean": float(d.power[sel].mean()) if len(sel) else 0.0,
+            "q_selected": " ".join(f"{q:.6g}" for q in d.q[sel]),
+            "queue_mean": float(d.queue.mean()),
+            "objective": d.info.get("objective", math.nan),
+        }
+        self.rounds.append(row)
+        self.selections[sel] += 1
+        self.energy_j[sel] += rec.energy_j
+        self.expected_power_sum += d.power * d.q
+        if self.keep_device_arrays:
+            for key, value in (("gains", rec.gains), ("omega", d.omega), ("q", d.q),
+                               ("power", d.power), ("queue", d.queue)):
+                self.arrays[key].append(np.asarray(value, dtype=np.float32))
+        self._write("rounds", row)
+
+    def on_eval(self, row: dict) -> None:
+        self.evals.append(row)
+        self._write("evals", row)
+
+    def _write(self, name: str, row: dict) -> None:
+        if name in self._files:
+            fh, writer = self._files[name]
+            writer.writerow(row)
+            fh.flush()
+
+    def device_table(self, sigmas: np.ndarray) -> dict[str, np.ndarray]:
+        """Per-device totals: selections, transmit energy and time-average expected power."""
+        n_rounds = max(len(self.rounds), 1)
+        return {"device": np.arange(self.num_devices), "sigma": sigmas, "selections": self.selections,
+                "selection_rate": self.selections / n_rounds, "energy_j": self.energy_j,
+                "time_avg_power": self.expected_power_sum / n_rounds}
+
+    def close(self, summary: dict, devices: dict[str, np.ndarray]) -> None:
+        """Write the device table, the per-device arrays and, last, the summary."""
+        for fh, _ in self._files.values():
+            fh.close()
+        self._files = {}
+        if self.out_dir is None:
+            return
+        import pandas as pd
+
+        pd.DataFrame(devices).to_csv(self.out_dir / "devices.csv", index=False)
+        if self.keep_device_arrays and self.rounds:
+            np.savez_compressed(self.out_dir / "decisions.npz",
+                                **{k: np.stack(v) for k, v in self.arrays.items()})
+        write_json_atomic(self.out_dir / "summary.json", summary)
+
+
+def write_json_atomic(path: Path, data: dict) -> None:
+    """Write JSON so that a reader sees the old file or the whole new one, never a torn one."""
+    tmp = path.with_name(f".{path.name}.tmp")
+    with open(tmp, "w") as fh:
+        json.dump(data, fh, indent=2, default=_json_default)
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, path)
+
+
+def _json_default(value):
+    if isinstance(value, np.generic):
+        return value.item()
+    if isinstance(value, np.ndarray):
+        return value.tolist()
+    raise TypeError(f"not JSON serialisable: {type(value)}")
