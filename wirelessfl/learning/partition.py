@@ -1,0 +1,111 @@
+"""Split a training set over devices: each device gets an array of indices into the training set."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+__all__ = ["PARTITION_SCHEMES", "partition"]
+
+PARTITION_SCHEMES = ("dirichlet_per_device", "label_dirichlet", "iid")
+
+
+def partition(
+    labels: np.ndarray,
+    num_devices: int,
+    scheme: str,
+    *,
+    rng: np.random.Generator,
+    samples_per_device: int = 500,
+    alpha: float = 1.0,
+    num_classes: int | None = None,
+) -> list[np.ndarray]:
+    """Return ``num_devices`` sorted int64 index arrays into the training set.
+
+    Schemes:
+
+    * ``"dirichlet_per_device"`` (spec 002 sec. 6, the Lyapunov paper's): for each device a class
+      mix c ~ Dir(alpha * 1) over the classes, then ``samples_per_device`` class draws from c and,
+      for each draw, a uniformly random training sample of that class. alpha = 0: one uniformly
+      random class per device; alpha = inf: c uniform (iid). Devices draw independently, so a sample
+      may sit on several devices; within one device the samples of a class are distinct [choice]
+      (drawn with replacement only if a class has fewer samples than the device needs).
+    * ``"label_dirichlet"`` (the common benchmark split): the samples of each class are shuffled and
+      cut over the devices in proportions ~ Dir(alpha * 1); every sample goes to exactly one device
+      and ``samples_per_device`` is ignored. alpha = 0: each class goes whole to one random device;
+      alpha = inf: equal proportions. A device may end up with no data at small alpha.
+    * ``"iid"``: a random disjoint split, ``samples_per_device`` each if the set is large enough,
+      otherwise the whole set cut into near-equal parts.
+
+    ``rng`` should be the scenario's "partition" stream. ``num_classes`` defaults to max label + 1.
+    """
+    if scheme not in PARTITION_SCHEMES:
+        raise ValueError(f"unknown partition scheme {scheme!r}; allowed: {', '.join(PARTITION_SCHEMES)}")
+    labels = np.asarray(labels)
+    if labels.ndim != 1 or labels.size == 0:
+        raise ValueError(f"labels must be a non-empty 1-D array, got shape {labels.shape}")
+    if num_devices < 1:
+        raise ValueError(f"num_devices must be >= 1, got {num_devices}")
+    if samples_per_device < 1:
+        raise ValueError(f"samples_per_device must be >= 1, got {samples_per_device}")
+    if not alpha >= 0:  # also rejects NaN
+        raise ValueError(f"alpha must be >= 0 (0: one class, inf: iid), got {alpha}")
+    num_classes = int(labels.max()) + 1 if num_classes is None else int(num_classes)
+    by_class = [np.flatnonzero(labels == k) for k in range(num_classes)]
+
+    if scheme == "iid":
+        return _iid(labels.size, num_devices, samples_per_device, rng)
+    if scheme == "label_dirichlet":
+        return _label_dirichlet(by_class, num_devices, alpha, rng)
+    return _dirichlet_per_device(by_class, num_devices, samples_per_device, alpha, rng)
+
+
+def _class_mix(num_classes: int, alpha: float, rng: np.random.Generator) -> np.ndarray:
+    """One probability vector over ``num_classes`` ~ Dir(alpha·1), with the limits alpha=0 and inf."""
+    if alpha == 0:
+        c = np.zeros(num_classes)
+        c[rng.integers(num_classes)] = 1.0
+        return c
+    if math.isinf(alpha):
+        return np.full(num_classes, 1.0 / num_classes)
+    return rng.dirichlet(np.full(num_classes, alpha))
+
+
+def _dirichlet_per_device(by_class, num_devices, samples_per_device, alpha, rng) -> list[np.ndarray]:
+    num_classes = len(by_class)
+    present = np.array([idx.size > 0 for idx in by_class])
+    out = []
+    for _ in range(num_devices):
+        c = _class_mix(num_classes, alpha, rng)
+        if not np.all(present):  # a class absent from the training set cannot be drawn
+            c = np.where(present, c, 0.0)
+            c = c / c.sum() if c.sum() > 0 else present / present.sum()
+        counts = rng.multinomial(samples_per_device, c)  # = samples_per_device categorical draws
+        parts = []
+        for k in np.flatnonzero(counts):
+            pool = by_class[k]
+            parts.append(rng.choice(pool, size=counts[k], replace=counts[k] > pool.size))
+        out.append(np.sort(np.concatenate(parts)).astype(np.int64))
+    return out
+
+
+def _label_dirichlet(by_class, num_devices, alpha, rng) -> list[np.ndarray]:
+    shares: list[list[np.ndarray]] = [[] for _ in range(num_devices)]
+    for idx in by_class:
+        if idx.size == 0:
+            continue
+        idx = rng.permutation(idx)
+        p = _class_mix(num_devices, alpha, rng)
+        cuts = np.round(np.cumsum(p)[:-1] * idx.size).astype(np.int64)
+        for dev, piece in enumerate(np.split(idx, cuts)):
+            shares[dev].append(piece)
+    return [np.sort(np.concatenate(s)).astype(np.int64) if s else np.empty(0, np.int64) for s in shares]
+
+
+def _iid(n: int, num_devices, samples_per_device, rng) -> list[np.ndarray]:
+    perm = rng.permutation(n)
+    if num_devices * samples_per_device <= n:
+        chunks = perm[: num_devices * samples_per_device].reshape(num_devices, samples_per_device)
+    else:
+        chunks = np.array_split(perm, num_devices)
+    return [np.sort(c).astype(np.int64) for c in chunks]
