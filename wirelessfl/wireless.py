@@ -54,6 +54,8 @@ class Link:
 
     def energy_j(self, bits: float, gain: np.ndarray, power: np.ndarray) -> np.ndarray:
         """Transmit energy P x airtime (0 where nothing is sent)."""
-        power = np.asarray(power, dtype=float)
-        airtime = self.airtime_s(bits, gain, power)
-        return np.where(power > 0, power * airtime, 0.0)
+        gain, power = np.broadcast_arrays(np.asarray(gain, dtype=float), np.asarray(power, dtype=float))
+        sending = power > 0
+        energy = np.zeros(power.shape)
+        energy[sending] = power[sending] * self.airtime_s(bits, gain[sending], power[sending])
+        return energy

@@ -69,11 +69,14 @@ class EvalRule:
     every_s: float | None = None
     _next_s: float = field(default=0.0, init=False)
 
+    def __post_init__(self):
+        self._next_s = self.every_s or 0.0  # the run always evaluates at time 0
+
     def due(self, rounds_done: int, now_s: float) -> bool:
         if self.every_s is not None:
             if now_s >= self._next_s:
                 # skip grid points a long round jumped over: the model did not change in between
-                self._next_s = (np.floor(now_s / self.every_s) + 1) * self.every_s
+                self._next_s = (float(np.floor(now_s / self.every_s)) + 1) * self.every_s
                 return True
             return False
         return rounds_done % (self.every_rounds or 10) == 0
@@ -154,4 +157,4 @@ class Engine:
         metrics = self.learner.evaluate()
         if self.stop.target_accuracy is not None and metrics["accuracy"] >= self.stop.target_accuracy:
             self.stop.reached = True
-        self.on_eval({"round": self.rounds_done, "time_s": self.env.now, **metrics})
+        self.on_eval({"round": self.rounds_done, "time_s": float(self.env.now), **metrics})

@@ -1,0 +1,256 @@
+"""The training core: one global model, batched local SGD for the selected devices, evaluation.
+
+The engine calls it once per round. It knows nothing about time, SimPy or the channel: it is told
+which devices train in which round and returns their model deltas.
+
+Batching: every selected device starts from the same global model x_t, so the k devices' local
+runs are k independent SGD trajectories of the same network. They are computed together: the k
+parameter vectors are stacked into a (k, d) tensor and each local step is one
+``vmap(grad(loss))`` call over that stack (torch.func), instead of a Python loop over devices.
+
+Randomness: each (round, device) pair has its own minibatch stream, a child of the named stream
+"minibatch" keyed by (round, device). A device's batches therefore do not depend on which other
+devices were selected, in which order, or in which chunk they were computed. The initial model
+comes from the "model_init" torch generator; nothing global is seeded or read.
+"""
+from __future__ import annotations
+
+import math
+from typing import Sequence
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch.func import functional_call, grad, vmap
+
+from wirelessfl.learning.datasets import Dataset
+from wirelessfl.learning.models import build_model
+from wirelessfl.rng import _seed_sequence, stream, torch_generator
+
+__all__ = ["Trainer"]
+
+
+class Trainer:
+    """Global model state plus local training and evaluation for ``len(device_indices)`` devices.
+
+    dataset: the pooled data; device_indices[n]: indices into ``dataset.x_train`` held by device n.
+    local_steps (K), batch_size (B), lr (gamma): local SGD y_{i+1} = y_i - gamma g_n(y_i), K steps.
+    root_seed: the scenario's seed (streams "model_init", "minibatch", "eval_train_subset").
+    device: torch device for all tensors ("cpu", "cuda", ...).
+    eval_train_samples: size of the fixed random subset of the devices' training data (their union)
+        on which ``evaluate`` measures the training loss.
+    max_devices_per_batch: compute at most this many devices in one vmap call (bounds memory for
+        large models or many selected devices; results do not depend on it). None: all at once.
+
+    Attributes: ``params`` (flat float32 vector of the global model, on ``device``), ``num_params``
+    (d), ``model_bits`` (32 d, the upload size ℓ), ``model`` (the module, used only functionally).
+    """
+
+    def __init__(
+        self,
+        dataset: Dataset,
+        device_indices: Sequence[np.ndarray],
+        model_name: str,
+        *,
+        local_steps: int = 10,
+        batch_size: int = 32,
+        lr: float = 0.01,
+        root_seed: int = 0,
+        device: str | torch.device = "cpu",
+        eval_train_samples: int = 10000,
+        eval_batch_size: int = 2048,
+        max_devices_per_batch: int | None = None,
+    ):
+        if local_steps < 1 or batch_size < 1:
+            raise ValueError(f"local_steps and batch_size must be >= 1, got {local_steps}, {batch_size}")
+        if max_devices_per_batch is not None and max_devices_per_batch < 1:
+            raise ValueError(f"max_devices_per_batch must be >= 1 or None, got {max_devices_per_batch}")
+        self.dataset = dataset
+        self.device = torch.device(device)
+        self.local_steps = int(local_steps)
+        self.batch_size = int(batch_size)
+        self.lr = float(lr)
+        self.root_seed = int(root_seed)
+        self.eval_batch_size = int(eval_batch_size)
+        self.max_devices_per_batch = max_devices_per_batch
+        n_train = len(dataset.y_train)
+        self._indices = [np.asarray(ix, dtype=np.int64).reshape(-1) for ix in device_indices]
+        for n, ix in enumerate(self._indices):
+            if ix.size and (ix.min() < 0 or ix.max() >= n_train):
+                raise ValueError(f"device {n}: indices must lie in [0, {n_train}), got [{ix.min()}, {ix.max()}]")
+        self.num_devices = len(self._indices)
+
+        # Init on the CPU from the named generator, then move: identical models on every device type.
+        model = build_model(
+            model_name, dataset.input_shape, dataset.num_classes, generator=torch_generator(self.root_seed, "model_init")
+        )
+        model.requires_grad_(False)  # parameters are passed in functionally; the module's own are unused
+        self.model = model.to(self.device)
+        named = list(self.model.named_parameters())
+        self._names = [name for name, _ in named]
+        self._shapes = [p.shape for _, p in named]
+        self._numels = [p.numel() for _, p in named]
+        self._params = torch.cat([p.detach().reshape(-1) for _, p in named]).to(torch.float32).clone()
+        self.num_params = int(self._params.numel())
+        self.model_bits = 32 * self.num_params
+
+        self._x_train = dataset.x_train.to(self.device)
+        self._y_train = dataset.y_train.to(self.device)
+        self._x_test = dataset.x_test.to(self.device)
+        self._y_test = dataset.y_test.to(self.device)
+
+        union = np.unique(np.concatenate(self._indices)) if self._indices else np.empty(0, np.int64)
+        if union.size > eval_train_samples:
+            union = np.sort(stream(self.root_seed, "eval_train_subset").choice(union, eval_train_samples, replace=False))
+        self._eval_train_idx = torch.from_numpy(union).to(self.device)
+
+        # Per-device gradient of the minibatch loss, vectorised over a stack of parameter vectors.
+        self.batched_grad = vmap(grad(self.loss))
+
+    # ------------------------------------------------------------------------------------------
+    # parameters
+
+    @property
+    def params(self) -> torch.Tensor:
+        """The global model x_t as one flat float32 vector of length ``num_params``."""
+        return self._params
+
+    @params.setter
+    def params(self, value: torch.Tensor) -> None:
+        value = torch.as_tensor(value, dtype=torch.float32, device=self.device).reshape(-1)
+        if value.numel() != self.num_params:
+            raise ValueError(f"params must have {self.num_params} entries, got {value.numel()}")
+        self._params = value.clone()
+
+    def unflatten(self, flat: torch.Tensor) -> dict[str, torch.Tensor]:
+        """View a flat parameter vector as the module's {name: tensor} dict (no copy)."""
+        return {
+            name: piece.view(shape)
+            for name, piece, shape in zip(self._names, torch.split(flat, self._numels), self._shapes)
+        }
+
+    def loss(self, flat: torch.Tensor, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        """Mean cross-entropy of the model with parameters ``flat`` on the batch (x, y)."""
+        return F.cross_entropy(functional_call(self.model, self.unflatten(flat), (x,)), y)
+
+    # ------------------------------------------------------------------------------------------
+    # local training
+
+    def _minibatch_rng(self, device: int, round_idx: int) -> np.random.Generator:
+        # A child of the named stream "minibatch", keyed by (round, device): independent of the
+        # other selected devices and of the order in which devices are processed.
+        base = _seed_sequence(self.root_seed, "minibatch")
+        seq = np.random.SeedSequence(base.entropy, spawn_key=(*base.spawn_key, int(round_idx), int(device)))
+        return np.random.Generator(np.random.PCG64(seq))
+
+    def minibatch_indices(self, device: int, round_idx: int, local_steps: int | None = None) -> torch.LongTensor:
+        """The training-set indices device ``device`` uses in round ``round_idx``, shape (K, B).
+
+        Each round the device walks through a fresh random permutation of its own samples (no
+        repeats within a round until its data is used up, then a new permutation continues), cut
+        into K consecutive minibatches of B. Indices are into ``dataset.x_train`` (CPU tensor).
+        """
+        steps = self.local_steps if local_steps is None else int(local_steps)
+        pool = self._indices[device]
+        if pool.size == 0:
+            raise ValueError(f"device {device} holds no training samples and cannot train")
+        rng = self._minibatch_rng(device, round_idx)
+        need = steps * self.batch_size
+        order = np.concatenate([rng.permutation(pool.size) for _ in range(math.ceil(need / pool.size))])
+        return torch.from_numpy(pool[order[:need]].reshape(steps, self.batch_size))
+
+    def local_updates(
+        self,
+        devices: Sequence[int],
+        round_idx: int,
+        *,
+        local_steps: int | Sequence[int] | None = None,
+        lr: float | Sequence[float] | None = None,
+    ) -> torch.Tensor:
+        """Run local SGD from the current global model for every device in ``devices``.
+
+        Returns the deltas y_K - x_t, shape (len(devices), num_params), in the order of
+        ``devices``. ``local_steps`` and ``lr`` override the trainer's K and gamma, either for all
+        devices or per device (for algorithms such as FedShuffle whose step count or step size
+        differs by device). The global model is not changed.
+        """
+        devices = [int(n) for n in devices]
+        k = len(devices)
+        for n in devices:
+            if not 0 <= n < self.num_devices:
+                raise ValueError(f"device {n} out of range [0, {self.num_devices})")
+        steps = np.broadcast_to(np.asarray(self.local_steps if local_steps is None else local_steps), (k,))
+        lrs = np.broadcast_to(np.asarray(self.lr if lr is None else lr, dtype=np.float64), (k,))
+        if np.any(steps < 0):
+            raise ValueError(f"local_steps must be >= 0, got {steps}")
+        out = torch.empty(k, self.num_params, dtype=torch.float32, device=self.device)
+        chunk = k if self.max_devices_per_batch is None else self.max_devices_per_batch
+        for start in range(0, k, max(chunk, 1)):
+            sl = slice(start, min(start + chunk, k))
+            out[sl] = self._run_local(devices[sl], round_idx, steps[sl], lrs[sl])
+        return out
+
+    def _run_local(self, devices: list[int], round_idx: int, steps: np.ndarray, lrs: np.ndarray) -> torch.Tensor:
+        k, kmax = len(devices), int(steps.max())
+        x0 = self._params
+        if kmax == 0:
+            return torch.zeros(k, self.num_params, dtype=torch.float32, device=self.device)
+        batches = []
+        for n, s in zip(devices, steps):
+            b = self.minibatch_indices(n, round_idx, max(int(s), 1))
+            if b.shape[0] < kmax:  # pad; the padded steps get step size 0 below
+                b = torch.cat([b, b[:1].expand(kmax - b.shape[0], -1)])
+            batches.append(b)
+        idx = torch.stack(batches).to(self.device)  # (k, K, B)
+        uniform = bool(np.all(steps == kmax) and np.all(lrs == lrs[0]))
+        if not uniform:
+            # step_size[s, j] = lr_j while step s < K_j, else 0 (device j has finished).
+            step_size = torch.as_tensor(
+                (np.arange(kmax)[:, None] < steps[None, :]) * lrs[None, :], dtype=torch.float32, device=self.device
+            )
+        y = x0.expand(k, -1).clone()
+        for s in range(kmax):
+            b = idx[:, s]  # (k, B): gather only this step's batch, not all K at once
+            g = self.batched_grad(y, self._x_train[b], self._y_train[b])
+            if uniform:
+                y.sub_(g, alpha=float(lrs[0]))
+            else:
+                y.sub_(g * step_size[s, :, None])
+        return y.sub_(x0)
+
+    def aggregate(self, deltas: torch.Tensor, weights: Sequence[float] | np.ndarray | torch.Tensor) -> None:
+        """x_{t+1} = x_t + sum_k weights[k] * deltas[k] (the algorithm chooses the weights)."""
+        w = torch.as_tensor(np.asarray(weights, dtype=np.float32) if not isinstance(weights, torch.Tensor) else weights)
+        w = w.to(dtype=torch.float32, device=self.device).reshape(-1)
+        if deltas.ndim != 2 or deltas.shape[1] != self.num_params or deltas.shape[0] != w.numel():
+            raise ValueError(f"need deltas (k, {self.num_params}) and k weights, got {tuple(deltas.shape)} and {w.numel()}")
+        if w.numel():
+            self._params += w @ deltas.to(self.device)
+
+    # ------------------------------------------------------------------------------------------
+    # evaluation
+
+    @torch.no_grad()
+    def _loss_acc(self, x: torch.Tensor, y: torch.Tensor, idx: torch.Tensor | None = None) -> tuple[float, float]:
+        n = len(y) if idx is None else len(idx)
+        if n == 0:
+            return float("nan"), float("nan")
+        params = self.unflatten(self._params)
+        loss_sum, correct = 0.0, 0
+        for start in range(0, n, self.eval_batch_size):
+            sel = slice(start, start + self.eval_batch_size)
+            xb, yb = (x[sel], y[sel]) if idx is None else (x[idx[sel]], y[idx[sel]])
+            logits = functional_call(self.model, params, (xb,))
+            loss_sum += float(F.cross_entropy(logits, yb, reduction="sum"))
+            correct += int((logits.argmax(1) == yb).sum())
+        return loss_sum / n, correct / n
+
+    def evaluate(self) -> dict[str, float]:
+        """Evaluate the global model.
+
+        Returns accuracy and test_loss on the whole test set, and train_loss / train_accuracy on
+        the fixed subset of the devices' training data (``eval_train_samples`` samples).
+        """
+        test_loss, acc = self._loss_acc(self._x_test, self._y_test)
+        train_loss, train_acc = self._loss_acc(self._x_train, self._y_train, self._eval_train_idx)
+        return {"accuracy": acc, "test_loss": test_loss, "train_loss": train_loss, "train_accuracy": train_acc}
