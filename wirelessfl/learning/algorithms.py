@@ -1,0 +1,72 @@
+"""The learning-algorithm seam: what the selected devices compute and how the server combines it.
+
+Like Flower's ``Strategy`` the interface is narrow. An algorithm is a plain object with
+
+* ``aggregation_weights(selected, q, num_devices) -> weights``: the server's weight for each
+  selected device's delta, given the marginal inclusion probabilities q the scheduler used;
+* ``round(trainer, selected, q, num_devices, round_idx) -> dict``: one round's learning work on
+  the trainer (local updates, then aggregation); returns a few facts worth recording.
+
+The engine calls ``round`` once per round with the devices that were drawn. Other algorithms
+(FedShuffle, SAFARI, Per-FedAvg) implement the same two methods, typically by subclassing
+:class:`FedAvg` and changing the weights or the local rule (``Trainer.local_updates`` accepts
+per-device step counts and step sizes).
+"""
+from __future__ import annotations
+
+from typing import Protocol, runtime_checkable
+
+import numpy as np
+
+from wirelessfl.learning.trainer import Trainer
+
+__all__ = ["Algorithm", "FedAvg"]
+
+
+@runtime_checkable
+class Algorithm(Protocol):
+    """What the engine needs from a learning algorithm."""
+
+    def aggregation_weights(self, selected: np.ndarray, q: np.ndarray, num_devices: int) -> np.ndarray: ...
+
+    def round(self, trainer: Trainer, selected: np.ndarray, q: np.ndarray, num_devices: int, round_idx: int) -> dict: ...
+
+
+class FedAvg:
+    """FedAvg with unbiased aggregation under arbitrary participation probabilities (spec 002 sec. 1).
+
+    x_{t+1} = x_t + server_lr * (1/N) * sum_{n selected} (1/q_n) (y_K^n - x_t).
+    With server_lr = 1 (the paper) and q_n = 1 for all n this is plain full-participation FedAvg.
+    """
+
+    def __init__(self, server_lr: float = 1.0):
+        self.server_lr = float(server_lr)
+
+    def aggregation_weights(self, selected: np.ndarray, q: np.ndarray, num_devices: int) -> np.ndarray:
+        """Weights server_lr / (N q_n), aligned with ``selected``.
+
+        A device that appears more than once in ``selected`` counts once (the indicator 1_n, not
+        the number of draws): its first occurrence gets the weight, later ones get 0.
+        """
+        selected = np.asarray(selected, dtype=np.int64).reshape(-1)
+        q = np.asarray(q, dtype=np.float64)
+        if q.shape != (num_devices,):
+            raise ValueError(f"q must have shape ({num_devices},), got {q.shape}")
+        if selected.size and (selected.min() < 0 or selected.max() >= num_devices):
+            raise ValueError(f"selected devices must lie in [0, {num_devices}), got {selected}")
+        qs = q[selected]
+        if np.any(~(qs > 0)):
+            raise ValueError(f"selected devices need q > 0 for unbiased weights, got q = {qs}")
+        weights = self.server_lr / (num_devices * qs)
+        first = np.zeros(selected.size, dtype=bool)
+        first[np.unique(selected, return_index=True)[1]] = True
+        return np.where(first, weights, 0.0)
+
+    def round(self, trainer: Trainer, selected: np.ndarray, q: np.ndarray, num_devices: int, round_idx: int) -> dict:
+        """Train the distinct selected devices from x_t and apply the weighted sum of their deltas."""
+        devices = np.unique(np.asarray(selected, dtype=np.int64))  # each device trains once
+        weights = self.aggregation_weights(devices, q, num_devices)
+        if devices.size:
+            deltas = trainer.local_updates(devices, round_idx)
+            trainer.aggregate(deltas, weights)
+        return {"num_trained": int(devices.size), "weight_sum": float(weights.sum())}
