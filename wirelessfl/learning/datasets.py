@@ -259,11 +259,22 @@ def _allowed_globals() -> dict[tuple[str, str], object]:
         from numpy._core import multiarray, numeric
     except ImportError:  # numpy < 2
         from numpy.core import multiarray, numeric  # type: ignore[no-redef]
-    allowed: dict[tuple[str, str], object] = {("numpy", "ndarray"): np.ndarray, ("numpy", "dtype"): np.dtype}
+    allowed: dict[tuple[str, str], object] = {
+        ("numpy", "ndarray"): np.ndarray,
+        ("numpy", "dtype"): np.dtype,
+        # Python 3 writes bytes in protocols <= 2 as _codecs.encode(text, "latin1").
+        ("_codecs", "encode"): _latin1_encode,
+    }
     for pkg in ("numpy.core", "numpy._core"):
         allowed[(f"{pkg}.multiarray", "_reconstruct")] = multiarray._reconstruct  # protocol <= 4 arrays
         allowed[(f"{pkg}.numeric", "_frombuffer")] = numeric._frombuffer  # protocol 5 arrays
     return allowed
+
+
+def _latin1_encode(text: str, encoding: str = "utf-8") -> bytes:
+    if encoding not in ("latin1", "latin-1"):
+        raise pickle.UnpicklingError(f"refusing _codecs.encode with encoding {encoding!r}")
+    return text.encode("latin1")
 
 
 class _RestrictedUnpickler(pickle.Unpickler):
