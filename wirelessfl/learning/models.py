@@ -80,15 +80,19 @@ def build_model(
     * ``"mlp"``: flatten, fc -> 200, ReLU, fc 200 -> 200, ReLU, fc -> classes (FedAvg's "2NN").
     * ``"logreg"``: flatten, fc -> classes (multinomial logistic regression; any input shape).
 
-    With ``generator`` the parameters are initialised from it (see :func:`init_parameters`), so
-    the result does not depend on torch's global RNG; without it PyTorch's default init is used.
+    With ``generator`` the parameters are initialised from it (see :func:`init_parameters`) and
+    torch's global RNG is neither read nor advanced; without it PyTorch's default init is used.
     """
     if name not in _BUILDERS:
         raise ValueError(f"unknown model {name!r}; allowed: {', '.join(MODEL_NAMES)}")
-    model = _BUILDERS[name](tuple(input_shape), int(num_classes))
-    if generator is not None:
-        init_parameters(model, generator)
-    return model
+    if generator is None:
+        return _BUILDERS[name](tuple(input_shape), int(num_classes))
+    # Build on the meta device (no storage, no draws from torch's global RNG), then allocate and
+    # initialise from the generator alone.
+    with torch.device("meta"):
+        model = _BUILDERS[name](tuple(input_shape), int(num_classes))
+    model.to_empty(device="cpu")
+    return init_parameters(model, generator)
 
 
 @torch.no_grad()
