@@ -1,0 +1,578 @@
+"""Parameter studies: run a grid of scenarios x seeds, serially, in a process pool or on Dask.
+
+A sweep expands one scenario into members: every combination of the grid values (the scenario's
+``[sweep]`` table, to which ``grid`` adds keys or replaces their values), every variant of the
+scenario if it has ``[variants]``, and ``seeds`` seeds. Seed index k (0, 1, ...) runs with
+``seed = scenario.seed + k``, so ``--seeds 3`` on a scenario with ``seed = 7`` uses seeds 7, 8, 9
+(pass a sequence to ``sweep(seeds=...)`` to name the seeds yourself).
+
+Layout of a sweep folder OUT::
+
+    OUT/sweep.json         the grid, seeds, executor and the base scenario
+    OUT/scenario.toml      the base scenario (with its [sweep] table)
+    OUT/table.csv          one row per member: grid values, seed, status, headline metrics
+    OUT/runs/<key>/        one finished run (simulate's run directory); key = the first 16 hex
+                           digits of sha256(resolved member scenario as TOML)
+    OUT/failed/<key>.json  the error, traceback and parameters of a run that raised
+
+Crash safety: a run is written to ``OUT/runs/.<key>.tmp-<pid>`` and renamed to ``OUT/runs/<key>``
+once its summary says "complete"; a rename is atomic, so ``runs/<key>`` is always a whole run.
+The table and sweep.json are replaced atomically. A sweep killed at any moment (even SIGKILL) is
+resumed by running it again: finished runs are skipped (found by key, so any sweep whose members
+coincide reuses them), temporary folders are removed and unfinished or failed runs are redone.
+
+Runs are deterministic given their scenario, so serial, process-pool and Dask sweeps give the
+same records. With a remote Dask scheduler (``address``), the workers must see OUT at the same
+path (a shared file system) and have wirelessfl installed.
+"""
+from __future__ import annotations
+
+import hashlib
+import itertools
+import json
+import math
+import os
+import re
+import shutil
+import time
+import traceback
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Iterable, Mapping, Sequence
+
+import pandas as pd
+
+from ..config import ConfigError, Scenario, dumps, from_dict, parse_value
+from ..sim.records import write_json_atomic
+from .run import simulate
+
+try:
+    import tomllib
+except ImportError:  # pragma: no cover - Python 3.10
+    import tomli as tomllib
+
+METRICS = ["final_accuracy", "time_to_target_s", "mean_time_avg_power", "mean_distinct_per_round",
+           "total_energy_j", "sim_time_s", "rounds", "mean_round_s", "wall_time_s"]
+"""Summary numbers copied into the table (mean_round_s = sim_time_s / rounds)."""
+
+EXECUTORS = ("serial", "process", "dask")
+_TMP = re.compile(r"^\.(?P<key>[0-9a-f]+)\.tmp-(?P<pid>\d+)$")
+
+
+@dataclass(frozen=True)
+class Member:
+    """One run of a sweep: its grid values, seed, resolved scenario and key."""
+
+    params: dict            # dotted key -> grid value as given (plus "variant" with variants)
+    seed: int
+    scenario: Scenario
+    toml: str               # dumps(scenario): what is hashed and what a worker runs
+    key: str
+
+
+@dataclass
+class SweepResult:
+    """What a sweep produced: the results table (one row per member) and where it lives."""
+
+    table: pd.DataFrame
+    out_dir: Path
+    ran: int = 0            # runs done by this call
+    skipped: int = 0        # runs found finished from an earlier call
+    failed: int = 0         # runs that raised in this call
+
+
+# ---------------------------------------------------------------------------------------------
+# grid
+
+
+def _split_values(text: str) -> list[str]:
+    """Split ``1,10,[1, 2]`` at top-level commas (a list value may contain commas)."""
+    out, depth, cur = [], 0, []
+    for ch in text:
+        if ch in "[{":
+            depth += 1
+        elif ch in "]}":
+            depth -= 1
+        if ch == "," and depth == 0:
+            out.append("".join(cur))
+            cur = []
+        else:
+            cur.append(ch)
+    out.append("".join(cur))
+    return [s.strip() for s in out]
+
+
+def parse_grid(grid: Mapping[str, Sequence] | Iterable[str | tuple[str, Sequence]] | None
+               ) -> list[tuple[str, tuple]]:
+    """Normalise a grid to ``[(dotted_key, values), ...]``.
+
+    Accepts a mapping ``{"scheduler.V": [1, 10]}``, pairs ``("scheduler.V", [1, 10])`` or
+    command-line strings ``"scheduler.V=1,10,100"`` (each value parsed with config.parse_value, so
+    ``1e3``, ``true`` and ``"35 dB"`` work). Raises ConfigError naming the key on a malformed item.
+    """
+    if grid is None:
+        return []
+    items = grid.items() if isinstance(grid, Mapping) else grid
+    out: dict[str, tuple] = {}
+    for item in items:
+        if isinstance(item, str):
+            if "=" not in item:
+                raise ConfigError(f"grid {item!r}: expected KEY=V1,V2,..., e.g. scheduler.V=1,10,100")
+            key, _, text = item.partition("=")
+            key = key.strip()
+            raw = _split_values(text)
+            if not text.strip() or any(not r for r in raw):
+                raise ConfigError(f"grid {key}: empty value in {text!r}; expected V1,V2,...")
+            values = tuple(parse_value(r) for r in raw)
+        else:
+            key, values = item
+            if isinstance(values, (str, bytes)) or not isinstance(values, Iterable):
+                values = (values,)
+            values = tuple(values)
+        if not re.fullmatch(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*", key):
+            raise ConfigError(f"grid {key!r}: KEY must be a dotted field path, e.g. scheduler.V")
+        if key == "seed":
+            raise ConfigError("grid seed: seeds are not a grid key; use seeds=N (--seeds N)")
+        if not values:
+            raise ConfigError(f"grid {key}: needs at least one value")
+        out[key] = values
+    return list(out.items())
+
+
+def merge_grid(base: Sequence[tuple[str, tuple]], extra: Sequence[tuple[str, tuple]]
+               ) -> list[tuple[str, tuple]]:
+    """The scenario's [sweep] grid with ``extra`` applied: a known key gets new values, a new key is added."""
+    merged = dict(base)
+    merged.update(extra)
+    return list(merged.items())
+
+
+def _seed_list(scenario: Scenario, seeds: int | Sequence[int]) -> list[int]:
+    if isinstance(seeds, bool):
+        raise ConfigError(f"seeds = {seeds!r}: must be a positive integer or a list of seeds")
+    if isinstance(seeds, int):
+        if seeds < 1:
+            raise ConfigError(f"seeds = {seeds}: must be >= 1")
+        return [scenario.seed + k for k in range(seeds)]
+    out = [int(s) for s in seeds]
+    if not out or any(s < 0 for s in out) or len(set(out)) != len(out):
+        raise ConfigError(f"seeds = {list(seeds)!r}: must be distinct non-negative integers")
+    return out
+
+
+def run_key(toml_text: str) -> str:
+    """The folder name of a run: short sha256 of its resolved scenario TOML."""
+    return hashlib.sha256(toml_text.encode()).hexdigest()[:16]
+
+
+def expand(scenario: Scenario, grid=None, seeds: int | Sequence[int] = 1,
+           timing_only: bool | None = None) -> tuple[list[tuple[str, tuple]], list[Member]]:
+    """The merged grid and every member of the sweep, validated before anything runs.
+
+    Members are ordered variant-major, then by the grid in key order, then by seed. A grid value
+    that makes an invalid scenario raises ConfigError naming the key and value.
+    """
+    keys_values = merge_grid(scenario.sweep, parse_grid(grid))
+    seed_list = _seed_list(scenario, seeds)
+    variants = list(scenario.variants) if scenario.variants else [(None, ())]
+    extra = [("run.timing_only", True)] if timing_only else []
+    members, seen = [], {}
+    for vname, overrides in variants:
+        for combo in itertools.product(*(values for _, values in keys_values)):
+            assign = [(k, v) for (k, _), v in zip(keys_values, combo)]
+            params = {"variant": vname} if vname is not None else {}
+            params.update(assign)
+            for seed in seed_list:
+                named = [("name", vname)] if vname is not None else []
+                try:
+                    member = scenario.member(*overrides, *named, *assign, *extra, ("seed", seed))
+                except ConfigError as exc:
+                    raise _grid_error(scenario, assign, exc) from None
+                text = dumps(member)
+                key = run_key(text)
+                if key in seen:
+                    raise ConfigError(f"grid: {params} and {seen[key]} are the same run "
+                                      "(a value is repeated)")
+                seen[key] = params
+                members.append(Member(params=params, seed=seed, scenario=member, toml=text, key=key))
+    return keys_values, members
+
+
+def _grid_error(scenario: Scenario, assign: list[tuple[str, Any]], exc: ConfigError) -> ConfigError:
+    """Name the grid key whose value is invalid on its own, else the whole grid point."""
+    for key, value in assign:
+        try:
+            scenario.member((key, value))
+        except ConfigError as alone:
+            msg = str(alone)
+            return ConfigError(msg if msg.startswith(key) else f"grid {key} = {value!r}: {msg}")
+    where = ", ".join(f"{k}={v!r}" for k, v in assign)
+    return ConfigError(f"grid point {where}: {exc}")
+
+
+# ---------------------------------------------------------------------------------------------
+# one task: run one member into its folder (executed in the driver, a pool worker or on Dask)
+
+
+def _read_summary(run_dir: Path) -> dict | None:
+    try:
+        summary = json.loads((run_dir / "summary.json").read_text())
+    except (OSError, ValueError):
+        return None
+    return summary if summary.get("status") == "complete" else None
+
+
+def run_task(toml_text: str, runs_dir: str, key: str, torch_threads: int | None = None) -> dict:
+    """Run one resolved scenario into ``runs_dir/key`` and return ``{"status", "summary"|"error"}``.
+
+    Exceptions of the run are caught and returned (the sweep records them and goes on); the run
+    directory appears only once complete, through one atomic rename.
+    """
+    runs = Path(runs_dir)
+    final = runs / key
+    done = _read_summary(final)
+    if done is not None:  # finished meanwhile (e.g. by a worker of an earlier, killed sweep)
+        return {"status": "complete", "summary": done}
+    if torch_threads is not None:
+        import torch
+
+        torch.set_num_threads(torch_threads)
+    tmp = runs / f".{key}.tmp-{os.getpid()}"
+    shutil.rmtree(tmp, ignore_errors=True)
+    try:
+        scenario = from_dict(tomllib.loads(toml_text))
+        result = simulate(scenario, tmp, progress=False)
+    except Exception as exc:
+        shutil.rmtree(tmp, ignore_errors=True)
+        return {"status": "failed", "error": f"{type(exc).__name__}: {exc}",
+                "traceback": traceback.format_exc()}
+    _publish(tmp, final)
+    return {"status": "complete", "summary": result.summary}
+
+
+def _publish(tmp: Path, final: Path) -> None:
+    """Move a finished run into place; an incomplete leftover at ``final`` is replaced."""
+    try:
+        os.rename(tmp, final)
+        return
+    except OSError:
+        if _read_summary(final) is not None:  # the same run finished elsewhere: identical records
+            shutil.rmtree(tmp, ignore_errors=True)
+            return
+    shutil.rmtree(final, ignore_errors=True)
+    os.rename(tmp, final)
+
+
+# ---------------------------------------------------------------------------------------------
+# executors: each yields (member index, task result) as runs finish
+
+
+def _set_parent_death_signal(sweep_pid: int) -> None:
+    """Linux: have a pool worker killed when its parent dies, so no orphan outlives the sweep.
+
+    The parent is the forkserver (which exits with the sweep) or the sweep itself (spawn).
+    """
+    try:
+        import ctypes
+        import signal
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):  # not Linux: orphans finish their current run and exit
+        return
+    try:
+        os.kill(sweep_pid, 0)  # the sweep died before prctl took effect
+    except ProcessLookupError:
+        os._exit(1)
+    except PermissionError:
+        pass
+
+
+def _init_worker(torch_threads: int, parent_pid: int) -> None:
+    import torch
+
+    torch.set_num_threads(torch_threads)  # cores // workers: workers must not oversubscribe
+    _set_parent_death_signal(parent_pid)
+
+
+def _cores() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # pragma: no cover - not Linux
+        return os.cpu_count() or 1
+
+
+def _failed(exc: BaseException) -> dict:
+    return {"status": "failed", "error": f"{type(exc).__name__}: {exc}",
+            # not the traceback: a pool re-raises one exception object for many futures
+            "traceback": "".join(traceback.format_exception_only(exc))}
+
+
+def _serial(todo: list[tuple[int, Member]], runs_dir: Path, workers, address):
+    for i, m in todo:
+        yield i, run_task(m.toml, str(runs_dir), m.key)
+
+
+def _process(todo: list[tuple[int, Member]], runs_dir: Path, workers, address):
+    import multiprocessing as mp
+    from concurrent.futures import ProcessPoolExecutor, as_completed
+
+    workers = workers or _cores()
+    # forkserver (Linux) starts workers from a clean process that has imported the simulator
+    # once; fork is avoided because the driver may hold torch or Dask threads.
+    if "forkserver" in mp.get_all_start_methods():
+        ctx = mp.get_context("forkserver")
+        ctx.set_forkserver_preload(["wirelessfl.experiments.sweep"])
+    else:  # pragma: no cover
+        ctx = mp.get_context("spawn")
+    threads = max(1, _cores() // workers)
+    pool = ProcessPoolExecutor(max_workers=min(workers, len(todo)), mp_context=ctx,
+                               initializer=_init_worker, initargs=(threads, os.getpid()))
+    finished = False
+    try:
+        futures = {pool.submit(run_task, m.toml, str(runs_dir), m.key): i for i, m in todo}
+        for fut in as_completed(futures):
+            try:
+                res = fut.result()
+            except Exception as exc:  # a worker died (BrokenProcessPool) or the task could not be sent
+                res = _failed(exc)
+            yield futures[fut], res
+        finished = True
+    finally:
+        # interrupted: do not wait for the runs in flight (their workers die with this process)
+        pool.shutdown(wait=finished, cancel_futures=True)
+
+
+def _dask(todo: list[tuple[int, Member]], runs_dir: Path, workers, address):
+    import logging
+
+    from distributed import Client, LocalCluster, as_completed
+
+    cluster = None
+    threads = None
+    if address:
+        client = Client(address)
+    else:
+        workers = workers or _cores()
+        threads = max(1, _cores() // workers)
+        cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
+                               dashboard_address=None, silence_logs=logging.ERROR)
+        client = Client(cluster)
+    try:
+        # key by run key: resubmitting the same run (same sweep, same client) is one task
+        futures = {client.submit(run_task, m.toml, str(runs_dir), m.key, threads, pure=False,
+                                 key=f"wirelessfl-run-{m.key}"): i for i, m in todo}
+        for fut in as_completed(list(futures)):
+            try:
+                res = fut.result()
+            except Exception as exc:  # the worker died or the task could not be deserialised
+                res = _failed(exc)
+            yield futures[fut], res
+    finally:
+        client.close()
+        if cluster is not None:
+            cluster.close()
+
+
+_EXECUTE: dict[str, Callable] = {"serial": _serial, "process": _process, "dask": _dask}
+
+
+# ---------------------------------------------------------------------------------------------
+# the sweep
+
+
+def _row(member: Member, status: str, summary: dict | None = None, error: str = "") -> dict:
+    row = dict(member.params)
+    row["seed"] = member.seed
+    row["status"] = status
+    s = summary or {}
+    for name in METRICS:
+        if name == "mean_round_s":
+            rounds, sim = s.get("rounds"), s.get("sim_time_s")
+            row[name] = sim / rounds if rounds else math.nan
+        else:
+            value = s.get(name)
+            row[name] = math.nan if value is None else value
+    row["key"] = member.key
+    row["error"] = error
+    return row
+
+
+def _write_table(rows: list[dict], path: Path) -> pd.DataFrame:
+    table = pd.DataFrame(rows)
+    tmp = path.with_name(f".{path.name}.tmp")
+    table.to_csv(tmp, index=False)
+    os.replace(tmp, path)  # a reader (or a killed sweep) sees the old table or the new, never half
+    return table
+
+
+def _write_text_atomic(path: Path, text: str) -> None:
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(text)
+    os.replace(tmp, path)
+
+
+def _clean_tmp(runs_dir: Path) -> None:
+    """Remove temporary run folders left by killed sweeps (we hold the sweep lock: none is live)."""
+    for path in runs_dir.iterdir():
+        if _TMP.match(path.name):
+            shutil.rmtree(path, ignore_errors=True)
+
+
+class _Lock:
+    """An exclusive lock on OUT/.lock; the kernel releases it when the holder dies, even by SIGKILL."""
+
+    def __init__(self, out_dir: Path):
+        self.path = out_dir / ".lock"
+        self.fh = None
+
+    def __enter__(self):
+        self.fh = open(self.path, "w")
+        try:
+            import fcntl
+
+            fcntl.flock(self.fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except ImportError:  # pragma: no cover - not POSIX
+            pass
+        except OSError:
+            self.fh.close()
+            raise RuntimeError(f"{self.path.parent}: another sweep is writing to this folder") from None
+        return self
+
+    def __exit__(self, *exc):
+        self.fh.close()
+
+
+def sweep(scenario: Scenario, grid=None, seeds: int | Sequence[int] = 1, executor: str = "serial",
+          workers: int | None = None, address: str | None = None,
+          out_dir: str | Path | None = None, progress: bool = True,
+          timing_only: bool | None = None) -> SweepResult:
+    """Run every member of a parameter study and collect one results table.
+
+    scenario: the base scenario; its ``[sweep]`` table is the grid, ``grid`` adds keys or replaces
+        values (a mapping, pairs or ``"key=v1,v2"`` strings, see parse_grid).
+    seeds: number of seeds (seed index k runs with ``scenario.seed + k``) or a list of seeds.
+    executor: "serial", "process" (a local process pool of ``workers`` processes, default one per
+        core, each with cores // workers torch threads) or "dask" (``Client(address)`` when given,
+        else a LocalCluster of ``workers`` single-threaded processes started and closed here).
+    out_dir: the sweep folder (default ``runs/<name>-sweep``); see the module docstring for its
+        layout. Re-running the same call resumes: finished runs are skipped.
+    timing_only: True sets ``run.timing_only = true`` in every member (and so in its key).
+
+    Returns a SweepResult whose table has one row per member: every grid key (and "variant" when
+    the scenario has variants), "seed", "status" (complete, failed or pending), the METRICS, the
+    run "key" (folder OUT/runs/<key>) and "error". A failing run does not stop the sweep.
+    """
+    if executor not in EXECUTORS:
+        raise ConfigError(f"executor = {executor!r}: must be one of {', '.join(EXECUTORS)}")
+    if address and executor != "dask":
+        raise ConfigError(f"address = {address!r}: needs executor = 'dask'")
+    if workers is not None and workers < 1:
+        raise ConfigError(f"workers = {workers}: must be >= 1")
+    keys_values, members = expand(scenario, grid, seeds, timing_only)
+    out = Path(out_dir) if out_dir is not None else Path("runs") / f"{scenario.name}-sweep"
+    runs_dir, failed_dir = out / "runs", out / "failed"
+    runs_dir.mkdir(parents=True, exist_ok=True)
+    failed_dir.mkdir(exist_ok=True)
+
+    with _Lock(out):
+        _clean_tmp(runs_dir)
+        _write_text_atomic(out / "scenario.toml", dumps(scenario))
+        write_json_atomic(out / "sweep.json", {
+            "scenario": scenario.name, "base_seed": scenario.seed,
+            "seeds": sorted({m.seed for m in members}),
+            "grid": [[k, list(v)] for k, v in keys_values],
+            "variants": [v for v, _ in scenario.variants],
+            "parameters": list(members[0].params) if members else [],
+            "timing_only": timing_only, "executor": executor, "members": len(members),
+            "metrics": METRICS,
+        })
+        rows, todo = [], []
+        for i, m in enumerate(members):
+            summary = _read_summary(runs_dir / m.key)
+            if summary is not None:
+                rows.append(_row(m, "complete", summary))
+            else:
+                shutil.rmtree(runs_dir / m.key, ignore_errors=True)  # an incomplete leftover
+                rows.append(_row(m, "pending"))
+                todo.append((i, m))
+        table_path = out / "table.csv"
+        table = _write_table(rows, table_path)
+        result = SweepResult(table=table, out_dir=out, skipped=len(members) - len(todo))
+        if not todo:
+            return result
+
+        from tqdm.auto import tqdm
+
+        bar = tqdm(total=len(members), initial=result.skipped, desc=f"sweep {scenario.name}",
+                   unit="run", disable=not progress, dynamic_ncols=True)
+        bar.set_postfix(done=result.skipped, failed=0, left=len(todo))
+        results = _EXECUTE[executor](todo, runs_dir, workers, address)
+        try:
+            for i, res in results:
+                m = members[i]
+                if res["status"] == "complete":
+                    rows[i] = _row(m, "complete", res["summary"])
+                    (failed_dir / f"{m.key}.json").unlink(missing_ok=True)
+                    result.ran += 1
+                else:
+                    rows[i] = _row(m, "failed", error=res["error"])
+                    write_json_atomic(failed_dir / f"{m.key}.json", {
+                        "key": m.key, "params": m.params, "seed": m.seed, "error": res["error"],
+                        "traceback": res.get("traceback", ""), "scenario": m.toml,
+                        "time": time.strftime("%Y-%m-%dT%H:%M:%S")})
+                    result.failed += 1
+                result.table = _write_table(rows, table_path)
+                left = len(todo) - result.ran - result.failed
+                bar.set_postfix(done=result.skipped + result.ran, failed=result.failed, left=left,
+                                refresh=False)
+                bar.update(1)
+        finally:
+            results.close()  # shut the pool or cluster down now, also when interrupted
+            bar.close()
+    return result
+
+
+# ---------------------------------------------------------------------------------------------
+# reading results
+
+
+def load_table(sweep_dir: str | Path) -> pd.DataFrame:
+    """The results table of a sweep folder (one row per member; see sweep())."""
+    path = Path(sweep_dir) / "table.csv"
+    if not path.exists():
+        raise FileNotFoundError(f"{sweep_dir}: no sweep table (table.csv) found there")
+    table = pd.read_csv(path, keep_default_na=False, na_values=[""])
+    table["error"] = table["error"].fillna("").astype(str)
+    return table
+
+
+def sweep_parameters(sweep_dir: str | Path) -> list[str]:
+    """The parameter columns of a sweep folder (grid keys, plus "variant" when it has variants)."""
+    info = json.loads((Path(sweep_dir) / "sweep.json").read_text())
+    return list(info["parameters"])
+
+
+def aggregate(table: pd.DataFrame, parameters: Sequence[str]) -> pd.DataFrame:
+    """Mean and sample standard deviation over seeds of each metric, per grid point (complete runs)."""
+    done = table[table["status"] == "complete"]
+    metrics = [c for c in METRICS if c in done]
+    if not parameters:
+        grouped = done.assign(_all=0).groupby("_all")
+    else:
+        grouped = done.groupby(list(parameters), sort=True, dropna=False)
+    out = grouped[metrics].agg(["mean", "std"])
+    out.columns = [f"{c}_{stat}" for c, stat in out.columns]
+    out.insert(0, "seeds", grouped.size())
+    return out.reset_index(drop=not parameters)
+
+
+def format_table(table: pd.DataFrame) -> str:
+    """A fixed-width text rendering of a results table (errors shortened, the run key dropped)."""
+    shown = table.drop(columns=[c for c in ("key",) if c in table])
+    if "error" in shown:
+        if (shown["error"] == "").all():
+            shown = shown.drop(columns="error")
+        else:
+            shown = shown.assign(error=shown["error"].str.slice(0, 40))
+    return shown.to_string(index=False, float_format=lambda v: f"{v:.4g}", na_rep="-")
