@@ -44,10 +44,73 @@ def cmd_run(args) -> int:
 def cmd_plot(args) -> int:
     from .experiments.plots import find_runs, plot_runs
 
+    if len(args.runs) == 1 and (Path(args.runs[0]) / "sweep.json").exists():
+        return _plot_study(args)
+    if args.x is not None and args.x not in ("time", "round"):
+        print(f"wirelessfl: error: --x {args.x}: must be time or round for run directories "
+              "(a parameter name needs a sweep folder)", file=sys.stderr)
+        return 2
     runs = find_runs(args.runs)
     out = Path(args.out) if args.out else Path(args.runs[0])
-    for path in plot_runs(runs, out, x=args.x):
+    for path in plot_runs(runs, out, x=args.x or "time"):
         print(f"wrote {path}")
+    return 0
+
+
+def _plot_study(args) -> int:
+    from .config import parse_value
+    from .experiments.study_plots import plot_study
+
+    if not args.x or not args.y:
+        print("wirelessfl: error: a sweep folder needs --x PARAMETER and --y METRIC[,METRIC...]", file=sys.stderr)
+        return 2
+    where = {}
+    for item in args.where:
+        key, sep, value = item.partition("=")
+        if not sep:
+            print(f"wirelessfl: error: --where {item!r}: expected KEY=VALUE", file=sys.stderr)
+            return 2
+        where[key.strip()] = parse_value(value.strip())
+    kind = "heatmap" if args.heatmap else args.kind
+    try:
+        path = plot_study(args.runs[0], x=args.x, y=args.y.split(","), hue=args.hue, kind=kind,
+                          out=args.out, where=where)
+    except ValueError as exc:  # a column that is not in the table, a parameter left free, ...
+        print(f"wirelessfl: error: {exc}", file=sys.stderr)
+        return 2
+    print(f"wrote {path}")
+    return 0
+
+
+def cmd_sweep(args) -> int:
+    from .experiments.sweep import sweep
+
+    scenario = load_scenario(args.scenario, args.set)
+    executor = args.executor or ("dask" if args.address else "serial")
+    try:
+        res = sweep(scenario, grid=args.grid, seeds=args.seeds, executor=executor, workers=args.workers,
+                    address=args.address, out_dir=args.out, progress=not args.no_progress,
+                    timing_only=True if args.timing_only else None)
+    except RuntimeError as exc:  # another sweep holds the folder
+        print(f"wirelessfl: error: {exc}", file=sys.stderr)
+        return 2
+    print(f"{len(res.table)} runs: {res.ran} ran, {res.skipped} already finished, {res.failed} failed")
+    if res.failed:
+        print(f"failed runs are described in {res.out_dir / 'failed'}; run the sweep again to retry them")
+    print(f"table in {res.out_dir / 'table.csv'}")
+    return 1 if res.failed else 0
+
+
+def cmd_table(args) -> int:
+    from .experiments.sweep import aggregate, format_table, load_table, sweep_parameters
+
+    table = load_table(args.sweep_dir)
+    if args.mean:
+        table = aggregate(table, sweep_parameters(args.sweep_dir))
+    if args.csv:
+        print(table.to_csv(index=False), end="")
+    else:
+        print(format_table(table))
     return 0
 
 
@@ -66,11 +129,41 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.set_defaults(func=cmd_run)
 
-    p = sub.add_parser("plot", help="plot accuracy and training loss of runs against wall-clock time")
-    p.add_argument("runs", nargs="+", help="run directories, or folders of run directories")
-    p.add_argument("--x", choices=("time", "round"), default="time", help="x axis (default: time)")
-    p.add_argument("--out", help="folder for the PNGs (default: the first run folder)")
+    p = sub.add_parser("plot", help="plot runs against wall-clock time, or a sweep's metric against a parameter")
+    p.add_argument("runs", nargs="+", help="run directories, folders of run directories, or one sweep folder")
+    p.add_argument("--x", help="runs: time or round (default time); sweep: a parameter, e.g. scheduler.V")
+    p.add_argument("--y", help="sweep: metric(s), comma-separated, e.g. time_to_target_s")
+    p.add_argument("--hue", help="sweep: a second parameter, one line per value (or the heatmap rows)")
+    p.add_argument("--kind", choices=("line", "heatmap"), default="line", help="sweep: plot kind (default line)")
+    p.add_argument("--heatmap", action="store_true", help="sweep: same as --kind heatmap")
+    p.add_argument("--where", action="append", default=[], metavar="KEY=VALUE",
+                   help="sweep: pin another parameter that varies (repeatable)")
+    p.add_argument("--out", help="runs: folder for the PNGs (default: the first run folder); "
+                   "sweep: the PNG file (default: in the sweep folder)")
     p.set_defaults(func=cmd_plot)
+
+    p = sub.add_parser("sweep", help="run a parameter study: a grid of values x seeds, resumable")
+    p.add_argument("scenario", help="TOML scenario file (its [sweep] table is the default grid)")
+    p.add_argument("--grid", action="append", default=[], metavar="KEY=V1,V2,...",
+                   help="grid values of a field, e.g. --grid scheduler.V=1,10,100 (repeatable; "
+                   "adds to or replaces the scenario's [sweep] table)")
+    p.add_argument("--seeds", type=int, default=1, help="seeds per grid point: seed, seed+1, ... (default 1)")
+    p.add_argument("--executor", choices=("serial", "process", "dask"),
+                   help="where runs execute (default serial, or dask with --address)")
+    p.add_argument("--workers", type=int, help="processes for process/dask (default: one per core)")
+    p.add_argument("--address", help="Dask scheduler address, e.g. tcp://host:8786 (default: a local cluster)")
+    p.add_argument("--out", help="sweep folder (default runs/NAME-sweep); rerun to resume")
+    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                   help="override a field of the base scenario (repeatable)")
+    p.add_argument("--timing-only", action="store_true", help="simulate timing and scheduling without training")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.set_defaults(func=cmd_sweep)
+
+    p = sub.add_parser("table", help="print the results table of a sweep folder")
+    p.add_argument("sweep_dir", help="sweep folder (with table.csv)")
+    p.add_argument("--csv", action="store_true", help="CSV instead of a fixed-width table")
+    p.add_argument("--mean", action="store_true", help="mean and std over seeds per grid point")
+    p.set_defaults(func=cmd_table)
     return parser
 
 

@@ -173,6 +173,10 @@ def expand(scenario: Scenario, grid=None, seeds: int | Sequence[int] = 1,
     that makes an invalid scenario raises ConfigError naming the key and value.
     """
     keys_values = merge_grid(scenario.sweep, parse_grid(grid))
+    for key, values in keys_values:
+        for i, value in enumerate(values):
+            if any(value == other for other in values[:i]):
+                raise ConfigError(f"grid {key}: value {value!r} is listed twice")
     seed_list = _seed_list(scenario, seeds)
     variants = list(scenario.variants) if scenario.variants else [(None, ())]
     extra = [("run.timing_only", True)] if timing_only else []
@@ -568,8 +572,21 @@ def aggregate(table: pd.DataFrame, parameters: Sequence[str]) -> pd.DataFrame:
 
 
 def format_table(table: pd.DataFrame) -> str:
-    """A fixed-width text rendering of a results table (errors shortened, the run key dropped)."""
+    """A fixed-width text rendering of a results table or of aggregate()'s output.
+
+    The run key and metrics without any value (e.g. accuracy in timing-only sweeps) are left out,
+    errors are shortened, and aggregated columns are shown as "mean ± std".
+    """
     shown = table.drop(columns=[c for c in ("key",) if c in table])
+    for name in METRICS:
+        mean, std = f"{name}_mean", f"{name}_std"
+        if mean in shown:  # aggregated: one "mean ± std" column per metric
+            both = [f"{m:.4g} ± {s:.2g}" if pd.notna(s) else f"{m:.4g}" for m, s in zip(shown[mean], shown[std])]
+            shown = shown.drop(columns=[std]).assign(**{mean: both}).rename(columns={mean: name})
+            if table[mean].isna().all():
+                shown = shown.drop(columns=[name])
+        elif name in shown and shown[name].isna().all():
+            shown = shown.drop(columns=[name])
     if "error" in shown:
         if (shown["error"] == "").all():
             shown = shown.drop(columns="error")
