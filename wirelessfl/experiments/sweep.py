@@ -546,8 +546,8 @@ def load_table(sweep_dir: str | Path) -> pd.DataFrame:
     path = Path(sweep_dir) / "table.csv"
     if not path.exists():
         raise FileNotFoundError(f"{sweep_dir}: no sweep table (table.csv) found there")
-    table = pd.read_csv(path, keep_default_na=False, na_values=[""])
-    table["error"] = table["error"].fillna("").astype(str)
+    table = pd.read_csv(path, keep_default_na=False, na_values=[""], dtype={"error": object})
+    table["error"] = table["error"].fillna("")
     return table
 
 
