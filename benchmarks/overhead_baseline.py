@@ -69,7 +69,10 @@ def main(argv: Sequence[str] | None = None) -> None:
     ap.add_argument("--local-steps", type=int, default=10)
     ap.add_argument("--batch-size", type=int, default=32)
     ap.add_argument("--torch-device", default="cuda" if torch.cuda.is_available() else "cpu")
+    ap.add_argument("--threads", type=int, default=None, help="torch intra-op threads (default: torch's)")
     args = ap.parse_args(argv)
+    if args.threads:
+        torch.set_num_threads(args.threads)
 
     ds = load_dataset(args.dataset)
     parts = partition(ds.y_train.numpy(), args.devices, "iid", rng=stream(0, "partition"))
