@@ -220,3 +220,14 @@ def test_fedavg_learns_fashion_mnist():
     assert before < 0.3
     assert after["accuracy"] > 0.5, after  # chance is 0.1
     assert after["train_loss"] < 2.0
+
+
+def test_fedavg_on_synthetic_with_logreg():
+    from wirelessfl.learning import synthetic_federated
+
+    fed = synthetic_federated(10, 0.5, 0.5, 120, np.random.default_rng(0))
+    tr = Trainer(fed.dataset, fed.train_indices, "logreg", local_steps=10, batch_size=16, lr=0.05)
+    before = tr.evaluate()["train_loss"]
+    for r in range(5):
+        FedAvg().round(tr, np.arange(10), np.ones(10), 10, r)
+    assert tr.evaluate()["train_loss"] < 0.8 * before
