@@ -72,9 +72,10 @@ def sequential_deltas(trainer: Trainer, devices, round_idx, lrs=None, steps=None
     return torch.stack(out)
 
 
+@pytest.mark.parametrize("batching", ["vmap", "loop"])
 @pytest.mark.parametrize("model", ["small_cnn", "mlp"])
-def test_batched_equals_sequential(data, model):
-    tr = make(data, model)
+def test_batched_equals_sequential(data, model, batching):
+    tr = make(data, model, batching=batching)
     x0 = tr.params.clone()
     devices = [5, 0, 3, 6]
     got = tr.local_updates(devices, round_idx=2)
@@ -85,10 +86,11 @@ def test_batched_equals_sequential(data, model):
     assert torch.equal(tr.params, x0)  # local updates do not move the global model
 
 
-def test_chunking_and_selection_do_not_change_a_devices_update(data):
-    tr = make(data)
+@pytest.mark.parametrize("batching", ["vmap", "loop"])
+def test_chunking_and_selection_do_not_change_a_devices_update(data, batching):
+    tr = make(data, batching=batching)
     full = tr.local_updates([1, 2, 4, 7], 3)
-    chunked = make(data, max_devices_per_batch=3).local_updates([1, 2, 4, 7], 3)
+    chunked = make(data, max_devices_per_batch=3, batching=batching).local_updates([1, 2, 4, 7], 3)
     torch.testing.assert_close(chunked, full, rtol=1e-5, atol=1e-7)
     alone = tr.local_updates([4], 3)[0]
     reordered = tr.local_updates([7, 4, 0], 3)[1]
@@ -117,8 +119,9 @@ def test_minibatch_indices(data):
     assert set(long.flatten().tolist()) <= set(parts[3].tolist())
 
 
-def test_per_device_steps_and_lr(data):
-    tr = make(data, "mlp")
+@pytest.mark.parametrize("batching", ["vmap", "loop"])
+def test_per_device_steps_and_lr(data, batching):
+    tr = make(data, "mlp", batching=batching)
     got = tr.local_updates([2, 5, 6], 1, local_steps=[4, 0, 2], lr=[0.1, 0.1, 0.05])
     ref = sequential_deltas(tr, [2, 5, 6], 1, lrs=[0.1, 0.1, 0.05], steps=[4, 0, 2])
     assert torch.count_nonzero(got[1]) == 0
