@@ -279,3 +279,14 @@ def test_study_plots(tmp_path, capsys):
                      "--heatmap", "--out", str(tmp_path / "cli_h.png")]) == 0
     assert cli.main(["plot", str(out), "--x", "scheduler.V"]) == 2
     assert "--y" in capsys.readouterr().err
+
+
+def test_variants_are_a_parameter(tmp_path):
+    base = scenario(variants={"lyap": {"scheduler.name": "lyapunov"}, "unif": {"scheduler.name": "uniform"}})
+    res = sw.sweep(base, grid=["scheduler.V=1,100"], out_dir=tmp_path / "s", progress=False)
+    table = sw.load_table(tmp_path / "s")
+    assert list(table.columns[:3]) == ["variant", "scheduler.V", "seed"]
+    assert list(zip(table["variant"], table["scheduler.V"])) == [("lyap", 1), ("lyap", 100), ("unif", 1), ("unif", 100)]
+    assert res.failed == 0 and json.loads((tmp_path / "s/sweep.json").read_text())["variants"] == ["lyap", "unif"]
+    names = {json.loads((tmp_path / "s/runs" / k / "summary.json").read_text())["scheduler"] for k in table["key"]}
+    assert names == {"lyapunov", "uniform"}
