@@ -90,7 +90,7 @@ def test_bad_grid_raises_config_error_naming_the_key(grid, named, tmp_path):
     assert not (tmp_path / "s").exists()  # nothing ran, nothing was written
 
 
-def test_cli_bad_grid_exits_2(tmp_path, capsys):
+def test_cli_sweep(tmp_path, capsys):
     path = tmp_path / "s.toml"
     path.write_text(textwrap.dedent("""
         [run]
@@ -103,6 +103,19 @@ def test_cli_bad_grid_exits_2(tmp_path, capsys):
     """))
     assert cli.main(["sweep", str(path), "--grid", "scheduler.nope=1", "--out", str(tmp_path / "o")]) == 2
     assert "scheduler.nope" in capsys.readouterr().err
+    # the file's [sweep] table plus --grid, seeds from the file's seed, --set on the base scenario
+    path.write_text("seed = 5\n" + path.read_text() + "[sweep]\nscheduler.V = [1, 10]\n")
+    args = ["sweep", str(path), "--grid", "scheduler.lam=2,3", "--seeds", "2", "--set", "scheduler.m=2",
+            "--out", str(tmp_path / "o"), "--no-progress"]
+    assert cli.main(args) == 0
+    assert "8 runs: 8 ran" in capsys.readouterr().out
+    table = sw.load_table(tmp_path / "o")
+    assert list(table.columns[:3]) == ["scheduler.V", "scheduler.lam", "seed"] and len(table) == 8
+    assert set(table["seed"]) == {5, 6} and set(table["scheduler.V"]) == {1, 10}
+    summary = json.loads((tmp_path / "o/runs" / table["key"][0] / "summary.json").read_text())
+    assert summary["m"] == 2
+    assert cli.main(args) == 0
+    assert "0 ran, 8 already finished" in capsys.readouterr().out
 
 
 # --- executors ------------------------------------------------------------------------------
