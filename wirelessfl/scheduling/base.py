@@ -45,7 +45,9 @@ class Decision:
 
 def inclusion_probability(omega: np.ndarray, m: int) -> np.ndarray:
     """q_n = 1 - (1 - omega_n)^m, computed without cancellation for tiny omega."""
-    return -np.expm1(m * np.log1p(-np.clip(omega, 0.0, 1.0)))
+    # omega_n = 1 gives log1p(-1) = -inf and q_n = 1 exactly: not an error.
+    with np.errstate(divide="ignore"):
+        return -np.expm1(m * np.log1p(-np.clip(omega, 0.0, 1.0)))
 
 
 def draw_devices(omega: np.ndarray, m: int, rng: np.random.Generator) -> np.ndarray:

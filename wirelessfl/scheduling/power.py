@@ -1,0 +1,133 @@
+"""Optimal transmit power of the drift-plus-penalty problem (spec 002, sec. 4, Thm 2).
+
+Per device the power term of the per-round objective is
+
+    cost(P) = c / log2(1 + g P / N0) + Z P,    c = V lam l / B,   0 <= P <= Pmax,
+
+which is convex in x = 1 + g P / N0 (c ln2 / ln x + Z N0 (x - 1) / g), so the clipped stationary
+point is the minimiser. The stationary point solves x (ln x)^2 = A. With u = ln x this is
+(u/2) e^(u/2) = sqrt(A)/2, hence u = 2 W0(sqrt(A)/2) and x = e^u = (A/4) / W0(sqrt(A/4))^2.
+
+Everything is done in the log domain so that A may be far outside the floating-point range
+(V up to 1e9, Z down to 1e-300, gains at the 1e-3 floor) without overflow, NaN or warnings.
+"""
+from __future__ import annotations
+
+import numpy as np
+from scipy.special import lambertw
+
+POWER_RULES = ("exact", "paper")
+
+_LN2 = float(np.log(2.0))
+# Beyond e^700 lambertw's argument overflows; below e^-20 the series W0(z) = z - z^2 + ... is
+# exact to double precision for what we need (the error in log(x - 1) is O(z^2)).
+_S_HIGH = 700.0
+_S_LOW = -20.0
+
+
+def _lambertw_of_exp(s: np.ndarray) -> np.ndarray:
+    """W0(e^s) for real s of any size (s = log of the argument)."""
+    s = np.asarray(s, dtype=float)
+    w = np.empty_like(s)
+    mid = s <= _S_HIGH
+    if np.any(mid):
+        w[mid] = lambertw(np.exp(s[mid])).real
+    high = ~mid
+    if np.any(high):
+        # Solve w + ln w = s by Newton from w = s - ln s (quadratic convergence, s > 700).
+        sh = s[high]
+        wh = sh - np.log(sh)
+        for _ in range(6):
+            wh = wh - (wh + np.log(wh) - sh) / (1.0 + 1.0 / wh)
+        w[high] = wh
+    return w
+
+
+def _log_xm1(log_a: np.ndarray) -> np.ndarray:
+    """log(x - 1) where x > 1 solves x (ln x)^2 = A, given log A (finite)."""
+    s = 0.5 * log_a - _LN2  # log(sqrt(A) / 2)
+    out = np.empty_like(s)
+    low = s < _S_LOW
+    # x - 1 = expm1(2 W) and for tiny z = e^s, 2W = 2z - 2z^2 + O(z^3) so log(x - 1) = ln2 + s + O(z^2).
+    out[low] = _LN2 + s[low]
+    rest = ~low
+    if np.any(rest):
+        two_w = 2.0 * _lambertw_of_exp(s[rest])
+        # expm1 overflows for 2W > 709; there x - 1 = e^(2W) to double precision.
+        big = two_w > 700.0
+        val = np.empty_like(two_w)
+        val[big] = two_w[big]
+        val[~big] = np.log(np.expm1(two_w[~big]))
+        out[rest] = val
+    return out
+
+
+def optimal_power(
+    gain,
+    queue,
+    *,
+    V: float,
+    lam: float,
+    model_bits: float,
+    bandwidth_hz: float,
+    noise_power: float,
+    p_max,
+    rule: str = "exact",
+) -> np.ndarray:
+    """Per-device transmit power minimising V*lam*l/(B log2(1 + gP/N0)) + Z P on [0, Pmax].
+
+    Parameters
+    ----------
+    gain : array (N,) of channel gains |h_n|^2 > 0.
+    queue : array (N,) of virtual queues Z_n >= 0 (scalar broadcasts).
+    V, lam : drift-plus-penalty weight and airtime weight (>= 0).
+    model_bits, bandwidth_hz, noise_power : l, B and N0 (> 0).
+    p_max : maximum power, scalar or per-device array (>= 0).
+    rule : "exact" uses A = V lam l g ln2 / (N0 B Z) (the correct stationary point);
+        "paper" uses the printed A = V lam l g (ln2)^2 / (N0 B Z) (spec 002 erratum).
+
+    Returns
+    -------
+    ndarray (N,) of powers in [0, p_max]. Z = 0 gives p_max (cost decreasing in P);
+    c = V lam l / B = 0 with Z > 0 gives 0 (the cost is Z P alone).
+    """
+    if rule not in POWER_RULES:
+        raise ValueError(f"unknown power rule {rule!r}; allowed values: {', '.join(POWER_RULES)}")
+    g = np.asarray(gain, dtype=float)
+    z = np.broadcast_to(np.asarray(queue, dtype=float), g.shape)
+    pmax = np.broadcast_to(np.asarray(p_max, dtype=float), g.shape)
+    if g.ndim != 1:
+        raise ValueError(f"gain must be a 1-D array, got shape {g.shape}")
+    if not np.all(np.isfinite(g)) or np.any(g <= 0):
+        raise ValueError("gain must be finite and > 0 (apply the gain floor first)")
+    if not np.all(np.isfinite(z)) or np.any(z < 0):
+        raise ValueError("queue must be finite and >= 0")
+    if not np.all(np.isfinite(pmax)) or np.any(pmax < 0):
+        raise ValueError("p_max must be finite and >= 0")
+    for name, val in (("V", V), ("lam", lam)):
+        if not np.isfinite(val) or val < 0:
+            raise ValueError(f"{name} must be finite and >= 0, got {val!r}")
+    for name, val in (("model_bits", model_bits), ("bandwidth_hz", bandwidth_hz),
+                      ("noise_power", noise_power)):
+        if not np.isfinite(val) or val <= 0:
+            raise ValueError(f"{name} must be finite and > 0, got {val!r}")
+
+    power = pmax.copy()  # Z = 0: the cost decreases in P, so transmit at full power.
+    c = float(V) * float(lam) * float(model_bits) / float(bandwidth_hz)
+    queued = z > 0
+    if c == 0.0:
+        # No airtime penalty: the cost is Z P, minimised by P = 0 wherever Z > 0.
+        power[queued] = 0.0
+        return power
+    if not np.any(queued):
+        return power
+    # log A, assembled term by term so that no intermediate overflows.
+    log_a = (np.log(V) + np.log(lam) + np.log(model_bits) + np.log(g[queued]) + np.log(_LN2)
+             - np.log(noise_power) - np.log(bandwidth_hz) - np.log(z[queued]))
+    if rule == "paper":
+        log_a = log_a + np.log(_LN2)
+    log_p = np.log(noise_power) - np.log(g[queued]) + _log_xm1(log_a)
+    # Clip in the log domain first (exp(> 709) would overflow), then to [0, Pmax] exactly.
+    p = np.exp(np.minimum(log_p, 700.0))
+    power[queued] = np.minimum(p, pmax[queued])
+    return power

@@ -1,0 +1,714 @@
+"""Per-draw selection probabilities of the drift-plus-penalty problem (spec 002, sec. 4, eq. 22).
+
+    minimise  F(omega) = sum_n a / q_n + b_n q_n,   q_n = 1 - (1 - omega_n)^m,
+    over the open probability simplex (omega_n > 0, sum omega_n = 1), a > 0, b_n >= 0.
+
+Two solvers:
+
+* ``method="exact"``: a vectorised KKT solver (below) that certifies the global minimum.
+* ``method="manifold"``: Riemannian optimisation on the simplex with the Fisher metric
+  (pymanopt, as the paper does with Manopt), from several starting points.
+
+Structure used by the exact solver (spec 002, "Structure for an exact solver", worked out here):
+
+Write g_n(w) = a / q(w) + b_n q(w). Its derivative is g_n'(w) = m (1-w)^(m-1) (b_n - a/q^2); it
+tends to -inf as w -> 0, so every coordinate is interior and KKT reads g_n'(omega_n) = mu for all n.
+For m > 1 and b_n > a, g_n' rises to a maximum M_n at w1_n and falls back to 0 at w = 1: g_n is
+convex on (0, w1_n] (the "convex branch") and concave above. q1_n = q(w1_n) is the real root of
+the cubic k b q^3 + (2 - k) a q - 2 a = 0, k = (m-1)/m. For b_n <= a (or m = 1) g_n is convex.
+
+1. At most one coordinate is concave at a local minimum: in q-coordinates the Hessian of the
+   Lagrangian at a KKT point is diag(2a/q_n^3 - mu w''(q_n)), w(q) = 1 - (1-q)^(1/m), whose sign
+   equals that of g_n''(omega_n); the entry decreases in q_n with a threshold common to all n, so the
+   negative entries are those with the largest q_n, and two of them give a descent direction.
+2. At the global minimum q is ordered opposite to b (swapping two coordinates changes F by
+   (b_j - b_k)(q_k - q_j)), so the concave coordinate, if any, is a device j with the smallest b.
+3. Parametrise by the mass t = 1 - omega_j of everyone else. mu(t) = g_j'(1 - t) is explicit, every
+   other device sits on its convex branch at psi_n(mu) (the inverse of g_n' there, found by a
+   vectorised safeguarded Newton iteration), and the KKT points are the roots of
+   D(t) = sum_{n != j} psi_n(mu(t)) - t on (0, 1). D has the sign of dF/d omega_j along the curve of
+   partial minimisers, so the local minima are exactly the roots where D changes from + to - as t
+   grows. D(0+) > 0 and D(1-) < 0.
+4. On [1 - w1_j, 1) (j on its convex branch) D is decreasing: one root, the "all convex" candidate.
+   If sum_n w(sqrt(a/b_n)) >= 1 the problem is convex in disguise (mu <= 0 at the optimum) and that
+   root is the answer. Otherwise the concave branch t in (0, 1 - w1_j) is scanned on a grid with
+   values and derivatives of D (Hermite test for roots hiding between grid points) and every
+   + to - root is refined. The candidate with the smallest F wins.
+
+All outer iterations work in tau = logit(omega_j) so that both omega_j and 1 - omega_j keep full
+relative precision; the inner iterations work in theta = logit(omega_n) for the same reason.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+from scipy.special import expit, log_expit
+
+from .base import inclusion_probability
+
+SELECTION_METHODS = ("exact", "manifold")
+_QUAD_GAP = 0.5  # use the quadratic start when log(M_n / mu) is below this
+
+
+@dataclass(frozen=True)
+class SelectionResult:
+    """Result of :func:`solve_selection` (shaped like ``scipy.optimize.OptimizeResult``).
+
+    omega: per-draw probabilities (sum 1). q: inclusion probabilities 1 - (1 - omega)^m in (0, 1].
+    fun: objective sum a/q + b q. certificate: how optimality was established.
+    """
+
+    omega: np.ndarray
+    q: np.ndarray
+    fun: float
+    method: str
+    success: bool
+    message: str
+    certificate: dict = field(default_factory=dict)
+    nit: int = 0
+
+    @property
+    def x(self) -> np.ndarray:
+        """Alias of ``omega`` (scipy naming)."""
+        return self.omega
+
+
+def selection_objective(omega, a: float, b, m: int) -> float:
+    """F(omega) = sum_n a / q_n + b_n q_n with q_n = 1 - (1 - omega_n)^m."""
+    q = inclusion_probability(np.asarray(omega, dtype=float), m)
+    with np.errstate(divide="ignore"):
+        return float(np.sum(a / q + np.asarray(b, dtype=float) * q))
+
+
+# ----------------------------------------------------------------------------------------------
+# scalar helpers (the concave candidate j is a single device: plain floats are much faster)
+
+
+def _log_expit(x: float) -> float:
+    """log(1 / (1 + e^-x)) without overflow."""
+    if x >= 0:
+        return -math.log1p(math.exp(-x))
+    return x - math.log1p(math.exp(x))
+
+
+def _expit(x: float) -> float:
+    if x >= 0:
+        return 1.0 / (1.0 + math.exp(-x))
+    e = math.exp(x)
+    return e / (1.0 + e)
+
+
+def _logit_of_q(q, m):
+    """logit(omega) for omega = 1 - (1 - q)^(1/m), accurate for tiny q and for q near 1."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        lq = np.log1p(-q) / m  # log(1 - omega)
+        return np.log(-np.expm1(lq)) - lq
+
+
+def _branch_q1(a: float, b, m: int):
+    """q at which g' peaks (end of the convex branch): root of k b q^3 + (2-k) a q - 2a = 0.
+
+    Only meaningful for b > a (then q1 < 1). Cardano gives the unique real root of the depressed
+    cubic (both coefficients positive), written as u - p/(3u), then polished by Newton steps (the
+    cubic is increasing and convex for q > 0, so the polish converges from either side).
+    """
+    k = (m - 1) / m
+    p = (2.0 - k) * a / (k * b)
+    r = 2.0 * a / (k * b)
+    d = np.sqrt(0.25 * r * r + p ** 3 / 27.0)
+    u = np.cbrt(0.5 * r + d)
+    q = u - p / (3.0 * u)
+    q = np.where(q > 0, q, r / p)
+    for _ in range(2):
+        q = q - (q ** 3 + p * q - r) / (3.0 * q * q + p)
+    return q
+
+
+# ----------------------------------------------------------------------------------------------
+# the exact solver
+
+
+class _Exact:
+    """KKT solver state for one instance with m > 1 and N > 1."""
+
+    def __init__(self, a: float, b: np.ndarray, m: int, grid: int, tol: float, maxiter: int):
+        self.a = a
+        self.m = m
+        self.k = (m - 1) / m
+        self.log_m = math.log(m)
+        self.grid = grid
+        self.tol = tol
+        self.maxiter = maxiter
+        self.b = b
+        self.n = b.size
+        self.j = int(np.argmin(b))
+        self.bj = float(b[self.j])
+        self.bo = np.delete(b, self.j)  # every other device
+        self.evaluations = 0
+        self.inner_iterations = 0
+        with np.errstate(divide="ignore", invalid="ignore"):
+            self.q0o = np.minimum(np.sqrt(a / self.bo), 1.0)
+        self.th0o = _logit_of_q(self.q0o, m)  # logit(omega0): g' = 0 (inf where b <= a)
+
+    def _prepare_positive(self):
+        """Convex-branch ends of the other devices, needed only when mu > 0 (then all b > a)."""
+        a, m, b = self.a, self.m, self.bo
+        q1 = _branch_q1(a, b, m)
+        self.q1o = q1
+        self.th1o = _logit_of_q(q1, m)  # logit(omega1): g' maximal
+        w1 = expit(self.th1o)
+        omq = 1.0 - q1
+        self.Mo = m * omq ** ((m - 1) / m) * (b - a / (q1 * q1))  # M_n = g_n'(omega1_n)
+        # Curvature of log g' in theta at its peak, -d2/dtheta2 log g' = -m w^2 (1-q) f'(q) with
+        # f(q) = 2am(1-q)/(b q^3 - a q): seeds Newton near a double root (mu close to M_n).
+        den = b * q1 ** 3 - a * q1
+        fprime = 2 * a * m * (-den - omq * (3 * b * q1 * q1 - a)) / (den * den)
+        self.kappa = -m * w1 * w1 * omq * fprime
+
+    # -- device j (scalar) -------------------------------------------------------------------
+
+    def _j_terms(self, tau: float):
+        """s = omega_j, t = 1 - s, mu = g_j'(s), g_j''(s), q_j at tau = logit(s)."""
+        a, m, bj = self.a, self.m, self.bj
+        lt = _log_expit(-tau)  # log t = log(1 - s)
+        s = _expit(tau)
+        t = _expit(-tau)
+        one_minus_q = math.exp(m * lt)
+        q = -math.expm1(m * lt)
+        core = bj - a / (q * q)
+        mu = m * math.exp((m - 1) * lt) * core
+        g2 = m * math.exp((m - 2) * lt) * (-(m - 1) * core + 2.0 * a * m * one_minus_q / q ** 3)
+        return s, t, q, mu, g2
+
+    # -- other devices (vectorised) -----------------------------------------------------------
+
+    def _psi(self, mu, theta0=None, tol=None):
+        """theta_n = logit(psi_n(mu)) on the convex branch for every other device.
+
+        mu: scalar or column (G, 1), all of one sign, nonzero. Returns (theta, omega, domega_dmu,
+        dG) with shapes broadcast against the devices. Newton on
+        G(theta) = sign(mu) (log|g'(omega(theta))| - log|mu|), which increases along the branch:
+        plain steps from a warm start, else (or if those fail) steps safeguarded by a bracket.
+        """
+        mu = np.asarray(mu, dtype=float)
+        sig = 1.0 if np.all(mu > 0) else -1.0
+        tol = self.tol if tol is None else tol
+        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+            if theta0 is not None:
+                out = self._newton(mu, sig, np.asarray(theta0, dtype=float), None, None, tol, 4)
+                if out is not None:
+                    return out
+            lo, hi, start = self._bracket(mu, sig)
+            if theta0 is not None:
+                th = np.asarray(theta0, dtype=float) + np.zeros_like(lo)
+                th = np.where((th > lo) & (th < hi), th, start)
+            else:
+                th = start + np.zeros_like(lo)
+            th = np.where((th > lo) & (th < hi), th,
+                          np.where(np.isfinite(hi), 0.5 * (lo + hi), lo + 1.0))
+            return self._newton(mu, sig, th, lo, hi, tol, self.maxiter)
+
+    def _bracket(self, mu, sig):
+        """Per-device bracket [lo, hi] of theta and a starting point inside it."""
+        a, m, k, b = self.a, self.m, self.k, self.bo
+        c = np.abs(mu) / m
+        if sig < 0:
+            # a/q^2 = b + |c| (1-q)^-k  with (1-q)^-k in [1, 2^k] while q <= 1/2.
+            q_lo = np.minimum(np.sqrt(a / (b + c * 2.0 ** k)), 0.5)
+            q_hi = np.sqrt(a / (b + c))
+            lo = _logit_of_q(q_lo, m)
+            # y = 1 - omega satisfies y^(m-1) = |c| / (a/q^2 - b) >= |c| / (a/q_lo^2 - b).
+            log_y = (np.log(c) - np.log(a / (q_lo * q_lo) - b)) / (m - 1)
+            hi_y = np.log(-np.expm1(log_y)) - log_y
+            hi = np.where(q_hi < 1.0, _logit_of_q(np.minimum(q_hi, 1.0), m), np.inf)
+            hi = np.minimum(hi, hi_y)
+            # One fixed-point step a/q^2 = b + |c| (1 - q_b)^-k from q_b >= root lands in
+            # [q_lo, root].
+            q_b = np.minimum(np.minimum(q_hi, 1.0), -np.expm1(m * log_y))
+            q_start = np.sqrt(a / (b + c * np.exp(-k * np.log1p(-q_b))))
+        else:
+            shape = np.broadcast(mu, b).shape
+            lo = np.broadcast_to(self.th0o, shape)
+            hi = np.broadcast_to(self.th1o, shape)
+            # b - a/q^2 = c (1-q)^-k: one fixed-point step from q0 (below the root) ...
+            den = b - c * np.exp(-k * np.log1p(-self.q0o))
+            q_start = np.where(den > 0, np.sqrt(a / np.where(den > 0, den, 1.0)), self.q1o)
+            q_start = np.minimum(np.maximum(q_start, self.q0o), self.q1o)
+            start = _logit_of_q(q_start, m)
+            # ... or, close to the peak M_n, the quadratic model of log g' around theta1.
+            gap = np.log(self.Mo) - np.log(np.abs(mu))
+            near = gap < _QUAD_GAP
+            if np.any(near):
+                # The fixed-point start is a lower bound of the root: never go below it.
+                quad = self.th1o - np.sqrt(2.0 * np.maximum(gap, 0.0) / self.kappa)
+                start = np.where(near, np.maximum(quad, start), start)
+                # mu >= M_n (rounding at a tie with j): the branch end itself.
+                start = np.where(gap <= 0, hi - 1e-12 * (1.0 + np.abs(hi)), start)
+            return np.array(lo, dtype=float), np.array(hi, dtype=float), start
+        return np.array(lo, dtype=float), np.array(hi, dtype=float), _logit_of_q(q_start, m)
+
+    def _newton(self, mu, sig, th, lo, hi, tol, maxiter):
+        """Newton iterations on G; bracketed (bisection fallback) when lo/hi are given.
+
+        Returns None when unbracketed steps do not converge to a point of the convex branch.
+        """
+        a, m, b = self.a, self.m, self.bo
+        c0 = sig * (self.log_m - np.log(np.abs(mu)))
+        two_am = 2.0 * a * m
+        bracketed = lo is not None
+        for it in range(maxiter):
+            L = log_expit(-th)
+            omq = np.exp(m * L)
+            q = 1.0 - omq
+            u = b - a / (q * q)  # g' = m (1 - omega)^(m-1) u
+            G = sig * ((m - 1) * L + np.log(sig * u)) + c0
+            w = -np.expm1(L)
+            dG = sig * w * (two_am * omq / (q * q * q * u) - (m - 1))
+            step = G / dG
+            if bracketed:
+                neg = G < 0
+                lo = np.where(neg, th, lo)
+                hi = np.where(neg, hi, th)
+                new = th - step
+                bad = ~((new >= lo) & (new <= hi))  # also catches NaN
+                if np.any(bad):
+                    mid = np.where(np.isfinite(hi), 0.5 * (lo + hi), lo + 2.0 * (1.0 + np.abs(lo)))
+                    new = np.where(bad, mid, new)
+                    step = th - new
+            # Relative to the largest |theta|: rounding noise in G is ~ eps |theta|.
+            if np.max(np.abs(step)) <= tol * (1.0 + np.max(np.abs(th))):
+                break
+            th = th - step if not bracketed else new
+        else:
+            if not bracketed:
+                return None
+        self.inner_iterations += it + 1
+        if not bracketed and not (np.all(np.isfinite(G)) and np.all(dG > 0)):
+            return None
+        # Values at the evaluated point th (within tol of the root). domega/dmu = 1/g'' =
+        # omega (1 - omega) / (|mu| dG/dtheta) at the root.
+        dw = w * omq ** (1.0 / m) / (np.abs(mu) * dG)
+        return th, w, dw, dG
+
+    def _omega0(self):
+        """psi_n(0): the zero of g_n' (q = sqrt(a/b))."""
+        return expit(self.th0o)
+
+    # -- D along the curve of partial minimisers -----------------------------------------------
+
+    def _phi(self, tau: float, theta0=None, mu_prev=None, dth_dmu=None):
+        """Phi(tau) = sum_{n != j} psi_n(mu) - (1 - omega_j), omega_j = expit(tau), and its tau-derivative."""
+        self.evaluations += 1
+        s, t, q, mu, g2 = self._j_terms(tau)
+        if theta0 is not None and mu_prev is not None and dth_dmu is not None:
+            if abs(mu - mu_prev) <= 0.3 * abs(mu_prev):
+                theta0 = theta0 + (mu - mu_prev) * dth_dmu  # first-order predictor
+            else:
+                theta0 = None  # too far away: the bracketed cold start is cheaper
+        if mu == 0.0:
+            w = self._omega0()
+            th = self.th0o.copy()
+            # Use the limit of 1/g'' at g' = 0 from the explicit second derivative.
+            dw = 1.0 / self._g2_others(w)
+            dth = dw / (w * (1.0 - w))
+        else:
+            th, w, dw, dG = self._psi(mu, theta0)
+            dth = 1.0 / (abs(mu) * dG)
+        rest = float(np.sum(w))
+        r_prime = float(np.sum(dw))
+        phi = rest - t
+        dphi = s * t * (1.0 + r_prime * g2)
+        return phi, dphi, th, mu, dth
+
+    def _g2_others(self, w):
+        a, m = self.a, self.m
+        L = np.log1p(-w)
+        q = -np.expm1(m * L)
+        return m * np.exp((m - 2) * L) * (-(m - 1) * (self.bo - a / q ** 2) + 2 * a * m * np.exp(m * L) / q ** 3)
+
+    def _root(self, lo: float, hi: float, start: float, theta0=None, mu0=None, dth0=None):
+        """Safeguarded Newton for Phi(tau) = 0 with Phi(lo) < 0 < Phi(hi)."""
+        tau = start
+        if not lo < tau < hi:
+            tau = 0.5 * (lo + hi)
+        th, mu_prev, dth = theta0, mu0, dth0
+        for _ in range(100):
+            phi, dphi, th, mu_prev, dth = self._phi(tau, th, mu_prev, dth)
+            if phi < 0:
+                lo = tau
+            else:
+                hi = tau
+            newton = dphi > 0
+            new = tau - phi / dphi if newton else 0.5 * (lo + hi)
+            if not lo <= new <= hi:
+                new, newton = 0.5 * (lo + hi), False
+            scale = 1.0 + abs(tau)
+            if abs(new - tau) <= 1e-14 * scale or hi - lo <= 1e-14 * scale:
+                break
+            if newton and abs(new - tau) <= 1e-7 * scale:
+                # Quadratic convergence: the error after this step is ~ step^2, below 1e-14.
+                # Take it without another evaluation; move the inner solution along by the
+                # first-order predictor (its error is of the same order).
+                mu_new = self._j_terms(new)[3]
+                return new, th + (mu_new - mu_prev) * dth
+            tau = new
+        return tau, th
+
+    def _candidate(self, tau: float, th):
+        w = np.empty(self.n)
+        w[self.j] = _expit(tau)
+        w[np.arange(self.n) != self.j] = expit(th)
+        w /= w.sum()
+        return w, selection_objective(w, self.a, self.b, self.m)
+
+    def _g_j(self, s: float) -> float:
+        """g_j(s) = a / q + b_j q at omega_j = s."""
+        q = -math.expm1(self.m * math.log1p(-s))
+        return self.a / q + self.bj * q
+
+    def solve(self):
+        a, m = self.a, self.m
+        n = self.n
+        w0 = self._omega0()
+        r0 = float(np.sum(w0))  # R(0): everyone else at g' = 0
+        convex_case = True
+        if self.bj > a:
+            q0j = math.sqrt(a / self.bj)
+            w0j = -math.expm1(math.log1p(-q0j) / m)
+            convex_case = w0j + r0 >= 1.0
+        candidates = []
+        info = {"convex_case": convex_case}
+        if convex_case:
+            # mu <= 0 at the optimum and omega_j in [1/N, omega0_j]: one root, no concave device.
+            tau_lo = math.log(1.0 / (n - 1.0))  # omega_j = 1/N: Phi <= 0 there
+            if self.bj > a:
+                hi = float(_logit_of_q(math.sqrt(a / self.bj), m))
+            else:
+                # b_j <= a: mu < 0 for every omega_j. For t = 1 - omega_j <= 1/2, |c| <= 4 a t^(m-1)
+                # <= 4a, so psi_n(mu) >= omega(min(sqrt(a / (b_n + 8a)), 1/2)) and Phi > 0 once t
+                # is below half their sum.
+                r_low = float(np.sum(expit(_logit_of_q(
+                    np.minimum(np.sqrt(a / (self.bo + 8.0 * a)), 0.5), m))))
+                t_h = 0.5 * min(0.5, r_low)
+                hi = math.log1p(-t_h) - math.log(t_h)
+            tau, th = self._root(tau_lo, hi, self._surrogate_start())
+            candidates.append(("all-convex", tau, th))
+            info["route"] = "convex: mu <= 0"
+        else:
+            # mu > 0 and b_j > a: j has a concave branch t = 1 - omega_j in (0, t_max).
+            self._prepare_positive()
+            tau1 = float(_logit_of_q(float(_branch_q1(a, self.bj, m)), m))  # logit(omega1_j)
+            tau0 = float(_logit_of_q(math.sqrt(a / self.bj), m))  # logit(omega0_j) < tau1
+            t_max = _expit(-tau1)
+            phi1, dphi1, th1, mu1, dth1 = self._phi(tau1)
+            if phi1 < 0:
+                # No all-convex root; D(0) > 0 > D(t_max): the (single) + to - root of the concave
+                # branch. D(t) >= R(0) - t, so it lies in t > R(0).
+                hi = math.log1p(-r0) - math.log(r0)
+                # Start next to the certified end t = R(0): the root is often close to it (the
+                # other devices then sit near omega0, where g' = 0).
+                t_s = r0 * (1.0 + 1e-6)
+                start = math.log1p(-t_s) - math.log(t_s)
+                tau, th = self._root(tau1, hi, start, th1, mu1, dth1)
+                candidates.append(("one-concave", tau, th))
+                info["route"] = "one root on the concave branch"
+            else:
+                # All-convex root: Phi increases on [tau0, tau1], Phi(tau0) = R(0) + omega0_j - 1 < 0.
+                phi0 = r0 + _expit(tau0) - 1.0
+                start = tau0 + (tau1 - tau0) * (-phi0) / (phi1 - phi0) if phi1 > phi0 else 0.5 * (tau0 + tau1)
+                tau_a, th_a = self._root(tau0, tau1, start, th1, mu1, dth1)
+                candidates.append(("all-convex", tau_a, th_a))
+                # Concave-branch roots come in pairs (a dip of D below 0). Tangent cut at the
+                # all-convex point: F >= F_A + g_j(s) - g_j(s_A) - mu_A (s - s_A), concave in s on
+                # the branch, so a better point needs s > s_c where that bound crosses 0.
+                s_a = _expit(tau_a)
+                mu_a = self._j_terms(tau_a)[3]
+                g_a = self._g_j(s_a)
+
+                def cut(s):
+                    return self._g_j(s) - g_a - mu_a * (s - s_a)
+
+                info["route"] = "all-convex root, tangent cut"
+                if cut(1.0 - 1e-16) < 0:
+                    lo_s, hi_s = 1.0 - t_max, 1.0 - 1e-16  # cut(lo_s) > 0 > cut(hi_s)
+                    for _ in range(60):
+                        mid = 0.5 * (lo_s + hi_s)
+                        if cut(mid) > 0:
+                            lo_s = mid
+                        else:
+                            hi_s = mid
+                    t_c = min(1.0 - lo_s, t_max)
+                    if t_c > r0:
+                        info["route"] = "all-convex root, scan of the concave branch"
+                        for lo, hi, st, th0, mu0, dth0 in self._scan(r0, t_c):
+                            tau, th = self._root(lo, hi, st, th0, mu0, dth0)
+                            candidates.append(("one-concave", tau, th))
+        best = None
+        for kind, tau, th in candidates:
+            w, f = self._candidate(tau, th)
+            if best is None or f < best[2]:
+                best = (kind, w, f)
+        info.update(candidates=len(candidates), winner=best[0], evaluations=self.evaluations,
+                    inner_iterations=self.inner_iterations)
+        return best[1], best[2], info
+
+    def _surrogate_start(self) -> float:
+        """logit(omega_j) of the small-q approximation omega_n = sqrt(a'/(b_n - c)), a' = a/m^2."""
+        a2 = self.a / self.m ** 2
+        c = _m1_multiplier(a2, self.b)
+        wj = math.sqrt(a2 / (self.bj - c))
+        wj = min(max(wj, 1e-300), 1.0 - 1e-16)
+        return math.log(wj) - math.log1p(-wj)
+
+    def _scan(self, t_a: float, t_b: float):
+        """Brackets (in tau) of the + to - roots of D on (t_a, t_b], D(t_a) >= 0.
+
+        D and dD/dt on a grid; a root pair hiding inside a cell is caught by the cell's Hermite
+        cubic and confirmed by one evaluation at the cubic's minimum.
+        """
+        G = self.grid
+        m = self.m
+        ts = t_a + (t_b - t_a) * np.arange(1, G + 1) / G
+        taus = np.log1p(-ts) - np.log(ts)
+        # Device j on the grid (vectorised version of _j_terms).
+        lt = np.log(ts)
+        one_minus_q = np.exp(m * lt)
+        q = -np.expm1(m * lt)
+        core = self.bj - self.a / (q * q)
+        mus = m * np.exp((m - 1) * lt) * core
+        g2s = m * np.exp((m - 2) * lt) * (-(m - 1) * core + 2.0 * self.a * m * one_minus_q / q ** 3)
+        th, w, dw, dG = self._psi(mus[:, None], tol=1e-9)
+        self.evaluations += G
+        D = w.sum(axis=1) - ts
+        dD = -dw.sum(axis=1) * g2s - 1.0  # dD/dt = R'(mu) mu'(t) - 1, mu'(t) = -g_j''(1 - t)
+        dth = 1.0 / (mus[:, None] * dG)
+        # Left end: D(t_a) >= 0 is all we know (t_a = R(0)); use D >= 0 and slope -1 there.
+        t_all = np.concatenate([[t_a], ts])
+        D_all = np.concatenate([[np.nan], D])  # D(t_a) is only known to be >= 0
+        brackets = []
+        for i in range(1, G):
+            ta, tb, Da, Db = t_all[i], t_all[i + 1], D_all[i], D_all[i + 1]
+            if Da > 0 and Db <= 0:
+                t_lo, t_hi = ta, tb
+                t_guess = ta + (tb - ta) * Da / (Da - Db)
+            elif (Da > 0 and Db > 0) or (Da <= 0 and Db <= 0):
+                h = tb - ta
+                p = _H00 * Da + _H10 * h * dD[i - 1] + _H01 * Db + _H11 * h * dD[i]
+                if Da > 0 and p.min() < 0.05 * min(Da, Db):
+                    k = int(np.argmin(p))
+                    tm = ta + h * _HX[k]
+                    phim = self._phi(math.log1p(-tm) - math.log(tm))[0]
+                    if phim > 0:
+                        continue
+                    t_lo, t_hi, t_guess = ta, tm, ta + h * _HX[k] * 0.5
+                elif Da <= 0 and p.max() > 0.05 * max(Da, Db):
+                    k = int(np.argmax(p))
+                    tm = ta + h * _HX[k]
+                    phim = self._phi(math.log1p(-tm) - math.log(tm))[0]
+                    if phim <= 0:
+                        continue
+                    t_lo, t_hi, t_guess = tm, tb, 0.5 * (tm + tb)
+                else:
+                    continue
+            else:
+                continue
+            tau_neg = math.log1p(-t_hi) - math.log(t_hi)
+            tau_pos = math.log1p(-t_lo) - math.log(t_lo)
+            start = math.log1p(-t_guess) - math.log(t_guess)
+            j = i if t_hi == tb else i - 1  # warm start from the nearer evaluated grid point
+            brackets.append((tau_neg, tau_pos, start, th[j], float(mus[j]), dth[j]))
+        # First cell [t_a, t_1]: D(t_a) >= 0 is known only as a bound, so test t_1 and the slope.
+        if D[0] <= 0:
+            t_guess = ts[0] + D[0] / max(1.0 - dD[0], 1.0)  # move left (dD/dt >= -1)
+            tau_neg = float(taus[0])
+            tau_pos = math.log1p(-t_a) - math.log(t_a)
+            start = math.log1p(-t_guess) - math.log(t_guess) if t_guess > t_a else 0.5 * (tau_neg + tau_pos)
+            brackets.append((tau_neg, tau_pos, start, th[0], float(mus[0]), dth[0]))
+        return brackets
+
+
+# Cubic Hermite basis on 31 interior points of a cell (constants, used by _Exact._scan).
+_HX = np.linspace(0.0, 1.0, 33)[1:-1]
+_H00 = 2 * _HX ** 3 - 3 * _HX ** 2 + 1
+_H10 = _HX ** 3 - 2 * _HX ** 2 + _HX
+_H01 = -2 * _HX ** 3 + 3 * _HX ** 2
+_H11 = _HX ** 3 - _HX ** 2
+
+
+def _m1_multiplier(a: float, b: np.ndarray) -> float:
+    """mu solving sum_n sqrt(a / (b_n - mu)) = 1 (the m = 1 KKT condition), mu < min b."""
+    bmin = float(np.min(b))
+    d = b - bmin
+    n = b.size
+    # tau = bmin - mu lies in [a, n^2 a]; Newton on log(sum (d + tau)^-1/2) = log(a^-1/2) in log tau
+    # is asymptotically linear at both ends.
+    lo, hi = math.log(a), math.log(a) + 2.0 * math.log(n)
+    target = -0.5 * math.log(a)
+    # Start from the geometric interpolation of the bounds by the number of near-ties.
+    x = lo + 2.0 * math.log(max(1.0, float(np.sum(d <= a))))
+    x = min(max(x, lo), hi)
+    for _ in range(100):
+        tau = math.exp(x)
+        v = (d + tau) ** -0.5
+        sv = float(np.sum(v))
+        f = math.log(sv) - target
+        if f > 0:
+            lo = x
+        else:
+            hi = x
+        df = -0.5 * tau * float(np.sum(v ** 3)) / sv
+        new = x - f / df
+        if not lo <= new <= hi:
+            new = 0.5 * (lo + hi)
+        if abs(new - x) <= 1e-15 * (1.0 + abs(x)):
+            x = new
+            break
+        x = new
+    return bmin - math.exp(x)
+
+
+def _solve_m1(a: float, b: np.ndarray):
+    """m = 1: q = omega, F convex, omega_n = sqrt(a / (b_n - mu))."""
+    mu = _m1_multiplier(a, b)
+    w = np.sqrt(a / (b - mu))
+    return w / w.sum()
+
+
+def _validate(a, b, m):
+    if not (isinstance(a, (int, float, np.floating, np.integer)) and math.isfinite(a) and a > 0):
+        raise ValueError(f"a must be a finite scalar > 0, got {a!r}")
+    b = np.asarray(b, dtype=float)
+    if b.ndim != 1 or b.size == 0:
+        raise ValueError(f"b must be a non-empty 1-D array, got shape {b.shape}")
+    if not np.all(np.isfinite(b)) or np.any(b < 0):
+        raise ValueError("b must be finite and >= 0")
+    if int(m) != m or m < 1:
+        raise ValueError(f"m must be an integer >= 1, got {m!r}")
+    return float(a), b, int(m)
+
+
+def _solve_exact(a, b, m, *, grid=16, tol=1e-13, maxiter=80):
+    n = b.size
+    if n == 1:
+        return np.ones(1), {"certificate": "trivial (N = 1)"}
+    if m == 1:
+        w = _solve_m1(a, b)
+        return w, {"certificate": "convex (m = 1): closed form with scalar root"}
+    solver = _Exact(a, b, m, grid, tol, maxiter)
+    w, f, info = solver.solve()
+    info["certificate"] = ("kkt-enumeration: unique all-convex KKT point" if info["convex_case"]
+                           else "kkt-enumeration: all-convex root and concave-branch roots of device "
+                           f"{solver.j} compared")
+    return w, info
+
+
+MANIFOLD_OPTIMIZERS = ("trust-regions", "conjugate-gradient")
+
+
+def _solve_manifold(a, b, m, *, optimizer="trust-regions", n_cheapest=3, mass=0.9,
+                    min_gradient_norm=None, max_iterations=None, rng=0):
+    """pymanopt on the Fisher simplex from the uniform point and from points putting ``mass`` on
+    each of the ``n_cheapest`` devices with the smallest b; the best end point wins."""
+    if optimizer not in MANIFOLD_OPTIMIZERS:
+        raise ValueError(f"unknown optimizer {optimizer!r}; allowed values: {', '.join(MANIFOLD_OPTIMIZERS)}")
+    n = b.size
+    if n == 1:
+        return np.ones(1), {"certificate": "trivial (N = 1)", "iterations": 0}
+    # pymanopt pulls in its autodiff backends (torch among them): import only when asked for.
+    import pymanopt
+    from pymanopt.optimizers import ConjugateGradient, TrustRegions
+
+    from .simplex import Simplex
+
+    manifold = Simplex(n, rng=rng)
+
+    def parts(w):
+        L = np.log1p(-np.minimum(w, 1.0))
+        return L, -np.expm1(m * L)
+
+    @pymanopt.function.numpy(manifold)
+    def cost(w):
+        L, q = parts(w)
+        return float(np.sum(a / q + b * q))
+
+    @pymanopt.function.numpy(manifold)
+    def egrad(w):
+        L, q = parts(w)
+        return m * np.exp((m - 1) * L) * (b - a / q ** 2)
+
+    @pymanopt.function.numpy(manifold)
+    def ehess(w, v):
+        # The objective is separable: the Euclidean Hessian is diagonal with entries g_n''.
+        L, q = parts(w)
+        g2 = m * np.exp((m - 2) * L) * (-(m - 1) * (b - a / q ** 2) + 2 * a * m * np.exp(m * L) / q ** 3)
+        return g2 * v
+
+    # Gradient tolerance relative to the objective's scale at the uniform point (units of F).
+    scale = float(np.sum(a / inclusion_probability(np.full(n, 1.0 / n), m) + b))
+    gtol = 1e-9 * scale if min_gradient_norm is None else float(min_gradient_norm)
+    if optimizer == "trust-regions":
+        problem = pymanopt.Problem(manifold, cost, euclidean_gradient=egrad, euclidean_hessian=ehess)
+        opt = TrustRegions(verbosity=0, min_gradient_norm=gtol,
+                           max_iterations=200 if max_iterations is None else max_iterations)
+    else:
+        problem = pymanopt.Problem(manifold, cost, euclidean_gradient=egrad)
+        opt = ConjugateGradient(verbosity=0, min_gradient_norm=gtol, min_step_size=1e-14,
+                                max_iterations=2000 if max_iterations is None else max_iterations)
+    starts = [np.full(n, 1.0 / n)]
+    for i in np.argsort(b, kind="stable")[: min(n_cheapest, n)]:
+        x = np.full(n, (1.0 - mass) / (n - 1))
+        x[i] = mass
+        starts.append(x)
+    best = None
+    total_iterations = 0
+    for x0 in starts:
+        res = opt.run(problem, initial_point=x0)
+        total_iterations += res.iterations
+        if best is None or res.cost < best.cost:
+            best = res
+    w = np.asarray(best.point, dtype=float)
+    w = w / w.sum()
+    return w, {"certificate": "multistart-local", "starts": len(starts), "optimizer": optimizer,
+               "iterations": total_iterations, "stopping_criterion": best.stopping_criterion}
+
+
+def solve_selection(a: float, b, m: int, method: str = "exact", **opts: Any) -> SelectionResult:
+    """Minimise sum_n a / q_n + b_n q_n over omega on the simplex, q_n = 1 - (1 - omega_n)^m.
+
+    Parameters
+    ----------
+    a : weight of the convergence term (a = V / N in spec 002), > 0.
+    b : array (N,) of per-device weights (airtime and queue terms), finite, >= 0.
+    m : number of draws with replacement, >= 1.
+    method : "exact" (KKT enumeration, default) or "manifold" (pymanopt on the simplex).
+    opts : for "exact": grid (points on the concave branch, 16), tol (inner Newton, 1e-13).
+        For "manifold": optimizer ("trust-regions" or "conjugate-gradient"), n_cheapest (3),
+        mass (0.9), min_gradient_norm, max_iterations, rng (seed for the manifold's random points).
+
+    Returns
+    -------
+    SelectionResult with omega (sum 1), q in (0, 1], fun, method, success, message, certificate.
+    """
+    if method not in SELECTION_METHODS:
+        raise ValueError(f"unknown selection method {method!r}; allowed values: {', '.join(SELECTION_METHODS)}")
+    a, b, m = _validate(a, b, m)
+    if method == "exact":
+        w, info = _solve_exact(a, b, m, **opts)
+        nit = int(info.get("evaluations", 0))
+        message = "KKT candidates enumerated"
+    else:
+        w, info = _solve_manifold(a, b, m, **opts)
+        nit = int(info.get("iterations", 0))
+        message = info.get("stopping_criterion", "")
+    q = inclusion_probability(w, m)
+    # Keep q strictly positive: a coordinate can underflow only for absurd inputs.
+    q = np.maximum(q, np.finfo(float).tiny)
+    fun = float(np.sum(a / q + b * q))
+    ok = bool(np.all(np.isfinite(w)) and abs(w.sum() - 1.0) <= 1e-12 and np.all(q > 0)
+              and np.all(q <= 1.0) and math.isfinite(fun))
+    cert = {k: v for k, v in info.items() if k != "stopping_criterion"}
+    return SelectionResult(omega=w, q=q, fun=fun, method=method, success=ok, message=message,
+                           certificate=cert, nit=nit)
