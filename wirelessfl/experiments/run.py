@@ -35,7 +35,7 @@ class RunResult:
 
 def make_scheduler(scenario: Scenario):
     """The scheduler named in the scenario."""
-    from ..scheduling import LyapunovScheduler, UniformScheduler
+    from ..scheduling.schedulers import LyapunovScheduler, UniformScheduler
 
     s, link, n = scenario.scheduler, scenario.link, scenario.devices.count
     if s.name == "uniform":
@@ -155,7 +155,7 @@ def summarise(scenario: Scenario, rounds: list[dict], evals: list[dict], devices
     return {
         "name": scenario.name, "seed": scenario.seed, "scheduler": scenario.scheduler.name,
         "m": scenario.scheduler.m, "num_devices": scenario.devices.count, "model_bits": model_bits,
-        "rounds": n_rounds, "sim_time_s": rounds[-1]["t_end"] if rounds else 0.0,
+        "rounds": n_rounds, "sim_time_s": float(rounds[-1]["t_end"]) if rounds else 0.0,
         "final_accuracy": evals[-1]["accuracy"] if evals else math.nan,
         "best_accuracy": max((e["accuracy"] for e in evals), default=math.nan),
         "target_accuracy": target,

@@ -1,0 +1,141 @@
+"""End to end: scenarios through simulate(), run directories, reproducibility, the CLI."""
+import json
+import math
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from wirelessfl import load_run, simulate
+from wirelessfl.config import from_dict
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def timing_scenario(**over):
+    data = {"seed": 3, "run": {"rounds": 30, "timing_only": True},
+            "channel": {"profile": "linear"}, "devices": {"count": 20, "compute_s": 0.5},
+            "link": {"model_bits": 32 * 555178}, "scheduler": {"name": "lyapunov", "m": 5}}
+    for key, value in over.items():
+        section, _, field = key.partition("__")
+        data.setdefault(section, {})[field] = value
+    return from_dict(data)
+
+
+def learning_scenario(scheduler="lyapunov", **run):
+    return from_dict({
+        "seed": 1, "run": {"rounds": 4, "eval_every_rounds": 2, **run},
+        "channel": {"profile": "linear"}, "devices": {"count": 20},
+        "scheduler": {"name": scheduler, "m": 5},
+        "learning": {"model": "logreg", "samples_per_device": 100, "local_steps": 2,
+                     "eval_train_samples": 500, "lr": 0.05}})
+
+
+def test_timing_only_records_are_consistent(tmp_path):
+    res = simulate(timing_scenario(), tmp_path / "run", progress=False)
+    r = res.rounds
+    assert len(r) == 30 and res.summary["status"] == "complete"
+    # equal computation: every round lasts computation + sum of airtimes, rounds are back to back
+    assert np.allclose(r["t_end"] - r["t_start"], 0.5 + r["comm_s"])
+    assert np.allclose(r["t_start"].iloc[1:].to_numpy(), r["t_end"].iloc[:-1].to_numpy())
+    airtimes = r["airtime_s"].map(lambda s: sum(map(float, s.split())))
+    assert np.allclose(airtimes, r["comm_s"], rtol=1e-5)
+    assert ((r["num_selected"] >= 1) & (r["num_selected"] <= 5)).all()
+    dec = np.load(tmp_path / "run" / "decisions.npz")
+    assert dec["omega"].shape == (30, 20)
+    assert np.allclose(dec["omega"].sum(1), 1.0, atol=1e-5)
+    assert ((dec["q"] > 0) & (dec["q"] <= 1)).all() and (dec["queue"] >= 0).all()
+    assert math.isclose(res.summary["sim_time_s"], r["t_end"].iloc[-1])
+    devices = pd.read_csv(tmp_path / "run" / "devices.csv")
+    assert devices["selections"].sum() == r["num_selected"].sum()
+
+
+def test_same_seed_same_records_other_seed_differs(tmp_path):
+    a = simulate(timing_scenario(), progress=False).rounds
+    b = simulate(timing_scenario(), progress=False).rounds
+    c = simulate(timing_scenario().replace("seed=4"), progress=False).rounds
+    pd.testing.assert_frame_equal(a, b)
+    assert not a["selected"].equals(c["selected"])
+
+
+def test_training_run_is_reproducible_and_written(tmp_path):
+    s = learning_scenario()
+    a = simulate(s, tmp_path / "a", progress=False)
+    b = simulate(s, tmp_path / "b", progress=False)
+    pd.testing.assert_frame_equal(a.evals, b.evals)
+    assert list(a.evals["round"]) == [0, 2, 4]
+    assert (a.evals["accuracy"].iloc[-1] > 0.3)  # logistic regression learns something in 4 rounds
+    loaded = load_run(tmp_path / "a")
+    assert loaded.summary["status"] == "complete"
+    pd.testing.assert_frame_equal(loaded.evals[["round", "accuracy"]], a.evals[["round", "accuracy"]])
+    c = simulate(s.replace("seed=2"), progress=False)
+    assert not np.allclose(a.evals["accuracy"], c.evals["accuracy"])
+
+
+def test_failed_run_keeps_records_and_says_so(tmp_path, monkeypatch):
+    from wirelessfl.experiments import run as run_module
+
+    calls = {"n": 0}
+    real = run_module.FederatedLearner.train_round
+
+    def flaky(self, selected, decision, r):
+        calls["n"] += 1
+        if calls["n"] == 3:
+            raise RuntimeError("boom")
+        return real(self, selected, decision, r)
+
+    monkeypatch.setattr(run_module.FederatedLearner, "train_round", flaky)
+    with pytest.raises(RuntimeError, match="boom"):
+        simulate(learning_scenario(), tmp_path / "run", progress=False)
+    summary = json.loads((tmp_path / "run" / "summary.json").read_text())
+    assert summary["status"] == "failed" and "boom" in summary["error"]
+    assert len(pd.read_csv(tmp_path / "run" / "rounds.csv")) == 2
+
+
+def test_cli_run_writes_runs_and_figures(tmp_path):
+    scen = tmp_path / "s.toml"
+    scen.write_text(
+        'name = "cli"\n[run]\nrounds = 2\neval_every_rounds = 1\n[devices]\ncount = 10\n'
+        '[learning]\nmodel = "logreg"\nsamples_per_device = 50\nlocal_steps = 1\neval_train_samples = 100\n'
+        '[variants.ours]\nscheduler.name = "lyapunov"\n[variants.uniform]\nscheduler.name = "uniform"\n')
+    out = tmp_path / "out"
+    proc = subprocess.run([sys.executable, "-m", "wirelessfl.cli", "run", str(scen), "--out", str(out),
+                           "--no-progress", "--set", "scheduler.m=3"], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    assert "ours: 2 rounds" in proc.stdout and "uniform: 2 rounds" in proc.stdout
+    assert (out / "accuracy_vs_time.png").stat().st_size > 1000
+    for name in ("ours", "uniform"):
+        assert json.loads((out / name / "summary.json").read_text())["m"] == 3
+    proc = subprocess.run([sys.executable, "-m", "wirelessfl.cli", "plot", str(out), "--x", "round",
+                           "--out", str(tmp_path / "figs")], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    assert (tmp_path / "figs" / "accuracy_vs_round.png").exists()
+
+
+def test_missing_dataset_is_a_one_line_error(tmp_path):
+    scen = tmp_path / "s.toml"
+    scen.write_text(f'[run]\nrounds = 1\n[learning]\ndataset = "cifar10"\ndata_dir = "{tmp_path}"\n')
+    proc = subprocess.run([sys.executable, "-m", "wirelessfl.cli", "run", str(scen), "--no-progress"],
+                          capture_output=True, text=True, cwd=tmp_path)
+    assert proc.returncode == 2
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and str(tmp_path) in lines[0] and "cifar" in lines[0].lower()
+
+
+@pytest.mark.slow
+def test_lyapunov_reaches_target_before_uniform():
+    """Heterogeneous channels, m = 10, lambda = 100: the paper's headline result, on Fashion-MNIST."""
+    base = {"seed": 0, "run": {"time_budget_s": 25.0, "eval_every_s": 1.0, "target_accuracy": 0.65},
+            "channel": {"profile": "linear", "sigma_min": 0.1, "sigma_max": 10.0},
+            "link": {"p_max": "35 dB"}, "devices": {"count": 100},
+            "scheduler": {"m": 10, "V": 100.0, "lam": 100.0},
+            "learning": {"model": "small_cnn", "alpha": math.inf, "lr": 0.05, "eval_train_samples": 1000}}
+    times = {}
+    for name in ("lyapunov", "uniform"):
+        sc = from_dict({**base, "scheduler": {**base["scheduler"], "name": name}})
+        times[name] = simulate(sc, progress=False).summary["time_to_target_s"]
+    assert not math.isnan(times["lyapunov"])
+    assert math.isnan(times["uniform"]) or times["lyapunov"] < times["uniform"]
