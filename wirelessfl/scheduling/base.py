@@ -51,6 +51,12 @@ def inclusion_probability(omega: np.ndarray, m: int) -> np.ndarray:
 
 
 def draw_devices(omega: np.ndarray, m: int, rng: np.random.Generator) -> np.ndarray:
-    """m draws with replacement from omega; return the sorted distinct devices (spec 002, sec. 3)."""
-    draws = rng.choice(omega.size, size=m, replace=True, p=omega / omega.sum())
+    """m draws with replacement from omega; return the sorted distinct devices (spec 002, sec. 3).
+
+    An all-zero omega (no device available this round) draws nothing and consumes no randomness.
+    """
+    total = omega.sum()
+    if not total > 0:
+        return np.empty(0, dtype=np.int64)
+    draws = rng.choice(omega.size, size=m, replace=True, p=omega / total)
     return np.unique(draws)

@@ -1,9 +1,17 @@
 """Schedulers: plain objects with ``decide(state) -> Decision`` (no torch, no SimPy).
 
-- UniformScheduler: omega = 1/N, powers that meet the average-power budget with equality (spec 002, sec. 5).
-- LyapunovScheduler: drift-plus-penalty with virtual power queues (spec 002, sec. 4).
+- :class:`UniformScheduler`: omega = 1/N, powers meeting the average-power budget with equality
+  (spec 002, sec. 5).
+- :class:`LyapunovScheduler`: drift-plus-penalty with one virtual power queue per device
+  (spec 002, sec. 4).
+
+Availability: when ``state.available`` is a mask, unavailable devices get omega = q = 0 and are
+never selected (``draw_devices`` cannot draw them). Their q = 0 means "not eligible this round",
+not an aggregation weight: an unselected device contributes nothing to the aggregate.
 """
 from __future__ import annotations
+
+import math
 
 import numpy as np
 
@@ -11,74 +19,145 @@ from .base import Decision, RoundState, inclusion_probability
 from .power import optimal_power
 from .selection import solve_selection
 
-# Stands in for an infinite per-round cost (a device whose optimal power is 0 cannot send): large
-# enough that such a device gets a negligible draw probability, finite so the solver stays exact.
-_UNSENDABLE_COST = 1e300
+_LN2 = math.log(2.0)
 
 
-def _mask(state: RoundState, n: int) -> np.ndarray:
-    return np.ones(n, dtype=bool) if state.available is None else np.asarray(state.available, dtype=bool)
+def _per_device(value, n: int, name: str) -> np.ndarray:
+    arr = np.asarray(value, dtype=float)
+    try:
+        arr = np.broadcast_to(arr, (n,)).astype(float)
+    except ValueError:
+        raise ValueError(f"{name} must be a scalar or have shape ({n},), got shape {arr.shape}") from None
+    if not np.all(np.isfinite(arr)) or np.any(arr < 0):
+        raise ValueError(f"{name} must be finite and >= 0")
+    return arr
+
+
+def _available(state: RoundState, n: int) -> np.ndarray:
+    gains = np.asarray(state.gains)
+    if gains.shape != (n,):
+        raise ValueError(f"state.gains must have shape ({n},), got {gains.shape}")
+    if state.available is None:
+        return np.ones(n, dtype=bool)
+    avail = np.asarray(state.available, dtype=bool)
+    if avail.shape != (n,):
+        raise ValueError(f"state.available must have shape ({n},), got {avail.shape}")
+    return avail
+
+
+def _check_m(m) -> int:
+    if int(m) != m or m < 1:
+        raise ValueError(f"m must be an integer >= 1, got {m!r}")
+    return int(m)
 
 
 class UniformScheduler:
-    """Every available device is drawn with probability 1/N_available per draw.
+    """Every available device is drawn with probability 1 / N_available in each of the m draws.
 
-    Power P_n = min(Pmax, Pbar_n / q_n) meets the time-average power budget with equality where it
-    can (expected power per round q_n P_n = Pbar_n). Unavailable devices get omega = q = 0 and are
-    never selected.
+    q_n = 1 - (1 - 1/N_available)^m and P_n = min(Pmax, Pbar_n / q_n), so that the expected power
+    per round q_n P_n equals Pbar_n wherever Pbar_n / q_n <= Pmax (spec 002, sec. 5). The queue in
+    the Decision is all zeros (this scheduler keeps none).
     """
 
-    def __init__(self, num_devices: int, m: int, p_bar, p_max: float):
-        self.num_devices, self.m = int(num_devices), int(m)
-        self.p_bar = np.broadcast_to(np.asarray(p_bar, dtype=float), (self.num_devices,))
-        self.p_max = float(p_max)
+    def __init__(self, num_devices: int, m: int, p_bar, p_max):
+        self.num_devices = int(num_devices)
+        if self.num_devices < 1:
+            raise ValueError(f"num_devices must be >= 1, got {num_devices!r}")
+        self.m = _check_m(m)
+        self.p_bar = _per_device(p_bar, self.num_devices, "p_bar")
+        self.p_max = _per_device(p_max, self.num_devices, "p_max")
 
     def decide(self, state: RoundState) -> Decision:
+        """Uniform omega over the available devices and budget-matching powers."""
         n = self.num_devices
-        avail = _mask(state, n)
-        omega = np.where(avail, 1.0 / max(avail.sum(), 1), 0.0)
+        avail = _available(state, n)
+        count = int(avail.sum())
+        omega = np.where(avail, 1.0 / max(count, 1), 0.0)
         q = inclusion_probability(omega, self.m)
-        with np.errstate(divide="ignore"):
-            power = np.where(avail, np.minimum(self.p_max, self.p_bar / q), 0.0)
+        power = np.zeros(n)
+        power[avail] = np.minimum(self.p_max[avail], self.p_bar[avail] / q[avail])
         return Decision(omega=omega, q=q, power=power, queue=np.zeros(n), m=self.m,
-                        info={"method": "uniform"})
+                        info={"method": "uniform", "scheduled": count})
 
 
 class LyapunovScheduler:
-    """Drift-plus-penalty scheduling with one virtual queue Z_n per device for its power budget.
+    """Drift-plus-penalty scheduling with a virtual queue Z_n per device for its power budget.
 
-    Each round: P = optimal_power(g, Z) (independent of q), then omega minimises
-    sum_n a / q_n + b_n q_n with a = V / N and b_n = V lam l / (B log2(1 + g_n P_n / N0)) + Z_n P_n,
-    then Z_n <- max(Z_n + P_n q_n - Pbar_n, 0). The Decision carries the Z it was made with.
-    Unavailable devices are left out of the problem (omega = q = 0) and keep their queues.
+    Each round (spec 002, sec. 4):
+
+    1. P = optimal_power(g, Z) on [0, Pmax] (independent of q; ``power_rule`` "exact" or "paper").
+    2. omega minimises sum_n a / q_n + b_n q_n with a = V / N (N = all devices) and
+       b_n = V lam l / (B log2(1 + g_n P_n / N0)) + Z_n P_n (``solver`` "exact" or "manifold").
+    3. Z_n <- max(Z_n + P_n q_n - Pbar_n, 0). The Decision carries the Z the round was decided with.
+
+    Devices left out of step 2 get omega = q = 0 (never selected): unavailable devices (their
+    queues are left unchanged) and devices that cannot send this round because their power is 0
+    or their rate underflows to 0 (b_n = +inf: infinite airtime). Excluding the latter is the
+    limit of the objective, in which any q_n > 0 costs infinitely much; replacing +inf by a large
+    finite b would still give them a small positive q and an infinite airtime when drawn. Their
+    queues are updated with q_n = 0 (they spent no power). If no device can be scheduled, omega is
+    all zero and the round draws nothing.
     """
 
-    def __init__(self, num_devices: int, m: int, V: float, lam: float, p_bar, p_max: float,
+    def __init__(self, num_devices: int, m: int, V: float, lam: float, p_bar, p_max,
                  power_rule: str = "exact", solver: str = "exact"):
-        self.num_devices, self.m = int(num_devices), int(m)
-        self.V, self.lam = float(V), float(lam)
-        self.p_bar = np.broadcast_to(np.asarray(p_bar, dtype=float), (self.num_devices,))
-        self.p_max = float(p_max)
-        self.power_rule, self.solver = power_rule, solver
+        self.num_devices = int(num_devices)
+        if self.num_devices < 1:
+            raise ValueError(f"num_devices must be >= 1, got {num_devices!r}")
+        self.m = _check_m(m)
+        if not (math.isfinite(V) and V > 0):
+            raise ValueError(f"V must be finite and > 0, got {V!r}")
+        if not (math.isfinite(lam) and lam >= 0):
+            raise ValueError(f"lam must be finite and >= 0, got {lam!r}")
+        self.V = float(V)
+        self.lam = float(lam)
+        self.p_bar = _per_device(p_bar, self.num_devices, "p_bar")
+        self.p_max = _per_device(p_max, self.num_devices, "p_max")
+        from .power import POWER_RULES
+        from .selection import SELECTION_METHODS
+
+        if power_rule not in POWER_RULES:
+            raise ValueError(f"unknown power rule {power_rule!r}; allowed values: {', '.join(POWER_RULES)}")
+        if solver not in SELECTION_METHODS:
+            raise ValueError(f"unknown solver {solver!r}; allowed values: {', '.join(SELECTION_METHODS)}")
+        self.power_rule = power_rule
+        self.solver = solver
         self.queue = np.zeros(self.num_devices)
 
+    def reset(self) -> None:
+        """Empty every virtual queue (start of a new run)."""
+        self.queue = np.zeros(self.num_devices)
+
+    def costs(self, state: RoundState, queue: np.ndarray, power: np.ndarray) -> np.ndarray:
+        """b_n = V lam l / (B log2(1 + g P / N0)) + Z P; +inf for a device that cannot send."""
+        snr = np.asarray(state.gains, dtype=float) * power / state.noise_power
+        spectral = np.log1p(snr) / _LN2  # log2(1 + snr), accurate for tiny snr
+        c = self.V * self.lam * state.model_bits / state.bandwidth_hz
+        with np.errstate(divide="ignore", over="ignore"):
+            airtime = np.where(spectral > 0, c / np.where(spectral > 0, spectral, 1.0), np.inf)
+        if c == 0.0:
+            airtime = np.where(spectral > 0, 0.0, np.inf)
+        return airtime + queue * power
+
     def decide(self, state: RoundState) -> Decision:
-        n = self.num_devices
-        avail = _mask(state, n)
+        """Powers, selection probabilities and the queue update for one round."""
+        n, m = self.num_devices, self.m
+        avail = _available(state, n)
         z = self.queue.copy()
         power = optimal_power(state.gains, z, V=self.V, lam=self.lam, model_bits=state.model_bits,
                               bandwidth_hz=state.bandwidth_hz, noise_power=state.noise_power,
                               p_max=self.p_max, rule=self.power_rule)
-        spectral = np.log2(1.0 + state.gains * power / state.noise_power)
-        with np.errstate(divide="ignore"):
-            airtime_cost = np.where(spectral > 0, self.V * self.lam * state.model_bits
-                                    / (state.bandwidth_hz * np.maximum(spectral, 1e-300)), _UNSENDABLE_COST)
-        b = np.minimum(airtime_cost + z * power, _UNSENDABLE_COST)
-
+        b = self.costs(state, z, power)
+        eligible = avail & np.isfinite(b)
         omega = np.zeros(n)
-        result = solve_selection(self.V / n, b[avail], self.m, method=self.solver)
-        omega[avail] = result.omega
-        q = inclusion_probability(omega, self.m)
+        info = {"method": self.solver, "power_rule": self.power_rule,
+                "scheduled": int(eligible.sum())}
+        if np.any(eligible):
+            res = solve_selection(self.V / n, b[eligible], m, method=self.solver)
+            omega[eligible] = res.omega
+            info.update(objective=res.fun, success=res.success, certificate=res.certificate)
+        else:
+            info.update(objective=0.0, success=False, message="no device can be scheduled")
+        q = inclusion_probability(omega, m)
         self.queue = np.where(avail, np.maximum(z + power * q - self.p_bar, 0.0), z)
-        return Decision(omega=omega, q=q, power=power, queue=z, m=self.m,
-                        info={"method": result.method, "objective": float(result.fun)})
+        return Decision(omega=omega, q=q, power=power, queue=z, m=m, info=info)

@@ -217,11 +217,14 @@ class _Exact:
         c = np.abs(mu) / m
         if sig < 0:
             # a/q^2 = b + |c| (1-q)^-k  with (1-q)^-k in [1, 2^k] while q <= 1/2.
-            q_lo = np.minimum(np.sqrt(a / (b + c * 2.0 ** k)), 0.5)
+            q_raw = np.sqrt(a / (b + c * 2.0 ** k))
+            q_lo = np.minimum(q_raw, 0.5)
             q_hi = np.sqrt(a / (b + c))
             lo = _logit_of_q(q_lo, m)
-            # y = 1 - omega satisfies y^(m-1) = |c| / (a/q^2 - b) >= |c| / (a/q_lo^2 - b).
-            log_y = (np.log(c) - np.log(a / (q_lo * q_lo) - b)) / (m - 1)
+            # y = 1 - omega satisfies y^(m-1) = |c| / (a/q^2 - b) >= |c| / (a/q_lo^2 - b), where
+            # a/q_lo^2 - b is |c| 2^k (unclipped; written so to avoid cancellation) or 4a - b.
+            excess = np.where(q_raw <= 0.5, c * 2.0 ** k, 4.0 * a - b)
+            log_y = (np.log(c) - np.log(excess)) / (m - 1)
             hi_y = np.log(-np.expm1(log_y)) - log_y
             hi = np.where(q_hi < 1.0, _logit_of_q(np.minimum(q_hi, 1.0), m), np.inf)
             hi = np.minimum(hi, hi_y)
@@ -263,10 +266,10 @@ class _Exact:
             L = log_expit(-th)
             omq = np.exp(m * L)
             q = 1.0 - omq
-            u = b - a / (q * q)  # g' = m (1 - omega)^(m-1) u
-            G = sig * ((m - 1) * L + np.log(sig * u)) + c0
+            tq = b * q * q - a  # g' = m (1 - omega)^(m-1) tq / q^2; no q^3 (underflows for huge b)
+            G = sig * ((m - 1) * L + np.log(sig * tq) - 2.0 * np.log(q)) + c0
             w = -np.expm1(L)
-            dG = sig * w * (two_am * omq / (q * q * q * u) - (m - 1))
+            dG = sig * w * (two_am * omq / (q * tq) - (m - 1))
             step = G / dG
             if bracketed:
                 neg = G < 0
@@ -311,8 +314,7 @@ class _Exact:
         if mu == 0.0:
             w = self._omega0()
             th = self.th0o.copy()
-            # Use the limit of 1/g'' at g' = 0 from the explicit second derivative.
-            dw = 1.0 / self._g2_others(w)
+            dw = self._inv_g2_others(w)
             dth = dw / (w * (1.0 - w))
         else:
             th, w, dw, dG = self._psi(mu, theta0)
@@ -323,11 +325,14 @@ class _Exact:
         dphi = s * t * (1.0 + r_prime * g2)
         return phi, dphi, th, mu, dth
 
-    def _g2_others(self, w):
+    def _inv_g2_others(self, w):
+        """1 / g_n''(w_n) for the other devices, as q^3 / (m y^(m-2) [2am(1-q) - (m-1) q (b q^2 - a)])
+        so that tiny q (huge b) underflows harmlessly to 0 instead of dividing by 0."""
         a, m = self.a, self.m
         L = np.log1p(-w)
         q = -np.expm1(m * L)
-        return m * np.exp((m - 2) * L) * (-(m - 1) * (self.bo - a / q ** 2) + 2 * a * m * np.exp(m * L) / q ** 3)
+        den = m * np.exp((m - 2) * L) * (2 * a * m * np.exp(m * L) - (m - 1) * q * (self.bo * q * q - a))
+        return q ** 3 / den
 
     def _root(self, lo: float, hi: float, start: float, theta0=None, mu0=None, dth0=None):
         """Safeguarded Newton for Phi(tau) = 0 with Phi(lo) < 0 < Phi(hi)."""
@@ -458,8 +463,7 @@ class _Exact:
     def _surrogate_start(self) -> float:
         """logit(omega_j) of the small-q approximation omega_n = sqrt(a'/(b_n - c)), a' = a/m^2."""
         a2 = self.a / self.m ** 2
-        c = _m1_multiplier(a2, self.b)
-        wj = math.sqrt(a2 / (self.bj - c))
+        wj = math.sqrt(a2 / _m1_shift(a2, self.b))  # b_j is the minimum
         wj = min(max(wj, 1e-300), 1.0 - 1e-16)
         return math.log(wj) - math.log1p(-wj)
 
@@ -538,8 +542,12 @@ _H01 = -2 * _HX ** 3 + 3 * _HX ** 2
 _H11 = _HX ** 3 - _HX ** 2
 
 
-def _m1_multiplier(a: float, b: np.ndarray) -> float:
-    """mu solving sum_n sqrt(a / (b_n - mu)) = 1 (the m = 1 KKT condition), mu < min b."""
+def _m1_shift(a: float, b: np.ndarray) -> float:
+    """tau = min(b) - mu where mu solves sum_n sqrt(a / (b_n - mu)) = 1 (m = 1 KKT condition).
+
+    Returned as the shift tau > 0 rather than mu: b_n - mu = (b_n - min b) + tau keeps full
+    precision when tau is tiny next to b.
+    """
     bmin = float(np.min(b))
     d = b - bmin
     n = b.size
@@ -567,13 +575,13 @@ def _m1_multiplier(a: float, b: np.ndarray) -> float:
             x = new
             break
         x = new
-    return bmin - math.exp(x)
+    return math.exp(x)
 
 
 def _solve_m1(a: float, b: np.ndarray):
     """m = 1: q = omega, F convex, omega_n = sqrt(a / (b_n - mu))."""
-    mu = _m1_multiplier(a, b)
-    w = np.sqrt(a / (b - mu))
+    tau = _m1_shift(a, b)
+    w = np.sqrt(a / ((b - np.min(b)) + tau))
     return w / w.sum()
 
 
@@ -590,18 +598,16 @@ def _validate(a, b, m):
     return float(a), b, int(m)
 
 
-def _solve_exact(a, b, m, *, grid=16, tol=1e-13, maxiter=80):
+def _solve_exact(a, b, m, *, grid=12, tol=1e-13, maxiter=80):
     n = b.size
     if n == 1:
-        return np.ones(1), {"certificate": "trivial (N = 1)"}
+        return np.ones(1), {"kind": "kkt-enumeration", "route": "N = 1: omega = [1]"}
     if m == 1:
         w = _solve_m1(a, b)
-        return w, {"certificate": "convex (m = 1): closed form with scalar root"}
+        return w, {"kind": "kkt-enumeration", "route": "m = 1: convex, closed form with a scalar root"}
     solver = _Exact(a, b, m, grid, tol, maxiter)
     w, f, info = solver.solve()
-    info["certificate"] = ("kkt-enumeration: unique all-convex KKT point" if info["convex_case"]
-                           else "kkt-enumeration: all-convex root and concave-branch roots of device "
-                           f"{solver.j} compared")
+    info = {"kind": "kkt-enumeration", "concave_device": solver.j, **info}
     return w, info
 
 
@@ -616,7 +622,7 @@ def _solve_manifold(a, b, m, *, optimizer="trust-regions", n_cheapest=3, mass=0.
         raise ValueError(f"unknown optimizer {optimizer!r}; allowed values: {', '.join(MANIFOLD_OPTIMIZERS)}")
     n = b.size
     if n == 1:
-        return np.ones(1), {"certificate": "trivial (N = 1)", "iterations": 0}
+        return np.ones(1), {"kind": "trivial", "route": "N = 1: omega = [1]", "iterations": 0}
     # pymanopt pulls in its autodiff backends (torch among them): import only when asked for.
     import pymanopt
     from pymanopt.optimizers import ConjugateGradient, TrustRegions
@@ -671,7 +677,7 @@ def _solve_manifold(a, b, m, *, optimizer="trust-regions", n_cheapest=3, mass=0.
             best = res
     w = np.asarray(best.point, dtype=float)
     w = w / w.sum()
-    return w, {"certificate": "multistart-local", "starts": len(starts), "optimizer": optimizer,
+    return w, {"kind": "multistart-local", "starts": len(starts), "optimizer": optimizer,
                "iterations": total_iterations, "stopping_criterion": best.stopping_criterion}
 
 
