@@ -271,32 +271,47 @@ def _publish(tmp: Path, final: Path) -> None:
 # executors: each yields (member index, task result) as runs finish
 
 
-def _set_parent_death_signal(sweep_pid: int) -> None:
-    """Linux: have a pool worker killed when its parent dies, so no orphan outlives the sweep.
+def _exit_with(sweep_pid: int) -> None:
+    """End this pool worker as soon as the sweep process is gone (killed, even by SIGKILL).
 
-    The parent is the forkserver (which exits with the sweep) or the sweep itself (spawn).
+    Without this, workers of a killed sweep finish the runs already queued to them and then wait
+    forever: the pool's pipes stay open in the workers themselves, and under forkserver their
+    parent is the forkserver, which in turn waits for them. A daemon thread waits on a pidfd of
+    the sweep (Linux >= 5.3; elsewhere it polls the pid once a second) and exits the process.
     """
-    try:
-        import ctypes
-        import signal
+    import select
+    import threading
 
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-    except (OSError, AttributeError):  # not Linux: orphans finish their current run and exit
-        return
-    try:
-        os.kill(sweep_pid, 0)  # the sweep died before prctl took effect
-    except ProcessLookupError:
+    def watch() -> None:
+        try:
+            fd = os.pidfd_open(sweep_pid)
+        except (AttributeError, OSError):
+            fd = None
+        if fd is not None:
+            select.select([fd], [], [])  # readable once the process has exited
+        else:
+            while True:
+                try:
+                    os.kill(sweep_pid, 0)
+                except ProcessLookupError:
+                    break
+                except PermissionError:
+                    pass
+                time.sleep(1.0)
         os._exit(1)
-    except PermissionError:
-        pass
+
+    try:
+        os.kill(sweep_pid, 0)
+    except ProcessLookupError:  # the sweep died while this worker was starting
+        os._exit(1)
+    threading.Thread(target=watch, name="wirelessfl-sweep-watchdog", daemon=True).start()
 
 
-def _init_worker(torch_threads: int, parent_pid: int) -> None:
+def _init_worker(torch_threads: int, sweep_pid: int) -> None:
     import torch
 
     torch.set_num_threads(torch_threads)  # cores // workers: workers must not oversubscribe
-    _set_parent_death_signal(parent_pid)
+    _exit_with(sweep_pid)
 
 
 def _cores() -> int:
@@ -343,7 +358,7 @@ def _process(todo: list[tuple[int, Member]], runs_dir: Path, workers, address):
             yield futures[fut], res
         finished = True
     finally:
-        # interrupted: do not wait for the runs in flight (their workers die with this process)
+        # interrupted: do not wait for the runs in flight (the workers exit with this process)
         pool.shutdown(wait=finished, cancel_futures=True)
 
 
