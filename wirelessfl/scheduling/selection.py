@@ -154,19 +154,21 @@ class _Exact:
         self.th0o = _logit_of_q(self.q0o, m)  # logit(omega0): g' = 0 (inf where b <= a)
 
     def _prepare_positive(self):
-        """Convex-branch ends of the other devices, needed only when mu > 0 (then all b > a)."""
+        """Convex-branch ends of the other devices, needed only when mu > 0 (then all b > a).
+
+        For mu > 0 the inner variable is x = log(q / q0) in (0, x1]: b q^2 - a = a expm1(2x) keeps
+        full precision next to q0, where g' vanishes and psi_n(mu) sits for small mu.
+        """
         a, m, b = self.a, self.m, self.bo
         q1 = _branch_q1(a, b, m)
         self.q1o = q1
-        self.th1o = _logit_of_q(q1, m)  # logit(omega1): g' maximal
-        w1 = expit(self.th1o)
+        self.x1o = np.log(q1) - np.log(self.q0o)
         omq = 1.0 - q1
         self.Mo = m * omq ** ((m - 1) / m) * (b - a / (q1 * q1))  # M_n = g_n'(omega1_n)
-        # Curvature of log g' in theta at its peak, -d2/dtheta2 log g' = -m w^2 (1-q) f'(q) with
-        # f(q) = 2am(1-q)/(b q^3 - a q): seeds Newton near a double root (mu close to M_n).
-        den = b * q1 ** 3 - a * q1
-        fprime = 2 * a * m * (-den - omq * (3 * b * q1 * q1 - a)) / (den * den)
-        self.kappa = -m * w1 * w1 * omq * fprime
+        # -d2G/dx2 at the peak x1 (G = log g' - log mu): seeds Newton near a double root.
+        e2 = np.expm1(2.0 * self.x1o)
+        self.kappa = self.k * q1 / (omq * omq) + 4.0 * (e2 + 1.0) / (e2 * e2)
+        self.log_mb = np.log(m * b)
 
     # -- device j (scalar) -------------------------------------------------------------------
 
@@ -188,34 +190,70 @@ class _Exact:
     def _psi(self, mu, theta0=None, tol=None):
         """theta_n = logit(psi_n(mu)) on the convex branch for every other device.
 
-        mu: scalar or column (G, 1), all of one sign, nonzero. Returns (theta, omega, domega_dmu,
-        dG) with shapes broadcast against the devices. Newton on
-        G(theta) = sign(mu) (log|g'(omega(theta))| - log|mu|), which increases along the branch:
-        plain steps from a warm start, else (or if those fail) steps safeguarded by a bracket.
+        mu: scalar or column (G, 1), all of one sign, nonzero. Returns (theta, omega,
+        domega/dmu, dtheta/dmu), broadcast against the devices. Newton iterations on an increasing
+        function G (log g' - log mu up to sign): plain steps from a warm start, else (or when
+        those fail) steps safeguarded by a per-device bracket with bisection.
         """
         mu = np.asarray(mu, dtype=float)
-        sig = 1.0 if np.all(mu > 0) else -1.0
         tol = self.tol if tol is None else tol
         with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-            if theta0 is not None:
-                out = self._newton(mu, sig, np.asarray(theta0, dtype=float), None, None, tol, 4)
-                if out is not None:
-                    return out
-            lo, hi, start = self._bracket(mu, sig)
-            if theta0 is not None:
-                th = np.asarray(theta0, dtype=float) + np.zeros_like(lo)
-                th = np.where((th > lo) & (th < hi), th, start)
-            else:
-                th = start + np.zeros_like(lo)
-            th = np.where((th > lo) & (th < hi), th,
-                          np.where(np.isfinite(hi), 0.5 * (lo + hi), lo + 1.0))
-            return self._newton(mu, sig, th, lo, hi, tol, self.maxiter)
+            if np.all(mu > 0):
+                return self._psi_pos(mu, theta0, tol)
+            return self._psi_neg(mu, theta0, tol)
 
-    def _bracket(self, mu, sig):
-        """Per-device bracket [lo, hi] of theta and a starting point inside it."""
+    @staticmethod
+    def _safeguarded(evaluate, z, lo, hi, tol, maxiter):
+        """Vectorised Newton on an increasing function; bisection when a step leaves [lo, hi]
+        (hi may be +inf: then the step doubles away from lo). Unbracketed when lo is None:
+        returns None unless the plain steps converge to a point with a positive slope."""
+        bracketed = lo is not None
+        for it in range(maxiter):
+            G, dG = evaluate(z)
+            step = G / dG
+            if bracketed:
+                neg = G < 0
+                lo = np.where(neg, z, lo)
+                hi = np.where(neg, hi, z)
+                new = z - step
+                bad = ~((new >= lo) & (new <= hi))  # also catches NaN
+                if np.any(bad):
+                    mid = np.where(np.isfinite(hi), 0.5 * (lo + hi), lo + 2.0 * (1.0 + np.abs(lo)))
+                    new = np.where(bad, mid, new)
+                    step = z - new
+            # Relative to the largest |z|: rounding noise in G is ~ eps |z|.
+            if np.max(np.abs(step)) <= tol * (1.0 + np.max(np.abs(z))):
+                break
+            z = z - step if not bracketed else new
+        else:
+            if not bracketed:
+                return None
+        if not bracketed and not (np.all(np.isfinite(G)) and np.all(dG > 0)):
+            return None
+        return z, dG, it + 1
+
+    def _psi_neg(self, mu, theta0, tol):
+        """mu < 0 (q below q0): Newton in theta = logit(omega) on
+        G = log|mu| - log m - (m-1) log(1-omega) - log(a - b q^2) + 2 log q."""
         a, m, k, b = self.a, self.m, self.k, self.bo
-        c = np.abs(mu) / m
-        if sig < 0:
+        amu = np.abs(mu)
+        c0 = np.log(amu) - self.log_m
+        two_am = 2.0 * a * m
+
+        def evaluate(th):
+            L = log_expit(-th)
+            omq = np.exp(m * L)
+            q = 1.0 - omq
+            tq = a - b * q * q
+            G = c0 - (m - 1) * L - np.log(tq) + 2.0 * np.log(q)
+            w = -np.expm1(L)
+            return G, w * (two_am * omq / (q * tq) + (m - 1))
+
+        out = None
+        if theta0 is not None:
+            out = self._safeguarded(evaluate, np.asarray(theta0, dtype=float) + 0.0 * mu, None, None, tol, 4)
+        if out is None:
+            c = amu / m
             # a/q^2 = b + |c| (1-q)^-k  with (1-q)^-k in [1, 2^k] while q <= 1/2.
             q_raw = np.sqrt(a / (b + c * 2.0 ** k))
             q_lo = np.minimum(q_raw, 0.5)
@@ -225,76 +263,67 @@ class _Exact:
             # a/q_lo^2 - b is |c| 2^k (unclipped; written so to avoid cancellation) or 4a - b.
             excess = np.where(q_raw <= 0.5, c * 2.0 ** k, 4.0 * a - b)
             log_y = (np.log(c) - np.log(excess)) / (m - 1)
-            hi_y = np.log(-np.expm1(log_y)) - log_y
             hi = np.where(q_hi < 1.0, _logit_of_q(np.minimum(q_hi, 1.0), m), np.inf)
-            hi = np.minimum(hi, hi_y)
+            hi = np.minimum(hi, np.log(-np.expm1(log_y)) - log_y)
             # One fixed-point step a/q^2 = b + |c| (1 - q_b)^-k from q_b >= root lands in
             # [q_lo, root].
             q_b = np.minimum(np.minimum(q_hi, 1.0), -np.expm1(m * log_y))
-            q_start = np.sqrt(a / (b + c * np.exp(-k * np.log1p(-q_b))))
-        else:
-            shape = np.broadcast(mu, b).shape
-            lo = np.broadcast_to(self.th0o, shape)
-            hi = np.broadcast_to(self.th1o, shape)
-            # b - a/q^2 = c (1-q)^-k: one fixed-point step from q0 (below the root) ...
-            den = b - c * np.exp(-k * np.log1p(-self.q0o))
-            q_start = np.where(den > 0, np.sqrt(a / np.where(den > 0, den, 1.0)), self.q1o)
-            q_start = np.minimum(np.maximum(q_start, self.q0o), self.q1o)
-            start = _logit_of_q(q_start, m)
-            # ... or, close to the peak M_n, the quadratic model of log g' around theta1.
-            gap = np.log(self.Mo) - np.log(np.abs(mu))
+            start = _logit_of_q(np.sqrt(a / (b + c * np.exp(-k * np.log1p(-q_b)))), m)
+            if theta0 is not None:
+                th0 = np.asarray(theta0, dtype=float) + 0.0 * mu
+                start = np.where((th0 > lo) & (th0 < hi), th0, start)
+            start = np.where((start > lo) & (start < hi), start,
+                             np.where(np.isfinite(hi), 0.5 * (lo + hi), lo + 1.0))
+            out = self._safeguarded(evaluate, start, lo, hi, tol, self.maxiter)
+        th, dG, its = out
+        self.inner_iterations += its
+        L = log_expit(-th)
+        w = -np.expm1(L)
+        dth = 1.0 / (amu * dG)  # dtheta/dmu = 1 / (g'' omega (1 - omega)) = 1 / (|mu| dG/dtheta)
+        return th, w, w * np.exp(L) * dth, dth
+
+    def _psi_pos(self, mu, theta0, tol):
+        """0 < mu <= M_n (q between q0 and q1): Newton in x = log(q / q0) on
+        G = log(m b / mu) + k log(1 - q) + log(expm1(2x)) - 2x, dG/dx = 2/expm1(2x) - k q/(1-q)."""
+        m, k = self.m, self.k
+        q0 = self.q0o
+        c0 = self.log_mb - np.log(mu)
+
+        def evaluate(x):
+            q = q0 * np.exp(x)
+            e2 = np.expm1(2.0 * x)
+            G = c0 + k * np.log1p(-q) + np.log(e2) - 2.0 * x
+            return G, 2.0 / e2 - k * q / (1.0 - q)
+
+        out = None
+        if theta0 is not None:
+            q_prev = -np.expm1(m * log_expit(-np.asarray(theta0, dtype=float)))
+            x_prev = np.log(q_prev) - np.log(q0) + 0.0 * mu
+            out = self._safeguarded(evaluate, x_prev, None, None, tol, 4)
+        if out is None:
+            x1 = self.x1o + 0.0 * mu
+            lo = np.zeros_like(x1)
+            # b - a/q^2 = c (1-q)^-k: one fixed-point step from q0 stays below the root.
+            r = (mu / m) * np.exp(-k * np.log1p(-q0)) / self.bo
+            start = np.where(r < 1.0, -0.5 * np.log1p(-np.where(r < 1.0, r, 0.0)), x1)
+            # Close to the peak M_n: the quadratic model of G around x1 (never below the above).
+            gap = np.log(self.Mo) - np.log(mu)
             near = gap < _QUAD_GAP
             if np.any(near):
-                # The fixed-point start is a lower bound of the root: never go below it.
-                quad = self.th1o - np.sqrt(2.0 * np.maximum(gap, 0.0) / self.kappa)
+                quad = x1 - np.sqrt(2.0 * np.maximum(gap, 0.0) / self.kappa)
                 start = np.where(near, np.maximum(quad, start), start)
-                # mu >= M_n (rounding at a tie with j): the branch end itself.
-                start = np.where(gap <= 0, hi - 1e-12 * (1.0 + np.abs(hi)), start)
-            return np.array(lo, dtype=float), np.array(hi, dtype=float), start
-        return np.array(lo, dtype=float), np.array(hi, dtype=float), _logit_of_q(q_start, m)
-
-    def _newton(self, mu, sig, th, lo, hi, tol, maxiter):
-        """Newton iterations on G; bracketed (bisection fallback) when lo/hi are given.
-
-        Returns None when unbracketed steps do not converge to a point of the convex branch.
-        """
-        a, m, b = self.a, self.m, self.bo
-        c0 = sig * (self.log_m - np.log(np.abs(mu)))
-        two_am = 2.0 * a * m
-        bracketed = lo is not None
-        for it in range(maxiter):
-            L = log_expit(-th)
-            omq = np.exp(m * L)
-            q = 1.0 - omq
-            tq = b * q * q - a  # g' = m (1 - omega)^(m-1) tq / q^2; no q^3 (underflows for huge b)
-            G = sig * ((m - 1) * L + np.log(sig * tq) - 2.0 * np.log(q)) + c0
-            w = -np.expm1(L)
-            dG = sig * w * (two_am * omq / (q * tq) - (m - 1))
-            step = G / dG
-            if bracketed:
-                neg = G < 0
-                lo = np.where(neg, th, lo)
-                hi = np.where(neg, hi, th)
-                new = th - step
-                bad = ~((new >= lo) & (new <= hi))  # also catches NaN
-                if np.any(bad):
-                    mid = np.where(np.isfinite(hi), 0.5 * (lo + hi), lo + 2.0 * (1.0 + np.abs(lo)))
-                    new = np.where(bad, mid, new)
-                    step = th - new
-            # Relative to the largest |theta|: rounding noise in G is ~ eps |theta|.
-            if np.max(np.abs(step)) <= tol * (1.0 + np.max(np.abs(th))):
-                break
-            th = th - step if not bracketed else new
-        else:
-            if not bracketed:
-                return None
-        self.inner_iterations += it + 1
-        if not bracketed and not (np.all(np.isfinite(G)) and np.all(dG > 0)):
-            return None
-        # Values at the evaluated point th (within tol of the root). domega/dmu = 1/g'' =
-        # omega (1 - omega) / (|mu| dG/dtheta) at the root.
-        dw = w * omq ** (1.0 / m) / (np.abs(mu) * dG)
-        return th, w, dw, dG
+            start = np.where((start > lo) & (start < x1), start, np.where(gap <= 0, x1, 0.5 * x1))
+            out = self._safeguarded(evaluate, start, lo, x1.copy(), tol, self.maxiter)
+        x, dG, its = out
+        self.inner_iterations += its
+        q = q0 * np.exp(x)
+        lw = np.log1p(-q) / m  # log(1 - omega)
+        w = -np.expm1(lw)
+        th = np.log(w) - lw
+        # domega/dx = q (1 - omega) / (m (1 - q)); divide by dmu/dx = mu dG/dx.
+        dwdx = q * np.exp(lw) / (m * (1.0 - q))
+        dw = dwdx / (mu * dG)
+        return th, w, dw, dw / (w * np.exp(lw))
 
     def _omega0(self):
         """psi_n(0): the zero of g_n' (q = sqrt(a/b))."""
@@ -317,8 +346,7 @@ class _Exact:
             dw = self._inv_g2_others(w)
             dth = dw / (w * (1.0 - w))
         else:
-            th, w, dw, dG = self._psi(mu, theta0)
-            dth = 1.0 / (abs(mu) * dG)
+            th, w, dw, dth = self._psi(mu, theta0)
         rest = float(np.sum(w))
         r_prime = float(np.sum(dw))
         phi = rest - t
@@ -484,11 +512,10 @@ class _Exact:
         core = self.bj - self.a / (q * q)
         mus = m * np.exp((m - 1) * lt) * core
         g2s = m * np.exp((m - 2) * lt) * (-(m - 1) * core + 2.0 * self.a * m * one_minus_q / q ** 3)
-        th, w, dw, dG = self._psi(mus[:, None], tol=1e-9)
+        th, w, dw, dth = self._psi(mus[:, None], tol=1e-9)
         self.evaluations += G
         D = w.sum(axis=1) - ts
         dD = -dw.sum(axis=1) * g2s - 1.0  # dD/dt = R'(mu) mu'(t) - 1, mu'(t) = -g_j''(1 - t)
-        dth = 1.0 / (mus[:, None] * dG)
         # Left end: D(t_a) >= 0 is all we know (t_a = R(0)); use D >= 0 and slope -1 there.
         t_all = np.concatenate([[t_a], ts])
         D_all = np.concatenate([[np.nan], D])  # D(t_a) is only known to be >= 0
