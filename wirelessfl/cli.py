@@ -74,7 +74,7 @@ def _plot_study(args) -> int:
     kind = "heatmap" if args.heatmap else args.kind
     try:
         path = plot_study(args.runs[0], x=args.x, y=args.y.split(","), hue=args.hue, kind=kind,
-                          out=args.out, where=where)
+                          out=args.out, where=where, logy=True if args.logy else None)
     except ValueError as exc:  # a column that is not in the table, a parameter left free, ...
         print(f"wirelessfl: error: {exc}", file=sys.stderr)
         return 2
@@ -136,6 +136,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--hue", help="sweep: a second parameter, one line per value (or the heatmap rows)")
     p.add_argument("--kind", choices=("line", "heatmap"), default="line", help="sweep: plot kind (default line)")
     p.add_argument("--heatmap", action="store_true", help="sweep: same as --kind heatmap")
+    p.add_argument("--logy", action="store_true", help="sweep: log y axis or heatmap colours (default: lines get one when y spans two decades)")
     p.add_argument("--where", action="append", default=[], metavar="KEY=VALUE",
                    help="sweep: pin another parameter that varies (repeatable)")
     p.add_argument("--out", help="runs: folder for the PNGs (default: the first run folder); "

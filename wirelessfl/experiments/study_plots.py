@@ -75,13 +75,15 @@ def _check_columns(table: pd.DataFrame, cols: Sequence[str], parameters: Sequenc
 def plot_study(sweep_dir: str | Path, x: str, y: str | Sequence[str], hue: str | None = None,
                kind: str = "line", out: str | Path | None = None,
                where: Mapping[str, Any] | None = None, table: pd.DataFrame | None = None,
-               title: str | None = None) -> Path:
+               title: str | None = None, logy: bool | None = None) -> Path:
     """Plot a sweep's metric(s) ``y`` against parameter ``x``, one line per ``hue`` value.
 
     kind "line": mean over seeds with +- one standard deviation error bars, one panel per y, a log
         x axis when x spans two decades or more.
     kind "heatmap": the mean over seeds of each y on an (x, hue) grid; hue is required.
     where: {parameter: value} pins parameters that vary but are neither x nor hue.
+    logy: log y axis (line plots) or log colour scale (heatmap); None: lines get a log y axis when
+        the means span two decades or more, heatmaps a linear scale.
     Returns the path of the PNG (default SWEEP_DIR/<y>_vs_<x>[_by_<hue>][_heatmap].png).
     """
     sweep_dir = Path(sweep_dir)
@@ -108,9 +110,9 @@ def plot_study(sweep_dir: str | Path, x: str, y: str | Sequence[str], hue: str |
     fig, axes = plt.subplots(1, n, figsize=(5.4 * n if kind == "line" else 5.8 * n, 4.2), squeeze=False)
     for ax, col in zip(axes[0], ys):
         if kind == "line":
-            _lines(ax, data, x, col, hue)
+            _lines(ax, data, x, col, hue, logy)
         else:
-            _heatmap(fig, ax, data, x, col, hue)
+            _heatmap(fig, ax, data, x, col, hue, bool(logy))
     if title or where:
         pinned = ", ".join(f"{k}={_fmt(v)}" for k, v in (where or {}).items())
         fig.suptitle(" | ".join(t for t in (title, pinned) if t))
@@ -126,8 +128,9 @@ def plot_study(sweep_dir: str | Path, x: str, y: str | Sequence[str], hue: str |
     return out
 
 
-def _lines(ax, data: pd.DataFrame, x: str, y: str, hue: str | None) -> None:
+def _lines(ax, data: pd.DataFrame, x: str, y: str, hue: str | None, logy: bool | None) -> None:
     groups = [(None, data)] if hue is None else list(data.groupby(hue, sort=True))
+    means = data.groupby([c for c in (x, hue) if c])[y].mean().dropna()
     for value, part in groups:
         stats = part.groupby(x, sort=True)[y].agg(["mean", "std", "count"])
         err = stats["std"].fillna(0.0)  # one seed: no spread to show
@@ -135,6 +138,8 @@ def _lines(ax, data: pd.DataFrame, x: str, y: str, hue: str | None) -> None:
         ax.errorbar(stats.index, stats["mean"], yerr=err, marker="o", ms=4, capsize=3, lw=1.5, label=label)
     if _log_axis(data[x].unique()):
         ax.set_xscale("log")
+    if logy or (logy is None and _log_axis(means.to_numpy())):
+        ax.set_yscale("log")
     ax.set_xlabel(x)
     ax.set_ylabel(_label(y))
     seeds = data.groupby([c for c in (x, hue) if c])[y].count()
@@ -145,17 +150,25 @@ def _lines(ax, data: pd.DataFrame, x: str, y: str, hue: str | None) -> None:
         ax.legend(fontsize=8)
 
 
-def _heatmap(fig, ax, data: pd.DataFrame, x: str, y: str, hue: str) -> None:
+def _heatmap(fig, ax, data: pd.DataFrame, x: str, y: str, hue: str, logy: bool) -> None:
     grid = data.pivot_table(index=hue, columns=x, values=y, aggfunc="mean", dropna=False).sort_index()
     grid = grid.reindex(sorted(grid.columns), axis=1)
     values = grid.to_numpy(dtype=float)
-    im = ax.imshow(values, origin="lower", aspect="auto", cmap="viridis")
+    finite = values[np.isfinite(values)]
+    norm = None
+    if logy and finite.size and (finite > 0).all():
+        norm = matplotlib.colors.LogNorm(vmin=finite.min(), vmax=finite.max())
+    im = ax.imshow(values, origin="lower", aspect="auto", cmap="viridis", norm=norm)
     ax.set_xticks(range(grid.shape[1]), [_fmt(v) for v in grid.columns])
     ax.set_yticks(range(grid.shape[0]), [_fmt(v) for v in grid.index])
     ax.set_xlabel(x)
     ax.set_ylabel(hue)
-    finite = values[np.isfinite(values)]
-    mid = (finite.min() + finite.max()) / 2 if finite.size else 0.0
+    if not finite.size:
+        mid = 0.0
+    elif norm is not None:
+        mid = float(np.sqrt(finite.min() * finite.max()))
+    else:
+        mid = (finite.min() + finite.max()) / 2
     for (i, j), v in np.ndenumerate(values):
         if math.isfinite(v):
             ax.text(j, i, f"{v:.3g}", ha="center", va="center", fontsize=8,
