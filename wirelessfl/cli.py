@@ -21,10 +21,18 @@ def _fmt_summary(name: str, s: dict) -> str:
     return ", ".join(parts)
 
 
+def _set_threads(threads: int | None) -> None:
+    # Small models train faster on one intra-op thread than on several competing ones.
+    import torch
+
+    torch.set_num_threads(threads or 1)
+
+
 def cmd_run(args) -> int:
     from .experiments.plots import plot_runs
     from .experiments.run import run_variants
 
+    _set_threads(args.threads)
     overrides = list(args.set)
     if args.seed is not None:
         overrides.append(f"seed={args.seed}")
@@ -127,6 +135,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, help="root seed (overrides the file)")
     p.add_argument("--timing-only", action="store_true", help="simulate timing and scheduling without training")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.add_argument("--threads", type=int, help="torch intra-op threads (default 1)")
     p.set_defaults(func=cmd_run)
 
     p = sub.add_parser("plot", help="plot runs against wall-clock time, or a sweep's metric against a parameter")
@@ -136,7 +145,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--hue", help="sweep: a second parameter, one line per value (or the heatmap rows)")
     p.add_argument("--kind", choices=("line", "heatmap"), default="line", help="sweep: plot kind (default line)")
     p.add_argument("--heatmap", action="store_true", help="sweep: same as --kind heatmap")
-    p.add_argument("--logy", action="store_true", help="sweep: log y axis or heatmap colours (default: lines get one when y spans two decades)")
+    p.add_argument("--logy", action="store_true",
+                   help="sweep: log y axis or heatmap colours (default: lines get one when y spans two decades)")
     p.add_argument("--where", action="append", default=[], metavar="KEY=VALUE",
                    help="sweep: pin another parameter that varies (repeatable)")
     p.add_argument("--out", help="runs: folder for the PNGs (default: the first run folder); "

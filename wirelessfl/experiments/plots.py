@@ -43,7 +43,8 @@ def plot_runs(runs: dict[str, RunResult], out_dir: str | Path, x: str = "time",
         for name, run in runs.items():
             if run.evals.empty or metric not in run.evals:
                 continue
-            ax.plot(run.evals[xcol], run.evals[metric], label=name, lw=1.6)
+            # the model only changes when a round ends: hold each value until the next evaluation
+            ax.step(run.evals[xcol], run.evals[metric], where="post", label=name, lw=1.6)
         target = next((r.summary.get("target_accuracy") for r in runs.values()
                        if r.summary.get("target_accuracy")), None)
         if metric == "accuracy" and target:

@@ -181,7 +181,9 @@ class _ProgressBar:
         rc = scenario.run
         self.by_time = rc.rounds is None
         total = rc.time_budget_s if self.by_time else rc.rounds
-        self.bar = tqdm(total=total, desc=scenario.name, unit="s" if self.by_time else "round",
+        fmt = ("{l_bar}{bar}| {n:.1f}/{total:.0f} simulated s [{elapsed}<{remaining}{postfix}]"
+               if self.by_time else None)
+        self.bar = tqdm(total=total, desc=scenario.name, unit="round", bar_format=fmt,
                         disable=not enabled, leave=False, mininterval=0.5, dynamic_ncols=True)
         self.acc = math.nan
 
@@ -189,7 +191,7 @@ class _ProgressBar:
         self.bar.update(rec.t_end - rec.t_start if self.by_time else 1)
         if self.bar.disable:
             return
-        self.bar.set_postfix(t=f"{rec.t_end:.1f}s", acc=f"{self.acc:.3f}", refresh=False)
+        self.bar.set_postfix(round=rec.round + 1, t=f"{rec.t_end:.1f}s", acc=f"{self.acc:.3f}", refresh=False)
 
     def accuracy(self, acc: float) -> None:
         self.acc = acc
