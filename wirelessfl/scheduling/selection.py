@@ -431,54 +431,27 @@ class _Exact:
             candidates.append(("all-convex", tau, th))
             info["route"] = "convex: mu <= 0"
         else:
-            # mu > 0 and b_j > a: j has a concave branch t = 1 - omega_j in (0, t_max).
+            # mu > 0 and b_j > a: j has a concave branch t = 1 - omega_j in (0, t_max). D(t) >=
+            # R(0) - t there (R grows with mu), so its roots lie in (R(0), t_max): scan them all.
             self._prepare_positive()
             tau1 = float(_logit_of_q(float(_branch_q1(a, self.bj, m)), m))  # logit(omega1_j)
             tau0 = float(_logit_of_q(math.sqrt(a / self.bj), m))  # logit(omega0_j) < tau1
             t_max = _expit(-tau1)
-            phi1, dphi1, th1, mu1, dth1 = self._phi(tau1)
-            if phi1 < 0:
-                # No all-convex root; D(0) > 0 > D(t_max): the (single) + to - root of the concave
-                # branch. D(t) >= R(0) - t, so it lies in t > R(0).
-                hi = math.log1p(-r0) - math.log(r0)
-                # Start next to the certified end t = R(0): the root is often close to it (the
-                # other devices then sit near omega0, where g' = 0).
-                t_s = r0 * (1.0 + 1e-6)
-                start = math.log1p(-t_s) - math.log(t_s)
-                tau, th = self._root(tau1, hi, start, th1, mu1, dth1)
-                candidates.append(("one-concave", tau, th))
-                info["route"] = "one root on the concave branch"
-            else:
+            brackets, (phi1, th1, mu1, dth1) = self._scan(r0, t_max, tau1)
+            if phi1 >= 0:
                 # All-convex root: Phi increases on [tau0, tau1], Phi(tau0) = R(0) + omega0_j - 1 < 0.
                 phi0 = r0 + _expit(tau0) - 1.0
                 start = tau0 + (tau1 - tau0) * (-phi0) / (phi1 - phi0) if phi1 > phi0 else 0.5 * (tau0 + tau1)
-                tau_a, th_a = self._root(tau0, tau1, start, th1, mu1, dth1)
-                candidates.append(("all-convex", tau_a, th_a))
-                # Concave-branch roots come in pairs (a dip of D below 0). Tangent cut at the
-                # all-convex point: F >= F_A + g_j(s) - g_j(s_A) - mu_A (s - s_A), concave in s on
-                # the branch, so a better point needs s > s_c where that bound crosses 0.
-                s_a = _expit(tau_a)
-                mu_a = self._j_terms(tau_a)[3]
-                g_a = self._g_j(s_a)
-
-                def cut(s):
-                    return self._g_j(s) - g_a - mu_a * (s - s_a)
-
-                info["route"] = "all-convex root, tangent cut"
-                if cut(1.0 - 1e-16) < 0:
-                    lo_s, hi_s = 1.0 - t_max, 1.0 - 1e-16  # cut(lo_s) > 0 > cut(hi_s)
-                    for _ in range(60):
-                        mid = 0.5 * (lo_s + hi_s)
-                        if cut(mid) > 0:
-                            lo_s = mid
-                        else:
-                            hi_s = mid
-                    t_c = min(1.0 - lo_s, t_max)
-                    if t_c > r0:
-                        info["route"] = "all-convex root, scan of the concave branch"
-                        for lo, hi, st, th0, mu0, dth0 in self._scan(r0, t_c):
-                            tau, th = self._root(lo, hi, st, th0, mu0, dth0)
-                            candidates.append(("one-concave", tau, th))
+                tau, th = self._root(tau0, tau1, start, th1, mu1, dth1)
+                candidates.append(("all-convex", tau, th))
+            if phi1 < 0 and not brackets:  # cannot happen (D(R(0)) >= 0 > D(t_max)); stay safe
+                t_hi = r0 * (1.0 + 1e-12)
+                brackets = [(tau1, math.log1p(-t_hi) - math.log(t_hi), 0.5 * (tau1 + tau0), None, None, None)]
+            for lo, hi, st, th0, mu0, dth0 in brackets:
+                tau, th = self._root(lo, hi, st, th0, mu0, dth0)
+                candidates.append(("one-concave", tau, th))
+            info["route"] = "scan of the concave branch"
+            info["concave_roots"] = len(brackets)
         best = None
         for kind, tau, th in candidates:
             w, f = self._candidate(tau, th)
@@ -495,70 +468,61 @@ class _Exact:
         wj = min(max(wj, 1e-300), 1.0 - 1e-16)
         return math.log(wj) - math.log1p(-wj)
 
-    def _scan(self, t_a: float, t_b: float):
-        """Brackets (in tau) of the + to - roots of D on (t_a, t_b], D(t_a) >= 0.
-
-        D and dD/dt on a grid; a root pair hiding inside a cell is caught by the cell's Hermite
-        cubic and confirmed by one evaluation at the cubic's minimum.
-        """
+    def _scan(self, t_a: float, t_b: float, tau_b: float):
+        """Brackets (in tau) of the + to - roots of D on [t_a, t_b], and (D, theta, mu, dtheta/dmu)
+        at t_b. D and dD/dt on a uniform grid of ``grid + 1`` points; a root pair hiding inside a
+        cell of one sign is caught by the cell's cubic Hermite interpolant and confirmed by one
+        evaluation at the interpolant's extremum."""
         G = self.grid
-        m = self.m
-        ts = t_a + (t_b - t_a) * np.arange(1, G + 1) / G
-        taus = np.log1p(-ts) - np.log(ts)
+        m, a = self.m, self.a
+        ts = t_a + (t_b - t_a) * np.arange(G + 1) / G
+        with np.errstate(divide="ignore"):
+            taus = np.log1p(-ts) - np.log(ts)
+        taus[-1] = tau_b  # t_b may round to 1 (omega1_j below eps): keep it exact in tau
         # Device j on the grid (vectorised version of _j_terms).
-        lt = np.log(ts)
+        lt = log_expit(-taus)  # log t, exact also where t rounds to 1
         one_minus_q = np.exp(m * lt)
         q = -np.expm1(m * lt)
-        core = self.bj - self.a / (q * q)
+        core = self.bj - a / (q * q)
         mus = m * np.exp((m - 1) * lt) * core
-        g2s = m * np.exp((m - 2) * lt) * (-(m - 1) * core + 2.0 * self.a * m * one_minus_q / q ** 3)
+        g2s = m * np.exp((m - 2) * lt) * (-(m - 1) * core + 2.0 * a * m * one_minus_q / q ** 3)
         th, w, dw, dth = self._psi(mus[:, None], tol=1e-9)
-        self.evaluations += G
+        self.evaluations += G + 1
         D = w.sum(axis=1) - ts
+        # D(t_a) >= R(0) - t_a = 0 in exact arithmetic; keep rounding from flipping its sign.
+        D[0] = max(D[0], np.finfo(float).tiny)
         dD = -dw.sum(axis=1) * g2s - 1.0  # dD/dt = R'(mu) mu'(t) - 1, mu'(t) = -g_j''(1 - t)
-        # Left end: D(t_a) >= 0 is all we know (t_a = R(0)); use D >= 0 and slope -1 there.
-        t_all = np.concatenate([[t_a], ts])
-        D_all = np.concatenate([[np.nan], D])  # D(t_a) is only known to be >= 0
         brackets = []
-        for i in range(1, G):
-            ta, tb, Da, Db = t_all[i], t_all[i + 1], D_all[i], D_all[i + 1]
+        for i in range(G):
+            ta, tb, Da, Db = ts[i], ts[i + 1], D[i], D[i + 1]
+            h = tb - ta
             if Da > 0 and Db <= 0:
                 t_lo, t_hi = ta, tb
-                t_guess = ta + (tb - ta) * Da / (Da - Db)
-            elif (Da > 0 and Db > 0) or (Da <= 0 and Db <= 0):
-                h = tb - ta
-                p = _H00 * Da + _H10 * h * dD[i - 1] + _H01 * Db + _H11 * h * dD[i]
-                if Da > 0 and p.min() < 0.05 * min(Da, Db):
-                    k = int(np.argmin(p))
-                    tm = ta + h * _HX[k]
-                    phim = self._phi(math.log1p(-tm) - math.log(tm))[0]
-                    if phim > 0:
-                        continue
-                    t_lo, t_hi, t_guess = ta, tm, ta + h * _HX[k] * 0.5
-                elif Da <= 0 and p.max() > 0.05 * max(Da, Db):
-                    k = int(np.argmax(p))
-                    tm = ta + h * _HX[k]
-                    phim = self._phi(math.log1p(-tm) - math.log(tm))[0]
-                    if phim <= 0:
-                        continue
-                    t_lo, t_hi, t_guess = tm, tb, 0.5 * (tm + tb)
-                else:
+                t_guess = ta + h * Da / (Da - Db)
+            elif Da > 0 and Db > 0:
+                p = _H00 * Da + _H10 * h * dD[i] + _H01 * Db + _H11 * h * dD[i + 1]
+                if p.min() >= 0.05 * min(Da, Db):
                     continue
+                tm = ta + h * _HX[int(np.argmin(p))]
+                if self._phi(math.log1p(-tm) - math.log(tm))[0] > 0:
+                    continue
+                t_lo, t_hi, t_guess = ta, tm, 0.5 * (ta + tm)
+            elif Da <= 0 and Db <= 0:
+                p = _H00 * Da + _H10 * h * dD[i] + _H01 * Db + _H11 * h * dD[i + 1]
+                if p.max() <= 0.05 * max(Da, Db):
+                    continue
+                tm = ta + h * _HX[int(np.argmax(p))]
+                if self._phi(math.log1p(-tm) - math.log(tm))[0] <= 0:
+                    continue
+                t_lo, t_hi, t_guess = tm, tb, 0.5 * (tm + tb)
             else:
-                continue
-            tau_neg = math.log1p(-t_hi) - math.log(t_hi)
-            tau_pos = math.log1p(-t_lo) - math.log(t_lo)
-            start = math.log1p(-t_guess) - math.log(t_guess)
-            j = i if t_hi == tb else i - 1  # warm start from the nearer evaluated grid point
-            brackets.append((tau_neg, tau_pos, start, th[j], float(mus[j]), dth[j]))
-        # First cell [t_a, t_1]: D(t_a) >= 0 is known only as a bound, so test t_1 and the slope.
-        if D[0] <= 0:
-            t_guess = ts[0] + D[0] / max(1.0 - dD[0], 1.0)  # move left (dD/dt >= -1)
-            tau_neg = float(taus[0])
-            tau_pos = math.log1p(-t_a) - math.log(t_a)
-            start = math.log1p(-t_guess) - math.log(t_guess) if t_guess > t_a else 0.5 * (tau_neg + tau_pos)
-            brackets.append((tau_neg, tau_pos, start, th[0], float(mus[0]), dth[0]))
-        return brackets
+                continue  # - to +: a local maximum of F along the curve
+            tau_neg = float(taus[i + 1]) if t_hi == tb else math.log1p(-t_hi) - math.log(t_hi)
+            tau_pos = float(taus[i]) if t_lo == ta else math.log1p(-t_lo) - math.log(t_lo)
+            start = math.log1p(-t_guess) - math.log(t_guess) if t_guess < 1.0 else 0.5 * (tau_neg + tau_pos)
+            k = i if t_guess - t_lo < t_hi - t_guess else i + 1  # warm start: nearer grid point
+            brackets.append((tau_neg, tau_pos, start, th[k], float(mus[k]), dth[k]))
+        return brackets, (float(D[-1]), th[-1], float(mus[-1]), dth[-1])
 
 
 # Cubic Hermite basis on 31 interior points of a cell (constants, used by _Exact._scan).
@@ -625,7 +589,7 @@ def _validate(a, b, m):
     return float(a), b, int(m)
 
 
-def _solve_exact(a, b, m, *, grid=12, tol=1e-13, maxiter=80):
+def _solve_exact(a, b, m, *, grid=10, tol=1e-13, maxiter=80):
     n = b.size
     if n == 1:
         return np.ones(1), {"kind": "kkt-enumeration", "route": "N = 1: omega = [1]"}
@@ -698,7 +662,10 @@ def _solve_manifold(a, b, m, *, optimizer="trust-regions", n_cheapest=3, mass=0.
     best = None
     total_iterations = 0
     for x0 in starts:
-        res = opt.run(problem, initial_point=x0)
+        # pymanopt's truncated CG computes 0/0 once its residual vanishes exactly (a NaN step that
+        # the trust-region test then rejects): not worth a warning.
+        with np.errstate(invalid="ignore", divide="ignore"):
+            res = opt.run(problem, initial_point=x0)
         total_iterations += res.iterations
         if best is None or res.cost < best.cost:
             best = res
