@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 from .config import ConfigError, load_scenario
+from .experiments.run import TrainingDiverged
 
 
 def _fmt_summary(name: str, s: dict) -> str:
@@ -33,6 +34,10 @@ def cmd_run(args) -> int:
     from .experiments.run import run_variants
 
     _set_threads(args.threads)
+    if args.resume:
+        return _resume(args)
+    if not args.scenario:
+        raise ConfigError("run: give a SCENARIO file, or --resume RUN_DIR")
     overrides = list(args.set)
     if args.seed is not None:
         overrides.append(f"seed={args.seed}")
@@ -46,6 +51,18 @@ def cmd_run(args) -> int:
         for path in plot_runs(results, out, title=scenario.name):
             print(f"wrote {path}")
     print(f"results in {out}")
+    return 0
+
+
+def _resume(args) -> int:
+    from .experiments.run import resume
+
+    root = Path(args.resume)
+    dirs = [root] if (root / "scenario.toml").exists() else sorted(p.parent for p in root.glob("*/scenario.toml"))
+    if not dirs:
+        raise FileNotFoundError(f"{root}: no run directory (a folder with scenario.toml) to resume")
+    for run_dir in dirs:
+        print(_fmt_summary(run_dir.name, resume(run_dir, progress=not args.no_progress).summary))
     return 0
 
 
@@ -128,7 +145,9 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
 
     p = sub.add_parser("run", help="run a scenario file (every variant in it)")
-    p.add_argument("scenario", help="TOML scenario file")
+    p.add_argument("scenario", nargs="?", help="TOML scenario file")
+    p.add_argument("--resume", metavar="RUN_DIR",
+                   help="continue an interrupted run (or every run under a folder) from its last checkpoint")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                    help="override a field, e.g. --set scheduler.V=1000 (repeatable)")
     p.add_argument("--out", help="run directory (default runs/NAME)")
@@ -190,6 +209,9 @@ def main(argv: list[str] | None = None) -> int:
     except FileNotFoundError as exc:  # missing dataset or run folder: the message says where we looked
         print(f"wirelessfl: error: {exc}", file=sys.stderr)
         return 2
+    except TrainingDiverged as exc:
+        print(f"wirelessfl: error: {exc} (records so far are kept)", file=sys.stderr)
+        return 1
     except KeyboardInterrupt:
         print("wirelessfl: interrupted; records written so far are kept", file=sys.stderr)
         return 130
