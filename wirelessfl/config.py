@@ -50,6 +50,8 @@ class RunConfig:
     eval_every_rounds: int | None = _field(None, ge=1, doc="evaluate every k rounds (default 10)")
     eval_every_s: float | None = _field(None, gt=0, doc="evaluate every dt simulated seconds")
     timing_only: bool = _field(False, doc="run the event loop without training")
+    checkpoint_every: int | None = _field(None, ge=1, doc="write a checkpoint every k rounds")
+    record_devices: bool = _field(True, doc="keep per-round arrays of every device (decisions.npz)")
     device: str = _field("cpu", doc="torch device for training, e.g. cpu or cuda")
 
 

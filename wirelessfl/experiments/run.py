@@ -8,12 +8,15 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import torch
 
 from .. import rng as rngs
 from ..config import Scenario, dumps
 from ..devices import make_compute
 from ..scheduling.base import Decision
 from ..sim.engine import Engine, EvalRule, RoundRecord, StopRule
+from ..sim.checkpoint import (CHECKPOINT_NAME, load_checkpoint, load_object_state, object_state,
+                              save_checkpoint)
 from ..sim.records import ROUND_COLUMNS, Recorder, write_json_atomic
 from ..wireless import Link, make_channel, sigma_profile
 
@@ -68,6 +71,16 @@ class FederatedLearner:
 
     def train_round(self, selected: np.ndarray, decision: Decision, round_idx: int) -> None:
         self.algorithm.round(self.trainer, selected, decision.q, self.num_devices, round_idx)
+        if not bool(torch.isfinite(self.trainer.params).all()):
+            raise TrainingDiverged(f"training diverged in round {round_idx}: the model is no longer finite; "
+                                   f"try a smaller learning.lr (now {self.trainer.lr:g})")
+
+    def state_dict(self) -> dict:
+        return {"params": self.trainer.params.clone(), "algorithm": object_state(self.algorithm)}
+
+    def load_state(self, state: dict) -> None:
+        self.trainer.params = state["params"]
+        load_object_state(self.algorithm, state["algorithm"])
 
     def evaluate(self) -> dict:
         return self.trainer.evaluate()
@@ -83,67 +96,114 @@ def model_bits_of(scenario: Scenario) -> int:
     return 32 * num_parameters(build_model(scenario.learning.model, shape, classes))
 
 
+class TrainingDiverged(RuntimeError):
+    """The global model stopped being finite (e.g. a learning rate far too large)."""
+
+
 def simulate(scenario: Scenario, out_dir: str | Path | None = None, progress: bool = True,
              timing_only: bool | None = None) -> RunResult:
     """Run one scenario (no variants) and return its records; with ``out_dir``, also write them there.
 
     The run directory holds scenario.toml (the resolved scenario), rounds.csv and evals.csv (streamed
     while the run goes), devices.csv, decisions.npz and summary.json (written last; its "status" is
-    "complete" only for a run that finished).
+    "complete" only for a run that finished). With ``run.checkpoint_every = k`` a checkpoint is
+    written every k rounds, from which ``resume(out_dir)`` continues an interrupted run.
     """
     if scenario.variants:
         raise ValueError("simulate() runs one scenario; use run_variants() for a scenario with [variants]")
-    timing_only = scenario.run.timing_only if timing_only is None else timing_only
+    if timing_only is not None and timing_only != scenario.run.timing_only:
+        scenario = scenario.replace(f"run.timing_only={'true' if timing_only else 'false'}")
     run_dir = Path(out_dir) if out_dir is not None else None
     if run_dir is not None:
         run_dir.mkdir(parents=True, exist_ok=True)
-        (run_dir / "summary.json").unlink(missing_ok=True)
+        for stale in ("summary.json", CHECKPOINT_NAME):
+            (run_dir / stale).unlink(missing_ok=True)
         (run_dir / "scenario.toml").write_text(dumps(scenario))
+    return _Run(scenario, run_dir, progress).execute()
 
-    learner = None if timing_only else FederatedLearner(scenario)
-    bits = scenario.link.model_bits or (learner.model_bits if learner else model_bits_of(scenario))
-    n = scenario.devices.count
-    rc = scenario.run
-    recorder = Recorder(n, run_dir)
-    bar = _ProgressBar(scenario, enabled=progress)
 
-    def on_round(rec: RoundRecord) -> None:
-        recorder.on_round(rec)
-        bar.round(rec)
+def resume(run_dir: str | Path, progress: bool = True) -> RunResult:
+    """Continue an interrupted run from its last checkpoint; the records equal an uninterrupted run's.
 
-    def on_eval(row: dict) -> None:
-        recorder.on_eval(row)
-        bar.accuracy(row["accuracy"])
+    A complete run is returned as it is; a run without a checkpoint starts again from round 0.
+    """
+    run_dir = Path(run_dir)
+    done = load_run(run_dir)
+    if done.summary.get("status") == "complete":
+        return done
+    from ..config import load_scenario
 
-    engine = Engine(
-        channel=make_channel(scenario.channel, n), link=Link(scenario.link),
-        compute=make_compute(scenario.devices), scheduler=make_scheduler(scenario),
-        model_bits=bits, num_devices=n, downlink_s=scenario.link.downlink_s,
-        streams={name: rngs.stream(scenario.seed, name) for name in ("channel", "selection", "compute")},
-        learner=learner,
-        stop=StopRule(rc.rounds, rc.time_budget_s, rc.target_accuracy, rc.stop_at_target),
-        evaluate=EvalRule(rc.eval_every_rounds, rc.eval_every_s),
-        on_round=on_round, on_eval=on_eval)
+    scenario = load_scenario(run_dir / "scenario.toml")
+    run = _Run(scenario, run_dir, progress)
+    if (run_dir / CHECKPOINT_NAME).exists():
+        run.load_state(load_checkpoint(run_dir / CHECKPOINT_NAME))
+    return run.execute()
 
-    started = time.perf_counter()
-    status, error = "complete", None
-    try:
-        engine.run()
-    except BaseException as exc:  # record what happened, keep what was written, then re-raise
-        status = "interrupted" if isinstance(exc, KeyboardInterrupt) else "failed"
-        error = f"{type(exc).__name__}: {exc}"
-        raise
-    finally:
-        bar.close()
-        sigmas = sigma_profile(scenario.channel, n)
-        devices = recorder.device_table(sigmas)
-        summary = summarise(scenario, recorder.rounds, recorder.evals, devices,
-                            wall_time_s=time.perf_counter() - started, model_bits=bits)
-        summary.update(status=status, error=error)
-        recorder.close(summary, devices)
-    return RunResult(rounds=pd.DataFrame(recorder.rounds, columns=ROUND_COLUMNS),
-                     evals=pd.DataFrame(recorder.evals), devices=pd.DataFrame(devices),
-                     summary=summary, run_dir=run_dir)
+
+class _Run:
+    """One run's parts (engine, scheduler, learner, recorder) wired together."""
+
+    def __init__(self, scenario: Scenario, run_dir: Path | None, progress: bool):
+        self.scenario, self.run_dir = scenario, run_dir
+        rc, n = scenario.run, scenario.devices.count
+        self.learner = None if rc.timing_only else FederatedLearner(scenario)
+        self.bits = scenario.link.model_bits or (self.learner.model_bits if self.learner else model_bits_of(scenario))
+        self.recorder = Recorder(n, run_dir, keep_device_arrays=rc.record_devices)
+        self.bar = _ProgressBar(scenario, enabled=progress)
+        self.scheduler = make_scheduler(scenario)
+        self.engine = Engine(
+            channel=make_channel(scenario.channel, n), link=Link(scenario.link),
+            compute=make_compute(scenario.devices), scheduler=self.scheduler,
+            model_bits=self.bits, num_devices=n, downlink_s=scenario.link.downlink_s,
+            streams={name: rngs.stream(scenario.seed, name) for name in ("channel", "selection", "compute")},
+            learner=self.learner,
+            stop=StopRule(rc.rounds, rc.time_budget_s, rc.target_accuracy, rc.stop_at_target),
+            evaluate=EvalRule(rc.eval_every_rounds, rc.eval_every_s),
+            on_round=self._on_round, on_eval=self._on_eval,
+            checkpoint_every=rc.checkpoint_every if run_dir is not None else None,
+            on_checkpoint=lambda engine: save_checkpoint(run_dir / CHECKPOINT_NAME, self.state_dict()))
+
+    def _on_round(self, rec: RoundRecord) -> None:
+        self.recorder.on_round(rec)
+        self.bar.round(rec)
+
+    def _on_eval(self, row: dict) -> None:
+        self.recorder.on_eval(row)
+        self.bar.accuracy(row["accuracy"])
+
+    def state_dict(self) -> dict:
+        return {"engine": self.engine.state_dict(), "scheduler": object_state(self.scheduler),
+                "learner": self.learner.state_dict() if self.learner else None,
+                "records": self.recorder.state_dict()}
+
+    def load_state(self, state: dict) -> None:
+        self.engine.load_state(state["engine"])
+        load_object_state(self.scheduler, state["scheduler"])
+        if self.learner is not None:
+            self.learner.load_state(state["learner"])
+        self.recorder.load_state(state["records"])
+        self.bar.bar.update(state["engine"]["now_s"] if self.bar.by_time else state["engine"]["rounds_done"])
+
+    def execute(self) -> RunResult:
+        started = time.perf_counter()
+        status, error = "complete", None
+        try:
+            self.engine.run()
+        except BaseException as exc:  # record what happened, keep what was written, then re-raise
+            status = "interrupted" if isinstance(exc, KeyboardInterrupt) else "failed"
+            error = f"{type(exc).__name__}: {exc}"
+            raise
+        finally:
+            self.bar.close()
+            rec, sc = self.recorder, self.scenario
+            devices = rec.device_table(sigma_profile(sc.channel, sc.devices.count))
+            summary = summarise(sc, rec.rounds, rec.evals, devices,
+                                wall_time_s=time.perf_counter() - started, model_bits=self.bits)
+            summary.update(status=status, error=error)
+            rec.close(summary, devices)
+        return RunResult(rounds=pd.DataFrame(rec.rounds, columns=ROUND_COLUMNS),
+                         evals=pd.DataFrame(rec.evals), devices=pd.DataFrame(devices),
+                         summary=summary, run_dir=self.run_dir)
 
 
 def summarise(scenario: Scenario, rounds: list[dict], evals: list[dict], devices: dict,
@@ -210,7 +270,9 @@ def load_run(run_dir: str | Path) -> RunResult:
 
     def read(name: str) -> pd.DataFrame:
         path = run_dir / name
-        return pd.read_csv(path, keep_default_na=False, na_values=[""]) if path.exists() else pd.DataFrame()
+        if not path.exists() or path.stat().st_size == 0:  # a run killed before its first row
+            return pd.DataFrame()
+        return pd.read_csv(path, keep_default_na=False, na_values=[""])
 
     return RunResult(rounds=read("rounds.csv"), evals=read("evals.csv"), devices=read("devices.csv"),
                      summary=summary, run_dir=run_dir)

@@ -89,7 +89,9 @@ class Engine:
                  streams: dict[str, np.random.Generator], downlink_s: float = 0.0,
                  learner: Learner | None = None, stop: StopRule, evaluate: EvalRule,
                  on_round: Callable[[RoundRecord], None] = lambda r: None,
-                 on_eval: Callable[[dict], None] = lambda e: None):
+                 on_eval: Callable[[dict], None] = lambda e: None,
+                 checkpoint_every: int | None = None,
+                 on_checkpoint: Callable[["Engine"], None] = lambda e: None):
         self.channel, self.link, self.compute, self.scheduler = channel, link, compute, scheduler
         self.model_bits = float(model_bits)
         self.num_devices = num_devices
@@ -98,15 +100,33 @@ class Engine:
         self.learner = learner
         self.stop, self.eval_rule = stop, evaluate
         self.on_round, self.on_eval = on_round, on_eval
-        self.env = simpy.Environment()
-        self.uplink = simpy.Resource(self.env, capacity=1)  # TDMA: one transmitter at a time
+        self.checkpoint_every, self.on_checkpoint = checkpoint_every, on_checkpoint
         self.rounds_done = 0
+        self._start_s = 0.0
 
     def run(self) -> None:
-        """Run until the stop rule fires."""
-        self._evaluate()
+        """Run until the stop rule fires (from where ``load_state`` left it, if it was called)."""
+        self.env = simpy.Environment(initial_time=self._start_s)
+        self.uplink = simpy.Resource(self.env, capacity=1)  # TDMA: one transmitter at a time
+        if self.rounds_done == 0:
+            self._evaluate()
         self.env.process(self._loop())
         self.env.run()
+
+    def state_dict(self) -> dict:
+        """Everything the loop needs to continue exactly where it is (between rounds)."""
+        return {"rounds_done": self.rounds_done, "now_s": float(self.env.now),
+                "eval_next_s": self.eval_rule._next_s, "target_reached": self.stop.reached,
+                "streams": {name: g.bit_generator.state for name, g in self.streams.items()}}
+
+    def load_state(self, state: dict) -> None:
+        """Continue from a state_dict (call before run)."""
+        self.rounds_done = int(state["rounds_done"])
+        self._start_s = float(state["now_s"])
+        self.eval_rule._next_s = float(state["eval_next_s"])
+        self.stop.reached = bool(state["target_reached"])
+        for name, g in self.streams.items():
+            g.bit_generator.state = state["streams"][name]
 
     # --- processes -----------------------------------------------------------------------------
 
@@ -116,6 +136,8 @@ class Engine:
             self.rounds_done += 1
             if self.learner is not None and self.eval_rule.due(self.rounds_done, self.env.now):
                 self._evaluate()
+            if self.checkpoint_every and self.rounds_done % self.checkpoint_every == 0:
+                self.on_checkpoint(self)
 
     def _round(self, r: int):
         t_start = self.env.now

@@ -46,6 +46,7 @@ class Recorder:
                 fh = open(out_dir / f"{name}.csv", "w", newline="")
                 writer = csv.DictWriter(fh, fieldnames=cols, extrasaction="ignore")
                 writer.writeheader()
+                fh.flush()
                 self._files[name] = (fh, writer)
 
     def on_round(self, rec: RoundRecord) -> None:
@@ -81,6 +82,35 @@ class Recorder:
             fh, writer = self._files[name]
             writer.writerow(row)
             fh.flush()
+
+    def state_dict(self) -> dict:
+        """The records so far, as plain Python values and tensors (for checkpoints)."""
+        import torch
+
+        def plain(rows):
+            return [{k: (v.item() if isinstance(v, np.generic) else v) for k, v in row.items()} for row in rows]
+
+        return {"rounds": plain(self.rounds), "evals": plain(self.evals),
+                "selections": torch.from_numpy(self.selections.copy()),
+                "energy_j": torch.from_numpy(self.energy_j.copy()),
+                "expected_power_sum": torch.from_numpy(self.expected_power_sum.copy()),
+                "arrays": {k: torch.from_numpy(np.stack(v)) if v else None for k, v in self.arrays.items()}}
+
+    def load_state(self, state: dict) -> None:
+        """Restore records from a checkpoint and rewrite the CSV files to match them exactly."""
+        self.rounds, self.evals = list(state["rounds"]), list(state["evals"])
+        self.selections = state["selections"].numpy().copy()
+        self.energy_j = state["energy_j"].numpy().copy()
+        self.expected_power_sum = state["expected_power_sum"].numpy().copy()
+        self.arrays = {k: (list(v.numpy()) if v is not None else []) for k, v in state["arrays"].items()}
+        for name, rows in (("rounds", self.rounds), ("evals", self.evals)):
+            if name in self._files:
+                fh, writer = self._files[name]
+                fh.seek(0)
+                fh.truncate()
+                writer.writeheader()
+                writer.writerows(rows)
+                fh.flush()
 
     def device_table(self, sigmas: np.ndarray) -> dict[str, np.ndarray]:
         """Per-device totals: selections, transmit energy and time-average expected power."""

@@ -1,0 +1,118 @@
+"""Checkpoints and resume: a resumed run's records equal an uninterrupted run's; kills never leave a
+run marked complete that is not; divergence stops a run with a clear error and keeps its records."""
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pandas as pd
+import pytest
+import torch
+
+from wirelessfl.config import from_dict
+from wirelessfl.experiments import run as run_module
+from wirelessfl.experiments.run import TrainingDiverged, load_run, resume, simulate
+from wirelessfl.sim.checkpoint import load_checkpoint
+
+
+def scenario(**run):
+    return from_dict({
+        "seed": 5, "run": {"rounds": 9, "eval_every_rounds": 2, "checkpoint_every": 3, **run},
+        "channel": {"profile": "linear"}, "devices": {"count": 12},
+        "scheduler": {"name": "lyapunov", "m": 4},
+        "learning": {"model": "logreg", "samples_per_device": 60, "local_steps": 2,
+                     "eval_train_samples": 300, "lr": 0.05}})
+
+
+def assert_same_records(a, b):
+    pd.testing.assert_frame_equal(a.rounds.reset_index(drop=True), b.rounds.reset_index(drop=True))
+    pd.testing.assert_frame_equal(a.evals.reset_index(drop=True), b.evals.reset_index(drop=True))
+    pd.testing.assert_frame_equal(a.devices, b.devices)
+
+
+def test_resume_after_a_crash_gives_the_uninterrupted_records(tmp_path, monkeypatch):
+    full = simulate(scenario(), tmp_path / "full", progress=False)
+    real = run_module.FederatedLearner.train_round
+
+    def crash_in_round_7(self, selected, decision, r):
+        if r == 7:
+            raise RuntimeError("power cut")
+        return real(self, selected, decision, r)
+
+    monkeypatch.setattr(run_module.FederatedLearner, "train_round", crash_in_round_7)
+    with pytest.raises(RuntimeError):
+        simulate(scenario(), tmp_path / "cut", progress=False)
+    assert load_checkpoint(tmp_path / "cut" / "checkpoint.pt")["engine"]["rounds_done"] == 6
+    assert load_run(tmp_path / "cut").summary["status"] == "failed"
+    monkeypatch.setattr(run_module.FederatedLearner, "train_round", real)
+    resumed = resume(tmp_path / "cut", progress=False)
+    assert resumed.summary["status"] == "complete"
+    assert_same_records(resumed, full)
+    assert_same_records(load_run(tmp_path / "cut"), load_run(tmp_path / "full"))  # the files too
+
+
+def test_timing_only_resume_keeps_queues_and_streams(tmp_path, monkeypatch):
+    s = scenario(timing_only=True, rounds=20, checkpoint_every=5)
+    full = simulate(s, tmp_path / "full", progress=False)
+    calls = {"n": 0}
+    real = run_module.Recorder.on_round
+
+    def stop_after_12(self, rec):
+        calls["n"] += 1
+        if calls["n"] == 13:
+            raise KeyboardInterrupt
+        return real(self, rec)
+
+    monkeypatch.setattr(run_module.Recorder, "on_round", stop_after_12)
+    with pytest.raises(KeyboardInterrupt):
+        simulate(s, tmp_path / "cut", progress=False)
+    assert json.loads((tmp_path / "cut" / "summary.json").read_text())["status"] == "interrupted"
+    monkeypatch.setattr(run_module.Recorder, "on_round", real)
+    assert_same_records(resume(tmp_path / "cut", progress=False), full)
+
+
+def test_checkpoints_load_in_weights_only_mode(tmp_path):
+    simulate(scenario(), tmp_path / "run", progress=False)
+    # the finished run removed nothing: the last checkpoint is a plain weights-only file
+    state = torch.load(tmp_path / "run" / "checkpoint.pt", weights_only=True)
+    assert state["engine"]["rounds_done"] == 9 and state["learner"]["params"].dtype == torch.float32
+
+
+def test_sigkill_never_leaves_a_run_marked_complete_and_resume_finishes_it(tmp_path):
+    path = tmp_path / "s.toml"
+    path.write_text(
+        'seed = 2\n[run]\nrounds = 400\ntiming_only = true\ncheckpoint_every = 10\n'
+        '[devices]\ncount = 30\n[link]\nmodel_bits = 1000000\n[scheduler]\nm = 5\n')
+    proc = subprocess.Popen([sys.executable, "-m", "wirelessfl.cli", "run", str(path), "--out",
+                             str(tmp_path / "fam"), "--no-progress"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    run_dir = tmp_path / "fam" / "s"
+    deadline = time.time() + 60
+    while time.time() < deadline and not (run_dir / "checkpoint.pt").exists():
+        time.sleep(0.05)
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    summary = run_dir / "summary.json"
+    assert not summary.exists() or json.loads(summary.read_text())["status"] != "complete"
+    done = subprocess.run([sys.executable, "-m", "wirelessfl.cli", "run", "--resume", str(tmp_path / "fam"),
+                           "--no-progress"], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    reference = simulate(from_dict({"name": "s", "seed": 2, "run": {"rounds": 400, "timing_only": True},
+                                    "devices": {"count": 30}, "link": {"model_bits": 1000000},
+                                    "scheduler": {"m": 5}}), progress=False)
+    resumed = load_run(run_dir)
+    assert resumed.summary["status"] == "complete"
+    pd.testing.assert_frame_equal(resumed.rounds[["round", "selected", "upload_order"]].astype(str),
+                                  reference.rounds[["round", "selected", "upload_order"]].astype(str))
+    assert resumed.rounds["t_end"].to_numpy() == pytest.approx(reference.rounds["t_end"].to_numpy(), rel=1e-12)
+
+
+def test_divergence_stops_with_a_clear_error_and_keeps_records(tmp_path):
+    with pytest.raises(TrainingDiverged, match="learning.lr"):
+        simulate(scenario(rounds=30).replace("learning.lr=1e6", "learning.model=\"mlp\""), tmp_path / "run",
+                 progress=False)
+    run = load_run(tmp_path / "run")
+    assert run.summary["status"] == "failed" and "diverged" in run.summary["error"]
+    assert len(run.rounds) == run.summary["rounds"] >= 0
