@@ -139,6 +139,32 @@ def cmd_table(args) -> int:
     return 0
 
 
+def cmd_reproduce(args) -> int:
+    from .experiments.paper import list_recipes, reproduce
+
+    if args.list:
+        print(list_recipes())
+        return 0
+    if not args.name:
+        print("wirelessfl: error: reproduce needs a recipe name (or --list, or all)", file=sys.stderr)
+        return 2
+    _set_threads(args.threads)
+    try:
+        reports = reproduce(args.name, scale=args.scale, seeds=args.seeds, out=args.out, figures=args.figures,
+                            executor=args.executor, workers=args.workers, overrides=args.set,
+                            progress=not args.no_progress, run=not args.no_run)
+    except RuntimeError as exc:  # another sweep holds the cache folder
+        print(f"wirelessfl: error: {exc}", file=sys.stderr)
+        return 2
+    for report in reports:
+        print(f"## {report.name}\n\n{report.markdown}\n")
+        for path in report.outputs:
+            print(f"wrote {path}")
+        for failure in report.failed:
+            print(f"failed run: {failure}")
+    return 1 if any(r.failed for r in reports) else 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="wirelessfl", description="Federated learning over wireless networks: "
                                      "simulate, sweep and plot accuracy against wall-clock time.")
@@ -194,6 +220,23 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--csv", action="store_true", help="CSV instead of a fixed-width table")
     p.add_argument("--mean", action="store_true", help="mean and std over seeds per grid point")
     p.set_defaults(func=cmd_table)
+    p = sub.add_parser("reproduce", help="reproduce a figure or table of the Lyapunov scheduling paper")
+    p.add_argument("name", nargs="?", help="recipe (fig2 ... fig8, table1, table2) or all; see --list")
+    p.add_argument("--list", action="store_true", help="list the recipes")
+    p.add_argument("--scale", choices=("cpu", "paper", "tiny"), default="cpu",
+                   help="cpu: Fashion-MNIST MLP (default); paper: CIFAR-10 and the paper's CNN; tiny: smoke test")
+    p.add_argument("--seeds", type=int, default=3, help="seeds per setting (default 3)")
+    p.add_argument("--out", default="runs/paper", help="folder for the shared run cache (OUT/cache) and reports")
+    p.add_argument("--figures", help="folder for figures and tables (default OUT/figures)")
+    p.add_argument("--executor", choices=("serial", "process", "dask"), default="serial")
+    p.add_argument("--workers", type=int, help="processes for process/dask (default: one per core)")
+    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                   help="override a field of the base scenarios, e.g. --set run.device=cuda (repeatable)")
+    p.add_argument("--threads", type=int, help="torch intra-op threads of serial runs (default 1)")
+    p.add_argument("--no-run", action="store_true",
+                   help="run nothing: analyse the runs already in the cache (missing settings are listed)")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.set_defaults(func=cmd_reproduce)
     return parser
 
 

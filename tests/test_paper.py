@@ -1,0 +1,193 @@
+"""Paper recipes: every recipe end to end at the tiny scale, and the recipe-level analysis on
+hand-made curves whose answers are known in closed form."""
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from wirelessfl.cli import main
+from wirelessfl.config import ConfigError
+from wirelessfl.experiments import paper as P
+from wirelessfl.experiments.sweep import expand
+
+
+# ---------------------------------------------------------------------------------------------
+# hand-made runs
+
+
+def linear_run(rounds_to_one: float, round_s: float, rounds: int = 40) -> pd.DataFrame:
+    """Accuracy r / rounds_to_one (capped at 1) after round r, each round taking round_s."""
+    r = np.arange(rounds + 1, dtype=float)
+    return pd.DataFrame({"round": r, "time_s": r * round_s, "accuracy": np.minimum(r / rounds_to_one, 1.0),
+                         "train_loss": 1.0 / (1.0 + r)})
+
+
+def test_seed_average_is_the_mean_of_interpolated_runs_with_the_compute_shift():
+    a, b = linear_run(10, 1.0), linear_run(20, 1.0)
+    avg = P.seed_average([a, b], compute_s=1.0, points=41)
+    # with 1 s computation, round r ends at 2r s: accuracies r/10 and r/20 at t = 2r
+    t = avg["time_s"].to_numpy()
+    expected = (np.minimum(t / 20, 1) + np.minimum(t / 40, 1)) / 2
+    np.testing.assert_allclose(avg["mean"], expected, atol=1e-12)
+    np.testing.assert_allclose(avg["min"], np.minimum(t / 40, 1), atol=1e-12)
+    assert t[-1] == pytest.approx(80.0)
+    by_round = P.seed_average([a, b], x="round", points=41)
+    assert list(by_round.columns[:2]) == ["round", "mean"]
+    assert by_round["mean"].iloc[10] == pytest.approx((1.0 + 0.5) / 2)
+
+
+def test_time_to_target_grid_follows_rounds_times_round_length():
+    # target 0.5: 5 rounds of (1 + c) s for A, 2 rounds of (4 + c) s for B
+    runs = {"A": [linear_run(10, 1.0)], "B": [linear_run(4, 4.0)]}
+    times = P.time_to_target_grid(runs, 0.5, [0.0, 0.5, 2.0, 10.0])
+    wide = times.pivot(index="compute_s", columns="setting", values="time_to_target_s")
+    for c in (0.0, 0.5, 2.0, 10.0):
+        assert wide.loc[c, "A"] == pytest.approx(5 * (1 + c), rel=2e-3)
+        assert wide.loc[c, "B"] == pytest.approx(2 * (4 + c), rel=2e-3)
+
+
+def test_ranges_table_finds_the_crossover_and_sits_beside_the_papers_rows():
+    # A is best below c = 1 s (5 + 5c < 8 + 2c), B above
+    runs = {"m=1 lam=100": [linear_run(10, 1.0)], "m=10 lam=1": [linear_run(4, 4.0)]}
+    grid = np.round(np.arange(0, 3.01, 0.1), 6)
+    times = P.time_to_target_grid(runs, 0.5, grid)
+    paper_rows = [(0, 0.83, 1, 100), (0.83, 2.3, 10, 100), (2.3, math.inf, 5, 10)]
+    table = P.ranges_table(times, "α=inf", "lyapunov", paper_rows)
+    assert len(table) == 3  # the longer of ours (2 ranges) and the paper's (3)
+    assert list(table["ours: m"][:2]) == ["1", "10"] and list(table["ours: λ"][:2]) == ["100", "1"]
+    lo = float(table["ours: comp time (s)"][1].split("–")[0])
+    assert lo == pytest.approx(1.0, abs=0.06)
+    assert table["ours: comp time (s)"][1].endswith("∞")
+    assert list(table["paper: m"]) == ["1", "10", "5"] and table["paper: comp time (s)"][2] == "2.3–∞"
+    assert table["ours: m"][2] == ""  # padded row
+    uni = P.ranges_table(times, "α=inf", "uniform", None)
+    assert "ours: λ" not in uni and "paper: λ" not in uni
+
+
+def test_rounds_to_target_of_the_averaged_curve():
+    runs = [linear_run(10, 1.0), linear_run(30, 2.0)]
+    # mean accuracy r (1/10 + 1/30) / 2 = r / 15 reaches 0.4 at round 6
+    assert P.rounds_to_target(runs, 0.4) == pytest.approx(6.0, rel=1e-3)
+
+
+def test_time_average_power_and_settle_round():
+    power = np.array([[2.0, 0.0], [0.0, 1.0], [1.0, 1.0], [1.0, 1.0]])
+    q = np.array([[1.0, 1.0], [1.0, 1.0], [1.0, 1.0], [1.0, 1.0]])
+    avg = P.time_average_power({"power": power, "q": q})
+    np.testing.assert_allclose(avg[:, 0], [2.0, 1.0, 1.0, 1.0])
+    np.testing.assert_allclose(avg[:, 1], [0.0, 0.5, 2 / 3, 0.75])
+    assert P.settle_round(avg[:, 0]) == 2.0
+    assert math.isnan(P.settle_round(avg[:, 1]))
+    assert P.settle_round(np.ones(3)) == 1.0
+
+
+# ---------------------------------------------------------------------------------------------
+# cells, scales and scenarios
+
+
+def test_cells_shared_by_recipes_are_the_same_runs():
+    scale = P.SCALES["cpu"]
+    fig3 = P.recipe_scenarios(["fig3"], scale)["training"]
+    table1 = P.recipe_scenarios(["table1"], scale)["training"]
+    keys3 = {m.params["variant"]: m.key for m in expand(fig3)[1]}
+    keys1 = {m.params["variant"]: m.key for m in expand(table1)[1]}
+    assert set(keys3) <= set(keys1)
+    assert all(keys1[name] == key for name, key in keys3.items())
+    assert len(keys1) == 36  # 3 alphas x (9 lyapunov + 3 uniform settings)
+
+
+def test_cell_overrides_set_the_case_and_the_budget():
+    scale = P.SCALES["cpu"]
+    ov = scale.overrides(P.uniform("hom", 1.0, 5))
+    assert ov["channel.profile"] == "homogeneous" and ov["channel.sigma"] == 1.0
+    assert ov["scheduler.name"] == "uniform" and "scheduler.lam" not in ov
+    assert ov["run.target_accuracy"] == scale.targets[("hom", 1.0)]
+    assert ov["run.eval_every_rounds"] >= 1
+    assert P.lyapunov("het", math.inf, 10, 1).name == "het-ainf-lyapunov-m10-lam1"
+    with pytest.raises(KeyError):
+        P.Scale("x", (), (), {}, {}, 10, {}, np.zeros(1)).rounds_for(P.uniform("het", 1.0, 1))
+
+
+def test_paper_scale_scenarios_hold_the_papers_parameters():
+    base = P.training_base(P.SCALES["paper"])
+    assert (base.learning.dataset, base.learning.model, base.learning.lr) == ("cifar10", "paper_cnn", 0.01)
+    assert base.devices.count == 100 and base.learning.samples_per_device == 500
+    assert base.link.model_bits == 32 * 555178 and base.link.bandwidth_hz == 22e6
+    assert base.link.p_max == pytest.approx(10 ** 3.5) and base.link.p_bar == 1.0
+    assert base.scheduler.V == 100.0 and base.learning.local_steps == 10 and base.learning.batch_size == 32
+    timing = P.timing_base(P.SCALES["cpu"])
+    assert timing.run.timing_only and timing.devices.count == 100 and timing.link.model_bits == 32 * 555178
+    cuda = P.recipe_scenarios(["fig3", "fig7"], P.SCALES["paper"], ['run.device="cuda"'])
+    assert cuda["training"].run.device == "cuda" and cuda["timing"].run.device == "cpu"
+    cpu = P.training_base(P.SCALES["cpu"])  # the channel and scheduler stay the paper's
+    assert (cpu.learning.dataset, cpu.learning.model) == ("fashion_mnist", "mlp")
+    assert cpu.link == base.link and cpu.scheduler == base.scheduler and cpu.channel == base.channel
+
+
+def test_unknown_recipe_and_scale_are_config_errors(tmp_path):
+    with pytest.raises(ConfigError, match="fig9"):
+        P.reproduce("fig9", scale="tiny", out=tmp_path)
+    with pytest.raises(ConfigError, match="huge"):
+        P.reproduce("fig2", scale="huge", out=tmp_path)
+
+
+# ---------------------------------------------------------------------------------------------
+# every recipe end to end (tiny scale: 10 devices, a few rounds, one seed)
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory):
+    import torch
+
+    torch.set_num_threads(1)
+    out = tmp_path_factory.mktemp("paper")
+    reports = P.reproduce("all", scale="tiny", seeds=1, out=out, progress=False)
+    return out, {r.name: r for r in reports}
+
+
+@pytest.mark.parametrize("name", list(P.RECIPES))
+def test_recipe_end_to_end(tiny, name):
+    out, reports = tiny
+    report = reports[name]
+    assert not report.failed
+    assert report.outputs and all(p.exists() and p.stat().st_size > 0 for p in report.outputs)
+    assert (out / "reports" / f"{name}.md").read_text().startswith(f"# {name}")
+    assert (out / "reports" / f"{name}.json").exists()
+
+
+def test_table_outputs_have_the_papers_layout(tiny):
+    out, _ = tiny
+    text = (out / "figures" / "table1.md").read_text()
+    for needle in ("ours: comp time (s)", "paper: comp time (s)", "0.83–2.3", "α=0, target"):
+        assert needle in text
+    csv = pd.read_csv(out / "figures" / "table2.csv")
+    assert set(csv["policy"]) == {"lyapunov", "uniform"} and set(csv["alpha"].astype(str)) == {"inf", "1"}
+    assert (csv["from_s"].groupby([csv["alpha"], csv["policy"]]).min() == 0).all()
+
+
+def test_second_call_reuses_the_cache_and_no_run_reports_missing(tiny, tmp_path):
+    out, _ = tiny
+    before = sorted(p.name for p in (out / "cache" / "runs").iterdir())
+    P.reproduce(["fig5", "fig8"], scale="tiny", seeds=1, out=out, figures=tmp_path, progress=False)
+    assert sorted(p.name for p in (out / "cache" / "runs").iterdir()) == before
+    (report,) = P.reproduce("fig4", scale="tiny", seeds=2, out=out, figures=tmp_path, progress=False, run=False)
+    assert len(report.failed) == 6 and all("seed 1: not in the cache" in f for f in report.failed)
+    assert sorted(p.name for p in (out / "cache" / "runs").iterdir()) == before
+
+
+def test_cli_reproduce(tiny, tmp_path, capsys):
+    out, _ = tiny
+    assert main(["reproduce", "--list"]) == 0
+    listed = capsys.readouterr().out
+    assert all(name in listed for name in P.RECIPES)
+    assert main(["reproduce", "fig2", "--scale", "tiny", "--seeds", "1", "--out", str(out),
+                 "--figures", str(tmp_path), "--no-progress"]) == 0
+    assert (tmp_path / "fig2.png").exists() and "wrote" in capsys.readouterr().out
+    assert main(["reproduce", "fig2", "--scale", "tiny", "--out", str(out), "--no-run", "--no-progress",
+                 "--figures", str(tmp_path)]) == 1  # seeds 1 and 2 are not in the cache
+    assert main(["reproduce", "nope", "--scale", "tiny", "--out", str(out)]) == 2
+    assert main(["reproduce"]) == 2

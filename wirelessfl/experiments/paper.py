@@ -1,0 +1,899 @@
+"""Reproduction of Perazzone et al., "Communication-Efficient Device Scheduling for Federated Learning
+Using Lyapunov Optimization": Figs. 2-8 and Tables I-II (spec 002, section 7).
+
+A recipe names the runs it needs as *cells* (one setting: channel profile, data heterogeneity alpha,
+policy, m, lambda; or, for the timing-only figures, V and lambda), runs them through sweep() into
+one shared cache folder, and analyses them. The cache is content-addressed (a run's folder is the
+hash of its resolved scenario), so a cell shared by several recipes (Fig. 3, Fig. 5 and Table I use
+the same runs) is trained once.
+
+Every training cell is run with no computation time. A constant computation time c per round only
+shifts round r by r x c (see analysis.py), so one run per cell gives its curve for every c: Fig. 3b/d
+(c = 2 s), Fig. 4 (c = 1 s), Fig. 2 and the tables (a grid of c) are all derived from the c = 0 runs.
+
+Analysis as in the paper: each run is interpolated onto a uniform grid of simulated time (or
+rounds), the seeds are averaged (band: min to max over seeds), an optional rolling mean smooths the
+display, and the time to target is read from the averaged curve; speed-up = uniform / lyapunov.
+
+Scales: "paper" is the paper's setup (CIFAR-10, its CNN, scenarios/paper/training.toml as written);
+"cpu" keeps the channel, link and scheduler parameters (so airtimes per round are the paper's) and
+trains an MLP on Fashion-MNIST with targets and round budgets calibrated for it; "tiny" is a few
+devices and rounds, for tests only. The timing-only recipes (Figs. 7 and 8) run at the paper's full
+scale at every scale except tiny.
+"""
+from __future__ import annotations
+
+import json
+import math
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Iterable, Sequence
+
+import numpy as np
+import pandas as pd
+
+from ..config import ConfigError, Scenario, from_dict, load_scenario, to_dict
+from .analysis import (average_curves, best_setting_table, markdown_table, mean_time_to_target, on_grid,
+                       rolling_mean, shift_by_compute, speedup)
+
+SCENARIO_DIR = Path(__file__).resolve().parents[2] / "scenarios" / "paper"
+"""Where training.toml and timing.toml live (the repository's scenarios/paper)."""
+
+INF = math.inf
+
+# ---------------------------------------------------------------------------------------------
+# the paper's numbers, for the side-by-side comparisons
+
+PAPER_TARGETS = {("het", INF): 0.775, ("het", 1.0): 0.73, ("het", 0.0): 0.65,
+                 ("hom", INF): 0.775, ("hom", 1.0): 0.74}
+"""Target accuracy of each (channel, alpha) case in the paper (CIFAR-10)."""
+
+# (from_s, to_s, m, lambda) rows of Tables I and II; lambda None for uniform
+PAPER_TABLES = {
+    ("het", INF, "lyapunov"): [(0, 0.83, 1, 100), (0.83, 2.3, 10, 100), (2.3, 7.5, 5, 10),
+                               (7.5, 16.3, 10, 10), (16.3, INF, 10, 1)],
+    ("het", 1.0, "lyapunov"): [(0, 0.61, 1, 100), (0.61, 3.1, 10, 100), (3.1, 15.6, 5, 1), (15.6, INF, 10, 1)],
+    ("het", 0.0, "lyapunov"): [(0, 0.26, 1, 100), (0.26, 1.8, 10, 100), (1.8, INF, 10, 10)],
+    ("het", INF, "uniform"): [(0, 2, 1, None), (2, INF, 5, None)],
+    ("het", 1.0, "uniform"): [(0, 0.84, 1, None), (0.84, 46, 5, None), (46, INF, 10, None)],
+    ("het", 0.0, "uniform"): [(0, 0.74, 1, None), (0.74, 6.1, 5, None), (6.1, INF, 10, None)],
+    ("hom", INF, "lyapunov"): [(0, 2.48, 1, 100), (2.48, 13.1, 5, 100), (13.1, INF, 10, 1)],
+    ("hom", 1.0, "lyapunov"): [(0, 0.69, 1, 100), (0.69, 10.1, 10, 100), (10.1, INF, 10, 1)],
+    ("hom", INF, "uniform"): [(0, 2.5, 1, None), (2.5, INF, 5, None)],
+    # the paper prints 1.3 and 1.8 as the ends of the first two ranges (a gap in its table)
+    ("hom", 1.0, "uniform"): [(0, 1.3, 1, None), (1.8, 18, 5, None), (18, INF, 10, None)],
+}
+
+PAPER_NUMBERS = {
+    "fig3_speedup_m10_c0": 8.5, "fig3_time_m10_lyapunov_s": 5339.0, "fig3_time_m10_uniform_s": 45748.0,
+    "fig3_speedup_m1_c0": 1.3, "fig3_best_m_c2": 5, "fig3_speedup_best_c2": 1.31,
+    "fig6_speedup_m1": 1.24, "fig6_speedup_m10": 6.7,
+}
+
+
+# ---------------------------------------------------------------------------------------------
+# cells and scales
+
+
+def alpha_label(alpha: float) -> str:
+    """"inf", "1", "0": alpha as written in cell names and tables."""
+    return "inf" if math.isinf(alpha) else f"{alpha:g}"
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One training setting: channel profile ("het" or "hom"), alpha, policy, m and lambda."""
+
+    channel: str
+    alpha: float
+    policy: str
+    m: int
+    lam: float | None = None  # lyapunov only; uniform ignores lambda
+
+    @property
+    def name(self) -> str:
+        """A stable name; it is the run's scenario name, so it is part of the cache key."""
+        lam = f"-lam{self.lam:g}" if self.policy == "lyapunov" else ""
+        return f"{self.channel}-a{alpha_label(self.alpha)}-{self.policy}-m{self.m}{lam}"
+
+    @property
+    def setting(self) -> str:
+        """The label of this cell in the tables: "m=10 lam=100" or "m=5"."""
+        return f"m={self.m} lam={self.lam:g}" if self.policy == "lyapunov" else f"m={self.m}"
+
+
+def lyapunov(channel: str, alpha: float, m: int, lam: float = 100.0) -> Cell:
+    """A Lyapunov-scheduler cell."""
+    return Cell(channel, float(alpha), "lyapunov", m, float(lam))
+
+
+def uniform(channel: str, alpha: float, m: int) -> Cell:
+    """A uniform-sampling cell."""
+    return Cell(channel, float(alpha), "uniform", m)
+
+
+@dataclass(frozen=True)
+class TimingCell:
+    """One timing-only setting (Figs. 7 and 8): policy, m, V, lambda and the number of rounds."""
+
+    policy: str
+    m: int
+    V: float
+    lam: float
+    rounds: int
+
+    @property
+    def name(self) -> str:
+        """A stable name (part of the cache key)."""
+        if self.policy == "uniform":
+            return f"timing-uniform-m{self.m}-r{self.rounds}"
+        return f"timing-lyapunov-m{self.m}-V{self.V:g}-lam{self.lam:g}-r{self.rounds}"
+
+
+@dataclass(frozen=True)
+class Scale:
+    """How big the runs are: base overrides, targets, round budgets and evaluation intervals."""
+
+    name: str
+    training_overrides: tuple[str, ...]
+    timing_overrides: tuple[str, ...]
+    targets: dict                        # (channel, alpha) -> target accuracy
+    rounds: dict                         # (policy, m, alpha) -> rounds; keys may use None for "any"
+    evals_per_run: int                   # evaluate every max(1, rounds // evals_per_run) rounds
+    timing_rounds: dict                  # "fig7" / "fig8" -> rounds
+    compute_grid: np.ndarray             # computation times (s) for Fig. 2 and the tables
+    fig2_compute_max: float = 20.0
+    smooth: int = 1                      # rolling-mean window of the displayed curves
+
+    def target(self, cell: Cell) -> float:
+        """Target accuracy of the cell's (channel, alpha) case."""
+        return self.targets[(cell.channel, cell.alpha)]
+
+    def rounds_for(self, cell: Cell) -> int:
+        """Round budget of a cell: the most specific entry of ``rounds`` that matches."""
+        for key in ((cell.policy, cell.m, cell.alpha), (cell.policy, cell.m, None), (None, cell.m, cell.alpha),
+                    (None, cell.m, None)):
+            if key in self.rounds:
+                return self.rounds[key]
+        raise KeyError(f"scale {self.name}: no round budget for {cell.name}")
+
+    def overrides(self, cell: Cell) -> dict:
+        """Dotted overrides that turn the base scenario into this cell at this scale."""
+        ov = {"learning.alpha": cell.alpha, "scheduler.name": cell.policy, "scheduler.m": cell.m,
+              "run.target_accuracy": self.target(cell), "run.rounds": self.rounds_for(cell),
+              "run.eval_every_rounds": max(1, self.rounds_for(cell) // self.evals_per_run)}
+        if cell.channel == "het":
+            ov["channel.profile"] = "linear"
+        else:
+            ov.update({"channel.profile": "homogeneous", "channel.sigma": 1.0})
+        if cell.policy == "lyapunov":
+            ov["scheduler.lam"] = cell.lam
+        return ov
+
+
+def _compute_grid(stops: Sequence[tuple[float, float]], end: float) -> np.ndarray:
+    """Computation times: step ``s`` from each ``start`` up to the next start, then ``end``."""
+    parts = []
+    for (start, step), nxt in zip(stops, [s for s, _ in stops[1:]] + [end]):
+        parts.append(np.arange(start, nxt, step))
+    return np.round(np.append(np.concatenate(parts), end), 6)
+
+
+_PAPER_ROUNDS = {(None, 1, None): 40000, (None, 5, None): 20000, (None, 10, None): 15000}
+
+SCALES: dict[str, Scale] = {
+    # The paper's setup. Its round budgets are ours (the paper gives times, not rounds): Fig. 3 has
+    # uniform with m = 10 at 45,748 s, about 12,000 rounds of ~3.7 s.
+    "paper": Scale(
+        name="paper", training_overrides=(), timing_overrides=(),
+        targets=dict(PAPER_TARGETS), rounds=_PAPER_ROUNDS,
+        evals_per_run=400,
+        timing_rounds={"fig7": 6000, "fig8": 3000},
+        compute_grid=_compute_grid([(0, 0.02), (2, 0.1), (10, 0.5)], 50.0), smooth=5),
+    # Fashion-MNIST on an MLP (784-200-200-10) on one CPU thread. The link keeps the paper's upload
+    # size, so airtime per round -- and hence the computation-time axis -- is the paper's. Targets
+    # sit near the MLP's plateau for each alpha, as the paper's do for its CNN; budgets give every
+    # seed room past the target (calibrated on a pilot, see figures/README.md).
+    "cpu": Scale(
+        name="cpu",
+        training_overrides=("learning.dataset=\"fashion_mnist\"", "learning.model=\"mlp\"", "learning.lr=0.05",
+                            "learning.eval_train_samples=2000"),
+        timing_overrides=(),
+        targets={("het", INF): 0.80, ("het", 1.0): 0.75, ("het", 0.0): 0.55,
+                 ("hom", INF): 0.80, ("hom", 1.0): 0.75},
+        rounds={(None, 1, INF): 120, (None, 5, INF): 80, (None, 10, INF): 70,
+                (None, 1, 1.0): 200, (None, 5, 1.0): 90, (None, 10, 1.0): 80,
+                (None, 1, 0.0): 300, (None, 5, 0.0): 130, (None, 10, 0.0): 110},
+        evals_per_run=25,
+        timing_rounds={"fig7": 6000, "fig8": 3000},
+        compute_grid=_compute_grid([(0, 0.02), (2, 0.1), (10, 0.5)], 50.0), smooth=1),
+    # Tests only: 10 devices, logistic regression, a handful of rounds.
+    "tiny": Scale(
+        name="tiny",
+        training_overrides=("learning.dataset=\"fashion_mnist\"", "learning.model=\"logreg\"", "learning.lr=0.05",
+                            "learning.samples_per_device=40", "learning.local_steps=2",
+                            "learning.eval_train_samples=100", "devices.count=10"),
+        timing_overrides=("devices.count=10",),
+        targets={("het", INF): 0.3, ("het", 1.0): 0.3, ("het", 0.0): 0.2,
+                 ("hom", INF): 0.3, ("hom", 1.0): 0.3},
+        rounds={(None, 1, None): 6, (None, 5, None): 4, (None, 10, None): 4},
+        evals_per_run=100,
+        timing_rounds={"fig7": 40, "fig8": 30},
+        compute_grid=np.array([0.0, 0.5, 1.0, 2.0, 5.0]), fig2_compute_max=5.0),
+}
+
+
+# ---------------------------------------------------------------------------------------------
+# running cells through the shared cache
+
+
+def _nest(flat: dict) -> dict:
+    out: dict = {}
+    for key, value in flat.items():
+        node = out
+        parts = key.split(".")
+        for part in parts[:-1]:
+            node = node.setdefault(part, {})
+        node[parts[-1]] = value
+    return out
+
+
+def family(base: Scenario, variants: dict[str, dict]) -> Scenario:
+    """``base`` with one named variant per cell (dotted overrides); its members are the cells' runs."""
+    data = to_dict(base)
+    data.pop("sweep", None)
+    data["variants"] = {name: _nest(ov) for name, ov in variants.items()}
+    return from_dict(data)
+
+
+def training_base(scale: Scale, overrides: Iterable[str] = ()) -> Scenario:
+    """scenarios/paper/training.toml with the scale's overrides, then the user's."""
+    return load_scenario(SCENARIO_DIR / "training.toml", [*scale.training_overrides, *overrides])
+
+
+def timing_base(scale: Scale, overrides: Iterable[str] = ()) -> Scenario:
+    """scenarios/paper/timing.toml with the scale's overrides, then the user's."""
+    return load_scenario(SCENARIO_DIR / "timing.toml", [*scale.timing_overrides, *overrides])
+
+
+@dataclass
+class Runs:
+    """Finished runs per cell name: a list of run folders, one per seed (failed seeds left out)."""
+
+    dirs: dict[str, list[Path]]
+    failed: list[str] = field(default_factory=list)
+    wall_s: float = 0.0
+
+    def evals(self, name: str) -> list[pd.DataFrame]:
+        """The evaluation tables of a cell's seeds."""
+        return [pd.read_csv(d / "evals.csv") for d in self.dirs.get(name, [])]
+
+
+def run_cells(scenario: Scenario, seeds: int, cache: Path, executor: str = "serial",
+              workers: int | None = None, progress: bool = True) -> Runs:
+    """Run every variant x seed of ``scenario`` into the cache (finished runs are reused)."""
+    from .sweep import sweep
+
+    started = time.perf_counter()
+    res = sweep(scenario, seeds=seeds, executor=executor, workers=workers, out_dir=cache, progress=progress)
+    dirs: dict[str, list[Path]] = {}
+    failed = []
+    for row in res.table.itertuples(index=False):
+        if row.status == "complete":
+            dirs.setdefault(row.variant, []).append(cache / "runs" / row.key)
+        else:
+            failed.append(f"{row.variant} seed {row.seed}: {row.error}")
+    return Runs(dirs, failed, time.perf_counter() - started)
+
+
+def cached_cells(scenario: Scenario, seeds: int, cache: Path) -> Runs:
+    """The runs of ``scenario``'s variants x seeds already finished in the cache (nothing is run)."""
+    from .sweep import expand
+
+    _, members = expand(scenario, seeds=seeds)
+    dirs: dict[str, list[Path]] = {}
+    missing = []
+    for m in members:
+        run_dir = cache / "runs" / m.key
+        try:
+            done = json.loads((run_dir / "summary.json").read_text()).get("status") == "complete"
+        except (OSError, ValueError):
+            done = False
+        if done:
+            dirs.setdefault(m.params["variant"], []).append(run_dir)
+        else:
+            missing.append(f"{m.params['variant']} seed {m.seed}: not in the cache")
+    return Runs(dirs, missing)
+
+
+# ---------------------------------------------------------------------------------------------
+# analysis on seed-averaged curves
+
+
+def seed_average(evals: Sequence[pd.DataFrame], metric: str = "accuracy", x: str = "time",
+                 compute_s: float = 0.0, points: int = 400, smooth: int = 1) -> pd.DataFrame:
+    """Seed average of one cell's runs on a uniform grid of simulated time (or rounds).
+
+    Each run (recorded with no computation time) is shifted to ``compute_s`` per round,
+    interpolated onto the grid from 0 to the end of the shortest run, and the runs are averaged
+    (columns time_s or round, mean, std, min, max); ``smooth`` > 1 applies a trailing rolling mean
+    to the mean, min and max.
+    """
+    if not evals:
+        raise ValueError("no runs to average")
+    xs = [shift_by_compute(e, compute_s) if x == "time" else e["round"].to_numpy(float) for e in evals]
+    end = min(t[-1] for t in xs)
+    grid = np.linspace(0.0, end, points)
+    avg = average_curves((on_grid(t, e[metric].to_numpy(float), grid) for t, e in zip(xs, evals)), grid)
+    for col in ("mean", "min", "max"):
+        avg[col] = rolling_mean(avg[col].to_numpy(), smooth)
+    return avg.rename(columns={"time_s": "time_s" if x == "time" else "round"})
+
+
+def time_to_target_grid(evals_by_setting: dict[str, Sequence[pd.DataFrame]], target: float,
+                        compute_grid: Iterable[float], smooth: int = 1) -> pd.DataFrame:
+    """Time to target of each setting's seed-averaged curve at every computation time.
+
+    Columns compute_s, setting, time_to_target_s (NaN where the averaged curve never reaches the
+    target within the runs' budgets): the input of analysis.best_setting_table.
+    """
+    rows = []
+    for setting, evals in evals_by_setting.items():
+        for c in compute_grid:
+            t = mean_time_to_target(evals, target, compute_s=float(c), smooth=smooth) if evals else math.nan
+            rows.append({"compute_s": float(c), "setting": setting, "time_to_target_s": t})
+    return pd.DataFrame(rows)
+
+
+def rounds_to_target(evals: Sequence[pd.DataFrame], target: float, smooth: int = 1) -> float:
+    """Rounds the seed-averaged accuracy-vs-round curve needs to reach the target."""
+    from .analysis import time_to_target
+
+    avg = seed_average(evals, x="round", points=2000, smooth=smooth)
+    return time_to_target(avg["round"], avg["mean"], target)
+
+
+def _fmt_range(lo: float, hi: float) -> str:
+    return f"{lo:.3g}–∞" if math.isinf(hi) else f"{lo:.3g}–{hi:.3g}"
+
+
+def _setting_of(label: str) -> tuple[str, str]:
+    """ "m=10 lam=100" -> ("10", "100"); "m=5" -> ("5", "")."""
+    parts = dict(p.split("=") for p in label.split())
+    return parts.get("m", label), parts.get("lam", "")
+
+
+def ranges_table(times: pd.DataFrame, case: str, policy: str, paper_rows: list | None) -> pd.DataFrame:
+    """Our best-setting ranges beside the paper's, one row per range, in the paper's layout."""
+    ours = best_setting_table(times)
+    paper_rows = paper_rows or []
+    rows = []
+    for i in range(max(len(ours), len(paper_rows))):
+        row = {"case": case if i == 0 else "", "policy": policy if i == 0 else ""}
+        if i < len(ours):
+            o = ours.iloc[i]
+            m, lam = _setting_of(o["setting"]) if o["setting"].startswith("m=") else (o["setting"], "")
+            row.update({"ours: comp time (s)": _fmt_range(o["from_s"], o["to_s"]), "ours: m": m, "ours: λ": lam,
+                        "ours: time to target at range start (s)": f"{o['time_to_target_s']:.4g}"})
+        else:
+            row.update({"ours: comp time (s)": "", "ours: m": "", "ours: λ": "",
+                        "ours: time to target at range start (s)": ""})
+        if i < len(paper_rows):
+            lo, hi, m, lam = paper_rows[i]
+            row.update({"paper: comp time (s)": _fmt_range(lo, hi), "paper: m": str(m),
+                        "paper: λ": "" if lam is None else f"{lam:g}"})
+        else:
+            row.update({"paper: comp time (s)": "", "paper: m": "", "paper: λ": ""})
+        rows.append(row)
+    frame = pd.DataFrame(rows)
+    if policy == "uniform":
+        frame = frame.drop(columns=["ours: λ", "paper: λ"])
+    return frame
+
+
+# ---------------------------------------------------------------------------------------------
+# plotting helpers
+
+def _plt():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+_M_COLOURS = {1: "tab:blue", 5: "tab:orange", 10: "tab:green"}
+_ALPHA_COLOURS = {INF: "tab:blue", 1.0: "tab:orange", 0.0: "tab:red"}
+
+
+def _band(ax, avg: pd.DataFrame, x: str, label: str, colour: str, ls: str = "-") -> None:
+    ax.plot(avg[x], avg["mean"], color=colour, ls=ls, lw=1.5, label=label)
+    ax.fill_between(avg[x], avg["min"], avg["max"], color=colour, alpha=0.15, lw=0)
+
+
+# ---------------------------------------------------------------------------------------------
+# recipes
+
+
+@dataclass
+class Context:
+    """What a recipe's analysis gets: the scale, its runs, where to write, and the seeds used."""
+
+    scale: Scale
+    runs: Runs
+    figures: Path
+    seeds: int
+
+
+@dataclass
+class Report:
+    """What a recipe produced: files, headline numbers (ours vs the paper's) and a Markdown summary."""
+
+    name: str
+    outputs: list[Path]
+    numbers: dict
+    markdown: str
+    wall_s: float = 0.0
+    failed: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class Recipe:
+    """A figure or table: the cells it needs and the analysis that turns their runs into outputs."""
+
+    name: str
+    title: str
+    kind: str                                        # "training" or "timing"
+    cells: Callable[[Scale], list]                   # Cell or TimingCell list
+    analyse: Callable[[Context], Report]
+
+
+def _fig3_cells(scale: Scale) -> list[Cell]:
+    return [lyapunov("het", INF, m) for m in (1, 5, 10)] + [uniform("het", INF, m) for m in (1, 5, 10)]
+
+
+def _table_cells(channel: str, alphas: Sequence[float]) -> Callable[[Scale], list[Cell]]:
+    def cells(scale: Scale) -> list[Cell]:
+        out = []
+        for a in alphas:
+            out += [lyapunov(channel, a, m, lam) for m in (1, 5, 10) for lam in (1.0, 10.0, 100.0)]
+            out += [uniform(channel, a, m) for m in (1, 5, 10)]
+        return out
+    return cells
+
+
+def _times(ctx: Context, cells: Sequence[Cell], compute_s: float) -> dict[str, float]:
+    return {c.name: mean_time_to_target(ctx.runs.evals(c.name), ctx.scale.target(c), compute_s=compute_s,
+                                        smooth=ctx.scale.smooth) if ctx.runs.evals(c.name) else math.nan
+            for c in cells}
+
+
+def analyse_fig2(ctx: Context) -> Report:
+    """Fig. 2: time to target vs computation time for m in {1, 5, 10} (lyapunov, lambda 100)."""
+    cells = [lyapunov("het", INF, m) for m in (1, 5, 10)]
+    target = ctx.scale.target(cells[0])
+    grid = ctx.scale.compute_grid[ctx.scale.compute_grid <= ctx.scale.fig2_compute_max]
+    times = time_to_target_grid({f"m={c.m}": ctx.runs.evals(c.name) for c in cells}, target, grid,
+                                smooth=ctx.scale.smooth)
+    plt = _plt()
+    fig, ax = plt.subplots(figsize=(6, 4))
+    for c in cells:
+        sub = times[times["setting"] == f"m={c.m}"]
+        ax.plot(sub["compute_s"], sub["time_to_target_s"], color=_M_COLOURS[c.m], label=f"m = {c.m}")
+    ranges = best_setting_table(times)
+    for lo in ranges["from_s"].iloc[1:]:
+        ax.axvline(lo, color="grey", ls=":", lw=1)
+    ax.set_xlabel("computation time per round (s)")
+    ax.set_ylabel(f"time to accuracy {target:g} (s)")
+    ax.set_title("Fig. 2: best m vs computation time (lyapunov, λ = 100)")
+    ax.grid(alpha=0.3)
+    ax.legend()
+    fig.tight_layout()
+    path = ctx.figures / "fig2.png"
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    md = ["Best m per computation-time range (lyapunov, λ = 100, heterogeneous channels, α = ∞):", "",
+          markdown_table(ranges.assign(setting=ranges["setting"]))]
+    numbers = {"ranges": ranges.to_dict("records")}
+    return Report("fig2", [path], numbers, "\n".join(md))
+
+
+def _convergence_figure(ctx: Context, cells: Sequence[Cell], path: Path, x: str, computes: Sequence[float],
+                        title: str, colour_of: Callable[[Cell], str], label_of: Callable[[Cell], str]) -> None:
+    """A grid of panels: rows accuracy and training loss, columns the computation times."""
+    plt = _plt()
+    fig, axes = plt.subplots(2, len(computes), figsize=(5.2 * len(computes), 7.2), squeeze=False)
+    xcol = "time_s" if x == "time" else "round"
+    for j, c in enumerate(computes):
+        for i, metric in enumerate(("accuracy", "train_loss")):
+            ax = axes[i][j]
+            for cell in cells:
+                evals = ctx.runs.evals(cell.name)
+                if not evals:
+                    continue
+                avg = seed_average(evals, metric, x=x, compute_s=c, smooth=ctx.scale.smooth)
+                _band(ax, avg, xcol, label_of(cell), colour_of(cell), "-" if cell.policy == "lyapunov" else "--")
+            if metric == "accuracy":
+                targets = sorted({ctx.scale.target(cell) for cell in cells})
+                for t in targets:
+                    ax.axhline(t, color="grey", ls=":", lw=1)
+                ax.set_ylim(bottom=max(0.0, min(targets) - 0.25))
+            ax.set_xlabel("simulated wall-clock time (s)" if x == "time" else "round")
+            ax.set_ylabel("test accuracy" if metric == "accuracy" else "training loss")
+            if x == "time":
+                ax.set_title(f"computation {c:g} s per round")
+            ax.grid(alpha=0.3)
+            if metric == "train_loss":
+                ax.set_yscale("log")
+        axes[0][0].legend(fontsize=8)
+    fig.suptitle(title)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def _speedup_rows(ctx: Context, pairs: Sequence[tuple[Cell, Cell]], compute_s: float) -> pd.DataFrame:
+    rows = []
+    for ly, un in pairs:
+        t = _times(ctx, [ly, un], compute_s)
+        rows.append({"case": f"α={alpha_label(ly.alpha)} {ly.channel}", "m": ly.m, "compute_s": compute_s,
+                     "target": ctx.scale.target(ly), "lyapunov_s": t[ly.name], "uniform_s": t[un.name],
+                     "speedup": speedup(t[un.name], t[ly.name])})
+    return pd.DataFrame(rows)
+
+
+def analyse_fig3(ctx: Context) -> Report:
+    """Fig. 3: accuracy and training loss vs time, lyapunov (λ 100) vs uniform, m in {1,5,10}, c = 0 and 2 s."""
+    cells = _fig3_cells(ctx.scale)
+    path = ctx.figures / "fig3.png"
+    _convergence_figure(ctx, cells, path, "time", (0.0, 2.0),
+                        "Fig. 3: heterogeneous channels, α = ∞ (solid: lyapunov λ = 100, dashed: uniform)",
+                        lambda c: _M_COLOURS[c.m], lambda c: f"{c.policy} m={c.m}")
+    pairs = [(lyapunov("het", INF, m), uniform("het", INF, m)) for m in (1, 5, 10)]
+    table = pd.concat([_speedup_rows(ctx, pairs, c) for c in (0.0, 2.0)], ignore_index=True)
+    numbers = {"speedups": table.to_dict("records")}
+    for c in (0.0, 2.0):
+        sub = table[table["compute_s"] == c]
+        best = sub.loc[sub["lyapunov_s"].idxmin()] if sub["lyapunov_s"].notna().any() else None
+        if best is not None:
+            numbers[f"best_m_c{c:g}"] = int(best["m"])
+    md = ["Time to target (s) and speed-up (uniform / lyapunov), heterogeneous channels, α = ∞:", "",
+          markdown_table(table), "",
+          f"Paper: m = 10, c = 0: 8.5x (5,339 s vs 45,748 s); m = 1, c = 0: 1.3x; "
+          f"c = 2 s: best m = 5 with 1.31x."]
+    return Report("fig3", [path], numbers, "\n".join(md))
+
+
+def analyse_fig4(ctx: Context) -> Report:
+    """Fig. 4: m = 10, λ = 100, 1 s computation, α in {0, 1, ∞}: lyapunov vs uniform."""
+    cells = []
+    for a in (INF, 1.0, 0.0):
+        cells += [lyapunov("het", a, 10), uniform("het", a, 10)]
+    path = ctx.figures / "fig4.png"
+    _convergence_figure(ctx, cells, path, "time", (1.0,),
+                        "Fig. 4: m = 10, 1 s computation (solid: lyapunov λ = 100, dashed: uniform)",
+                        lambda c: _ALPHA_COLOURS[c.alpha], lambda c: f"{c.policy} α={alpha_label(c.alpha)}")
+    pairs = [(lyapunov("het", a, 10), uniform("het", a, 10)) for a in (INF, 1.0, 0.0)]
+    table = _speedup_rows(ctx, pairs, 1.0)
+    md = ["Time to target (s) and speed-up at 1 s computation, m = 10 (target per α):", "", markdown_table(table),
+          "", "Paper: lyapunov beats uniform at every α, by less for more heterogeneous data (no numbers given)."]
+    return Report("fig4", [path], {"speedups": table.to_dict("records")}, "\n".join(md))
+
+
+def analyse_fig5(ctx: Context) -> Report:
+    """Fig. 5: the runs of Fig. 3 against rounds."""
+    cells = _fig3_cells(ctx.scale)
+    path = ctx.figures / "fig5.png"
+    _convergence_figure(ctx, cells, path, "round", (0.0,),
+                        "Fig. 5: against rounds (solid: lyapunov λ = 100, dashed: uniform)",
+                        lambda c: _M_COLOURS[c.m], lambda c: f"{c.policy} m={c.m}")
+    rows = [{"policy": c.policy, "m": c.m, "rounds_to_target":
+             rounds_to_target(ctx.runs.evals(c.name), ctx.scale.target(c)) if ctx.runs.evals(c.name) else math.nan}
+            for c in cells]
+    table = pd.DataFrame(rows)
+    md = ["Rounds to target of the seed-averaged curve:", "", markdown_table(table), "",
+          "Paper: m = 1 needs the most rounds."]
+    return Report("fig5", [path], {"rounds": rows}, "\n".join(md))
+
+
+def analyse_fig6(ctx: Context) -> Report:
+    """Fig. 6: homogeneous channels, α in {∞, 1}, lyapunov vs uniform (m = 1 and m = 10), c = 0."""
+    cells = []
+    for a in (INF, 1.0):
+        cells += [lyapunov("hom", a, m) for m in (1, 10)] + [uniform("hom", a, m) for m in (1, 10)]
+    plt = _plt()
+    fig, axes = plt.subplots(2, 2, figsize=(10.4, 7.2))
+    for j, a in enumerate((INF, 1.0)):
+        for i, metric in enumerate(("accuracy", "train_loss")):
+            ax = axes[i][j]
+            for cell in (c for c in cells if c.alpha == a):
+                evals = ctx.runs.evals(cell.name)
+                if evals:
+                    avg = seed_average(evals, metric, smooth=ctx.scale.smooth)
+                    _band(ax, avg, "time_s", f"{cell.policy} m={cell.m}", _M_COLOURS[cell.m],
+                          "-" if cell.policy == "lyapunov" else "--")
+            if metric == "accuracy":
+                ax.axhline(ctx.scale.targets[("hom", a)], color="grey", ls=":", lw=1)
+                ax.set_ylim(bottom=max(0.0, ctx.scale.targets[("hom", a)] - 0.25))
+            else:
+                ax.set_yscale("log")
+            ax.set_title(f"homogeneous channels, α = {alpha_label(a)}")
+            ax.set_xlabel("simulated wall-clock time (s)")
+            ax.set_ylabel("test accuracy" if metric == "accuracy" else "training loss")
+            ax.grid(alpha=0.3)
+    axes[0][0].legend(fontsize=8)
+    fig.tight_layout()
+    path = ctx.figures / "fig6.png"
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    pairs = [(lyapunov("hom", a, m), uniform("hom", a, m)) for a in (INF, 1.0) for m in (1, 10)]
+    table = _speedup_rows(ctx, pairs, 0.0)
+    md = ["Homogeneous channels, no computation time:", "", markdown_table(table), "",
+          "Paper: α = ∞, m = 1: 1.24x; m = 10: 6.7x."]
+    return Report("fig6", [path], {"speedups": table.to_dict("records")}, "\n".join(md))
+
+
+def _table_recipe(name: str, channel: str, alphas: Sequence[float]) -> Callable[[Context], Report]:
+    def analyse(ctx: Context) -> Report:
+        frames, csv_rows = [], []
+        cells = _table_cells(channel, alphas)(ctx.scale)
+        for a in alphas:
+            case_cells = [c for c in cells if c.alpha == a]
+            target = ctx.scale.targets[(channel, a)]
+            case = f"α={alpha_label(a)}, target {target:g} (paper {PAPER_TARGETS[(channel, a)]:g})"
+            for policy in ("lyapunov", "uniform"):
+                pol = [c for c in case_cells if c.policy == policy]
+                times = time_to_target_grid({c.setting: ctx.runs.evals(c.name) for c in pol}, target,
+                                            ctx.scale.compute_grid, smooth=ctx.scale.smooth)
+                frames.append(ranges_table(times, case, policy, PAPER_TABLES.get((channel, a, policy))))
+                best = best_setting_table(times)
+                for row in best.to_dict("records"):
+                    csv_rows.append({"channel": channel, "alpha": alpha_label(a), "target": target,
+                                     "policy": policy, **row})
+        csv_path = ctx.figures / f"{name}.csv"
+        pd.DataFrame(csv_rows).to_csv(csv_path, index=False)
+        title = "Heterogeneous" if channel == "het" else "Homogeneous"
+        md = [f"# {'Table I' if name == 'table1' else 'Table II'}: best settings per computation-time range, "
+              f"{title.lower()} channels", "",
+              f"Computation-time grid: {len(ctx.scale.compute_grid)} points from 0 to "
+              f"{ctx.scale.compute_grid[-1]:g} s; range boundaries are midpoints between grid points. "
+              f"Scale: {ctx.scale.name}, {ctx.seeds} seed(s). 'Time to target' is that of the best "
+              "setting at the start of the range.", ""]
+        for frame in frames:
+            md += [markdown_table(frame), ""]
+        md_path = ctx.figures / f"{name}.md"
+        md_path.write_text("\n".join(md))
+        return Report(name, [md_path, csv_path], {"ranges": csv_rows}, "\n".join(md))
+    return analyse
+
+
+# timing-only recipes -------------------------------------------------------------------------
+
+
+def _fig7_cells(scale: Scale) -> list[TimingCell]:
+    return [TimingCell("lyapunov", 10, v, 100.0, scale.timing_rounds["fig7"]) for v in (1.0, 100.0, 1e5)]
+
+
+def _fig8_cells(scale: Scale) -> list[TimingCell]:
+    r = scale.timing_rounds["fig8"]
+    return [TimingCell("lyapunov", 10, 100.0, lam, r) for lam in (1.0, 10.0, 100.0)] + \
+        [TimingCell("uniform", 10, 100.0, 100.0, r)]
+
+
+def time_average_power(decisions: dict) -> np.ndarray:
+    """(1/T) sum_{t<T} P_n^t q_n^t for T = 1..rounds: array rounds x devices."""
+    pq = np.asarray(decisions["power"], float) * np.asarray(decisions["q"], float)
+    return np.cumsum(pq, axis=0) / np.arange(1, pq.shape[0] + 1)[:, None]
+
+
+def settle_round(curve: np.ndarray, level: float = 1.0, tol: float = 0.05) -> float:
+    """First round after which ``curve`` stays within ``tol`` (relative) of ``level``; NaN if never."""
+    outside = np.flatnonzero(np.abs(np.asarray(curve) - level) > tol * level)
+    if outside.size == 0:
+        return 1.0
+    if outside[-1] == len(curve) - 1:
+        return math.nan
+    return float(outside[-1] + 2)  # rounds are counted from 1
+
+
+def analyse_fig7(ctx: Context) -> Report:
+    """Fig. 7: time-average power per round for V in {1, 100, 1e5} (m = 10, λ = 100)."""
+    plt = _plt()
+    fig, ax = plt.subplots(figsize=(6.4, 4.2))
+    rows = []
+    colours = {1.0: "tab:red", 100.0: "tab:blue", 1e5: "tab:green"}
+    for cell in _fig7_cells(ctx.scale):
+        curves = [time_average_power(np.load(d / "decisions.npz")) for d in ctx.runs.dirs.get(cell.name, [])]
+        if not curves:
+            continue
+        per_device = np.mean(curves, axis=0)       # seeds averaged: rounds x devices
+        mean = per_device.mean(axis=1)
+        rounds = np.arange(1, len(mean) + 1)
+        ax.plot(rounds, mean, color=colours[cell.V], label=f"V = {cell.V:g} (device mean)")
+        ax.fill_between(rounds, per_device.min(axis=1), per_device.max(axis=1), color=colours[cell.V],
+                        alpha=0.12, lw=0)
+        worst = per_device.max(axis=1)
+        rows.append({"V": cell.V, "rounds": len(mean), "mean_power_at_100": float(mean[min(99, len(mean) - 1)]),
+                     "mean_power_at_1000": float(mean[min(999, len(mean) - 1)]), "mean_power_final": float(mean[-1]),
+                     "max_device_power_final": float(worst[-1]),
+                     "rounds_until_mean_within_5pct": settle_round(mean),
+                     "rounds_until_every_device_within_5pct": settle_round(worst)})
+    ax.axhline(1.0, color="black", ls=":", lw=1, label="P̄ = 1")
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("round T")
+    ax.set_ylabel("(1/T) Σ P q (time-average power)")
+    ax.set_title("Fig. 7: convergence of the power constraint (m = 10, λ = 100)")
+    ax.grid(alpha=0.3, which="both")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    path = ctx.figures / "fig7.png"
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    table = pd.DataFrame(rows)
+    md = ["Time-average power (band: range over devices; seeds averaged):", "", markdown_table(table), "",
+          "Paper: larger V reaches P̄ = 1 more slowly; V = 1e5 not within a realistic number of rounds; "
+          "V = 1 oscillates."]
+    return Report("fig7", [path], {"power": rows}, "\n".join(md))
+
+
+def analyse_fig8(ctx: Context) -> Report:
+    """Fig. 8: (a) selection frequency per device vs σ, (b) distinct devices per round, m = 10."""
+    plt = _plt()
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 4.2))
+    cells = _fig8_cells(ctx.scale)
+    rows = []
+    width = 0.8 / len(cells)
+    colours = ["tab:red", "tab:orange", "tab:blue", "tab:grey"]
+    for k, cell in enumerate(cells):
+        dirs = ctx.runs.dirs.get(cell.name, [])
+        if not dirs:
+            continue
+        label = "uniform" if cell.policy == "uniform" else f"λ = {cell.lam:g}"
+        devs = [pd.read_csv(d / "devices.csv") for d in dirs]
+        sigma = devs[0]["sigma"].to_numpy()
+        share = np.mean([d["selections"].to_numpy() / d["selections"].sum() for d in devs], axis=0)
+        order = np.argsort(sigma, kind="stable")
+        ax1.plot(sigma[order], share[order], color=colours[k], lw=1.3, label=label)
+        counts = np.concatenate([pd.read_csv(d / "rounds.csv", usecols=["num_selected"])["num_selected"].to_numpy()
+                                 for d in dirs])
+        m = cell.m
+        freq = np.bincount(counts, minlength=m + 1)[1:m + 1] / len(counts)
+        ax2.bar(np.arange(1, m + 1) + (k - (len(cells) - 1) / 2) * width, freq, width=width, color=colours[k],
+                label=label)
+        top = order[-len(order) // 10:]
+        rows.append({"policy": label, "mean_distinct": float(counts.mean()),
+                     "share_3_to_5": float(((counts >= 3) & (counts <= 5)).mean()),
+                     "mode": int(np.argmax(freq) + 1),
+                     "selection_share_top10pct_sigma": float(share[top].sum())})
+    ax1.set_xlabel("σ_n of the device (ascending)")
+    ax1.set_ylabel("share of selections")
+    ax1.set_yscale("log")
+    ax1.set_title("(a) selection frequency per device")
+    ax1.grid(alpha=0.3)
+    ax1.legend(fontsize=8)
+    ax2.set_xlabel("distinct devices in a round (m = 10 draws)")
+    ax2.set_ylabel("fraction of rounds")
+    ax2.set_title("(b) devices per round")
+    ax2.grid(alpha=0.3, axis="y")
+    ax2.legend(fontsize=8)
+    fig.suptitle("Fig. 8: heterogeneous channels, m = 10, V = 100")
+    fig.tight_layout()
+    path = ctx.figures / "fig8.png"
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    table = pd.DataFrame(rows)
+    md = ["Selection statistics:", "", markdown_table(table), "",
+          "Paper: λ = 100 strongly favours large σ and mostly schedules 3-5 devices; λ = 1 looks like uniform."]
+    return Report("fig8", [path], {"selection": rows}, "\n".join(md))
+
+
+RECIPES: dict[str, Recipe] = {r.name: r for r in [
+    Recipe("fig2", "time to target vs computation time, m in {1, 5, 10}", "training",
+           lambda s: [lyapunov("het", INF, m) for m in (1, 5, 10)], analyse_fig2),
+    Recipe("fig3", "accuracy/loss vs time, lyapunov vs uniform, c = 0 and 2 s", "training", _fig3_cells, analyse_fig3),
+    Recipe("fig4", "α in {0, 1, ∞} at m = 10, 1 s computation", "training",
+           lambda s: [c for a in (INF, 1.0, 0.0) for c in (lyapunov("het", a, 10), uniform("het", a, 10))],
+           analyse_fig4),
+    Recipe("fig5", "accuracy/loss vs rounds (the runs of Fig. 3)", "training", _fig3_cells, analyse_fig5),
+    Recipe("fig6", "homogeneous channels, α in {∞, 1}", "training",
+           lambda s: [c for a in (INF, 1.0) for m in (1, 10) for c in (lyapunov("hom", a, m), uniform("hom", a, m))],
+           analyse_fig6),
+    Recipe("fig7", "time-average power per round for V in {1, 100, 1e5} (timing only)", "timing",
+           _fig7_cells, analyse_fig7),
+    Recipe("fig8", "selection frequency vs σ and distinct devices per round (timing only)", "timing",
+           _fig8_cells, analyse_fig8),
+    Recipe("table1", "best (m, λ) per computation-time range, heterogeneous channels, α in {∞, 1, 0}",
+           "training", _table_cells("het", (INF, 1.0, 0.0)), _table_recipe("table1", "het", (INF, 1.0, 0.0))),
+    Recipe("table2", "best (m, λ) per computation-time range, homogeneous channels, α in {∞, 1}",
+           "training", _table_cells("hom", (INF, 1.0)), _table_recipe("table2", "hom", (INF, 1.0))),
+]}
+
+
+def list_recipes() -> str:
+    """One line per recipe: name, kind and what it reproduces."""
+    return "\n".join(f"{r.name:7s} {r.kind:8s} {r.title}" for r in RECIPES.values())
+
+
+def _timing_overrides(cell: TimingCell) -> dict:
+    return {"scheduler.name": cell.policy, "scheduler.m": cell.m, "scheduler.V": cell.V,
+            "scheduler.lam": cell.lam, "run.rounds": cell.rounds}
+
+
+def recipe_scenarios(names: Sequence[str], scale: Scale, overrides: Sequence[str] = ()) -> dict[str, Scenario]:
+    """The union of the cells of ``names`` as at most two scenario families (training, timing).
+
+    One family per kind keeps a worker pool busy across recipes (one sweep instead of several).
+    """
+    train, timing = {}, {}
+    for name in names:
+        recipe = RECIPES[name]
+        for cell in recipe.cells(scale):
+            if recipe.kind == "training":
+                train[cell.name] = scale.overrides(cell)
+            else:
+                timing[cell.name] = _timing_overrides(cell)
+    out = {}
+    if train:
+        out["training"] = family(training_base(scale, overrides), train)
+    if timing:
+        timing_ov = [o for o in overrides if not o.startswith(("learning.", "run.device"))]
+        out["timing"] = family(timing_base(scale, timing_ov), timing)
+    return out
+
+
+def reproduce(names: str | Sequence[str], scale: str = "cpu", seeds: int = 3, out: str | Path = "runs/paper",
+              figures: str | Path | None = None, executor: str = "serial", workers: int | None = None,
+              overrides: Sequence[str] = (), progress: bool = True, run: bool = True) -> list[Report]:
+    """Run and analyse recipes (``"all"`` for every one); return one Report per recipe.
+
+    Runs go to ``out/cache`` (shared by every recipe and call: finished runs are reused), figures
+    and tables to ``figures`` (default ``out/figures``), and a Markdown report per recipe to
+    ``out/reports/NAME.md``. ``overrides`` (``key=value``) apply to the base scenarios after the
+    scale's, e.g. ``run.device="cuda"``. With ``run=False`` nothing is run: the recipes analyse the
+    runs already in the cache and report the missing ones as failed (their settings are left out).
+    """
+    if isinstance(names, str):
+        names = list(RECIPES) if names == "all" else [names]
+    unknown = [n for n in names if n not in RECIPES]
+    if unknown:
+        raise ConfigError(f"recipe {unknown[0]!r}: unknown; known: {', '.join(RECIPES)}")
+    if scale not in SCALES:
+        raise ConfigError(f"scale = {scale!r}: must be one of {', '.join(SCALES)}")
+    sc = SCALES[scale]
+    out = Path(out)
+    figures = Path(figures) if figures is not None else out / "figures"
+    figures.mkdir(parents=True, exist_ok=True)
+    (out / "reports").mkdir(parents=True, exist_ok=True)
+    runs = Runs({})
+    for kind, scenario in recipe_scenarios(names, sc, overrides).items():
+        got = (run_cells(scenario, seeds, out / "cache", executor, workers, progress) if run
+               else cached_cells(scenario, seeds, out / "cache"))
+        runs.dirs.update(got.dirs)
+        runs.failed += got.failed
+        runs.wall_s += got.wall_s
+    reports = []
+    for name in names:
+        started = time.perf_counter()
+        report = RECIPES[name].analyse(Context(sc, runs, figures, seeds))
+        report.wall_s = time.perf_counter() - started
+        needed = {c.name for c in RECIPES[name].cells(sc)}
+        report.failed = [f for f in runs.failed if f.split(" seed ")[0] in needed]
+        text = [f"# {name}: {RECIPES[name].title}", "", f"scale {scale}, {seeds} seed(s); runs in {out / 'cache'} "
+                f"(sweep wall time {runs.wall_s:.0f} s for all requested recipes)", "", report.markdown]
+        if report.failed:
+            text += ["", "Failed runs:", *(f"- {f}" for f in report.failed)]
+        (out / "reports" / f"{name}.md").write_text("\n".join(text) + "\n")
+        (out / "reports" / f"{name}.json").write_text(json.dumps(report.numbers, indent=1, default=_json_default))
+        reports.append(report)
+    return reports
+
+
+def _json_default(value):
+    if isinstance(value, (np.integer,)):
+        return int(value)
+    if isinstance(value, (np.floating,)):
+        return float(value)
+    return str(value)
