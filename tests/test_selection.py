@@ -295,6 +295,17 @@ def test_simplex_gradient_and_hessian_are_consistent():
                                                    second_derivative(p, a, b, m) * d, d)
 
     assert man.inner_product(x, hess(x, u), v) == pytest.approx(man.inner_product(x, u, hess(x, v)), rel=1e-8)
+    # ... it is the Hessian of f(y^2 / 4) on the sphere |y| = 2 (y = 2 sqrt(x) is an isometry
+    # from the Fisher simplex onto that sphere), at a point that is not critical ...
+    y, r2 = 2.0 * np.sqrt(x), 4.0
+    egrad_y = gradient(x, a, b, m) * y / 2.0
+
+    def sphere_hess(xi):  # projected Euclidean Hessian minus the curvature (Weingarten) term
+        z = (gradient(x, a, b, m) / 2.0 + x * second_derivative(x, a, b, m)) * xi
+        return z - y * np.dot(y, z) / r2 - np.dot(y, egrad_y) / r2 * xi
+
+    assert man.inner_product(x, hess(x, u), v) == pytest.approx(
+        np.dot(sphere_hess(u / np.sqrt(x)), v / np.sqrt(x)), rel=1e-10)
     # ... and at a critical point it is the second derivative along any retraction curve.
     xs = solve_selection(a, b, m).omega
     v = man.random_tangent_vector(xs) * 1e-2
