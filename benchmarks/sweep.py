@@ -72,7 +72,7 @@ def main() -> None:
     cols = [c for c in METRICS if c != "wall_time_s"] + ["key"]
     same = all(tables[e][cols].equals(tables["serial"][cols]) for e in tables)
     med = {e: statistics.median(t) for e, t in times.items()}
-    per_run = tables["serial"]["wall_time_s"].mean()
+    per_run = statistics.median(run_s["serial"])
 
     print(f"8 runs (N=100, m=10, {args.rounds} rounds, timing-only; {per_run:.2f} s per run serially), "
           f"{args.workers} workers, {_cores()} cores, median of {args.repeat}")
