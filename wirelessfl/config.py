@@ -51,44 +51,84 @@ class RunConfig:
     eval_every_s: float | None = _field(None, gt=0, doc="evaluate every dt simulated seconds")
     timing_only: bool = _field(False, doc="run the event loop without training")
     checkpoint_every: int | None = _field(None, ge=1, doc="write a checkpoint every k rounds")
+    round_deadline_s: float | None = _field(None, gt=0, doc="uploads not done this long after the "
+                                            "round started are dropped; the round ends then")
     record_devices: bool = _field(True, doc="keep per-round arrays of every device (decisions.npz)")
     device: str = _field("cpu", doc="torch device for training, e.g. cpu or cuda")
+    threads: int = _field(1, ge=1, doc="torch intra-op threads while the run trains (part of the "
+                                        "scenario so results do not depend on where it runs)")
 
 
 @dataclass(frozen=True)
 class ChannelConfig:
-    """Rayleigh block fading: |h_n| ~ Rayleigh(sigma_n), one draw per device per round."""
+    """Block fading (one draw per device per round), optionally times path loss and shadowing.
 
-    model: str = _field("rayleigh", choices=("rayleigh",))
+    Fading: "rayleigh" (i.i.d. |h_n| ~ Rayleigh(sigma_n)), "gauss_markov" (the same marginal,
+    correlated across rounds: h_t = rho h_{t-1} + sqrt(1 - rho^2) w_t) or "rician" (a line-of-sight
+    part with K times the scattered power; mean power 2 sigma_n^2 as for Rayleigh).
+    Path loss (path_loss = true): the gain is the fading |h|^2 times
+    reference_gain x (d / d0)^-exponent x 10^(X / 10), X ~ N(0, shadowing_db^2), base station at (0, 0).
+    """
+
+    model: str = _field("rayleigh", choices=("rayleigh", "gauss_markov", "rician"))
     profile: str = _field("homogeneous", choices=("homogeneous", "linear", "list"),
                           doc="how sigma_n is set across devices")
     sigma: float = _field(1.0, gt=0, doc="sigma of every device (homogeneous)")
     sigma_min: float = _field(0.1, gt=0, doc="sigma of device 0 (linear)")
     sigma_max: float = _field(10.0, gt=0, doc="sigma of device N-1 (linear)")
     sigmas: tuple[float, ...] = _field((), gt=0, doc="one sigma per device (list)")
-    gain_floor: float = _field(1e-3, ge=0, doc="lower clip of |h|^2")
+    gain_floor: float = _field(1e-3, ge=0, doc="lower clip of the fading |h|^2 (before path loss)")
+    rho: float = _field(0.9, ge=0, le=1, doc="gauss_markov: correlation of h between rounds")
+    rician_k: float = _field(1.0, ge=0, doc="rician: line-of-sight power / scattered power (linear)")
+    path_loss: bool = _field(False, doc="multiply the fading gain by distance path loss and shadowing")
+    cell_radius_m: float = _field(100.0, gt=0, doc="devices are drawn uniformly in this disc")
+    positions_m: tuple[tuple[float, ...], ...] = _field((), doc="one [x, y] per device (else drawn)")
+    reference_distance_m: float = _field(1.0, gt=0, doc="d0; closer devices count as at d0")
+    reference_gain_db: float = _field(0.0, doc="path gain at d0 in dB")
+    path_loss_exponent: float = _field(3.0, gt=0)
+    shadowing_db: float = _field(0.0, ge=0, doc="standard deviation of log-normal shadowing in dB")
+    shadowing: str = _field("per_device", choices=("per_device", "per_round"),
+                            doc="shadowing drawn once per device, or afresh every round")
 
 
 @dataclass(frozen=True)
 class LinkConfig:
     """Uplink: rate B log2(1 + g P / N0), airtime = model bits / rate, energy = P x airtime."""
 
-    access: str = _field("tdma", choices=("tdma",), doc="multiple access scheme")
+    access: str = _field("tdma", choices=("tdma", "fdma"),
+                         doc="tdma: one device at a time on the whole band; fdma: band split evenly")
     bandwidth_hz: float = _field(22e6, gt=0)
     noise_power: Power = _field(1.0, gt=0, doc="N0 (linear, or a string in dB)")
     p_bar: Power = _field(1.0, gt=0, doc="time-average power budget per device")
     p_max: Power = _field(10 ** 3.5, gt=0, doc="peak transmit power")
-    downlink_s: float = _field(0.0, ge=0, doc="broadcast time of the global model per round")
+    downlink_s: float = _field(0.0, ge=0, doc="fixed broadcast time of the global model per round")
+    downlink_rate_bps: float | None = _field(None, gt=0, doc="adds model_bits / rate to downlink_s")
     model_bits: int | None = _field(None, ge=1, doc="upload size; default 32 x model parameters")
 
 
 @dataclass(frozen=True)
 class DevicesConfig:
-    """The devices and their computation time per round (they compute in parallel)."""
+    """The devices, their computation time per round (they compute in parallel) and availability.
+
+    compute: "constant" (compute_s or compute_s_per_device), "cpu" (cycles_per_sample x samples per
+    round / cpu_hz, energy kappa cpu_hz^2 per cycle; samples per round = local_steps x batch_size)
+    or "shifted_exponential" (delay_shift_s + Exp(mean delay_mean_s), drawn per device per round).
+    Availability: a two-state Markov chain per device (p_on_to_off = 0: always available).
+    """
 
     count: int = _field(100, ge=1, doc="number of devices N")
+    compute: str = _field("constant", choices=("constant", "cpu", "shifted_exponential"))
     compute_s: float = _field(0.0, ge=0, doc="computation time per round, the same for all")
     compute_s_per_device: tuple[float, ...] = _field((), ge=0, doc="one time per device")
+    cpu_hz: float = _field(1e9, gt=0, doc="cpu: CPU frequency f of every device")
+    cpu_hz_per_device: tuple[float, ...] = _field((), gt=0, doc="cpu: one frequency per device")
+    cycles_per_sample: float = _field(1e7, gt=0, doc="cpu: CPU cycles c per training sample")
+    cycles_per_sample_per_device: tuple[float, ...] = _field((), gt=0, doc="cpu: one c per device")
+    kappa: float = _field(1e-28, ge=0, doc="cpu: effective switched capacitance; kappa f^2 J per cycle")
+    delay_shift_s: float = _field(0.0, ge=0, doc="shifted_exponential: the shift")
+    delay_mean_s: float = _field(1.0, gt=0, doc="shifted_exponential: mean of the exponential part")
+    p_on_to_off: float = _field(0.0, ge=0, le=1, doc="per-round probability an available device leaves")
+    p_off_to_on: float = _field(1.0, gt=0, le=1, doc="per-round probability an unavailable one returns")
 
 
 @dataclass(frozen=True)
@@ -346,9 +386,15 @@ def _cross_check(s: Scenario) -> None:
                           f"(devices.count = {n})")
     if s.channel.profile == "linear" and s.channel.sigma_max < s.channel.sigma_min:
         raise ConfigError(f"channel.sigma_max = {s.channel.sigma_max}: must be >= channel.sigma_min")
-    if s.devices.compute_s_per_device and len(s.devices.compute_s_per_device) != n:
-        raise ConfigError(f"devices.compute_s_per_device has {len(s.devices.compute_s_per_device)} values: "
-                          f"must have one per device (devices.count = {n})")
+    for section, key in (("devices", "compute_s_per_device"), ("devices", "cpu_hz_per_device"),
+                         ("devices", "cycles_per_sample_per_device"), ("channel", "positions_m")):
+        values = getattr(getattr(s, section), key)
+        if values and len(values) != n:
+            raise ConfigError(f"{section}.{key} has {len(values)} values: must have one per device "
+                              f"(devices.count = {n})")
+    for i, xy in enumerate(s.channel.positions_m):
+        if len(xy) != 2:
+            raise ConfigError(f"channel.positions_m[{i}] = {list(xy)!r}: must be a pair [x, y] in metres")
     if s.run.rounds is None and s.run.time_budget_s is None:
         raise ConfigError("run.rounds: set run.rounds or run.time_budget_s so the run stops")
     if s.run.stop_at_target and s.run.target_accuracy is None:
@@ -375,8 +421,12 @@ def _cross_check(s: Scenario) -> None:
 # writing scenarios back
 
 
-def to_dict(scenario: Scenario) -> dict:
-    """The scenario as a nested dict that from_dict reads back to an equal scenario."""
+def to_dict(scenario: Scenario, only_changed: bool = False) -> dict:
+    """The scenario as a nested dict that from_dict reads back to an equal scenario.
+
+    With ``only_changed``, fields at their default value are left out: the canonical form used to
+    key cached runs, which stays the same when a later version adds fields with defaults.
+    """
     out: dict[str, Any] = {}
     for f in dataclasses.fields(scenario):
         value = getattr(scenario, f.name)
@@ -387,8 +437,11 @@ def to_dict(scenario: Scenario) -> dict:
             if value:
                 out[f.name] = {k: list(v) for k, v in value}
         elif dataclasses.is_dataclass(value):
-            out[f.name] = {k: (list(v) if isinstance(v, tuple) else v)
-                           for k, v in dataclasses.asdict(value).items() if v is not None}
+            defaults = type(value)()
+            table = {k: (list(v) if isinstance(v, tuple) else v) for k, v in dataclasses.asdict(value).items()
+                     if v is not None and not (only_changed and getattr(defaults, k) == v)}
+            if table or not only_changed:
+                out[f.name] = table
         else:
             out[f.name] = value
     return out
@@ -410,9 +463,12 @@ def _toml_value(value: Any) -> str:
     raise TypeError(f"cannot write {value!r} as TOML")
 
 
-def dumps(scenario: Scenario) -> str:
-    """The scenario as TOML text (read back by load_scenario to an equal scenario)."""
-    data = to_dict(scenario)
+def dumps(scenario: Scenario, only_changed: bool = False) -> str:
+    """The scenario as TOML text (read back by load_scenario to an equal scenario).
+
+    ``only_changed`` leaves out fields at their defaults (see to_dict).
+    """
+    data = to_dict(scenario, only_changed)
     lines = [f"{k} = {_toml_value(v)}" for k, v in data.items() if not isinstance(v, dict)]
 
     def table(name: str, body: dict) -> None:

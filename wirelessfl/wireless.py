@@ -30,10 +30,188 @@ class RayleighFading:
         gains = rng.exponential(2.0 * self.sigmas ** 2)
         return np.maximum(gains, self.gain_floor)
 
+    def mean_gain(self) -> np.ndarray:
+        """E|h_n|^2 = 2 sigma_n^2 (ignoring the floor)."""
+        return 2.0 * self.sigmas ** 2
 
-def make_channel(cfg: ChannelConfig, num_devices: int) -> RayleighFading:
-    """The channel model named in the scenario."""
-    return RayleighFading(sigma_profile(cfg, num_devices), cfg.gain_floor)
+
+class GaussMarkovFading:
+    """Rayleigh fading correlated across rounds (first-order Gauss-Markov, Jakes-like memory).
+
+    h_t = rho h_{t-1} + sqrt(1 - rho^2) w_t with w_t ~ CN(0, 2 sigma^2) i.i.d.; h_0 is drawn from the
+    stationary law CN(0, 2 sigma^2), so every round's |h_t| ~ Rayleigh(sigma) and the lag-k
+    correlation of h is rho^k. rho = 0 is i.i.d. Rayleigh, rho = 1 a channel frozen at h_0.
+    The current h is state: ``state_dict``/``load_state`` carry it through checkpoints.
+    """
+
+    def __init__(self, sigmas: np.ndarray, rho: float, gain_floor: float):
+        self.sigmas = np.asarray(sigmas, dtype=float)
+        self.rho = float(rho)
+        self.gain_floor = gain_floor
+        self.h: np.ndarray | None = None  # complex amplitudes of the last round; None before round 0
+
+    def _complex_gaussian(self, rng: np.random.Generator) -> np.ndarray:
+        # real and imaginary parts N(0, sigma^2): E|w|^2 = 2 sigma^2
+        z = rng.standard_normal((2, self.sigmas.size)) * self.sigmas
+        return z[0] + 1j * z[1]
+
+    def draw(self, rng: np.random.Generator) -> np.ndarray:
+        """Advance the process one round and return the gains |h_n|^2 (clipped below)."""
+        w = self._complex_gaussian(rng)
+        self.h = w if self.h is None else self.rho * self.h + np.sqrt(1.0 - self.rho ** 2) * w
+        return np.maximum(np.abs(self.h) ** 2, self.gain_floor)
+
+    def mean_gain(self) -> np.ndarray:
+        """E|h_n|^2 = 2 sigma_n^2 (ignoring the floor)."""
+        return 2.0 * self.sigmas ** 2
+
+    def state_dict(self) -> dict:
+        """The current amplitudes as plain lists (exact float round trip, weights-only loadable)."""
+        if self.h is None:
+            return {"h_real": None, "h_imag": None}
+        return {"h_real": self.h.real.tolist(), "h_imag": self.h.imag.tolist()}
+
+    def load_state(self, state: dict) -> None:
+        """Inverse of state_dict."""
+        if state.get("h_real") is None:
+            self.h = None
+        else:
+            self.h = np.asarray(state["h_real"], dtype=float) + 1j * np.asarray(state["h_imag"], dtype=float)
+
+
+class RicianFading:
+    """Block fading with a line-of-sight part: h = sqrt(K/(K+1)) Omega^(1/2) + sqrt(1/(K+1)) w.
+
+    w ~ CN(0, Omega) with Omega = 2 sigma_n^2, so E|h|^2 = Omega (as for Rayleigh with the same sigma)
+    and K = LOS power / scattered power; |h| is Rice-distributed; K = 0 is Rayleigh(sigma). The LOS
+    phase is irrelevant to |h| because w is circularly symmetric. I.i.d. across rounds.
+    """
+
+    def __init__(self, sigmas: np.ndarray, k_factor: float, gain_floor: float):
+        self.sigmas = np.asarray(sigmas, dtype=float)
+        self.k_factor = float(k_factor)
+        self.gain_floor = gain_floor
+
+    def draw(self, rng: np.random.Generator) -> np.ndarray:
+        """One round's gains |h_n|^2 (clipped below)."""
+        omega = 2.0 * self.sigmas ** 2
+        los = np.sqrt(self.k_factor / (self.k_factor + 1.0) * omega)
+        scatter_sd = np.sqrt(omega / (2.0 * (self.k_factor + 1.0)))  # per real dimension
+        z = rng.standard_normal((2, self.sigmas.size)) * scatter_sd
+        return np.maximum((los + z[0]) ** 2 + z[1] ** 2, self.gain_floor)
+
+    def mean_gain(self) -> np.ndarray:
+        """E|h_n|^2 = 2 sigma_n^2 (ignoring the floor)."""
+        return 2.0 * self.sigmas ** 2
+
+
+def cell_positions(num_devices: int, radius_m: float, rng: np.random.Generator) -> np.ndarray:
+    """Positions (N, 2) drawn uniformly over a disc of the given radius centred on the base station."""
+    r = radius_m * np.sqrt(rng.random(num_devices))  # sqrt: uniform in area, not in radius
+    theta = 2.0 * np.pi * rng.random(num_devices)
+    return np.stack([r * np.cos(theta), r * np.sin(theta)], axis=1)
+
+
+class PathLoss:
+    """Large-scale gain: reference_gain x (d / d0)^-exponent x 10^(X / 10), X ~ N(0, shadowing_db^2).
+
+    Distances below d0 count as d0 (the far-field model does not hold closer in). Shadowing is drawn
+    once per device at construction (``per_round=False``: a device behind a building stays there) or
+    afresh every round from the channel stream (``per_round=True``: fast-moving devices).
+    """
+
+    def __init__(self, positions_m: np.ndarray, *, reference_gain: float, reference_distance_m: float,
+                 exponent: float, shadowing_db: float, per_round: bool, rng: np.random.Generator):
+        self.positions_m = np.asarray(positions_m, dtype=float).reshape(-1, 2)
+        self.distances_m = np.hypot(self.positions_m[:, 0], self.positions_m[:, 1])
+        d = np.maximum(self.distances_m, reference_distance_m)
+        self.distance_gain = reference_gain * (d / reference_distance_m) ** (-exponent)
+        self.shadowing_db = float(shadowing_db)
+        self.per_round = per_round
+        self.device_shadow_db = (np.zeros(d.size) if per_round or shadowing_db == 0
+                                 else rng.normal(0.0, shadowing_db, d.size))
+
+    def scale(self, rng: np.random.Generator) -> np.ndarray:
+        """This round's large-scale gain of every device."""
+        if self.per_round and self.shadowing_db > 0:
+            return self.distance_gain * 10.0 ** (rng.normal(0.0, self.shadowing_db, self.distance_gain.size) / 10.0)
+        return self.distance_gain * 10.0 ** (self.device_shadow_db / 10.0)
+
+    def mean_scale(self) -> np.ndarray:
+        """Long-run mean of each device's scale.
+
+        Per-round shadowing: the log-normal mean, distance gain x exp((s ln10 / 10)^2 / 2). Per-device
+        shadowing: the device's own fixed scale (averaged over devices at one distance it has the
+        same log-normal mean).
+        """
+        if self.per_round:
+            return self.distance_gain * np.exp(0.5 * (self.shadowing_db * np.log(10.0) / 10.0) ** 2)
+        return self.distance_gain * 10.0 ** (self.device_shadow_db / 10.0)
+
+
+class PathLossChannel:
+    """A fading model times a path-loss model: g_n = PathLoss.scale_n x |h_n|^2.
+
+    The fading's gain floor applies to |h|^2 before path loss, so it stays a relative deep-fade clip.
+    """
+
+    def __init__(self, fading, path_loss: PathLoss):
+        self.fading, self.path_loss = fading, path_loss
+
+    def draw(self, rng: np.random.Generator) -> np.ndarray:
+        """One round's gains (the fading is drawn first, then any per-round shadowing)."""
+        small = self.fading.draw(rng)
+        return small * self.path_loss.scale(rng)
+
+    def mean_gain(self) -> np.ndarray:
+        """Long-run mean gain of each device: PathLoss.mean_scale x E|h|^2 (ignoring the floor)."""
+        return self.path_loss.mean_scale() * self.fading.mean_gain()
+
+    def state_dict(self) -> dict:
+        """The fading's state (the path loss is rebuilt from the scenario and its seed)."""
+        return channel_state(self.fading)
+
+    def load_state(self, state: dict) -> None:
+        """Inverse of state_dict."""
+        load_channel_state(self.fading, state)
+
+
+def channel_state(channel) -> dict | None:
+    """The channel's memory for checkpoints (None for memoryless models)."""
+    get = getattr(channel, "state_dict", None)
+    return get() if get is not None else None
+
+
+def load_channel_state(channel, state: dict | None) -> None:
+    """Restore what channel_state returned."""
+    if state is not None:
+        channel.load_state(state)
+
+
+def make_channel(cfg: ChannelConfig, num_devices: int, rng: np.random.Generator | None = None):
+    """The channel model named in the scenario.
+
+    ``rng`` (the "cell" stream) places the devices and draws per-device shadowing; it is only used
+    with path loss, at construction, so a resumed run rebuilds the same cell from the seed.
+    """
+    sigmas = sigma_profile(cfg, num_devices)
+    if cfg.model == "gauss_markov":
+        fading = GaussMarkovFading(sigmas, cfg.rho, cfg.gain_floor)
+    elif cfg.model == "rician":
+        fading = RicianFading(sigmas, cfg.rician_k, cfg.gain_floor)
+    else:
+        fading = RayleighFading(sigmas, cfg.gain_floor)
+    if not cfg.path_loss:
+        return fading
+    if rng is None:
+        raise ValueError("path loss needs an rng to place the devices and draw their shadowing")
+    positions = (np.asarray(cfg.positions_m, dtype=float) if cfg.positions_m
+                 else cell_positions(num_devices, cfg.cell_radius_m, rng))
+    path_loss = PathLoss(positions,
+                         reference_gain=10.0 ** (cfg.reference_gain_db / 10.0),
+                         reference_distance_m=cfg.reference_distance_m, exponent=cfg.path_loss_exponent,
+                         shadowing_db=cfg.shadowing_db, per_round=cfg.shadowing == "per_round", rng=rng)
+    return PathLossChannel(fading, path_loss)
 
 
 class Link:
@@ -42,6 +220,15 @@ class Link:
     def __init__(self, cfg: LinkConfig):
         self.bandwidth_hz = cfg.bandwidth_hz
         self.noise_power = cfg.noise_power
+        self.downlink_s = cfg.downlink_s
+        self.downlink_rate_bps = cfg.downlink_rate_bps
+
+    def downlink_time_s(self, bits: float) -> float:
+        """Broadcast time of the global model: downlink_s plus bits / downlink_rate_bps if a rate is set.
+
+        The two add up: downlink_s stands for fixed per-round overheads (synchronisation, signalling).
+        """
+        return self.downlink_s + (bits / self.downlink_rate_bps if self.downlink_rate_bps else 0.0)
 
     def rate_bps(self, gain: np.ndarray, power: np.ndarray) -> np.ndarray:
         """Achievable rate in bit/s of each device at the given gain and transmit power."""
@@ -59,3 +246,46 @@ class Link:
         energy = np.zeros(power.shape)
         energy[sending] = power[sending] * self.airtime_s(bits, gain[sending], power[sending])
         return energy
+
+
+class TDMA:
+    """Time division: one device at a time on the whole band (the engine queues them, first come first
+    served in order of computation completion); airtime = bits / (B log2(1 + g P / N0))."""
+
+    concurrent = False
+
+    def __init__(self, link: Link):
+        self.link = link
+
+    def airtime_s(self, bits: float, gain: np.ndarray, power: np.ndarray) -> np.ndarray:
+        """Airtime of each selected device, alone on the band."""
+        return self.link.airtime_s(bits, gain, power)
+
+
+class FDMA:
+    """Frequency division: the k selected devices each get B / k and transmit at once.
+
+    Thermal noise has a flat spectral density, so a sub-band of B / k carries noise N0 / k:
+    rate = (B / k) log2(1 + g P k / N0) and airtime = bits / rate. The split is fixed for the
+    round (a device that finishes early does not hand its sub-band to the others); each device
+    starts as soon as its computation ends.
+    """
+
+    concurrent = True
+
+    def __init__(self, link: Link):
+        self.link = link
+
+    def airtime_s(self, bits: float, gain: np.ndarray, power: np.ndarray) -> np.ndarray:
+        """Airtime of each of the k = len(gain) selected devices on its B / k sub-band."""
+        gain, power = np.broadcast_arrays(np.asarray(gain, dtype=float), np.asarray(power, dtype=float))
+        k = max(gain.size, 1)
+        snr = gain * power * k / self.link.noise_power
+        rate = self.link.bandwidth_hz / k * np.log2(1.0 + snr)
+        with np.errstate(divide="ignore"):
+            return bits / rate
+
+
+def make_access(cfg: LinkConfig, link: Link):
+    """The multiple-access scheme named in the scenario."""
+    return FDMA(link) if cfg.access == "fdma" else TDMA(link)

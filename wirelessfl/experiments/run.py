@@ -12,13 +12,13 @@ import torch
 
 from .. import rng as rngs
 from ..config import Scenario, dumps
-from ..devices import make_compute
+from ..devices import make_availability, make_compute
 from ..scheduling.base import Decision
 from ..sim.engine import Engine, EvalRule, RoundRecord, StopRule
 from ..sim.checkpoint import (CHECKPOINT_NAME, load_checkpoint, load_object_state, object_state,
                               save_checkpoint)
 from ..sim.records import ROUND_COLUMNS, Recorder, write_json_atomic
-from ..wireless import Link, make_channel, sigma_profile
+from ..wireless import Link, PathLossChannel, make_access, make_channel, sigma_profile
 
 # Input shape and class count of each dataset, so timing-only runs know the model size without data.
 DATASET_SHAPES = {"fashion_mnist": ((1, 28, 28), 10), "mnist": ((1, 28, 28), 10),
@@ -151,11 +151,18 @@ class _Run:
         self.recorder = Recorder(n, run_dir, keep_device_arrays=rc.record_devices)
         self.bar = _ProgressBar(scenario, enabled=progress)
         self.scheduler = make_scheduler(scenario)
+        # the cell (positions, per-device shadowing) is drawn once from its own stream: a resumed run
+        # rebuilds it from the seed, so it is not part of the checkpoint
+        self.channel = make_channel(scenario.channel, n, rngs.stream(scenario.seed, "cell"))
+        link = Link(scenario.link)
+        samples_per_round = scenario.learning.local_steps * scenario.learning.batch_size
         self.engine = Engine(
-            channel=make_channel(scenario.channel, n), link=Link(scenario.link),
-            compute=make_compute(scenario.devices), scheduler=self.scheduler,
-            model_bits=self.bits, num_devices=n, downlink_s=scenario.link.downlink_s,
-            streams={name: rngs.stream(scenario.seed, name) for name in ("channel", "selection", "compute")},
+            channel=self.channel, link=link, access=make_access(scenario.link, link),
+            compute=make_compute(scenario.devices, samples_per_round), scheduler=self.scheduler,
+            availability=make_availability(scenario.devices), round_deadline_s=rc.round_deadline_s,
+            model_bits=self.bits, num_devices=n, downlink_s=link.downlink_time_s(self.bits),
+            streams={name: rngs.stream(scenario.seed, name)
+                     for name in ("channel", "selection", "compute", "availability")},
             learner=self.learner,
             stop=StopRule(rc.rounds, rc.time_budget_s, rc.target_accuracy, rc.stop_at_target),
             evaluate=EvalRule(rc.eval_every_rounds, rc.eval_every_s),
@@ -187,6 +194,10 @@ class _Run:
     def execute(self) -> RunResult:
         started = time.perf_counter()
         status, error = "complete", None
+        # Float reductions depend on the thread count: fix it per run so a run gives the same
+        # records serially, in a process pool or on a cluster.
+        threads = torch.get_num_threads()
+        torch.set_num_threads(self.scenario.run.threads)
         try:
             self.engine.run()
         except BaseException as exc:  # record what happened, keep what was written, then re-raise
@@ -194,9 +205,13 @@ class _Run:
             error = f"{type(exc).__name__}: {exc}"
             raise
         finally:
+            torch.set_num_threads(threads)
             self.bar.close()
             rec, sc = self.recorder, self.scenario
-            devices = rec.device_table(sigma_profile(sc.channel, sc.devices.count))
+            extra = ({"distance_m": self.channel.path_loss.distances_m,
+                      "mean_gain": self.channel.mean_gain()}
+                     if isinstance(self.channel, PathLossChannel) else None)
+            devices = rec.device_table(sigma_profile(sc.channel, sc.devices.count), extra)
             summary = summarise(sc, rec.rounds, rec.evals, devices,
                                 wall_time_s=time.perf_counter() - started, model_bits=self.bits)
             summary.update(status=status, error=error)
@@ -224,7 +239,11 @@ def summarise(scenario: Scenario, rounds: list[dict], evals: list[dict], devices
         "total_comm_s": float(sum(r["comm_s"] for r in rounds)),
         "total_comp_s": float(sum(r["comp_s"] for r in rounds)),
         "total_downlink_s": float(sum(r["downlink_s"] for r in rounds)),
-        "total_energy_j": float(sum(r["energy_j"] for r in rounds)),
+        "total_energy_j": float(sum(r["energy_j"] for r in rounds)),  # transmit energy
+        "total_compute_energy_j": float(sum(r.get("compute_energy_j", 0.0) for r in rounds)),
+        "max_device_energy_j": float(np.max(devices["transmit_energy_j"] + devices["compute_energy_j"],
+                                            initial=0.0)),
+        "dropped_uploads": int(sum(r["num_selected"] - r.get("num_arrived", r["num_selected"]) for r in rounds)),
         "mean_time_avg_power": float(np.mean(devices["time_avg_power"])),
         "mean_distinct_per_round": float(np.mean([r["num_selected"] for r in rounds])) if rounds else 0.0,
         "wall_time_s": wall_time_s,

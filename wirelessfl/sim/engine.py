@@ -1,10 +1,12 @@
 """The SimPy event loop: when things happen in one round, and the loop over rounds.
 
-Per round: channel draw -> scheduler decision -> m draws (distinct set) -> downlink broadcast ->
-each selected device computes in parallel (its own process) -> uploads through the uplink resource
-(TDMA: one transmitter at a time, first come first served in order of computation completion) ->
-aggregation once every upload is in. Learning happens at aggregation and takes no simulated time of
-its own: its duration is what the computation model stands for. No algorithm maths lives here.
+Per round: channel draw -> availability -> scheduler decision -> m draws (distinct set) -> downlink
+broadcast -> each selected device computes in parallel (its own process) -> uploads (TDMA: through a
+one-transmitter resource, first come first served in order of computation completion; FDMA: each on
+its own sub-band as soon as its computation ends) -> aggregation once every upload is in, or at the
+round deadline with the uploads that arrived by then. Learning happens at aggregation and takes no
+simulated time of its own: its duration is what the computation model stands for. No algorithm
+maths lives here.
 """
 from __future__ import annotations
 
@@ -38,9 +40,12 @@ class RoundRecord:
     selected: np.ndarray   # distinct devices, ascending
     upload_order: np.ndarray  # devices in the order their uploads started
     airtime_s: np.ndarray  # per selected device (same order as ``selected``)
-    energy_j: np.ndarray   # per selected device
+    energy_j: np.ndarray   # transmit energy per selected device: P x time actually on the air
     gains: np.ndarray
     decision: Decision
+    compute_energy_j: np.ndarray | None = None  # per selected device, for the computation done
+    arrived: np.ndarray | None = None    # per selected device: upload complete by the deadline
+    available: np.ndarray | None = None  # per device (N,): could be scheduled (None: all)
 
 
 @dataclass
@@ -82,8 +87,23 @@ class EvalRule:
         return rounds_done % (self.every_rounds or 10) == 0
 
 
+class _Uploads:
+    """What happened to each selected device's upload in one round (filled by the device processes)."""
+
+    def __init__(self, k: int):
+        self.order: list[int] = []
+        self.tx_start = np.full(k, np.nan)
+        self.arrived = np.zeros(k, dtype=bool)
+
+
 class Engine:
-    """Runs rounds on a SimPy clock and reports each round and evaluation to callbacks."""
+    """Runs rounds on a SimPy clock and reports each round and evaluation to callbacks.
+
+    ``access`` (wireless.TDMA or FDMA; default TDMA over ``link``) gives the airtimes and says whether
+    devices share one transmitter; ``availability`` (default: all devices always available) gives
+    each round's mask from the "availability" stream; ``round_deadline_s`` drops uploads not finished
+    that long after the round started.
+    """
 
     def __init__(self, *, channel, link, compute, scheduler, model_bits: float, num_devices: int,
                  streams: dict[str, np.random.Generator], downlink_s: float = 0.0,
@@ -91,8 +111,14 @@ class Engine:
                  on_round: Callable[[RoundRecord], None] = lambda r: None,
                  on_eval: Callable[[dict], None] = lambda e: None,
                  checkpoint_every: int | None = None,
-                 on_checkpoint: Callable[["Engine"], None] = lambda e: None):
+                 on_checkpoint: Callable[["Engine"], None] = lambda e: None,
+                 access=None, availability=None, round_deadline_s: float | None = None):
         self.channel, self.link, self.compute, self.scheduler = channel, link, compute, scheduler
+        if access is None:
+            from ..wireless import TDMA
+
+            access = TDMA(link)
+        self.access, self.availability, self.round_deadline_s = access, availability, round_deadline_s
         self.model_bits = float(model_bits)
         self.num_devices = num_devices
         self.streams = streams
@@ -107,26 +133,41 @@ class Engine:
     def run(self) -> None:
         """Run until the stop rule fires (from where ``load_state`` left it, if it was called)."""
         self.env = simpy.Environment(initial_time=self._start_s)
-        self.uplink = simpy.Resource(self.env, capacity=1)  # TDMA: one transmitter at a time
+        # TDMA: one transmitter at a time; FDMA: every device has its own sub-band, no queue
+        self.uplink = None if self.access.concurrent else simpy.Resource(self.env, capacity=1)
         if self.rounds_done == 0:
             self._evaluate()
-        self.env.process(self._loop())
-        self.env.run()
+        # until the loop ends: a deadline timer left over from the last round must not move the clock
+        self.env.run(until=self.env.process(self._loop()))
 
     def state_dict(self) -> dict:
-        """Everything the loop needs to continue exactly where it is (between rounds)."""
+        """Everything the loop needs to continue exactly where it is (between rounds).
+
+        Models with memory (a Gauss-Markov channel, the availability chain) add their state; it
+        is kept in plain lists so the checkpoint loads in torch's weights-only mode.
+        """
+        from ..wireless import channel_state
+
         return {"rounds_done": self.rounds_done, "now_s": float(self.env.now),
                 "eval_next_s": self.eval_rule._next_s, "target_reached": self.stop.reached,
-                "streams": {name: g.bit_generator.state for name, g in self.streams.items()}}
+                "streams": {name: g.bit_generator.state for name, g in self.streams.items()},
+                "channel": channel_state(self.channel),
+                "availability": self.availability.state_dict() if self.availability is not None else None}
 
     def load_state(self, state: dict) -> None:
         """Continue from a state_dict (call before run)."""
+        from ..wireless import load_channel_state
+
         self.rounds_done = int(state["rounds_done"])
         self._start_s = float(state["now_s"])
         self.eval_rule._next_s = float(state["eval_next_s"])
         self.stop.reached = bool(state["target_reached"])
         for name, g in self.streams.items():
-            g.bit_generator.state = state["streams"][name]
+            if name in state["streams"]:  # a stream added since the checkpoint was written starts fresh
+                g.bit_generator.state = state["streams"][name]
+        load_channel_state(self.channel, state.get("channel"))
+        if self.availability is not None and state.get("availability") is not None:
+            self.availability.load_state(state["availability"])
 
     # --- processes -----------------------------------------------------------------------------
 
@@ -142,36 +183,71 @@ class Engine:
     def _round(self, r: int):
         t_start = self.env.now
         gains = self.channel.draw(self.streams["channel"])
+        available = (self.availability.step(self.streams["availability"])
+                     if self.availability is not None else None)
         state = RoundState(round=r, gains=gains, model_bits=self.model_bits,
-                           bandwidth_hz=self.link.bandwidth_hz, noise_power=self.link.noise_power)
+                           bandwidth_hz=self.link.bandwidth_hz, noise_power=self.link.noise_power,
+                           available=available)
         decision = self.scheduler.decide(state)
         selected = draw_devices(decision.omega, decision.m, self.streams["selection"])
         power = decision.power[selected]
-        airtime = self.link.airtime_s(self.model_bits, gains[selected], power)
+        airtime = self.access.airtime_s(self.model_bits, gains[selected], power)
         comp = self.compute.compute_times(selected, self.streams["compute"])
-        order: list[int] = []
+        log = _Uploads(len(selected))
 
         if self.downlink_s > 0:
             yield self.env.timeout(self.downlink_s)
-        uploads = [self.env.process(self._device(int(n), c, a, order))
-                   for n, c, a in zip(selected, comp, airtime)]
-        yield self.env.all_of(uploads)
+        t_compute = self.env.now
+        procs = [self.env.process(self._device(i, int(n), c, a, log))
+                 for i, (n, c, a) in enumerate(zip(selected, comp, airtime))]
+        everything = self.env.all_of(procs)
+        if self.round_deadline_s is None:
+            yield everything
+        else:
+            yield everything | self.env.timeout(max(t_start + self.round_deadline_s - self.env.now, 0.0))
+            if not everything.triggered:
+                # let uploads that end exactly at the deadline finish: they were scheduled before this
+                yield self.env.timeout(0)
+                for proc in procs:
+                    if proc.is_alive:
+                        proc.interrupt("deadline")
+        t_end = self.env.now
 
+        arrived = log.arrived.copy()
+        # energy for what was actually done: a dropped upload spent power only while on the air,
+        # an interrupted computation the fraction it completed
+        on_air = np.where(arrived, airtime, np.where(np.isnan(log.tx_start), 0.0, t_end - log.tx_start))
+        with np.errstate(invalid="ignore", divide="ignore"):
+            done = np.where(comp > 0, np.clip((t_end - t_compute) / comp, 0.0, 1.0), 1.0)
+        energy_of = getattr(self.compute, "energy_j", None)
+        comp_energy = energy_of(selected) * done if energy_of is not None else np.zeros(len(selected))
         if self.learner is not None:
-            self.learner.train_round(selected, decision, r)
+            self.learner.train_round(selected[arrived], decision, r)
         self.on_round(RoundRecord(
-            round=r, t_start=t_start, t_end=self.env.now, downlink_s=self.downlink_s,
+            round=r, t_start=t_start, t_end=t_end, downlink_s=self.downlink_s,
             comp_s=float(comp.max(initial=0.0)), comm_s=float(airtime.sum()), selected=selected,
-            upload_order=np.asarray(order), airtime_s=airtime,
-            energy_j=self.link.energy_j(self.model_bits, gains[selected], power),
-            gains=gains, decision=decision))
+            upload_order=np.asarray(log.order), airtime_s=airtime,
+            energy_j=np.where(on_air > 0, power * on_air, 0.0),
+            gains=gains, decision=decision, compute_energy_j=comp_energy, arrived=arrived,
+            available=available))
 
-    def _device(self, device: int, compute_s: float, airtime_s: float, order: list[int]):
-        yield self.env.timeout(compute_s)
-        with self.uplink.request() as slot:
-            yield slot
-            order.append(device)
-            yield self.env.timeout(airtime_s)
+    def _device(self, i: int, device: int, compute_s: float, airtime_s: float, log: _Uploads):
+        try:
+            yield self.env.timeout(compute_s)
+            if self.uplink is None:  # own sub-band: transmit at once
+                log.order.append(device)
+                log.tx_start[i] = self.env.now
+                yield self.env.timeout(airtime_s)
+                log.arrived[i] = True
+                return
+            with self.uplink.request() as slot:
+                yield slot
+                log.order.append(device)
+                log.tx_start[i] = self.env.now
+                yield self.env.timeout(airtime_s)
+                log.arrived[i] = True
+        except simpy.Interrupt:
+            pass  # the deadline passed: the upload is dropped (leaving the with-block frees the slot)
 
     def _evaluate(self) -> None:
         if self.learner is None:

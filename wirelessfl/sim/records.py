@@ -18,7 +18,10 @@ from .engine import RoundRecord
 
 ROUND_COLUMNS = ["round", "t_start", "t_end", "downlink_s", "comp_s", "comm_s", "num_selected",
                  "selected", "upload_order", "airtime_s", "energy_j", "power_mean", "q_selected",
-                 "queue_mean", "objective"]
+                 "queue_mean", "objective", "compute_energy_j", "num_available", "num_arrived", "dropped"]
+"""energy_j is the round's transmit energy (P x time on the air), compute_energy_j its computation
+energy (0 unless the computation model has one); dropped lists the devices whose uploads missed the
+round deadline."""
 EVAL_COLUMNS = ["round", "time_s", "accuracy", "test_loss", "train_loss"]
 
 
@@ -34,7 +37,10 @@ class Recorder:
         self.rounds: list[dict] = []
         self.evals: list[dict] = []
         self.selections = np.zeros(num_devices, dtype=np.int64)
-        self.energy_j = np.zeros(num_devices)
+        self.energy_j = np.zeros(num_devices)  # transmit energy
+        self.compute_energy_j = np.zeros(num_devices)
+        self.dropped = np.zeros(num_devices, dtype=np.int64)
+        self.available_rounds = np.zeros(num_devices, dtype=np.int64)
         self.expected_power_sum = np.zeros(num_devices)  # sum over rounds of P q (Fig. 7)
         self.keep_device_arrays = keep_device_arrays
         self.arrays: dict[str, list[np.ndarray]] = {k: [] for k in ("gains", "omega", "q", "power", "queue")}
@@ -63,9 +69,17 @@ class Recorder:
             "queue_mean": float(d.queue.mean()),
             "objective": d.info.get("objective", math.nan),
         }
+        comp_energy = rec.compute_energy_j if rec.compute_energy_j is not None else np.zeros(len(sel))
+        arrived = rec.arrived if rec.arrived is not None else np.ones(len(sel), dtype=bool)
+        available = rec.available if rec.available is not None else np.ones(self.num_devices, dtype=bool)
+        row.update(compute_energy_j=float(comp_energy.sum()), num_available=int(available.sum()),
+                   num_arrived=int(arrived.sum()), dropped=_ids(sel[~arrived]))
         self.rounds.append(row)
         self.selections[sel] += 1
         self.energy_j[sel] += rec.energy_j
+        self.compute_energy_j[sel] += comp_energy
+        self.dropped[sel[~arrived]] += 1
+        self.available_rounds += available
         self.expected_power_sum += d.power * d.q
         if self.keep_device_arrays:
             for key, value in (("gains", rec.gains), ("omega", d.omega), ("q", d.q),
@@ -93,6 +107,9 @@ class Recorder:
         return {"rounds": plain(self.rounds), "evals": plain(self.evals),
                 "selections": torch.from_numpy(self.selections.copy()),
                 "energy_j": torch.from_numpy(self.energy_j.copy()),
+                "compute_energy_j": torch.from_numpy(self.compute_energy_j.copy()),
+                "dropped": torch.from_numpy(self.dropped.copy()),
+                "available_rounds": torch.from_numpy(self.available_rounds.copy()),
                 "expected_power_sum": torch.from_numpy(self.expected_power_sum.copy()),
                 "arrays": {k: torch.from_numpy(np.stack(v)) if v else None for k, v in self.arrays.items()}}
 
@@ -101,6 +118,9 @@ class Recorder:
         self.rounds, self.evals = list(state["rounds"]), list(state["evals"])
         self.selections = state["selections"].numpy().copy()
         self.energy_j = state["energy_j"].numpy().copy()
+        for key in ("compute_energy_j", "dropped", "available_rounds"):  # absent in older checkpoints
+            if key in state:
+                setattr(self, key, state[key].numpy().copy())
         self.expected_power_sum = state["expected_power_sum"].numpy().copy()
         self.arrays = {k: (list(v.numpy()) if v is not None else []) for k, v in state["arrays"].items()}
         for name, rows in (("rounds", self.rounds), ("evals", self.evals)):
@@ -112,11 +132,14 @@ class Recorder:
                 writer.writerows(rows)
                 fh.flush()
 
-    def device_table(self, sigmas: np.ndarray) -> dict[str, np.ndarray]:
-        """Per-device totals: selections, transmit energy and time-average expected power."""
+    def device_table(self, sigmas: np.ndarray, extra: dict[str, np.ndarray] | None = None) -> dict[str, np.ndarray]:
+        """Per-device totals: selections, transmit and computation energy, dropped uploads, the fraction
+        of rounds available and time-average expected power; ``extra`` adds columns (e.g. distance_m)."""
         n_rounds = max(len(self.rounds), 1)
-        return {"device": np.arange(self.num_devices), "sigma": sigmas, "selections": self.selections,
-                "selection_rate": self.selections / n_rounds, "energy_j": self.energy_j,
+        return {"device": np.arange(self.num_devices), "sigma": sigmas, **(extra or {}),
+                "selections": self.selections, "selection_rate": self.selections / n_rounds,
+                "transmit_energy_j": self.energy_j, "compute_energy_j": self.compute_energy_j,
+                "dropped": self.dropped, "available_rate": self.available_rounds / n_rounds,
                 "time_avg_power": self.expected_power_sum / n_rounds}
 
     def close(self, summary: dict, devices: dict[str, np.ndarray]) -> None:
