@@ -12,8 +12,9 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+
 from wirelessfl import cli
-from wirelessfl.config import ConfigError, from_dict
+from wirelessfl.config import ConfigError, dumps, from_dict
 from wirelessfl.experiments import sweep as sw
 from wirelessfl.experiments.study_plots import plot_study
 
@@ -67,7 +68,7 @@ def test_expand_merges_scenario_grid_and_numbers_seeds():
     m = members[-1]
     assert (m.scenario.scheduler.V, m.scenario.scheduler.lam, m.scenario.seed) == (50.0, 100.0, 8)
     assert m.params == {"scheduler.V": 50, "scheduler.m": 2, "scheduler.lam": 100}
-    assert m.key == sw.run_key(m.toml) and not m.scenario.sweep
+    assert m.key == sw.run_key(dumps(m.scenario, only_changed=True)) and not m.scenario.sweep
     # the key is the resolved scenario: forcing timing_only on a training scenario changes it
     training = scenario(run={"timing_only": False})
     k1 = sw.expand(training, ["scheduler.V=1"])[1][0].key

@@ -22,18 +22,10 @@ def _fmt_summary(name: str, s: dict) -> str:
     return ", ".join(parts)
 
 
-def _set_threads(threads: int | None) -> None:
-    # Small models train faster on one intra-op thread than on several competing ones.
-    import torch
-
-    torch.set_num_threads(threads or 1)
-
-
 def cmd_run(args) -> int:
     from .experiments.plots import plot_runs
     from .experiments.run import run_variants
 
-    _set_threads(args.threads)
     if args.resume:
         return _resume(args)
     if not args.scenario:
@@ -41,6 +33,8 @@ def cmd_run(args) -> int:
     overrides = list(args.set)
     if args.seed is not None:
         overrides.append(f"seed={args.seed}")
+    if args.threads is not None:
+        overrides.append(f"run.threads={args.threads}")
     scenario = load_scenario(args.scenario, overrides)
     out = Path(args.out) if args.out else Path("runs") / scenario.name
     results = run_variants(scenario, out, progress=not args.no_progress,
@@ -148,7 +142,6 @@ def cmd_reproduce(args) -> int:
     if not args.name:
         print("wirelessfl: error: reproduce needs a recipe name (or --list, or all)", file=sys.stderr)
         return 2
-    _set_threads(args.threads)
     try:
         reports = reproduce(args.name, scale=args.scale, seeds=args.seeds, out=args.out, figures=args.figures,
                             executor=args.executor, workers=args.workers, overrides=args.set,
@@ -180,7 +173,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, help="root seed (overrides the file)")
     p.add_argument("--timing-only", action="store_true", help="simulate timing and scheduling without training")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
-    p.add_argument("--threads", type=int, help="torch intra-op threads (default 1)")
+    p.add_argument("--threads", type=int, help="torch intra-op threads (overrides run.threads, default 1)")
     p.set_defaults(func=cmd_run)
 
     p = sub.add_parser("plot", help="plot runs against wall-clock time, or a sweep's metric against a parameter")

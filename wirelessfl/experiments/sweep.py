@@ -161,7 +161,7 @@ def _seed_list(scenario: Scenario, seeds: int | Sequence[int]) -> list[int]:
 
 
 def run_key(toml_text: str) -> str:
-    """The folder name of a run: short sha256 of its resolved scenario TOML."""
+    """The folder name of a run: short sha256 of its canonical scenario TOML (fields at defaults left out)."""
     return hashlib.sha256(toml_text.encode()).hexdigest()[:16]
 
 
@@ -193,7 +193,8 @@ def expand(scenario: Scenario, grid=None, seeds: int | Sequence[int] = 1,
                 except ConfigError as exc:
                     raise _grid_error(scenario, assign, exc) from None
                 text = dumps(member)
-                key = run_key(text)
+                # keyed by the canonical form, so new fields with defaults keep old runs valid
+                key = run_key(dumps(member, only_changed=True))
                 if key in seen:
                     raise ConfigError(f"grid: {params} and {seen[key]} are the same run "
                                       "(a value is repeated)")
