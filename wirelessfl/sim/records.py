@@ -23,6 +23,8 @@ ROUND_COLUMNS = ["round", "t_start", "t_end", "downlink_s", "comp_s", "comm_s", 
 energy (0 unless the computation model has one); dropped lists the devices whose uploads missed the
 round deadline."""
 EVAL_COLUMNS = ["round", "time_s", "accuracy", "test_loss", "train_loss"]
+ARRAY_KEYS = ("gains", "omega", "q", "power", "queue", "available")
+"""Per-round arrays of every device kept in decisions.npz (available: 1 where it could be scheduled)."""
 
 
 def _ids(values: np.ndarray) -> str:
@@ -43,7 +45,7 @@ class Recorder:
         self.available_rounds = np.zeros(num_devices, dtype=np.int64)
         self.expected_power_sum = np.zeros(num_devices)  # sum over rounds of P q (Fig. 7)
         self.keep_device_arrays = keep_device_arrays
-        self.arrays: dict[str, list[np.ndarray]] = {k: [] for k in ("gains", "omega", "q", "power", "queue")}
+        self.arrays: dict[str, list[np.ndarray]] = {k: [] for k in ARRAY_KEYS}
         self.out_dir = out_dir
         self._files = {}
         if out_dir is not None:
@@ -83,7 +85,7 @@ class Recorder:
         self.expected_power_sum += d.power * d.q
         if self.keep_device_arrays:
             for key, value in (("gains", rec.gains), ("omega", d.omega), ("q", d.q),
-                               ("power", d.power), ("queue", d.queue)):
+                               ("power", d.power), ("queue", d.queue), ("available", available)):
                 self.arrays[key].append(np.asarray(value, dtype=np.float32))
         self._write("rounds", row)
 
@@ -123,6 +125,8 @@ class Recorder:
                 setattr(self, key, state[key].numpy().copy())
         self.expected_power_sum = state["expected_power_sum"].numpy().copy()
         self.arrays = {k: (list(v.numpy()) if v is not None else []) for k, v in state["arrays"].items()}
+        if len(self.arrays.get("available", [])) != len(self.arrays["gains"]):  # an older checkpoint
+            self.arrays["available"] = [np.ones(self.num_devices, dtype=np.float32)] * len(self.arrays["gains"])
         for name, rows in (("rounds", self.rounds), ("evals", self.evals)):
             if name in self._files:
                 fh, writer = self._files[name]
