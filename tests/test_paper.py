@@ -2,7 +2,9 @@
 hand-made curves whose answers are known in closed form."""
 from __future__ import annotations
 
+import gzip
 import math
+import struct
 from pathlib import Path
 
 import numpy as np
@@ -139,13 +141,40 @@ def test_unknown_recipe_and_scale_are_config_errors(tmp_path):
 # every recipe end to end (tiny scale: 10 devices, a few rounds, one seed)
 
 
+def small_fashion_mnist(folder: Path, n_train: int = 2000, n_test: int = 500) -> Path:
+    """The first images of Fashion-MNIST as a small IDX folder (loading all 70,000 costs seconds per run)."""
+    from wirelessfl.learning.datasets import DatasetNotFoundError, _locate
+
+    try:
+        source = Path(_locate("fashion_mnist", None))
+    except DatasetNotFoundError:
+        pytest.skip("Fashion-MNIST is not installed")
+    folder.mkdir(parents=True, exist_ok=True)
+    for stem, n in (("train-images-idx3-ubyte", n_train), ("train-labels-idx1-ubyte", n_train),
+                    ("t10k-images-idx3-ubyte", n_test), ("t10k-labels-idx1-ubyte", n_test)):
+        blob = gzip.decompress((source / f"{stem}.gz").read_bytes())
+        ndim = blob[3]
+        dims = list(struct.unpack(f">{ndim}I", blob[4:4 + 4 * ndim]))
+        item = int(np.prod(dims[1:])) if ndim > 1 else 1
+        dims[0] = n
+        header = blob[:4] + struct.pack(f">{ndim}I", *dims)
+        (folder / stem).write_bytes(header + blob[4 + 4 * ndim:4 + 4 * ndim + n * item])
+    return folder
+
+
 @pytest.fixture(scope="module")
-def tiny(tmp_path_factory):
+def data_dir(tmp_path_factory):
+    return small_fashion_mnist(tmp_path_factory.mktemp("data"))
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory, data_dir):
     import torch
 
     torch.set_num_threads(1)
     out = tmp_path_factory.mktemp("paper")
-    reports = P.reproduce("all", scale="tiny", seeds=1, out=out, progress=False)
+    reports = P.reproduce("all", scale="tiny", seeds=1, out=out, progress=False,
+                          overrides=[f'learning.data_dir="{data_dir}"'])
     return out, {r.name: r for r in reports}
 
 
@@ -165,29 +194,32 @@ def test_table_outputs_have_the_papers_layout(tiny):
     for needle in ("ours: comp time (s)", "paper: comp time (s)", "0.83–2.3", "α=0, target"):
         assert needle in text
     csv = pd.read_csv(out / "figures" / "table2.csv")
-    assert set(csv["policy"]) == {"lyapunov", "uniform"} and set(csv["alpha"].astype(str)) == {"inf", "1"}
+    assert set(csv["policy"]) == {"lyapunov", "uniform"} and set(csv["alpha"].astype(float)) == {math.inf, 1.0}
     assert (csv["from_s"].groupby([csv["alpha"], csv["policy"]]).min() == 0).all()
 
 
-def test_second_call_reuses_the_cache_and_no_run_reports_missing(tiny, tmp_path):
+def test_second_call_reuses_the_cache_and_no_run_reports_missing(tiny, tmp_path, data_dir):
     out, _ = tiny
+    ov = [f'learning.data_dir="{data_dir}"']
     before = sorted(p.name for p in (out / "cache" / "runs").iterdir())
-    P.reproduce(["fig5", "fig8"], scale="tiny", seeds=1, out=out, figures=tmp_path, progress=False)
+    P.reproduce(["fig5", "fig8"], scale="tiny", seeds=1, out=out, figures=tmp_path, progress=False, overrides=ov)
     assert sorted(p.name for p in (out / "cache" / "runs").iterdir()) == before
-    (report,) = P.reproduce("fig4", scale="tiny", seeds=2, out=out, figures=tmp_path, progress=False, run=False)
+    (report,) = P.reproduce("fig4", scale="tiny", seeds=2, out=out, figures=tmp_path, progress=False, run=False,
+                            overrides=ov)
     assert len(report.failed) == 6 and all("seed 1: not in the cache" in f for f in report.failed)
     assert sorted(p.name for p in (out / "cache" / "runs").iterdir()) == before
 
 
-def test_cli_reproduce(tiny, tmp_path, capsys):
+def test_cli_reproduce(tiny, tmp_path, capsys, data_dir):
     out, _ = tiny
+    ov = ["--set", f'learning.data_dir="{data_dir}"']
     assert main(["reproduce", "--list"]) == 0
     listed = capsys.readouterr().out
     assert all(name in listed for name in P.RECIPES)
     assert main(["reproduce", "fig2", "--scale", "tiny", "--seeds", "1", "--out", str(out),
-                 "--figures", str(tmp_path), "--no-progress"]) == 0
+                 "--figures", str(tmp_path), "--no-progress", *ov]) == 0
     assert (tmp_path / "fig2.png").exists() and "wrote" in capsys.readouterr().out
     assert main(["reproduce", "fig2", "--scale", "tiny", "--out", str(out), "--no-run", "--no-progress",
-                 "--figures", str(tmp_path)]) == 1  # seeds 1 and 2 are not in the cache
+                 "--figures", str(tmp_path), *ov]) == 1  # seeds 1 and 2 are not in the cache
     assert main(["reproduce", "nope", "--scale", "tiny", "--out", str(out)]) == 2
     assert main(["reproduce"]) == 2
