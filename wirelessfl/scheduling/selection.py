@@ -314,7 +314,8 @@ class _Exact:
             if np.any(near):
                 quad = x1 - np.sqrt(2.0 * np.maximum(gap, 0.0) / self.kappa)
                 start = np.where(near, np.maximum(quad, start), start)
-            start = np.where((start > lo) & (start < x1), start, np.where(gap <= 0, x1, 0.5 * x1))
+            # start <= 0 only when mu/b underflows: the root is then within rounding of q0.
+            start = np.where(start < x1, np.maximum(start, 1e-300), np.where(gap <= 0, x1, 0.5 * x1))
             out = self._safeguarded(evaluate, start, lo, x1.copy(), tol, self.maxiter)
         x, dG, its = out
         self.inner_iterations += its
@@ -486,7 +487,8 @@ class _Exact:
         one_minus_q = np.exp(m * lt)
         q = -np.expm1(m * lt)
         core = self.bj - a / (q * q)
-        mus = m * np.exp((m - 1) * lt) * core
+        # mu(t) > 0 on the branch; it can only underflow (t^(m-1) below 1e-308): keep it positive.
+        mus = np.maximum(m * np.exp((m - 1) * lt) * core, np.finfo(float).tiny)
         g2s = m * np.exp((m - 2) * lt) * (-(m - 1) * core + 2.0 * a * m * one_minus_q / q ** 3)
         th, w, dw, dth = self._psi(mus[:, None], tol=1e-7)
         self.evaluations += G + 1
@@ -582,7 +584,11 @@ def _solve_m1(a: float, b: np.ndarray):
 
 
 def _validate(a, b, m):
-    if not (isinstance(a, (int, float, np.floating, np.integer)) and math.isfinite(a) and a > 0):
+    try:
+        a = float(a)
+    except (TypeError, ValueError):
+        raise ValueError(f"a must be a finite scalar > 0, got {a!r}") from None
+    if not (math.isfinite(a) and a > 0):
         raise ValueError(f"a must be a finite scalar > 0, got {a!r}")
     b = np.asarray(b, dtype=float)
     if b.ndim != 1 or b.size == 0:
