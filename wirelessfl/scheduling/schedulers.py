@@ -16,8 +16,8 @@ import math
 import numpy as np
 
 from .base import Decision, RoundState, inclusion_probability
-from .power import optimal_power
-from .selection import solve_selection
+from .power import POWER_RULES, optimal_power
+from .selection import SELECTION_METHODS, solve_selection
 
 _LN2 = math.log(2.0)
 
@@ -113,9 +113,6 @@ class LyapunovScheduler:
         self.lam = float(lam)
         self.p_bar = _per_device(p_bar, self.num_devices, "p_bar")
         self.p_max = _per_device(p_max, self.num_devices, "p_max")
-        from .power import POWER_RULES
-        from .selection import SELECTION_METHODS
-
         if power_rule not in POWER_RULES:
             raise ValueError(f"unknown power rule {power_rule!r}; allowed values: {', '.join(POWER_RULES)}")
         if solver not in SELECTION_METHODS:

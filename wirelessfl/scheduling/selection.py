@@ -5,7 +5,7 @@
 
 Two solvers:
 
-* ``method="exact"``: a vectorised KKT solver (below) that certifies the global minimum.
+* ``method="exact"``: a vectorised solver that enumerates the KKT points (below) and keeps the best.
 * ``method="manifold"``: Riemannian optimisation on the simplex with the Fisher metric
   (pymanopt, as the paper does with Manopt), from several starting points.
 
@@ -29,14 +29,19 @@ the cubic k b q^3 + (2 - k) a q - 2 a = 0, k = (m-1)/m. For b_n <= a (or m = 1) 
    D(t) = sum_{n != j} psi_n(mu(t)) - t on (0, 1). D has the sign of dF/d omega_j along the curve of
    partial minimisers, so the local minima are exactly the roots where D changes from + to - as t
    grows. D(0+) > 0 and D(1-) < 0.
-4. On [1 - w1_j, 1) (j on its convex branch) D is decreasing: one root, the "all convex" candidate.
-   If sum_n w(sqrt(a/b_n)) >= 1 the problem is convex in disguise (mu <= 0 at the optimum) and that
-   root is the answer. Otherwise the concave branch t in (0, 1 - w1_j) is scanned on a grid with
-   values and derivatives of D (Hermite test for roots hiding between grid points) and every
-   + to - root is refined. The candidate with the smallest F wins.
+4. On [1 - w1_j, 1) (j on its convex branch) D is decreasing: at most one root, the "all convex"
+   candidate, which exists iff D(1 - w1_j) >= 0. If sum_n w(sqrt(a/b_n)) >= 1 the problem is
+   convex in disguise (mu <= 0 at the optimum) and that root is the answer. Otherwise mu > 0 and
+   D(t) >= R(0) - t on the concave branch (R(mu) = sum psi_n grows with mu), so every concave root
+   lies in t in (R(0), 1 - w1_j). That interval is scanned on a grid (values and derivatives of D,
+   a cubic Hermite test for a root pair hiding inside a cell) and every + to - root is refined by
+   safeguarded Newton. Several can exist (e.g. tests/test_selection.py: two local minima on the
+   concave branch, 3e-5 apart), so all of them are compared with the all-convex one. The scan has
+   a finite resolution; the tests check the result against a multi-start reference.
 
-All outer iterations work in tau = logit(omega_j) so that both omega_j and 1 - omega_j keep full
-relative precision; the inner iterations work in theta = logit(omega_n) for the same reason.
+Inner variables keep full relative precision: theta = logit(omega_n) for mu < 0, and
+x = log(q_n / q0_n) for mu > 0 (b q^2 - a = a expm1(2x) next to the zero q0 of g'). Outer
+iterations run in tau = logit(omega_j), exact for both omega_j and 1 - omega_j.
 """
 from __future__ import annotations
 
@@ -399,11 +404,6 @@ class _Exact:
         w[np.arange(self.n) != self.j] = expit(th)
         w /= w.sum()
         return w, selection_objective(w, self.a, self.b, self.m)
-
-    def _g_j(self, s: float) -> float:
-        """g_j(s) = a / q + b_j q at omega_j = s."""
-        q = -math.expm1(self.m * math.log1p(-s))
-        return self.a / q + self.bj * q
 
     def solve(self):
         a, m = self.a, self.m
