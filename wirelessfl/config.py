@@ -187,7 +187,13 @@ class Scenario:
         base = to_dict(self)
         base.pop("variants", None)
         base.pop("sweep", None)
-        return from_dict(base, [f"{k}={_toml_value(v)}" for k, v in assignments])
+        overrides = []
+        for k, v in assignments:
+            try:
+                overrides.append(f"{k}={_toml_value(v)}")
+            except (TypeError, ValueError):  # a date, a table in a list, an int too long to print
+                raise ConfigError(f"{k} = {_show(v)}: must be a number, string, boolean or list") from None
+        return from_dict(base, overrides)
 
     def replace(self, *overrides: str) -> "Scenario":
         """A copy with dotted overrides such as ``"scheduler.V=1000"`` applied and validated."""
@@ -208,7 +214,7 @@ def load_scenario(path: str | Path, overrides: Iterable[str] = ()) -> Scenario:
         raise ConfigError(f"scenario file {path} cannot be read: {exc}") from None
     try:
         data = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
+    except (ValueError, RecursionError) as exc:  # TOMLDecodeError, an int over 4300 digits, deep nesting
         raise ConfigError(f"scenario file {path} is not valid TOML: {exc}") from None
     data.setdefault("name", path.stem)
     return from_dict(data, overrides)
@@ -216,7 +222,10 @@ def load_scenario(path: str | Path, overrides: Iterable[str] = ()) -> Scenario:
 
 def from_dict(data: dict, overrides: Iterable[str] = ()) -> Scenario:
     """Build a validated Scenario from a nested dict (as parsed from TOML) plus overrides."""
-    data = _deep_copy(data)
+    try:
+        data = _deep_copy(data)
+    except RecursionError:  # e.g. a table header a.a.a... thousands of keys deep
+        raise ConfigError("scenario: tables or lists nested too deeply") from None
     for item in overrides:
         key, value = _parse_override(item)
         _set_dotted(data, key, value)
@@ -227,7 +236,7 @@ def parse_value(text: str) -> Any:
     """Parse an override value as a TOML value (1000, 1e-3, true, inf, [1, 2]); else a string."""
     try:
         return tomllib.loads(f"v = {text}")["v"]
-    except tomllib.TOMLDecodeError:
+    except (ValueError, RecursionError):  # TOMLDecodeError, an int over 4300 digits, deep nesting
         return text
 
 
@@ -270,7 +279,7 @@ def _join(path: str, name: str) -> str:
 
 def _build(cls, data: Any, path: str):
     if not isinstance(data, dict):
-        raise ConfigError(f"{path or 'scenario'} = {data!r}: must be a table")
+        raise ConfigError(f"{path or 'scenario'} = {_show(data)}: must be a table")
     hints = typing.get_type_hints(cls)
     fields = {f.name: f for f in dataclasses.fields(cls)}
     for key in data:
@@ -295,18 +304,18 @@ def _build(cls, data: Any, path: str):
 
 def _build_special(name: str, table: Any, path: str):
     if not isinstance(table, dict):
-        raise ConfigError(f"{path} = {table!r}: must be a table")
+        raise ConfigError(f"{path} = {_show(table)}: must be a table")
     if name == "variants":
         out = []
         for vname, ov in table.items():
             if not isinstance(ov, dict):
-                raise ConfigError(f"{path}.{vname} = {ov!r}: must be a table of overrides")
+                raise ConfigError(f"{path}.{vname} = {_show(ov)}: must be a table of overrides")
             out.append((vname, tuple(_flatten(ov))))
         return tuple(out)
     out = []
     for key, values in _flatten(table):
         if not isinstance(values, list) or not values:
-            raise ConfigError(f"{path}.{key} = {values!r}: must be a non-empty list of values")
+            raise ConfigError(f"{path}.{key} = {_show(values)}: must be a non-empty list of values")
         out.append((key, tuple(values)))
     return tuple(out)
 
@@ -333,33 +342,51 @@ def _coerce(value: Any, hint: Any, path: str) -> Any:
         if isinstance(value, str):
             match = _DB.match(value)
             if not match:
-                raise ConfigError(f"{path} = {value!r}: must be a number (linear) or a string like '35 dB'")
-            return 10 ** (float(match.group(1)) / 10)
+                raise ConfigError(f"{path} = {_show(value)}: must be a number (linear) or a string like '35 dB'")
+            try:
+                return 10 ** (float(match.group(1)) / 10)
+            except OverflowError:
+                raise ConfigError(f"{path} = {_show(value)}: must be finite") from None
         return _coerce(value, float, path)
     if hint is bool:
         if not isinstance(value, bool):
-            raise ConfigError(f"{path} = {value!r}: must be true or false")
+            raise ConfigError(f"{path} = {_show(value)}: must be true or false")
         return value
     if hint is int:
         if isinstance(value, bool) or not isinstance(value, int):
-            raise ConfigError(f"{path} = {value!r}: must be an integer")
+            raise ConfigError(f"{path} = {_show(value)}: must be an integer")
+        if not -2 ** 63 <= value < 2 ** 63:
+            raise ConfigError(f"{path} = {_show(value)}: must be a 64-bit integer")
         return value
     if hint is float:
         if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise ConfigError(f"{path} = {value!r}: must be a number")
+            raise ConfigError(f"{path} = {_show(value)}: must be a number")
+        try:
+            value = float(value)
+        except OverflowError:  # an int beyond the float range
+            raise ConfigError(f"{path} = {_show(value)}: must be finite") from None
         if math.isnan(value):
             raise ConfigError(f"{path} = nan: must be a number")
-        return float(value)
+        return value
     if hint is str:
         if not isinstance(value, str):
-            raise ConfigError(f"{path} = {value!r}: must be a string")
+            raise ConfigError(f"{path} = {_show(value)}: must be a string")
         return value
     if origin is tuple:
         if not isinstance(value, list):
-            raise ConfigError(f"{path} = {value!r}: must be a list")
+            raise ConfigError(f"{path} = {_show(value)}: must be a list")
         item = typing.get_args(hint)[0]
         return tuple(_coerce(v, item, f"{path}[{i}]") for i, v in enumerate(value))
     raise TypeError(f"unsupported annotation {hint!r} at {path}")  # a bug in this module
+
+
+def _show(value: Any, limit: int = 200) -> str:
+    """repr of a value for a message: shortened, and safe for ints too long to print (ValueError)."""
+    try:
+        text = repr(value)
+    except (ValueError, RecursionError):
+        text = f"<{type(value).__name__} too large to print>"
+    return text if len(text) <= limit else text[:limit] + "..."
 
 
 def _check(value: Any, meta: typing.Mapping, path: str) -> Any:
@@ -367,14 +394,14 @@ def _check(value: Any, meta: typing.Mapping, path: str) -> Any:
     for v in items:
         if meta.get("choices") is not None and v not in meta["choices"]:
             allowed = ", ".join(repr(c) for c in meta["choices"])
-            raise ConfigError(f"{path} = {v!r}: must be one of {allowed}")
+            raise ConfigError(f"{path} = {_show(v)}: must be one of {allowed}")
         for key, ok, word in (("ge", lambda a, b: a >= b, ">="), ("gt", lambda a, b: a > b, ">"),
                               ("le", lambda a, b: a <= b, "<="), ("lt", lambda a, b: a < b, "<")):
             bound = meta.get(key)
             if bound is not None and not ok(v, bound):
-                raise ConfigError(f"{path} = {v!r}: must be {word} {bound}")
+                raise ConfigError(f"{path} = {_show(v)}: must be {word} {bound}")
         if isinstance(v, float) and math.isinf(v) and path.split(".")[-1] != "alpha":
-            raise ConfigError(f"{path} = {v!r}: must be finite")
+            raise ConfigError(f"{path} = {_show(v)}: must be finite")
     return value
 
 
@@ -447,6 +474,9 @@ def to_dict(scenario: Scenario, only_changed: bool = False) -> dict:
     return out
 
 
+_ESCAPES = {'"': '\\"', "\\": "\\\\", "\n": "\\n", "\t": "\\t", "\r": "\\r", "\b": "\\b", "\f": "\\f"}
+
+
 def _toml_value(value: Any) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"
@@ -457,7 +487,8 @@ def _toml_value(value: Any) -> str:
     if isinstance(value, int):
         return str(value)
     if isinstance(value, str):
-        return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+        return '"' + "".join(_ESCAPES.get(c) or (f"\\u{ord(c):04x}" if ord(c) < 0x20 or ord(c) == 0x7F else c)
+                             for c in value) + '"'
     if isinstance(value, (list, tuple)):
         return "[" + ", ".join(_toml_value(v) for v in value) + "]"
     raise TypeError(f"cannot write {value!r} as TOML")
