@@ -232,7 +232,9 @@ class Link:
 
     def rate_bps(self, gain: np.ndarray, power: np.ndarray) -> np.ndarray:
         """Achievable rate in bit/s of each device at the given gain and transmit power."""
-        return self.bandwidth_hz * np.log2(1.0 + np.asarray(gain) * np.asarray(power) / self.noise_power)
+        # log1p: log2(1 + x) rounds to 0 for x below 1.1e-16, which made a positive power's airtime inf
+        snr = np.asarray(gain) * np.asarray(power) / self.noise_power
+        return self.bandwidth_hz * np.log1p(snr) / np.log(2.0)
 
     def airtime_s(self, bits: float, gain: np.ndarray, power: np.ndarray) -> np.ndarray:
         """Seconds to send ``bits`` (inf where the rate is zero, i.e. zero power)."""
@@ -281,7 +283,7 @@ class FDMA:
         gain, power = np.broadcast_arrays(np.asarray(gain, dtype=float), np.asarray(power, dtype=float))
         k = max(gain.size, 1)
         snr = gain * power * k / self.link.noise_power
-        rate = self.link.bandwidth_hz / k * np.log2(1.0 + snr)
+        rate = self.link.bandwidth_hz / k * np.log1p(snr) / np.log(2.0)  # exact also for snr < 1e-16
         with np.errstate(divide="ignore"):
             return bits / rate
 
