@@ -495,7 +495,14 @@ class _Exact:
         D = w.sum(axis=1) - ts
         # D(t_a) >= R(0) - t_a = 0 in exact arithmetic; keep rounding from flipping its sign.
         D[0] = max(D[0], np.finfo(float).tiny)
-        dD = -dw.sum(axis=1) * g2s - 1.0  # dD/dt = R'(mu) mu'(t) - 1, mu'(t) = -g_j''(1 - t)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            dD = -dw.sum(axis=1) * g2s - 1.0  # dD/dt = R'(mu) mu'(t) - 1, mu'(t) = -g_j''(1 - t)
+            if not np.all(np.isfinite(dD)):
+                # A device tied with j sits at its peak M_n at the branch end, where domega/dmu = inf
+                # and g_j'' = 0 (inf x 0 = NaN): use the one-sided secant slope there instead.
+                secant = np.diff(D) / np.diff(ts)
+                dD = np.where(np.isfinite(dD), dD, np.append(secant, secant[-1]))
+                dD = np.where(np.isfinite(dD), dD, 0.0)
         brackets = []
         # Cubic Hermite interpolants of every cell at once, sampled at 31 interior points.
         h_all = np.diff(ts)
