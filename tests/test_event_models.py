@@ -384,3 +384,26 @@ def test_bad_values_of_the_new_fields_name_the_field(section, key, value, field)
     with pytest.raises(ConfigError) as err:
         from_dict(data)
     assert str(err.value).startswith(field)
+
+
+# --- plots -------------------------------------------------------------------------------------
+
+
+def test_energy_and_round_time_plots_through_the_cli(tmp_path):
+    from wirelessfl.cli import main
+
+    base = {"seed": 0, "run": {"rounds": 30, "timing_only": True},
+            "channel": {"path_loss": True, "reference_gain_db": 20.0, "cell_radius_m": 30.0},
+            "devices": {"count": 6, "compute": "cpu", "cpu_hz_per_device": [1e9, 2e9, 3e9, 1e9, 2e9, 3e9],
+                        "cycles_per_sample": 1e4},
+            "link": {"model_bits": 100000, "bandwidth_hz": 1e6}, "scheduler": {"name": "uniform", "m": 3}}
+    for access in ("tdma", "fdma"):
+        data = {**base, "link": {**base["link"], "access": access}}
+        simulate(from_dict(data), tmp_path / "runs" / access, progress=False)
+    assert main(["plot", str(tmp_path / "runs" / "tdma"), str(tmp_path / "runs" / "fdma"), "--round-times",
+                 "--out", str(tmp_path / "rt.png")]) == 0
+    assert (tmp_path / "rt.png").stat().st_size > 0
+    assert main(["plot", str(tmp_path / "runs"), "--out", str(tmp_path / "figs")]) == 0
+    assert (tmp_path / "figs" / "energy.png").stat().st_size > 0
+    dev = pd.read_csv(tmp_path / "runs" / "tdma" / "devices.csv")
+    assert {"distance_m", "mean_gain", "transmit_energy_j", "compute_energy_j"} <= set(dev.columns)

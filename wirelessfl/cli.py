@@ -61,7 +61,7 @@ def _resume(args) -> int:
 
 
 def cmd_plot(args) -> int:
-    from .experiments.plots import find_runs, plot_runs
+    from .experiments.plots import find_runs, plot_energy, plot_round_times, plot_runs
 
     if len(args.runs) == 1 and (Path(args.runs[0]) / "sweep.json").exists():
         return _plot_study(args)
@@ -70,9 +70,16 @@ def cmd_plot(args) -> int:
               "(a parameter name needs a sweep folder)", file=sys.stderr)
         return 2
     runs = find_runs(args.runs)
+    if args.round_times:
+        target = Path(args.out) if args.out else Path(args.runs[0]) / "round_times.png"
+        print(f"wrote {plot_round_times(runs, target)}")
+        return 0
     out = Path(args.out) if args.out else Path(args.runs[0])
     for path in plot_runs(runs, out, x=args.x or "time"):
         print(f"wrote {path}")
+    energy = plot_energy(runs, out)
+    if energy is not None:
+        print(f"wrote {energy}")
     return 0
 
 
@@ -187,6 +194,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="sweep: log y axis or heatmap colours (default: lines get one when y spans two decades)")
     p.add_argument("--where", action="append", default=[], metavar="KEY=VALUE",
                    help="sweep: pin another parameter that varies (repeatable)")
+    p.add_argument("--round-times", action="store_true",
+                   help="runs: simulated round times against downlink + max computation + sum of airtimes, "
+                   "and the first two runs round by round (--out is then the PNG file)")
     p.add_argument("--out", help="runs: folder for the PNGs (default: the first run folder); "
                    "sweep: the PNG file (default: in the sweep folder)")
     p.set_defaults(func=cmd_plot)

@@ -1,4 +1,10 @@
-"""Channels and links: fading gains, rates, airtimes and transmit energy. Knows nothing of learning."""
+"""Channels, links and multiple access. Knows nothing of learning.
+
+Fading: RayleighFading (i.i.d.), GaussMarkovFading (correlated across rounds, has state),
+RicianFading; PathLossChannel multiplies any of them by distance path loss and log-normal
+shadowing. Link gives Shannon rates, airtimes, transmit energy and the downlink time; TDMA and FDMA
+give each selected device's airtime under that access scheme.
+"""
 from __future__ import annotations
 
 import numpy as np

@@ -1,4 +1,5 @@
-"""Figures of runs: accuracy and training loss against simulated wall-clock time (or rounds)."""
+"""Figures of runs: accuracy and training loss against simulated wall-clock time (or rounds), energy
+per device and over time, and simulated round times against the no-overlap formula."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -7,6 +8,7 @@ import matplotlib
 
 matplotlib.use("Agg")  # files only: no display is needed or assumed
 import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
 
 from .run import RunResult, load_run  # noqa: E402
 
@@ -61,3 +63,109 @@ def plot_runs(runs: dict[str, RunResult], out_dir: str | Path, x: str = "time",
         plt.close(fig)
         written.append(path)
     return written
+
+
+def has_energy(run: RunResult) -> bool:
+    """Whether a run recorded transmit and computation energy (runs written before that did not)."""
+    return "compute_energy_j" in run.rounds and "transmit_energy_j" in run.devices
+
+
+def plot_energy(runs: dict[str, RunResult], out_dir: str | Path, title: str | None = None) -> Path | None:
+    """energy.png: cumulative transmit and computation energy over simulated time (all devices), and
+    each device's total (against its distance to the base station when the run has path loss).
+
+    Returns None when no run has energy columns."""
+    runs = {name: run for name, run in runs.items() if has_energy(run) and not run.rounds.empty}
+    if not runs:
+        return None
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 4.2))
+    for k, (name, run) in enumerate(runs.items()):
+        colour = f"C{k}"
+        r = run.rounds
+        ax1.plot(r["t_end"], r["energy_j"].cumsum(), color=colour, lw=1.6, label=f"{name}: transmit")
+        if r["compute_energy_j"].sum() > 0:
+            ax1.plot(r["t_end"], r["compute_energy_j"].cumsum(), color=colour, lw=1.6, ls="--",
+                     label=f"{name}: computation")
+        d = run.devices
+        total = d["transmit_energy_j"] + d["compute_energy_j"]
+        x = d["distance_m"] if "distance_m" in d else d["device"]
+        ax2.scatter(x, total, s=14, color=colour, label=name)
+    ax1.set_xlabel("simulated wall-clock time (s)")
+    ax1.set_ylabel("cumulative energy, all devices (J)")
+    ax1.legend(fontsize=8)
+    ax2.set_xlabel("distance to the base station (m)" if all("distance_m" in r.devices for r in runs.values())
+                   else "device")
+    ax2.set_ylabel("transmit + computation energy per device (J)")
+    ax2.legend(fontsize=8)
+    for ax in (ax1, ax2):
+        ax.grid(alpha=0.3)
+    if title:
+        fig.suptitle(title)
+    fig.tight_layout()
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    path = out_dir / "energy.png"
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path
+
+
+def no_overlap_round_s(rounds) -> np.ndarray:
+    """Round time if nothing overlapped: downlink + longest computation + sum of the airtimes.
+
+    The event model is never slower (TDMA): an upload can go on the air while others still compute."""
+    return (rounds["downlink_s"] + rounds["comp_s"] + rounds["comm_s"]).to_numpy(float)
+
+
+def plot_round_times(runs: dict[str, RunResult], path: str | Path, title: str | None = None) -> Path:
+    """Simulated round times against the no-overlap formula (TDMA runs), their distributions, and a
+    round-by-round comparison of the first two runs (same seed: same channels, selections, delays)."""
+    names = list(runs)
+    fig, axes = plt.subplots(1, 3, figsize=(15, 4.4))
+    ax1, ax2, ax3 = axes
+    top = 0.0
+    for k, name in enumerate(names):
+        r = runs[name].rounds
+        sim = (r["t_end"] - r["t_start"]).to_numpy(float)
+        colour = f"C{k}"
+        xs = np.sort(sim)
+        ax2.plot(xs, np.arange(1, xs.size + 1) / xs.size, color=colour, lw=1.6, label=f"{name}: simulated")
+        if runs[name].summary.get("access", "tdma") == "tdma":
+            formula = no_overlap_round_s(r)
+            ax1.scatter(formula, sim, s=6, alpha=0.5, color=colour, label=name)
+            top = max(top, float(formula.max()))
+            fs = np.sort(formula)
+            ax2.plot(fs, np.arange(1, fs.size + 1) / fs.size, color=colour, lw=1.2, ls="--",
+                     label=f"{name}: max computation + sum of airtimes")
+    ax1.plot([0, top], [0, top], color="grey", lw=1, ls=":", label="y = x (no overlap)")
+    ax1.set_xlabel("downlink + max computation + sum of airtimes (s)")
+    ax1.set_ylabel("simulated round time (s)")
+    ax1.set_title("(a) TDMA: event model vs formula, per round")
+    ax2.set_xlabel("round time (s)")
+    ax2.set_ylabel("fraction of rounds")
+    ax2.set_title("(b) distribution of round times")
+    if len(names) >= 2:
+        a, b = (runs[n].rounds for n in names[:2])
+        m = min(len(a), len(b))
+        ta = (a["t_end"] - a["t_start"]).to_numpy(float)[:m]
+        tb = (b["t_end"] - b["t_start"]).to_numpy(float)[:m]
+        ax3.scatter(ta, tb, s=6, alpha=0.5, color="C2")
+        hi = float(max(ta.max(), tb.max()))
+        ax3.plot([0, hi], [0, hi], color="grey", lw=1, ls=":")
+        ax3.set_xlabel(f"{names[0]} round time (s)")
+        ax3.set_ylabel(f"{names[1]} round time (s)")
+        ax3.set_title(f"(c) same rounds: {names[1]} below the line is faster")
+    else:
+        ax3.axis("off")
+    for ax in (ax1, ax2):
+        ax.legend(fontsize=8)
+    for ax in axes:
+        ax.grid(alpha=0.3)
+    if title:
+        fig.suptitle(title)
+    fig.tight_layout()
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path

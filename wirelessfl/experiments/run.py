@@ -229,6 +229,7 @@ def summarise(scenario: Scenario, rounds: list[dict], evals: list[dict], devices
     n_rounds = len(rounds)
     return {
         "name": scenario.name, "seed": scenario.seed, "scheduler": scenario.scheduler.name,
+        "access": scenario.link.access,
         "m": scenario.scheduler.m, "num_devices": scenario.devices.count, "model_bits": model_bits,
         "rounds": n_rounds, "sim_time_s": float(rounds[-1]["t_end"]) if rounds else 0.0,
         "final_accuracy": evals[-1]["accuracy"] if evals else math.nan,
