@@ -139,3 +139,14 @@ def test_lyapunov_reaches_target_before_uniform():
         times[name] = simulate(sc, progress=False).summary["time_to_target_s"]
     assert not math.isnan(times["lyapunov"])
     assert math.isnan(times["uniform"]) or times["lyapunov"] < times["uniform"]
+
+
+def test_synthetic_benchmark_runs_end_to_end():
+    s = from_dict({"seed": 0, "run": {"rounds": 6, "eval_every_rounds": 3},
+                   "devices": {"count": 10}, "scheduler": {"name": "uniform", "m": 5},
+                   "learning": {"dataset": "synthetic", "model": "logreg", "samples_per_device": 80,
+                                "synthetic_alpha": 0.5, "synthetic_beta": 0.5, "lr": 0.05, "local_steps": 5}})
+    res = simulate(s, progress=False)
+    assert res.summary["model_bits"] == 32 * (60 * 10 + 10)  # logistic regression on 60 features
+    acc = res.evals["accuracy"].to_numpy()
+    assert acc[-1] > acc[0] and acc[-1] > 0.2

@@ -154,6 +154,8 @@ class LearningConfig:
                             choices=("dirichlet_per_device", "label_dirichlet", "iid"))
     alpha: float = _field(1.0, ge=0, doc="Dirichlet concentration; 0 one class, inf iid")
     samples_per_device: int = _field(500, ge=1)
+    synthetic_alpha: float = _field(1.0, ge=0, doc="Synthetic(alpha, beta): spread of the device models")
+    synthetic_beta: float = _field(1.0, ge=0, doc="Synthetic(alpha, beta): spread of the device inputs")
     algorithm: str = _field("fedavg", choices=("fedavg",))
     local_steps: int = _field(10, ge=1, doc="K local SGD steps")
     batch_size: int = _field(32, ge=1)
@@ -428,6 +430,9 @@ def _cross_check(s: Scenario) -> None:
         raise ConfigError("run.stop_at_target = true: needs run.target_accuracy")
     if s.run.eval_every_rounds is not None and s.run.eval_every_s is not None:
         raise ConfigError("run.eval_every_s: set either run.eval_every_rounds or run.eval_every_s, not both")
+    if s.learning.dataset == "synthetic" and s.learning.model not in ("mlp", "logreg"):
+        raise ConfigError(f"learning.model = {s.learning.model!r}: the synthetic dataset has 60 features, "
+                          "so the model must be one of 'mlp', 'logreg'")
     if s.link.p_max < s.link.p_bar:
         raise ConfigError(f"link.p_max = {s.link.p_max:g}: must be >= link.p_bar = {s.link.p_bar:g}")
     # every variant and every sweep value must itself be a valid scenario

@@ -51,14 +51,19 @@ class FederatedLearner:
     """Adapts the training core (trainer + algorithm) to the engine's Learner protocol."""
 
     def __init__(self, scenario: Scenario):
-        from ..learning import FedAvg, Trainer, load_dataset, partition
+        from ..learning import FedAvg, Trainer, load_dataset, partition, synthetic_federated
 
         lc = scenario.learning
-        data = load_dataset(lc.dataset, lc.data_dir or None)
-        parts = partition(data.y_train.numpy(), scenario.devices.count, lc.partition,
-                          rng=rngs.stream(scenario.seed, "partition"),
-                          samples_per_device=lc.samples_per_device, alpha=lc.alpha,
-                          num_classes=data.num_classes)
+        if lc.dataset == "synthetic":  # the benchmark defines its own split over devices
+            fed = synthetic_federated(scenario.devices.count, lc.synthetic_alpha, lc.synthetic_beta,
+                                      lc.samples_per_device, rngs.stream(scenario.seed, "synthetic"))
+            data, parts = fed.dataset, fed.train_indices
+        else:
+            data = load_dataset(lc.dataset, lc.data_dir or None)
+            parts = partition(data.y_train.numpy(), scenario.devices.count, lc.partition,
+                              rng=rngs.stream(scenario.seed, "partition"),
+                              samples_per_device=lc.samples_per_device, alpha=lc.alpha,
+                              num_classes=data.num_classes)
         self.trainer = Trainer(data, parts, lc.model, local_steps=lc.local_steps,
                                batch_size=lc.batch_size, lr=lc.lr, root_seed=scenario.seed,
                                device=scenario.run.device, eval_train_samples=lc.eval_train_samples)
