@@ -46,6 +46,7 @@ class RoundRecord:
     compute_energy_j: np.ndarray | None = None  # per selected device, for the computation done
     arrived: np.ndarray | None = None    # per selected device: upload complete by the deadline
     available: np.ndarray | None = None  # per device (N,): could be scheduled (None: all)
+    server_s: float = 0.0  # server computation time (SAFARI server round; no device takes part)
 
 
 @dataclass
@@ -112,7 +113,8 @@ class Engine:
                  on_eval: Callable[[dict], None] = lambda e: None,
                  checkpoint_every: int | None = None,
                  on_checkpoint: Callable[["Engine"], None] = lambda e: None,
-                 access=None, availability=None, round_deadline_s: float | None = None):
+                 access=None, availability=None, round_deadline_s: float | None = None,
+                 client_round_prob: float | None = None, server_round_s: float = 0.0):
         self.channel, self.link, self.compute, self.scheduler = channel, link, compute, scheduler
         if access is None:
             from ..wireless import TDMA
@@ -127,6 +129,11 @@ class Engine:
         self.stop, self.eval_rule = stop, evaluate
         self.on_round, self.on_eval = on_round, on_eval
         self.checkpoint_every, self.on_checkpoint = checkpoint_every, on_checkpoint
+        # SAFARI (spec 003): a round is a client round with probability client_round_prob (coin from
+        # the "round_type" stream), else a server round of server_round_s on the server alone
+        self.client_round_prob, self.server_round_s = client_round_prob, float(server_round_s)
+        if client_round_prob is not None and "round_type" not in streams:
+            raise ValueError("client_round_prob needs a 'round_type' random stream")
         self.rounds_done = 0
         self._start_s = 0.0
 
@@ -188,6 +195,9 @@ class Engine:
         state = RoundState(round=r, gains=gains, model_bits=self.model_bits,
                            bandwidth_hz=self.link.bandwidth_hz, noise_power=self.link.noise_power,
                            available=available)
+        if self.client_round_prob is not None and not self.streams["round_type"].random() < self.client_round_prob:
+            yield from self._server_round(r, t_start, gains, available)
+            return
         decision = self.scheduler.decide(state)
         selected = draw_devices(decision.omega, decision.m, self.streams["selection"])
         power = decision.power[selected]
@@ -217,7 +227,7 @@ class Engine:
         # energy for what was actually done: a dropped upload spent power only while on the air,
         # an interrupted computation the fraction it completed
         on_air = np.where(arrived, airtime, np.where(np.isnan(log.tx_start), 0.0, t_end - log.tx_start))
-        with np.errstate(invalid="ignore", divide="ignore"):
+        with np.errstate(invalid="ignore", divide="ignore", over="ignore"):  # over: comp subnormal
             done = np.where(comp > 0, np.clip((t_end - t_compute) / comp, 0.0, 1.0), 1.0)
         energy_of = getattr(self.compute, "energy_j", None)
         comp_energy = energy_of(selected) * done if energy_of is not None else np.zeros(len(selected))
@@ -230,6 +240,24 @@ class Engine:
             energy_j=np.where(on_air > 0, power * on_air, 0.0),
             gains=gains, decision=decision, compute_energy_j=comp_energy, arrived=arrived,
             available=available))
+
+    def _server_round(self, r: int, t_start: float, gains: np.ndarray, available):
+        """A server round: the server trains on its own data; no airtime, no device energy, and
+        the scheduler is not consulted (its queues stay as they are)."""
+        if self.server_round_s > 0:
+            yield self.env.timeout(self.server_round_s)
+        if self.learner is not None:
+            self.learner.server_round(r)
+        n = self.num_devices
+        queue = np.asarray(getattr(self.scheduler, "queue", np.zeros(n)), dtype=float).copy()
+        decision = Decision(omega=np.zeros(n), q=np.zeros(n), power=np.zeros(n), queue=queue,
+                            m=int(getattr(self.scheduler, "m", 0)), info={"method": "server_round"})
+        none = np.empty(0, dtype=np.int64)
+        self.on_round(RoundRecord(
+            round=r, t_start=t_start, t_end=self.env.now, downlink_s=0.0, comp_s=0.0, comm_s=0.0,
+            selected=none, upload_order=none, airtime_s=np.empty(0), energy_j=np.empty(0), gains=gains,
+            decision=decision, compute_energy_j=np.empty(0), arrived=np.empty(0, dtype=bool),
+            available=available, server_s=self.server_round_s))
 
     def _device(self, i: int, device: int, compute_s: float, airtime_s: float, log: _Uploads):
         try:
