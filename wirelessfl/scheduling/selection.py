@@ -156,7 +156,8 @@ class _Exact:
         self.inner_iterations = 0
         with np.errstate(divide="ignore", invalid="ignore"):
             self.q0o = np.minimum(np.sqrt(a / self.bo), 1.0)
-        self.th0o = _logit_of_q(self.q0o, m)  # logit(omega0): g' = 0 (inf where b <= a)
+            # omega0: where g' = 0 (q = sqrt(a/b)); 1 where b <= a (g' < 0 on all of (0, 1)).
+            self.w0o = -np.expm1(np.log1p(-self.q0o) / m)
 
     def _prepare_positive(self):
         """Convex-branch ends of the other devices, needed only when mu > 0 (then all b > a).
@@ -169,7 +170,7 @@ class _Exact:
         self.q1o = q1
         self.x1o = np.log(q1) - np.log(self.q0o)
         omq = 1.0 - q1
-        self.Mo = m * omq ** ((m - 1) / m) * (b - a / (q1 * q1))  # M_n = g_n'(omega1_n)
+        self.log_Mo = np.log(m * omq ** ((m - 1) / m) * (b - a / (q1 * q1)))  # M_n = g_n'(omega1_n)
         # -d2G/dx2 at the peak x1 (G = log g' - log mu): seeds Newton near a double root.
         e2 = np.expm1(2.0 * self.x1o)
         self.kappa = self.k * q1 / (omq * omq) + 4.0 * (e2 + 1.0) / (e2 * e2)
@@ -192,20 +193,26 @@ class _Exact:
 
     # -- other devices (vectorised) -----------------------------------------------------------
 
-    def _psi(self, mu, theta0=None, tol=None):
-        """theta_n = logit(psi_n(mu)) on the convex branch for every other device.
+    def _psi(self, mu, state=None, tol=None):
+        """psi_n(mu), the point of every other device's convex branch where g_n' = mu.
 
-        mu: scalar or column (G, 1), all of one sign, nonzero. Returns (theta, omega,
-        domega/dmu, dtheta/dmu), broadcast against the devices. Newton iterations on an increasing
-        function G (log g' - log mu up to sign): plain steps from a warm start, else (or when
-        those fail) steps safeguarded by a per-device bracket with bisection.
+        mu: scalar or column (G, 1), all of one sign, nonzero. state: optional warm start
+        (sign, z) from an earlier call. Returns (state, omega, domega/dmu, dz/dmu) broadcast
+        against the devices, where state = (sign of mu, z) holds the Newton variable z (theta for
+        mu < 0, x for mu > 0). Newton iterations on an increasing function G (log g' - log mu up to
+        sign): plain steps from a warm start, else (or when those fail) steps safeguarded by a
+        per-device bracket with bisection.
         """
         mu = np.asarray(mu, dtype=float)
         tol = self.tol if tol is None else tol
+        sign = 1 if np.all(mu > 0) else -1
+        z0 = state[1] if state is not None and state[0] == sign else None
         with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-            if np.all(mu > 0):
-                return self._psi_pos(mu, theta0, tol)
-            return self._psi_neg(mu, theta0, tol)
+            if sign > 0:
+                z, w, dw, dz = self._psi_pos(mu, z0, tol)
+            else:
+                z, w, dw, dz = self._psi_neg(mu, z0, tol)
+        return (sign, z), w, dw, dz
 
     @staticmethod
     def _safeguarded(evaluate, z, lo, hi, tol, maxiter):
@@ -258,7 +265,7 @@ class _Exact:
 
         out = None
         if theta0 is not None:
-            out = self._safeguarded(evaluate, np.asarray(theta0, dtype=float) + 0.0 * mu, None, None, tol, 4)
+            out = self._safeguarded(evaluate, theta0 + 0.0 * mu, None, None, tol, 4)
         if out is None:
             c = amu / m
             # a/q^2 = b + |c| (1-q)^-k  with (1-q)^-k in [1, 2^k] while q <= 1/2.
@@ -277,7 +284,7 @@ class _Exact:
             q_b = np.minimum(np.minimum(q_hi, 1.0), -np.expm1(m * log_y))
             start = _logit_of_q(np.sqrt(a / (b + c * np.exp(-k * np.log1p(-q_b)))), m)
             if theta0 is not None:
-                th0 = np.asarray(theta0, dtype=float) + 0.0 * mu
+                th0 = theta0 + 0.0 * mu
                 start = np.where((th0 > lo) & (th0 < hi), th0, start)
             start = np.where((start > lo) & (start < hi), start,
                              np.where(np.isfinite(hi), 0.5 * (lo + hi), lo + 1.0))
@@ -289,7 +296,7 @@ class _Exact:
         dth = 1.0 / (amu * dG)  # dtheta/dmu = 1 / (g'' omega (1 - omega)) = 1 / (|mu| dG/dtheta)
         return th, w, w * np.exp(L) * dth, dth
 
-    def _psi_pos(self, mu, theta0, tol):
+    def _psi_pos(self, mu, x0, tol):
         """0 < mu <= M_n (q between q0 and q1): Newton in x = log(q / q0) on
         G = log(m b / mu) + k log(1 - q) + log(expm1(2x)) - 2x, dG/dx = 2/expm1(2x) - k q/(1-q)."""
         m, k = self.m, self.k
@@ -303,10 +310,8 @@ class _Exact:
             return G, 2.0 / e2 - k * q / (1.0 - q)
 
         out = None
-        if theta0 is not None:
-            q_prev = -np.expm1(m * log_expit(-np.asarray(theta0, dtype=float)))
-            x_prev = np.log(q_prev) - np.log(q0) + 0.0 * mu
-            out = self._safeguarded(evaluate, x_prev, None, None, tol, 4)
+        if x0 is not None:
+            out = self._safeguarded(evaluate, x0 + 0.0 * mu, None, None, tol, 4)
         if out is None:
             x1 = self.x1o + 0.0 * mu
             lo = np.zeros_like(x1)
@@ -314,7 +319,7 @@ class _Exact:
             r = (mu / m) * np.exp(-k * np.log1p(-q0)) / self.bo
             start = np.where(r < 1.0, -0.5 * np.log1p(-np.where(r < 1.0, r, 0.0)), x1)
             # Close to the peak M_n: the quadratic model of G around x1 (never below the above).
-            gap = np.log(self.Mo) - np.log(mu)
+            gap = self.log_Mo - np.log(mu)
             near = gap < _QUAD_GAP
             if np.any(near):
                 quad = x1 - np.sqrt(2.0 * np.maximum(gap, 0.0) / self.kappa)
@@ -327,39 +332,35 @@ class _Exact:
         q = q0 * np.exp(x)
         lw = np.log1p(-q) / m  # log(1 - omega)
         w = -np.expm1(lw)
-        th = np.log(w) - lw
-        # domega/dx = q (1 - omega) / (m (1 - q)); divide by dmu/dx = mu dG/dx.
-        dwdx = q * np.exp(lw) / (m * (1.0 - q))
-        dw = dwdx / (mu * dG)
-        return th, w, dw, dw / (w * np.exp(lw))
+        dx = 1.0 / (mu * dG)  # dx/dmu = 1 / (dmu/dx) = 1 / (mu dG/dx)
+        # domega/dx = q (1 - omega) / (m (1 - q))
+        return x, w, q * np.exp(lw) / (m * (1.0 - q)) * dx, dx
 
     def _omega0(self):
         """psi_n(0): the zero of g_n' (q = sqrt(a/b))."""
-        return expit(self.th0o)
+        return self.w0o
 
     # -- D along the curve of partial minimisers -----------------------------------------------
 
-    def _phi(self, tau: float, theta0=None, mu_prev=None, dth_dmu=None):
-        """Phi(tau) = sum_{n != j} psi_n(mu) - (1 - omega_j), omega_j = expit(tau), and its tau-derivative."""
+    def _phi(self, tau: float, state=None, mu_prev=None, dz=None):
+        """Phi(tau) = sum_{n != j} psi_n(mu) - (1 - omega_j), omega_j = expit(tau), its
+        tau-derivative, and the inner solution (state, mu, dz/dmu, omega, domega/dmu)."""
         self.evaluations += 1
         s, t, q, mu, g2 = self._j_terms(tau)
-        if theta0 is not None and mu_prev is not None and dth_dmu is not None:
+        if state is not None and mu_prev is not None and dz is not None:
             if abs(mu - mu_prev) <= 0.3 * abs(mu_prev):
-                theta0 = theta0 + (mu - mu_prev) * dth_dmu  # first-order predictor
+                state = (state[0], state[1] + (mu - mu_prev) * dz)  # first-order predictor
             else:
-                theta0 = None  # too far away: the bracketed cold start is cheaper
+                state = None  # too far away: the bracketed cold start is cheaper
         if mu == 0.0:
             w = self._omega0()
-            th = self.th0o.copy()
             dw = self._inv_g2_others(w)
-            dth = dw / (w * (1.0 - w))
+            state, dz = None, None
         else:
-            th, w, dw, dth = self._psi(mu, theta0)
-        rest = float(np.sum(w))
-        r_prime = float(np.sum(dw))
-        phi = rest - t
-        dphi = s * t * (1.0 + r_prime * g2)
-        return phi, dphi, th, mu, dth
+            state, w, dw, dz = self._psi(mu, state)
+        phi = float(np.sum(w)) - t
+        dphi = s * t * (1.0 + float(np.sum(dw)) * g2)
+        return phi, dphi, state, mu, dz, w, dw
 
     def _inv_g2_others(self, w):
         """1 / g_n''(w_n) for the other devices, as q^3 / (m y^(m-2) [2am(1-q) - (m-1) q (b q^2 - a)])
@@ -370,14 +371,15 @@ class _Exact:
         den = m * np.exp((m - 2) * L) * (2 * a * m * np.exp(m * L) - (m - 1) * q * (self.bo * q * q - a))
         return q ** 3 / den
 
-    def _root(self, lo: float, hi: float, start: float, theta0=None, mu0=None, dth0=None):
-        """Safeguarded Newton for Phi(tau) = 0 with Phi(lo) < 0 < Phi(hi)."""
+    def _root(self, lo: float, hi: float, start: float, state=None, mu0=None, dz0=None):
+        """Safeguarded Newton for Phi(tau) = 0 with Phi(lo) < 0 < Phi(hi); returns tau and the
+        other devices' omega there."""
         tau = start
         if not lo < tau < hi:
             tau = 0.5 * (lo + hi)
-        th, mu_prev, dth = theta0, mu0, dth0
+        mu_prev, dz = mu0, dz0
         for _ in range(100):
-            phi, dphi, th, mu_prev, dth = self._phi(tau, th, mu_prev, dth)
+            phi, dphi, state, mu_prev, dz, w, dw = self._phi(tau, state, mu_prev, dz)
             if phi < 0:
                 lo = tau
             else:
@@ -394,14 +396,14 @@ class _Exact:
                 # Take it without another evaluation; move the inner solution along by the
                 # first-order predictor (its error is of the same order).
                 mu_new = self._j_terms(new)[3]
-                return new, th + (mu_new - mu_prev) * dth
+                return new, w + (mu_new - mu_prev) * dw
             tau = new
-        return tau, th
+        return tau, w
 
-    def _candidate(self, tau: float, th):
+    def _candidate(self, tau: float, w_others):
         w = np.empty(self.n)
         w[self.j] = _expit(tau)
-        w[np.arange(self.n) != self.j] = expit(th)
+        w[np.arange(self.n) != self.j] = w_others
         w /= w.sum()
         return w, selection_objective(w, self.a, self.b, self.m)
 
@@ -430,8 +432,8 @@ class _Exact:
                     np.minimum(np.sqrt(a / (self.bo + 8.0 * a)), 0.5), m))))
                 t_h = 0.5 * min(0.5, r_low)
                 hi = math.log1p(-t_h) - math.log(t_h)
-            tau, th = self._root(tau_lo, hi, self._surrogate_start())
-            candidates.append(("all-convex", tau, th))
+            tau, w_o = self._root(tau_lo, hi, self._surrogate_start())
+            candidates.append(("all-convex", tau, w_o))
             info["route"] = "convex: mu <= 0"
         else:
             # mu > 0 and b_j > a: j has a concave branch t = 1 - omega_j in (0, t_max). D(t) >=
@@ -440,24 +442,24 @@ class _Exact:
             tau1 = float(_logit_of_q(float(_branch_q1(a, self.bj, m)), m))  # logit(omega1_j)
             tau0 = float(_logit_of_q(math.sqrt(a / self.bj), m))  # logit(omega0_j) < tau1
             t_max = _expit(-tau1)
-            brackets, (phi1, th1, mu1, dth1) = self._scan(r0, t_max, tau1)
+            brackets, (phi1, state1, mu1, dz1) = self._scan(r0, t_max, tau1)
             if phi1 >= 0:
                 # All-convex root: Phi increases on [tau0, tau1], Phi(tau0) = R(0) + omega0_j - 1 < 0.
                 phi0 = r0 + _expit(tau0) - 1.0
                 start = tau0 + (tau1 - tau0) * (-phi0) / (phi1 - phi0) if phi1 > phi0 else 0.5 * (tau0 + tau1)
-                tau, th = self._root(tau0, tau1, start, th1, mu1, dth1)
-                candidates.append(("all-convex", tau, th))
+                tau, w_o = self._root(tau0, tau1, start, state1, mu1, dz1)
+                candidates.append(("all-convex", tau, w_o))
             if phi1 < 0 and not brackets:  # cannot happen (D(R(0)) >= 0 > D(t_max)); stay safe
                 t_hi = r0 * (1.0 + 1e-12)
                 brackets = [(tau1, math.log1p(-t_hi) - math.log(t_hi), 0.5 * (tau1 + tau0), None, None, None)]
-            for lo, hi, st, th0, mu0, dth0 in brackets:
-                tau, th = self._root(lo, hi, st, th0, mu0, dth0)
-                candidates.append(("one-concave", tau, th))
+            for lo, hi, st, state0, mu0, dz0 in brackets:
+                tau, w_o = self._root(lo, hi, st, state0, mu0, dz0)
+                candidates.append(("one-concave", tau, w_o))
             info["route"] = "scan of the concave branch"
             info["concave_roots"] = len(brackets)
         best = None
-        for kind, tau, th in candidates:
-            w, f = self._candidate(tau, th)
+        for kind, tau, w_o in candidates:
+            w, f = self._candidate(tau, w_o)
             if best is None or f < best[2]:
                 best = (kind, w, f)
         info.update(candidates=len(candidates), winner=best[0], evaluations=self.evaluations,
@@ -472,7 +474,7 @@ class _Exact:
         return math.log(wj) - math.log1p(-wj)
 
     def _scan(self, t_a: float, t_b: float, tau_b: float):
-        """Brackets (in tau) of the + to - roots of D on [t_a, t_b], and (D, theta, mu, dtheta/dmu)
+        """Brackets (in tau) of the + to - roots of D on [t_a, t_b], and (D, state, mu, dz/dmu)
         at t_b. D and dD/dt on a uniform grid of ``grid + 1`` points; a root pair hiding inside a
         cell of one sign is caught by the cell's cubic Hermite interpolant and confirmed by one
         evaluation at the interpolant's extremum."""
@@ -490,7 +492,7 @@ class _Exact:
         # mu(t) > 0 on the branch; it can only underflow (t^(m-1) below 1e-308): keep it positive.
         mus = np.maximum(m * np.exp((m - 1) * lt) * core, np.finfo(float).tiny)
         g2s = m * np.exp((m - 2) * lt) * (-(m - 1) * core + 2.0 * a * m * one_minus_q / q ** 3)
-        th, w, dw, dth = self._psi(mus[:, None], tol=1e-7)
+        (sign, z), w, dw, dz = self._psi(mus[:, None], tol=1e-7)
         self.evaluations += G + 1
         D = w.sum(axis=1) - ts
         # D(t_a) >= R(0) - t_a = 0 in exact arithmetic; keep rounding from flipping its sign.
@@ -535,8 +537,8 @@ class _Exact:
             tau_pos = float(taus[i]) if t_lo == ta else math.log1p(-t_lo) - math.log(t_lo)
             start = math.log1p(-t_guess) - math.log(t_guess) if t_guess < 1.0 else 0.5 * (tau_neg + tau_pos)
             k = i if t_guess - t_lo < t_hi - t_guess else i + 1  # warm start: nearer grid point
-            brackets.append((tau_neg, tau_pos, start, th[k], float(mus[k]), dth[k]))
-        return brackets, (float(D[-1]), th[-1], float(mus[-1]), dth[-1])
+            brackets.append((tau_neg, tau_pos, start, (sign, z[k]), float(mus[k]), dz[k]))
+        return brackets, (float(D[-1]), (sign, z[-1]), float(mus[-1]), dz[-1])
 
 
 # Cubic Hermite basis on 31 interior points of a cell (constants, used by _Exact._scan).
