@@ -50,3 +50,118 @@ def test_quadratic_sum_one_biased_under_sampling():
     ub = quad.run("fedshuffle", eta=1 / 160, cohort=2, rounds=600, seed=124)
     assert so[-100:].mean() > 5e-4
     assert ub[-100:].mean() < so[-100:].mean() / 2
+
+
+# ------------------------------------------------------------------------------------------------
+# FedShuffleGen: the named methods as settings of one engine
+
+from wirelessfl.learning.fedshuffle import FEDSHUFFLE_METHODS, FedShuffleGen, make_fedshuffle_method  # noqa: E402
+
+
+@pytest.mark.parametrize("name, quad_name", [
+    ("fedavg_rr", "fedavg_rr"), ("fednova", "fednova_rr"), ("fedshuffle", "fedshuffle"),
+    ("fedshuffle_so", "fedshuffle_so"), ("fedavg_min", "fedavg_min"),
+])
+def test_gen_reduces_to_named_methods_on_quadratic(name, quad_name):
+    # batch 1, one epoch: tau_i = |D_i|; base lr = eta / max |D_j| (the common lr)
+    p = quad.paper_problem()
+    eta = 1 / 80
+    gen = make_fedshuffle_method(name, p.sizes, local_epochs=1, batch_size=1, lr=eta / 3)
+    ref = quad.method_setting(quad_name, p, eta, np.full(3, 2 / 3))
+    everyone = np.arange(3)
+    steps, lrs = gen.local_work(everyone)
+    np.testing.assert_array_equal(steps, ref.steps)
+    if name != "fedavg_min":  # the toy FedAvgMin takes its single step with lr eta, not eta / 3
+        np.testing.assert_allclose(lrs, ref.step)
+    for sel in (everyone, np.array([0, 2]), np.array([1, 2])):
+        pr = np.full(3, 2 / 3)
+        np.testing.assert_allclose(gen.coefficients(sel, pr), ref.coef(sel, pr))
+
+
+def test_gen_parameters_of_each_method():
+    sizes = np.array([10, 40, 95, 0, 200])
+    B, E, lr = 16, 2, 0.05
+    tau = E * np.ceil(sizes / B).astype(int)  # 2, 6, 12, 0, 26
+    w = sizes / sizes.sum()
+    q = np.array([0.9, 0.3, 0.5, 0.2, 0.7])
+    sel = np.array([0, 1, 4])
+    m = {k: make_fedshuffle_method(k, sizes, local_epochs=E, batch_size=B, lr=lr) for k in FEDSHUFFLE_METHODS}
+    np.testing.assert_array_equal(m["fedshuffle"].tau, tau)
+    # local work
+    np.testing.assert_array_equal(m["fedavg_rr"].local_work(sel)[0], tau[sel])
+    np.testing.assert_allclose(m["fedavg_rr"].local_work(sel)[1], lr)
+    np.testing.assert_array_equal(m["fedavg_min"].local_work(sel)[0], [2, 2, 2])
+    np.testing.assert_array_equal(m["fedavg_mean"].local_work(sel)[0], [11, 11, 11])  # round(34 / 3)
+    np.testing.assert_allclose(m["fedshuffle"].local_work(sel)[1], lr * 26 / tau[sel])
+    # aggregation coefficients
+    so = w[sel] / w[sel].sum()
+    np.testing.assert_allclose(m["fedavg_rr"].coefficients(sel, q), so)
+    np.testing.assert_allclose(m["fedshuffle"].coefficients(sel, q), w[sel] / q[sel])
+    np.testing.assert_allclose(m["fedshuffle_so"].coefficients(sel, q), (w / q)[sel] / (w / q)[sel].sum())
+    np.testing.assert_allclose(m["fednova"].coefficients(sel, q), so * (so @ tau[sel]) / tau[sel])
+    # server step size and repeated devices (the engine's draws with replacement count once)
+    g = FedShuffleGen(sizes, local_epochs=E, batch_size=B, lr_norm="steps", server_lr=2.0)
+    np.testing.assert_allclose(g.aggregation_weights(np.array([4, 0, 4]), q, 5), [2 * w[4] / q[4], 2 * w[0] / q[0], 0])
+
+
+def test_objective_weights_eq31():
+    # full participation, equal E: FedAvg optimises w^ ~ |D_i|^2 (spec sec. 2.1), the others w
+    sizes = np.array([3, 7, 20, 50])
+    w = sizes / sizes.sum()
+    kw = dict(local_epochs=1, batch_size=1, lr=0.01)
+    np.testing.assert_allclose(make_fedshuffle_method("fedavg_rr", sizes, **kw).objective_weights(),
+                               sizes ** 2 / np.sum(sizes ** 2))
+    for name in ("fedshuffle", "fednova", "fedavg_min"):
+        np.testing.assert_allclose(make_fedshuffle_method(name, sizes, **kw).objective_weights(), w)
+    # FedShuffle stays consistent under any sampling (expected coefficients w_i)
+    q = np.array([0.1, 0.5, 0.9, 0.3])
+    np.testing.assert_allclose(make_fedshuffle_method("fedshuffle", sizes, **kw).objective_weights(q), w)
+
+
+def test_unbiased_aggregation_under_scheduler_sampling():
+    # The engine's sampling: m draws with replacement from omega, distinct set; q = 1 - (1 - omega)^m
+    # is each device's marginal inclusion probability. E[sum_S coef_i Delta_i] = sum_i w_i Delta_i.
+    rng = np.random.default_rng(7)
+    n, mdraws, trials = 6, 3, 6000
+    sizes = np.array([5, 20, 60, 120, 300, 500])
+    w = sizes / sizes.sum()
+    omega = np.array([0.3, 0.25, 0.2, 0.1, 0.1, 0.05])
+    q = 1 - (1 - omega) ** mdraws
+    delta = rng.normal(size=n)
+    target = w @ delta
+    est = {}
+    for name in ("fedshuffle", "fedshuffle_so", "fedavg_rr"):
+        alg = make_fedshuffle_method(name, sizes, batch_size=10)
+        vals = np.empty(trials)
+        for t in range(trials):
+            sel = rng.choice(n, size=mdraws, p=omega)
+            vals[t] = alg.aggregation_weights(sel, q, n) @ delta[sel]
+        est[name] = (vals.mean(), vals.std() / np.sqrt(trials))
+    mean, se = est["fedshuffle"]
+    assert abs(mean - target) < 4 * se
+    for name in ("fedshuffle_so", "fedavg_rr"):  # sum-one is biased under partial participation
+        mean, se = est[name]
+        assert abs(mean - target) > 8 * se, (name, mean, target, se)
+
+
+def test_gen_round_on_trainer_uses_per_device_steps_and_lrs():
+    import torch
+
+    from wirelessfl.learning import Dataset, Trainer
+
+    g = torch.Generator().manual_seed(0)
+    ds = Dataset(name="tiny", x_train=torch.randn(120, 8, generator=g), y_train=torch.randint(0, 3, (120,), generator=g),
+                 x_test=torch.randn(20, 8, generator=g), y_test=torch.randint(0, 3, (20,), generator=g),
+                 num_classes=3, input_shape=(8,))
+    parts = [np.arange(0, 10), np.arange(10, 40), np.arange(40, 120)]  # unequal sizes
+    tr = Trainer(ds, parts, "logreg", local_steps=1, batch_size=10, lr=0.1)
+    alg = make_fedshuffle_method("fedshuffle", [10, 30, 80], local_epochs=2, batch_size=10, lr=0.1)
+    q = np.array([0.5, 0.8, 1.0])
+    x0 = tr.params.clone()
+    info = alg.round(tr, np.array([2, 0, 2]), q, 3, round_idx=4)
+    assert info["num_trained"] == 2 and info["local_steps"] == 2 + 16
+    x1 = tr.params.clone()
+    tr.params = x0
+    deltas = tr.local_updates([0, 2], 4, local_steps=[2, 16], lr=[0.1 * 16 / 2, 0.1])
+    expected = x0 + (10 / 120 / 0.5) * deltas[0] + (80 / 120 / 1.0) * deltas[1]
+    torch.testing.assert_close(x1, expected)

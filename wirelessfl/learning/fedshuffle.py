@@ -1,0 +1,215 @@
+"""The FedShuffle family as algorithms for the simulator (spec 001 secs. 2-3).
+
+:class:`FedShuffleGen` is the general engine of spec sec. 2.0: device i runs tau_i local minibatch
+steps from x_t with its own step size lr_i over a fresh random permutation of its data (random
+reshuffling: ``Trainer.minibatch_indices``), and the server applies
+
+    x_{t+1} = x_t + server_lr * sum_{i in S} coef_i (y_i - x_t).
+
+Every named method is a parameter setting (spec sec. 2.7 table):
+
+=============== ====================== ========================== ==================================
+method          local work             step size of device i      coef_i
+=============== ====================== ========================== ==================================
+fedavg_rr       E epochs (tau_i)       lr                         w_i / sum_S w_j (SO)
+fedavg_min      min_S tau_j steps      lr                         SO
+fedavg_mean     mean_S tau_j steps     lr                         SO
+fednova         E epochs               lr                         rho_i tau_eff / tau_i, rho = SO,
+                                                                  tau_eff = sum_S rho_j tau_j
+fedshuffle      E epochs               lr tau_ref / tau_i         w_i / p_i
+fedshuffle_so   E epochs               lr tau_ref / tau_i         (w_i/p_i) / sum_S (w_j/p_j)
+=============== ====================== ========================== ==================================
+
+w_i = |D_i| / |D| (over all devices), tau_i = E ceil(|D_i| / B), tau_ref = max_j tau_j over all
+devices (the largest device uses the common lr, smaller ones a proportionally larger one), and
+p_i is the marginal inclusion probability the scheduler used (the engine's q): with it
+E[sum_S (w_i/p_i) Delta_i] = sum_i w_i Delta_i for any sampling (spec sec. 3).
+
+:meth:`FedShuffleGen.objective_weights` gives the closed form of the objective a setting
+actually optimises (spec eq. 31): w^_i proportional to E[coef_i] * lr_i * tau_i.
+"""
+from __future__ import annotations
+
+import math
+from typing import Sequence
+
+import numpy as np
+
+__all__ = ["FedShuffleGen", "FEDSHUFFLE_METHODS", "make_fedshuffle_method"]
+
+FEDSHUFFLE_METHODS = ("fedavg_rr", "fedavg_min", "fedavg_mean", "fednova", "fedshuffle", "fedshuffle_so")
+
+
+class FedShuffleGen:
+    """FedShuffleGen (spec sec. 2.0) with the knobs of the named methods.
+
+    sizes: |D_i| for every device (all N of them, also those never selected).
+    local_epochs (E), batch_size (B): tau_i = E ceil(|D_i| / B) local steps.
+    lr: base local step size (the common lr of FedAvg; the largest device's lr for FedShuffle).
+    work: "epochs" (tau_i steps), "min" / "mean" (every selected device runs min / rounded mean
+        over the cohort of tau_j steps: FedAvgMin / FedAvgMean).
+    lr_norm: "none" (lr for every device) or "steps" (lr tau_ref / tau_i: FedShuffle).
+    aggregation: "unbiased" (w_i / p_i), "sum_one" (w_i / sum_S w_j) or "unbiased_sum_one"
+        ((w_i/p_i) normalised to sum 1 over the cohort: FedShuffle w/ SO, biased).
+    nova: None, "arith" or "harmonic": multiply the base coefficient rho_i by tau_eff / tau_i with
+        tau_eff = sum_S rho_j tau_j (Wang et al.) or sum_S rho_j / sum_S (rho_j / tau_j).
+    server_lr: eta_g.
+    """
+
+    def __init__(
+        self,
+        sizes: Sequence[int],
+        *,
+        local_epochs: int = 1,
+        batch_size: int = 32,
+        lr: float = 0.01,
+        work: str = "epochs",
+        lr_norm: str = "none",
+        aggregation: str = "unbiased",
+        nova: str | None = None,
+        server_lr: float = 1.0,
+        name: str = "fedshuffle_gen",
+    ):
+        sizes = np.asarray(sizes, dtype=np.int64).reshape(-1)
+        if sizes.size == 0 or np.any(sizes < 0) or sizes.sum() == 0:
+            raise ValueError(f"sizes must be >= 0 with a positive total, got {sizes}")
+        if local_epochs < 1 or batch_size < 1:
+            raise ValueError(f"local_epochs and batch_size must be >= 1, got {local_epochs}, {batch_size}")
+        for key, value, allowed in (
+            ("work", work, ("epochs", "min", "mean")),
+            ("lr_norm", lr_norm, ("none", "steps")),
+            ("aggregation", aggregation, ("unbiased", "sum_one", "unbiased_sum_one")),
+            ("nova", nova, (None, "arith", "harmonic")),
+        ):
+            if value not in allowed:
+                raise ValueError(f"{key} = {value!r}: must be one of {allowed}")
+        self.sizes = sizes
+        self.weights = sizes / sizes.sum()
+        self.local_epochs = int(local_epochs)
+        self.batch_size = int(batch_size)
+        self.lr = float(lr)
+        self.work, self.lr_norm, self.aggregation, self.nova = work, lr_norm, aggregation, nova
+        self.server_lr = float(server_lr)
+        self.name = name
+        # tau_i = E ceil(|D_i| / B): a full pass per epoch; empty devices do no work
+        self.tau = self.local_epochs * np.array([math.ceil(s / self.batch_size) for s in sizes], dtype=np.int64)
+        self.tau_ref = int(self.tau.max())
+
+    @property
+    def num_devices(self) -> int:
+        return self.sizes.size
+
+    # ------------------------------------------------------------------------------------------
+    # local rule
+
+    def local_work(self, devices: Sequence[int]) -> tuple[np.ndarray, np.ndarray]:
+        """(steps, step sizes) of each device in ``devices`` (the cohort, for min/mean)."""
+        devices = np.asarray(devices, dtype=np.int64).reshape(-1)
+        tau = self.tau[devices]
+        if self.work == "epochs" or devices.size == 0:
+            steps = tau.copy()
+        elif self.work == "min":
+            steps = np.full(devices.size, tau.min())
+        else:
+            steps = np.full(devices.size, max(int(round(tau.mean())), 1))
+        if self.lr_norm == "steps":
+            lrs = self.lr * self.tau_ref / np.maximum(self.tau[devices], 1)
+        else:
+            lrs = np.full(devices.size, self.lr)
+        return steps, lrs
+
+    # ------------------------------------------------------------------------------------------
+    # aggregation
+
+    def coefficients(self, devices: np.ndarray, p: np.ndarray, steps: np.ndarray | None = None) -> np.ndarray:
+        """coef_i (without server_lr) for distinct ``devices`` with inclusion probabilities ``p``
+        (the full length-N vector); ``steps``: the local steps they ran (default local_work)."""
+        devices = np.asarray(devices, dtype=np.int64).reshape(-1)
+        if devices.size == 0:
+            return np.zeros(0)
+        w = self.weights[devices]
+        if self.aggregation == "sum_one":
+            rho = w / w.sum()
+        else:
+            ps = np.asarray(p, dtype=np.float64)[devices]
+            if np.any(~(ps > 0)):
+                raise ValueError(f"selected devices need p > 0 for unbiased weights, got p = {ps}")
+            rho = w / ps
+            if self.aggregation == "unbiased_sum_one":
+                rho = rho / rho.sum()
+        if self.nova is not None:
+            a = (self.local_work(devices)[0] if steps is None else np.asarray(steps)).astype(np.float64)
+            a = np.maximum(a, 1.0)
+            tau_eff = rho @ a if self.nova == "arith" else rho.sum() / (rho / a).sum()
+            rho = rho * tau_eff / a
+        return rho
+
+    def aggregation_weights(self, selected: np.ndarray, q: np.ndarray, num_devices: int) -> np.ndarray:
+        """server_lr * coef_i aligned with ``selected``; a repeated device counts once (first
+        occurrence), as in :class:`FedAvg`."""
+        selected = np.asarray(selected, dtype=np.int64).reshape(-1)
+        q = np.asarray(q, dtype=np.float64)
+        if num_devices != self.num_devices or q.shape != (num_devices,):
+            raise ValueError(f"need {self.num_devices} devices and q of that length, got {num_devices}, {q.shape}")
+        if selected.size and (selected.min() < 0 or selected.max() >= num_devices):
+            raise ValueError(f"selected devices must lie in [0, {num_devices}), got {selected}")
+        uniq, first = np.unique(selected, return_index=True)
+        out = np.zeros(selected.size)
+        out[first] = self.server_lr * self.coefficients(uniq, q)
+        return out
+
+    def round(self, trainer, selected: np.ndarray, q: np.ndarray, num_devices: int, round_idx: int) -> dict:
+        """Train the distinct selected devices (their own step counts and step sizes), aggregate."""
+        devices = np.unique(np.asarray(selected, dtype=np.int64))
+        devices = devices[self.sizes[devices] > 0]
+        steps, lrs = self.local_work(devices)
+        weights = self.server_lr * self.coefficients(devices, q, steps)
+        if devices.size:
+            deltas = trainer.local_updates(devices, round_idx, local_steps=steps, lr=lrs)
+            trainer.aggregate(deltas, weights)
+        return {"num_trained": int(devices.size), "weight_sum": float(weights.sum()),
+                "local_steps": int(steps.sum())}
+
+    # ------------------------------------------------------------------------------------------
+    # analysis
+
+    def expected_coefficients(self, p: np.ndarray, cohorts: Sequence[Sequence[int]] | None = None,
+                              probs: Sequence[float] | None = None) -> np.ndarray:
+        """E[1_{i in S} coef_i] for every device: over the given cohorts with their probabilities,
+        or, without cohorts, for the unbiased rules (w_i) / full participation."""
+        p = np.asarray(p, dtype=np.float64)
+        n = self.num_devices
+        if cohorts is None:
+            if self.aggregation == "unbiased" and self.nova is None:
+                return self.weights.copy()
+            cohorts, probs = [np.arange(n)], [1.0]
+        e = np.zeros(n)
+        for sel, pr in zip(cohorts, probs):
+            sel = np.asarray(sel, dtype=np.int64)
+            e[sel] += pr * self.coefficients(sel, p)
+        return e
+
+    def objective_weights(self, p: np.ndarray | None = None, cohorts=None, probs=None) -> np.ndarray:
+        """w^_i of the objective actually optimised (spec eq. 31), normalised to sum 1:
+        w^_i proportional to E[coef_i] * lr_i * steps_i (work = "epochs")."""
+        p = np.ones(self.num_devices) if p is None else np.asarray(p, dtype=np.float64)
+        steps, lrs = self.local_work(np.arange(self.num_devices))
+        v = self.expected_coefficients(p, cohorts, probs) * lrs * steps
+        return v / v.sum()
+
+
+def make_fedshuffle_method(name: str, sizes: Sequence[int], *, local_epochs: int = 1, batch_size: int = 32,
+                           lr: float = 0.01, server_lr: float = 1.0) -> FedShuffleGen:
+    """The named method of the family as a :class:`FedShuffleGen` setting (table in the module doc)."""
+    settings = {
+        "fedavg_rr": dict(aggregation="sum_one"),
+        "fedavg_min": dict(work="min", aggregation="sum_one"),
+        "fedavg_mean": dict(work="mean", aggregation="sum_one"),
+        "fednova": dict(aggregation="sum_one", nova="arith"),
+        "fedshuffle": dict(lr_norm="steps", aggregation="unbiased"),
+        "fedshuffle_so": dict(lr_norm="steps", aggregation="unbiased_sum_one"),
+    }
+    if name not in settings:
+        raise ValueError(f"unknown method {name!r}; choose from {FEDSHUFFLE_METHODS}")
+    return FedShuffleGen(sizes, local_epochs=local_epochs, batch_size=batch_size, lr=lr,
+                         server_lr=server_lr, name=name, **settings[name])
