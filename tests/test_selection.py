@@ -50,7 +50,7 @@ def _slsqp_log(a, b, m, w0):
     return objective(w, a, b, m), w
 
 
-def reference(a, b, m, rng, n_random=3):
+def reference(a, b, m, rng, n_random=1):
     """Best of multi-start SLSQP, then polished by Newton on g'(omega_n) = mu, sum omega = 1."""
     n = b.size
     if n == 1:

@@ -125,6 +125,8 @@ class DevicesConfig:
     cycles_per_sample: float = _field(1e7, gt=0, doc="cpu: CPU cycles c per training sample")
     cycles_per_sample_per_device: tuple[float, ...] = _field((), gt=0, doc="cpu: one c per device")
     kappa: float = _field(1e-28, ge=0, doc="cpu: effective switched capacitance; kappa f^2 J per cycle")
+    step_time_s: float = _field(0.0, ge=0, doc="computation time per local step, added to the "
+                                "model's time: unequal local work makes stragglers")
     delay_shift_s: float = _field(0.0, ge=0, doc="shifted_exponential: the shift")
     delay_mean_s: float = _field(1.0, gt=0, doc="shifted_exponential: mean of the exponential part")
     p_on_to_off: float = _field(0.0, ge=0, le=1, doc="per-round probability an available device leaves")
@@ -156,10 +158,16 @@ class LearningConfig:
     samples_per_device: int = _field(500, ge=1)
     synthetic_alpha: float = _field(1.0, ge=0, doc="Synthetic(alpha, beta): spread of the device models")
     synthetic_beta: float = _field(1.0, ge=0, doc="Synthetic(alpha, beta): spread of the device inputs")
-    algorithm: str = _field("fedavg", choices=("fedavg",))
+    algorithm: str = _field("fedavg", choices=("fedavg", "fedavg_rr", "fedavg_min", "fedavg_mean", "fednova", "fedshuffle", "fedshuffle_so"),
+                            doc="fedavg_rr ... fedshuffle_so: the FedShuffle family (spec 001), "
+                                "learning.local_epochs epochs of ceil(|D_n| / batch_size) steps")
     local_steps: int = _field(10, ge=1, doc="K local SGD steps")
     batch_size: int = _field(32, ge=1)
     lr: float = _field(0.01, gt=0, doc="local step size gamma")
+    local_epochs: int = _field(1, ge=1, doc="FedShuffle family: local epochs E; device n runs "
+                               "E ceil(|D_n| / batch_size) steps (local_steps is then unused)")
+    size_sigma: float = _field(0.0, ge=0, doc="unequal dataset sizes: samples_per_device x "
+                               "LogNormal(-sigma^2/2, sigma) per device (iid, dirichlet_per_device)")
     eval_train_samples: int = _field(10000, ge=1, doc="training samples used for the train loss")
 
 

@@ -12,7 +12,8 @@ import torch
 
 from .. import rng as rngs
 from ..config import Scenario, dumps
-from ..devices import make_availability, make_compute
+from ..devices import WorkScaledCompute, make_availability, make_compute
+from ..learning.fedshuffle import FEDSHUFFLE_METHODS, FedShuffleGen, make_fedshuffle_method
 from ..scheduling.base import Decision
 from ..sim.engine import Engine, EvalRule, RoundRecord, StopRule
 from ..sim.checkpoint import (CHECKPOINT_NAME, load_checkpoint, load_object_state, object_state,
@@ -62,13 +63,17 @@ class FederatedLearner:
             data = load_dataset(lc.dataset, lc.data_dir or None)
             parts = partition(data.y_train.numpy(), scenario.devices.count, lc.partition,
                               rng=rngs.stream(scenario.seed, "partition"),
-                              samples_per_device=lc.samples_per_device, alpha=lc.alpha,
+                              samples_per_device=lc.samples_per_device, alpha=lc.alpha, size_sigma=lc.size_sigma,
                               num_classes=data.num_classes)
         self.trainer = Trainer(data, parts, lc.model, local_steps=lc.local_steps,
                                batch_size=lc.batch_size, lr=lc.lr, root_seed=scenario.seed,
                                device=scenario.run.device, eval_train_samples=lc.eval_train_samples)
         self.algorithm = FedAvg()
         self.num_devices = scenario.devices.count
+        if lc.algorithm in FEDSHUFFLE_METHODS:  # spec 001: per-device work from the data sizes
+            self.algorithm = make_fedshuffle_method(
+                lc.algorithm, [len(p) for p in parts], local_epochs=lc.local_epochs,
+                batch_size=lc.batch_size, lr=lc.lr)
 
     @property
     def model_bits(self) -> int:
@@ -145,6 +150,20 @@ def resume(run_dir: str | Path, progress: bool = True) -> RunResult:
     return run.execute()
 
 
+def _compute_model(scenario: Scenario, samples_per_round: int, learner: "FederatedLearner | None"):
+    """The scenario's computation model; time proportional to each device's local steps when the
+    algorithm sets them per device (FedShuffle family) or devices.step_time_s > 0."""
+    base = make_compute(scenario.devices, samples_per_round)
+    alg = getattr(learner, "algorithm", None)
+    per_device = isinstance(alg, FedShuffleGen)
+    if not per_device and scenario.devices.step_time_s == 0:
+        return base
+    k = scenario.learning.local_steps
+    steps_fn = (lambda d: alg.local_work(d)[0]) if per_device else (lambda d: np.full(len(d), k))
+    return WorkScaledCompute(base, steps_fn, ref_steps=k, step_time_s=scenario.devices.step_time_s,
+                             scale_base=scenario.devices.compute == "cpu")
+
+
 class _Run:
     """One run's parts (engine, scheduler, learner, recorder) wired together."""
 
@@ -163,7 +182,7 @@ class _Run:
         samples_per_round = scenario.learning.local_steps * scenario.learning.batch_size
         self.engine = Engine(
             channel=self.channel, link=link, access=make_access(scenario.link, link),
-            compute=make_compute(scenario.devices, samples_per_round), scheduler=self.scheduler,
+            compute=_compute_model(scenario, samples_per_round, self.learner), scheduler=self.scheduler,
             availability=make_availability(scenario.devices), round_deadline_s=rc.round_deadline_s,
             model_bits=self.bits, num_devices=n, downlink_s=link.downlink_time_s(self.bits),
             streams={name: rngs.stream(scenario.seed, name)
