@@ -165,3 +165,63 @@ def test_gen_round_on_trainer_uses_per_device_steps_and_lrs():
     deltas = tr.local_updates([0, 2], 4, local_steps=[2, 16], lr=[0.1 * 16 / 2, 0.1])
     expected = x0 + (10 / 120 / 0.5) * deltas[0] + (80 / 120 / 1.0) * deltas[1]
     torch.testing.assert_close(x1, expected)
+
+
+# ------------------------------------------------------------------------------------------------
+# unequal data and unequal work in the simulator
+
+def test_lognormal_partition_sizes():
+    from wirelessfl.learning.partition import partition
+
+    labels = np.random.default_rng(0).integers(0, 10, 5000)
+    for scheme in ("iid", "dirichlet_per_device"):
+        parts = partition(labels, 40, scheme, rng=np.random.default_rng(1), samples_per_device=50, size_sigma=1.0)
+        sizes = np.array([len(p) for p in parts])
+        assert sizes.min() >= 1 and sizes.max() > 5 * sizes.min()
+        assert 25 < sizes.mean() < 100
+    iid = partition(labels, 40, "iid", rng=np.random.default_rng(1), samples_per_device=50, size_sigma=1.0)
+    assert np.unique(np.concatenate(iid)).size == sum(len(p) for p in iid)  # disjoint
+    # sigma = 0: the equal split, with the same draws as without the option
+    a = partition(labels, 10, "dirichlet_per_device", rng=np.random.default_rng(2), samples_per_device=30)
+    b = partition(labels, 10, "dirichlet_per_device", rng=np.random.default_rng(2), samples_per_device=30, size_sigma=0.0)
+    assert all(np.array_equal(x, y) for x, y in zip(a, b))
+
+
+def test_compute_time_proportional_to_local_steps():
+    from wirelessfl.config import from_dict
+    from wirelessfl.devices import ConstantCompute, CpuCompute, WorkScaledCompute
+    from wirelessfl.experiments.run import _compute_model
+
+    alg = make_fedshuffle_method("fedshuffle", [10, 40, 95, 200], local_epochs=2, batch_size=16)  # tau 2, 6, 12, 26
+    devs = np.array([0, 2, 3])
+    c = WorkScaledCompute(ConstantCompute(np.full(4, 0.5)), lambda d: alg.local_work(d)[0], ref_steps=10,
+                          step_time_s=0.1, scale_base=False)
+    np.testing.assert_allclose(c.compute_times(devs), 0.5 + 0.1 * np.array([2, 12, 26]))
+    cpu = CpuCompute(np.full(4, 1e9), np.full(4, 1e6), samples_per_round=10 * 16, kappa=1e-28)
+    c = WorkScaledCompute(cpu, lambda d: alg.local_work(d)[0], ref_steps=10)
+    np.testing.assert_allclose(c.compute_times(devs), 1e6 * 16 * np.array([2, 12, 26]) / 1e9)
+    np.testing.assert_allclose(c.energy_j(devs), 1e-28 * 1e18 * 1e6 * 16 * np.array([2, 12, 26]))
+
+    class Learner:
+        algorithm = alg
+
+    s = from_dict({"run": {"rounds": 1}, "devices": {"count": 4, "compute_s": 0.5, "step_time_s": 0.01}})
+    m = _compute_model(s, 320, Learner())
+    np.testing.assert_allclose(m.compute_times(devs), 0.5 + 0.01 * np.array([2, 12, 26]))
+    plain = from_dict({"run": {"rounds": 1}, "devices": {"count": 4, "compute_s": 0.5}})
+    assert isinstance(_compute_model(plain, 320, None), ConstantCompute)  # unchanged without the options
+
+
+def test_fedshuffle_runs_in_the_simulator():
+    from wirelessfl import simulate
+    from wirelessfl.config import from_dict
+
+    s = from_dict({"seed": 0, "run": {"rounds": 6, "eval_every_rounds": 3},
+                   "devices": {"count": 10, "step_time_s": 0.01}, "scheduler": {"name": "uniform", "m": 5},
+                   "learning": {"dataset": "synthetic", "model": "logreg", "samples_per_device": 80,
+                                "synthetic_alpha": 0.5, "synthetic_beta": 0.5, "lr": 0.05,
+                                "algorithm": "fedshuffle", "local_epochs": 1, "batch_size": 16}})
+    res = simulate(s, progress=False)
+    acc = res.evals["accuracy"].to_numpy()
+    assert np.all(np.isfinite(acc)) and acc[-1] > acc[0]
+    assert np.all(res.rounds["comp_s"].to_numpy() > 0)

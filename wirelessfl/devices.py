@@ -65,6 +65,34 @@ class ShiftedExponentialCompute:
         return np.zeros(len(devices))
 
 
+class WorkScaledCompute:
+    """Computation proportional to each device's local work (spec 001 sec. 4: unequal local work).
+
+    time_n = base_n x scale_n + step_time_s x steps_n, with steps_n = ``steps_fn(devices)`` the local
+    steps device n runs this round and scale_n = steps_n / ref_steps when ``scale_base`` (the base
+    model assumed ref_steps steps, e.g. "cpu" with local_steps x batch_size samples), else 1.
+    Energy scales like the base model's time. With FedShuffle's E ceil(|D_n| / B) steps, devices with
+    more data become the stragglers.
+    """
+
+    def __init__(self, base, steps_fn, ref_steps: int, step_time_s: float = 0.0, scale_base: bool = True):
+        self.base, self.steps_fn = base, steps_fn
+        self.ref_steps, self.step_time_s, self.scale_base = max(int(ref_steps), 1), float(step_time_s), bool(scale_base)
+
+    def _scale(self, devices: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        steps = np.asarray(self.steps_fn(np.asarray(devices, dtype=np.int64)), dtype=float)
+        return steps, (steps / self.ref_steps if self.scale_base else np.ones_like(steps))
+
+    def compute_times(self, devices: np.ndarray, rng: np.random.Generator | None = None) -> np.ndarray:
+        """base time (scaled by steps / ref_steps) + step_time_s x steps for each of ``devices``."""
+        steps, scale = self._scale(devices)
+        return self.base.compute_times(devices, rng) * scale + self.step_time_s * steps
+
+    def energy_j(self, devices: np.ndarray) -> np.ndarray:
+        """The base model's energy, scaled like its time."""
+        return self.base.energy_j(devices) * self._scale(devices)[1]
+
+
 def make_compute(cfg: DevicesConfig, samples_per_round: int = 1):
     """The computation model named in the scenario (``samples_per_round`` is used by "cpu")."""
     n = cfg.count

@@ -5,7 +5,7 @@ import math
 
 import numpy as np
 
-__all__ = ["PARTITION_SCHEMES", "partition"]
+__all__ = ["PARTITION_SCHEMES", "device_sizes", "partition"]
 
 PARTITION_SCHEMES = ("dirichlet_per_device", "label_dirichlet", "iid")
 
@@ -19,6 +19,7 @@ def partition(
     samples_per_device: int = 500,
     alpha: float = 1.0,
     num_classes: int | None = None,
+    size_sigma: float = 0.0,
 ) -> list[np.ndarray]:
     """Return ``num_devices`` sorted int64 index arrays into the training set.
 
@@ -38,6 +39,11 @@ def partition(
       otherwise the whole set cut into near-equal parts.
 
     ``rng`` should be the scenario's "partition" stream. ``num_classes`` defaults to max label + 1.
+
+    ``size_sigma`` > 0 gives unequal dataset sizes (``"dirichlet_per_device"`` and ``"iid"``): device n
+    holds about ``samples_per_device`` x LogNormal(-sigma^2/2, sigma) samples (mean
+    ``samples_per_device``), see :func:`device_sizes`. 0 (default): equal sizes, and the same draws
+    as before the option existed.
     """
     if scheme not in PARTITION_SCHEMES:
         raise ValueError(f"unknown partition scheme {scheme!r}; allowed: {', '.join(PARTITION_SCHEMES)}")
@@ -48,16 +54,29 @@ def partition(
         raise ValueError(f"num_devices must be >= 1, got {num_devices}")
     if samples_per_device < 1:
         raise ValueError(f"samples_per_device must be >= 1, got {samples_per_device}")
+    if not size_sigma >= 0:
+        raise ValueError(f"size_sigma must be >= 0, got {size_sigma}")
     if not alpha >= 0:  # also rejects NaN
         raise ValueError(f"alpha must be >= 0 (0: one class, inf: iid), got {alpha}")
     num_classes = int(labels.max()) + 1 if num_classes is None else int(num_classes)
     by_class = [np.flatnonzero(labels == k) for k in range(num_classes)]
 
-    if scheme == "iid":
-        return _iid(labels.size, num_devices, samples_per_device, rng)
     if scheme == "label_dirichlet":
         return _label_dirichlet(by_class, num_devices, alpha, rng)
-    return _dirichlet_per_device(by_class, num_devices, samples_per_device, alpha, rng)
+    sizes = device_sizes(num_devices, samples_per_device, size_sigma, rng) if size_sigma > 0 else None
+    if scheme == "iid":
+        return _iid(labels.size, num_devices, samples_per_device, rng, sizes)
+    return _dirichlet_per_device(by_class, num_devices, samples_per_device, alpha, rng, sizes)
+
+
+def device_sizes(num_devices: int, samples_per_device: int, sigma: float, rng: np.random.Generator) -> np.ndarray:
+    """Unequal dataset sizes: round(samples_per_device x exp(sigma z - sigma^2/2)), z ~ N(0, 1), at least 1.
+
+    The log-normal factor has mean 1, so the mean size is about ``samples_per_device``; sigma = 1
+    gives a largest-to-smallest ratio of about 30 over 100 devices.
+    """
+    z = rng.standard_normal(num_devices)
+    return np.maximum(np.rint(samples_per_device * np.exp(sigma * z - sigma ** 2 / 2)), 1).astype(np.int64)
 
 
 def _class_mix(num_classes: int, alpha: float, rng: np.random.Generator) -> np.ndarray:
@@ -71,16 +90,17 @@ def _class_mix(num_classes: int, alpha: float, rng: np.random.Generator) -> np.n
     return rng.dirichlet(np.full(num_classes, alpha))
 
 
-def _dirichlet_per_device(by_class, num_devices, samples_per_device, alpha, rng) -> list[np.ndarray]:
+def _dirichlet_per_device(by_class, num_devices, samples_per_device, alpha, rng, sizes=None) -> list[np.ndarray]:
     num_classes = len(by_class)
     present = np.array([idx.size > 0 for idx in by_class])
     out = []
-    for _ in range(num_devices):
+    for dev in range(num_devices):
         c = _class_mix(num_classes, alpha, rng)
         if not np.all(present):  # a class absent from the training set cannot be drawn
             c = np.where(present, c, 0.0)
             c = c / c.sum() if c.sum() > 0 else present / present.sum()
-        counts = rng.multinomial(samples_per_device, c)  # = samples_per_device categorical draws
+        size = samples_per_device if sizes is None else int(sizes[dev])
+        counts = rng.multinomial(size, c)  # = size categorical draws
         parts = []
         for k in np.flatnonzero(counts):
             pool = by_class[k]
@@ -102,8 +122,14 @@ def _label_dirichlet(by_class, num_devices, alpha, rng) -> list[np.ndarray]:
     return [np.sort(np.concatenate(s)).astype(np.int64) if s else np.empty(0, np.int64) for s in shares]
 
 
-def _iid(n: int, num_devices, samples_per_device, rng) -> list[np.ndarray]:
+def _iid(n: int, num_devices, samples_per_device, rng, sizes=None) -> list[np.ndarray]:
     perm = rng.permutation(n)
+    if sizes is not None:  # unequal sizes, scaled down together if the set is too small
+        if sizes.sum() > n:
+            sizes = np.maximum(np.floor(sizes * (n / sizes.sum())), 1).astype(np.int64)
+            while sizes.sum() > n:  # the floor of 1 can still overshoot when n is tiny
+                sizes[np.argmax(sizes)] -= 1
+        return [np.sort(c).astype(np.int64) for c in np.split(perm[: sizes.sum()], np.cumsum(sizes)[:-1])]
     if num_devices * samples_per_device <= n:
         chunks = perm[: num_devices * samples_per_device].reshape(num_devices, samples_per_device)
     else:
