@@ -52,7 +52,8 @@ except ImportError:  # pragma: no cover - Python 3.10
     import tomli as tomllib
 
 METRICS = ["final_accuracy", "time_to_target_s", "mean_time_avg_power", "mean_distinct_per_round",
-           "total_energy_j", "sim_time_s", "rounds", "mean_round_s", "wall_time_s"]
+           "total_energy_j", "total_compute_energy_j", "dropped_uploads", "sim_time_s", "rounds",
+           "mean_round_s", "wall_time_s"]
 """Summary numbers copied into the table (mean_round_s = sim_time_s / rounds)."""
 
 EXECUTORS = ("serial", "process", "dask")
