@@ -131,6 +131,14 @@ class DevicesConfig:
     delay_mean_s: float = _field(1.0, gt=0, doc="shifted_exponential: mean of the exponential part")
     p_on_to_off: float = _field(0.0, ge=0, le=1, doc="per-round probability an available device leaves")
     p_off_to_on: float = _field(1.0, gt=0, le=1, doc="per-round probability an unavailable one returns")
+    excluded: tuple[int, ...] = _field((), ge=0, doc="devices that never take part (incomplete "
+                                       "participation, spec 003): never available to the scheduler")
+    excluded_count: int = _field(0, ge=0, doc="this many more devices, drawn once from the 'exclusion' "
+                                 "stream, never take part")
+    min_mean_snr_db: float | None = _field(None, doc="devices whose mean SNR E|h|^2 p_bar / N0 (2 sigma^2 "
+                                           "p_bar / N0 for Rayleigh) is below this never transmit")
+    server_compute_s: float = _field(0.0, ge=0, doc="safari: simulated time of one server round "
+                                     "(server computation on the auxiliary set; no airtime)")
 
 
 @dataclass(frozen=True)
@@ -158,9 +166,15 @@ class LearningConfig:
     samples_per_device: int = _field(500, ge=1)
     synthetic_alpha: float = _field(1.0, ge=0, doc="Synthetic(alpha, beta): spread of the device models")
     synthetic_beta: float = _field(1.0, ge=0, doc="Synthetic(alpha, beta): spread of the device inputs")
-    algorithm: str = _field("fedavg", choices=("fedavg", "fedavg_rr", "fedavg_min", "fedavg_mean", "fednova", "fedshuffle", "fedshuffle_so"),
-                            doc="fedavg_rr ... fedshuffle_so: the FedShuffle family (spec 001), "
-                                "learning.local_epochs epochs of ceil(|D_n| / batch_size) steps")
+    algorithm: str = _field("fedavg", choices=("fedavg", "safari", "fedavg_rr", "fedavg_min", "fedavg_mean", "fednova", "fedshuffle", "fedshuffle_so"),
+                            doc="safari: each round is a client round with probability safari_q, else "
+                                "a server round on the auxiliary set (spec 003)")
+    safari_q: float = _field(0.8, ge=0, le=1, doc="safari: probability that a round is a client round")
+    aux_samples: int = _field(0, ge=0, doc="size n_T of the server's auxiliary set, drawn uniformly "
+                              "from the training set (stream 'aux') and removed from the devices' pool")
+    server_steps: int | None = _field(None, ge=1, doc="safari: SGD steps per server round (1: the "
+                                      "paper's Algorithm 1); default one epoch over the auxiliary set")
+    server_lr: float | None = _field(None, gt=0, doc="safari: server step size eta_s (default: lr)")
     local_steps: int = _field(10, ge=1, doc="K local SGD steps")
     batch_size: int = _field(32, ge=1)
     lr: float = _field(0.01, gt=0, doc="local step size gamma")
@@ -441,6 +455,20 @@ def _cross_check(s: Scenario) -> None:
     if s.learning.dataset == "synthetic" and s.learning.model not in ("mlp", "logreg"):
         raise ConfigError(f"learning.model = {s.learning.model!r}: the synthetic dataset has 60 features, "
                           "so the model must be one of 'mlp', 'logreg'")
+    bad = [d for d in s.devices.excluded if d >= n]
+    if bad:
+        raise ConfigError(f"devices.excluded = {list(s.devices.excluded)!r}: device ids must be < "
+                          f"devices.count = {n}")
+    if s.devices.excluded_count + len(set(s.devices.excluded)) > n:
+        raise ConfigError(f"devices.excluded_count = {s.devices.excluded_count}: with devices.excluded "
+                          f"it excludes more than devices.count = {n} devices")
+    if s.learning.algorithm == "safari" and s.learning.safari_q < 1 and not s.run.timing_only:
+        if s.learning.aux_samples < 1:
+            raise ConfigError("learning.aux_samples = 0: safari with learning.safari_q < 1 needs an "
+                              "auxiliary set (learning.aux_samples >= 1)")
+    if s.learning.aux_samples and s.learning.dataset == "synthetic":
+        raise ConfigError("learning.aux_samples: the synthetic dataset has no shared training pool to "
+                          "draw an auxiliary set from; use 0")
     if s.link.p_max < s.link.p_bar:
         raise ConfigError(f"link.p_max = {s.link.p_max:g}: must be >= link.p_bar = {s.link.p_bar:g}")
     # every variant and every sweep value must itself be a valid scenario

@@ -52,23 +52,35 @@ class FederatedLearner:
     """Adapts the training core (trainer + algorithm) to the engine's Learner protocol."""
 
     def __init__(self, scenario: Scenario):
-        from ..learning import FedAvg, Trainer, load_dataset, partition, synthetic_federated
+        from ..learning import FedAvg, Safari, Trainer, load_dataset, partition, synthetic_federated
 
         lc = scenario.learning
+        aux = np.empty(0, dtype=np.int64)
         if lc.dataset == "synthetic":  # the benchmark defines its own split over devices
             fed = synthetic_federated(scenario.devices.count, lc.synthetic_alpha, lc.synthetic_beta,
                                       lc.samples_per_device, rngs.stream(scenario.seed, "synthetic"))
             data, parts = fed.dataset, fed.train_indices
         else:
             data = load_dataset(lc.dataset, lc.data_dir or None)
-            parts = partition(data.y_train.numpy(), scenario.devices.count, lc.partition,
+            labels = data.y_train.numpy()
+            pool = np.arange(labels.size)
+            if lc.aux_samples:  # the server's set T: uniform from the training set, kept from the devices
+                if lc.aux_samples >= labels.size:
+                    raise ValueError(f"learning.aux_samples = {lc.aux_samples}: must be below the "
+                                     f"{labels.size} training samples")
+                aux = np.sort(rngs.stream(scenario.seed, "aux").choice(labels.size, lc.aux_samples, replace=False))
+                pool = np.setdiff1d(pool, aux)
+            parts = partition(labels[pool], scenario.devices.count, lc.partition,
                               rng=rngs.stream(scenario.seed, "partition"),
                               samples_per_device=lc.samples_per_device, alpha=lc.alpha, size_sigma=lc.size_sigma,
                               num_classes=data.num_classes)
+            parts = [pool[p] for p in parts]
         self.trainer = Trainer(data, parts, lc.model, local_steps=lc.local_steps,
                                batch_size=lc.batch_size, lr=lc.lr, root_seed=scenario.seed,
                                device=scenario.run.device, eval_train_samples=lc.eval_train_samples)
-        self.algorithm = FedAvg()
+        self.aux_indices = aux
+        self.algorithm = (Safari(aux, server_lr=lc.server_lr, server_steps=lc.server_steps)
+                          if lc.algorithm == "safari" else FedAvg())
         self.num_devices = scenario.devices.count
         if lc.algorithm in FEDSHUFFLE_METHODS:  # spec 001: per-device work from the data sizes
             self.algorithm = make_fedshuffle_method(
@@ -84,6 +96,13 @@ class FederatedLearner:
         if not bool(torch.isfinite(self.trainer.params).all()):
             raise TrainingDiverged(f"training diverged in round {round_idx}: the model is no longer finite; "
                                    f"try a smaller learning.lr (now {self.trainer.lr:g})")
+
+    def server_round(self, round_idx: int) -> None:
+        """A SAFARI server round: SGD on the auxiliary set."""
+        self.algorithm.server_round(self.trainer, round_idx)
+        if not bool(torch.isfinite(self.trainer.params).all()):
+            raise TrainingDiverged(f"training diverged in server round {round_idx}; try a smaller "
+                                   "learning.server_lr")
 
     def state_dict(self) -> dict:
         return {"params": self.trainer.params.clone(), "algorithm": object_state(self.algorithm)}
@@ -179,14 +198,30 @@ class _Run:
         # rebuilds it from the seed, so it is not part of the checkpoint
         self.channel = make_channel(scenario.channel, n, rngs.stream(scenario.seed, "cell"))
         link = Link(scenario.link)
+        availability = make_availability(scenario.devices)
+        dc = scenario.devices
+        if dc.excluded or dc.excluded_count or dc.min_mean_snr_db is not None:
+            from ..participation import ExcludedAvailability, excluded_mask
+
+            self.excluded = excluded_mask(
+                n, dc.excluded, dc.excluded_count, rngs.stream(scenario.seed, "exclusion"),
+                mean_snr=self.channel.mean_gain() * scenario.link.p_bar / scenario.link.noise_power,
+                min_mean_snr_db=dc.min_mean_snr_db)
+            availability = ExcludedAvailability(self.excluded, availability)
+        else:
+            self.excluded = np.zeros(n, dtype=bool)
         samples_per_round = scenario.learning.local_steps * scenario.learning.batch_size
+        safari = scenario.learning.algorithm == "safari"
+        names = ("channel", "selection", "compute", "availability") + (("round_type",) if safari else ())
         self.engine = Engine(
             channel=self.channel, link=link, access=make_access(scenario.link, link),
             compute=_compute_model(scenario, samples_per_round, self.learner), scheduler=self.scheduler,
-            availability=make_availability(scenario.devices), round_deadline_s=rc.round_deadline_s,
+            availability=availability, round_deadline_s=rc.round_deadline_s,
             model_bits=self.bits, num_devices=n, downlink_s=link.downlink_time_s(self.bits),
             streams={name: rngs.stream(scenario.seed, name)
-                     for name in ("channel", "selection", "compute", "availability")},
+                     for name in names},
+            client_round_prob=scenario.learning.safari_q if safari else None,
+            server_round_s=scenario.devices.server_compute_s,
             learner=self.learner,
             stop=StopRule(rc.rounds, rc.time_budget_s, rc.target_accuracy, rc.stop_at_target),
             evaluate=EvalRule(rc.eval_every_rounds, rc.eval_every_s),
@@ -239,6 +274,10 @@ class _Run:
             summary = summarise(sc, rec.rounds, rec.evals, devices,
                                 wall_time_s=time.perf_counter() - started, model_bits=self.bits)
             summary.update(status=status, error=error)
+            # incomplete participation (spec 003): who could never take part, and the capacity
+            # omega = share of devices that ever took part
+            summary.update(excluded=[int(i) for i in np.flatnonzero(self.excluded)],
+                           ever_participated=float(np.mean(rec.selections > 0)))
             rec.close(summary, devices)
         return RunResult(rounds=pd.DataFrame(rec.rounds, columns=ROUND_COLUMNS),
                          evals=pd.DataFrame(rec.evals), devices=pd.DataFrame(devices),
@@ -264,6 +303,8 @@ def summarise(scenario: Scenario, rounds: list[dict], evals: list[dict], devices
         "total_comm_s": float(sum(r["comm_s"] for r in rounds)),
         "total_comp_s": float(sum(r["comp_s"] for r in rounds)),
         "total_downlink_s": float(sum(r["downlink_s"] for r in rounds)),
+        "server_rounds": int(sum(r.get("server_round", 0) for r in rounds)),
+        "total_server_s": float(sum(r.get("server_s", 0.0) for r in rounds)),
         "total_energy_j": float(sum(r["energy_j"] for r in rounds)),  # transmit energy
         "total_compute_energy_j": float(sum(r.get("compute_energy_j", 0.0) for r in rounds)),
         "max_device_energy_j": float(np.max(devices["transmit_energy_j"] + devices["compute_energy_j"],

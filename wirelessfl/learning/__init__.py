@@ -2,7 +2,7 @@
 
 This package knows nothing about time, SimPy or the channel (see DESIGN.md).
 """
-from wirelessfl.learning.algorithms import Algorithm, FedAvg
+from wirelessfl.learning.algorithms import Algorithm, FedAvg, Safari
 from wirelessfl.learning.datasets import (
     DATASET_NAMES,
     Dataset,
@@ -22,6 +22,7 @@ __all__ = [
     "Dataset",
     "DatasetNotFoundError",
     "FedAvg",
+    "Safari",
     "MODEL_NAMES",
     "PARTITION_SCHEMES",
     "SyntheticFederated",

@@ -20,7 +20,7 @@ import numpy as np
 
 from wirelessfl.learning.trainer import Trainer
 
-__all__ = ["Algorithm", "FedAvg"]
+__all__ = ["Algorithm", "FedAvg", "Safari"]
 
 
 @runtime_checkable
@@ -70,3 +70,26 @@ class FedAvg:
             deltas = trainer.local_updates(devices, round_idx)
             trainer.aggregate(deltas, weights)
         return {"num_trained": int(devices.size), "weight_sum": float(weights.sum())}
+
+
+class Safari(FedAvg):
+    """SAFARI, server-assisted FedAvg (spec 003): client rounds are FedAvg rounds; a server round is
+    SGD on the server's auxiliary set T and involves no device.
+
+    Which kind a round is (Bernoulli(q)) is decided by the engine, which calls ``round`` for a
+    client round and ``server_round`` for a server round. ``server_steps`` None: one epoch over T in
+    minibatches of min(B, |T|) (the spec's default); 1: the paper's Algorithm 1 (one SGD step).
+    ``server_lr`` None: the devices' step size (eta_s = eta_c = 0.1 in the paper).
+    """
+
+    def __init__(self, aux_indices: np.ndarray, server_lr: float | None = None,
+                 server_steps: int | None = None, global_lr: float = 1.0):
+        super().__init__(server_lr=global_lr)
+        self.aux_indices = np.asarray(aux_indices, dtype=np.int64).reshape(-1)
+        self.eta_s = None if server_lr is None else float(server_lr)
+        self.server_steps = None if server_steps is None else int(server_steps)
+
+    def server_round(self, trainer: Trainer, round_idx: int) -> dict:
+        """x_{r+1} = x_r after SGD on T (no communication)."""
+        steps = trainer.server_sgd(self.aux_indices, round_idx, steps=self.server_steps, lr=self.eta_s)
+        return {"server_steps": steps}

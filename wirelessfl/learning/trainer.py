@@ -240,6 +240,37 @@ class Trainer:
             out[j] = y.sub_(x0)
         return out
 
+    def server_sgd(self, indices: np.ndarray, round_idx: int, *, steps: int | None = None,
+                   batch_size: int | None = None, lr: float | None = None) -> int:
+        """SGD on the global model over the training samples ``indices`` (a server's own data).
+
+        The server walks through random permutations of ``indices`` (a child of the named stream
+        "server_minibatch" keyed by the round) in minibatches of min(B, |indices|); ``steps`` None is
+        one epoch, ceil(|indices| / B) steps, the last batch possibly smaller. Changes ``params`` in
+        place and returns the number of steps taken.
+        """
+        pool = np.asarray(indices, dtype=np.int64).reshape(-1)
+        if pool.size == 0:
+            raise ValueError("the server holds no samples and cannot train")
+        b = min(self.batch_size if batch_size is None else int(batch_size), pool.size)
+        lr = self.lr if lr is None else float(lr)
+        base = _seed_sequence(self.root_seed, "server_minibatch")
+        rng = np.random.Generator(np.random.PCG64(
+            np.random.SeedSequence(base.entropy, spawn_key=(*base.spawn_key, int(round_idx)))))
+        if steps is None:
+            order = pool[rng.permutation(pool.size)]
+            batches = [order[i:i + b] for i in range(0, pool.size, b)]
+        else:
+            need = int(steps) * b
+            order = np.concatenate([rng.permutation(pool.size) for _ in range(math.ceil(need / pool.size))])
+            batches = list(pool[order[:need]].reshape(int(steps), b))
+        y = self._params.clone()
+        for batch in batches:
+            ix = torch.from_numpy(np.ascontiguousarray(batch)).to(self.device)
+            y.sub_(self._grad(y, self._x_train[ix], self._y_train[ix]), alpha=lr)
+        self._params = y
+        return len(batches)
+
     def aggregate(self, deltas: torch.Tensor, weights: Sequence[float] | np.ndarray | torch.Tensor) -> None:
         """x_{t+1} = x_t + sum_k weights[k] * deltas[k] (the algorithm chooses the weights)."""
         w = torch.as_tensor(np.asarray(weights, dtype=np.float32) if not isinstance(weights, torch.Tensor) else weights)

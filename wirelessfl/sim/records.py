@@ -18,10 +18,12 @@ from .engine import RoundRecord
 
 ROUND_COLUMNS = ["round", "t_start", "t_end", "downlink_s", "comp_s", "comm_s", "num_selected",
                  "selected", "upload_order", "airtime_s", "energy_j", "power_mean", "q_selected",
-                 "queue_mean", "objective", "compute_energy_j", "num_available", "num_arrived", "dropped"]
+                 "queue_mean", "objective", "compute_energy_j", "num_available", "num_arrived", "dropped",
+                 "server_round", "server_s"]
 """energy_j is the round's transmit energy (P x time on the air), compute_energy_j its computation
 energy (0 unless the computation model has one); dropped lists the devices whose uploads missed the
-round deadline."""
+round deadline; server_round is 1 for a SAFARI server round (no device takes part) and server_s
+its server computation time (0 otherwise)."""
 EVAL_COLUMNS = ["round", "time_s", "accuracy", "test_loss", "train_loss"]
 ARRAY_KEYS = ("gains", "omega", "q", "power", "queue", "available")
 """Per-round arrays of every device kept in decisions.npz (available: 1 where it could be scheduled)."""
@@ -75,7 +77,8 @@ class Recorder:
         arrived = rec.arrived if rec.arrived is not None else np.ones(len(sel), dtype=bool)
         available = rec.available if rec.available is not None else np.ones(self.num_devices, dtype=bool)
         row.update(compute_energy_j=float(comp_energy.sum()), num_available=int(available.sum()),
-                   num_arrived=int(arrived.sum()), dropped=_ids(sel[~arrived]))
+                   num_arrived=int(arrived.sum()), dropped=_ids(sel[~arrived]),
+                   server_round=int(rec.decision.info.get("method") == "server_round"), server_s=rec.server_s)
         self.rounds.append(row)
         self.selections[sel] += 1
         self.energy_j[sel] += rec.energy_j

@@ -1,0 +1,161 @@
+"""SAFARI (spec 003): server rounds on an auxiliary set, wrapping any scheduler."""
+import numpy as np
+import pandas as pd
+import pytest
+
+from wirelessfl.config import ConfigError, from_dict
+from wirelessfl.experiments import run as run_module
+from wirelessfl.experiments.run import FederatedLearner, load_run, resume, simulate
+from wirelessfl.sim.checkpoint import load_checkpoint
+
+
+def scenario(learning=None, devices=None, **run):
+    return from_dict({
+        "seed": 3, "run": {"rounds": 10, "eval_every_rounds": 2, **run},
+        "channel": {"profile": "linear"}, "devices": {"count": 10, "compute_s": 0.5, **(devices or {})},
+        "scheduler": {"name": "uniform", "m": 4},
+        "learning": {"model": "logreg", "samples_per_device": 50, "local_steps": 2, "batch_size": 16,
+                     "eval_train_samples": 200, "lr": 0.05, "aux_samples": 40, **(learning or {})}})
+
+
+def same(a, b):
+    pd.testing.assert_frame_equal(a.rounds, b.rounds)
+    pd.testing.assert_frame_equal(a.evals, b.evals)
+    pd.testing.assert_frame_equal(a.devices, b.devices)
+
+
+@pytest.mark.parametrize("sched", ["lyapunov"])  # its queues must also match
+def test_q_one_is_fedavg_exactly(sched):
+    fedavg = simulate(scenario().replace(f'scheduler.name="{sched}"'), progress=False)
+    safari = simulate(scenario({"algorithm": "safari", "safari_q": 1.0}).replace(
+        f'scheduler.name="{sched}"'), progress=False)
+    same(fedavg, safari)
+    assert safari.summary["server_rounds"] == 0
+
+
+def test_server_rounds_use_no_air_and_cost_server_time():
+    res = simulate(scenario({"algorithm": "safari", "safari_q": 0.5}, {"server_compute_s": 0.25},
+                            rounds=16), progress=False)
+    r = res.rounds
+    server = r[r.server_round == 1]
+    assert 0 < len(server) < len(r)
+    assert (server.num_selected == 0).all() and (server.comm_s == 0).all() and (server.energy_j == 0).all()
+    assert np.allclose(server.t_end - server.t_start, 0.25) and (server.server_s == 0.25).all()
+    client = r[r.server_round == 0]
+    assert (client.num_selected > 0).all() and (client.comm_s > 0).all()
+    assert res.summary["server_rounds"] == len(server)
+    assert res.summary["total_server_s"] == pytest.approx(0.25 * len(server))
+
+
+def test_server_round_trains_on_the_aux_set_only():
+    s = scenario({"algorithm": "safari", "safari_q": 0.0, "server_steps": 3})
+    learner = FederatedLearner(s)
+    aux = learner.aux_indices
+    assert aux.size == 40
+    held = np.concatenate(learner.trainer._indices)
+    assert not np.intersect1d(aux, held).size  # T is kept from the devices
+    before = learner.trainer.params.clone()
+    learner.server_round(0)
+    assert not np.allclose(before.numpy(), learner.trainer.params.numpy())
+    # q = 0 is centralised SGD on T: no device ever selected
+    res = simulate(s, progress=False)
+    assert (res.rounds.num_selected == 0).all() and res.summary["total_comm_s"] == 0
+
+
+def test_one_epoch_is_ceil_nt_over_b_steps():
+    learner = FederatedLearner(scenario({"algorithm": "safari"}))
+    assert learner.trainer.server_sgd(learner.aux_indices, 0) == 3  # ceil(40 / 16)
+    assert learner.trainer.server_sgd(learner.aux_indices, 0, steps=1) == 1
+
+
+def test_timing_only_safari_runs():
+    res = simulate(scenario({"algorithm": "safari", "safari_q": 0.5}, timing_only=True, rounds=30),
+                   progress=False)
+    assert 0 < res.summary["server_rounds"] < 30
+
+
+def test_resume_after_a_crash_is_exact(tmp_path, monkeypatch):
+    s = scenario({"algorithm": "safari", "safari_q": 0.6}, {"server_compute_s": 0.1},
+                 rounds=12, checkpoint_every=4).replace('scheduler.name="lyapunov"')
+    full = simulate(s, tmp_path / "full", progress=False)
+    assert 0 < full.summary["server_rounds"] < 12
+    real = FederatedLearner.train_round
+    real_server = FederatedLearner.server_round
+
+    def crash(self, r, *a):
+        if r >= 9:
+            raise RuntimeError("power cut")
+
+    monkeypatch.setattr(FederatedLearner, "train_round",
+                        lambda self, sel, d, r: (crash(self, r), real(self, sel, d, r))[1])
+    monkeypatch.setattr(FederatedLearner, "server_round",
+                        lambda self, r: (crash(self, r), real_server(self, r))[1])
+    with pytest.raises(RuntimeError):
+        simulate(s, tmp_path / "cut", progress=False)
+    assert load_checkpoint(tmp_path / "cut" / "checkpoint.pt")["engine"]["rounds_done"] == 8
+    monkeypatch.undo()
+    resumed = resume(tmp_path / "cut", progress=False)
+    pd.testing.assert_frame_equal(resumed.rounds.reset_index(drop=True), full.rounds.reset_index(drop=True))
+    pd.testing.assert_frame_equal(resumed.evals.reset_index(drop=True), full.evals.reset_index(drop=True))
+
+
+def test_config_rules():
+    with pytest.raises(ConfigError, match="aux_samples"):
+        scenario({"algorithm": "safari", "aux_samples": 0})
+    with pytest.raises(ConfigError, match="safari_q"):
+        scenario({"algorithm": "safari", "safari_q": 1.5})
+    scenario({"algorithm": "safari", "aux_samples": 0, "safari_q": 1.0})  # FedAvg: no T needed
+
+
+def test_excluded_devices_are_never_selected():
+    s = scenario({"algorithm": "safari", "safari_q": 0.8}, {"excluded": [0, 9], "excluded_count": 2},
+                 timing_only=True, rounds=60).replace('scheduler.name="lyapunov"')
+    res = simulate(s, progress=False)
+    excluded = res.summary["excluded"]
+    assert len(excluded) == 4 and {0, 9} <= set(excluded)
+    chosen = {int(d) for row in res.rounds.selected.fillna("").astype(str) for d in row.split()}
+    assert chosen and not chosen & set(excluded)
+    assert (res.rounds.num_available == 6).all()
+    assert res.devices.selections[excluded].sum() == 0
+    assert res.summary["ever_participated"] <= 0.6
+    again = simulate(s, progress=False)  # the random excluded set is fixed by the seed
+    assert again.summary["excluded"] == excluded
+
+
+def test_low_mean_snr_devices_never_transmit():
+    # linear sigma profile 0.1 .. 10: mean SNR 2 sigma^2 p_bar / N0 from -17 dB to +23 dB
+    s = scenario(devices={"min_mean_snr_db": 0.0}, timing_only=True, rounds=40)
+    res = simulate(s, progress=False)
+    sigma = np.linspace(0.1, 10.0, 10)
+    low = np.flatnonzero(10 * np.log10(2 * sigma ** 2) < 0.0)
+    assert res.summary["excluded"] == low.tolist() and low.size
+    assert res.devices.selections[low].sum() == 0
+
+
+def test_exclusion_survives_resume(tmp_path, monkeypatch):
+    s = scenario(devices={"excluded_count": 3, "p_on_to_off": 0.2, "p_off_to_on": 0.5},
+                 timing_only=True, rounds=20, checkpoint_every=5)
+    full = simulate(s, tmp_path / "full", progress=False)
+    real = run_module.Recorder.on_round
+    calls = {"n": 0}
+
+    def crash(self, rec):
+        calls["n"] += 1
+        if calls["n"] == 13:
+            raise RuntimeError("power cut")
+        return real(self, rec)
+
+    monkeypatch.setattr(run_module.Recorder, "on_round", crash)
+    with pytest.raises(RuntimeError):
+        simulate(s, tmp_path / "cut", progress=False)
+    monkeypatch.undo()
+    resumed = resume(tmp_path / "cut", progress=False)
+    pd.testing.assert_frame_equal(resumed.rounds.reset_index(drop=True), full.rounds.reset_index(drop=True))
+    assert resumed.summary["excluded"] == full.summary["excluded"]
+
+
+def test_exclusion_config_rules():
+    with pytest.raises(ConfigError, match="devices.excluded"):
+        scenario(devices={"excluded": [10]})
+    with pytest.raises(ConfigError, match="excluded_count"):
+        scenario(devices={"excluded": [1], "excluded_count": 10})
