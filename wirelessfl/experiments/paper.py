@@ -208,18 +208,18 @@ SCALES: dict[str, Scale] = {
         evals_per_run=25,
         timing_rounds={"fig7": 6000, "fig8": 3000},
         compute_grid=_compute_grid([(0, 0.02), (2, 0.1), (10, 0.5)], 50.0), smooth=1),
-    # Tests only: 10 devices, logistic regression, a handful of rounds.
+    # Tests only: 6 devices, logistic regression, one local step, a handful of rounds.
     "tiny": Scale(
         name="tiny",
         training_overrides=("learning.dataset=\"fashion_mnist\"", "learning.model=\"logreg\"", "learning.lr=0.05",
-                            "learning.samples_per_device=40", "learning.local_steps=2",
-                            "learning.eval_train_samples=100", "devices.count=10"),
-        timing_overrides=("devices.count=10",),
+                            "learning.samples_per_device=40", "learning.local_steps=1",
+                            "learning.eval_train_samples=100", "devices.count=6"),
+        timing_overrides=("devices.count=6",),
         targets={("het", INF): 0.3, ("het", 1.0): 0.3, ("het", 0.0): 0.2,
                  ("hom", INF): 0.3, ("hom", 1.0): 0.3},
-        rounds={(None, 1, None): 6, (None, 5, None): 4, (None, 10, None): 4},
+        rounds={(None, 1, None): 4, (None, 5, None): 3, (None, 10, None): 3},
         evals_per_run=100,
-        timing_rounds={"fig7": 40, "fig8": 30},
+        timing_rounds={"fig7": 30, "fig8": 20},
         compute_grid=np.array([0.0, 0.5, 1.0, 2.0, 5.0]), fig2_compute_max=5.0),
 }
 
