@@ -167,8 +167,10 @@ class LearningConfig:
     synthetic_alpha: float = _field(1.0, ge=0, doc="Synthetic(alpha, beta): spread of the device models")
     synthetic_beta: float = _field(1.0, ge=0, doc="Synthetic(alpha, beta): spread of the device inputs")
     algorithm: str = _field("fedavg", choices=("fedavg", "safari", "fedavg_rr", "fedavg_min", "fedavg_mean", "fednova", "fedshuffle", "fedshuffle_so"),
-                            doc="safari: each round is a client round with probability safari_q, else "
-                                "a server round on the auxiliary set (spec 003)")
+                            doc="fedavg_rr ... fedshuffle_so: the FedShuffle family (spec 001), "
+                                "learning.local_epochs epochs of ceil(|D_n| / batch_size) steps; safari: "
+                                "each round is a client round with probability safari_q, else a server "
+                                "round on the auxiliary set (spec 003)")
     safari_q: float = _field(0.8, ge=0, le=1, doc="safari: probability that a round is a client round")
     aux_samples: int = _field(0, ge=0, doc="size n_T of the server's auxiliary set, drawn uniformly "
                               "from the training set (stream 'aux') and removed from the devices' pool")
