@@ -27,6 +27,7 @@ import os
 import random
 import signal
 import sys
+import tempfile
 import typing
 from pathlib import Path
 
@@ -39,6 +40,18 @@ SCENARIO_FILES = sorted((ROOT / "scenarios").rglob("*.toml"))
 CASE_TIMEOUT_S = 5.0  # a load takes milliseconds; this only catches hangs
 SCALE = int(os.environ.get("FUZZ_SCALE", "1"))
 COUNTS: dict[str, int] = {}
+
+
+@pytest.fixture
+def scratch(tmp_path):
+    """A directory for the case files: tmpfs when there is one (a write there takes ~0.1 ms, on a
+    loaded disk several ms, which would dominate the run time)."""
+    shm = Path("/dev/shm")
+    if shm.is_dir() and os.access(shm, os.W_OK):
+        with tempfile.TemporaryDirectory(dir=shm) as tmp:
+            yield Path(tmp)
+    else:
+        yield tmp_path
 
 
 class Hang(Exception):
@@ -192,7 +205,7 @@ def seed_docs() -> list[dict]:
 # 1. every field x every hostile value
 
 
-def test_every_field_with_hostile_values(tmp_path):
+def test_every_field_with_hostile_values(scratch):
     assert SCENARIO_FILES, "no scenario files found"
     failures, outcomes = [], []
     base = {"run": {"rounds": 3, "timing_only": True}, "devices": {"count": 3}}
@@ -204,7 +217,7 @@ def test_every_field_with_hostile_values(tmp_path):
                 doc.setdefault(section, {})[key] = value
             else:
                 doc[path] = value
-            outcomes.append(check_case(tmp_path, toml_doc(doc), (), failures, path))
+            outcomes.append(check_case(scratch, toml_doc(doc), (), failures, path))
     # the same values inside [variants] and [sweep], and as those tables themselves
     for i, value in enumerate(HOSTILE):
         placements = [
@@ -216,7 +229,7 @@ def test_every_field_with_hostile_values(tmp_path):
             {"sweep": value}]
         for j, special in enumerate(placements):
             doc = {**{k: dict(v) for k, v in base.items()}, **special}
-            outcomes.append(check_case(tmp_path, toml_doc(doc), (), failures, f"placement {j}, value {i}"))
+            outcomes.append(check_case(scratch, toml_doc(doc), (), failures, f"placement {j}, value {i}"))
     report("field x hostile value", outcomes, failures, 50 * len(HOSTILE))
 
 
@@ -332,7 +345,7 @@ def mutate_text(text: str, rng: random.Random) -> bytes:
     return data
 
 
-def test_mutated_scenario_files(tmp_path):
+def test_mutated_scenario_files(scratch):
     rng = random.Random(20240601 + SCALE)
     docs = seed_docs()
     texts = [p.read_text() for p in SCENARIO_FILES]
@@ -345,10 +358,10 @@ def test_mutated_scenario_files(tmp_path):
             content = toml_doc(mutated)
             if i % 3 == 1:
                 content = mutate_text(content, rng)
-        outcomes.append(check_case(tmp_path, content, (), failures, f"mutation {i}"))
+        outcomes.append(check_case(scratch, content, (), failures, f"mutation {i}"))
     # the unmutated files load
     for path in SCENARIO_FILES:
-        outcomes.append(check_case(tmp_path, path.read_bytes(), (), failures, path.name))
+        outcomes.append(check_case(scratch, path.read_bytes(), (), failures, path.name))
         assert outcomes[-1] == "loaded", path
     report("mutated scenario files", outcomes, failures, 600 * SCALE)
 
@@ -398,7 +411,7 @@ def random_toml(rng: random.Random) -> str:
     return "\n".join(out) + rng.choice(["\n", "", "\r\n"])
 
 
-def test_random_text_and_garbage(tmp_path):
+def test_random_text_and_garbage(scratch):
     rng = random.Random(7 + SCALE)
     failures, outcomes = [], []
     fixed = [b"", b"\n", b"   \n\t\n", b"# only a comment\n", b"\xef\xbb\xbf[run]\nrounds = 1\n",
@@ -410,18 +423,18 @@ def test_random_text_and_garbage(tmp_path):
              b"[run]\nrounds = 1\n[scheduler]\nV = 0x" + b"f" * 5000 + b"\n",
              b"[run]\nrounds = 1\nname = \"" + b"x" * 1_000_000 + b"\"\n"]
     for content in fixed:
-        outcomes.append(check_case(tmp_path, content, (), failures, "fixed"))
+        outcomes.append(check_case(scratch, content, (), failures, "fixed"))
     for i in range(500 * SCALE):
         if i % 5 == 0:
             content = bytes(rng.randrange(256) for _ in range(rng.randint(0, 400)))
         else:
             content = random_toml(rng)
-        outcomes.append(check_case(tmp_path, content, (), failures, f"random {i}"))
+        outcomes.append(check_case(scratch, content, (), failures, f"random {i}"))
     # a file that is not there, and a directory
     with pytest.raises(ConfigError):
-        load_scenario(tmp_path / "missing.toml")
+        load_scenario(scratch / "missing.toml")
     with pytest.raises(ConfigError):
-        load_scenario(tmp_path)
+        load_scenario(scratch)
     outcomes.extend(["error", "error"])
     report("random text and garbage", outcomes, failures, 500 * SCALE)
 
@@ -430,7 +443,7 @@ def test_random_text_and_garbage(tmp_path):
 # 4. overrides (--set KEY=VALUE)
 
 
-def test_fuzzed_overrides(tmp_path):
+def test_fuzzed_overrides(scratch):
     rng = random.Random(99 + SCALE)
     base = (ROOT / "scenarios" / "paper" / "timing.toml").read_bytes()
     paths = field_paths() + ["variants.a.scheduler.V", "sweep.scheduler.V", "run", "x.y", "a..b", ".a", "a."]
@@ -446,13 +459,13 @@ def test_fuzzed_overrides(tmp_path):
         else:
             item = "".join(chr(rng.randint(1, 0x2FFF)) for _ in range(rng.randint(0, 30)))
         overrides = [item] if rng.random() < 0.8 else [item, f"{rng.choice(paths)}={toml_val(random_value(rng))}"]
-        outcomes.append(check_case(tmp_path, base, overrides, failures, f"override {i}"))
+        outcomes.append(check_case(scratch, base, overrides, failures, f"override {i}"))
     report("overrides", outcomes, failures, 500 * SCALE)
 
 
 @pytest.mark.slow
-def test_fuzz_at_ten_times_the_scale(tmp_path, monkeypatch):
+def test_fuzz_at_ten_times_the_scale(scratch, monkeypatch):
     """The random parts again with 10x the inputs and other seeds (about 25 000 inputs)."""
     monkeypatch.setattr(sys.modules[__name__], "SCALE", 10)
     for seed_test in (test_mutated_scenario_files, test_random_text_and_garbage, test_fuzzed_overrides):
-        seed_test(tmp_path)
+        seed_test(scratch)

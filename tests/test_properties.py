@@ -18,12 +18,15 @@ per-device computation times, p_bar <= p_max, both schedulers, both power rules)
 * no floating-point warning is raised anywhere in the run (warnings are errors, numpy's divide,
   overflow and invalid raise).
 
+A resumed run equals the uninterrupted one for any scenario and any interruption point.
+
 The long-run test (slow) checks that the Lyapunov scheduler's time-average expected power actually
 approaches the budget Pbar, not merely stays below it.
 """
 from __future__ import annotations
 
 import math
+import os
 import warnings
 from unittest import mock
 
@@ -37,7 +40,9 @@ from wirelessfl.experiments import run as run_module
 from wirelessfl.experiments.run import simulate
 from wirelessfl.scheduling.base import inclusion_probability
 
-EXAMPLES = 100  # scenarios per property (each a whole simulate() run of up to 12 rounds)
+# scenarios per property (each a whole simulate() run of up to 12 rounds); PROPERTY_EXAMPLES=1000
+# explores further (the examples are derandomized: the same ones on every run)
+EXAMPLES = int(os.environ.get("PROPERTY_EXAMPLES", "100"))
 PROPERTY_SETTINGS = settings(max_examples=EXAMPLES, deadline=None, derandomize=True,
                              suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 
@@ -211,6 +216,54 @@ def test_generated_scenarios_are_valid_and_round_trip(data):
         path = Path(tmp) / f"{scenario.name}.toml"
         path.write_text(dumps(scenario))
         assert load_scenario(path) == scenario
+
+
+@st.composite
+def interrupted_runs(draw):
+    data = draw(scenarios())
+    rounds = data["run"]["rounds"]
+    data["run"]["checkpoint_every"] = draw(st.integers(1, rounds))
+    return data, draw(st.integers(1, rounds))  # the round whose record raises
+
+
+RESUME_EXAMPLES = max(1, EXAMPLES * 3 // 10)  # three runs each
+
+
+@settings(max_examples=RESUME_EXAMPLES, deadline=None, derandomize=True,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(interrupted_runs())
+def test_resume_after_an_interruption_gives_the_uninterrupted_records(case):
+    """Interrupt a run in a random round, resume it from its last checkpoint: the records (and the
+    files) equal those of the run that was never interrupted, for any scenario."""
+    import tempfile
+    from pathlib import Path
+
+    import pandas as pd
+
+    from wirelessfl.experiments.run import load_run, resume
+
+    data, cut = case
+    scenario = from_dict(data)
+    shm = Path("/dev/shm")  # tmpfs when there is one: runs fsync their summary
+    with tempfile.TemporaryDirectory(dir=shm if shm.is_dir() and os.access(shm, os.W_OK) else None) as tmp:
+        full = simulate(scenario, Path(tmp) / "full", progress=False)
+        real = run_module.Recorder.on_round
+        calls = {"n": 0}
+
+        def stop(self, rec):
+            calls["n"] += 1
+            if calls["n"] == cut:
+                raise KeyboardInterrupt
+            return real(self, rec)
+
+        with mock.patch.object(run_module.Recorder, "on_round", stop), pytest.raises(KeyboardInterrupt):
+            simulate(scenario, Path(tmp) / "cut", progress=False)
+        assert load_run(Path(tmp) / "cut").summary["status"] == "interrupted"
+        resumed = resume(Path(tmp) / "cut", progress=False)
+        assert resumed.summary["status"] == "complete"
+        for a, b in ((resumed, full), (load_run(Path(tmp) / "cut"), load_run(Path(tmp) / "full"))):
+            pd.testing.assert_frame_equal(a.rounds.reset_index(drop=True), b.rounds.reset_index(drop=True))
+            pd.testing.assert_frame_equal(a.devices, b.devices)
 
 
 def test_invalid_budget_is_refused():
