@@ -136,10 +136,16 @@ def run(
     rounds: int = 1000,
     seed: int = 123,
     cohort: int | None = None,
+    momentum: float = 0.0,
 ) -> np.ndarray:
     """||x^r - x*||^2 for r = 0..rounds.
 
     cohort: clients per round, drawn uniformly without replacement (p_i = cohort / n); None: all.
+    momentum: 1 - a of the MVR global momentum (spec sec. 2.6, eqs. 12-14, the toy "momentum 0.9":
+        FedShuffleMVR for "fedshuffle"; applied the same way to every method). Local direction
+        d = grad_j(y) + (1 - a)(m^r - grad_j(x^r)); server momentum, lagged (notebook ordering)
+        m^{r+1} = (1 - a) m^r + sum_S (w_i / p_i)(grad f_i(x^r) - (1 - a) grad f_i(x^{r-1})),
+        always with data weights w_i / p_i; m^0 = 0 and x^{-1} = x^0.
     """
     problem = paper_problem() if problem is None else problem
     n = problem.sizes.size
@@ -148,6 +154,10 @@ def run(
     s = method_setting(method, problem, eta, p)
     rng = np.random.default_rng(seed)
     x = np.zeros(problem.dim)
+    x_prev = x.copy()
+    mom = np.zeros(problem.dim)
+    beta = float(momentum)  # 1 - a
+    w, cents = problem.weights, problem.centroids
     xs = problem.optimum
     out = np.empty(rounds + 1)
     out[0] = np.sum((x - xs) ** 2)
@@ -164,9 +174,17 @@ def run(
                 order = rng.integers(0, m, size=steps)
             y = x.copy()
             g = s.step[i]
-            for j in order:
-                y -= g * (y - pts[j])
+            if beta:
+                for j in order:  # grad_j(y) - grad_j(x) = y - x for these quadratics
+                    y -= g * ((y - pts[j]) + beta * (mom - (x - pts[j])))
+            else:
+                for j in order:
+                    y -= g * (y - pts[j])
             deltas[k] = y - x
+        if beta:  # full local gradients grad f_i(z) = z - c_i at x^r and x^{r-1}
+            u = (x - cents[sel]) - beta * (x_prev - cents[sel])
+            mom = beta * mom + (w[sel] / p[sel]) @ u
+            x_prev = x
         x = x + s.coef(sel, p) @ deltas
         out[r + 1] = np.sum((x - xs) ** 2)
     return out
@@ -227,10 +245,11 @@ def main(argv=None) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(1, 2, figsize=(11, 4))
+    fig, axes = plt.subplots(1, 3, figsize=(16, 4))
     panels = [
         (axes[0], "full participation, eta = 1/80", METHODS[:-1], dict(eta=1 / 80)),
-        (axes[1], "2 of 3 clients uniformly, eta = 1/160", ("fedshuffle", "fedshuffle_so"), dict(eta=1 / 160, cohort=2)),
+        (axes[1], "momentum 0.9 (MVR), full participation, eta = 1/80", METHODS[:-1], dict(eta=1 / 80, momentum=0.9)),
+        (axes[2], "2 of 3 clients uniformly, eta = 1/160", ("fedshuffle", "fedshuffle_so"), dict(eta=1 / 160, cohort=2)),
     ]
     for ax, title, methods, kw in panels:
         for m in methods:
@@ -239,7 +258,7 @@ def main(argv=None) -> None:
             r = np.arange(c.shape[1])
             ax.semilogy(r, mean, label=m)
             ax.fill_between(r, np.maximum(mean - std, 1e-16), mean + std, alpha=0.2)
-            print(f"{title:40s} {m:14s} round 500: {mean[500]:.3g}  round {args.rounds}: {mean[-1]:.3g} +- {std[-1]:.2g}")
+            print(f"{title:52s} {m:14s} round 500: {mean[500]:.3g}  round {args.rounds}: {mean[-1]:.3g} +- {std[-1]:.2g}")
         ax.set_title(title)
         ax.set_xlabel("round")
         ax.set_ylabel(r"$\|x^r - x^\star\|^2$")
