@@ -235,3 +235,14 @@ def test_quadratic_mvr_momentum():
     assert avg[-1] == pytest.approx(1.7e-4, rel=0.15)
     assert mvr[-1] < 1e-8
     assert mvr[-1] < quad.run("fedshuffle", seed=123)[-1] / 10  # momentum helps FedShuffle
+
+
+def test_quadratic_importance_sampling():
+    # Fig. 1d: 8, 1, 1 points, one client per round, coefficient w_i / p_i: IS beats uniform
+    prob = quad.paper_problem((8, 1, 1))
+    uni = quad.run_seeds("fedshuffle", problem=prob, eta=1 / 500, probs=np.full(3, 1 / 3)).mean(0)
+    imp = quad.run_seeds("fedshuffle", problem=prob, eta=1 / 300, probs=np.array([0.8, 0.1, 0.1])).mean(0)
+    assert 1e-3 < uni[-1] < 4e-3  # paper ~2e-3
+    assert imp[-1] < uni[-1] / 1.5  # paper ~5e-4; here ~9e-4
+    with pytest.raises(ValueError):
+        quad.run("fedshuffle", probs=[0.5, 0.5, 0.5])

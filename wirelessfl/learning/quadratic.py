@@ -137,6 +137,7 @@ def run(
     seed: int = 123,
     cohort: int | None = None,
     momentum: float = 0.0,
+    probs=None,
 ) -> np.ndarray:
     """||x^r - x*||^2 for r = 0..rounds.
 
@@ -146,11 +147,17 @@ def run(
         d = grad_j(y) + (1 - a)(m^r - grad_j(x^r)); server momentum, lagged (notebook ordering)
         m^{r+1} = (1 - a) m^r + sum_S (w_i / p_i)(grad f_i(x^r) - (1 - a) grad f_i(x^{r-1})),
         always with data weights w_i / p_i; m^0 = 0 and x^{-1} = x^0.
+    probs: sample exactly one client per round with these probabilities (p_i = probs_i; Fig. 1d:
+        uniform vs importance sampling p ~ |D_i|); overrides ``cohort``.
     """
     problem = paper_problem() if problem is None else problem
     n = problem.sizes.size
     b = n if cohort is None else int(cohort)
     p = np.full(n, b / n)
+    if probs is not None:
+        p = np.asarray(probs, dtype=np.float64)
+        if p.shape != (n,) or abs(p.sum() - 1) > 1e-12 or np.any(p <= 0):
+            raise ValueError(f"probs must be {n} positive probabilities summing to 1, got {probs}")
     s = method_setting(method, problem, eta, p)
     rng = np.random.default_rng(seed)
     x = np.zeros(problem.dim)
@@ -162,7 +169,10 @@ def run(
     out = np.empty(rounds + 1)
     out[0] = np.sum((x - xs) ** 2)
     for r in range(rounds):
-        sel = np.arange(n) if b == n else np.sort(rng.choice(n, size=b, replace=False))
+        if probs is not None:
+            sel = np.array([rng.choice(n, p=p)])
+        else:
+            sel = np.arange(n) if b == n else np.sort(rng.choice(n, size=b, replace=False))
         deltas = np.empty((sel.size, problem.dim))
         for k, i in enumerate(sel):
             pts = problem.clients[i]
@@ -245,12 +255,13 @@ def main(argv=None) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(1, 3, figsize=(16, 4))
+    fig, axes = plt.subplots(1, 4, figsize=(21, 4))
     panels = [
         (axes[0], "full participation, eta = 1/80", METHODS[:-1], dict(eta=1 / 80)),
         (axes[1], "momentum 0.9 (MVR), full participation, eta = 1/80", METHODS[:-1], dict(eta=1 / 80, momentum=0.9)),
         (axes[2], "2 of 3 clients uniformly, eta = 1/160", ("fedshuffle", "fedshuffle_so"), dict(eta=1 / 160, cohort=2)),
     ]
+    is_problem = paper_problem((8, 1, 1))
     for ax, title, methods, kw in panels:
         for m in methods:
             c = run_seeds(m, rounds=args.rounds, **kw)
@@ -259,10 +270,20 @@ def main(argv=None) -> None:
             ax.semilogy(r, mean, label=m)
             ax.fill_between(r, np.maximum(mean - std, 1e-16), mean + std, alpha=0.2)
             print(f"{title:52s} {m:14s} round 500: {mean[500]:.3g}  round {args.rounds}: {mean[-1]:.3g} +- {std[-1]:.2g}")
-        ax.set_title(title)
+        ax.set_title(title, fontsize=9)
         ax.set_xlabel("round")
         ax.set_ylabel(r"$\|x^r - x^\star\|^2$")
         ax.legend(fontsize=8)
+    ax = axes[3]  # Fig. 1d: one FedShuffle client per round, uniform vs importance sampling
+    title = "1 of 3 clients (8, 1, 1 points): uniform vs IS"
+    for label, kw in (("uniform p=1/3, eta=1/500", dict(eta=1 / 500, probs=np.full(3, 1 / 3))),
+                      ("IS p=(.8,.1,.1), eta=1/300", dict(eta=1 / 300, probs=np.array([0.8, 0.1, 0.1])))):
+        c = run_seeds("fedshuffle", problem=is_problem, rounds=args.rounds, **kw)
+        ax.semilogy(c.mean(0), label=label)
+        print(f"{title:52s} {label:27s} round {args.rounds}: {c.mean(0)[-1]:.3g} +- {c.std(0)[-1]:.2g}")
+    ax.set_title(title, fontsize=9)
+    ax.set_xlabel("round")
+    ax.legend(fontsize=8)
     fig.tight_layout()
     fig.savefig(args.out, dpi=120)
     print("wrote", args.out)
