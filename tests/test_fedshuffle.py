@@ -246,3 +246,17 @@ def test_quadratic_importance_sampling():
     assert imp[-1] < uni[-1] / 1.5  # paper ~5e-4; here ~9e-4
     with pytest.raises(ValueError):
         quad.run("fedshuffle", probs=[0.5, 0.5, 0.5])
+
+
+def test_gen_rejects_bad_settings():
+    with pytest.raises(ValueError):
+        FedShuffleGen([0, 0])
+    with pytest.raises(ValueError):
+        FedShuffleGen([3, 4], work="all")
+    with pytest.raises(ValueError):
+        make_fedshuffle_method("fedprox", [3, 4])
+    g = make_fedshuffle_method("fedshuffle", [3, 4])
+    with pytest.raises(ValueError):  # q = 0 for a selected device: no unbiased weight
+        g.aggregation_weights(np.array([0]), np.array([0.0, 1.0]), 2)
+    with pytest.raises(ValueError):
+        g.aggregation_weights(np.array([0]), np.ones(3), 3)

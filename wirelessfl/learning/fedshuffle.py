@@ -167,8 +167,10 @@ class FedShuffleGen:
         if devices.size:
             deltas = trainer.local_updates(devices, round_idx, local_steps=steps, lr=lrs)
             trainer.aggregate(deltas, weights)
+        # max_weight: a rarely scheduled device with much data gets a huge w_n / q_n (spec sec. 3:
+        # unbiased but high variance); worth logging next to the scheduler's q
         return {"num_trained": int(devices.size), "weight_sum": float(weights.sum()),
-                "local_steps": int(steps.sum())}
+                "max_weight": float(weights.max(initial=0.0)), "local_steps": int(steps.sum())}
 
     # ------------------------------------------------------------------------------------------
     # analysis
