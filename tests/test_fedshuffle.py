@@ -260,3 +260,13 @@ def test_gen_rejects_bad_settings():
         g.aggregation_weights(np.array([0]), np.array([0.0, 1.0]), 2)
     with pytest.raises(ValueError):
         g.aggregation_weights(np.array([0]), np.ones(3), 3)
+
+
+def test_study_scenario_loads():
+    from pathlib import Path
+
+    from wirelessfl.config import load_scenario
+
+    s = load_scenario(Path(__file__).resolve().parents[1] / "scenarios/studies/fedshuffle.toml")
+    algs = {v.learning.algorithm for _, v in s.variant_scenarios()}
+    assert algs == {"fedavg_rr", "fedavg_min", "fednova", "fedshuffle"}
