@@ -150,7 +150,8 @@ def cmd_reproduce(args) -> int:
         print("wirelessfl: error: reproduce needs a recipe name (or --list, or all)", file=sys.stderr)
         return 2
     try:
-        reports = reproduce(args.name, scale=args.scale, seeds=args.seeds, out=args.out, figures=args.figures,
+        names = "all" if "all" in args.name else args.name
+        reports = reproduce(names, scale=args.scale, seeds=args.seeds, out=args.out, figures=args.figures,
                             executor=args.executor, workers=args.workers, overrides=args.set,
                             progress=not args.no_progress, run=not args.no_run)
     except RuntimeError as exc:  # another sweep holds the cache folder
@@ -224,7 +225,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--mean", action="store_true", help="mean and std over seeds per grid point")
     p.set_defaults(func=cmd_table)
     p = sub.add_parser("reproduce", help="reproduce a figure or table of the Lyapunov scheduling paper")
-    p.add_argument("name", nargs="?", help="recipe (fig2 ... fig8, table1, table2) or all; see --list")
+    p.add_argument("name", nargs="*", help="recipes (fig2 ... fig8, table1, table2) or all; see --list")
     p.add_argument("--list", action="store_true", help="list the recipes")
     p.add_argument("--scale", choices=("cpu", "paper", "tiny"), default="cpu",
                    help="cpu: Fashion-MNIST MLP (default); paper: CIFAR-10 and the paper's CNN; tiny: smoke test")

@@ -504,7 +504,7 @@ def _convergence_figure(ctx: Context, cells: Sequence[Cell], path: Path, x: str,
                         title: str, colour_of: Callable[[Cell], str], label_of: Callable[[Cell], str]) -> None:
     """A grid of panels: rows accuracy and training loss, columns the computation times."""
     plt = _plt()
-    fig, axes = plt.subplots(2, len(computes), figsize=(5.2 * len(computes), 7.2), squeeze=False)
+    fig, axes = plt.subplots(2, len(computes), figsize=(max(7.0, 5.2 * len(computes)), 7.2), squeeze=False)
     xcol = "time_s" if x == "time" else "round"
     for j, c in enumerate(computes):
         for i, metric in enumerate(("accuracy", "train_loss")):
@@ -528,7 +528,7 @@ def _convergence_figure(ctx: Context, cells: Sequence[Cell], path: Path, x: str,
             if metric == "train_loss":
                 ax.set_yscale("log")
         axes[0][0].legend(fontsize=8)
-    fig.suptitle(title)
+    fig.suptitle(title, fontsize=10)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
