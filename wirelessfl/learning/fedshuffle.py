@@ -144,6 +144,20 @@ class FedShuffleGen:
             rho = rho * tau_eff / a
         return rho
 
+    def hybrid_coefficients(self, devices: np.ndarray, p: np.ndarray, done_steps: np.ndarray) -> np.ndarray:
+        """FedShuffleGen hybrid for unfinished local work (spec sec. 2.3): a device planned for tau_i
+        steps (at FedShuffle's lr) that finished only tau'_i gets coef_i x tau_i / tau'_i, which keeps
+        the optimised objective's weights at w (eq. 31); devices with tau'_i = 0 get 0 (spec sec. 7.14).
+        The building block for round deadlines; the engine does not pass partial work yet."""
+        devices = np.asarray(devices, dtype=np.int64).reshape(-1)
+        done = np.asarray(done_steps, dtype=np.float64).reshape(-1)
+        planned = self.local_work(devices)[0].astype(np.float64)
+        if done.shape != planned.shape or np.any(done < 0) or np.any(done > planned):
+            raise ValueError(f"done_steps must lie in [0, planned steps {planned}], got {done}")
+        coef = self.coefficients(devices, p, np.maximum(done, 1))
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return np.where(done > 0, coef * planned / done, 0.0)
+
     def aggregation_weights(self, selected: np.ndarray, q: np.ndarray, num_devices: int) -> np.ndarray:
         """server_lr * coef_i aligned with ``selected``; a repeated device counts once (first
         occurrence), as in :class:`FedAvg`."""
