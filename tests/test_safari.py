@@ -159,3 +159,14 @@ def test_exclusion_config_rules():
         scenario(devices={"excluded": [10]})
     with pytest.raises(ConfigError, match="excluded_count"):
         scenario(devices={"excluded": [1], "excluded_count": 10})
+
+
+def test_server_round_time_counts_steps():
+    from wirelessfl.experiments.run import server_round_s
+
+    s = scenario({"algorithm": "safari"}, {"server_compute_s": 0.1, "server_step_s": 0.01})
+    assert server_round_s(s) == pytest.approx(0.1 + 0.01 * 3)  # one epoch: ceil(40 / 16) steps
+    assert server_round_s(s.replace("learning.server_steps=1")) == pytest.approx(0.11)
+    res = simulate(s.replace("run.timing_only=true", "learning.safari_q=0.5", "run.rounds=20"), progress=False)
+    server = res.rounds[res.rounds.server_round == 1]
+    assert len(server) and np.allclose(server.t_end - server.t_start, 0.13)

@@ -139,6 +139,8 @@ class DevicesConfig:
                                            "p_bar / N0 for Rayleigh) is below this never transmit")
     server_compute_s: float = _field(0.0, ge=0, doc="safari: simulated time of one server round "
                                      "(server computation on the auxiliary set; no airtime)")
+    server_step_s: float = _field(0.0, ge=0, doc="safari: server time per SGD step on the auxiliary set, "
+                                  "added to server_compute_s (steps: learning.server_steps or one epoch)")
 
 
 @dataclass(frozen=True)

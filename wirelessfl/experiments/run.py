@@ -125,6 +125,16 @@ def model_bits_of(scenario: Scenario) -> int:
     return 32 * num_parameters(build_model(scenario.learning.model, shape, classes))
 
 
+def server_round_s(scenario: Scenario) -> float:
+    """Simulated time of a SAFARI server round: devices.server_compute_s plus devices.server_step_s
+    per SGD step (learning.server_steps, else one epoch: ceil(n_T / min(batch_size, n_T)) steps)."""
+    dc, lc = scenario.devices, scenario.learning
+    steps = lc.server_steps
+    if steps is None:
+        steps = math.ceil(lc.aux_samples / min(lc.batch_size, lc.aux_samples)) if lc.aux_samples else 0
+    return dc.server_compute_s + dc.server_step_s * steps
+
+
 class TrainingDiverged(RuntimeError):
     """The global model stopped being finite (e.g. a learning rate far too large)."""
 
@@ -221,7 +231,7 @@ class _Run:
             streams={name: rngs.stream(scenario.seed, name)
                      for name in names},
             client_round_prob=scenario.learning.safari_q if safari else None,
-            server_round_s=scenario.devices.server_compute_s,
+            server_round_s=server_round_s(scenario),
             learner=self.learner,
             stop=StopRule(rc.rounds, rc.time_budget_s, rc.target_accuracy, rc.stop_at_target),
             evaluate=EvalRule(rc.eval_every_rounds, rc.eval_every_s),
