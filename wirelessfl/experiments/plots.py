@@ -56,6 +56,9 @@ def plot_runs(runs: dict[str, RunResult], out_dir: str | Path, x: str = "time",
         if title:
             ax.set_title(title)
         ax.grid(alpha=0.3)
+        if not ax.get_lines():  # no run evaluated this metric (e.g. timing-only runs): no empty figure
+            plt.close(fig)
+            continue
         ax.legend()
         fig.tight_layout()
         path = out_dir / f"{metric}_vs_{x}.png"
