@@ -170,3 +170,19 @@ def test_server_round_time_counts_steps():
     res = simulate(s.replace("run.timing_only=true", "learning.safari_q=0.5", "run.rounds=20"), progress=False)
     server = res.rounds[res.rounds.server_round == 1]
     assert len(server) and np.allclose(server.t_end - server.t_start, 0.13)
+
+
+def test_server_round_queues_unchanged_or_drained():
+    base = scenario({"algorithm": "safari", "safari_q": 0.5}, timing_only=True, rounds=30).replace(
+        'scheduler.name="lyapunov"', "link.p_bar=0.2")
+    for slot in (False, True):
+        res = simulate(base.replace(f"learning.server_round_is_slot={str(slot).lower()}"), progress=False)
+        r = res.rounds
+        # the queue a round was decided with, after a server round vs before it
+        pairs = [(r.queue_mean[i], r.queue_mean[i + 1]) for i in range(len(r) - 1)
+                 if r.server_round[i] == 1 and r.queue_mean[i] > 0.2]
+        assert pairs
+        if slot:
+            assert all(after == pytest.approx(before - 0.2) for before, after in pairs)
+        else:
+            assert all(after == pytest.approx(before) for before, after in pairs)

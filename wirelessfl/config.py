@@ -179,6 +179,9 @@ class LearningConfig:
     server_steps: int | None = _field(None, ge=1, doc="safari: SGD steps per server round (1: the "
                                       "paper's Algorithm 1); default one epoch over the auxiliary set")
     server_lr: float | None = _field(None, gt=0, doc="safari: server step size eta_s (default: lr)")
+    server_round_is_slot: bool = _field(False, doc="safari: a server round counts as a Lyapunov slot "
+                                        "with zero consumption (queues drain by p_bar); default: "
+                                        "queues change only in client rounds")
     local_steps: int = _field(10, ge=1, doc="K local SGD steps")
     batch_size: int = _field(32, ge=1)
     lr: float = _field(0.01, gt=0, doc="local step size gamma")

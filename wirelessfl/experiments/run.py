@@ -232,6 +232,7 @@ class _Run:
                      for name in names},
             client_round_prob=scenario.learning.safari_q if safari else None,
             server_round_s=server_round_s(scenario),
+            server_round_is_slot=scenario.learning.server_round_is_slot,
             learner=self.learner,
             stop=StopRule(rc.rounds, rc.time_budget_s, rc.target_accuracy, rc.stop_at_target),
             evaluate=EvalRule(rc.eval_every_rounds, rc.eval_every_s),

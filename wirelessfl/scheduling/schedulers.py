@@ -125,6 +125,11 @@ class LyapunovScheduler:
         """Empty every virtual queue (start of a new run)."""
         self.queue = np.zeros(self.num_devices)
 
+    def idle_round(self) -> None:
+        """A slot in which no device transmits (e.g. a SAFARI server round counted as a slot of
+        zero consumption, spec 003 sec. 7): Z_n <- max(Z_n - Pbar_n, 0)."""
+        self.queue = np.maximum(self.queue - self.p_bar, 0.0)
+
     def costs(self, state: RoundState, queue: np.ndarray, power: np.ndarray) -> np.ndarray:
         """b_n = V lam l / (B log2(1 + g P / N0)) + Z P; +inf for a device that cannot send."""
         snr = np.asarray(state.gains, dtype=float) * power / state.noise_power

@@ -114,7 +114,8 @@ class Engine:
                  checkpoint_every: int | None = None,
                  on_checkpoint: Callable[["Engine"], None] = lambda e: None,
                  access=None, availability=None, round_deadline_s: float | None = None,
-                 client_round_prob: float | None = None, server_round_s: float = 0.0):
+                 client_round_prob: float | None = None, server_round_s: float = 0.0,
+                 server_round_is_slot: bool = False):
         self.channel, self.link, self.compute, self.scheduler = channel, link, compute, scheduler
         if access is None:
             from ..wireless import TDMA
@@ -132,6 +133,7 @@ class Engine:
         # SAFARI (spec 003): a round is a client round with probability client_round_prob (coin from
         # the "round_type" stream), else a server round of server_round_s on the server alone
         self.client_round_prob, self.server_round_s = client_round_prob, float(server_round_s)
+        self.server_round_is_slot = server_round_is_slot  # server round drains the scheduler's queues
         if client_round_prob is not None and "round_type" not in streams:
             raise ValueError("client_round_prob needs a 'round_type' random stream")
         self.rounds_done = 0
@@ -252,6 +254,8 @@ class Engine:
         queue = np.asarray(getattr(self.scheduler, "queue", np.zeros(n)), dtype=float).copy()
         decision = Decision(omega=np.zeros(n), q=np.zeros(n), power=np.zeros(n), queue=queue,
                             m=int(getattr(self.scheduler, "m", 0)), info={"method": "server_round"})
+        if self.server_round_is_slot and hasattr(self.scheduler, "idle_round"):
+            self.scheduler.idle_round()  # a slot with zero consumption (spec 003 sec. 7 option)
         none = np.empty(0, dtype=np.int64)
         self.on_round(RoundRecord(
             round=r, t_start=t_start, t_end=self.env.now, downlink_s=0.0, comp_s=0.0, comm_s=0.0,
