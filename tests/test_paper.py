@@ -246,6 +246,9 @@ def test_cli_reproduce(tiny, tmp_path, capsys, data_dir):
     assert (tmp_path / "fig2.png").exists() and "wrote" in capsys.readouterr().out
     assert main(["reproduce", "fig2", "--scale", "tiny", "--out", str(out), "--no-run", "--no-progress",
                  "--figures", str(tmp_path), *ov]) == 1  # seeds 1 and 2 are not in the cache
+    assert main(["reproduce", "fig2", "fig5", "--scale", "tiny", "--seeds", "1", "--out", str(out), "--no-run",
+                 "--no-progress", "--figures", str(tmp_path), *ov]) == 0  # several names, all cached
+    assert (tmp_path / "fig5.png").exists()
     assert main(["reproduce", "nope", "--scale", "tiny", "--out", str(out)]) == 2
     assert main(["reproduce"]) == 2
 
