@@ -44,6 +44,7 @@ def test_server_rounds_use_no_air_and_cost_server_time():
     client = r[r.server_round == 0]
     assert (client.num_selected > 0).all() and (client.comm_s > 0).all()
     assert res.summary["server_rounds"] == len(server)
+    assert 0 < res.summary["label_coverage"] <= 1 and 0 < res.summary["ever_participated"] <= 1
     assert res.summary["total_server_s"] == pytest.approx(0.25 * len(server))
 
 
@@ -57,6 +58,8 @@ def test_server_round_trains_on_the_aux_set_only():
     before = learner.trainer.params.clone()
     learner.server_round(0)
     assert not np.allclose(before.numpy(), learner.trainer.params.numpy())
+    assert learner.label_coverage(np.ones(10, dtype=bool)) == 1.0
+    assert learner.label_coverage(np.zeros(10, dtype=bool)) == 0.0
     # q = 0 is centralised SGD on T: no device ever selected
     res = simulate(s, progress=False)
     assert (res.rounds.num_selected == 0).all() and res.summary["total_comm_s"] == 0

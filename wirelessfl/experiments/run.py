@@ -97,6 +97,13 @@ class FederatedLearner:
             raise TrainingDiverged(f"training diverged in round {round_idx}: the model is no longer finite; "
                                    f"try a smaller learning.lr (now {self.trainer.lr:g})")
 
+    def label_coverage(self, devices: np.ndarray) -> float:
+        """Share of the classes held by at least one of the given devices (a boolean mask)."""
+        y = self.trainer.dataset.y_train.numpy()
+        held = [ix for ix, on in zip(self.trainer._indices, devices) if on and ix.size]
+        seen = np.unique(y[np.concatenate(held)]) if held else np.empty(0)
+        return float(seen.size / self.trainer.dataset.num_classes)
+
     def server_round(self, round_idx: int) -> None:
         """A SAFARI server round: SGD on the auxiliary set."""
         self.algorithm.server_round(self.trainer, round_idx)
@@ -288,7 +295,9 @@ class _Run:
             # incomplete participation (spec 003): who could never take part, and the capacity
             # omega = share of devices that ever took part
             summary.update(excluded=[int(i) for i in np.flatnonzero(self.excluded)],
-                           ever_participated=float(np.mean(rec.selections > 0)))
+                           ever_participated=float(np.mean(rec.selections > 0)),
+                           label_coverage=(self.learner.label_coverage(rec.selections > 0)
+                                           if self.learner is not None else math.nan))
             rec.close(summary, devices)
         return RunResult(rounds=pd.DataFrame(rec.rounds, columns=ROUND_COLUMNS),
                          evals=pd.DataFrame(rec.evals), devices=pd.DataFrame(devices),
