@@ -53,24 +53,9 @@ def test_resume_after_a_crash_gives_the_uninterrupted_records(tmp_path, monkeypa
     assert_same_records(load_run(tmp_path / "cut"), load_run(tmp_path / "full"))  # the files too
 
 
-def test_timing_only_resume_keeps_queues_and_streams(tmp_path, monkeypatch):
-    s = scenario(timing_only=True, rounds=20, checkpoint_every=5)
-    full = simulate(s, tmp_path / "full", progress=False)
-    calls = {"n": 0}
-    real = run_module.Recorder.on_round
-
-    def stop_after_12(self, rec):
-        calls["n"] += 1
-        if calls["n"] == 13:
-            raise KeyboardInterrupt
-        return real(self, rec)
-
-    monkeypatch.setattr(run_module.Recorder, "on_round", stop_after_12)
-    with pytest.raises(KeyboardInterrupt):
-        simulate(s, tmp_path / "cut", progress=False)
-    assert json.loads((tmp_path / "cut" / "summary.json").read_text())["status"] == "interrupted"
-    monkeypatch.setattr(run_module.Recorder, "on_round", real)
-    assert_same_records(resume(tmp_path / "cut", progress=False), full)
+def test_timing_only_resume_keeps_queues_and_streams(interrupted_and_resumed):
+    full, resumed = interrupted_and_resumed(scenario(timing_only=True, rounds=20, checkpoint_every=5))
+    assert_same_records(resumed, full)
 
 
 def test_checkpoints_load_in_weights_only_mode(tmp_path):

@@ -4,7 +4,6 @@ Gauss-Markov and Rician fading, path loss with shadowing, FDMA airtimes, CPU com
 shifted-exponential delays, Markov availability, round deadlines, the downlink rate, checkpoints with
 models that have memory, and validation of the new scenario fields.
 """
-import json
 
 import numpy as np
 import pandas as pd
@@ -14,8 +13,7 @@ from scipy import stats
 from wirelessfl.config import ChannelConfig, ConfigError, LinkConfig, from_dict
 from wirelessfl.devices import (ConstantCompute, CpuCompute, MarkovAvailability, ShiftedExponentialCompute,
                                 make_compute)
-from wirelessfl.experiments import run as run_module
-from wirelessfl.experiments.run import load_run, resume, simulate
+from wirelessfl.experiments.run import load_run, simulate
 from wirelessfl.scheduling.base import Decision
 from wirelessfl.sim.engine import Engine, EvalRule, StopRule
 from wirelessfl.wireless import (FDMA, TDMA, GaussMarkovFading, Link, RicianFading, cell_positions,
@@ -318,7 +316,7 @@ def test_downlink_time_adds_bits_over_rate_to_the_fixed_part():
 # --- checkpoints -------------------------------------------------------------------------------
 
 
-def test_resume_is_exact_with_gauss_markov_availability_and_random_delays(tmp_path, monkeypatch):
+def test_resume_is_exact_with_gauss_markov_availability_and_random_delays(interrupted_and_resumed, tmp_path):
     s = from_dict({"seed": 5, "run": {"rounds": 20, "timing_only": True, "checkpoint_every": 5,
                                       "round_deadline_s": 3.0},
                    "channel": {"model": "gauss_markov", "rho": 0.95, "profile": "linear", "path_loss": True,
@@ -327,22 +325,7 @@ def test_resume_is_exact_with_gauss_markov_availability_and_random_delays(tmp_pa
                                "p_on_to_off": 0.2, "p_off_to_on": 0.4},
                    "link": {"model_bits": 100000, "bandwidth_hz": 1e6, "access": "fdma"},
                    "scheduler": {"name": "lyapunov", "m": 4}})
-    full = simulate(s, tmp_path / "full", progress=False)
-    calls = {"n": 0}
-    real = run_module.Recorder.on_round
-
-    def stop_after_12(self, rec):
-        calls["n"] += 1
-        if calls["n"] == 13:
-            raise KeyboardInterrupt
-        return real(self, rec)
-
-    monkeypatch.setattr(run_module.Recorder, "on_round", stop_after_12)
-    with pytest.raises(KeyboardInterrupt):
-        simulate(s, tmp_path / "cut", progress=False)
-    assert json.loads((tmp_path / "cut" / "summary.json").read_text())["status"] == "interrupted"
-    monkeypatch.setattr(run_module.Recorder, "on_round", real)
-    resumed = resume(tmp_path / "cut", progress=False)
+    full, resumed = interrupted_and_resumed(s)
     pd.testing.assert_frame_equal(resumed.rounds, full.rounds)
     pd.testing.assert_frame_equal(resumed.devices, full.devices)
     again = load_run(tmp_path / "cut")

@@ -1,0 +1,34 @@
+"""Shared test helpers."""
+import json
+
+import pytest
+
+from wirelessfl.experiments import run as run_module
+from wirelessfl.experiments.run import resume, simulate
+
+
+@pytest.fixture
+def interrupted_and_resumed(tmp_path, monkeypatch):
+    """Run a scenario whole, then again with Ctrl-C after ``after`` rounds, then resume the second.
+
+    Returns (uninterrupted result, resumed result); checks the interrupted run says so on disk.
+    """
+    def run(scenario, after=12):
+        full = simulate(scenario, tmp_path / "full", progress=False)
+        calls = {"n": 0}
+        real = run_module.Recorder.on_round
+
+        def stop_after(self, rec):
+            calls["n"] += 1
+            if calls["n"] == after + 1:
+                raise KeyboardInterrupt
+            return real(self, rec)
+
+        monkeypatch.setattr(run_module.Recorder, "on_round", stop_after)
+        with pytest.raises(KeyboardInterrupt):
+            simulate(scenario, tmp_path / "cut", progress=False)
+        assert json.loads((tmp_path / "cut" / "summary.json").read_text())["status"] == "interrupted"
+        monkeypatch.setattr(run_module.Recorder, "on_round", real)
+        return full, resume(tmp_path / "cut", progress=False)
+
+    return run
