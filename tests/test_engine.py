@@ -4,29 +4,12 @@ import pytest
 
 from wirelessfl.config import LinkConfig
 from wirelessfl.devices import ConstantCompute
-from wirelessfl.scheduling.base import Decision
 from wirelessfl.sim.engine import Engine, EvalRule, StopRule
 from wirelessfl.wireless import Link
 
-
-class FixedChannel:
-    def __init__(self, gains):
-        self.gains = np.asarray(gains, dtype=float)
-
-    def draw(self, rng):
-        return self.gains.copy()
+from fakes import FixedChannel, SelectAll
 
 
-class SelectAll:
-    """Selects every device with certainty for practical purposes (m large, omega uniform)."""
-
-    def __init__(self, n, power=1.0):
-        self.n, self.power = n, power
-
-    def decide(self, state):
-        omega = np.full(self.n, 1 / self.n)
-        return Decision(omega=omega, q=np.ones(self.n), power=np.full(self.n, self.power),
-                        queue=np.zeros(self.n), m=400)
 
 
 def run_engine(gains, compute_s, rounds=1, downlink_s=0.0, learner=None, evaluate=None, stop=None):

@@ -14,10 +14,11 @@ from wirelessfl.config import ChannelConfig, ConfigError, LinkConfig, from_dict
 from wirelessfl.devices import (ConstantCompute, CpuCompute, MarkovAvailability, ShiftedExponentialCompute,
                                 make_compute)
 from wirelessfl.experiments.run import load_run, simulate
-from wirelessfl.scheduling.base import Decision
 from wirelessfl.sim.engine import Engine, EvalRule, StopRule
 from wirelessfl.wireless import (FDMA, TDMA, GaussMarkovFading, Link, RicianFading, cell_positions,
                                  make_channel)
+
+from fakes import FixedChannel, SelectAll
 
 # --- fading ------------------------------------------------------------------------------------
 
@@ -104,26 +105,6 @@ def test_drawn_positions_are_uniform_in_the_disc():
 
 
 # --- engine helpers ----------------------------------------------------------------------------
-
-
-class FixedChannel:
-    def __init__(self, gains):
-        self.gains = np.asarray(gains, dtype=float)
-
-    def draw(self, rng):
-        return self.gains.copy()
-
-
-class SelectAll:
-    def __init__(self, n, power=1.0):
-        self.n, self.power = n, power
-        self.seen_available = []
-
-    def decide(self, state):
-        self.seen_available.append(state.available)
-        omega = np.full(self.n, 1 / self.n)
-        return Decision(omega=omega, q=np.ones(self.n), power=np.full(self.n, self.power),
-                        queue=np.zeros(self.n), m=400)
 
 
 class RecordingLearner:
