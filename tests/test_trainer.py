@@ -86,6 +86,19 @@ def test_batched_equals_sequential(data, model, batching):
     assert torch.equal(tr.params, x0)  # local updates do not move the global model
 
 
+def test_auto_batching_takes_the_measured_faster_path_and_matches_the_loop(data, monkeypatch):
+    cnn, mlp = make(data, "small_cnn"), make(data, "mlp")
+    # On the CPU (benchmarks/training.py): vmap only for convolution-free models from 5 devices on.
+    assert [cnn.batching_for(k) for k in (1, 5, 20)] == ["loop"] * 3
+    assert [mlp.batching_for(k) for k in (1, 4, 5, 20)] == ["loop", "loop", "vmap", "vmap"]
+    monkeypatch.setattr(mlp, "device", torch.device("cuda"))  # the rule only, no tensor moves
+    assert mlp.batching_for(1) == "vmap"
+    monkeypatch.undo()
+    devices = [0, 1, 2, 3, 4, 5]
+    torch.testing.assert_close(mlp.local_updates(devices, 1),
+                               make(data, "mlp", batching="loop").local_updates(devices, 1), rtol=1e-4, atol=1e-6)
+
+
 @pytest.mark.parametrize("batching", ["vmap", "loop"])
 def test_chunking_and_selection_do_not_change_a_devices_update(data, batching):
     tr = make(data, batching=batching)

@@ -42,7 +42,8 @@ class Trainer:
     max_devices_per_batch: compute at most this many devices in one vmap call (bounds memory for
         large models or many selected devices; results do not depend on it). None: all at once.
     batching: "vmap" (all selected devices in one vectorised call per step), "loop" (one device
-        after another) or "auto" (vmap on accelerators, loop on the CPU, where it is faster).
+        after another, the reference path) or "auto" (the faster of the two for the model, the
+        device type and the number of devices: see ``batching_for``).
 
     Attributes: ``params`` (flat float32 vector of the global model, on ``device``), ``num_params``
     (d), ``model_bits`` (32 d, the upload size ℓ), ``model`` (the module, used only functionally).
@@ -112,9 +113,8 @@ class Trainer:
         # Per-device gradient of the minibatch loss, vectorised over a stack of parameter vectors.
         self.batched_grad = vmap(grad(self.loss))
         self._grad = grad(self.loss)
-        # vmap turns convolutions into grouped ones, which on a CPU run slower than a plain loop over
-        # devices (measured 1.1-1.3x for the CNNs); on an accelerator one batched call wins.
-        self.batching = ("vmap" if self.device.type != "cpu" else "loop") if batching == "auto" else batching
+        self.batching = batching
+        self._has_conv = any(isinstance(mod, torch.nn.modules.conv._ConvNd) for mod in self.model.modules())
 
     # ------------------------------------------------------------------------------------------
     # parameters
@@ -199,6 +199,20 @@ class Trainer:
             out[sl] = self._run_local(devices[sl], round_idx, steps[sl], lrs[sl])
         return out
 
+    def batching_for(self, k: int) -> str:
+        """The path that computes ``k`` devices' local updates: "vmap" or "loop".
+
+        "auto" picks what ``benchmarks/training.py`` measured faster, by a fixed rule so that a run
+        always takes the same path: on an accelerator one batched call; on the CPU vmap for models
+        without convolutions from 5 devices on (MLP 1.1-1.5x faster at m = 5-20), else the loop
+        (vmap turns convolutions into grouped ones, no faster there, and one device gains nothing).
+        """
+        if self.batching != "auto":
+            return self.batching
+        if self.device.type != "cpu":
+            return "vmap"
+        return "vmap" if k >= 5 and not self._has_conv else "loop"
+
     def _run_local(self, devices: list[int], round_idx: int, steps: np.ndarray, lrs: np.ndarray) -> torch.Tensor:
         k, kmax = len(devices), int(steps.max())
         x0 = self._params
@@ -211,7 +225,7 @@ class Trainer:
                 b = torch.cat([b, b[:1].expand(kmax - b.shape[0], -1)])
             batches.append(b)
         idx = torch.stack(batches).to(self.device)  # (k, K, B)
-        if self.batching == "loop":
+        if self.batching_for(k) == "loop":
             return self._run_loop(idx, steps, lrs)
         uniform = bool(np.all(steps == kmax) and np.all(lrs == lrs[0]))
         if not uniform:
