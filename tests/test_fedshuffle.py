@@ -85,7 +85,8 @@ def test_gen_parameters_of_each_method():
     w = sizes / sizes.sum()
     q = np.array([0.9, 0.3, 0.5, 0.2, 0.7])
     sel = np.array([0, 1, 4])
-    m = {k: make_fedshuffle_method(k, sizes, local_epochs=E, batch_size=B, lr=lr) for k in FEDSHUFFLE_METHODS}
+    m = {k: make_fedshuffle_method(k, sizes, local_epochs=E, batch_size=B, lr=lr,
+                                   momentum=0.9 if k == "fedshuffle_mvr" else 0.0) for k in FEDSHUFFLE_METHODS}
     np.testing.assert_array_equal(m["fedshuffle"].tau, tau)
     # local work
     np.testing.assert_array_equal(m["fedavg_rr"].local_work(sel)[0], tau[sel])
@@ -99,6 +100,13 @@ def test_gen_parameters_of_each_method():
     np.testing.assert_allclose(m["fedshuffle"].coefficients(sel, q), w[sel] / q[sel])
     np.testing.assert_allclose(m["fedshuffle_so"].coefficients(sel, q), (w / q)[sel] / (w / q)[sel].sum())
     np.testing.assert_allclose(m["fednova"].coefficients(sel, q), so * (so @ tau[sel]) / tau[sel])
+    harmonic = make_fedshuffle_method("fednova", sizes, local_epochs=E, batch_size=B, lr=lr, nova="harmonic")
+    np.testing.assert_allclose(harmonic.coefficients(sel, q), so / np.sum(so / tau[sel]) / tau[sel])
+    # FedShuffleMVR: FedShuffle's lr and weights, twice the gradients per step plus two full passes
+    np.testing.assert_allclose(m["fedshuffle_mvr"].local_work(sel)[1], lr * 26 / tau[sel])
+    np.testing.assert_allclose(m["fedshuffle_mvr"].coefficients(sel, q), w[sel] / q[sel])
+    np.testing.assert_array_equal(m["fedshuffle_mvr"].work_units(sel), 2 * tau[sel] + 2 * tau[sel] // E)
+    np.testing.assert_array_equal(m["fedshuffle"].work_units(sel), tau[sel])
     # server step size and repeated devices (the engine's draws with replacement count once)
     g = FedShuffleGen(sizes, local_epochs=E, batch_size=B, lr_norm="steps", server_lr=2.0)
     np.testing.assert_allclose(g.aggregation_weights(np.array([4, 0, 4]), q, 5), [2 * w[4] / q[4], 2 * w[0] / q[0], 0])
@@ -194,11 +202,11 @@ def test_compute_time_proportional_to_local_steps():
 
     alg = make_fedshuffle_method("fedshuffle", [10, 40, 95, 200], local_epochs=2, batch_size=16)  # tau 2, 6, 12, 26
     devs = np.array([0, 2, 3])
-    c = WorkScaledCompute(ConstantCompute(np.full(4, 0.5)), lambda d: alg.local_work(d)[0], ref_steps=10,
+    c = WorkScaledCompute(ConstantCompute(np.full(4, 0.5)), alg.work_units, ref_steps=10,
                           step_time_s=0.1, scale_base=False)
     np.testing.assert_allclose(c.compute_times(devs), 0.5 + 0.1 * np.array([2, 12, 26]))
     cpu = CpuCompute(np.full(4, 1e9), np.full(4, 1e6), samples_per_round=10 * 16, kappa=1e-28)
-    c = WorkScaledCompute(cpu, lambda d: alg.local_work(d)[0], ref_steps=10)
+    c = WorkScaledCompute(cpu, alg.work_units, ref_steps=10)
     np.testing.assert_allclose(c.compute_times(devs), 1e6 * 16 * np.array([2, 12, 26]) / 1e9)
     np.testing.assert_allclose(c.energy_j(devs), 1e-28 * 1e18 * 1e6 * 16 * np.array([2, 12, 26]))
 
@@ -287,3 +295,165 @@ def test_hybrid_coefficients_for_truncated_work():
     np.testing.assert_allclose(v / v.sum(), w)
     with pytest.raises(ValueError):
         g.hybrid_coefficients(devs, p, [2, 3, 10])  # more than planned
+
+
+# --- FedShuffle in the simulator: global momentum, FedShuffleMVR, heterogeneous epochs -----------
+
+def _tiny_trainer(model="logreg", batching="loop"):
+    import torch
+
+    from wirelessfl.learning import Dataset, Trainer
+
+    g = torch.Generator().manual_seed(0)
+    data = Dataset(name="tiny", x_train=torch.randn(120, 6, generator=g), y_train=torch.randint(0, 3, (120,), generator=g),
+                   x_test=torch.randn(30, 6, generator=g), y_test=torch.randint(0, 3, (30,), generator=g),
+                   num_classes=3, input_shape=(6,))
+    parts = [np.arange(0, 10), np.arange(10, 40), np.arange(40, 120)]
+    return Trainer(data, parts, model, batch_size=8, lr=0.1, root_seed=3, batching=batching)
+
+
+def _hand_round(trainer, alg, devices, q, round_idx, x, m, x_prev):
+    """One FedShuffleGen round with global momentum written out with autograd (spec 001 sec. 2.6)."""
+    import torch
+    import torch.nn.functional as F
+
+    c, a = alg.momentum, 1.0 - alg.momentum
+    data_x, data_y = trainer.dataset.x_train, trainer.dataset.y_train
+
+    def grad(params, ix):
+        p = params.clone().requires_grad_(True)
+        W, b = p[:18].view(3, 6), p[18:]
+        F.cross_entropy(data_x[ix] @ W.T + b, data_y[ix]).backward()
+        return p.grad
+
+    steps, lrs = alg.local_work(devices, round_idx)
+    rho = alg.weights[devices] / q[devices]
+    deltas, u = [], []
+    for n, k, lr in zip(devices, steps, lrs):
+        batches = trainer.minibatch_indices(int(n), round_idx, int(k))
+        y = x.clone()
+        for s in range(int(k)):
+            g = grad(y, batches[s])
+            d = g + c * (m - grad(x, batches[s])) if alg.mvr else a * g + c * m
+            y = y - float(lr) * d
+        deltas.append(y - x)
+        if alg.mvr:
+            full = torch.from_numpy(trainer._indices[int(n)])
+            u.append(grad(x, full) - c * grad(x_prev, full))
+    coef = alg.server_lr * alg.coefficients(devices, q, steps)
+    new_x = x + sum(float(w) * dl for w, dl in zip(coef, deltas))
+    if alg.mvr:
+        new_m = c * m + sum(float(r) * ui for r, ui in zip(rho, u))
+    else:
+        rho = rho / rho.sum() if alg.aggregation != "unbiased" else rho
+        g_hat = [(-dl / (float(lr) * int(k)) - c * m) / a for dl, lr, k in zip(deltas, lrs, steps)]
+        new_m = c * m + a * sum(float(r) * g for r, g in zip(rho, g_hat))
+    return new_x, new_m
+
+
+@pytest.mark.parametrize("method,batching", [("fedshuffle_mvr", "loop"), ("fedshuffle_mvr", "vmap"),
+                                             ("fedavg_rr", "loop"), ("fedshuffle", "vmap")])
+def test_global_momentum_rounds_match_an_autograd_reference(method, batching):
+    import torch
+
+    trainer = _tiny_trainer(batching=batching)
+    alg = make_fedshuffle_method(method, [10, 30, 80], local_epochs=1, batch_size=8, lr=0.1, momentum=0.9)
+    q = np.array([0.5, 0.8, 0.9])
+    x, m, x_prev = trainer.params.clone(), torch.zeros(trainer.num_params), trainer.params.clone()
+    for r, devices in enumerate([np.array([0, 2]), np.array([1, 2]), np.array([0, 1, 2])]):
+        x_ref, m_ref = _hand_round(trainer, alg, devices, q, r, x, m, x_prev)
+        alg.round(trainer, devices, q, 3, r)
+        torch.testing.assert_close(trainer.params, x_ref, rtol=1e-4, atol=1e-6)
+        torch.testing.assert_close(torch.from_numpy(alg.m), m_ref, rtol=1e-4, atol=1e-6)
+        x_prev, x, m = x, x_ref, m_ref
+    assert float(m.norm()) > 1e-2  # the momentum is doing something
+
+
+def test_momentum_changes_the_update_and_zero_momentum_is_the_plain_method():
+    import torch
+
+    plain, moving = _tiny_trainer(), _tiny_trainer()
+    q = np.ones(3)
+    a = make_fedshuffle_method("fedshuffle", [10, 30, 80], batch_size=8, lr=0.1)
+    b = make_fedshuffle_method("fedshuffle", [10, 30, 80], batch_size=8, lr=0.1, momentum=0.5)
+    a.round(plain, np.arange(3), q, 3, 0)
+    b.round(moving, np.arange(3), q, 3, 0)
+    # round 0 starts from m = 0: the first direction is a g(y), so the steps are halved, not equal
+    assert not torch.allclose(plain.params, moving.params)
+    assert a.m is None and b.m is not None
+
+
+def test_heterogeneous_epochs_are_drawn_per_round_and_device_and_scale_the_work():
+    sizes = [16, 32, 64, 160]
+    alg = make_fedshuffle_method("fedshuffle", sizes, local_epochs=2, batch_size=16, lr=0.1, epochs_max=5, seed=7)
+    k = np.array([1, 2, 4, 10])
+    draws = np.array([alg.epochs(np.arange(4), r) for r in range(400)])
+    assert draws.min() == 2 and draws.max() == 5
+    np.testing.assert_allclose(np.bincount(draws.ravel(), minlength=6)[2:] / draws.size, 0.25, atol=0.03)
+    assert not np.all(draws[0] == draws[1:])  # redrawn every round
+    # a device's draw does not depend on the cohort; the same seed gives the same draws
+    assert alg.epochs([2], 9)[0] == alg.epochs([0, 1, 2, 3], 9)[2]
+    again = make_fedshuffle_method("fedshuffle", sizes, local_epochs=2, batch_size=16, lr=0.1, epochs_max=5, seed=7)
+    np.testing.assert_array_equal(again.epochs(np.arange(4), 11), alg.epochs(np.arange(4), 11))
+    steps, lrs = alg.local_work(np.arange(4), 11)
+    np.testing.assert_array_equal(steps, alg.epochs(np.arange(4), 11) * k)
+    # FedShuffle normalises by the largest possible work, E_max max K = 50: lr_i tau_i is constant
+    np.testing.assert_allclose(lrs * steps, 0.1 * 50)
+    np.testing.assert_array_equal(alg.work_units(np.arange(4), 11), steps)
+
+
+def test_mvr_and_momentum_exchange_more_vectors_on_the_air():
+    from wirelessfl import simulate
+    from wirelessfl.config import from_dict
+    from wirelessfl.experiments.run import exchanged_vectors
+
+    base = {"seed": 1, "run": {"rounds": 20, "timing_only": True}, "link": {"downlink_rate_bps": 1e8},
+            "devices": {"count": 8}, "scheduler": {"name": "uniform", "m": 4},
+            "learning": {"dataset": "synthetic", "model": "logreg", "algorithm": "fedshuffle"}}
+    runs = {}
+    for name, extra in {"plain": {}, "momentum": {"momentum": 0.9},
+                        "mvr": {"algorithm": "fedshuffle_mvr", "momentum": 0.9}}.items():
+        s = from_dict({**base, "learning": {**base["learning"], **extra}})
+        runs[name] = (exchanged_vectors(s), simulate(s, progress=False).rounds)
+    assert [v for v, _ in runs.values()] == [(1, 1), (1, 2), (2, 3)]
+    plain, mvr = runs["plain"][1], runs["mvr"][1]
+    np.testing.assert_array_equal(plain["selected"], mvr["selected"])  # same draws: same channel, same q
+    np.testing.assert_allclose(mvr["comm_s"], 2 * plain["comm_s"])  # u_i next to the delta
+    np.testing.assert_allclose(mvr["downlink_s"], 3 * plain["downlink_s"])  # x_t, m, x_{t-1}
+    np.testing.assert_allclose(runs["momentum"][1]["downlink_s"], 2 * plain["downlink_s"])
+
+
+def test_fedshuffle_scenario_keys_are_validated():
+    from wirelessfl.config import ConfigError, from_dict
+
+    def make(**learning):
+        return from_dict({"run": {"rounds": 1}, "learning": {"dataset": "synthetic", "model": "logreg", **learning}})
+
+    with pytest.raises(ConfigError, match=r"learning.momentum = 0: fedshuffle_mvr needs"):
+        make(algorithm="fedshuffle_mvr")
+    with pytest.raises(ConfigError, match=r"learning.momentum = 0.9: only the FedShuffle family"):
+        make(algorithm="fedavg", momentum=0.9)
+    with pytest.raises(ConfigError, match=r"learning.local_epochs_max = 1: must be >= learning.local_epochs = 2"):
+        make(algorithm="fedshuffle", local_epochs=2, local_epochs_max=1)
+    with pytest.raises(ConfigError, match=r"learning.nova_tau_eff"):
+        make(algorithm="fednova", nova_tau_eff="geometric")
+    with pytest.raises(ConfigError, match=r"learning.momentum"):
+        make(algorithm="fedshuffle", momentum=1.0)
+    assert make(algorithm="fedshuffle_mvr", momentum=0.9, global_lr=2.0).learning.global_lr == 2.0
+
+
+def test_mvr_resume_is_exact(interrupted_and_resumed):
+    # the momentum m and x_{t-1} live in the checkpoint: a resumed run continues the same trajectory
+    from wirelessfl.config import from_dict
+
+    s = from_dict({"seed": 2, "run": {"rounds": 8, "eval_every_rounds": 2, "checkpoint_every": 2},
+                   "devices": {"count": 6, "step_time_s": 0.01}, "scheduler": {"name": "lyapunov", "m": 3},
+                   "learning": {"dataset": "synthetic", "model": "logreg", "samples_per_device": 40,
+                                "algorithm": "fedshuffle_mvr", "momentum": 0.9, "local_epochs": 1,
+                                "local_epochs_max": 3, "batch_size": 16, "lr": 0.05}})
+    full, resumed = interrupted_and_resumed(s, after=5)
+    import pandas as pd
+
+    pd.testing.assert_frame_equal(resumed.rounds, full.rounds)
+    pd.testing.assert_frame_equal(resumed.evals, full.evals)
+    assert full.evals["train_loss"].iloc[-1] < full.evals["train_loss"].iloc[0]

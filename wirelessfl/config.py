@@ -168,7 +168,8 @@ class LearningConfig:
     samples_per_device: int = _field(500, ge=1)
     synthetic_alpha: float = _field(1.0, ge=0, doc="Synthetic(alpha, beta): spread of the device models")
     synthetic_beta: float = _field(1.0, ge=0, doc="Synthetic(alpha, beta): spread of the device inputs")
-    algorithm: str = _field("fedavg", choices=("fedavg", "safari", "fedavg_rr", "fedavg_min", "fedavg_mean", "fednova", "fedshuffle", "fedshuffle_so"),
+    algorithm: str = _field("fedavg", choices=("fedavg", "safari", "fedavg_rr", "fedavg_min", "fedavg_mean", "fednova", "fedshuffle", "fedshuffle_so",
+                                                  "fedshuffle_mvr"),
                             doc="fedavg_rr ... fedshuffle_so: the FedShuffle family (spec 001), "
                                 "learning.local_epochs epochs of ceil(|D_n| / batch_size) steps; safari: "
                                 "each round is a client round with probability safari_q, else a server "
@@ -187,6 +188,14 @@ class LearningConfig:
     lr: float = _field(0.01, gt=0, doc="local step size gamma")
     local_epochs: int = _field(1, ge=1, doc="FedShuffle family: local epochs E; device n runs "
                                "E ceil(|D_n| / batch_size) steps (local_steps is then unused)")
+    local_epochs_max: int | None = _field(None, ge=1, doc="FedShuffle family: heterogeneous epochs, "
+                                          "E_n ~ U{local_epochs, ..., local_epochs_max} per device and round")
+    momentum: float = _field(0.0, ge=0, lt=1, doc="FedShuffle family: global momentum 1 - a (spec 001 "
+                             "sec. 2.6; 0.9 in the paper); fedshuffle_mvr needs it > 0")
+    nova_tau_eff: str = _field("arith", choices=("arith", "harmonic"),
+                               doc="fednova: tau_eff = sum rho_j tau_j (arith, Wang et al.) or harmonic")
+    global_lr: float = _field(1.0, gt=0, doc="server step size eta_g on the aggregated update (fedavg, "
+                              "the FedShuffle family, safari's client rounds)")
     size_sigma: float = _field(0.0, ge=0, doc="unequal dataset sizes: samples_per_device x "
                                "LogNormal(-sigma^2/2, sigma) per device (iid, dirichlet_per_device)")
     eval_train_samples: int = _field(10000, ge=1, doc="training samples used for the train loss")
@@ -476,6 +485,17 @@ def _cross_check(s: Scenario) -> None:
     if s.learning.aux_samples and s.learning.dataset == "synthetic":
         raise ConfigError("learning.aux_samples: the synthetic dataset has no shared training pool to "
                           "draw an auxiliary set from; use 0")
+    lc = s.learning
+    family = lc.algorithm.startswith("fed") and lc.algorithm != "fedavg"  # the FedShuffle family
+    if lc.algorithm == "fedshuffle_mvr" and lc.momentum == 0:
+        raise ConfigError("learning.momentum = 0: fedshuffle_mvr needs a momentum in (0, 1), e.g. 0.9")
+    for key, value, default in (("momentum", lc.momentum, 0.0), ("local_epochs_max", lc.local_epochs_max, None)):
+        if value != default and not family:
+            raise ConfigError(f"learning.{key} = {value!r}: only the FedShuffle family uses it "
+                              f"(learning.algorithm is {lc.algorithm!r})")
+    if lc.local_epochs_max is not None and lc.local_epochs_max < lc.local_epochs:
+        raise ConfigError(f"learning.local_epochs_max = {lc.local_epochs_max}: must be >= "
+                          f"learning.local_epochs = {lc.local_epochs}")
     if s.link.p_max < s.link.p_bar:
         raise ConfigError(f"link.p_max = {s.link.p_max:g}: must be >= link.p_bar = {s.link.p_bar:g}")
     # every variant and every sweep value must itself be a valid scenario

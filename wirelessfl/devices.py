@@ -1,7 +1,8 @@
 """Device models: computation time and energy per round, and availability. Knows nothing of the channel.
 
-A computation model has ``compute_times(devices, rng) -> seconds`` and ``energy_j(devices) -> joules``
-(the energy of a whole round's computation; 0 where the model says nothing about energy).
+A computation model has ``compute_times(devices, rng, round_idx) -> seconds`` and
+``energy_j(devices, round_idx) -> joules`` (the energy of a whole round's computation; 0 where the
+model says nothing about energy). ``round_idx`` matters only where the work changes by round.
 """
 from __future__ import annotations
 
@@ -16,11 +17,12 @@ class ConstantCompute:
     def __init__(self, times_s: np.ndarray):
         self.times_s = np.asarray(times_s, dtype=float)
 
-    def compute_times(self, devices: np.ndarray, rng: np.random.Generator | None = None) -> np.ndarray:
+    def compute_times(self, devices: np.ndarray, rng: np.random.Generator | None = None,
+                      round_idx: int = 0) -> np.ndarray:
         """Computation time in seconds of each of ``devices`` this round."""
         return self.times_s[devices]
 
-    def energy_j(self, devices: np.ndarray) -> np.ndarray:
+    def energy_j(self, devices: np.ndarray, round_idx: int = 0) -> np.ndarray:
         """No energy model: zeros."""
         return np.zeros(len(devices))
 
@@ -37,11 +39,12 @@ class CpuCompute:
         self.cycles = np.asarray(cycles_per_sample, dtype=float) * samples_per_round  # per round
         self.kappa = float(kappa)
 
-    def compute_times(self, devices: np.ndarray, rng: np.random.Generator | None = None) -> np.ndarray:
+    def compute_times(self, devices: np.ndarray, rng: np.random.Generator | None = None,
+                      round_idx: int = 0) -> np.ndarray:
         """c_n S / f_n for each of ``devices``."""
         return self.cycles[devices] / self.cpu_hz[devices]
 
-    def energy_j(self, devices: np.ndarray) -> np.ndarray:
+    def energy_j(self, devices: np.ndarray, round_idx: int = 0) -> np.ndarray:
         """kappa f_n^2 c_n S for each of ``devices``."""
         return self.kappa * self.cpu_hz[devices] ** 2 * self.cycles[devices]
 
@@ -56,11 +59,11 @@ class ShiftedExponentialCompute:
     def __init__(self, shift_s: float, mean_s: float):
         self.shift_s, self.mean_s = float(shift_s), float(mean_s)
 
-    def compute_times(self, devices: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    def compute_times(self, devices: np.ndarray, rng: np.random.Generator, round_idx: int = 0) -> np.ndarray:
         """shift + Exp(mean) for each of ``devices``."""
         return self.shift_s + rng.exponential(self.mean_s, len(devices))
 
-    def energy_j(self, devices: np.ndarray) -> np.ndarray:
+    def energy_j(self, devices: np.ndarray, round_idx: int = 0) -> np.ndarray:
         """No energy model: zeros."""
         return np.zeros(len(devices))
 
@@ -68,8 +71,8 @@ class ShiftedExponentialCompute:
 class WorkScaledCompute:
     """Computation proportional to each device's local work (spec 001 sec. 4: unequal local work).
 
-    time_n = base_n x scale_n + step_time_s x steps_n, with steps_n = ``steps_fn(devices)`` the local
-    steps device n runs this round and scale_n = steps_n / ref_steps when ``scale_base`` (the base
+    time_n = base_n x scale_n + step_time_s x steps_n, with steps_n = ``steps_fn(devices, round_idx)``
+    the local steps device n runs this round (in gradient evaluations: FedShuffleMVR's count double) and scale_n = steps_n / ref_steps when ``scale_base`` (the base
     model assumed ref_steps steps, e.g. "cpu" with local_steps x batch_size samples), else 1.
     Energy scales like the base model's time. With FedShuffle's E ceil(|D_n| / B) steps, devices with
     more data become the stragglers.
@@ -79,18 +82,19 @@ class WorkScaledCompute:
         self.base, self.steps_fn = base, steps_fn
         self.ref_steps, self.step_time_s, self.scale_base = max(int(ref_steps), 1), float(step_time_s), bool(scale_base)
 
-    def _scale(self, devices: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        steps = np.asarray(self.steps_fn(np.asarray(devices, dtype=np.int64)), dtype=float)
+    def _scale(self, devices: np.ndarray, round_idx: int) -> tuple[np.ndarray, np.ndarray]:
+        steps = np.asarray(self.steps_fn(np.asarray(devices, dtype=np.int64), round_idx), dtype=float)
         return steps, (steps / self.ref_steps if self.scale_base else np.ones_like(steps))
 
-    def compute_times(self, devices: np.ndarray, rng: np.random.Generator | None = None) -> np.ndarray:
+    def compute_times(self, devices: np.ndarray, rng: np.random.Generator | None = None,
+                      round_idx: int = 0) -> np.ndarray:
         """base time (scaled by steps / ref_steps) + step_time_s x steps for each of ``devices``."""
-        steps, scale = self._scale(devices)
+        steps, scale = self._scale(devices, round_idx)
         return self.base.compute_times(devices, rng) * scale + self.step_time_s * steps
 
-    def energy_j(self, devices: np.ndarray) -> np.ndarray:
+    def energy_j(self, devices: np.ndarray, round_idx: int = 0) -> np.ndarray:
         """The base model's energy, scaled like its time."""
-        return self.base.energy_j(devices) * self._scale(devices)[1]
+        return self.base.energy_j(devices) * self._scale(devices, round_idx)[1]
 
 
 def make_compute(cfg: DevicesConfig, samples_per_round: int = 1):

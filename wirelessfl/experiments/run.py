@@ -79,13 +79,15 @@ class FederatedLearner:
                                batch_size=lc.batch_size, lr=lc.lr, root_seed=scenario.seed,
                                device=scenario.run.device, eval_train_samples=lc.eval_train_samples)
         self.aux_indices = aux
-        self.algorithm = (Safari(aux, server_lr=lc.server_lr, server_steps=lc.server_steps)
-                          if lc.algorithm == "safari" else FedAvg())
+        self.algorithm = (Safari(aux, server_lr=lc.server_lr, server_steps=lc.server_steps,
+                                 global_lr=lc.global_lr)
+                          if lc.algorithm == "safari" else FedAvg(server_lr=lc.global_lr))
         self.num_devices = scenario.devices.count
         if lc.algorithm in FEDSHUFFLE_METHODS:  # spec 001: per-device work from the data sizes
             self.algorithm = make_fedshuffle_method(
                 lc.algorithm, [len(p) for p in parts], local_epochs=lc.local_epochs,
-                batch_size=lc.batch_size, lr=lc.lr)
+                batch_size=lc.batch_size, lr=lc.lr, server_lr=lc.global_lr, epochs_max=lc.local_epochs_max,
+                momentum=lc.momentum, nova=lc.nova_tau_eff, seed=scenario.seed)
 
     @property
     def model_bits(self) -> int:
@@ -142,6 +144,15 @@ def server_round_s(scenario: Scenario) -> float:
     return dc.server_compute_s + dc.server_step_s * steps
 
 
+def exchanged_vectors(scenario: Scenario) -> tuple[int, int]:
+    """Model-sized vectors each device uploads and the server broadcasts per round (spec 001 sec. 4):
+    FedShuffleMVR uploads u_i next to its delta; global momentum broadcasts m next to x_t, and MVR
+    also x_{t-1}."""
+    lc = scenario.learning
+    mvr = lc.algorithm == "fedshuffle_mvr"
+    return 1 + mvr, 1 + (lc.momentum > 0) + mvr
+
+
 class TrainingDiverged(RuntimeError):
     """The global model stopped being finite (e.g. a learning rate far too large)."""
 
@@ -195,7 +206,7 @@ def _compute_model(scenario: Scenario, samples_per_round: int, learner: "Federat
     if not per_device and scenario.devices.step_time_s == 0:
         return base
     k = scenario.learning.local_steps
-    steps_fn = (lambda d: alg.local_work(d)[0]) if per_device else (lambda d: np.full(len(d), k))
+    steps_fn = alg.work_units if per_device else (lambda d, r: np.full(len(d), k))
     return WorkScaledCompute(base, steps_fn, ref_steps=k, step_time_s=scenario.devices.step_time_s,
                              scale_base=scenario.devices.compute == "cpu")
 
@@ -228,13 +239,14 @@ class _Run:
         else:
             self.excluded = np.zeros(n, dtype=bool)
         samples_per_round = scenario.learning.local_steps * scenario.learning.batch_size
+        up, down = exchanged_vectors(scenario)
         safari = scenario.learning.algorithm == "safari"
         names = ("channel", "selection", "compute", "availability") + (("round_type",) if safari else ())
         self.engine = Engine(
             channel=self.channel, link=link, access=make_access(scenario.link, link),
             compute=_compute_model(scenario, samples_per_round, self.learner), scheduler=self.scheduler,
             availability=availability, round_deadline_s=rc.round_deadline_s,
-            model_bits=self.bits, num_devices=n, downlink_s=link.downlink_time_s(self.bits),
+            model_bits=self.bits * up, num_devices=n, downlink_s=link.downlink_time_s(self.bits * down),
             streams={name: rngs.stream(scenario.seed, name)
                      for name in names},
             client_round_prob=scenario.learning.safari_q if safari else None,

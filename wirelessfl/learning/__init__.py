@@ -12,16 +12,20 @@ from wirelessfl.learning.datasets import (
     read_idx,
     synthetic_federated,
 )
+from wirelessfl.learning.fedshuffle import FEDSHUFFLE_METHODS, FedShuffleGen, make_fedshuffle_method
 from wirelessfl.learning.models import MODEL_NAMES, build_model, init_parameters, num_parameters
 from wirelessfl.learning.partition import PARTITION_SCHEMES, partition
-from wirelessfl.learning.trainer import Trainer
+from wirelessfl.learning.trainer import LocalDirection, Trainer
 
 __all__ = [
     "Algorithm",
     "DATASET_NAMES",
     "Dataset",
     "DatasetNotFoundError",
+    "FEDSHUFFLE_METHODS",
     "FedAvg",
+    "FedShuffleGen",
+    "LocalDirection",
     "Safari",
     "MODEL_NAMES",
     "PARTITION_SCHEMES",
@@ -30,6 +34,7 @@ __all__ = [
     "build_model",
     "init_parameters",
     "load_dataset",
+    "make_fedshuffle_method",
     "num_parameters",
     "partition",
     "read_idx",

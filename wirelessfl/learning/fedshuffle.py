@@ -18,15 +18,28 @@ fednova         E epochs               lr                         rho_i tau_eff 
                                                                   tau_eff = sum_S rho_j tau_j
 fedshuffle      E epochs               lr tau_ref / tau_i         w_i / p_i
 fedshuffle_so   E epochs               lr tau_ref / tau_i         (w_i/p_i) / sum_S (w_j/p_j)
+fedshuffle_mvr  E epochs, 2 grads/step lr tau_ref / tau_i         w_i / p_i, plus MVR momentum
 =============== ====================== ========================== ==================================
 
-w_i = |D_i| / |D| (over all devices), tau_i = E ceil(|D_i| / B), tau_ref = max_j tau_j over all
+w_i = |D_i| / |D| (over all devices), tau_i = E_i ceil(|D_i| / B), tau_ref = max_j tau_j over all
 devices (the largest device uses the common lr, smaller ones a proportionally larger one), and
 p_i is the marginal inclusion probability the scheduler used (the engine's q): with it
 E[sum_S (w_i/p_i) Delta_i] = sum_i w_i Delta_i for any sampling (spec sec. 3).
 
 :meth:`FedShuffleGen.objective_weights` gives the closed form of the objective a setting
 actually optimises (spec eq. 31): w^_i proportional to E[coef_i] * lr_i * tau_i.
+
+Heterogeneous epochs: with ``epochs_max`` every device draws E_i uniformly from
+{local_epochs, ..., epochs_max} each round (spec sec. 5, as in FedNova's CIFAR runs), from the
+named stream "local_epochs" keyed by the round, so a device's draw does not depend on the cohort.
+
+Global momentum (spec sec. 2.6) with ``momentum`` = 1 - a > 0: the server keeps m and sends it with
+x_t. Without ``mvr`` (the paper's networks, every method): local direction a g(y) + (1 - a) m and
+m <- a g^ + (1 - a) m, with g^ the cohort's rho-weighted mean of the gradient averages recovered
+from the deltas (no extra computation or upload). With ``mvr`` (FedShuffleMVR, the notebook's
+ordering): local direction g(y) + (1 - a)(m - g(x_t)) on the same minibatch, each device also sends
+u_i = grad f_i(x_t) - (1 - a) grad f_i(x_{t-1}) (two full local passes), and
+m <- (1 - a) m + sum_S (w_i / p_i) u_i.
 """
 from __future__ import annotations
 
@@ -34,10 +47,15 @@ import math
 from typing import Sequence
 
 import numpy as np
+import torch
+
+from wirelessfl.learning.trainer import LocalDirection
+from wirelessfl.rng import _seed_sequence
 
 __all__ = ["FedShuffleGen", "FEDSHUFFLE_METHODS", "make_fedshuffle_method"]
 
-FEDSHUFFLE_METHODS = ("fedavg_rr", "fedavg_min", "fedavg_mean", "fednova", "fedshuffle", "fedshuffle_so")
+FEDSHUFFLE_METHODS = ("fedavg_rr", "fedavg_min", "fedavg_mean", "fednova", "fedshuffle", "fedshuffle_so",
+                      "fedshuffle_mvr")
 
 
 class FedShuffleGen:
@@ -54,6 +72,10 @@ class FedShuffleGen:
     nova: None, "arith" or "harmonic": multiply the base coefficient rho_i by tau_eff / tau_i with
         tau_eff = sum_S rho_j tau_j (Wang et al.) or sum_S rho_j / sum_S (rho_j / tau_j).
     server_lr: eta_g.
+    epochs_max: None (every device runs local_epochs epochs) or the top of the per-round draw
+        E_i ~ U{local_epochs, ..., epochs_max}.
+    momentum: 1 - a of the global momentum (0: none). mvr: FedShuffleMVR's corrected direction and
+        momentum (needs momentum > 0). seed: the run's root seed (stream "local_epochs").
     """
 
     def __init__(
@@ -69,6 +91,10 @@ class FedShuffleGen:
         nova: str | None = None,
         server_lr: float = 1.0,
         name: str = "fedshuffle_gen",
+        epochs_max: int | None = None,
+        momentum: float = 0.0,
+        mvr: bool = False,
+        seed: int = 0,
     ):
         sizes = np.asarray(sizes, dtype=np.int64).reshape(-1)
         if sizes.size == 0 or np.any(sizes < 0) or sizes.sum() == 0:
@@ -89,11 +115,23 @@ class FedShuffleGen:
         self.batch_size = int(batch_size)
         self.lr = float(lr)
         self.work, self.lr_norm, self.aggregation, self.nova = work, lr_norm, aggregation, nova
+        if epochs_max is not None and epochs_max < local_epochs:
+            raise ValueError(f"epochs_max = {epochs_max}: must be >= local_epochs = {local_epochs}")
+        if not 0.0 <= momentum < 1.0:
+            raise ValueError(f"momentum = {momentum!r}: must lie in [0, 1)")
+        if mvr and momentum == 0.0:
+            raise ValueError("mvr needs a momentum in (0, 1), e.g. 0.9")
         self.server_lr = float(server_lr)
         self.name = name
-        # tau_i = E ceil(|D_i| / B): a full pass per epoch; empty devices do no work
-        self.tau = self.local_epochs * np.array([math.ceil(s / self.batch_size) for s in sizes], dtype=np.int64)
-        self.tau_ref = int(self.tau.max())
+        self.epochs_max = None if epochs_max is None else int(epochs_max)
+        self.momentum, self.mvr, self.seed = float(momentum), bool(mvr), int(seed)
+        # K_i = ceil(|D_i| / B) steps make one pass over the data; empty devices do no work
+        self.steps_per_epoch = np.array([math.ceil(s / self.batch_size) for s in sizes], dtype=np.int64)
+        self.tau = self.local_epochs * self.steps_per_epoch  # with fixed epochs
+        self.tau_ref = int((self.epochs_max or self.local_epochs) * self.steps_per_epoch.max())
+        # server state of the global momentum (numpy, so that checkpoints carry it)
+        self.m: np.ndarray | None = None
+        self.prev_params: np.ndarray | None = None
 
     @property
     def num_devices(self) -> int:
@@ -102,10 +140,20 @@ class FedShuffleGen:
     # ------------------------------------------------------------------------------------------
     # local rule
 
-    def local_work(self, devices: Sequence[int]) -> tuple[np.ndarray, np.ndarray]:
+    def epochs(self, devices: Sequence[int], round_idx: int = 0) -> np.ndarray:
+        """E_i of each device in round ``round_idx`` (local_epochs unless epochs_max is set)."""
+        devices = np.asarray(devices, dtype=np.int64).reshape(-1)
+        if self.epochs_max is None:
+            return np.full(devices.size, self.local_epochs, dtype=np.int64)
+        base = _seed_sequence(self.seed, "local_epochs")
+        rng = np.random.Generator(np.random.PCG64(
+            np.random.SeedSequence(base.entropy, spawn_key=(*base.spawn_key, int(round_idx)))))
+        return rng.integers(self.local_epochs, self.epochs_max + 1, size=self.num_devices)[devices]
+
+    def local_work(self, devices: Sequence[int], round_idx: int = 0) -> tuple[np.ndarray, np.ndarray]:
         """(steps, step sizes) of each device in ``devices`` (the cohort, for min/mean)."""
         devices = np.asarray(devices, dtype=np.int64).reshape(-1)
-        tau = self.tau[devices]
+        tau = self.epochs(devices, round_idx) * self.steps_per_epoch[devices]
         if self.work == "epochs" or devices.size == 0:
             steps = tau.copy()
         elif self.work == "min":
@@ -113,10 +161,20 @@ class FedShuffleGen:
         else:
             steps = np.full(devices.size, max(int(round(tau.mean())), 1))
         if self.lr_norm == "steps":
-            lrs = self.lr * self.tau_ref / np.maximum(self.tau[devices], 1)
+            lrs = self.lr * self.tau_ref / np.maximum(tau, 1)
         else:
             lrs = np.full(devices.size, self.lr)
         return steps, lrs
+
+    def work_units(self, devices: Sequence[int], round_idx: int = 0) -> np.ndarray:
+        """Minibatch-gradient evaluations of each device in units of local steps (the computation
+        time scales with it): the steps, doubled by MVR's second gradient per step, plus MVR's
+        two full local passes (spec 001 sec. 4)."""
+        devices = np.asarray(devices, dtype=np.int64).reshape(-1)
+        steps = self.local_work(devices, round_idx)[0]
+        if not self.mvr:
+            return steps
+        return 2 * steps + 2 * self.steps_per_epoch[devices]
 
     # ------------------------------------------------------------------------------------------
     # aggregation
@@ -144,14 +202,15 @@ class FedShuffleGen:
             rho = rho * tau_eff / a
         return rho
 
-    def hybrid_coefficients(self, devices: np.ndarray, p: np.ndarray, done_steps: np.ndarray) -> np.ndarray:
+    def hybrid_coefficients(self, devices: np.ndarray, p: np.ndarray, done_steps: np.ndarray,
+                            round_idx: int = 0) -> np.ndarray:
         """FedShuffleGen hybrid for unfinished local work (spec sec. 2.3): a device planned for tau_i
         steps (at FedShuffle's lr) that finished only tau'_i gets coef_i x tau_i / tau'_i, which keeps
         the optimised objective's weights at w (eq. 31); devices with tau'_i = 0 get 0 (spec sec. 7.14).
         The building block for round deadlines; the engine does not pass partial work yet."""
         devices = np.asarray(devices, dtype=np.int64).reshape(-1)
         done = np.asarray(done_steps, dtype=np.float64).reshape(-1)
-        planned = self.local_work(devices)[0].astype(np.float64)
+        planned = self.local_work(devices, round_idx)[0].astype(np.float64)
         if done.shape != planned.shape or np.any(done < 0) or np.any(done > planned):
             raise ValueError(f"done_steps must lie in [0, planned steps {planned}], got {done}")
         coef = self.coefficients(devices, p, np.maximum(done, 1))
@@ -173,18 +232,46 @@ class FedShuffleGen:
         return out
 
     def round(self, trainer, selected: np.ndarray, q: np.ndarray, num_devices: int, round_idx: int) -> dict:
-        """Train the distinct selected devices (their own step counts and step sizes), aggregate."""
+        """Train the distinct selected devices (their own step counts and step sizes), aggregate,
+        and update the global momentum if there is one."""
         devices = np.unique(np.asarray(selected, dtype=np.int64))
         devices = devices[self.sizes[devices] > 0]
-        steps, lrs = self.local_work(devices)
+        steps, lrs = self.local_work(devices, round_idx)
         weights = self.server_lr * self.coefficients(devices, q, steps)
+        x0 = trainer.params.clone()
+        c = self.momentum
+        m = torch.zeros_like(x0) if self.m is None else torch.as_tensor(self.m, device=x0.device)
+        direction = None
+        if c > 0:
+            direction = (LocalDirection(1.0, c, c * m) if self.mvr else LocalDirection(1.0 - c, 0.0, c * m))
         if devices.size:
-            deltas = trainer.local_updates(devices, round_idx, local_steps=steps, lr=lrs)
+            deltas = trainer.local_updates(devices, round_idx, local_steps=steps, lr=lrs, direction=direction)
             trainer.aggregate(deltas, weights)
+        if c > 0:
+            self._update_momentum(trainer, devices, q, steps, lrs, deltas if devices.size else None, x0, m)
         # max_weight: a rarely scheduled device with much data gets a huge w_n / q_n (spec sec. 3:
         # unbiased but high variance); worth logging next to the scheduler's q
         return {"num_trained": int(devices.size), "weight_sum": float(weights.sum()),
                 "max_weight": float(weights.max(initial=0.0)), "local_steps": int(steps.sum())}
+
+    def _update_momentum(self, trainer, devices, q, steps, lrs, deltas, x0, m) -> None:
+        c = self.momentum
+        new = c * m
+        if devices.size:
+            rho = self.weights[devices] / np.asarray(q, dtype=np.float64)[devices]  # data weights w_i / p_i
+            if self.mvr:
+                prev = x0 if self.prev_params is None else torch.as_tensor(self.prev_params, device=x0.device)
+                u = trainer.full_gradients(devices, x0) - c * trainer.full_gradients(devices, prev)
+                new = new + torch.as_tensor(rho, dtype=torch.float32, device=x0.device) @ u
+            else:
+                if self.aggregation != "unbiased":
+                    rho = rho / rho.sum()  # the SO-normalised estimator of the reference code
+                # delta_i = -lr_i steps_i (a g^_i + c m): recover g^_i, the mean local gradient
+                scale = torch.as_tensor(1.0 / (lrs * np.maximum(steps, 1)), dtype=torch.float32, device=x0.device)
+                g_hat = (-deltas * scale[:, None] - c * m) / (1.0 - c)
+                new = new + (1.0 - c) * (torch.as_tensor(rho, dtype=torch.float32, device=x0.device) @ g_hat)
+        self.m = new.cpu().numpy()
+        self.prev_params = x0.cpu().numpy()
 
     # ------------------------------------------------------------------------------------------
     # analysis
@@ -215,17 +302,23 @@ class FedShuffleGen:
 
 
 def make_fedshuffle_method(name: str, sizes: Sequence[int], *, local_epochs: int = 1, batch_size: int = 32,
-                           lr: float = 0.01, server_lr: float = 1.0) -> FedShuffleGen:
-    """The named method of the family as a :class:`FedShuffleGen` setting (table in the module doc)."""
+                           lr: float = 0.01, server_lr: float = 1.0, epochs_max: int | None = None,
+                           momentum: float = 0.0, nova: str = "arith", seed: int = 0) -> FedShuffleGen:
+    """The named method of the family as a :class:`FedShuffleGen` setting (table in the module doc).
+
+    ``momentum`` adds the global momentum to any method (FedShuffleMVR requires it); ``nova`` is
+    FedNova's tau_eff ("arith" as Wang et al., or "harmonic")."""
     settings = {
         "fedavg_rr": dict(aggregation="sum_one"),
         "fedavg_min": dict(work="min", aggregation="sum_one"),
         "fedavg_mean": dict(work="mean", aggregation="sum_one"),
-        "fednova": dict(aggregation="sum_one", nova="arith"),
+        "fednova": dict(aggregation="sum_one", nova=nova),
         "fedshuffle": dict(lr_norm="steps", aggregation="unbiased"),
         "fedshuffle_so": dict(lr_norm="steps", aggregation="unbiased_sum_one"),
+        "fedshuffle_mvr": dict(lr_norm="steps", aggregation="unbiased", mvr=True),
     }
     if name not in settings:
         raise ValueError(f"unknown method {name!r}; choose from {FEDSHUFFLE_METHODS}")
     return FedShuffleGen(sizes, local_epochs=local_epochs, batch_size=batch_size, lr=lr,
-                         server_lr=server_lr, name=name, **settings[name])
+                         server_lr=server_lr, name=name, epochs_max=epochs_max, momentum=momentum,
+                         seed=seed, **settings[name])

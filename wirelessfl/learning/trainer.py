@@ -27,7 +27,35 @@ from wirelessfl.learning.datasets import Dataset
 from wirelessfl.learning.models import build_model
 from wirelessfl.rng import _seed_sequence, stream, torch_generator
 
-__all__ = ["Trainer"]
+__all__ = ["LocalDirection", "Trainer"]
+
+
+class LocalDirection:
+    """A local step direction built from the minibatch gradient g(y) (FedShuffle, spec 001 sec. 2.6):
+
+        d = grad_scale * g(y) - anchor_weight * g(x_t) + drift,
+
+    with g(x_t) the same minibatch's gradient at the round's start model. Global momentum as in the
+    paper's networks: grad_scale = a, drift = (1 - a) m. FedShuffleMVR: grad_scale = 1,
+    anchor_weight = 1 - a, drift = (1 - a) m, i.e. d = g(y) + (1 - a)(m - g(x_t)).
+    """
+
+    def __init__(self, grad_scale: float = 1.0, anchor_weight: float = 0.0, drift: torch.Tensor | None = None):
+        self.grad_scale, self.anchor_weight, self.drift = float(grad_scale), float(anchor_weight), drift
+
+    def to(self, device) -> "LocalDirection":
+        drift = None if self.drift is None else self.drift.to(device=device, dtype=torch.float32)
+        return LocalDirection(self.grad_scale, self.anchor_weight, drift)
+
+    def apply(self, g: torch.Tensor, anchor_grad) -> torch.Tensor:
+        """d from g (a vector, or one row per device); ``anchor_grad()`` gives g(x_t) alike."""
+        if self.grad_scale != 1.0:
+            g = g * self.grad_scale
+        if self.anchor_weight:
+            g = g - self.anchor_weight * anchor_grad()
+        if self.drift is not None:
+            g = g + self.drift
+        return g
 
 
 class Trainer:
@@ -175,13 +203,15 @@ class Trainer:
         *,
         local_steps: int | Sequence[int] | None = None,
         lr: float | Sequence[float] | None = None,
+        direction: "LocalDirection | None" = None,
     ) -> torch.Tensor:
         """Run local SGD from the current global model for every device in ``devices``.
 
         Returns the deltas y_K - x_t, shape (len(devices), num_params), in the order of
         ``devices``. ``local_steps`` and ``lr`` override the trainer's K and gamma, either for all
         devices or per device (for algorithms such as FedShuffle whose step count or step size
-        differs by device). The global model is not changed.
+        differs by device). ``direction`` replaces the plain minibatch gradient by a momentum
+        direction (FedShuffle's global momentum and MVR). The global model is not changed.
         """
         devices = [int(n) for n in devices]
         k = len(devices)
@@ -196,7 +226,7 @@ class Trainer:
         chunk = k if self.max_devices_per_batch is None else self.max_devices_per_batch
         for start in range(0, k, max(chunk, 1)):
             sl = slice(start, min(start + chunk, k))
-            out[sl] = self._run_local(devices[sl], round_idx, steps[sl], lrs[sl])
+            out[sl] = self._run_local(devices[sl], round_idx, steps[sl], lrs[sl], direction)
         return out
 
     def batching_for(self, k: int) -> str:
@@ -213,7 +243,8 @@ class Trainer:
             return "vmap"
         return "vmap" if k >= 5 and not self._has_conv else "loop"
 
-    def _run_local(self, devices: list[int], round_idx: int, steps: np.ndarray, lrs: np.ndarray) -> torch.Tensor:
+    def _run_local(self, devices: list[int], round_idx: int, steps: np.ndarray, lrs: np.ndarray,
+                   direction: "LocalDirection | None" = None) -> torch.Tensor:
         k, kmax = len(devices), int(steps.max())
         x0 = self._params
         if kmax == 0:
@@ -225,8 +256,10 @@ class Trainer:
                 b = torch.cat([b, b[:1].expand(kmax - b.shape[0], -1)])
             batches.append(b)
         idx = torch.stack(batches).to(self.device)  # (k, K, B)
+        if direction is not None:
+            direction = direction.to(self.device)
         if self.batching_for(k) == "loop":
-            return self._run_loop(idx, steps, lrs)
+            return self._run_loop(idx, steps, lrs, direction)
         uniform = bool(np.all(steps == kmax) and np.all(lrs == lrs[0]))
         if not uniform:
             # step_size[s, j] = lr_j while step s < K_j, else 0 (device j has finished).
@@ -236,22 +269,45 @@ class Trainer:
         y = x0.expand(k, -1).clone()
         for s in range(kmax):
             b = idx[:, s]  # (k, B): gather only this step's batch, not all K at once
-            g = self.batched_grad(y, self._x_train[b], self._y_train[b])
+            xb, yb = self._x_train[b], self._y_train[b]
+            g = self.batched_grad(y, xb, yb)
+            if direction is not None:
+                g = direction.apply(g, lambda: self.batched_grad(x0.expand(k, -1), xb, yb))
             if uniform:
                 y.sub_(g, alpha=float(lrs[0]))
             else:
                 y.sub_(g * step_size[s, :, None])
         return y.sub_(x0)
 
-    def _run_loop(self, idx: torch.Tensor, steps: np.ndarray, lrs: np.ndarray) -> torch.Tensor:
+    def _run_loop(self, idx: torch.Tensor, steps: np.ndarray, lrs: np.ndarray,
+                  direction: "LocalDirection | None" = None) -> torch.Tensor:
         x0 = self._params
         out = torch.empty(len(steps), self.num_params, dtype=torch.float32, device=self.device)
         for j, (k_j, lr_j) in enumerate(zip(steps, lrs)):
             y = x0.clone()
             for s in range(int(k_j)):
-                b = idx[j, s]
-                y.sub_(self._grad(y, self._x_train[b], self._y_train[b]), alpha=float(lr_j))
+                xb, yb = self._x_train[idx[j, s]], self._y_train[idx[j, s]]
+                g = self._grad(y, xb, yb)
+                if direction is not None:
+                    g = direction.apply(g, lambda: self._grad(x0, xb, yb))
+                y.sub_(g, alpha=float(lr_j))
             out[j] = y.sub_(x0)
+        return out
+
+    def full_gradients(self, devices: Sequence[int], params: torch.Tensor | None = None) -> torch.Tensor:
+        """grad f_n at ``params`` (default: the global model) over all of device n's data, shape
+        (len(devices), num_params): the full local passes of FedShuffleMVR (spec 001 sec. 2.6)."""
+        flat = self._params if params is None else torch.as_tensor(params, dtype=torch.float32, device=self.device)
+        out = torch.empty(len(devices), self.num_params, dtype=torch.float32, device=self.device)
+        for j, n in enumerate(devices):
+            pool = torch.from_numpy(self._indices[int(n)]).to(self.device)
+            if pool.numel() == 0:
+                raise ValueError(f"device {n} holds no training samples")
+            total = torch.zeros(self.num_params, dtype=torch.float32, device=self.device)
+            for start in range(0, pool.numel(), self.eval_batch_size):
+                ix = pool[start:start + self.eval_batch_size]
+                total += self._grad(flat, self._x_train[ix], self._y_train[ix]) * ix.numel()
+            out[j] = total / pool.numel()
         return out
 
     def server_sgd(self, indices: np.ndarray, round_idx: int, *, steps: int | None = None,

@@ -204,7 +204,7 @@ class Engine:
         selected = draw_devices(decision.omega, decision.m, self.streams["selection"])
         power = decision.power[selected]
         airtime = self.access.airtime_s(self.model_bits, gains[selected], power)
-        comp = self.compute.compute_times(selected, self.streams["compute"])
+        comp = self.compute.compute_times(selected, self.streams["compute"], round_idx=r)
         log = _Uploads(len(selected))
 
         if self.downlink_s > 0:
@@ -232,7 +232,7 @@ class Engine:
         with np.errstate(invalid="ignore", divide="ignore", over="ignore"):  # over: comp subnormal
             done = np.where(comp > 0, np.clip((t_end - t_compute) / comp, 0.0, 1.0), 1.0)
         energy_of = getattr(self.compute, "energy_j", None)
-        comp_energy = energy_of(selected) * done if energy_of is not None else np.zeros(len(selected))
+        comp_energy = energy_of(selected, round_idx=r) * done if energy_of is not None else np.zeros(len(selected))
         if self.learner is not None:
             self.learner.train_round(selected[arrived], decision, r)
         self.on_round(RoundRecord(
