@@ -13,7 +13,15 @@ from wirelessfl.learning.datasets import (
     synthetic_federated,
 )
 from wirelessfl.learning.models import MODEL_NAMES, build_model, init_parameters, num_parameters
-from wirelessfl.learning.partition import PARTITION_SCHEMES, partition
+from wirelessfl.learning.partition import (
+    PARTITION_SCHEMES,
+    matched_test_split,
+    partition,
+    perfedavg_group_counts,
+    perfedavg_test_unit,
+    split_by_class_counts,
+)
+from wirelessfl.learning.perfedavg import PERFEDAVG_VARIANTS, PerFedAvg
 from wirelessfl.learning.trainer import Trainer
 
 __all__ = [
@@ -25,13 +33,19 @@ __all__ = [
     "Safari",
     "MODEL_NAMES",
     "PARTITION_SCHEMES",
+    "PERFEDAVG_VARIANTS",
+    "PerFedAvg",
     "SyntheticFederated",
     "Trainer",
     "build_model",
     "init_parameters",
     "load_dataset",
+    "matched_test_split",
     "num_parameters",
     "partition",
+    "perfedavg_group_counts",
+    "perfedavg_test_unit",
     "read_idx",
+    "split_by_class_counts",
     "synthetic_federated",
 ]
