@@ -57,6 +57,9 @@ class RunConfig:
     device: str = _field("cpu", doc="torch device for training, e.g. cpu or cuda")
     threads: int = _field(1, ge=1, doc="torch intra-op threads while the run trains (part of the "
                                         "scenario so results do not depend on where it runs)")
+    batching: str = _field("auto", choices=("auto", "vmap", "loop"), doc="how the selected devices' local "
+                           "steps are computed: one vectorised call (vmap), one device after another (loop), "
+                           "or auto (vmap on accelerators, loop on the CPU; vmap is faster on the CPU for MLPs)")
     personalised_eval: bool | None = _field(None, doc="also record personal_accuracy (each device "
                                             "adapts the model by one step of learning.per_alpha on its "
                                             "own data and is tested on its own test split); default: on "

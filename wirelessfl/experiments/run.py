@@ -80,7 +80,8 @@ class FederatedLearner:
         self.test_parts = _device_test_splits(scenario, data, parts) if self.personalised else None
         self.trainer = Trainer(data, parts, lc.model, local_steps=lc.local_steps,
                                batch_size=lc.batch_size, lr=lc.lr, root_seed=scenario.seed,
-                               device=scenario.run.device, eval_train_samples=lc.eval_train_samples)
+                               device=scenario.run.device, eval_train_samples=lc.eval_train_samples,
+                               batching=scenario.run.batching)
         self.aux_indices = aux
         self.algorithm = (Safari(aux, server_lr=lc.server_lr, server_steps=lc.server_steps)
                           if lc.algorithm == "safari" else FedAvg())
