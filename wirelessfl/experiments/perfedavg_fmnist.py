@@ -167,6 +167,9 @@ def report(args) -> None:
 
 
 def _figure(runs: list[dict], out: Path, wireless: Path | None) -> None:
+    """Top row: personalised accuracy against rounds; bottom row: against local computation (FedAvg
+    step equivalents per participating device, i.e. rounds x tau x 1, 2 or 4). Last column: the
+    wireless study against simulated time (top) and rounds (bottom)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -175,38 +178,44 @@ def _figure(runs: list[dict], out: Path, wireless: Path | None) -> None:
     settings = sorted({(r["dataset"], r["tau"], r["alpha"], r["single"]) for r in runs},
                       key=lambda s: (s[3], s[2], -s[1]))
     ncols = len(settings) + (1 if wireless else 0)
-    fig, axes = plt.subplots(1, ncols, figsize=(4.2 * ncols, 3.6), squeeze=False)
+    fig, axes = plt.subplots(2, ncols, figsize=(4.2 * ncols, 7.0), squeeze=False)
     colors = {"fedavg": "C0", "perfedavg_fo": "C1", "perfedavg_hf": "C2", "perfedavg_exact": "C3"}
-    for ax, (dataset, tau, alpha, single) in zip(axes[0], settings):
+    for col, (dataset, tau, alpha, single) in enumerate(settings):
         for m in METHODS:
             curves = [r["curve"] for r in runs if (r["dataset"], r["tau"], r["alpha"], r["single"], r["method"])
                       == (dataset, tau, alpha, single, m)]
             if not curves:
                 continue
-            x = [c["grad_evals"] for c in curves[0]]  # gradient evaluations per device: compute time
             y = 100 * np.mean([[c["personal_accuracy"] for c in cur] for cur in curves], axis=0)
-            ax.plot(x, y, color=colors[m], label=LABELS[m])
-        ax.set_title(f"{dataset}, tau={tau}, alpha={alpha:g}{' single' if single else ''}", fontsize=9)
-        ax.set_xlabel("local computation (gradient evaluations per device)")
-        ax.set_ylabel("personalised accuracy (%)")
-        ax.grid(alpha=0.3)
-    axes[0][0].legend(fontsize=8)
+            label = f"{LABELS[m]} ({len(curves)} seeds)"
+            axes[0][col].plot([c["round"] for c in curves[0]], y, color=colors[m], label=label)
+            axes[1][col].plot([c["grad_evals"] for c in curves[0]], y, color=colors[m], label=label)
+        axes[0][col].set_title(f"{dataset}, tau={tau}, alpha={alpha:g}{' diff. hetero.' if single else ''}",
+                               fontsize=9)
+        axes[0][col].set_xlabel("round")
+        axes[1][col].set_xlabel("local computation per device (FedAvg steps)")
+        for row in (0, 1):
+            axes[row][col].set_ylabel("personalised accuracy (%)")
+            axes[row][col].grid(alpha=0.3)
+        axes[0][col].legend(fontsize=7)
     if wireless:
         import pandas as pd
 
-        ax = axes[0][-1]
         for m in ("fedavg", "perfedavg_fo", "perfedavg_hf"):
             path = wireless / m / "evals.csv"
             if path.exists():
                 ev = pd.read_csv(path)
-                ax.plot(ev["time_s"], 100 * ev["personal_accuracy"], color=colors[m], label=LABELS[m])
-        ax.set_title("wireless, lyapunov scheduler (perfedavg_wireless.toml)", fontsize=9)
-        ax.set_xlabel("simulated time (s)")
-        ax.set_ylabel("personalised accuracy (%)")
-        ax.grid(alpha=0.3)
-        ax.legend(fontsize=8)
+                axes[0][-1].plot(ev["time_s"], 100 * ev["personal_accuracy"], color=colors[m], label=LABELS[m])
+                axes[1][-1].plot(ev["round"], 100 * ev["personal_accuracy"], color=colors[m], label=LABELS[m])
+        axes[0][-1].set_title("wireless, Lyapunov scheduler (perfedavg_wireless.toml)", fontsize=9)
+        axes[0][-1].set_xlabel("simulated time (s)")
+        axes[1][-1].set_xlabel("round")
+        for row in (0, 1):
+            axes[row][-1].set_ylabel("personalised accuracy (%)")
+            axes[row][-1].grid(alpha=0.3)
+        axes[0][-1].legend(fontsize=7)
     fig.tight_layout()
-    fig.savefig(out / "perfedavg.png", dpi=120)
+    fig.savefig(out / "perfedavg.png", dpi=110)
 
 
 def main(argv=None) -> None:
