@@ -305,3 +305,29 @@ def test_end_to_end_wireless_run_records_personalised_accuracy(tmp_path):
     fa, hf = res["fedavg"].rounds, res["perfedavg_hf"].rounds
     assert np.allclose(hf["comp_s"], 4 * fa["comp_s"])
     assert res["perfedavg_hf"].evals["personal_accuracy"].iloc[-1] != res["fedavg"].evals["personal_accuracy"].iloc[-1]
+
+
+def test_matched_test_split_follows_each_devices_class_proportions():
+    rng = np.random.default_rng(0)
+    y_train, y_test = rng.integers(0, 10, 6000), rng.integers(0, 10, 1000)
+    parts = partition(y_train, 8, "dirichlet_per_device", rng=np.random.default_rng(1), samples_per_device=600,
+                      alpha=0.3, num_classes=10)
+    tests = matched_test_split(parts, y_train, y_test, np.random.default_rng(2), num_classes=10)
+    for p, t in zip(parts, tests):
+        assert np.unique(t).size == t.size  # distinct within a device
+        have = np.bincount(y_train[p], minlength=10)
+        want = np.maximum(np.rint(have / 6), have > 0)
+        assert np.array_equal(np.bincount(y_test[t], minlength=10), np.minimum(want, np.bincount(y_test, minlength=10)))
+
+
+@pytest.mark.parametrize("overrides, expect", [
+    ({}, False),
+    ({"learning": {"algorithm": "perfedavg_fo"}}, True),
+    ({"learning": {"partition": "perfedavg_groups"}, "devices": {"count": 10}}, True),
+    ({"learning": {"algorithm": "perfedavg_hf"}, "run": {"rounds": 2, "personalised_eval": False}}, False),
+    ({"run": {"rounds": 2, "personalised_eval": True}}, True),
+])
+def test_personalised_eval_default(overrides, expect):
+    from wirelessfl.experiments.run import personalised_eval_enabled
+
+    assert personalised_eval_enabled(from_dict({"run": {"rounds": 2}, **overrides})) is expect
