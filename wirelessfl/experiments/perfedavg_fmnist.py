@@ -171,9 +171,38 @@ def report(args) -> None:
     for _, r in table.iterrows():
         lines.append(f"| {r['dataset']}{' diff. hetero.' if r['diff_hetero'] else ''} | {r['tau']} | {r['alpha']:g} | "
                      + " | ".join(f"{r[f'{m}_device_std']:.1f} / {r[f'{m}_local']:.2f}" for m in METHODS) + " |")
+    if args.wireless:
+        lines += ["", *_wireless_table(Path(args.wireless))]
     (out / "perfedavg_table1.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
     _figure(runs, out, Path(args.wireless) if args.wireless else None)
+
+
+def _wireless_table(wireless: Path) -> list[str]:
+    """The wireless study at the end of its simulated-time budget, mean over seeds (in %)."""
+    import pandas as pd
+
+    lines = ["Wireless study (scenarios/studies/perfedavg_wireless.toml, equal simulated time), mean over "
+             "seeds ± 1.96 std / sqrt(seeds):", "",
+             "| method | seeds | rounds in the budget | personalised acc. (final) | personalised acc. (last 5 evals) "
+             "| global model acc. (final) | before adaptation (final) |", "|---|---|---|---|---|---|---|"]
+    for m in ("fedavg", "perfedavg_fo", "perfedavg_hf"):
+        dirs = sorted(wireless.glob(f"seed*/{m}")) or [wireless / m]
+        evs = [pd.read_csv(d / "evals.csv") for d in dirs if (d / "evals.csv").exists()]
+        if not evs:
+            continue
+        rounds = [json.loads((d / "summary.json").read_text())["rounds"] for d in dirs]
+
+        def cell(values):
+            v = 100 * np.asarray(values)
+            ci = f" ± {1.96 * v.std(ddof=1) / math.sqrt(v.size):.2f}" if v.size > 1 else ""
+            return f"{v.mean():.2f}{ci}"
+
+        lines.append(f"| {LABELS[m]} | {len(evs)} | {np.mean(rounds):.0f} | "
+                     f"{cell([e['personal_accuracy'].iloc[-1] for e in evs])} | "
+                     f"{cell([e['personal_accuracy'].iloc[-5:].mean() for e in evs])} | "
+                     f"{cell([e['accuracy'].iloc[-1] for e in evs])} | {cell([e['local_accuracy'].iloc[-1] for e in evs])} |")
+    return lines
 
 
 def _figure(runs: list[dict], out: Path, wireless: Path | None) -> None:
@@ -212,11 +241,17 @@ def _figure(runs: list[dict], out: Path, wireless: Path | None) -> None:
         import pandas as pd
 
         for m in ("fedavg", "perfedavg_fo", "perfedavg_hf"):
-            path = wireless / m / "evals.csv"
-            if path.exists():
-                ev = pd.read_csv(path)
-                axes[0][-1].plot(ev["time_s"], 100 * ev["personal_accuracy"], color=colors[m], label=LABELS[m])
-                axes[1][-1].plot(ev["round"], 100 * ev["personal_accuracy"], color=colors[m], label=LABELS[m])
+            # one run directory per seed (seed*/VARIANT/evals.csv) or a single one (VARIANT/evals.csv);
+            # evaluations every eval_every_s line up by index across seeds
+            evs = [pd.read_csv(p) for p in sorted(wireless.glob(f"seed*/{m}/evals.csv")) or
+                   [wireless / m / "evals.csv"] if p.exists()]
+            if not evs:
+                continue
+            k = min(len(e) for e in evs)
+            mean = {c: np.mean([e[c].to_numpy()[:k] for e in evs], axis=0) for c in ("time_s", "round", "personal_accuracy")}
+            label = f"{LABELS[m]} ({len(evs)} seeds)"
+            axes[0][-1].plot(mean["time_s"], 100 * mean["personal_accuracy"], color=colors[m], label=label)
+            axes[1][-1].plot(mean["round"], 100 * mean["personal_accuracy"], color=colors[m], label=label)
         axes[0][-1].set_title("wireless, Lyapunov scheduler (perfedavg_wireless.toml)", fontsize=9)
         axes[0][-1].set_xlabel("simulated time (s)")
         axes[1][-1].set_xlabel("round")
@@ -241,7 +276,8 @@ def main(argv=None) -> None:
     ap.add_argument("--eval-every", type=int, default=25)
     ap.add_argument("--part", default="0/1", help="i/k: run every k-th job starting at i")
     ap.add_argument("--report", action="store_true", help="only assemble table and figure from saved runs")
-    ap.add_argument("--wireless", default="", help="run directory of scenarios/studies/perfedavg_wireless.toml")
+    ap.add_argument("--wireless", default="", help="run directory of scenarios/studies/perfedavg_wireless.toml "
+                    "(or a folder of such directories named seed0, seed1, ...)")
     args = ap.parse_args(argv)
     if not args.report:
         run_jobs(args)
