@@ -9,7 +9,9 @@ After training every device takes one SGD step of size alpha on one batch of 40 
 training samples and is tested on its own test split; the table reports the unweighted mean over
 the 50 devices, averaged over seeds (± 1.96 std / sqrt(seeds), spec A9).
 
-Run: ``python -m wirelessfl.experiments.perfedavg_fmnist [--out DIR] [--rounds K] [--seeds R]``.
+Run: ``python -m wirelessfl.experiments.perfedavg_fmnist [--out DIR] [--rounds K] [--seeds R]``
+(defaults: K = 300, 3 seeds, tau/alpha settings 10/0.01, 4/0.01, 4/0.1 and 4/0.01 with the diff.
+hetero. layout, beta = 0.001; about 50 CPU-minutes in all).
 ``--part i/k`` runs every k-th (setting, seed) job only and saves it, so that jobs can run in
 parallel; ``--report`` then assembles figures/perfedavg_table1.{md,csv} and figures/perfedavg.png
 from the saved jobs (together with the wireless study's runs when ``--wireless DIR`` is given).
@@ -267,11 +269,11 @@ def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", default="figures")
     ap.add_argument("--dataset", default="fashion_mnist", choices=("fashion_mnist", "mnist", "cifar10"))
-    ap.add_argument("--settings", default="10:0.01,4:0.01,4:0.1",
+    ap.add_argument("--settings", default="10:0.01,4:0.01,4:0.1,4:0.01:single",
                     help="comma-separated tau:alpha[:single] (single: the diff. hetero. layout)")
     ap.add_argument("--methods", default=",".join(METHODS))
     ap.add_argument("--rounds", type=int, default=300)
-    ap.add_argument("--seeds", type=int, default=2)
+    ap.add_argument("--seeds", type=int, default=3)
     ap.add_argument("--beta", type=float, default=0.001)
     ap.add_argument("--eval-every", type=int, default=25)
     ap.add_argument("--part", default="0/1", help="i/k: run every k-th job starting at i")
