@@ -331,3 +331,18 @@ def test_personalised_eval_default(overrides, expect):
     from wirelessfl.experiments.run import personalised_eval_enabled
 
     assert personalised_eval_enabled(from_dict({"run": {"rounds": 2}, **overrides})) is expect
+
+
+@pytest.mark.slow
+def test_resumed_perfedavg_run_has_the_uninterrupted_records(interrupted_and_resumed):
+    sc = from_dict({"run": {"rounds": 6, "eval_every_rounds": 2, "checkpoint_every": 2, "batching": "vmap"},
+                    "devices": {"count": 10, "compute_s": 0.1},
+                    "scheduler": {"name": "lyapunov", "m": 3},
+                    "learning": {"dataset": "fashion_mnist", "model": "mlp_80_60", "partition": "perfedavg_groups",
+                                 "samples_per_device": 60, "local_steps": 2, "batch_size": 10, "lr": 0.05,
+                                 "algorithm": "perfedavg_hf", "per_alpha": 0.05, "eval_train_samples": 200}})
+    full, resumed = interrupted_and_resumed(sc, after=3)
+    assert full.evals["personal_accuracy"].notna().all()
+    assert full.evals.equals(resumed.evals)
+    assert full.rounds.drop(columns=["wall_s"], errors="ignore").equals(
+        resumed.rounds.drop(columns=["wall_s"], errors="ignore"))

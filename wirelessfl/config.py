@@ -121,6 +121,8 @@ class DevicesConfig:
     round / cpu_hz, energy kappa cpu_hz^2 per cycle; samples per round = local_steps x batch_size)
     or "shifted_exponential" (delay_shift_s + Exp(mean delay_mean_s), drawn per device per round).
     Availability: a two-state Markov chain per device (p_on_to_off = 0: always available).
+    The times are a FedAvg round's: the Per-FedAvg algorithms multiply them (and step_time_s) by
+    their gradient evaluations per local step, 2 (FO) or 4 (HF, exact).
     """
 
     count: int = _field(100, ge=1, doc="number of devices N")
