@@ -276,8 +276,9 @@ def test_study_scenario_loads():
     from wirelessfl.config import load_scenario
 
     s = load_scenario(Path(__file__).resolve().parents[1] / "scenarios/studies/fedshuffle.toml")
-    algs = {v.learning.algorithm for _, v in s.variant_scenarios()}
-    assert algs == {"fedavg_rr", "fedavg_min", "fednova", "fedshuffle"}
+    algs = {(v.learning.algorithm, v.learning.momentum) for _, v in s.variant_scenarios()}
+    assert algs == {("fedavg_rr", 0), ("fedavg_min", 0), ("fednova", 0), ("fedshuffle", 0), ("fedshuffle", 0.9),
+                    ("fedshuffle_mvr", 0.9)}
 
 
 def test_hybrid_coefficients_for_truncated_work():

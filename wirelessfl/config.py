@@ -57,6 +57,14 @@ class RunConfig:
     device: str = _field("cpu", doc="torch device for training, e.g. cpu or cuda")
     threads: int = _field(1, ge=1, doc="torch intra-op threads while the run trains (part of the "
                                         "scenario so results do not depend on where it runs)")
+    batching: str = _field("auto", choices=("auto", "vmap", "loop"), doc="how the selected devices' local "
+                           "steps are computed: one vectorised call (vmap), one device after another (loop), "
+                           "or auto (the path measured faster for the model, device type and number of devices: "
+                           "Trainer.batching_for)")
+    personalised_eval: bool | None = _field(None, doc="also record personal_accuracy (each device "
+                                            "adapts the model by one step of learning.per_alpha on its "
+                                            "own data and is tested on its own test split); default: on "
+                                            "for the Per-FedAvg algorithms and the perfedavg partitions")
 
 
 @dataclass(frozen=True)
@@ -114,6 +122,8 @@ class DevicesConfig:
     round / cpu_hz, energy kappa cpu_hz^2 per cycle; samples per round = local_steps x batch_size)
     or "shifted_exponential" (delay_shift_s + Exp(mean delay_mean_s), drawn per device per round).
     Availability: a two-state Markov chain per device (p_on_to_off = 0: always available).
+    The times are a FedAvg round's: the Per-FedAvg algorithms multiply them (and step_time_s) by
+    their gradient evaluations per local step, 2 (FO) or 4 (HF, exact).
     """
 
     count: int = _field(100, ge=1, doc="number of devices N")
@@ -155,22 +165,32 @@ class SchedulerConfig:
     solver: str = _field("exact", choices=("exact", "manifold"))
 
 
+# learning.algorithm values of the FedShuffle family (spec 001; wirelessfl.learning.fedshuffle)
+FEDSHUFFLE_FAMILY = ("fedavg_rr", "fedavg_min", "fedavg_mean", "fednova", "fedshuffle", "fedshuffle_so", "fedshuffle_mvr")
+
+
 @dataclass(frozen=True)
 class LearningConfig:
     """Data, model and the local update rule."""
 
     dataset: str = _field("fashion_mnist", choices=("fashion_mnist", "mnist", "cifar10", "synthetic"))
     data_dir: str = _field("", doc="directory with the dataset files (default: standard places)")
-    model: str = _field("small_cnn", choices=("paper_cnn", "small_cnn", "mlp", "logreg"))
+    model: str = _field("small_cnn", choices=("paper_cnn", "small_cnn", "mlp", "logreg", "mlp_80_60"))
     partition: str = _field("dirichlet_per_device",
-                            choices=("dirichlet_per_device", "label_dirichlet", "iid"))
+                            choices=("dirichlet_per_device", "label_dirichlet", "iid", "perfedavg_groups",
+                                     "perfedavg_groups_single"),
+                            doc="perfedavg_groups: Per-FedAvg's Table 2 layout, 10 groups, type-A devices "
+                                "hold samples_per_device = 5a samples (a of classes 0-4), type-B devices a/2 "
+                                "of class j and 2a of class j+5; _single: type-B devices hold class j+5 only")
     alpha: float = _field(1.0, ge=0, doc="Dirichlet concentration; 0 one class, inf iid")
     samples_per_device: int = _field(500, ge=1)
     synthetic_alpha: float = _field(1.0, ge=0, doc="Synthetic(alpha, beta): spread of the device models")
     synthetic_beta: float = _field(1.0, ge=0, doc="Synthetic(alpha, beta): spread of the device inputs")
     algorithm: str = _field("fedavg", choices=("fedavg", "safari", "fedavg_rr", "fedavg_min", "fedavg_mean", "fednova", "fedshuffle", "fedshuffle_so",
-                                                  "fedshuffle_mvr"),
-                            doc="fedavg_rr ... fedshuffle_so: the FedShuffle family (spec 001), "
+                                                  "fedshuffle_mvr", "perfedavg_fo", "perfedavg_hf",
+                                                  "perfedavg_exact"),
+                            doc="perfedavg_*: Per-FedAvg (spec 004) with the first-order, Hessian-free or "
+                                "exact meta-gradient; fedavg_rr ... fedshuffle_mvr: the FedShuffle family (spec 001), "
                                 "learning.local_epochs epochs of ceil(|D_n| / batch_size) steps; safari: "
                                 "each round is a client round with probability safari_q, else a server "
                                 "round on the auxiliary set (spec 003)")
@@ -199,6 +219,13 @@ class LearningConfig:
     size_sigma: float = _field(0.0, ge=0, doc="unequal dataset sizes: samples_per_device x "
                                "LogNormal(-sigma^2/2, sigma) per device (iid, dirichlet_per_device)")
     eval_train_samples: int = _field(10000, ge=1, doc="training samples used for the train loss")
+    per_alpha: float = _field(0.01, ge=0, doc="Per-FedAvg: inner (adaptation) step size alpha, also the "
+                              "step size of the personalised evaluation")
+    per_beta: float | None = _field(None, gt=0, doc="Per-FedAvg: local (meta) step size beta; default: lr")
+    per_delta: float = _field(1e-3, gt=0, doc="Per-FedAvg HF: finite-difference radius delta")
+    per_adapt_on: str = _field("train", choices=("train", "test"), doc="personalised evaluation: the "
+                               "adaptation batch comes from the device's train data (default) or its test "
+                               "split (the paper's wording; leaks the test data)")
 
 
 @dataclass(frozen=True)
@@ -468,9 +495,9 @@ def _cross_check(s: Scenario) -> None:
         raise ConfigError("run.stop_at_target = true: needs run.target_accuracy")
     if s.run.eval_every_rounds is not None and s.run.eval_every_s is not None:
         raise ConfigError("run.eval_every_s: set either run.eval_every_rounds or run.eval_every_s, not both")
-    if s.learning.dataset == "synthetic" and s.learning.model not in ("mlp", "logreg"):
+    if s.learning.dataset == "synthetic" and s.learning.model not in ("mlp", "logreg", "mlp_80_60"):
         raise ConfigError(f"learning.model = {s.learning.model!r}: the synthetic dataset has 60 features, "
-                          "so the model must be one of 'mlp', 'logreg'")
+                          "so the model must be one of 'mlp', 'logreg', 'mlp_80_60'")
     bad = [d for d in s.devices.excluded if d >= n]
     if bad:
         raise ConfigError(f"devices.excluded = {list(s.devices.excluded)!r}: device ids must be < "
@@ -486,7 +513,7 @@ def _cross_check(s: Scenario) -> None:
         raise ConfigError("learning.aux_samples: the synthetic dataset has no shared training pool to "
                           "draw an auxiliary set from; use 0")
     lc = s.learning
-    family = lc.algorithm.startswith("fed") and lc.algorithm != "fedavg"  # the FedShuffle family
+    family = lc.algorithm in FEDSHUFFLE_FAMILY
     if lc.algorithm == "fedshuffle_mvr" and lc.momentum == 0:
         raise ConfigError("learning.momentum = 0: fedshuffle_mvr needs a momentum in (0, 1), e.g. 0.9")
     for key, value, default in (("momentum", lc.momentum, 0.0), ("local_epochs_max", lc.local_epochs_max, None)):
@@ -496,6 +523,16 @@ def _cross_check(s: Scenario) -> None:
     if lc.local_epochs_max is not None and lc.local_epochs_max < lc.local_epochs:
         raise ConfigError(f"learning.local_epochs_max = {lc.local_epochs_max}: must be >= "
                           f"learning.local_epochs = {lc.local_epochs}")
+    if s.learning.partition.startswith("perfedavg_groups") and not s.run.timing_only:
+        if s.devices.count % 10:
+            raise ConfigError(f"devices.count = {s.devices.count}: learning.partition = "
+                              f"{s.learning.partition!r} needs a multiple of 10 devices (10 equal groups)")
+        if s.learning.samples_per_device % 10:
+            raise ConfigError(f"learning.samples_per_device = {s.learning.samples_per_device}: learning.partition "
+                              f"= {s.learning.partition!r} needs a multiple of 10 (5a with a even)")
+        if s.learning.dataset == "synthetic":
+            raise ConfigError(f"learning.partition = {s.learning.partition!r}: the synthetic dataset has its "
+                              "own split over devices; use another dataset")
     if s.link.p_max < s.link.p_bar:
         raise ConfigError(f"link.p_max = {s.link.p_max:g}: must be >= link.p_bar = {s.link.p_bar:g}")
     # every variant and every sweep value must itself be a valid scenario

@@ -14,6 +14,7 @@ from .. import rng as rngs
 from ..config import Scenario, dumps
 from ..devices import WorkScaledCompute, make_availability, make_compute
 from ..learning.fedshuffle import FEDSHUFFLE_METHODS, FedShuffleGen, make_fedshuffle_method
+from ..learning.perfedavg import GRADIENT_EVALUATIONS
 from ..scheduling.base import Decision
 from ..sim.engine import Engine, EvalRule, RoundRecord, StopRule
 from ..sim.checkpoint import (CHECKPOINT_NAME, load_checkpoint, load_object_state, object_state,
@@ -52,7 +53,7 @@ class FederatedLearner:
     """Adapts the training core (trainer + algorithm) to the engine's Learner protocol."""
 
     def __init__(self, scenario: Scenario):
-        from ..learning import FedAvg, Safari, Trainer, load_dataset, partition, synthetic_federated
+        from ..learning import FedAvg, PerFedAvg, Safari, Trainer, load_dataset, partition, synthetic_federated
 
         lc = scenario.learning
         aux = np.empty(0, dtype=np.int64)
@@ -75,13 +76,20 @@ class FederatedLearner:
                               samples_per_device=lc.samples_per_device, alpha=lc.alpha, size_sigma=lc.size_sigma,
                               num_classes=data.num_classes)
             parts = [pool[p] for p in parts]
+        self.personalised = personalised_eval_enabled(scenario)
+        self.test_parts = _device_test_splits(scenario, data, parts) if self.personalised else None
         self.trainer = Trainer(data, parts, lc.model, local_steps=lc.local_steps,
                                batch_size=lc.batch_size, lr=lc.lr, root_seed=scenario.seed,
-                               device=scenario.run.device, eval_train_samples=lc.eval_train_samples)
+                               device=scenario.run.device, eval_train_samples=lc.eval_train_samples,
+                               batching=scenario.run.batching)
         self.aux_indices = aux
         self.algorithm = (Safari(aux, server_lr=lc.server_lr, server_steps=lc.server_steps,
                                  global_lr=lc.global_lr)
                           if lc.algorithm == "safari" else FedAvg(server_lr=lc.global_lr))
+        if lc.algorithm.startswith("perfedavg_"):  # spec 004: the local rule changes, the server's does not
+            self.algorithm = PerFedAvg(lc.algorithm.split("_", 1)[1], lc.per_alpha, lc.per_beta, lc.per_delta,
+                                       server_lr=lc.global_lr)
+        self.per_alpha, self.per_adapt_on = lc.per_alpha, lc.per_adapt_on
         self.num_devices = scenario.devices.count
         if lc.algorithm in FEDSHUFFLE_METHODS:  # spec 001: per-device work from the data sizes
             self.algorithm = make_fedshuffle_method(
@@ -121,7 +129,35 @@ class FederatedLearner:
         load_object_state(self.algorithm, state["algorithm"])
 
     def evaluate(self) -> dict:
-        return self.trainer.evaluate()
+        metrics = self.trainer.evaluate()
+        if self.personalised:
+            pers = self.trainer.personalised_evaluate(self.test_parts, self.per_alpha, adapt_on=self.per_adapt_on)
+            per_device = pers.pop("personal_per_device")
+            metrics.update(pers, personal_per_device=" ".join(f"{a:.4g}" for a in per_device))
+        return metrics
+
+
+def personalised_eval_enabled(scenario: Scenario) -> bool:
+    """run.personalised_eval, or by default: on for Per-FedAvg algorithms and partitions."""
+    if scenario.run.personalised_eval is not None:
+        return scenario.run.personalised_eval
+    lc = scenario.learning
+    return lc.algorithm.startswith("perfedavg_") or lc.partition.startswith("perfedavg_groups")
+
+
+def _device_test_splits(scenario: Scenario, data, parts: list[np.ndarray]) -> list[np.ndarray]:
+    """Each device's own test split (indices into the test set): the Per-FedAvg layout with a_test
+    for its partitions (spec 004 A6), else the class proportions of the device's training data."""
+    from ..learning import matched_test_split, perfedavg_group_counts, perfedavg_test_unit, split_by_class_counts
+
+    lc = scenario.learning
+    y_tr, y_te = data.y_train.numpy(), data.y_test.numpy()
+    rng = rngs.stream(scenario.seed, "test_split")
+    if lc.partition.startswith("perfedavg_groups"):
+        a_test = perfedavg_test_unit(lc.samples_per_device // 5, y_tr.size, y_te.size)
+        counts = perfedavg_group_counts(len(parts), a_test, single_class=lc.partition.endswith("single"))
+        return split_by_class_counts(y_te, counts, rng)
+    return matched_test_split(parts, y_tr, y_te, rng, num_classes=data.num_classes)
 
 
 def model_bits_of(scenario: Scenario) -> int:
@@ -203,9 +239,15 @@ def _compute_model(scenario: Scenario, samples_per_round: int, learner: "Federat
     base = make_compute(scenario.devices, samples_per_round)
     alg = getattr(learner, "algorithm", None)
     per_device = isinstance(alg, FedShuffleGen)
+    k = scenario.learning.local_steps
+    if scenario.learning.algorithm.startswith("perfedavg_"):
+        # spec 004 sec. 5: a Per-FedAvg step costs 2 (FO) or 4 (HF, exact) FedAvg steps, whatever the
+        # base model (the base time is a FedAvg round's); timing-only runs scale the same way
+        factor = GRADIENT_EVALUATIONS[scenario.learning.algorithm.split("_", 1)[1]]
+        return WorkScaledCompute(base, lambda d, r: np.full(len(d), k * factor), ref_steps=k,
+                                 step_time_s=scenario.devices.step_time_s, scale_base=True)
     if not per_device and scenario.devices.step_time_s == 0:
         return base
-    k = scenario.learning.local_steps
     steps_fn = alg.work_units if per_device else (lambda d, r: np.full(len(d), k))
     return WorkScaledCompute(base, steps_fn, ref_steps=k, step_time_s=scenario.devices.step_time_s,
                              scale_base=scenario.devices.compute == "cpu")

@@ -14,7 +14,15 @@ from wirelessfl.learning.datasets import (
 )
 from wirelessfl.learning.fedshuffle import FEDSHUFFLE_METHODS, FedShuffleGen, make_fedshuffle_method
 from wirelessfl.learning.models import MODEL_NAMES, build_model, init_parameters, num_parameters
-from wirelessfl.learning.partition import PARTITION_SCHEMES, partition
+from wirelessfl.learning.partition import (
+    PARTITION_SCHEMES,
+    matched_test_split,
+    partition,
+    perfedavg_group_counts,
+    perfedavg_test_unit,
+    split_by_class_counts,
+)
+from wirelessfl.learning.perfedavg import PERFEDAVG_VARIANTS, PerFedAvg
 from wirelessfl.learning.trainer import LocalDirection, Trainer
 
 __all__ = [
@@ -29,14 +37,20 @@ __all__ = [
     "Safari",
     "MODEL_NAMES",
     "PARTITION_SCHEMES",
+    "PERFEDAVG_VARIANTS",
+    "PerFedAvg",
     "SyntheticFederated",
     "Trainer",
     "build_model",
     "init_parameters",
     "load_dataset",
     "make_fedshuffle_method",
+    "matched_test_split",
     "num_parameters",
     "partition",
+    "perfedavg_group_counts",
+    "perfedavg_test_unit",
     "read_idx",
+    "split_by_class_counts",
     "synthetic_federated",
 ]

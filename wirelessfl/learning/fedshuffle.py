@@ -49,13 +49,13 @@ from typing import Sequence
 import numpy as np
 import torch
 
+from wirelessfl.config import FEDSHUFFLE_FAMILY
 from wirelessfl.learning.trainer import LocalDirection
 from wirelessfl.rng import _seed_sequence
 
 __all__ = ["FedShuffleGen", "FEDSHUFFLE_METHODS", "make_fedshuffle_method"]
 
-FEDSHUFFLE_METHODS = ("fedavg_rr", "fedavg_min", "fedavg_mean", "fednova", "fedshuffle", "fedshuffle_so",
-                      "fedshuffle_mvr")
+FEDSHUFFLE_METHODS = FEDSHUFFLE_FAMILY  # the learning.algorithm values, one list for config and code
 
 
 class FedShuffleGen:

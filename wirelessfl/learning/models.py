@@ -44,6 +44,16 @@ def _mlp(input_shape: tuple[int, ...], num_classes: int) -> nn.Module:
     )
 
 
+def _mlp_80_60(input_shape: tuple[int, ...], num_classes: int) -> nn.Module:
+    # Per-FedAvg's model (spec 004 sec. 3.3): small enough that its Hessian-vector products are cheap.
+    return nn.Sequential(
+        nn.Flatten(),
+        nn.Linear(math.prod(input_shape), 80), nn.ELU(),
+        nn.Linear(80, 60), nn.ELU(),
+        nn.Linear(60, num_classes),
+    )
+
+
 def _logreg(input_shape: tuple[int, ...], num_classes: int) -> nn.Module:
     return nn.Sequential(nn.Flatten(), nn.Linear(math.prod(input_shape), num_classes))
 
@@ -53,6 +63,7 @@ _BUILDERS: dict[str, Callable[[tuple[int, ...], int], nn.Module]] = {
     "small_cnn": _small_cnn,
     "mlp": _mlp,
     "logreg": _logreg,
+    "mlp_80_60": _mlp_80_60,
 }
 MODEL_NAMES = tuple(_BUILDERS)
 
@@ -78,6 +89,8 @@ def build_model(
     * ``"small_cnn"``: conv 5x5 C->16, ReLU, pool, conv 5x5 16->32, ReLU, pool, fc -> classes
       (28,938 parameters on (1, 28, 28)): fast enough for CPU tests.
     * ``"mlp"``: flatten, fc -> 200, ReLU, fc 200 -> 200, ReLU, fc -> classes (FedAvg's "2NN").
+    * ``"mlp_80_60"``: Per-FedAvg's MLP: flatten, fc -> 80, ELU, fc 80 -> 60, ELU, fc -> classes
+      (68,270 parameters on (1, 28, 28), 251,310 on (3, 32, 32)).
     * ``"logreg"``: flatten, fc -> classes (multinomial logistic regression; any input shape).
 
     With ``generator`` the parameters are initialised from it (see :func:`init_parameters`) and

@@ -5,9 +5,10 @@ import math
 
 import numpy as np
 
-__all__ = ["PARTITION_SCHEMES", "device_sizes", "partition"]
+__all__ = ["PARTITION_SCHEMES", "device_sizes", "matched_test_split", "partition", "perfedavg_group_counts",
+           "perfedavg_test_unit", "split_by_class_counts"]
 
-PARTITION_SCHEMES = ("dirichlet_per_device", "label_dirichlet", "iid")
+PARTITION_SCHEMES = ("dirichlet_per_device", "label_dirichlet", "iid", "perfedavg_groups", "perfedavg_groups_single")
 
 
 def partition(
@@ -37,6 +38,10 @@ def partition(
       alpha = inf: equal proportions. A device may end up with no data at small alpha.
     * ``"iid"``: a random disjoint split, ``samples_per_device`` each if the set is large enough,
       otherwise the whole set cut into near-equal parts.
+    * ``"perfedavg_groups"`` (spec 004 sec. 3.2, Per-FedAvg's Table 2): the class layout of
+      :func:`perfedavg_group_counts` with a = ``samples_per_device`` / 5 (so type-A devices hold
+      ``samples_per_device`` samples), drawn disjointly without replacement; ``"perfedavg_groups_single"``
+      is its "diff. hetero." variant. ``alpha`` and ``size_sigma`` are ignored.
 
     ``rng`` should be the scenario's "partition" stream. ``num_classes`` defaults to max label + 1.
 
@@ -63,6 +68,12 @@ def partition(
 
     if scheme == "label_dirichlet":
         return _label_dirichlet(by_class, num_devices, alpha, rng)
+    if scheme.startswith("perfedavg_groups"):
+        if samples_per_device % 10:
+            raise ValueError(f"samples_per_device = {samples_per_device}: {scheme} needs a multiple of 10 (5a, a even)")
+        counts = perfedavg_group_counts(num_devices, samples_per_device // 5, single_class=scheme.endswith("single"),
+                                        num_classes=num_classes)
+        return split_by_class_counts(labels, counts, rng)
     sizes = device_sizes(num_devices, samples_per_device, size_sigma, rng) if size_sigma > 0 else None
     if scheme == "iid":
         return _iid(labels.size, num_devices, samples_per_device, rng, sizes)
@@ -135,3 +146,75 @@ def _iid(n: int, num_devices, samples_per_device, rng, sizes=None) -> list[np.nd
     else:
         chunks = np.array_split(perm, num_devices)
     return [np.sort(c).astype(np.int64) for c in chunks]
+
+
+def perfedavg_group_counts(num_devices: int, a: int, *, single_class: bool = False,
+                           num_classes: int = 10) -> np.ndarray:
+    """Per-FedAvg's heterogeneous layout (its Table 2): samples of each class per device, shape (n, 10).
+
+    The devices form 10 equal groups of num_devices / 10 consecutive devices. Groups 1-5 (the first
+    half, "type A") hold a samples of each of classes 0-4. Group 5 + j (j = 1..5) holds a/2 samples of
+    class j-1 and 2a of class j+4. ``single_class`` ("diff. hetero."): type-B devices hold only their
+    2a samples of class j+4.
+    """
+    if num_devices % 10 or num_devices < 10:
+        raise ValueError(f"num_devices = {num_devices}: must be a positive multiple of 10 (10 equal groups)")
+    if a < 2 or a % 2:
+        raise ValueError(f"a = {a}: must be an even integer >= 2 (type-B devices hold a/2 of one class)")
+    if num_classes != 10:
+        raise ValueError(f"the Per-FedAvg layout needs 10 classes, got {num_classes}")
+    per_group = num_devices // 10
+    counts = np.zeros((num_devices, 10), dtype=np.int64)
+    counts[: 5 * per_group, :5] = a
+    for j in range(5):
+        rows = slice((5 + j) * per_group, (6 + j) * per_group)
+        counts[rows, j] = 0 if single_class else a // 2
+        counts[rows, j + 5] = 2 * a
+    return counts
+
+
+def perfedavg_test_unit(a: int, num_train: int, num_test: int) -> int:
+    """The test split's a: a x num_test / num_train rounded to an even number (spec 004 A6: 32 for MNIST)."""
+    return max(2, 2 * int(round(a * num_test / num_train / 2)))
+
+
+def split_by_class_counts(labels: np.ndarray, counts: np.ndarray, rng: np.random.Generator) -> list[np.ndarray]:
+    """Disjoint index sets: device n gets ``counts[n, k]`` distinct samples of class k, without replacement.
+
+    Raises ValueError when a class has fewer samples than all devices together need.
+    """
+    labels = np.asarray(labels)
+    counts = np.asarray(counts, dtype=np.int64)
+    parts: list[list[np.ndarray]] = [[] for _ in range(counts.shape[0])]
+    for k in range(counts.shape[1]):
+        need = counts[:, k]
+        if not need.sum():
+            continue
+        pool = rng.permutation(np.flatnonzero(labels == k))
+        if need.sum() > pool.size:
+            raise ValueError(f"class {k}: the devices need {need.sum()} samples, the set has {pool.size}")
+        for n, piece in enumerate(np.split(pool[: need.sum()], np.cumsum(need)[:-1])):
+            parts[n].append(piece)
+    return [np.sort(np.concatenate(p)).astype(np.int64) if p else np.empty(0, np.int64) for p in parts]
+
+
+def matched_test_split(train_parts: list[np.ndarray], train_labels: np.ndarray, test_labels: np.ndarray,
+                       rng: np.random.Generator, *, num_classes: int | None = None) -> list[np.ndarray]:
+    """A test split per device with the class proportions of its training data (for personalised
+    evaluation under partitions that define no test split of their own).
+
+    Device n gets round(|D_n,k| x n_test / n_train) test samples of each class k, distinct within the
+    device; devices draw independently, so two devices may share test samples.
+    """
+    train_labels, test_labels = np.asarray(train_labels), np.asarray(test_labels)
+    num_classes = int(max(train_labels.max(), test_labels.max())) + 1 if num_classes is None else num_classes
+    ratio = test_labels.size / train_labels.size
+    by_class = [np.flatnonzero(test_labels == k) for k in range(num_classes)]
+    out = []
+    for ix in train_parts:
+        have = np.bincount(train_labels[ix], minlength=num_classes)
+        want = np.maximum(np.rint(have * ratio), (have > 0).astype(int)).astype(np.int64)  # every held class tested
+        picks = [rng.choice(by_class[k], size=min(want[k], by_class[k].size), replace=False)
+                 for k in np.flatnonzero(want) if by_class[k].size]
+        out.append(np.sort(np.concatenate(picks)).astype(np.int64) if picks else np.empty(0, np.int64))
+    return out

@@ -21,7 +21,7 @@ from typing import Sequence
 import numpy as np
 import torch
 import torch.nn.functional as F
-from torch.func import functional_call, grad, vmap
+from torch.func import functional_call, grad, jvp, vmap
 
 from wirelessfl.learning.datasets import Dataset
 from wirelessfl.learning.models import build_model
@@ -141,6 +141,7 @@ class Trainer:
         # Per-device gradient of the minibatch loss, vectorised over a stack of parameter vectors.
         self.batched_grad = vmap(grad(self.loss))
         self._grad = grad(self.loss)
+        self.batched_hvp = vmap(self.hvp)  # per-device Hessian-vector products over a stack
         self.batching = batching
         self._has_conv = any(isinstance(mod, torch.nn.modules.conv._ConvNd) for mod in self.model.modules())
 
@@ -170,28 +171,45 @@ class Trainer:
         """Mean cross-entropy of the model with parameters ``flat`` on the batch (x, y)."""
         return F.cross_entropy(functional_call(self.model, self.unflatten(flat), (x,)), y)
 
+    def grad(self, flat: torch.Tensor, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        """Gradient of :meth:`loss` at ``flat`` on the batch (x, y), a flat vector."""
+        return self._grad(flat, x, y)
+
+    def hvp(self, flat: torch.Tensor, v: torch.Tensor, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        """Hessian-vector product of :meth:`loss` at ``flat`` on (x, y) with ``v`` (forward-over-reverse:
+        the directional derivative of the gradient along v), a flat vector."""
+        return jvp(lambda p: self._grad(p, x, y), (flat,), (v,))[1]
+
+    def batch(self, indices: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """The training samples at ``indices`` (into ``dataset.x_train``) on the trainer's device."""
+        ix = torch.as_tensor(indices, device=self.device)
+        return self._x_train[ix], self._y_train[ix]
+
     # ------------------------------------------------------------------------------------------
     # local training
 
-    def _minibatch_rng(self, device: int, round_idx: int) -> np.random.Generator:
-        # A child of the named stream "minibatch", keyed by (round, device): independent of the
-        # other selected devices and of the order in which devices are processed.
-        base = _seed_sequence(self.root_seed, "minibatch")
+    def _minibatch_rng(self, device: int, round_idx: int, stream_name: str = "minibatch") -> np.random.Generator:
+        # A child of the named stream (default "minibatch"), keyed by (round, device): independent of
+        # the other selected devices and of the order in which devices are processed.
+        base = _seed_sequence(self.root_seed, stream_name)
         seq = np.random.SeedSequence(base.entropy, spawn_key=(*base.spawn_key, int(round_idx), int(device)))
         return np.random.Generator(np.random.PCG64(seq))
 
-    def minibatch_indices(self, device: int, round_idx: int, local_steps: int | None = None) -> torch.LongTensor:
+    def minibatch_indices(self, device: int, round_idx: int, local_steps: int | None = None, *,
+                          stream_name: str = "minibatch") -> torch.LongTensor:
         """The training-set indices device ``device`` uses in round ``round_idx``, shape (K, B).
 
         Each round the device walks through a fresh random permutation of its own samples (no
         repeats within a round until its data is used up, then a new permutation continues), cut
         into K consecutive minibatches of B. Indices are into ``dataset.x_train`` (CPU tensor).
+        ``stream_name`` picks the named stream: algorithms that need several independent batches
+        per step (Per-FedAvg's D, D', D'') give each its own name.
         """
         steps = self.local_steps if local_steps is None else int(local_steps)
         pool = self._indices[device]
         if pool.size == 0:
             raise ValueError(f"device {device} holds no training samples and cannot train")
-        rng = self._minibatch_rng(device, round_idx)
+        rng = self._minibatch_rng(device, round_idx, stream_name)
         need = steps * self.batch_size
         order = np.concatenate([rng.permutation(pool.size) for _ in range(math.ceil(need / pool.size))])
         return torch.from_numpy(pool[order[:need]].reshape(steps, self.batch_size))
@@ -367,6 +385,49 @@ class Trainer:
             loss_sum += float(F.cross_entropy(logits, yb, reduction="sum"))
             correct += int((logits.argmax(1) == yb).sum())
         return loss_sum / n, correct / n
+
+    def personalised_evaluate(self, test_indices: Sequence[np.ndarray], alpha: float, *,
+                              batch_size: int | None = None, adapt_on: str = "train") -> dict:
+        """Personalised accuracy of the global model (spec 004 sec. 2.6), for every device.
+
+        Device n takes exactly one SGD step of size ``alpha`` from the global model on one batch of
+        its own data (``batch_size`` samples, default B, drawn from the stream "personal_adapt" keyed
+        by the device, so every evaluation uses the same batch), then is tested on its own test split
+        ``test_indices[n]`` (indices into ``dataset.x_test``). ``adapt_on`` "test" draws the batch
+        from the test split instead (the paper's wording). Nothing but device n's own samples enters
+        its number. Returns the unweighted mean and std over devices with a test split
+        (``personal_accuracy``, ``personal_accuracy_std``), the mean accuracy of the unadapted model on
+        the same splits (``local_accuracy``) and the per-device values (``personal_per_device``).
+        """
+        if adapt_on not in ("train", "test"):
+            raise ValueError(f"adapt_on = {adapt_on!r}: must be 'train' or 'test'")
+        if len(test_indices) != self.num_devices:
+            raise ValueError(f"need one test split per device ({self.num_devices}), got {len(test_indices)}")
+        b = self.batch_size if batch_size is None else int(batch_size)
+        base = _seed_sequence(self.root_seed, "personal_adapt")
+        w = self._params
+        personal = np.full(self.num_devices, np.nan)
+        local = np.full(self.num_devices, np.nan)
+        for n, test_ix in enumerate(test_indices):
+            test_ix = np.asarray(test_ix, dtype=np.int64)
+            own = self._indices[n] if adapt_on == "train" else test_ix
+            if test_ix.size == 0 or own.size == 0:
+                continue
+            rng = np.random.Generator(np.random.PCG64(np.random.SeedSequence(
+                base.entropy, spawn_key=(*base.spawn_key, n))))
+            adapt = torch.from_numpy(own[rng.permutation(own.size)[: min(b, own.size)]]).to(self.device)
+            x_a, y_a = (self._x_train[adapt], self._y_train[adapt]) if adapt_on == "train" else \
+                (self._x_test[adapt], self._y_test[adapt])
+            w_n = w - alpha * self._grad(w, x_a, y_a)
+            ix = torch.from_numpy(test_ix).to(self.device)
+            x_t, y_t = self._x_test[ix], self._y_test[ix]
+            with torch.no_grad():
+                personal[n] = float((functional_call(self.model, self.unflatten(w_n), (x_t,)).argmax(1) == y_t)
+                                    .float().mean())
+                local[n] = float((functional_call(self.model, self.unflatten(w), (x_t,)).argmax(1) == y_t)
+                                 .float().mean())
+        return {"personal_accuracy": float(np.nanmean(personal)), "personal_accuracy_std": float(np.nanstd(personal)),
+                "local_accuracy": float(np.nanmean(local)), "personal_per_device": personal}
 
     def evaluate(self) -> dict[str, float]:
         """Evaluate the global model.

@@ -24,7 +24,9 @@ ROUND_COLUMNS = ["round", "t_start", "t_end", "downlink_s", "comp_s", "comm_s", 
 energy (0 unless the computation model has one); dropped lists the devices whose uploads missed the
 round deadline; server_round is 1 for a SAFARI server round (no device takes part) and server_s
 its server computation time (0 otherwise)."""
-EVAL_COLUMNS = ["round", "time_s", "accuracy", "test_loss", "train_loss"]
+EVAL_COLUMNS = ["round", "time_s", "accuracy", "test_loss", "train_loss",
+                # personalised evaluation (spec 004), empty unless run.personalised_eval is on
+                "personal_accuracy", "personal_accuracy_std", "local_accuracy", "personal_per_device"]
 ARRAY_KEYS = ("gains", "omega", "q", "power", "queue", "available")
 """Per-round arrays of every device kept in decisions.npz (available: 1 where it could be scheduled)."""
 

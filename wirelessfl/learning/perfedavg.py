@@ -1,0 +1,127 @@
+"""Per-FedAvg (spec 004): FedAvg whose devices run local SGD on the MAML meta-function
+F_i(w) = f_i(w - alpha grad f_i(w)) instead of on f_i.
+
+One local step at w (spec sec. 2.4), with three independent batches D, D', D'' of B samples:
+
+    g  = grad f_i(w; D)                  inner (adaptation) gradient
+    u  = grad f_i(w - alpha g; D')       outer gradient at the adapted point
+    h  = u - alpha H(w; D'') u           meta-gradient; the variant decides how H u is computed
+    w <- w - beta h
+
+* ``"fo"``: first order, h = u (H u dropped); 2 gradient evaluations per step.
+* ``"hf"``: Hessian-free, H u ~ (grad f(w + delta u; D'') - grad f(w - delta u; D'')) / (2 delta);
+  4 gradient evaluations.
+* ``"exact"``: H u by forward-over-reverse autodiff; about 4 gradient evaluations.
+
+The server side is FedAvg's: the same download and upload, and the same 1/(N q) aggregation
+weights (with uniform sampling of m devices, q = m / N, the plain average of the paper).
+
+Batches: D' is the (round, device) batch of the named stream "minibatch", the one FedAvg uses, so
+with alpha = 0 Per-FedAvg (FO) is FedAvg step for step. D and D'' come from their own named streams
+"perfedavg_inner" and "perfedavg_hessian" keyed the same way: the three batches are independent and
+reproducible, and do not depend on which other devices were selected.
+"""
+from __future__ import annotations
+
+from typing import Sequence
+
+import numpy as np
+import torch
+
+from wirelessfl.learning.algorithms import FedAvg
+from wirelessfl.learning.trainer import Trainer
+
+__all__ = ["PERFEDAVG_VARIANTS", "PerFedAvg"]
+
+PERFEDAVG_VARIANTS = ("fo", "hf", "exact")
+# Gradient evaluations (forward + backward on B samples) per local step, relative to FedAvg's one:
+# spec 004 sec. 5 (FO: D and D'; HF: D, D' and D'' at w +- delta u; exact: D, D' and an HVP on D''
+# that costs about two gradients).
+GRADIENT_EVALUATIONS = {"fo": 2, "hf": 4, "exact": 4}
+# Named streams of the three batches of a local step.
+BATCH_STREAMS = {"D": "perfedavg_inner", "D_prime": "minibatch", "D_second": "perfedavg_hessian"}
+
+
+class PerFedAvg(FedAvg):
+    """Per-FedAvg with the meta-gradient ``variant`` ("fo", "hf" or "exact").
+
+    alpha: inner step size (>= 0; 0 turns FO into FedAvg). beta: local (meta) step size; None uses
+    the trainer's lr. delta: finite-difference radius of "hf". server_lr: as for FedAvg.
+    """
+
+    def __init__(self, variant: str, alpha: float, beta: float | None = None, delta: float = 1e-3,
+                 server_lr: float = 1.0):
+        if variant not in PERFEDAVG_VARIANTS:
+            raise ValueError(f"variant = {variant!r}: must be one of {', '.join(PERFEDAVG_VARIANTS)}")
+        if not alpha >= 0:
+            raise ValueError(f"alpha = {alpha}: must be >= 0")
+        if beta is not None and not beta > 0:
+            raise ValueError(f"beta = {beta}: must be > 0")
+        if not delta > 0:
+            raise ValueError(f"delta = {delta}: must be > 0")
+        super().__init__(server_lr=server_lr)
+        self.variant, self.alpha, self.delta = variant, float(alpha), float(delta)
+        self.beta = None if beta is None else float(beta)
+
+    @property
+    def compute_factor(self) -> int:
+        """Gradient evaluations per local step relative to a FedAvg step (2 for FO, 4 for HF and exact)."""
+        return GRADIENT_EVALUATIONS[self.variant]
+
+    def meta_gradient(self, trainer: Trainer, w: torch.Tensor, inner: tuple, outer: tuple,
+                      hessian: tuple) -> torch.Tensor:
+        """h_t at the un-adapted point w from the batches D (inner), D' (outer) and D'' (hessian),
+        each an (x, y) pair; D'' is not used by "fo". ``w`` is one flat parameter vector (d,) with
+        batches (B, ...), or a stack (k, d) of k devices' vectors with batches (k, B, ...)."""
+        stacked = w.ndim == 2
+        grad_fn = trainer.batched_grad if stacked else trainer.grad
+        g = grad_fn(w, *inner)
+        u = grad_fn(w - self.alpha * g, *outer)
+        if self.variant == "fo" or self.alpha == 0:
+            return u
+        if self.variant == "hf":
+            # central difference along u (spec A3: /2 delta, the same D'' for both points)
+            hu = (grad_fn(w + self.delta * u, *hessian) - grad_fn(w - self.delta * u, *hessian)) / (2 * self.delta)
+        else:
+            hu = (trainer.batched_hvp if stacked else trainer.hvp)(w, u, *hessian)
+        return u - self.alpha * hu
+
+    def local_updates(self, trainer: Trainer, devices: Sequence[int], round_idx: int) -> torch.Tensor:
+        """Each device's tau = trainer.local_steps Per-FedAvg steps from the global model; returns the
+        deltas y_tau - x_t, shape (len(devices), num_params), in the order of ``devices``.
+
+        Follows ``trainer.batching_for``: "vmap" computes all devices' steps in one vectorised call,
+        "loop" one device after another (the same arithmetic per device)."""
+        devices = [int(d) for d in devices]
+        for n in devices:
+            if not 0 <= n < trainer.num_devices:
+                raise ValueError(f"device {n} out of range [0, {trainer.num_devices})")
+        beta = trainer.lr if self.beta is None else self.beta
+        x0 = trainer.params
+        if not devices:
+            return torch.empty(0, trainer.num_params, dtype=torch.float32, device=trainer.device)
+        # (k, tau, B) indices per batch kind
+        idx = {key: torch.stack([trainer.minibatch_indices(n, round_idx, stream_name=name) for n in devices])
+               for key, name in BATCH_STREAMS.items()}
+        if trainer.batching_for(len(devices)) == "vmap":
+            y = x0.expand(len(devices), -1).clone()
+            for s in range(trainer.local_steps):
+                y.sub_(self.meta_gradient(trainer, y, *(trainer.batch(idx[key][:, s]) for key in BATCH_STREAMS)),
+                       alpha=beta)
+            return y.sub_(x0)
+        out = torch.empty(len(devices), trainer.num_params, dtype=torch.float32, device=trainer.device)
+        for j in range(len(devices)):
+            y = x0.clone()
+            for s in range(trainer.local_steps):
+                y.sub_(self.meta_gradient(trainer, y, *(trainer.batch(idx[key][j, s]) for key in BATCH_STREAMS)),
+                       alpha=beta)
+            out[j] = y.sub_(x0)
+        return out
+
+    def round(self, trainer: Trainer, selected: np.ndarray, q: np.ndarray, num_devices: int, round_idx: int) -> dict:
+        """Per-FedAvg local updates on the distinct selected devices, FedAvg's unbiased aggregation."""
+        devices = np.unique(np.asarray(selected, dtype=np.int64))
+        weights = self.aggregation_weights(devices, q, num_devices)
+        if devices.size:
+            trainer.aggregate(self.local_updates(trainer, devices, round_idx), weights)
+        return {"num_trained": int(devices.size), "weight_sum": float(weights.sum())}
