@@ -37,13 +37,45 @@ class RunResult:
     run_dir: Path | None = None
 
 
-def make_scheduler(scenario: Scenario):
-    """The scheduler named in the scenario."""
+def make_store(scenario: Scenario, num_params: int):
+    """The server's per-device gradient and loss store of a fair scheduler (None for the others)."""
+    from ..scheduling.client_store import ClientStore
+    from ..scheduling.fair import FAIR_SCHEDULERS
+
+    s = scenario.scheduler
+    if s.name not in FAIR_SCHEDULERS or s.name == "random":
+        return None
+    return ClientStore(scenario.devices.count, num_params, projection_dim=s.fair_projection_dim,
+                       rng=rngs.stream(scenario.seed, "projection"))
+
+
+def make_scheduler(scenario: Scenario, store=None, model_bits: float = 0.0):
+    """The scheduler named in the scenario (fair schedulers read ``store`` and pay ``model_bits``
+    per uploaded gradient)."""
     from ..scheduling.schedulers import LyapunovScheduler, UniformScheduler
 
     s, link, n = scenario.scheduler, scenario.link, scenario.devices.count
     if s.name == "uniform":
         return UniformScheduler(n, s.m, link.p_bar, link.p_max)
+    if s.name in ("random", "power_of_choice", "divfl", "subtrunc", "unionfl"):
+        from ..scheduling import fair
+
+        if s.name == "random":
+            return fair.RandomScheduler(n, s.kappa, link.p_bar, link.p_max)
+        if store is None:
+            raise ValueError(f"scheduler {s.name!r} needs a ClientStore")
+        if s.name == "power_of_choice":
+            return fair.PowerOfChoiceScheduler(n, s.kappa, link.p_bar, link.p_max, store, s.poc_candidates)
+        r = s.fair_sample_size
+        if s.fair_epsilon is not None:  # Mirzasoleiman et al.: r = (n / k) ln(1 / eps)
+            r = min(n, math.ceil(n / s.kappa * math.log(1 / s.fair_epsilon)))
+        return fair.SubmodularScheduler(
+            n, s.kappa, link.p_bar, link.p_max, store, name=s.name,
+            lam=(0.95 if s.fair_lambda is None else s.fair_lambda) if s.name == "subtrunc" else 0.0,
+            budget=s.fair_budget, phi=s.fair_phi,
+            mu=(1.0 if s.fair_mu is None else s.fair_mu) if s.name == "unionfl" else 0.0,
+            window=s.fair_window, greedy=s.fair_greedy, sample_size=r, freshness=s.fair_freshness,
+            normalize_distances=s.fair_normalize_distances, gradient_bits=model_bits)
     return LyapunovScheduler(n, s.m, s.V, s.lam, link.p_bar, link.p_max,
                              power_rule=s.power_rule, solver=s.solver)
 
@@ -52,7 +84,9 @@ class FederatedLearner:
     """Adapts the training core (trainer + algorithm) to the engine's Learner protocol."""
 
     def __init__(self, scenario: Scenario):
-        from ..learning import FedAvg, Safari, Trainer, load_dataset, partition, synthetic_federated
+        from ..learning import (FedAvg, SelectedMean, Safari, Trainer, load_dataset, partition,
+                                synthetic_federated)
+        from ..scheduling.fair import FAIR_SCHEDULERS
 
         lc = scenario.learning
         aux = np.empty(0, dtype=np.int64)
@@ -73,7 +107,7 @@ class FederatedLearner:
             parts = partition(labels[pool], scenario.devices.count, lc.partition,
                               rng=rngs.stream(scenario.seed, "partition"),
                               samples_per_device=lc.samples_per_device, alpha=lc.alpha, size_sigma=lc.size_sigma,
-                              num_classes=data.num_classes)
+                              num_classes=data.num_classes, classes_per_device=lc.classes_per_device)
             parts = [pool[p] for p in parts]
         self.trainer = Trainer(data, parts, lc.model, local_steps=lc.local_steps,
                                batch_size=lc.batch_size, lr=lc.lr, root_seed=scenario.seed,
@@ -86,12 +120,37 @@ class FederatedLearner:
             self.algorithm = make_fedshuffle_method(
                 lc.algorithm, [len(p) for p in parts], local_epochs=lc.local_epochs,
                 batch_size=lc.batch_size, lr=lc.lr)
+        fair = scenario.scheduler.name in FAIR_SCHEDULERS
+        if fair:  # the kappa chosen updates are averaged (spec 000 Alg. 1), not weighted by 1 / (N q)
+            self.algorithm = SelectedMean(scenario.scheduler.fair_weighting, [len(p) for p in parts])
+        self.store = None
+        self.probe_samples = scenario.scheduler.fair_probe_samples
+        on = lc.fairness_metrics if lc.fairness_metrics is not None else fair
+        self.device_tests = None
+        if on and lc.dataset != "synthetic":
+            from ..learning.fairness import device_test_sets
+
+            y = data.y_train.numpy()
+            self.device_tests = device_test_sets([y[p] for p in parts], data.y_test.numpy(),
+                                                 lc.device_test_samples,
+                                                 rngs.stream(scenario.seed, "device_test"), data.num_classes)
+
+    def attach_store(self, store) -> None:
+        """Let the fair scheduler's store ask for losses and gradients at the current model."""
+        self.store = store
+        if store is not None:
+            cap = self.probe_samples
+            store.probe = lambda devices, with_gradients: self.trainer.local_objectives(
+                devices, with_gradients, max_samples=cap)
 
     @property
     def model_bits(self) -> int:
         return self.trainer.model_bits
 
     def train_round(self, selected: np.ndarray, decision: Decision, round_idx: int) -> None:
+        if self.store is not None and decision.info.get("store_refresh") == "gradient":
+            # the uploaded gradient and loss are taken at x_t, before local training (spec 000 Alg. 1 l. 8)
+            self.store.refresh(selected, with_gradients=True, round_idx=round_idx)
         self.algorithm.round(self.trainer, selected, decision.q, self.num_devices, round_idx)
         if not bool(torch.isfinite(self.trainer.params).all()):
             raise TrainingDiverged(f"training diverged in round {round_idx}: the model is no longer finite; "
@@ -119,7 +178,15 @@ class FederatedLearner:
         load_object_state(self.algorithm, state["algorithm"])
 
     def evaluate(self) -> dict:
-        return self.trainer.evaluate()
+        metrics = self.trainer.evaluate()
+        if self.device_tests is not None:
+            from ..learning.fairness import fairness_metrics
+
+            sizes = [t.size for t in self.device_tests]
+            correct = self.trainer.test_correct(np.concatenate(self.device_tests))
+            acc = [c.mean() if c.size else np.nan for c in np.split(correct, np.cumsum(sizes)[:-1])]
+            metrics.update(fairness_metrics(np.asarray(acc)))
+        return metrics
 
 
 def model_bits_of(scenario: Scenario) -> int:
@@ -210,7 +277,11 @@ class _Run:
         self.bits = scenario.link.model_bits or (self.learner.model_bits if self.learner else model_bits_of(scenario))
         self.recorder = Recorder(n, run_dir, keep_device_arrays=rc.record_devices)
         self.bar = _ProgressBar(scenario, enabled=progress)
-        self.scheduler = make_scheduler(scenario)
+        num_params = self.learner.trainer.num_params if self.learner else max(int(self.bits) // 32, 1)
+        self.store = make_store(scenario, num_params)
+        self.scheduler = make_scheduler(scenario, self.store, self.bits)
+        if self.learner is not None:
+            self.learner.attach_store(self.store)
         # the cell (positions, per-device shadowing) is drawn once from its own stream: a resumed run
         # rebuilds it from the seed, so it is not part of the checkpoint
         self.channel = make_channel(scenario.channel, n, rngs.stream(scenario.seed, "cell"))
@@ -258,7 +329,8 @@ class _Run:
     def state_dict(self) -> dict:
         return {"engine": self.engine.state_dict(), "scheduler": object_state(self.scheduler),
                 "learner": self.learner.state_dict() if self.learner else None,
-                "records": self.recorder.state_dict()}
+                "records": self.recorder.state_dict(),
+                "store": object_state(self.store) if self.store is not None else None}
 
     def load_state(self, state: dict) -> None:
         self.engine.load_state(state["engine"])
@@ -266,6 +338,8 @@ class _Run:
         if self.learner is not None:
             self.learner.load_state(state["learner"])
         self.recorder.load_state(state["records"])
+        if self.store is not None and state.get("store") is not None:
+            load_object_state(self.store, state["store"])
         self.bar.bar.update(state["engine"]["now_s"] if self.bar.by_time else state["engine"]["rounds_done"])
 
     def execute(self) -> RunResult:
@@ -317,10 +391,12 @@ def summarise(scenario: Scenario, rounds: list[dict], evals: list[dict], devices
         "rounds": n_rounds, "sim_time_s": float(rounds[-1]["t_end"]) if rounds else 0.0,
         "final_accuracy": evals[-1]["accuracy"] if evals else math.nan,
         "best_accuracy": max((e["accuracy"] for e in evals), default=math.nan),
+        "final_dissimilarity": evals[-1].get("dissimilarity", math.nan) if evals else math.nan,
         "target_accuracy": target,
         "time_to_target_s": hit["time_s"] if hit else math.nan,
         "rounds_to_target": hit["round"] if hit else math.nan,
         "total_comm_s": float(sum(r["comm_s"] for r in rounds)),
+        "total_extra_airtime_s": float(sum(r.get("extra_airtime_s", 0.0) for r in rounds)),
         "total_comp_s": float(sum(r["comp_s"] for r in rounds)),
         "total_downlink_s": float(sum(r["downlink_s"] for r in rounds)),
         "server_rounds": int(sum(r.get("server_round", 0) for r in rounds)),
