@@ -63,9 +63,9 @@ def _logreg(input_shape: tuple[int, ...], num_classes: int) -> nn.Module:
 _BUILDERS: dict[str, Callable[[tuple[int, ...], int], nn.Module]] = {
     "paper_cnn": _paper_cnn,
     "small_cnn": _small_cnn,
-    "lenet": _lenet,
     "mlp": _mlp,
     "logreg": _logreg,
+    "lenet": _lenet,
 }
 MODEL_NAMES = tuple(_BUILDERS)
 
