@@ -306,3 +306,30 @@ def test_lenet_has_the_specs_parameter_counts():
 
     assert num_parameters(build_model("lenet", (1, 28, 28), 10)) == 44426
     assert num_parameters(build_model("lenet", (3, 32, 32), 10)) == 62006
+
+
+def test_unionfl_resume_restores_the_store_and_the_window(tmp_path, monkeypatch):
+    from test_checkpoint import assert_same_records
+    from wirelessfl.experiments import run as run_module
+    from wirelessfl.experiments.run import resume, simulate
+
+    torch.set_num_threads(1)
+    sc = from_dict({
+        "seed": 3, "run": {"rounds": 6, "eval_every_rounds": 3, "checkpoint_every": 2},
+        "devices": {"count": 10}, "channel": {"profile": "linear"},
+        "scheduler": {"name": "unionfl", "kappa": 3, "fair_mu": 5.0, "fair_window": 2},
+        "learning": {"model": "logreg", "partition": "classes_per_device", "classes_per_device": 2,
+                     "local_steps": 2, "eval_train_samples": 200, "device_test_samples": 20}})
+    full = simulate(sc, tmp_path / "full", progress=False)
+    real = run_module.FederatedLearner.train_round
+
+    def crash(self, selected, decision, r):
+        if r == 5:
+            raise RuntimeError("power cut")
+        return real(self, selected, decision, r)
+
+    monkeypatch.setattr(run_module.FederatedLearner, "train_round", crash)
+    with pytest.raises(RuntimeError):
+        simulate(sc, tmp_path / "cut", progress=False)
+    monkeypatch.setattr(run_module.FederatedLearner, "train_round", real)
+    assert_same_records(resume(tmp_path / "cut", progress=False), full)
