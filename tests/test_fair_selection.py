@@ -218,10 +218,12 @@ def test_device_test_sets_are_label_matched():
 
 
 def test_full_local_gradient_matches_autograd_and_chunking():
-    from test_trainer import tiny_dataset  # noqa: E402  (shared tiny dataset)
-    from wirelessfl.learning import Trainer
+    from wirelessfl.learning import Dataset, Trainer
 
-    data = tiny_dataset(shape=(1, 12, 12), n_train=90, n_test=20)
+    g = torch.Generator().manual_seed(0)
+    data = Dataset(name="tiny", x_train=torch.randn(90, 1, 12, 12, generator=g),
+                   y_train=torch.randint(0, 10, (90,), generator=g), x_test=torch.randn(20, 1, 12, 12, generator=g),
+                   y_test=torch.randint(0, 10, (20,), generator=g), num_classes=10, input_shape=(1, 12, 12))
     parts = [np.arange(0, 45), np.arange(45, 90)]
     tr = Trainer(data, parts, "logreg", root_seed=0)
     grads, losses = tr.local_objectives([1, 0], chunk=7)
@@ -318,9 +320,10 @@ def test_unionfl_resume_restores_the_store_and_the_window(tmp_path, monkeypatch)
         "seed": 3, "run": {"rounds": 6, "eval_every_rounds": 3, "checkpoint_every": 2},
         "devices": {"count": 10}, "channel": {"profile": "linear"},
         "scheduler": {"name": "unionfl", "kappa": 3, "fair_mu": 5.0, "fair_window": 2},
-        "learning": {"model": "logreg", "partition": "classes_per_device", "classes_per_device": 2,
-                     "local_steps": 2, "eval_train_samples": 200, "device_test_samples": 20}})
+        "learning": {"dataset": "synthetic", "model": "logreg", "samples_per_device": 40,
+                     "local_steps": 2, "eval_train_samples": 200}})
     full = simulate(sc, tmp_path / "full", progress=False)
+    assert full.rounds["extra_airtime_s"].iloc[0] > 0 and full.rounds["extra_airtime_s"].iloc[1] > 0
     real = run_module.FederatedLearner.train_round
 
     def crash(self, selected, decision, r):

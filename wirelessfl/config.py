@@ -559,9 +559,6 @@ def _check_fair(s: Scenario) -> None:
     if s.learning.algorithm != "fedavg":
         raise ConfigError(f"learning.algorithm = {s.learning.algorithm!r}: scheduler.name = {sc.name!r} "
                           "aggregates the kappa updates itself; use 'fedavg'")
-    if s.learning.dataset == "synthetic" and sc.name != "random":
-        raise ConfigError(f"scheduler.name = {sc.name!r}: fair selection by losses or gradients needs a "
-                          "real dataset, not 'synthetic'")
 
 
 # ---------------------------------------------------------------------------------------------
