@@ -1,7 +1,9 @@
 """The SimPy event loop: when things happen in one round, and the loop over rounds.
 
-Per round: channel draw -> availability -> scheduler decision -> m draws (distinct set) -> downlink
-broadcast -> each selected device computes in parallel (its own process) -> uploads (TDMA: through a
+Per round: channel draw -> availability -> scheduler decision -> m draws (distinct set), or the set
+the scheduler chose itself (Decision.selected) -> downlink broadcast -> uploads that must precede the
+computation (Decision.pre_upload_bits: e.g. bootstrap gradients, loss scalars; through the same
+uplink) -> each selected device computes in parallel (its own process) -> uploads (TDMA: through a
 one-transmitter resource, first come first served in order of computation completion; FDMA: each on
 its own sub-band as soon as its computation ends) -> aggregation once every upload is in, or at the
 round deadline with the uploads that arrived by then. Learning happens at aggregation and takes no
