@@ -4,9 +4,8 @@ import numpy as np
 import pytest
 import torch
 
-from wirelessfl.config import ConfigError, from_dict
+from wirelessfl.config import ConfigError, LinkConfig, from_dict
 from wirelessfl.devices import ConstantCompute
-from wirelessfl.config import LinkConfig
 from wirelessfl.learning import SelectedMean
 from wirelessfl.learning.fairness import device_test_sets, fairness_metrics
 from wirelessfl.scheduling.base import Decision, RoundState
@@ -21,7 +20,7 @@ from fakes import FixedChannel
 N = 30
 
 
-def filled_store(n=N, dim=5, seed=0, bits=None):
+def filled_store(n=N, dim=5, seed=0):
     rng = np.random.default_rng(seed)
     store = ClientStore(n, dim)
     store.update(np.arange(n), rng.uniform(0.1, 3.0, n), rng.normal(size=(n, dim)) * rng.uniform(0.5, 2, (n, 1)))
