@@ -157,12 +157,40 @@ class DevicesConfig:
 class SchedulerConfig:
     """Which devices transmit and at what power."""
 
-    name: str = _field("lyapunov", choices=("lyapunov", "uniform"))
+    name: str = _field("lyapunov", choices=("lyapunov", "uniform", "random", "power_of_choice", "divfl",
+                                           "subtrunc", "unionfl"),
+                       doc="random ... unionfl: fair selection (spec 000), exactly kappa distinct devices")
     m: int = _field(10, ge=1, doc="draws with replacement per round")
     V: float = _field(100.0, gt=0, doc="drift-plus-penalty trade-off")
     lam: float = _field(100.0, ge=0, doc="weight of airtime against 1/q in the objective")
     power_rule: str = _field("exact", choices=("exact", "paper"))
     solver: str = _field("exact", choices=("exact", "manifold"))
+    # fair selection (spec 000): random, power_of_choice, divfl, subtrunc, unionfl
+    kappa: int = _field(10, ge=1, doc="fair selection: distinct devices per round")
+    fair_lambda: float | None = _field(None, ge=0, doc="subtrunc: weight lambda of the truncated loss "
+                                       "term (default 0.95)")
+    fair_budget: float = _field(1.10, gt=0, doc="subtrunc: truncation budget b")
+    fair_phi: str = _field("log1p", choices=("log1p", "identity"), doc="subtrunc: phi(loss), ln(1+x) or x")
+    fair_mu: float | None = _field(None, ge=0, doc="unionfl: penalty mu per recently selected device "
+                                   "(default 1)")
+    fair_window: int = _field(5, ge=0, doc="unionfl: look-back window W in rounds")
+    fair_greedy: str = _field("stochastic", choices=("stochastic", "naive"),
+                              doc="divfl/subtrunc/unionfl: stochastic greedy (r candidates per step) or "
+                                  "plain greedy")
+    fair_sample_size: int | None = _field(None, ge=1, doc="stochastic greedy: r (default max(kappa, 0.1 N))")
+    fair_epsilon: float | None = _field(None, gt=0, lt=1, doc="stochastic greedy: r = ceil(N / kappa "
+                                        "ln(1 / epsilon)) instead of fair_sample_size")
+    fair_freshness: str = _field("selected_only", choices=("selected_only", "all_every_round"),
+                                 doc="stored gradients: all devices once, then the selected ones piggy-back "
+                                     "(default), or all devices every round (oracle)")
+    fair_normalize_distances: bool = _field(False, doc="divide gradient distances by their maximum (ablation)")
+    fair_projection_dim: int | None = _field(None, ge=1, doc="store gradients as k-dim random projections "
+                                             "(N x k floats instead of N x d)")
+    fair_weighting: str = _field("mean", choices=("mean", "data_size"),
+                                 doc="fair selection: aggregate the kappa updates by plain or data-size mean")
+    poc_candidates: int | None = _field(None, ge=1, doc="power_of_choice: candidates d (default N)")
+    fair_probe_samples: int | None = _field(None, ge=1, doc="local samples a device uses for the loss and "
+                                            "gradient it reports (evenly spaced, fixed; default all)")
 
 
 # learning.algorithm values of the FedShuffle family (spec 001; wirelessfl.learning.fedshuffle)
@@ -175,13 +203,15 @@ class LearningConfig:
 
     dataset: str = _field("fashion_mnist", choices=("fashion_mnist", "mnist", "cifar10", "synthetic"))
     data_dir: str = _field("", doc="directory with the dataset files (default: standard places)")
-    model: str = _field("small_cnn", choices=("paper_cnn", "small_cnn", "mlp", "logreg", "mlp_80_60"))
+    model: str = _field("small_cnn", choices=("paper_cnn", "small_cnn", "mlp", "logreg", "mlp_80_60", "lenet"))
     partition: str = _field("dirichlet_per_device",
                             choices=("dirichlet_per_device", "label_dirichlet", "iid", "perfedavg_groups",
-                                     "perfedavg_groups_single"),
+                                     "perfedavg_groups_single", "classes_per_device"),
                             doc="perfedavg_groups: Per-FedAvg's Table 2 layout, 10 groups, type-A devices "
                                 "hold samples_per_device = 5a samples (a of classes 0-4), type-B devices a/2 "
-                                "of class j and 2a of class j+5; _single: type-B devices hold class j+5 only")
+                                "of class j and 2a of class j+5; _single: type-B devices hold class j+5 only; "
+                                "classes_per_device: each device holds learning.classes_per_device classes")
+    classes_per_device: int = _field(3, ge=1, doc="classes_per_device partition: distinct classes per device")
     alpha: float = _field(1.0, ge=0, doc="Dirichlet concentration; 0 one class, inf iid")
     samples_per_device: int = _field(500, ge=1)
     synthetic_alpha: float = _field(1.0, ge=0, doc="Synthetic(alpha, beta): spread of the device models")
@@ -226,6 +256,10 @@ class LearningConfig:
     per_adapt_on: str = _field("train", choices=("train", "test"), doc="personalised evaluation: the "
                                "adaptation batch comes from the device's train data (default) or its test "
                                "split (the paper's wording; leaks the test data)")
+    fairness_metrics: bool | None = _field(None, doc="record per-device test accuracy and client "
+                                           "dissimilarity at every evaluation (default: on for the fair "
+                                           "schedulers random ... unionfl, off otherwise)")
+    device_test_samples: int = _field(100, ge=1, doc="fairness metrics: label-matched test samples per device")
 
 
 @dataclass(frozen=True)
@@ -533,6 +567,7 @@ def _cross_check(s: Scenario) -> None:
         if s.learning.dataset == "synthetic":
             raise ConfigError(f"learning.partition = {s.learning.partition!r}: the synthetic dataset has its "
                               "own split over devices; use another dataset")
+    _check_fair(s)
     if s.link.p_max < s.link.p_bar:
         raise ConfigError(f"link.p_max = {s.link.p_max:g}: must be >= link.p_bar = {s.link.p_bar:g}")
     # every variant and every sweep value must itself be a valid scenario
@@ -547,6 +582,41 @@ def _cross_check(s: Scenario) -> None:
                 s.member((key, value))
             except ConfigError as exc:
                 raise ConfigError(f"sweep.{key}: {exc}") from None
+
+
+FAIR_SCHEDULERS = ("random", "power_of_choice", "divfl", "subtrunc", "unionfl")
+
+
+def _check_fair(s: Scenario) -> None:
+    """Fair-selection settings: only with the scheduler they belong to, and within N."""
+    sc, n = s.scheduler, s.devices.count
+    if sc.fair_lambda is not None and sc.name != "subtrunc":
+        raise ConfigError(f"scheduler.fair_lambda = {sc.fair_lambda}: only used by scheduler.name = "
+                          f"'subtrunc' (now {sc.name!r})")
+    if sc.fair_mu is not None and sc.name != "unionfl":
+        raise ConfigError(f"scheduler.fair_mu = {sc.fair_mu}: only used by scheduler.name = 'unionfl' "
+                          f"(now {sc.name!r})")
+    if sc.poc_candidates is not None and sc.name != "power_of_choice":
+        raise ConfigError(f"scheduler.poc_candidates = {sc.poc_candidates}: only used by scheduler.name = "
+                          f"'power_of_choice' (now {sc.name!r})")
+    if sc.fair_sample_size is not None and sc.fair_epsilon is not None:
+        raise ConfigError("scheduler.fair_epsilon: set either scheduler.fair_sample_size or "
+                          "scheduler.fair_epsilon, not both")
+    if s.learning.partition == "classes_per_device":
+        p = s.learning.classes_per_device
+        if p > 10 or (p * n) % 10:
+            raise ConfigError(f"learning.classes_per_device = {p}: must be <= 10 with classes_per_device x "
+                              f"devices.count a multiple of 10 (devices.count = {n})")
+    if sc.name not in FAIR_SCHEDULERS:
+        return
+    if sc.kappa > n:
+        raise ConfigError(f"scheduler.kappa = {sc.kappa}: must be <= devices.count = {n}")
+    if sc.poc_candidates is not None and not sc.kappa <= sc.poc_candidates <= n:
+        raise ConfigError(f"scheduler.poc_candidates = {sc.poc_candidates}: must lie in [scheduler.kappa, "
+                          f"devices.count] = [{sc.kappa}, {n}]")
+    if s.learning.algorithm != "fedavg":
+        raise ConfigError(f"learning.algorithm = {s.learning.algorithm!r}: scheduler.name = {sc.name!r} "
+                          "aggregates the kappa updates itself; use 'fedavg'")
 
 
 # ---------------------------------------------------------------------------------------------

@@ -38,22 +38,77 @@ class RunResult:
     run_dir: Path | None = None
 
 
-def make_scheduler(scenario: Scenario):
-    """The scheduler named in the scenario."""
+def make_store(scenario: Scenario, num_params: int):
+    """The server's per-device gradient and loss store of a fair scheduler (None for the others)."""
+    from ..scheduling.client_store import ClientStore
+    from ..scheduling.fair import FAIR_SCHEDULERS
+
+    s = scenario.scheduler
+    if s.name not in FAIR_SCHEDULERS or s.name == "random":
+        return None
+    return ClientStore(scenario.devices.count, num_params, projection_dim=s.fair_projection_dim,
+                       rng=rngs.stream(scenario.seed, "projection"))
+
+
+def make_scheduler(scenario: Scenario, store=None, model_bits: float = 0.0):
+    """The scheduler named in the scenario (fair schedulers read ``store`` and pay ``model_bits``
+    per uploaded gradient)."""
     from ..scheduling.schedulers import LyapunovScheduler, UniformScheduler
 
     s, link, n = scenario.scheduler, scenario.link, scenario.devices.count
     if s.name == "uniform":
         return UniformScheduler(n, s.m, link.p_bar, link.p_max)
+    if s.name in ("random", "power_of_choice", "divfl", "subtrunc", "unionfl"):
+        from ..scheduling import fair
+
+        if s.name == "random":
+            return fair.RandomScheduler(n, s.kappa, link.p_bar, link.p_max)
+        if store is None:
+            raise ValueError(f"scheduler {s.name!r} needs a ClientStore")
+        if s.name == "power_of_choice":
+            return fair.PowerOfChoiceScheduler(n, s.kappa, link.p_bar, link.p_max, store, s.poc_candidates)
+        r = s.fair_sample_size
+        if s.fair_epsilon is not None:  # Mirzasoleiman et al.: r = (n / k) ln(1 / eps)
+            r = min(n, math.ceil(n / s.kappa * math.log(1 / s.fair_epsilon)))
+        return fair.SubmodularScheduler(
+            n, s.kappa, link.p_bar, link.p_max, store, name=s.name,
+            lam=(0.95 if s.fair_lambda is None else s.fair_lambda) if s.name == "subtrunc" else 0.0,
+            budget=s.fair_budget, phi=s.fair_phi,
+            mu=(1.0 if s.fair_mu is None else s.fair_mu) if s.name == "unionfl" else 0.0,
+            window=s.fair_window, greedy=s.fair_greedy, sample_size=r, freshness=s.fair_freshness,
+            normalize_distances=s.fair_normalize_distances, gradient_bits=model_bits)
     return LyapunovScheduler(n, s.m, s.V, s.lam, link.p_bar, link.p_max,
                              power_rule=s.power_rule, solver=s.solver)
+
+
+def make_algorithm(scenario: Scenario, sizes: list[int], aux: np.ndarray):
+    """The learning algorithm of the scenario, given the devices' dataset sizes and the server's
+    auxiliary set."""
+    from ..learning import FedAvg, PerFedAvg, Safari, SelectedMean
+    from ..scheduling.fair import FAIR_SCHEDULERS
+
+    lc = scenario.learning
+    if scenario.scheduler.name in FAIR_SCHEDULERS:
+        # the kappa chosen updates are averaged (spec 000 Alg. 1), not weighted by 1 / (N q)
+        return SelectedMean(scenario.scheduler.fair_weighting, sizes)
+    if lc.algorithm == "safari":
+        return Safari(aux, server_lr=lc.server_lr, server_steps=lc.server_steps, global_lr=lc.global_lr)
+    if lc.algorithm.startswith("perfedavg_"):  # spec 004: the local rule changes, the server's does not
+        return PerFedAvg(lc.algorithm.split("_", 1)[1], lc.per_alpha, lc.per_beta, lc.per_delta,
+                         server_lr=lc.global_lr)
+    if lc.algorithm in FEDSHUFFLE_METHODS:  # spec 001: per-device work from the data sizes
+        return make_fedshuffle_method(lc.algorithm, sizes, local_epochs=lc.local_epochs, batch_size=lc.batch_size,
+                                      lr=lc.lr, server_lr=lc.global_lr, epochs_max=lc.local_epochs_max,
+                                      momentum=lc.momentum, nova=lc.nova_tau_eff, seed=scenario.seed)
+    return FedAvg(server_lr=lc.global_lr)
 
 
 class FederatedLearner:
     """Adapts the training core (trainer + algorithm) to the engine's Learner protocol."""
 
     def __init__(self, scenario: Scenario):
-        from ..learning import FedAvg, PerFedAvg, Safari, Trainer, load_dataset, partition, synthetic_federated
+        from ..learning import Trainer, load_dataset, partition, synthetic_federated
+        from ..scheduling.fair import FAIR_SCHEDULERS
 
         lc = scenario.learning
         aux = np.empty(0, dtype=np.int64)
@@ -74,7 +129,7 @@ class FederatedLearner:
             parts = partition(labels[pool], scenario.devices.count, lc.partition,
                               rng=rngs.stream(scenario.seed, "partition"),
                               samples_per_device=lc.samples_per_device, alpha=lc.alpha, size_sigma=lc.size_sigma,
-                              num_classes=data.num_classes)
+                              num_classes=data.num_classes, classes_per_device=lc.classes_per_device)
             parts = [pool[p] for p in parts]
         self.personalised = personalised_eval_enabled(scenario)
         self.test_parts = _device_test_splits(scenario, data, parts) if self.personalised else None
@@ -83,25 +138,38 @@ class FederatedLearner:
                                device=scenario.run.device, eval_train_samples=lc.eval_train_samples,
                                batching=scenario.run.batching)
         self.aux_indices = aux
-        self.algorithm = (Safari(aux, server_lr=lc.server_lr, server_steps=lc.server_steps,
-                                 global_lr=lc.global_lr)
-                          if lc.algorithm == "safari" else FedAvg(server_lr=lc.global_lr))
-        if lc.algorithm.startswith("perfedavg_"):  # spec 004: the local rule changes, the server's does not
-            self.algorithm = PerFedAvg(lc.algorithm.split("_", 1)[1], lc.per_alpha, lc.per_beta, lc.per_delta,
-                                       server_lr=lc.global_lr)
+        self.algorithm = make_algorithm(scenario, [len(p) for p in parts], aux)
         self.per_alpha, self.per_adapt_on = lc.per_alpha, lc.per_adapt_on
         self.num_devices = scenario.devices.count
-        if lc.algorithm in FEDSHUFFLE_METHODS:  # spec 001: per-device work from the data sizes
-            self.algorithm = make_fedshuffle_method(
-                lc.algorithm, [len(p) for p in parts], local_epochs=lc.local_epochs,
-                batch_size=lc.batch_size, lr=lc.lr, server_lr=lc.global_lr, epochs_max=lc.local_epochs_max,
-                momentum=lc.momentum, nova=lc.nova_tau_eff, seed=scenario.seed)
+        fair = scenario.scheduler.name in FAIR_SCHEDULERS
+        self.store = None
+        self.probe_samples = scenario.scheduler.fair_probe_samples
+        on = lc.fairness_metrics if lc.fairness_metrics is not None else fair
+        self.device_tests = None
+        if on and lc.dataset != "synthetic":
+            from ..learning.fairness import device_test_sets
+
+            y = data.y_train.numpy()
+            self.device_tests = device_test_sets([y[p] for p in parts], data.y_test.numpy(),
+                                                 lc.device_test_samples,
+                                                 rngs.stream(scenario.seed, "device_test"), data.num_classes)
+
+    def attach_store(self, store) -> None:
+        """Let the fair scheduler's store ask for losses and gradients at the current model."""
+        self.store = store
+        if store is not None:
+            cap = self.probe_samples
+            store.probe = lambda devices, with_gradients: self.trainer.local_objectives(
+                devices, with_gradients, max_samples=cap)
 
     @property
     def model_bits(self) -> int:
         return self.trainer.model_bits
 
     def train_round(self, selected: np.ndarray, decision: Decision, round_idx: int) -> None:
+        if self.store is not None and decision.info.get("store_refresh") == "gradient":
+            # the uploaded gradient and loss are taken at x_t, before local training (spec 000 Alg. 1 l. 8)
+            self.store.refresh(selected, with_gradients=True, round_idx=round_idx)
         self.algorithm.round(self.trainer, selected, decision.q, self.num_devices, round_idx)
         if not bool(torch.isfinite(self.trainer.params).all()):
             raise TrainingDiverged(f"training diverged in round {round_idx}: the model is no longer finite; "
@@ -134,6 +202,13 @@ class FederatedLearner:
             pers = self.trainer.personalised_evaluate(self.test_parts, self.per_alpha, adapt_on=self.per_adapt_on)
             per_device = pers.pop("personal_per_device")
             metrics.update(pers, personal_per_device=" ".join(f"{a:.4g}" for a in per_device))
+        if self.device_tests is not None:
+            from ..learning.fairness import fairness_metrics
+
+            sizes = [t.size for t in self.device_tests]
+            correct = self.trainer.test_correct(np.concatenate(self.device_tests))
+            acc = [c.mean() if c.size else np.nan for c in np.split(correct, np.cumsum(sizes)[:-1])]
+            metrics.update(fairness_metrics(np.asarray(acc)))
         return metrics
 
 
@@ -263,7 +338,11 @@ class _Run:
         self.bits = scenario.link.model_bits or (self.learner.model_bits if self.learner else model_bits_of(scenario))
         self.recorder = Recorder(n, run_dir, keep_device_arrays=rc.record_devices)
         self.bar = _ProgressBar(scenario, enabled=progress)
-        self.scheduler = make_scheduler(scenario)
+        num_params = self.learner.trainer.num_params if self.learner else max(int(self.bits) // 32, 1)
+        self.store = make_store(scenario, num_params)
+        self.scheduler = make_scheduler(scenario, self.store, self.bits)
+        if self.learner is not None:
+            self.learner.attach_store(self.store)
         # the cell (positions, per-device shadowing) is drawn once from its own stream: a resumed run
         # rebuilds it from the seed, so it is not part of the checkpoint
         self.channel = make_channel(scenario.channel, n, rngs.stream(scenario.seed, "cell"))
@@ -312,7 +391,8 @@ class _Run:
     def state_dict(self) -> dict:
         return {"engine": self.engine.state_dict(), "scheduler": object_state(self.scheduler),
                 "learner": self.learner.state_dict() if self.learner else None,
-                "records": self.recorder.state_dict()}
+                "records": self.recorder.state_dict(),
+                "store": object_state(self.store) if self.store is not None else None}
 
     def load_state(self, state: dict) -> None:
         self.engine.load_state(state["engine"])
@@ -320,6 +400,8 @@ class _Run:
         if self.learner is not None:
             self.learner.load_state(state["learner"])
         self.recorder.load_state(state["records"])
+        if self.store is not None and state.get("store") is not None:
+            load_object_state(self.store, state["store"])
         self.bar.bar.update(state["engine"]["now_s"] if self.bar.by_time else state["engine"]["rounds_done"])
 
     def execute(self) -> RunResult:
@@ -371,10 +453,12 @@ def summarise(scenario: Scenario, rounds: list[dict], evals: list[dict], devices
         "rounds": n_rounds, "sim_time_s": float(rounds[-1]["t_end"]) if rounds else 0.0,
         "final_accuracy": evals[-1]["accuracy"] if evals else math.nan,
         "best_accuracy": max((e["accuracy"] for e in evals), default=math.nan),
+        "final_dissimilarity": evals[-1].get("dissimilarity", math.nan) if evals else math.nan,
         "target_accuracy": target,
         "time_to_target_s": hit["time_s"] if hit else math.nan,
         "rounds_to_target": hit["round"] if hit else math.nan,
         "total_comm_s": float(sum(r["comm_s"] for r in rounds)),
+        "total_extra_airtime_s": float(sum(r.get("extra_airtime_s", 0.0) for r in rounds)),
         "total_comp_s": float(sum(r["comp_s"] for r in rounds)),
         "total_downlink_s": float(sum(r["downlink_s"] for r in rounds)),
         "server_rounds": int(sum(r.get("server_round", 0) for r in rounds)),

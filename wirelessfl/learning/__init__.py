@@ -2,7 +2,7 @@
 
 This package knows nothing about time, SimPy or the channel (see DESIGN.md).
 """
-from wirelessfl.learning.algorithms import Algorithm, FedAvg, Safari
+from wirelessfl.learning.algorithms import Algorithm, FedAvg, Safari, SelectedMean
 from wirelessfl.learning.datasets import (
     DATASET_NAMES,
     Dataset,
@@ -35,6 +35,7 @@ __all__ = [
     "FedShuffleGen",
     "LocalDirection",
     "Safari",
+    "SelectedMean",
     "MODEL_NAMES",
     "PARTITION_SCHEMES",
     "PERFEDAVG_VARIANTS",

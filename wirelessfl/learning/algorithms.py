@@ -20,7 +20,7 @@ import numpy as np
 
 from wirelessfl.learning.trainer import Trainer
 
-__all__ = ["Algorithm", "FedAvg", "Safari"]
+__all__ = ["Algorithm", "FedAvg", "Safari", "SelectedMean"]
 
 
 @runtime_checkable
@@ -93,3 +93,30 @@ class Safari(FedAvg):
         """x_{r+1} = x_r after SGD on T (no communication)."""
         steps = trainer.server_sgd(self.aux_indices, round_idx, steps=self.server_steps, lr=self.eta_s)
         return {"server_steps": steps}
+
+
+class SelectedMean(FedAvg):
+    """FedAvg for schedulers that choose the devices themselves (fair selection, spec 000 Alg. 1):
+    x_{t+1} = x_t + sum_{n in S} w_n (y_K^n - x_t) with w_n = 1 / |S| ("mean", the paper) or
+    w_n = |D_n| / sum_{j in S} |D_j| ("data_size"). S is the set of updates that arrived; q is unused.
+    """
+
+    def __init__(self, weighting: str = "mean", data_sizes=None):
+        super().__init__()
+        if weighting not in ("mean", "data_size"):
+            raise ValueError(f"weighting must be 'mean' or 'data_size', got {weighting!r}")
+        if weighting == "data_size" and data_sizes is None:
+            raise ValueError("weighting 'data_size' needs data_sizes")
+        self.weighting = weighting
+        self.data_sizes = None if data_sizes is None else np.asarray(data_sizes, dtype=np.float64)
+
+    def aggregation_weights(self, selected: np.ndarray, q: np.ndarray, num_devices: int) -> np.ndarray:
+        """1 / |S| each, or data-size shares; a repeated device counts once."""
+        selected = np.asarray(selected, dtype=np.int64).reshape(-1)
+        if selected.size == 0:
+            return np.zeros(0)
+        first = np.zeros(selected.size, dtype=bool)
+        first[np.unique(selected, return_index=True)[1]] = True
+        raw = np.ones(selected.size) if self.weighting == "mean" else self.data_sizes[selected]
+        raw = np.where(first, raw, 0.0)
+        return raw / raw.sum()

@@ -35,6 +35,18 @@ def _small_cnn(input_shape: tuple[int, ...], num_classes: int) -> nn.Module:
     )
 
 
+def _lenet(input_shape: tuple[int, ...], num_classes: int) -> nn.Module:
+    c, h, w = _image_shape(input_shape, "lenet")
+    return nn.Sequential(
+        nn.Conv2d(c, 6, 5), nn.ReLU(), nn.MaxPool2d(2),
+        nn.Conv2d(6, 16, 5), nn.ReLU(), nn.MaxPool2d(2),
+        nn.Flatten(),
+        nn.Linear(16 * (((h - 4) // 2 - 4) // 2) * (((w - 4) // 2 - 4) // 2), 120), nn.ReLU(),
+        nn.Linear(120, 84), nn.ReLU(),
+        nn.Linear(84, num_classes),
+    )
+
+
 def _mlp(input_shape: tuple[int, ...], num_classes: int) -> nn.Module:
     return nn.Sequential(
         nn.Flatten(),
@@ -64,6 +76,7 @@ _BUILDERS: dict[str, Callable[[tuple[int, ...], int], nn.Module]] = {
     "mlp": _mlp,
     "logreg": _logreg,
     "mlp_80_60": _mlp_80_60,
+    "lenet": _lenet,
 }
 MODEL_NAMES = tuple(_BUILDERS)
 
@@ -88,6 +101,9 @@ def build_model(
       (3, 32, 32) with 10 classes; 430,698 on (1, 28, 28).
     * ``"small_cnn"``: conv 5x5 C->16, ReLU, pool, conv 5x5 16->32, ReLU, pool, fc -> classes
       (28,938 parameters on (1, 28, 28)): fast enough for CPU tests.
+    * ``"lenet"``: LeNet-5 as in spec 000 sec. 4: conv 5x5 C->6 (no padding), ReLU, pool, conv 5x5
+      6->16, ReLU, pool, fc -> 120, ReLU, fc -> 84, ReLU, fc -> classes (44,426 parameters on
+      (1, 28, 28); 62,006 on (3, 32, 32)).
     * ``"mlp"``: flatten, fc -> 200, ReLU, fc 200 -> 200, ReLU, fc -> classes (FedAvg's "2NN").
     * ``"mlp_80_60"``: Per-FedAvg's MLP: flatten, fc -> 80, ELU, fc 80 -> 60, ELU, fc -> classes
       (68,270 parameters on (1, 28, 28), 251,310 on (3, 32, 32)).

@@ -5,10 +5,11 @@ import math
 
 import numpy as np
 
-__all__ = ["PARTITION_SCHEMES", "device_sizes", "matched_test_split", "partition", "perfedavg_group_counts",
-           "perfedavg_test_unit", "split_by_class_counts"]
+__all__ = ["PARTITION_SCHEMES", "balanced_class_partition", "device_sizes", "matched_test_split", "partition",
+           "perfedavg_group_counts", "perfedavg_test_unit", "split_by_class_counts"]
 
-PARTITION_SCHEMES = ("dirichlet_per_device", "label_dirichlet", "iid", "perfedavg_groups", "perfedavg_groups_single")
+PARTITION_SCHEMES = ("dirichlet_per_device", "label_dirichlet", "iid", "perfedavg_groups", "perfedavg_groups_single",
+                     "classes_per_device")
 
 
 def partition(
@@ -21,6 +22,7 @@ def partition(
     alpha: float = 1.0,
     num_classes: int | None = None,
     size_sigma: float = 0.0,
+    classes_per_device: int = 3,
 ) -> list[np.ndarray]:
     """Return ``num_devices`` sorted int64 index arrays into the training set.
 
@@ -36,6 +38,9 @@ def partition(
       cut over the devices in proportions ~ Dir(alpha * 1); every sample goes to exactly one device
       and ``samples_per_device`` is ignored. alpha = 0: each class goes whole to one random device;
       alpha = inf: equal proportions. A device may end up with no data at small alpha.
+    * ``"classes_per_device"`` (spec 000 sec. 4, spec 003 A4): each device holds
+      ``classes_per_device`` distinct classes in equal amounts, see :func:`balanced_class_partition`;
+      every sample goes to exactly one device and ``samples_per_device`` is ignored.
     * ``"iid"``: a random disjoint split, ``samples_per_device`` each if the set is large enough,
       otherwise the whole set cut into near-equal parts.
     * ``"perfedavg_groups"`` (spec 004 sec. 3.2, Per-FedAvg's Table 2): the class layout of
@@ -74,6 +79,8 @@ def partition(
         counts = perfedavg_group_counts(num_devices, samples_per_device // 5, single_class=scheme.endswith("single"),
                                         num_classes=num_classes)
         return split_by_class_counts(labels, counts, rng)
+    if scheme == "classes_per_device":
+        return balanced_class_partition(labels, num_devices, classes_per_device, rng, num_classes)
     sizes = device_sizes(num_devices, samples_per_device, size_sigma, rng) if size_sigma > 0 else None
     if scheme == "iid":
         return _iid(labels.size, num_devices, samples_per_device, rng, sizes)
@@ -218,3 +225,28 @@ def matched_test_split(train_parts: list[np.ndarray], train_labels: np.ndarray, 
                  for k in np.flatnonzero(want) if by_class[k].size]
         out.append(np.sort(np.concatenate(picks)).astype(np.int64) if picks else np.empty(0, np.int64))
     return out
+def balanced_class_partition(labels: np.ndarray, num_clients: int, classes_per_client: int,
+                             rng: np.random.Generator, num_classes: int = 10) -> list[np.ndarray]:
+    """Each client gets ``classes_per_client`` distinct classes; each class is held by
+    classes_per_client x num_clients / num_classes clients and its samples are split evenly and
+    disjointly among them. Returns sorted int64 indices into ``labels``."""
+    p, M = int(classes_per_client), int(num_clients)
+    if (p * M) % num_classes or not 1 <= p <= num_classes:
+        raise ValueError(f"classes per device x devices = {p * M} must be a multiple of {num_classes} "
+                         f"and 1 <= classes per device <= {num_classes}")
+    slots = np.repeat(np.arange(num_classes), p * M // num_classes)
+    for _ in range(1000):  # a uniformly random assignment with no class twice on one client
+        perm = rng.permutation(slots).reshape(M, p)
+        if all(len(set(row)) == p for row in perm):
+            break
+    else:  # rarely valid for large p: deal the slots of randomly ordered classes round-robin
+        # (a class fills p M / 10 <= M consecutive slots, so no client gets it twice)
+        slots = np.repeat(rng.permutation(num_classes), p * M // num_classes)
+        perm = slots.reshape(p, M).T[rng.permutation(M)]
+    holders = {k: [n for n in range(M) if k in perm[n]] for k in range(num_classes)}
+    parts: list[list[np.ndarray]] = [[] for _ in range(M)]
+    for k, who in holders.items():
+        idx = rng.permutation(np.flatnonzero(labels == k))
+        for n, chunk in zip(who, np.array_split(idx, len(who))):
+            parts[n].append(chunk)
+    return [np.sort(np.concatenate(ch)).astype(np.int64) for ch in parts]

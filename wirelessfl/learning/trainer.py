@@ -359,6 +359,51 @@ class Trainer:
         self._params = y
         return len(batches)
 
+    def local_objectives(self, devices: Sequence[int], with_gradients: bool = True,
+                         max_samples: int | None = None,
+                         chunk: int = 2048) -> tuple[np.ndarray | None, np.ndarray]:
+        """f_n(x_t) and optionally grad f_n(x_t) over each device's whole local training set, at the
+        current global model (what fair selection stores on the server, spec 000 sec. 3).
+        ``max_samples``: use at most this many of the device's samples, evenly spaced over its
+        (index-sorted) set, the same ones every time (cheaper estimates; None: all).
+
+        Returns (gradients as float32 numpy (k, d) or None, losses (k,)). The gradient of the mean
+        loss is accumulated over chunks of ``chunk`` samples, weighted by their share.
+        """
+        devices = [int(n) for n in devices]
+        grads = np.empty((len(devices), self.num_params), dtype=np.float32) if with_gradients else None
+        losses = np.empty(len(devices))
+        params = self._params
+        for j, n in enumerate(devices):
+            ix_n = self._indices[n]
+            if max_samples is not None and ix_n.size > max_samples:
+                ix_n = ix_n[np.linspace(0, ix_n.size - 1, int(max_samples)).round().astype(np.int64)]
+            pool = torch.from_numpy(ix_n).to(self.device)
+            total, g = 0.0, torch.zeros_like(params) if with_gradients else None
+            for start in range(0, pool.numel(), chunk):
+                ix = pool[start:start + chunk]
+                share = ix.numel() / pool.numel()
+                x, y = self._x_train[ix], self._y_train[ix]
+                if with_gradients:
+                    g += share * self._grad(params, x, y)
+                with torch.no_grad():
+                    total += share * float(self.loss(params, x, y))
+            losses[j] = total
+            if with_gradients:
+                grads[j] = g.cpu().numpy()
+        return grads, losses
+
+    @torch.no_grad()
+    def test_correct(self, idx: np.ndarray) -> np.ndarray:
+        """Whether the global model classifies each test sample ``idx`` correctly (boolean array)."""
+        ix = torch.from_numpy(np.asarray(idx, dtype=np.int64)).to(self.device)
+        params = self.unflatten(self._params)
+        out = []
+        for start in range(0, ix.numel(), self.eval_batch_size):
+            b = ix[start:start + self.eval_batch_size]
+            out.append((functional_call(self.model, params, (self._x_test[b],)).argmax(1) == self._y_test[b]).cpu())
+        return torch.cat(out).numpy() if out else np.zeros(0, dtype=bool)
+
     def aggregate(self, deltas: torch.Tensor, weights: Sequence[float] | np.ndarray | torch.Tensor) -> None:
         """x_{t+1} = x_t + sum_k weights[k] * deltas[k] (the algorithm chooses the weights)."""
         w = torch.as_tensor(np.asarray(weights, dtype=np.float32) if not isinstance(weights, torch.Tensor) else weights)

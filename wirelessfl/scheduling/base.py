@@ -13,6 +13,7 @@ class RoundState:
     gains: |h_n|^2 for every device this round, shape (N,).
     model_bits: size of one model upload in bits (32 d).
     available: boolean mask of devices that may be scheduled (None: all of them).
+    rng: the engine's "selection" stream, for schedulers that choose the devices themselves.
     """
 
     round: int
@@ -21,6 +22,7 @@ class RoundState:
     bandwidth_hz: float
     noise_power: float
     available: np.ndarray | None = None
+    rng: np.random.Generator | None = None
 
 
 @dataclass(frozen=True)
@@ -33,6 +35,12 @@ class Decision:
     queue: the virtual queues Z_n the decision was made with (zeros for schedulers without queues).
     m: number of draws with replacement.
     info: solver facts worth recording (method, objective, ...).
+    selected: the devices chosen by the scheduler itself (distinct, ascending); the engine then uses
+        them instead of drawing m devices from omega. None: the engine draws.
+    pre_upload_bits: (N,) bits each device sends before the round's model broadcast (bootstrap
+        gradients, loss scalars), through the same uplink; None: nothing.
+    piggyback_bits: (N,) bits a selected device adds to its model upload (a refreshed gradient and
+        loss); None: nothing.
     """
 
     omega: np.ndarray
@@ -41,6 +49,9 @@ class Decision:
     queue: np.ndarray
     m: int
     info: dict = field(default_factory=dict)
+    selected: np.ndarray | None = None
+    pre_upload_bits: np.ndarray | None = None
+    piggyback_bits: np.ndarray | None = None
 
 
 def inclusion_probability(omega: np.ndarray, m: int) -> np.ndarray:

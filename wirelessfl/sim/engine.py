@@ -1,7 +1,9 @@
 """The SimPy event loop: when things happen in one round, and the loop over rounds.
 
-Per round: channel draw -> availability -> scheduler decision -> m draws (distinct set) -> downlink
-broadcast -> each selected device computes in parallel (its own process) -> uploads (TDMA: through a
+Per round: channel draw -> availability -> scheduler decision -> m draws (distinct set), or the set
+the scheduler chose itself (Decision.selected) -> downlink broadcast -> uploads that must precede the
+computation (Decision.pre_upload_bits: e.g. bootstrap gradients, loss scalars; through the same
+uplink) -> each selected device computes in parallel (its own process) -> uploads (TDMA: through a
 one-transmitter resource, first come first served in order of computation completion; FDMA: each on
 its own sub-band as soon as its computation ends) -> aggregation once every upload is in, or at the
 round deadline with the uploads that arrived by then. Learning happens at aggregation and takes no
@@ -36,7 +38,7 @@ class RoundRecord:
     t_end: float
     downlink_s: float
     comp_s: float          # longest computation among the selected devices
-    comm_s: float          # sum of the selected devices' airtimes
+    comm_s: float          # sum of the selected devices' airtimes, plus the pre-round uploads' time
     selected: np.ndarray   # distinct devices, ascending
     upload_order: np.ndarray  # devices in the order their uploads started
     airtime_s: np.ndarray  # per selected device (same order as ``selected``)
@@ -47,6 +49,8 @@ class RoundRecord:
     arrived: np.ndarray | None = None    # per selected device: upload complete by the deadline
     available: np.ndarray | None = None  # per device (N,): could be scheduled (None: all)
     server_s: float = 0.0  # server computation time (SAFARI server round; no device takes part)
+    extra_airtime_s: float = 0.0  # uplink time of traffic other than the models (pre-uploads, piggy-backs)
+    extra_energy_j: float = 0.0   # transmit energy of the pre-round uploads (all devices that sent)
 
 
 @dataclass
@@ -196,19 +200,31 @@ class Engine:
                      if self.availability is not None else None)
         state = RoundState(round=r, gains=gains, model_bits=self.model_bits,
                            bandwidth_hz=self.link.bandwidth_hz, noise_power=self.link.noise_power,
-                           available=available)
+                           available=available, rng=self.streams["selection"])
         if self.client_round_prob is not None and not self.streams["round_type"].random() < self.client_round_prob:
             yield from self._server_round(r, t_start, gains, available)
             return
         decision = self.scheduler.decide(state)
-        selected = draw_devices(decision.omega, decision.m, self.streams["selection"])
+        if decision.selected is not None:  # the scheduler chose the devices itself
+            selected = np.unique(np.asarray(decision.selected, dtype=np.int64))
+        else:
+            selected = draw_devices(decision.omega, decision.m, self.streams["selection"])
         power = decision.power[selected]
-        airtime = self.access.airtime_s(self.model_bits, gains[selected], power)
+        bits = self.model_bits
+        piggy_s = np.zeros(len(selected))
+        if decision.piggyback_bits is not None:  # e.g. a refreshed gradient riding on the model upload
+            extra = np.asarray(decision.piggyback_bits, dtype=float)[selected]
+            bits = self.model_bits + extra
+            piggy_s = np.where(extra > 0, self.access.airtime_s(extra, gains[selected], power), 0.0)
+        airtime = self.access.airtime_s(bits, gains[selected], power)
         comp = self.compute.compute_times(selected, self.streams["compute"], round_idx=r)
         log = _Uploads(len(selected))
 
         if self.downlink_s > 0:
             yield self.env.timeout(self.downlink_s)
+        pre_s, pre_energy = 0.0, 0.0
+        if decision.pre_upload_bits is not None:
+            pre_s, pre_energy = yield from self._pre_uploads(decision, gains)
         t_compute = self.env.now
         procs = [self.env.process(self._device(i, int(n), c, a, log))
                  for i, (n, c, a) in enumerate(zip(selected, comp, airtime))]
@@ -237,11 +253,32 @@ class Engine:
             self.learner.train_round(selected[arrived], decision, r)
         self.on_round(RoundRecord(
             round=r, t_start=t_start, t_end=t_end, downlink_s=self.downlink_s,
-            comp_s=float(comp.max(initial=0.0)), comm_s=float(airtime.sum()), selected=selected,
+            comp_s=float(comp.max(initial=0.0)), comm_s=float(airtime.sum()) + pre_s, selected=selected,
             upload_order=np.asarray(log.order), airtime_s=airtime,
             energy_j=np.where(on_air > 0, power * on_air, 0.0),
             gains=gains, decision=decision, compute_energy_j=comp_energy, arrived=arrived,
-            available=available))
+            available=available, extra_airtime_s=pre_s + float(piggy_s.sum()), extra_energy_j=pre_energy))
+
+    def _pre_uploads(self, decision: Decision, gains: np.ndarray):
+        """Uploads before the round's computation (after the broadcast that triggers them), e.g.
+        bootstrap gradients or Power-of-Choice losses: under TDMA one device after another through
+        the uplink resource in device order; under FDMA all at once on the band split among them.
+        Returns (the uplink time they took, their transmit energy)."""
+        pre_bits = np.asarray(decision.pre_upload_bits, dtype=float)
+        senders = np.flatnonzero(pre_bits > 0)
+        if senders.size == 0:
+            return 0.0, 0.0
+        power = decision.power[senders]
+        airtime = self.access.airtime_s(pre_bits[senders], gains[senders], power)
+        start = self.env.now
+        if self.uplink is None:
+            yield self.env.timeout(float(airtime.max()))
+        else:
+            for a in airtime:
+                with self.uplink.request() as slot:
+                    yield slot
+                    yield self.env.timeout(float(a))
+        return self.env.now - start, float(np.sum(power * airtime))
 
     def _server_round(self, r: int, t_start: float, gains: np.ndarray, available):
         """A server round: the server trains on its own data; no airtime, no device energy, and

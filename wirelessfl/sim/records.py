@@ -19,14 +19,23 @@ from .engine import RoundRecord
 ROUND_COLUMNS = ["round", "t_start", "t_end", "downlink_s", "comp_s", "comm_s", "num_selected",
                  "selected", "upload_order", "airtime_s", "energy_j", "power_mean", "q_selected",
                  "queue_mean", "objective", "compute_energy_j", "num_available", "num_arrived", "dropped",
-                 "server_round", "server_s"]
+                 "server_round", "server_s", "extra_airtime_s", "extra_energy_j"]
 """energy_j is the round's transmit energy (P x time on the air), compute_energy_j its computation
 energy (0 unless the computation model has one); dropped lists the devices whose uploads missed the
 round deadline; server_round is 1 for a SAFARI server round (no device takes part) and server_s
-its server computation time (0 otherwise)."""
+its server computation time (0 otherwise); extra_airtime_s is the uplink time of traffic other than
+the models (fair selection: bootstrap gradients, loss scalars, piggy-backed gradients; included in
+comm_s) and extra_energy_j the transmit energy of the pre-round uploads."""
 EVAL_COLUMNS = ["round", "time_s", "accuracy", "test_loss", "train_loss",
                 # personalised evaluation (spec 004), empty unless run.personalised_eval is on
-                "personal_accuracy", "personal_accuracy_std", "local_accuracy", "personal_per_device"]
+                "personal_accuracy", "personal_accuracy_std", "local_accuracy", "personal_per_device",
+                # fairness (spec 000), empty unless fairness metrics are on
+                "device_acc_mean", "dissimilarity", "device_acc_p10", "device_acc_min", "device_acc_range",
+                "pairwise_gap"]
+"""The device_* columns and dissimilarity are filled when fairness metrics are on (see
+learning.fairness): per-device test accuracy, mean, 10th percentile, minimum and max - min;
+dissimilarity = population std of the per-device accuracies (spec 000 sec. 4); pairwise_gap = mean
+|a_i - a_j| over all pairs. All as fractions (x 100 for percentage points)."""
 ARRAY_KEYS = ("gains", "omega", "q", "power", "queue", "available")
 """Per-round arrays of every device kept in decisions.npz (available: 1 where it could be scheduled)."""
 
@@ -80,7 +89,8 @@ class Recorder:
         available = rec.available if rec.available is not None else np.ones(self.num_devices, dtype=bool)
         row.update(compute_energy_j=float(comp_energy.sum()), num_available=int(available.sum()),
                    num_arrived=int(arrived.sum()), dropped=_ids(sel[~arrived]),
-                   server_round=int(rec.decision.info.get("method") == "server_round"), server_s=rec.server_s)
+                   server_round=int(rec.decision.info.get("method") == "server_round"), server_s=rec.server_s,
+                   extra_airtime_s=rec.extra_airtime_s, extra_energy_j=rec.extra_energy_j)
         self.rounds.append(row)
         self.selections[sel] += 1
         self.energy_j[sel] += rec.energy_j
