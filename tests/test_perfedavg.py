@@ -9,9 +9,10 @@ import torch
 import torch.nn.functional as F
 
 from wirelessfl.config import ConfigError, from_dict
-from wirelessfl.learning import (Dataset, FedAvg, PerFedAvg, Trainer, build_model, matched_test_split,
+from wirelessfl.learning import (Dataset, FedAvg, PerFedAvg, Trainer, build_model,
                                  num_parameters, partition, perfedavg_group_counts, perfedavg_test_unit,
                                  split_by_class_counts)
+from wirelessfl.learning.fairness import device_test_sets
 from wirelessfl.learning.perfedavg import BATCH_STREAMS
 from wirelessfl.rng import stream
 
@@ -177,7 +178,7 @@ def _poisoned(ds: Dataset, keep_train: np.ndarray, keep_test: np.ndarray) -> Dat
 
 def test_personalised_eval_adapts_each_device_on_its_own_data_only(tiny):
     ds, parts = tiny
-    tests = matched_test_split(parts, ds.y_train.numpy(), ds.y_test.numpy(), stream(0, "test_split"))
+    tests = device_test_sets([ds.y_train.numpy()[p] for p in parts], ds.y_test.numpy(), 20, stream(0, "test_split"))
     clean = Trainer(ds, parts, "mlp_80_60", batch_size=16, root_seed=3)
     ref = clean.personalised_evaluate(tests, alpha=0.5)["personal_per_device"]
     for n in (0, 4):
@@ -192,7 +193,7 @@ def test_personalised_eval_adapts_each_device_on_its_own_data_only(tiny):
 
 def test_personalised_eval_is_one_step_of_alpha(tiny):
     ds, parts = tiny
-    tests = matched_test_split(parts, ds.y_train.numpy(), ds.y_test.numpy(), stream(0, "test_split"))
+    tests = device_test_sets([ds.y_train.numpy()[p] for p in parts], ds.y_test.numpy(), 20, stream(0, "test_split"))
     trainer = Trainer(ds, parts, "mlp_80_60", batch_size=16, root_seed=3)
     model = build_model("mlp_80_60", ds.input_shape, 10)
     torch.nn.utils.vector_to_parameters(trainer.params, model.parameters())
@@ -305,19 +306,6 @@ def test_end_to_end_wireless_run_records_personalised_accuracy(tmp_path):
     fa, hf = res["fedavg"].rounds, res["perfedavg_hf"].rounds
     assert np.allclose(hf["comp_s"], 4 * fa["comp_s"])
     assert res["perfedavg_hf"].evals["personal_accuracy"].iloc[-1] != res["fedavg"].evals["personal_accuracy"].iloc[-1]
-
-
-def test_matched_test_split_follows_each_devices_class_proportions():
-    rng = np.random.default_rng(0)
-    y_train, y_test = rng.integers(0, 10, 6000), rng.integers(0, 10, 1000)
-    parts = partition(y_train, 8, "dirichlet_per_device", rng=np.random.default_rng(1), samples_per_device=600,
-                      alpha=0.3, num_classes=10)
-    tests = matched_test_split(parts, y_train, y_test, np.random.default_rng(2), num_classes=10)
-    for p, t in zip(parts, tests):
-        assert np.unique(t).size == t.size  # distinct within a device
-        have = np.bincount(y_train[p], minlength=10)
-        want = np.maximum(np.rint(have / 6), have > 0)
-        assert np.array_equal(np.bincount(y_test[t], minlength=10), np.minimum(want, np.bincount(y_test, minlength=10)))
 
 
 @pytest.mark.parametrize("overrides, expect", [

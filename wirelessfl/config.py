@@ -259,7 +259,9 @@ class LearningConfig:
     fairness_metrics: bool | None = _field(None, doc="record per-device test accuracy and client "
                                            "dissimilarity at every evaluation (default: on for the fair "
                                            "schedulers random ... unionfl, off otherwise)")
-    device_test_samples: int = _field(100, ge=1, doc="fairness metrics: label-matched test samples per device")
+    device_test_samples: int = _field(100, ge=1, doc="size of each device's own test split, label-matched to "
+                                      "its training data (fairness metrics, personalised evaluation; the "
+                                      "perfedavg partitions bring their own split)")
 
 
 @dataclass(frozen=True)

@@ -132,7 +132,11 @@ class FederatedLearner:
                               num_classes=data.num_classes, classes_per_device=lc.classes_per_device)
             parts = [pool[p] for p in parts]
         self.personalised = personalised_eval_enabled(scenario)
-        self.test_parts = _device_test_splits(scenario, data, parts) if self.personalised else None
+        fair = scenario.scheduler.name in FAIR_SCHEDULERS
+        self.fairness = (lc.fairness_metrics if lc.fairness_metrics is not None else fair) and lc.dataset != "synthetic"
+        # each device's own test split, for personalised evaluation and the fairness metrics
+        self.test_parts = (_device_test_splits(scenario, data, parts)
+                           if self.personalised or self.fairness else None)
         self.trainer = Trainer(data, parts, lc.model, local_steps=lc.local_steps,
                                batch_size=lc.batch_size, lr=lc.lr, root_seed=scenario.seed,
                                device=scenario.run.device, eval_train_samples=lc.eval_train_samples,
@@ -141,18 +145,8 @@ class FederatedLearner:
         self.algorithm = make_algorithm(scenario, [len(p) for p in parts], aux)
         self.per_alpha, self.per_adapt_on = lc.per_alpha, lc.per_adapt_on
         self.num_devices = scenario.devices.count
-        fair = scenario.scheduler.name in FAIR_SCHEDULERS
         self.store = None
         self.probe_samples = scenario.scheduler.fair_probe_samples
-        on = lc.fairness_metrics if lc.fairness_metrics is not None else fair
-        self.device_tests = None
-        if on and lc.dataset != "synthetic":
-            from ..learning.fairness import device_test_sets
-
-            y = data.y_train.numpy()
-            self.device_tests = device_test_sets([y[p] for p in parts], data.y_test.numpy(),
-                                                 lc.device_test_samples,
-                                                 rngs.stream(scenario.seed, "device_test"), data.num_classes)
 
     def attach_store(self, store) -> None:
         """Let the fair scheduler's store ask for losses and gradients at the current model."""
@@ -202,11 +196,11 @@ class FederatedLearner:
             pers = self.trainer.personalised_evaluate(self.test_parts, self.per_alpha, adapt_on=self.per_adapt_on)
             per_device = pers.pop("personal_per_device")
             metrics.update(pers, personal_per_device=" ".join(f"{a:.4g}" for a in per_device))
-        if self.device_tests is not None:
+        if self.fairness:
             from ..learning.fairness import fairness_metrics
 
-            sizes = [t.size for t in self.device_tests]
-            correct = self.trainer.test_correct(np.concatenate(self.device_tests))
+            sizes = [t.size for t in self.test_parts]
+            correct = self.trainer.test_correct(np.concatenate(self.test_parts))
             acc = [c.mean() if c.size else np.nan for c in np.split(correct, np.cumsum(sizes)[:-1])]
             metrics.update(fairness_metrics(np.asarray(acc)))
         return metrics
@@ -222,8 +216,10 @@ def personalised_eval_enabled(scenario: Scenario) -> bool:
 
 def _device_test_splits(scenario: Scenario, data, parts: list[np.ndarray]) -> list[np.ndarray]:
     """Each device's own test split (indices into the test set): the Per-FedAvg layout with a_test
-    for its partitions (spec 004 A6), else the class proportions of the device's training data."""
-    from ..learning import matched_test_split, perfedavg_group_counts, perfedavg_test_unit, split_by_class_counts
+    for its partitions (spec 004 A6), else learning.device_test_samples samples with the class shares
+    of the device's training data (spec 000's 33/33/34 recipe for three classes)."""
+    from ..learning import perfedavg_group_counts, perfedavg_test_unit, split_by_class_counts
+    from ..learning.fairness import device_test_sets
 
     lc = scenario.learning
     y_tr, y_te = data.y_train.numpy(), data.y_test.numpy()
@@ -232,7 +228,7 @@ def _device_test_splits(scenario: Scenario, data, parts: list[np.ndarray]) -> li
         a_test = perfedavg_test_unit(lc.samples_per_device // 5, y_tr.size, y_te.size)
         counts = perfedavg_group_counts(len(parts), a_test, single_class=lc.partition.endswith("single"))
         return split_by_class_counts(y_te, counts, rng)
-    return matched_test_split(parts, y_tr, y_te, rng, num_classes=data.num_classes)
+    return device_test_sets([y_tr[p] for p in parts], y_te, lc.device_test_samples, rng, data.num_classes)
 
 
 def model_bits_of(scenario: Scenario) -> int:

@@ -16,7 +16,6 @@ from wirelessfl.learning.fedshuffle import FEDSHUFFLE_METHODS, FedShuffleGen, ma
 from wirelessfl.learning.models import MODEL_NAMES, build_model, init_parameters, num_parameters
 from wirelessfl.learning.partition import (
     PARTITION_SCHEMES,
-    matched_test_split,
     partition,
     perfedavg_group_counts,
     perfedavg_test_unit,
@@ -46,7 +45,6 @@ __all__ = [
     "init_parameters",
     "load_dataset",
     "make_fedshuffle_method",
-    "matched_test_split",
     "num_parameters",
     "partition",
     "perfedavg_group_counts",

@@ -5,7 +5,7 @@ import math
 
 import numpy as np
 
-__all__ = ["PARTITION_SCHEMES", "balanced_class_partition", "device_sizes", "matched_test_split", "partition",
+__all__ = ["PARTITION_SCHEMES", "balanced_class_partition", "device_sizes", "partition",
            "perfedavg_group_counts", "perfedavg_test_unit", "split_by_class_counts"]
 
 PARTITION_SCHEMES = ("dirichlet_per_device", "label_dirichlet", "iid", "perfedavg_groups", "perfedavg_groups_single",
@@ -205,26 +205,7 @@ def split_by_class_counts(labels: np.ndarray, counts: np.ndarray, rng: np.random
     return [np.sort(np.concatenate(p)).astype(np.int64) if p else np.empty(0, np.int64) for p in parts]
 
 
-def matched_test_split(train_parts: list[np.ndarray], train_labels: np.ndarray, test_labels: np.ndarray,
-                       rng: np.random.Generator, *, num_classes: int | None = None) -> list[np.ndarray]:
-    """A test split per device with the class proportions of its training data (for personalised
-    evaluation under partitions that define no test split of their own).
 
-    Device n gets round(|D_n,k| x n_test / n_train) test samples of each class k, distinct within the
-    device; devices draw independently, so two devices may share test samples.
-    """
-    train_labels, test_labels = np.asarray(train_labels), np.asarray(test_labels)
-    num_classes = int(max(train_labels.max(), test_labels.max())) + 1 if num_classes is None else num_classes
-    ratio = test_labels.size / train_labels.size
-    by_class = [np.flatnonzero(test_labels == k) for k in range(num_classes)]
-    out = []
-    for ix in train_parts:
-        have = np.bincount(train_labels[ix], minlength=num_classes)
-        want = np.maximum(np.rint(have * ratio), (have > 0).astype(int)).astype(np.int64)  # every held class tested
-        picks = [rng.choice(by_class[k], size=min(want[k], by_class[k].size), replace=False)
-                 for k in np.flatnonzero(want) if by_class[k].size]
-        out.append(np.sort(np.concatenate(picks)).astype(np.int64) if picks else np.empty(0, np.int64))
-    return out
 def balanced_class_partition(labels: np.ndarray, num_clients: int, classes_per_client: int,
                              rng: np.random.Generator, num_classes: int = 10) -> list[np.ndarray]:
     """Each client gets ``classes_per_client`` distinct classes; each class is held by
