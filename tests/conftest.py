@@ -2,9 +2,20 @@
 import json
 
 import pytest
+import torch
 
 from wirelessfl.experiments import run as run_module
 from wirelessfl.experiments.run import resume, simulate
+
+
+@pytest.fixture(scope="module")
+def one_torch_thread():
+    """One intra-op thread for a module's tests: the test machine's cores are shared, and threads
+    spinning against other processes run several times slower than one. Restored afterwards."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
 
 
 @pytest.fixture

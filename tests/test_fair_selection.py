@@ -309,10 +309,8 @@ def test_lenet_has_the_specs_parameter_counts():
     assert num_parameters(build_model("lenet", (3, 32, 32), 10)) == 62006
 
 
-def test_unionfl_resume_restores_the_store_and_the_window(tmp_path, monkeypatch):
+def test_unionfl_resume_restores_the_store_and_the_window(interrupted_and_resumed):
     from test_checkpoint import assert_same_records
-    from wirelessfl.experiments import run as run_module
-    from wirelessfl.experiments.run import resume, simulate
 
     torch.set_num_threads(1)
     sc = from_dict({
@@ -321,17 +319,6 @@ def test_unionfl_resume_restores_the_store_and_the_window(tmp_path, monkeypatch)
         "scheduler": {"name": "unionfl", "kappa": 3, "fair_mu": 5.0, "fair_window": 2},
         "learning": {"dataset": "synthetic", "model": "logreg", "samples_per_device": 40,
                      "local_steps": 2, "eval_train_samples": 200}})
-    full = simulate(sc, tmp_path / "full", progress=False)
+    full, resumed = interrupted_and_resumed(sc, after=5)
     assert full.rounds["extra_airtime_s"].iloc[0] > 0 and full.rounds["extra_airtime_s"].iloc[1] > 0
-    real = run_module.FederatedLearner.train_round
-
-    def crash(self, selected, decision, r):
-        if r == 5:
-            raise RuntimeError("power cut")
-        return real(self, selected, decision, r)
-
-    monkeypatch.setattr(run_module.FederatedLearner, "train_round", crash)
-    with pytest.raises(RuntimeError):
-        simulate(sc, tmp_path / "cut", progress=False)
-    monkeypatch.setattr(run_module.FederatedLearner, "train_round", real)
-    assert_same_records(resume(tmp_path / "cut", progress=False), full)
+    assert_same_records(resumed, full)

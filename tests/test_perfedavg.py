@@ -17,12 +17,7 @@ from wirelessfl.learning.perfedavg import BATCH_STREAMS
 from wirelessfl.rng import stream
 
 
-@pytest.fixture(scope="module", autouse=True)
-def one_torch_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def tiny_dataset(n_train=600, n_test=300, features=6, seed=0) -> Dataset:

@@ -16,14 +16,7 @@ from wirelessfl.rng import stream
 REPO = Path(__file__).resolve().parents[1]
 
 
-@pytest.fixture(scope="module", autouse=True)
-def one_torch_thread():
-    # The test machine's cores are shared: intra-op threads then spin against other processes and
-    # run several times slower than one thread. Restored afterwards for the other test modules.
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def tiny_dataset(shape=(1, 12, 12), n_train=400, n_test=100, seed=0) -> Dataset:
