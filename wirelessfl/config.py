@@ -55,6 +55,11 @@ class RunConfig:
                                             "round started are dropped; the round ends then")
     record_devices: bool = _field(True, doc="keep per-round arrays of every device (decisions.npz)")
     device: str = _field("cpu", doc="torch device for training, e.g. cpu or cuda")
+    batching: str = _field("auto", choices=("auto", "vmap", "loop"),
+                           doc="how the selected devices' local SGD is computed: one vmap call per step "
+                               "for all of them, or one device after another; auto: vmap on "
+                               "accelerators, loop on the CPU (vmap is faster on the CPU for small "
+                               "models such as logreg; float sums may then differ in the last bits)")
     threads: int = _field(1, ge=1, doc="torch intra-op threads while the run trains (part of the "
                                         "scenario so results do not depend on where it runs)")
 
@@ -149,6 +154,9 @@ class SchedulerConfig:
 
     name: str = _field("lyapunov", choices=("lyapunov", "uniform"))
     m: int = _field(10, ge=1, doc="draws with replacement per round")
+    sampling: str = _field("with_replacement", choices=("with_replacement", "without_replacement"),
+                           doc="uniform only: without_replacement draws min(m, available) distinct "
+                               "devices (the SAFARI paper's client sampling, spec 003)")
     V: float = _field(100.0, gt=0, doc="drift-plus-penalty trade-off")
     lam: float = _field(100.0, ge=0, doc="weight of airtime against 1/q in the objective")
     power_rule: str = _field("exact", choices=("exact", "paper"))
@@ -163,7 +171,15 @@ class LearningConfig:
     data_dir: str = _field("", doc="directory with the dataset files (default: standard places)")
     model: str = _field("small_cnn", choices=("paper_cnn", "small_cnn", "mlp", "logreg"))
     partition: str = _field("dirichlet_per_device",
-                            choices=("dirichlet_per_device", "label_dirichlet", "iid"))
+                            choices=("dirichlet_per_device", "label_dirichlet", "iid", "classes_per_device"),
+                            doc="classes_per_device: the SAFARI paper's non-iid index p (spec 003 A4), "
+                                "each device holds learning.classes_per_device classes, each class "
+                                "is held by p N / 10 devices and split evenly among them")
+    classes_per_device: int = _field(2, ge=1, le=10, doc="classes_per_device: p distinct classes per "
+                                     "device (10: nearly iid, 1: one class each)")
+    class_assignment: str = _field("random", choices=("random", "ordered"),
+                                   doc="classes_per_device: random class sets (the paper), or ordered: "
+                                       "dealt in label order, device n first gets class n 10 // (p N)")
     alpha: float = _field(1.0, ge=0, doc="Dirichlet concentration; 0 one class, inf iid")
     samples_per_device: int = _field(500, ge=1)
     synthetic_alpha: float = _field(1.0, ge=0, doc="Synthetic(alpha, beta): spread of the device models")
@@ -182,6 +198,9 @@ class LearningConfig:
     server_round_is_slot: bool = _field(False, doc="safari: a server round counts as a Lyapunov slot "
                                         "with zero consumption (queues drain by p_bar); default: "
                                         "queues change only in client rounds")
+    aggregation: str = _field("unbiased", choices=("unbiased", "mean"),
+                              doc="fedavg and safari: unbiased (weights 1 / (N q_n), spec 002) or mean "
+                                  "(the plain average of the devices' models, spec 003 Algorithm 1)")
     local_steps: int = _field(10, ge=1, doc="K local SGD steps")
     batch_size: int = _field(32, ge=1)
     lr: float = _field(0.01, gt=0, doc="local step size gamma")
@@ -473,6 +492,17 @@ def _cross_check(s: Scenario) -> None:
         if s.learning.aux_samples < 1:
             raise ConfigError("learning.aux_samples = 0: safari with learning.safari_q < 1 needs an "
                               "auxiliary set (learning.aux_samples >= 1)")
+    if s.scheduler.sampling == "without_replacement" and s.scheduler.name != "uniform":
+        raise ConfigError(f"scheduler.sampling = 'without_replacement': only for scheduler.name = 'uniform' "
+                          f"(got {s.scheduler.name!r})")
+    if s.learning.partition == "classes_per_device":
+        p = s.learning.classes_per_device
+        if s.learning.dataset == "synthetic":
+            raise ConfigError("learning.partition = 'classes_per_device': the synthetic dataset has its own "
+                              "split; use it with fashion_mnist, mnist or cifar10")
+        if (p * n) % 10:
+            raise ConfigError(f"learning.classes_per_device = {p}: p x devices.count = {p * n} must be a "
+                              "multiple of the 10 classes (each class is held by p N / 10 devices)")
     if s.learning.aux_samples and s.learning.dataset == "synthetic":
         raise ConfigError("learning.aux_samples: the synthetic dataset has no shared training pool to "
                           "draw an auxiliary set from; use 0")

@@ -43,7 +43,7 @@ def make_scheduler(scenario: Scenario):
 
     s, link, n = scenario.scheduler, scenario.link, scenario.devices.count
     if s.name == "uniform":
-        return UniformScheduler(n, s.m, link.p_bar, link.p_max)
+        return UniformScheduler(n, s.m, link.p_bar, link.p_max, replace=s.sampling == "with_replacement")
     return LyapunovScheduler(n, s.m, s.V, s.lam, link.p_bar, link.p_max,
                              power_rule=s.power_rule, solver=s.solver)
 
@@ -73,14 +73,17 @@ class FederatedLearner:
             parts = partition(labels[pool], scenario.devices.count, lc.partition,
                               rng=rngs.stream(scenario.seed, "partition"),
                               samples_per_device=lc.samples_per_device, alpha=lc.alpha, size_sigma=lc.size_sigma,
-                              num_classes=data.num_classes)
+                              num_classes=data.num_classes, classes_per_device=lc.classes_per_device,
+                              class_assignment=lc.class_assignment)
             parts = [pool[p] for p in parts]
         self.trainer = Trainer(data, parts, lc.model, local_steps=lc.local_steps,
                                batch_size=lc.batch_size, lr=lc.lr, root_seed=scenario.seed,
-                               device=scenario.run.device, eval_train_samples=lc.eval_train_samples)
+                               device=scenario.run.device, eval_train_samples=lc.eval_train_samples,
+                               batching=scenario.run.batching)
         self.aux_indices = aux
-        self.algorithm = (Safari(aux, server_lr=lc.server_lr, server_steps=lc.server_steps)
-                          if lc.algorithm == "safari" else FedAvg())
+        self.algorithm = (Safari(aux, server_lr=lc.server_lr, server_steps=lc.server_steps,
+                                 aggregation=lc.aggregation)
+                          if lc.algorithm == "safari" else FedAvg(aggregation=lc.aggregation))
         self.num_devices = scenario.devices.count
         if lc.algorithm in FEDSHUFFLE_METHODS:  # spec 001: per-device work from the data sizes
             self.algorithm = make_fedshuffle_method(

@@ -24,6 +24,7 @@ from pathlib import Path
 import numpy as np
 
 from .. import rng as rngs
+from ..learning.partition import classes_per_device_partition
 
 # Paper (Tables 6 and 7, M = 150, q = 0.8), accuracy in %: FedAvg against s; SAFARI at s = 90.
 PAPER_FEDAVG = {0: "87.71 ± 0.09", 30: "86.17 ± 1.57", 60: "82.37 ± 5.8", 90: "80.71 ± 0.38",
@@ -33,28 +34,9 @@ PAPER_SAFARI_S90 = {0.01: "82.0 ± 0.03", 0.10: "85.58 ± 1.05", 0.20: "85.14 ±
 
 def balanced_class_partition(labels: np.ndarray, num_clients: int, classes_per_client: int,
                              rng: np.random.Generator, num_classes: int = 10) -> list[np.ndarray]:
-    """Each client gets ``classes_per_client`` distinct classes; each class is held by
-    classes_per_client x num_clients / num_classes clients and its samples are split evenly and
-    disjointly among them. Returns indices into ``labels``."""
-    p, M = int(classes_per_client), int(num_clients)
-    if (p * M) % num_classes or not 1 <= p <= num_classes:
-        raise ValueError(f"p M = {p * M} must be a multiple of {num_classes} and 1 <= p <= {num_classes}")
-    slots = np.repeat(np.arange(num_classes), p * M // num_classes)
-    for _ in range(1000):  # a uniformly random assignment with no class twice on one client
-        perm = rng.permutation(slots).reshape(M, p)
-        if all(len(set(row)) == p for row in perm):
-            break
-    else:  # rarely valid for large p: deal the slots of randomly ordered classes round-robin
-        # (a class fills p M / 10 <= M consecutive slots, so no client gets it twice)
-        slots = np.repeat(rng.permutation(num_classes), p * M // num_classes)
-        perm = slots.reshape(p, M).T[rng.permutation(M)]
-    holders = {k: [n for n in range(M) if k in perm[n]] for k in range(num_classes)}
-    parts: list[list[np.ndarray]] = [[] for _ in range(M)]
-    for k, who in holders.items():
-        idx = rng.permutation(np.flatnonzero(labels == k))
-        for n, chunk in zip(who, np.array_split(idx, len(who))):
-            parts[n].append(chunk)
-    return [np.sort(np.concatenate(ch)) for ch in parts]
+    """The balanced p-classes-per-client split (random class sets); see
+    :func:`wirelessfl.learning.partition.classes_per_device_partition`."""
+    return classes_per_device_partition(labels, num_clients, classes_per_client, rng, num_classes=num_classes)
 
 
 def _epoch_batches(pools: list[np.ndarray], batch_size: int, rng: np.random.Generator):

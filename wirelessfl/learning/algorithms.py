@@ -37,10 +37,16 @@ class FedAvg:
 
     x_{t+1} = x_t + server_lr * (1/N) * sum_{n selected} (1/q_n) (y_K^n - x_t).
     With server_lr = 1 (the paper) and q_n = 1 for all n this is plain full-participation FedAvg.
+
+    ``aggregation="mean"``: x_{t+1} = x_t + server_lr * (1/|S|) sum_{n in S} (y_K^n - x_t), the
+    unweighted average over the distinct devices that trained (spec 003 Algorithm 1, line 11).
     """
 
-    def __init__(self, server_lr: float = 1.0):
+    def __init__(self, server_lr: float = 1.0, aggregation: str = "unbiased"):
+        if aggregation not in ("unbiased", "mean"):
+            raise ValueError(f"aggregation = {aggregation!r}: must be 'unbiased' or 'mean'")
         self.server_lr = float(server_lr)
+        self.aggregation = aggregation
 
     def aggregation_weights(self, selected: np.ndarray, q: np.ndarray, num_devices: int) -> np.ndarray:
         """Weights server_lr / (N q_n), aligned with ``selected``.
@@ -58,6 +64,8 @@ class FedAvg:
         if np.any(~(qs > 0)):
             raise ValueError(f"selected devices need q > 0 for unbiased weights, got q = {qs}")
         weights = self.server_lr / (num_devices * qs)
+        if self.aggregation == "mean":
+            weights = np.full(selected.size, self.server_lr / max(np.unique(selected).size, 1))
         first = np.zeros(selected.size, dtype=bool)
         first[np.unique(selected, return_index=True)[1]] = True
         return np.where(first, weights, 0.0)
@@ -83,8 +91,8 @@ class Safari(FedAvg):
     """
 
     def __init__(self, aux_indices: np.ndarray, server_lr: float | None = None,
-                 server_steps: int | None = None, global_lr: float = 1.0):
-        super().__init__(server_lr=global_lr)
+                 server_steps: int | None = None, global_lr: float = 1.0, aggregation: str = "unbiased"):
+        super().__init__(server_lr=global_lr, aggregation=aggregation)
         self.aux_indices = np.asarray(aux_indices, dtype=np.int64).reshape(-1)
         self.eta_s = None if server_lr is None else float(server_lr)
         self.server_steps = None if server_steps is None else int(server_steps)

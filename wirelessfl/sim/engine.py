@@ -201,7 +201,7 @@ class Engine:
             yield from self._server_round(r, t_start, gains, available)
             return
         decision = self.scheduler.decide(state)
-        selected = draw_devices(decision.omega, decision.m, self.streams["selection"])
+        selected = draw_devices(decision.omega, decision.m, self.streams["selection"], decision.replace)
         power = decision.power[selected]
         airtime = self.access.airtime_s(self.model_bits, gains[selected], power)
         comp = self.compute.compute_times(selected, self.streams["compute"])
