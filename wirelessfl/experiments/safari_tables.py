@@ -49,7 +49,7 @@ def _parts(p_values, s_values) -> list[tuple[list[str], dict]]:
              (['learning.algorithm="safari"', f"learning.aux_samples={AUX_MAX}"],
               {"learning.classes_per_device": ps, "devices.excluded_count": ss})]
     if 4 in ss:
-        parts.append((['learning.algorithm="safari"', "devices.excluded_count=4"],
+        parts.append((['learning.algorithm="safari"', "devices.excluded_count=4", f"learning.aux_samples={AUX_MAX}"],
                       {"learning.classes_per_device": ps, "learning.aux_samples": list(AUX_VALUES)}))
     return parts
 
