@@ -59,37 +59,46 @@ def collect(out: Path, seeds: int) -> tuple[pd.DataFrame, dict]:
 
 
 def plot(curves: dict, path: Path, budget_s: float, target: float) -> None:
-    """Left: accuracy against simulated time (mean over seeds, band = min..max; seed 0 thin).
-    Right: share of all device selections each device got (mean over seeds)."""
+    """Accuracy against simulated time (mean over seeds, band = min..max over seeds) with the
+    unbiased 1 / (N q_n) weights and with the plain average; and the share of all device selections
+    each device got (mean over seeds)."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, (a, b) = plt.subplots(1, 2, figsize=(12, 4.2), gridspec_kw={"width_ratios": [1.4, 1]})
+    fig, axes = plt.subplots(1, 3, figsize=(16, 4.3), gridspec_kw={"width_ratios": [1.2, 1.2, 1]})
     grid = np.arange(0.0, budget_s + 1e-9, 10.0)
-    shown = [v for v in ("fedavg_uniform", "fedavg_lyapunov", "safari_lyapunov", "safari_uniform") if v in curves]
-    for i, v in enumerate(shown):
-        acc = np.array([np.interp(grid, t, y) for t, y, _ in curves[v]])
-        color = f"C{i}"
-        a.plot(grid, acc.mean(0), color=color, label=f"{LABELS[v]} (mean of {len(acc)} seeds)")
-        if len(acc) > 1:
-            a.fill_between(grid, acc.min(0), acc.max(0), color=color, alpha=0.15)
-    a.axhline(100 * target, color="grey", ls=":", lw=1)
-    a.set(xlabel="simulated wall-clock time (s)", ylabel="test accuracy (%)", ylim=(0, 90),
-          title="Fashion-MNIST, 20 devices, one class each, TDMA")
-    a.legend(fontsize=7, loc="lower right")
+    colors = {"fedavg_uniform": "C0", "fedavg_lyapunov": "C1", "safari_lyapunov": "C2", "safari_uniform": "C3",
+              "fedavg_lyapunov_mean": "C1", "safari_lyapunov_mean": "C2"}
+    panels = (("fedavg_uniform", "safari_uniform", "fedavg_lyapunov", "safari_lyapunov"),
+              ("fedavg_uniform", "fedavg_lyapunov_mean", "safari_lyapunov_mean"))
+    titles = ("aggregation weights 1 / (N q_n) (unbiased)", "Lyapunov with the plain average of the uploads")
+    for ax, shown, title in zip(axes[:2], panels, titles):
+        for v in (v for v in shown if v in curves):
+            acc = np.array([np.interp(grid, t, y) for t, y, _ in curves[v]])
+            ls = ":" if v == "safari_uniform" else "-"
+            ax.plot(grid, acc.mean(0), color=colors[v], ls=ls, label=f"{LABELS[v]} ({len(acc)} seeds)")
+            if len(acc) > 1 and v != "safari_uniform":
+                ax.fill_between(grid, acc.min(0), acc.max(0), color=colors[v], alpha=0.12)
+        ax.axhline(100 * target, color="grey", ls=":", lw=1)
+        ax.set(xlabel="simulated wall-clock time (s)", ylabel="test accuracy (%)", ylim=(0, 90), title=title)
+        ax.legend(fontsize=7, loc="lower right")
+    b = axes[2]
     width = 0.8 / 2
     for j, v in enumerate(("fedavg_uniform", "fedavg_lyapunov")):
         if v not in curves:
             continue
         share = np.mean([100 * sel / sel.sum() for _, _, sel in curves[v]], axis=0)
-        b.bar(np.arange(share.size) + (j - 0.5) * width, share, width, color=f"C{j}", label=LABELS[v])
-    b.set(xlabel="device (channel sigma from 0.1 to 10; device n holds class n // 2)",
-          ylabel="share of all selections (%)", title="who takes part")
+        b.bar(np.arange(share.size) + (j - 0.5) * width, share, width, color=colors[v], label=LABELS[v])
+    b.set(xlabel="device (sigma from 0.1 to 10; device n holds class n // 2)",
+          ylabel="share of all selections (%)", title="who takes part (mean over seeds)",
+          xticks=range(0, 20, 2))
     b.legend(fontsize=7)
+    fig.suptitle("Fashion-MNIST, logistic regression, 20 devices with one class each, TDMA, m = 10, V = 100",
+                 fontsize=10)
     fig.tight_layout()
-    fig.savefig(path, dpi=130)
+    fig.savefig(path, dpi=120)
     plt.close(fig)
 
 
