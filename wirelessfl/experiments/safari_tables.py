@@ -182,7 +182,8 @@ def plot(table: pd.DataFrame, path: Path) -> None:
           title="FedAvg falls with s at p = 1; SAFARI recovers", xticks=S_VALUES)
     b.set(xscale="log", xlabel="auxiliary set size n_T", ylabel="SAFARI - FedAvg (points)",
           title="gain against n_T at s = 4")
-    a.legend(fontsize=7)
+    a.set_ylim(30, 95)  # room for the legend below the curves
+    a.legend(fontsize=6.5, ncol=2, loc="lower left")
     b.legend(fontsize=7)
     fig.tight_layout()
     fig.savefig(path, dpi=130)
