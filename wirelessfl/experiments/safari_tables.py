@@ -127,11 +127,13 @@ def _paper(value) -> str:
 
 def markdown(table: pd.DataFrame) -> str:
     """The three tables: ours (final / mean of the last 5 evaluations) with the paper's MNIST value."""
-    seeds = int(table.seeds.min()) if len(table) else 0
+    counts = sorted(set(table.seeds)) if len(table) else [0]
+    seeds = "/".join(str(int(c)) for c in counts)
     head = "| s | " + " | ".join(f"p = {p}: ours | paper" for p in P_VALUES) + " |"
     rule = "|---|" + "---|---|" * len(P_VALUES)
     out = [f"Accuracies in %; ours = final accuracy / mean of the last 5 evaluations (every 10 rounds), "
-           f"mean over {seeds} seed(s){' (± std of the last-5 mean)' if seeds > 1 else ''}. Paper = MNIST.", "",
+           f"mean over {seeds} seed(s) per cell; ± is the std over seeds of the last-5 mean, shown where a cell "
+           "has more than one seed. Paper = MNIST.", "",
            "**Table 1: FedAvg accuracy**", "", head, rule]
     for s in S_VALUES:
         out.append(f"| {s} | " + " | ".join(f"{_cell(table, 'fedavg', p, s, 0, 'acc')} | {PAPER_T1[(s, p)]:.2f}"
