@@ -6,7 +6,7 @@ import torch
 
 from wirelessfl.config import ConfigError, LinkConfig, from_dict
 from wirelessfl.devices import ConstantCompute
-from wirelessfl.learning import SelectedMean
+from wirelessfl.learning import FedAvg
 from wirelessfl.learning.fairness import device_test_sets, fairness_metrics
 from wirelessfl.scheduling.base import Decision, RoundState
 from wirelessfl.scheduling.client_store import ClientStore
@@ -191,8 +191,8 @@ def test_pre_uploads_under_fdma_share_the_band_at_once():
 # --- learning side --------------------------------------------------------------------------------
 
 def test_selected_mean_weights():
-    assert SelectedMean().aggregation_weights(np.array([3, 1, 7]), np.zeros(10), 10).tolist() == pytest.approx([1 / 3] * 3)
-    w = SelectedMean("data_size", np.arange(10) + 1.0).aggregation_weights(np.array([0, 4, 4]), np.zeros(10), 10)
+    assert FedAvg(aggregation="mean").aggregation_weights(np.array([3, 1, 7]), np.zeros(10), 10).tolist() == pytest.approx([1 / 3] * 3)
+    w = FedAvg(aggregation="data_size", data_sizes=np.arange(10) + 1.0).aggregation_weights(np.array([0, 4, 4]), np.zeros(10), 10)
     assert w.tolist() == pytest.approx([1 / 6, 5 / 6, 0.0])
 
 

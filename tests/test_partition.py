@@ -80,3 +80,52 @@ def test_bad_arguments(labels):
         partition(labels, 10, "shards", rng=stream(0, "partition"))
     with pytest.raises(ValueError, match="alpha"):
         partition(labels, 10, "label_dirichlet", rng=stream(0, "partition"), alpha=-1)
+
+
+@pytest.mark.parametrize("n,p", [(10, 1), (10, 2), (20, 1), (30, 2), (10, 5), (20, 5), (10, 10)])
+@pytest.mark.parametrize("assignment", ["random", "ordered"])
+def test_classes_per_device_balanced(labels, n, p, assignment):
+    parts = partition(labels, n, "classes_per_device", rng=stream(4, "partition"), classes_per_device=p,
+                      class_assignment=assignment)
+    assert len(parts) == n and all(ix.dtype == np.int64 for ix in parts)
+    everything = np.concatenate(parts)
+    assert np.unique(everything).size == everything.size == labels.size  # disjoint and complete
+    holders = np.zeros(10, dtype=int)
+    for ix in parts:
+        classes = np.unique(labels[ix])
+        assert classes.size == p  # exactly p distinct classes per device
+        holders[classes] += 1
+    assert (holders == p * n // 10).all()  # every class held by p N / 10 devices
+    for k in range(10):  # and split evenly among its holders
+        counts = [np.sum(labels[ix] == k) for ix in parts if np.any(labels[ix] == k)]
+        assert max(counts) - min(counts) <= 1
+
+
+def test_classes_per_device_ordered_ties_classes_to_ids(labels):
+    parts = partition(labels, 20, "classes_per_device", rng=stream(0, "partition"), classes_per_device=1,
+                      class_assignment="ordered")
+    assert [int(labels[ix[0]]) for ix in parts] == [n // 2 for n in range(20)]
+    parts = partition(labels, 20, "classes_per_device", rng=stream(0, "partition"), classes_per_device=2,
+                      class_assignment="ordered")
+    assert [sorted(np.unique(labels[ix]).tolist()) for ix in parts[:5]] == [[0, 5], [0, 5], [0, 5], [0, 5], [1, 6]]
+
+
+def test_classes_per_device_reproducible_from_partition_stream(labels):
+    def run(seed):
+        return partition(labels, 10, "classes_per_device", rng=stream(seed, "partition"), classes_per_device=2)
+
+    a, b, c = run(3), run(3), run(4)
+    assert all(np.array_equal(x, y) for x, y in zip(a, b))
+    assert not all(np.array_equal(x, y) for x, y in zip(a, c))
+    # random class sets: different seeds give different class sets, not only a different split
+    sets = lambda parts: [tuple(np.unique(labels[ix])) for ix in parts]
+    assert sets(run(3)) != sets(run(4))
+
+
+def test_classes_per_device_bad_arguments(labels):
+    with pytest.raises(ValueError, match="multiple of 10"):
+        partition(labels, 7, "classes_per_device", rng=stream(0, "partition"), classes_per_device=1)
+    with pytest.raises(ValueError, match="1 <= p <= 10"):
+        partition(labels, 10, "classes_per_device", rng=stream(0, "partition"), classes_per_device=11)
+    with pytest.raises(ValueError, match="class assignment"):
+        partition(labels, 10, "classes_per_device", rng=stream(0, "partition"), class_assignment="sorted")

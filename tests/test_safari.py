@@ -189,3 +189,119 @@ def test_server_round_queues_unchanged_or_drained():
             assert all(after == pytest.approx(before - 0.2) for before, after in pairs)
         else:
             assert all(after == pytest.approx(before) for before, after in pairs)
+
+
+# --- the paper's client sampling and aggregation, the p-classes partition, starvation ---------
+
+
+def tables_scenario(**learning):
+    """The Tables 1-3 setting, small: M = 10 with p classes each, s = 4 excluded, m = 5 sampled
+    without replacement, plain averaging."""
+    return from_dict({
+        "seed": 1, "run": {"rounds": 8, "eval_every_rounds": 4},
+        "devices": {"count": 10, "excluded_count": 4},
+        "scheduler": {"name": "uniform", "m": 5, "sampling": "without_replacement"},
+        "learning": {"model": "logreg", "partition": "classes_per_device", "classes_per_device": 1,
+                     "aggregation": "mean", "local_steps": 3, "batch_size": 16, "lr": 0.1,
+                     "eval_train_samples": 200, **learning}})
+
+
+def test_q_one_is_fedavg_exactly_in_the_tables_setting():
+    fedavg = simulate(tables_scenario(), progress=False)
+    safari = simulate(tables_scenario(algorithm="safari", safari_q=1.0, aux_samples=100), progress=False)
+    # the same partition needs the same pool: FedAvg here has no T, so compare against FedAvg with T
+    fedavg_t = simulate(tables_scenario(aux_samples=100), progress=False)
+    same(fedavg_t, safari)
+    assert safari.summary["server_rounds"] == 0
+    assert not fedavg.evals.accuracy.equals(safari.evals.accuracy)  # T really left the devices' pool
+
+
+def test_without_replacement_picks_m_distinct_available_devices():
+    res = simulate(tables_scenario(algorithm="safari", safari_q=0.7, aux_samples=50).replace(
+        "run.rounds=40", "run.timing_only=true"), progress=False)
+    client = res.rounds[res.rounds.server_round == 0]
+    assert len(client) and (client.num_selected == 5).all()  # min(m, M - s) = 5 distinct, every round
+    q = np.array([float(v) for row in client.q_selected.astype(str) for v in row.split()])
+    assert q.size == 5 * len(client) and np.allclose(q, 5 / 6)  # q_n = m / |A|
+    chosen = {int(d) for row in client.selected.astype(str) for d in row.split()}
+    assert chosen.isdisjoint(res.summary["excluded"]) and len(chosen) == 6
+    again = simulate(tables_scenario().replace("run.rounds=40", "run.timing_only=true",
+                                               "devices.excluded_count=8"), progress=False)
+    assert (again.rounds.num_selected == 2).all()  # m > |A|: every available device
+
+
+def test_mean_aggregation_is_the_plain_average():
+    from wirelessfl.learning import FedAvg
+
+    q = np.full(10, 0.1)
+    assert np.allclose(FedAvg(aggregation="mean").aggregation_weights(np.array([1, 4, 7]), q, 10), 1 / 3)
+    assert np.allclose(FedAvg().aggregation_weights(np.array([1, 4, 7]), q, 10), 1.0)  # 1 / (N q)
+    w = FedAvg(server_lr=0.5, aggregation="mean").aggregation_weights(np.array([2, 2, 5]), q, 10)
+    assert w.tolist() == [0.25, 0.0, 0.25]  # a device drawn twice counts once
+    with pytest.raises(ValueError, match="aggregation"):
+        FedAvg(aggregation="median")
+
+
+def test_classes_per_device_scenario_partition():
+    learner = FederatedLearner(tables_scenario(classes_per_device=2, aux_samples=100))
+    y = learner.trainer.dataset.y_train.numpy()
+    held = learner.trainer._indices
+    assert all(np.unique(y[ix]).size == 2 for ix in held)
+    assert np.bincount(np.concatenate([np.unique(y[ix]) for ix in held]), minlength=10).tolist() == [2] * 10
+    sizes = [ix.size for ix in held]
+    assert max(sizes) - min(sizes) < 0.02 * np.mean(sizes)  # balanced: about (60000 - 100) / 10 each
+    assert not np.intersect1d(np.concatenate(held), learner.aux_indices).size
+    again = FederatedLearner(tables_scenario(classes_per_device=2, aux_samples=100))
+    assert all(np.array_equal(a, b) for a, b in zip(held, again.trainer._indices))  # seeded
+
+
+def test_new_keys_config_rules():
+    with pytest.raises(ConfigError, match=r"learning.partition = 'shards': must be one of .*'classes_per_device'"):
+        tables_scenario(partition="shards")
+    with pytest.raises(ConfigError, match="learning.classes_per_device = 1: p x devices.count = 7"):
+        tables_scenario().replace("devices.count=7", "devices.excluded_count=0")
+    with pytest.raises(ConfigError, match="learning.classes_per_device = 11: must be <= 10"):
+        tables_scenario(classes_per_device=11)
+    with pytest.raises(ConfigError, match="scheduler.sampling = 'without_replacement': only for"):
+        tables_scenario().replace('scheduler.name="lyapunov"')
+    with pytest.raises(ConfigError, match="learning.aggregation = 'median': must be one of"):
+        tables_scenario(aggregation="median")
+
+
+STARVATION = "scenarios/studies/safari_lyapunov_starvation.toml"
+
+
+def test_lyapunov_lam_100_starves_the_weakest_devices():
+    """Timing only, the wireless figure's scenario: at lam = 100 the Lyapunov scheduler selects the
+    two weakest devices (sigma 0.1 and 0.62) in a small share of its rounds, far below uniform."""
+    from wirelessfl.config import load_scenario
+
+    base = load_scenario(STARVATION, ["run.timing_only=true", "run.rounds=300"])
+    runs = {name: simulate(s, progress=False) for name, s in base.variant_scenarios()
+            if name in ("fedavg_uniform", "fedavg_lyapunov")}
+    uni, lya = (runs[k].devices.selections.to_numpy() for k in ("fedavg_uniform", "fedavg_lyapunov"))
+    per_round = {k: r.devices.selections.to_numpy() / r.summary["rounds"] for k, r in runs.items()}
+    assert base.scheduler.lam == 100 and base.scheduler.name == "lyapunov"
+    # the weakest devices take part in under 5% of Lyapunov rounds, against about 40% under uniform
+    assert per_round["fedavg_lyapunov"][:2].max() < 0.05 < 0.25 < per_round["fedavg_uniform"][:2].min()
+    # and they get a far smaller share of all selections than the strongest (uniform: about even)
+    assert lya[:2].sum() < 0.25 * lya[-2:].sum()
+    assert uni[:2].sum() > 0.6 * uni[-2:].sum()
+
+
+@pytest.mark.slow
+def test_safari_recovers_what_exclusion_costs_fedavg():
+    """End to end on Fashion-MNIST (about 20 s): p = 1 class per client and s = 4 of 10 excluded leave
+    6 classes to FedAvg, which cannot pass 60%; SAFARI's server rounds on 1000 auxiliary samples
+    bring the other classes back. Short version of the Tables 1-2 setting (30 rounds, 10 steps)."""
+    from wirelessfl.config import load_scenario
+
+    base = load_scenario("scenarios/studies/safari_tables.toml", [
+        "run.rounds=30", "run.eval_every_rounds=10", "learning.local_steps=10",
+        "learning.classes_per_device=1", "devices.excluded_count=4"])
+    fedavg = simulate(base, progress=False)
+    safari = simulate(base.replace('learning.algorithm="safari"', "learning.aux_samples=1000"), progress=False)
+    assert fedavg.summary["label_coverage"] == safari.summary["label_coverage"] == 0.6
+    late = lambda r: r.evals.accuracy.tail(2).mean()
+    assert late(fedavg) < 0.6
+    assert late(safari) > late(fedavg) + 0.08

@@ -55,6 +55,11 @@ class RunConfig:
                                             "round started are dropped; the round ends then")
     record_devices: bool = _field(True, doc="keep per-round arrays of every device (decisions.npz)")
     device: str = _field("cpu", doc="torch device for training, e.g. cpu or cuda")
+    batching: str = _field("auto", choices=("auto", "vmap", "loop"),
+                           doc="how the selected devices' local SGD is computed: one vmap call per step "
+                               "for all of them, or one device after another; auto: vmap on "
+                               "accelerators, loop on the CPU (vmap is faster on the CPU for small "
+                               "models such as logreg; float sums may then differ in the last bits)")
     threads: int = _field(1, ge=1, doc="torch intra-op threads while the run trains (part of the "
                                         "scenario so results do not depend on where it runs)")
     batching: str = _field("auto", choices=("auto", "vmap", "loop"), doc="how the selected devices' local "
@@ -161,6 +166,9 @@ class SchedulerConfig:
                                            "subtrunc", "unionfl"),
                        doc="random ... unionfl: fair selection (spec 000), exactly kappa distinct devices")
     m: int = _field(10, ge=1, doc="draws with replacement per round")
+    sampling: str = _field("with_replacement", choices=("with_replacement", "without_replacement"),
+                           doc="uniform only: without_replacement draws min(m, available) distinct "
+                               "devices (the SAFARI paper's client sampling, spec 003)")
     V: float = _field(100.0, gt=0, doc="drift-plus-penalty trade-off")
     lam: float = _field(100.0, ge=0, doc="weight of airtime against 1/q in the objective")
     power_rule: str = _field("exact", choices=("exact", "paper"))
@@ -186,8 +194,6 @@ class SchedulerConfig:
     fair_normalize_distances: bool = _field(False, doc="divide gradient distances by their maximum (ablation)")
     fair_projection_dim: int | None = _field(None, ge=1, doc="store gradients as k-dim random projections "
                                              "(N x k floats instead of N x d)")
-    fair_weighting: str = _field("mean", choices=("mean", "data_size"),
-                                 doc="fair selection: aggregate the kappa updates by plain or data-size mean")
     poc_candidates: int | None = _field(None, ge=1, doc="power_of_choice: candidates d (default N)")
     fair_probe_samples: int | None = _field(None, ge=1, doc="local samples a device uses for the loss and "
                                             "gradient it reports (evenly spaced, fixed; default all)")
@@ -210,8 +216,14 @@ class LearningConfig:
                             doc="perfedavg_groups: Per-FedAvg's Table 2 layout, 10 groups, type-A devices "
                                 "hold samples_per_device = 5a samples (a of classes 0-4), type-B devices a/2 "
                                 "of class j and 2a of class j+5; _single: type-B devices hold class j+5 only; "
-                                "classes_per_device: each device holds learning.classes_per_device classes")
-    classes_per_device: int = _field(3, ge=1, doc="classes_per_device partition: distinct classes per device")
+                                "classes_per_device: the SAFARI paper's non-iid index p (spec 003 A4), "
+                                "each device holds learning.classes_per_device classes, each class "
+                                "is held by p N / 10 devices and split evenly among them")
+    classes_per_device: int = _field(2, ge=1, le=10, doc="classes_per_device: p distinct classes per "
+                                     "device (10: nearly iid, 1: one class each)")
+    class_assignment: str = _field("random", choices=("random", "ordered"),
+                                   doc="classes_per_device: random class sets (the paper), or ordered: "
+                                       "dealt in label order, device n first gets class n 10 // (p N)")
     alpha: float = _field(1.0, ge=0, doc="Dirichlet concentration; 0 one class, inf iid")
     samples_per_device: int = _field(500, ge=1)
     synthetic_alpha: float = _field(1.0, ge=0, doc="Synthetic(alpha, beta): spread of the device models")
@@ -233,6 +245,12 @@ class LearningConfig:
     server_round_is_slot: bool = _field(False, doc="safari: a server round counts as a Lyapunov slot "
                                         "with zero consumption (queues drain by p_bar); default: "
                                         "queues change only in client rounds")
+    aggregation: str | None = _field(None, choices=("unbiased", "mean", "data_size"),
+                                     doc="fedavg and safari: unbiased (weights 1 / (N q_n), spec 002), mean "
+                                         "(the plain average of the devices' models, spec 003 Algorithm 1, "
+                                         "spec 000 Alg. 1) or data_size (shares |D_n| / sum |D_j| over the "
+                                         "devices that trained); default unbiased, mean with the fair "
+                                         "schedulers (their kappa devices have no inclusion probability)")
     local_steps: int = _field(10, ge=1, doc="K local SGD steps")
     batch_size: int = _field(32, ge=1)
     lr: float = _field(0.01, gt=0, doc="local step size gamma")
@@ -545,10 +563,24 @@ def _cross_check(s: Scenario) -> None:
         if s.learning.aux_samples < 1:
             raise ConfigError("learning.aux_samples = 0: safari with learning.safari_q < 1 needs an "
                               "auxiliary set (learning.aux_samples >= 1)")
+    if s.scheduler.sampling == "without_replacement" and s.scheduler.name != "uniform":
+        raise ConfigError(f"scheduler.sampling = 'without_replacement': only for scheduler.name = 'uniform' "
+                          f"(got {s.scheduler.name!r})")
+    if s.learning.partition == "classes_per_device":
+        p = s.learning.classes_per_device
+        if s.learning.dataset == "synthetic":
+            raise ConfigError("learning.partition = 'classes_per_device': the synthetic dataset has its own "
+                              "split; use it with fashion_mnist, mnist or cifar10")
+        if (p * n) % 10:
+            raise ConfigError(f"learning.classes_per_device = {p}: p x devices.count = {p * n} must be a "
+                              "multiple of the 10 classes (each class is held by p N / 10 devices)")
     if s.learning.aux_samples and s.learning.dataset == "synthetic":
         raise ConfigError("learning.aux_samples: the synthetic dataset has no shared training pool to "
                           "draw an auxiliary set from; use 0")
     lc = s.learning
+    if lc.aggregation is not None and lc.algorithm not in ("fedavg", "safari"):
+        raise ConfigError(f"learning.aggregation = {lc.aggregation!r}: only fedavg and safari use it "
+                          f"(learning.algorithm is {lc.algorithm!r}, which has its own weights)")
     family = lc.algorithm in FEDSHUFFLE_FAMILY
     if lc.algorithm == "fedshuffle_mvr" and lc.momentum == 0:
         raise ConfigError("learning.momentum = 0: fedshuffle_mvr needs a momentum in (0, 1), e.g. 0.9")
@@ -604,11 +636,6 @@ def _check_fair(s: Scenario) -> None:
     if sc.fair_sample_size is not None and sc.fair_epsilon is not None:
         raise ConfigError("scheduler.fair_epsilon: set either scheduler.fair_sample_size or "
                           "scheduler.fair_epsilon, not both")
-    if s.learning.partition == "classes_per_device":
-        p = s.learning.classes_per_device
-        if p > 10 or (p * n) % 10:
-            raise ConfigError(f"learning.classes_per_device = {p}: must be <= 10 with classes_per_device x "
-                              f"devices.count a multiple of 10 (devices.count = {n})")
     if sc.name not in FAIR_SCHEDULERS:
         return
     if sc.kappa > n:
@@ -619,6 +646,9 @@ def _check_fair(s: Scenario) -> None:
     if s.learning.algorithm != "fedavg":
         raise ConfigError(f"learning.algorithm = {s.learning.algorithm!r}: scheduler.name = {sc.name!r} "
                           "aggregates the kappa updates itself; use 'fedavg'")
+    if s.learning.aggregation == "unbiased":
+        raise ConfigError(f"learning.aggregation = 'unbiased': scheduler.name = {sc.name!r} chooses its devices "
+                          "without inclusion probabilities; use 'mean' or 'data_size'")
 
 
 # ---------------------------------------------------------------------------------------------

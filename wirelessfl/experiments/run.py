@@ -57,7 +57,7 @@ def make_scheduler(scenario: Scenario, store=None, model_bits: float = 0.0):
 
     s, link, n = scenario.scheduler, scenario.link, scenario.devices.count
     if s.name == "uniform":
-        return UniformScheduler(n, s.m, link.p_bar, link.p_max)
+        return UniformScheduler(n, s.m, link.p_bar, link.p_max, replace=s.sampling == "with_replacement")
     if s.name in ("random", "power_of_choice", "divfl", "subtrunc", "unionfl"):
         from ..scheduling import fair
 
@@ -84,15 +84,15 @@ def make_scheduler(scenario: Scenario, store=None, model_bits: float = 0.0):
 def make_algorithm(scenario: Scenario, sizes: list[int], aux: np.ndarray):
     """The learning algorithm of the scenario, given the devices' dataset sizes and the server's
     auxiliary set."""
-    from ..learning import FedAvg, PerFedAvg, Safari, SelectedMean
+    from ..learning import FedAvg, PerFedAvg, Safari
     from ..scheduling.fair import FAIR_SCHEDULERS
 
     lc = scenario.learning
-    if scenario.scheduler.name in FAIR_SCHEDULERS:
-        # the kappa chosen updates are averaged (spec 000 Alg. 1), not weighted by 1 / (N q)
-        return SelectedMean(scenario.scheduler.fair_weighting, sizes)
+    # the fair schedulers' kappa updates are averaged (spec 000 Alg. 1), not weighted by 1 / (N q)
+    aggregation = lc.aggregation or ("mean" if scenario.scheduler.name in FAIR_SCHEDULERS else "unbiased")
     if lc.algorithm == "safari":
-        return Safari(aux, server_lr=lc.server_lr, server_steps=lc.server_steps, global_lr=lc.global_lr)
+        return Safari(aux, server_lr=lc.server_lr, server_steps=lc.server_steps, global_lr=lc.global_lr,
+                      aggregation=aggregation, data_sizes=sizes)
     if lc.algorithm.startswith("perfedavg_"):  # spec 004: the local rule changes, the server's does not
         return PerFedAvg(lc.algorithm.split("_", 1)[1], lc.per_alpha, lc.per_beta, lc.per_delta,
                          server_lr=lc.global_lr)
@@ -100,7 +100,7 @@ def make_algorithm(scenario: Scenario, sizes: list[int], aux: np.ndarray):
         return make_fedshuffle_method(lc.algorithm, sizes, local_epochs=lc.local_epochs, batch_size=lc.batch_size,
                                       lr=lc.lr, server_lr=lc.global_lr, epochs_max=lc.local_epochs_max,
                                       momentum=lc.momentum, nova=lc.nova_tau_eff, seed=scenario.seed)
-    return FedAvg(server_lr=lc.global_lr)
+    return FedAvg(server_lr=lc.global_lr, aggregation=aggregation, data_sizes=sizes)
 
 
 class FederatedLearner:
@@ -129,7 +129,8 @@ class FederatedLearner:
             parts = partition(labels[pool], scenario.devices.count, lc.partition,
                               rng=rngs.stream(scenario.seed, "partition"),
                               samples_per_device=lc.samples_per_device, alpha=lc.alpha, size_sigma=lc.size_sigma,
-                              num_classes=data.num_classes, classes_per_device=lc.classes_per_device)
+                              num_classes=data.num_classes, classes_per_device=lc.classes_per_device,
+                              class_assignment=lc.class_assignment)
             parts = [pool[p] for p in parts]
         self.personalised = personalised_eval_enabled(scenario)
         fair = scenario.scheduler.name in FAIR_SCHEDULERS

@@ -24,12 +24,19 @@ from pathlib import Path
 import numpy as np
 
 from .. import rng as rngs
-from ..learning.partition import balanced_class_partition  # noqa: F401  (kept importable from here)
+from ..learning.partition import classes_per_device_partition
 
 # Paper (Tables 6 and 7, M = 150, q = 0.8), accuracy in %: FedAvg against s; SAFARI at s = 90.
 PAPER_FEDAVG = {0: "87.71 ± 0.09", 30: "86.17 ± 1.57", 60: "82.37 ± 5.8", 90: "80.71 ± 0.38",
                 120: "78.53 ± 3.05"}
 PAPER_SAFARI_S90 = {0.01: "82.0 ± 0.03", 0.10: "85.58 ± 1.05", 0.20: "85.14 ± 0.23"}
+
+
+def balanced_class_partition(labels: np.ndarray, num_clients: int, classes_per_client: int,
+                             rng: np.random.Generator, num_classes: int = 10) -> list[np.ndarray]:
+    """The balanced p-classes-per-client split (random class sets); see
+    :func:`wirelessfl.learning.partition.classes_per_device_partition`."""
+    return classes_per_device_partition(labels, num_clients, classes_per_client, rng, num_classes=num_classes)
 
 
 def _epoch_batches(pools: list[np.ndarray], batch_size: int, rng: np.random.Generator):

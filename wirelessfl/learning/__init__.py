@@ -2,7 +2,7 @@
 
 This package knows nothing about time, SimPy or the channel (see DESIGN.md).
 """
-from wirelessfl.learning.algorithms import Algorithm, FedAvg, Safari, SelectedMean
+from wirelessfl.learning.algorithms import AGGREGATIONS, Algorithm, FedAvg, Safari
 from wirelessfl.learning.datasets import (
     DATASET_NAMES,
     Dataset,
@@ -25,6 +25,7 @@ from wirelessfl.learning.perfedavg import PERFEDAVG_VARIANTS, PerFedAvg
 from wirelessfl.learning.trainer import LocalDirection, Trainer
 
 __all__ = [
+    "AGGREGATIONS",
     "Algorithm",
     "DATASET_NAMES",
     "Dataset",
@@ -34,7 +35,6 @@ __all__ = [
     "FedShuffleGen",
     "LocalDirection",
     "Safari",
-    "SelectedMean",
     "MODEL_NAMES",
     "PARTITION_SCHEMES",
     "PERFEDAVG_VARIANTS",

@@ -20,7 +20,10 @@ import numpy as np
 
 from wirelessfl.learning.trainer import Trainer
 
-__all__ = ["Algorithm", "FedAvg", "Safari", "SelectedMean"]
+__all__ = ["AGGREGATIONS", "Algorithm", "FedAvg", "Safari"]
+
+
+AGGREGATIONS = ("unbiased", "mean", "data_size")
 
 
 @runtime_checkable
@@ -37,18 +40,35 @@ class FedAvg:
 
     x_{t+1} = x_t + server_lr * (1/N) * sum_{n selected} (1/q_n) (y_K^n - x_t).
     With server_lr = 1 (the paper) and q_n = 1 for all n this is plain full-participation FedAvg.
+
+    ``aggregation="mean"``: x_{t+1} = x_t + server_lr * (1/|S|) sum_{n in S} (y_K^n - x_t), the
+    unweighted average over the distinct devices that trained (spec 003 Algorithm 1, line 11; spec 000
+    Alg. 1 for schedulers that choose their devices themselves, where q is unused).
+    ``aggregation="data_size"``: weights server_lr |D_n| / sum_{j in S} |D_j| (``data_sizes`` needed).
     """
 
-    def __init__(self, server_lr: float = 1.0):
+    def __init__(self, server_lr: float = 1.0, aggregation: str = "unbiased", data_sizes=None):
+        if aggregation not in AGGREGATIONS:
+            raise ValueError(f"aggregation = {aggregation!r}: must be one of {', '.join(AGGREGATIONS)}")
+        if aggregation == "data_size" and data_sizes is None:
+            raise ValueError("aggregation 'data_size' needs data_sizes")
         self.server_lr = float(server_lr)
+        self.aggregation = aggregation
+        self.data_sizes = None if data_sizes is None else np.asarray(data_sizes, dtype=np.float64)
 
     def aggregation_weights(self, selected: np.ndarray, q: np.ndarray, num_devices: int) -> np.ndarray:
-        """Weights server_lr / (N q_n), aligned with ``selected``.
+        """Weights server_lr / (N q_n) (or the mean / data-size shares), aligned with ``selected``.
 
         A device that appears more than once in ``selected`` counts once (the indicator 1_n, not
         the number of draws): its first occurrence gets the weight, later ones get 0.
         """
         selected = np.asarray(selected, dtype=np.int64).reshape(-1)
+        first = np.zeros(selected.size, dtype=bool)
+        first[np.unique(selected, return_index=True)[1]] = True
+        if self.aggregation != "unbiased":
+            raw = np.ones(selected.size) if self.aggregation == "mean" else self.data_sizes[selected]
+            raw = np.where(first, raw, 0.0)
+            return self.server_lr * raw / raw.sum() if raw.size else raw
         q = np.asarray(q, dtype=np.float64)
         if q.shape != (num_devices,):
             raise ValueError(f"q must have shape ({num_devices},), got {q.shape}")
@@ -57,10 +77,7 @@ class FedAvg:
         qs = q[selected]
         if np.any(~(qs > 0)):
             raise ValueError(f"selected devices need q > 0 for unbiased weights, got q = {qs}")
-        weights = self.server_lr / (num_devices * qs)
-        first = np.zeros(selected.size, dtype=bool)
-        first[np.unique(selected, return_index=True)[1]] = True
-        return np.where(first, weights, 0.0)
+        return np.where(first, self.server_lr / (num_devices * qs), 0.0)
 
     def round(self, trainer: Trainer, selected: np.ndarray, q: np.ndarray, num_devices: int, round_idx: int) -> dict:
         """Train the distinct selected devices from x_t and apply the weighted sum of their deltas."""
@@ -83,8 +100,9 @@ class Safari(FedAvg):
     """
 
     def __init__(self, aux_indices: np.ndarray, server_lr: float | None = None,
-                 server_steps: int | None = None, global_lr: float = 1.0):
-        super().__init__(server_lr=global_lr)
+                 server_steps: int | None = None, global_lr: float = 1.0, aggregation: str = "unbiased",
+                 data_sizes=None):
+        super().__init__(server_lr=global_lr, aggregation=aggregation, data_sizes=data_sizes)
         self.aux_indices = np.asarray(aux_indices, dtype=np.int64).reshape(-1)
         self.eta_s = None if server_lr is None else float(server_lr)
         self.server_steps = None if server_steps is None else int(server_steps)
@@ -93,30 +111,3 @@ class Safari(FedAvg):
         """x_{r+1} = x_r after SGD on T (no communication)."""
         steps = trainer.server_sgd(self.aux_indices, round_idx, steps=self.server_steps, lr=self.eta_s)
         return {"server_steps": steps}
-
-
-class SelectedMean(FedAvg):
-    """FedAvg for schedulers that choose the devices themselves (fair selection, spec 000 Alg. 1):
-    x_{t+1} = x_t + sum_{n in S} w_n (y_K^n - x_t) with w_n = 1 / |S| ("mean", the paper) or
-    w_n = |D_n| / sum_{j in S} |D_j| ("data_size"). S is the set of updates that arrived; q is unused.
-    """
-
-    def __init__(self, weighting: str = "mean", data_sizes=None):
-        super().__init__()
-        if weighting not in ("mean", "data_size"):
-            raise ValueError(f"weighting must be 'mean' or 'data_size', got {weighting!r}")
-        if weighting == "data_size" and data_sizes is None:
-            raise ValueError("weighting 'data_size' needs data_sizes")
-        self.weighting = weighting
-        self.data_sizes = None if data_sizes is None else np.asarray(data_sizes, dtype=np.float64)
-
-    def aggregation_weights(self, selected: np.ndarray, q: np.ndarray, num_devices: int) -> np.ndarray:
-        """1 / |S| each, or data-size shares; a repeated device counts once."""
-        selected = np.asarray(selected, dtype=np.int64).reshape(-1)
-        if selected.size == 0:
-            return np.zeros(0)
-        first = np.zeros(selected.size, dtype=bool)
-        first[np.unique(selected, return_index=True)[1]] = True
-        raw = np.ones(selected.size) if self.weighting == "mean" else self.data_sizes[selected]
-        raw = np.where(first, raw, 0.0)
-        return raw / raw.sum()

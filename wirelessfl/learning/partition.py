@@ -5,11 +5,12 @@ import math
 
 import numpy as np
 
-__all__ = ["PARTITION_SCHEMES", "balanced_class_partition", "device_sizes", "partition",
+__all__ = ["CLASS_ASSIGNMENTS", "PARTITION_SCHEMES", "classes_per_device_partition", "device_sizes", "partition",
            "perfedavg_group_counts", "perfedavg_test_unit", "split_by_class_counts"]
 
 PARTITION_SCHEMES = ("dirichlet_per_device", "label_dirichlet", "iid", "perfedavg_groups", "perfedavg_groups_single",
                      "classes_per_device")
+CLASS_ASSIGNMENTS = ("random", "ordered")
 
 
 def partition(
@@ -22,7 +23,8 @@ def partition(
     alpha: float = 1.0,
     num_classes: int | None = None,
     size_sigma: float = 0.0,
-    classes_per_device: int = 3,
+    classes_per_device: int = 2,
+    class_assignment: str = "random",
 ) -> list[np.ndarray]:
     """Return ``num_devices`` sorted int64 index arrays into the training set.
 
@@ -38,15 +40,18 @@ def partition(
       cut over the devices in proportions ~ Dir(alpha * 1); every sample goes to exactly one device
       and ``samples_per_device`` is ignored. alpha = 0: each class goes whole to one random device;
       alpha = inf: equal proportions. A device may end up with no data at small alpha.
-    * ``"classes_per_device"`` (spec 000 sec. 4, spec 003 A4): each device holds
-      ``classes_per_device`` distinct classes in equal amounts, see :func:`balanced_class_partition`;
-      every sample goes to exactly one device and ``samples_per_device`` is ignored.
     * ``"iid"``: a random disjoint split, ``samples_per_device`` each if the set is large enough,
       otherwise the whole set cut into near-equal parts.
     * ``"perfedavg_groups"`` (spec 004 sec. 3.2, Per-FedAvg's Table 2): the class layout of
       :func:`perfedavg_group_counts` with a = ``samples_per_device`` / 5 (so type-A devices hold
       ``samples_per_device`` samples), drawn disjointly without replacement; ``"perfedavg_groups_single"``
       is its "diff. hetero." variant. ``alpha`` and ``size_sigma`` are ignored.
+    * ``"classes_per_device"`` (spec 003 sec. 3 / A4, the SAFARI paper's non-iid index p; spec 000
+      sec. 4's 3 classes per device): every
+      device holds exactly ``classes_per_device`` = p distinct classes, every class is held by
+      exactly p N / num_classes devices and its samples are split evenly and disjointly among them,
+      so every sample goes to one device and ``samples_per_device`` is ignored. See
+      :func:`classes_per_device_partition` (``class_assignment`` "random" or "ordered").
 
     ``rng`` should be the scenario's "partition" stream. ``num_classes`` defaults to max label + 1.
 
@@ -71,6 +76,9 @@ def partition(
     num_classes = int(labels.max()) + 1 if num_classes is None else int(num_classes)
     by_class = [np.flatnonzero(labels == k) for k in range(num_classes)]
 
+    if scheme == "classes_per_device":
+        return classes_per_device_partition(labels, num_devices, classes_per_device, rng,
+                                            num_classes=num_classes, assignment=class_assignment)
     if scheme == "label_dirichlet":
         return _label_dirichlet(by_class, num_devices, alpha, rng)
     if scheme.startswith("perfedavg_groups"):
@@ -79,12 +87,56 @@ def partition(
         counts = perfedavg_group_counts(num_devices, samples_per_device // 5, single_class=scheme.endswith("single"),
                                         num_classes=num_classes)
         return split_by_class_counts(labels, counts, rng)
-    if scheme == "classes_per_device":
-        return balanced_class_partition(labels, num_devices, classes_per_device, rng, num_classes)
     sizes = device_sizes(num_devices, samples_per_device, size_sigma, rng) if size_sigma > 0 else None
     if scheme == "iid":
         return _iid(labels.size, num_devices, samples_per_device, rng, sizes)
     return _dirichlet_per_device(by_class, num_devices, samples_per_device, alpha, rng, sizes)
+
+
+def classes_per_device_partition(labels: np.ndarray, num_devices: int, classes_per_device: int,
+                                 rng: np.random.Generator, num_classes: int = 10,
+                                 assignment: str = "random") -> list[np.ndarray]:
+    """The balanced p-classes-per-device split (spec 003 sec. 3 and A4); indices into ``labels``.
+
+    Each of the N devices gets p = ``classes_per_device`` distinct classes and each class is held
+    by exactly p N / num_classes devices (p N must be a multiple of num_classes). A class's samples
+    are shuffled and cut into near-equal disjoint chunks, one per holder, so devices hold about
+    |labels| / N samples each.
+
+    ``assignment`` "random" (the paper's "each client randomly selects p classes"): a uniformly random
+    assignment of the class slots with no class twice on a device (rejection sampling; if that keeps
+    failing, which happens at large p, the slots of randomly ordered classes are dealt round-robin).
+    "ordered": the classes are dealt round-robin in label order, so device n holds classes
+    floor(n num_classes / (p N)) + j num_classes / p for j < p, e.g. device n holds class n // 2 for
+    p = 1 and N = 20. It ties classes to device ids, so that a per-device profile (a channel that
+    worsens with the id) meets particular classes; only the samples' split is random.
+    ``rng`` should be the scenario's "partition" stream.
+    """
+    p, n_dev, k = int(classes_per_device), int(num_devices), int(num_classes)
+    if assignment not in CLASS_ASSIGNMENTS:
+        raise ValueError(f"unknown class assignment {assignment!r}; allowed: {', '.join(CLASS_ASSIGNMENTS)}")
+    if not 1 <= p <= k or (p * n_dev) % k:
+        raise ValueError(f"classes_per_device = {p} with {n_dev} devices: need 1 <= p <= {k} and "
+                         f"p x devices a multiple of {k}")
+    holders_per_class = p * n_dev // k
+    if assignment == "ordered":
+        # a class fills p N / k <= N consecutive slots of a row of N, so no device gets it twice
+        table = np.repeat(np.arange(k), holders_per_class).reshape(p, n_dev).T
+    else:
+        slots = np.repeat(np.arange(k), holders_per_class)
+        for _ in range(1000):
+            table = rng.permutation(slots).reshape(n_dev, p)
+            if all(len(set(row)) == p for row in table):
+                break
+        else:
+            table = np.repeat(rng.permutation(k), holders_per_class).reshape(p, n_dev).T[rng.permutation(n_dev)]
+    parts: list[list[np.ndarray]] = [[] for _ in range(n_dev)]
+    for c in range(k):
+        who = np.flatnonzero((table == c).any(axis=1))
+        idx = rng.permutation(np.flatnonzero(labels == c))
+        for dev, chunk in zip(who, np.array_split(idx, who.size)):
+            parts[dev].append(chunk)
+    return [np.sort(np.concatenate(ch)).astype(np.int64) for ch in parts]
 
 
 def device_sizes(num_devices: int, samples_per_device: int, sigma: float, rng: np.random.Generator) -> np.ndarray:
@@ -203,31 +255,3 @@ def split_by_class_counts(labels: np.ndarray, counts: np.ndarray, rng: np.random
         for n, piece in enumerate(np.split(pool[: need.sum()], np.cumsum(need)[:-1])):
             parts[n].append(piece)
     return [np.sort(np.concatenate(p)).astype(np.int64) if p else np.empty(0, np.int64) for p in parts]
-
-
-
-def balanced_class_partition(labels: np.ndarray, num_clients: int, classes_per_client: int,
-                             rng: np.random.Generator, num_classes: int = 10) -> list[np.ndarray]:
-    """Each client gets ``classes_per_client`` distinct classes; each class is held by
-    classes_per_client x num_clients / num_classes clients and its samples are split evenly and
-    disjointly among them. Returns sorted int64 indices into ``labels``."""
-    p, M = int(classes_per_client), int(num_clients)
-    if (p * M) % num_classes or not 1 <= p <= num_classes:
-        raise ValueError(f"classes per device x devices = {p * M} must be a multiple of {num_classes} "
-                         f"and 1 <= classes per device <= {num_classes}")
-    slots = np.repeat(np.arange(num_classes), p * M // num_classes)
-    for _ in range(1000):  # a uniformly random assignment with no class twice on one client
-        perm = rng.permutation(slots).reshape(M, p)
-        if all(len(set(row)) == p for row in perm):
-            break
-    else:  # rarely valid for large p: deal the slots of randomly ordered classes round-robin
-        # (a class fills p M / 10 <= M consecutive slots, so no client gets it twice)
-        slots = np.repeat(rng.permutation(num_classes), p * M // num_classes)
-        perm = slots.reshape(p, M).T[rng.permutation(M)]
-    holders = {k: [n for n in range(M) if k in perm[n]] for k in range(num_classes)}
-    parts: list[list[np.ndarray]] = [[] for _ in range(M)]
-    for k, who in holders.items():
-        idx = rng.permutation(np.flatnonzero(labels == k))
-        for n, chunk in zip(who, np.array_split(idx, len(who))):
-            parts[n].append(chunk)
-    return [np.sort(np.concatenate(ch)).astype(np.int64) for ch in parts]

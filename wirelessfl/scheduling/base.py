@@ -41,6 +41,9 @@ class Decision:
         gradients, loss scalars), through the same uplink; None: nothing.
     piggyback_bits: (N,) bits a selected device adds to its model upload (a refreshed gradient and
         loss); None: nothing.
+    replace: True (default): m draws with replacement from omega, the distinct devices take part;
+        False: min(m, devices with omega > 0) distinct devices drawn without replacement (only for a
+        uniform omega, where q_n = m / N_available; the SAFARI paper's client sampling).
     """
 
     omega: np.ndarray
@@ -52,6 +55,7 @@ class Decision:
     selected: np.ndarray | None = None
     pre_upload_bits: np.ndarray | None = None
     piggyback_bits: np.ndarray | None = None
+    replace: bool = True
 
 
 def inclusion_probability(omega: np.ndarray, m: int) -> np.ndarray:
@@ -61,13 +65,18 @@ def inclusion_probability(omega: np.ndarray, m: int) -> np.ndarray:
         return -np.expm1(m * np.log1p(-np.clip(omega, 0.0, 1.0)))
 
 
-def draw_devices(omega: np.ndarray, m: int, rng: np.random.Generator) -> np.ndarray:
+def draw_devices(omega: np.ndarray, m: int, rng: np.random.Generator, replace: bool = True) -> np.ndarray:
     """m draws with replacement from omega; return the sorted distinct devices (spec 002, sec. 3).
 
-    An all-zero omega (no device available this round) draws nothing and consumes no randomness.
+    ``replace=False``: min(m, devices with omega > 0) distinct devices without replacement
+    (spec 003 Algorithm 1 line 4, meant for a uniform omega). An all-zero omega (no device
+    available this round) draws nothing and consumes no randomness.
     """
     total = omega.sum()
     if not total > 0:
         return np.empty(0, dtype=np.int64)
+    if not replace:
+        support = int(np.count_nonzero(omega))
+        return np.sort(rng.choice(omega.size, size=min(m, support), replace=False, p=omega / total))
     draws = rng.choice(omega.size, size=m, replace=True, p=omega / total)
     return np.unique(draws)

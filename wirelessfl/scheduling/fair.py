@@ -16,7 +16,7 @@ Power: every device transmits at P = min(Pmax, Pbar N / kappa), the uniform sche
 budget-matching rule with the inclusion rate q = kappa / N of random selection, so that the power
 spent per round on average matches Pbar for Random and the comparison with uniform and lyapunov is
 at the same budget. The Decision's q is that nominal kappa / N (it is recorded, not used to weigh
-updates: these strategies average the kappa updates, see ``learning.algorithms.SelectedMean``).
+updates: these strategies average the kappa updates, see ``learning.algorithms.FedAvg`` with aggregation "mean").
 """
 from __future__ import annotations
 

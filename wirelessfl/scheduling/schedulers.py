@@ -57,15 +57,19 @@ class UniformScheduler:
     q_n = 1 - (1 - 1/N_available)^m and P_n = min(Pmax, Pbar_n / q_n), so that the expected power
     per round q_n P_n equals Pbar_n wherever Pbar_n / q_n <= Pmax (spec 002, sec. 5). The queue in
     the Decision is all zeros (this scheduler keeps none).
+
+    ``replace=False``: min(m, N_available) distinct available devices drawn without replacement
+    (the SAFARI paper's client sampling, spec 003), so q_n = min(m, N_available) / N_available.
     """
 
-    def __init__(self, num_devices: int, m: int, p_bar, p_max):
+    def __init__(self, num_devices: int, m: int, p_bar, p_max, replace: bool = True):
         self.num_devices = int(num_devices)
         if self.num_devices < 1:
             raise ValueError(f"num_devices must be >= 1, got {num_devices!r}")
         self.m = _check_m(m)
         self.p_bar = _per_device(p_bar, self.num_devices, "p_bar")
         self.p_max = _per_device(p_max, self.num_devices, "p_max")
+        self.replace = bool(replace)
 
     def decide(self, state: RoundState) -> Decision:
         """Uniform omega over the available devices and budget-matching powers."""
@@ -73,11 +77,14 @@ class UniformScheduler:
         avail = _available(state, n)
         count = int(avail.sum())
         omega = np.where(avail, 1.0 / max(count, 1), 0.0)
-        q = inclusion_probability(omega, self.m)
+        if self.replace:
+            q = inclusion_probability(omega, self.m)
+        else:
+            q = np.where(avail, min(self.m, count) / max(count, 1), 0.0)
         power = np.zeros(n)
         power[avail] = np.minimum(self.p_max[avail], self.p_bar[avail] / q[avail])
         return Decision(omega=omega, q=q, power=power, queue=np.zeros(n), m=self.m,
-                        info={"method": "uniform", "scheduled": count})
+                        info={"method": "uniform", "scheduled": count}, replace=self.replace)
 
 
 class LyapunovScheduler:

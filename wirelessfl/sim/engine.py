@@ -208,7 +208,7 @@ class Engine:
         if decision.selected is not None:  # the scheduler chose the devices itself
             selected = np.unique(np.asarray(decision.selected, dtype=np.int64))
         else:
-            selected = draw_devices(decision.omega, decision.m, self.streams["selection"])
+            selected = draw_devices(decision.omega, decision.m, self.streams["selection"], decision.replace)
         power = decision.power[selected]
         bits = self.model_bits
         piggy_s = np.zeros(len(selected))
