@@ -55,11 +55,6 @@ class RunConfig:
                                             "round started are dropped; the round ends then")
     record_devices: bool = _field(True, doc="keep per-round arrays of every device (decisions.npz)")
     device: str = _field("cpu", doc="torch device for training, e.g. cpu or cuda")
-    batching: str = _field("auto", choices=("auto", "vmap", "loop"),
-                           doc="how the selected devices' local SGD is computed: one vmap call per step "
-                               "for all of them, or one device after another; auto: vmap on "
-                               "accelerators, loop on the CPU (vmap is faster on the CPU for small "
-                               "models such as logreg; float sums may then differ in the last bits)")
     threads: int = _field(1, ge=1, doc="torch intra-op threads while the run trains (part of the "
                                         "scenario so results do not depend on where it runs)")
     batching: str = _field("auto", choices=("auto", "vmap", "loop"), doc="how the selected devices' local "
