@@ -224,12 +224,12 @@ def _device_test_splits(scenario: Scenario, data, parts: list[np.ndarray]) -> li
 
     lc = scenario.learning
     y_tr, y_te = data.y_train.numpy(), data.y_test.numpy()
-    rng = rngs.stream(scenario.seed, "test_split")
     if lc.partition.startswith("perfedavg_groups"):
         a_test = perfedavg_test_unit(lc.samples_per_device // 5, y_tr.size, y_te.size)
         counts = perfedavg_group_counts(len(parts), a_test, single_class=lc.partition.endswith("single"))
-        return split_by_class_counts(y_te, counts, rng)
-    return device_test_sets([y_tr[p] for p in parts], y_te, lc.device_test_samples, rng, data.num_classes)
+        return split_by_class_counts(y_te, counts, rngs.stream(scenario.seed, "test_split"))
+    return device_test_sets([y_tr[p] for p in parts], y_te, lc.device_test_samples,
+                            rngs.stream(scenario.seed, "device_test"), data.num_classes)
 
 
 def model_bits_of(scenario: Scenario) -> int:
