@@ -37,8 +37,8 @@ class Decision:
     info: solver facts worth recording (method, objective, ...).
     selected: the devices chosen by the scheduler itself (distinct, ascending); the engine then uses
         them instead of drawing m devices from omega. None: the engine draws.
-    pre_upload_bits: (N,) bits each device sends before the round's model broadcast (bootstrap
-        gradients, loss scalars), through the same uplink; None: nothing.
+    pre_upload_bits: (N,) bits each device sends after the round's broadcast and before the
+        computation starts (bootstrap gradients, loss scalars), through the same uplink; None: nothing.
     piggyback_bits: (N,) bits a selected device adds to its model upload (a refreshed gradient and
         loss); None: nothing.
     replace: True (default): m draws with replacement from omega, the distinct devices take part;
