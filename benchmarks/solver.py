@@ -39,26 +39,25 @@ def bench(n: int, seed: int, with_manifold: bool):
     times = {"decide exact": [], "decide manifold": [], "solve exact": [], "solve manifold": []}
     gaps = []
     a = PAPER["V"] / n
+
+    def timed(key, fn):
+        t0 = time.perf_counter()
+        out = fn()
+        times[key].append(time.perf_counter() - t0)
+        return out
+
     for r in range(rounds_for(n, "exact")):
         gains = np.maximum((sigma * rng.rayleigh(1.0, n)) ** 2, 1e-3)
         state = RoundState(round=r, gains=gains, **LINK)
         queue = exact.queue.copy()
         power = optimal_power(gains, queue, V=PAPER["V"], lam=PAPER["lam"], p_max=PAPER["p_max"], **LINK)
         b = exact.costs(state, queue, power)
-        t0 = time.perf_counter()
-        d_exact = exact.decide(state)
-        times["decide exact"].append(time.perf_counter() - t0)
-        t0 = time.perf_counter()
-        solve_selection(a, b, PAPER["m"], method="exact")
-        times["solve exact"].append(time.perf_counter() - t0)
+        d_exact = timed("decide exact", lambda: exact.decide(state))
+        timed("solve exact", lambda: solve_selection(a, b, PAPER["m"], method="exact"))
         if with_manifold and r < rounds_for(n, "manifold"):
             manifold.queue = queue
-            t0 = time.perf_counter()
-            d_manifold = manifold.decide(state)
-            times["decide manifold"].append(time.perf_counter() - t0)
-            t0 = time.perf_counter()
-            solve_selection(a, b, PAPER["m"], method="manifold")
-            times["solve manifold"].append(time.perf_counter() - t0)
+            d_manifold = timed("decide manifold", lambda: manifold.decide(state))
+            timed("solve manifold", lambda: solve_selection(a, b, PAPER["m"], method="manifold"))
             f_e, f_m = d_exact.info["objective"], d_manifold.info["objective"]
             gaps.append((f_m - f_e) / f_e)
     return {k: (float(np.median(v)) if v else None) for k, v in times.items()}, gaps

@@ -406,6 +406,14 @@ def _plt():
     return plt
 
 
+def _save(fig, path: Path, dpi: int = 120) -> Path:
+    """Lay out, write and close a figure; returns its path."""
+    fig.tight_layout()
+    fig.savefig(path, dpi=dpi)
+    _plt().close(fig)
+    return path
+
+
 _M_COLOURS = {1: "tab:blue", 5: "tab:orange", 10: "tab:green"}
 _ALPHA_COLOURS = {INF: "tab:blue", 1.0: "tab:orange", 0.0: "tab:red"}
 
@@ -492,10 +500,7 @@ def analyse_fig2(ctx: Context) -> Report:
     ax.set_title("Fig. 2: best m vs computation time (lyapunov, λ = 100)")
     ax.grid(alpha=0.3)
     ax.legend()
-    fig.tight_layout()
-    path = ctx.figures / "fig2.png"
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    path = _save(fig, ctx.figures / "fig2.png")
     md = ["Best m per computation-time range (lyapunov, λ = 100, heterogeneous channels, α = ∞):", "",
           markdown_table(ranges.assign(setting=ranges["setting"]))]
     numbers = {"ranges": ranges.to_dict("records")}
@@ -531,9 +536,7 @@ def _convergence_figure(ctx: Context, cells: Sequence[Cell], path: Path, x: str,
                 ax.set_yscale("log")
         axes[0][0].legend(fontsize=8)
     fig.suptitle(title, fontsize=10)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    _save(fig, path, dpi=110)
 
 
 def _speedup_rows(ctx: Context, pairs: Sequence[tuple[Cell, Cell]], compute_s: float) -> pd.DataFrame:
@@ -626,10 +629,7 @@ def analyse_fig6(ctx: Context) -> Report:
             ax.set_ylabel("test accuracy" if metric == "accuracy" else "training loss")
             ax.grid(alpha=0.3)
     axes[0][0].legend(fontsize=8)
-    fig.tight_layout()
-    path = ctx.figures / "fig6.png"
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    path = _save(fig, ctx.figures / "fig6.png", dpi=110)
     pairs = [(lyapunov("hom", a, m), uniform("hom", a, m)) for a in (INF, 1.0) for m in (1, 10)]
     table = _speedup_rows(ctx, pairs, 0.0)
     md = ["Homogeneous channels, no computation time:", "", markdown_table(table), "",
@@ -730,10 +730,7 @@ def analyse_fig7(ctx: Context) -> Report:
     ax.set_title("Fig. 7: convergence of the power constraint (m = 10, λ = 100)")
     ax.grid(alpha=0.3, which="both")
     ax.legend(fontsize=8)
-    fig.tight_layout()
-    path = ctx.figures / "fig7.png"
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    path = _save(fig, ctx.figures / "fig7.png")
     table = pd.DataFrame(rows)
     md = ["Time-average power (band: range over devices; seeds averaged):", "", markdown_table(table), "",
           "Paper: larger V reaches P̄ = 1 more slowly; V = 1e5 not within a realistic number of rounds; "
@@ -782,10 +779,7 @@ def analyse_fig8(ctx: Context) -> Report:
     ax2.grid(alpha=0.3, axis="y")
     ax2.legend(fontsize=8)
     fig.suptitle("Fig. 8: heterogeneous channels, m = 10, V = 100")
-    fig.tight_layout()
-    path = ctx.figures / "fig8.png"
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    path = _save(fig, ctx.figures / "fig8.png")
     table = pd.DataFrame(rows)
     md = ["Selection statistics:", "", markdown_table(table), "",
           "Paper: λ = 100 strongly favours large σ and mostly schedules 3-5 devices; λ = 1 looks like uniform."]
