@@ -195,20 +195,21 @@ SCALES: dict[str, Scale] = {
         evals_per_run=400,
         timing_rounds=_TIMING_ROUNDS, compute_grid=_COMPUTE_GRID, smooth=5),
     # Fashion-MNIST on an MLP (784-200-200-10) on one CPU thread. The link keeps the paper's upload
-    # size, so airtime per round -- and hence the computation-time axis -- is the paper's. Targets
-    # sit near the MLP's plateau for each alpha, as the paper's do for its CNN; budgets give every
-    # seed room past the target (calibrated on a pilot, see figures/README.md).
+    # size, so airtime per round -- and hence the computation-time axis -- is the paper's. One local
+    # step at a small step size makes the target take hundreds of rounds, as the paper's CIFAR-10
+    # runs take thousands: the speed-ups are ratios of airtime per round over the whole run, and
+    # the first few dozen rounds (Lyapunov's queues filling, uniform's rare deep fades) are not
+    # representative of them (figures/README.md measures both horizons). Targets sit below the
+    # MLP's plateau for each alpha; budgets give every seed room past the target.
     "cpu": Scale(
         name="cpu",
-        training_overrides=("learning.dataset=\"fashion_mnist\"", "learning.model=\"mlp\"", "learning.lr=0.05",
-                            "learning.eval_train_samples=2000"),
+        training_overrides=("learning.dataset=\"fashion_mnist\"", "learning.model=\"mlp\"", "learning.lr=0.02",
+                            "learning.local_steps=1", "learning.eval_train_samples=2000"),
         timing_overrides=(),
-        targets={("het", INF): 0.80, ("het", 1.0): 0.75, ("het", 0.0): 0.55,
-                 ("hom", INF): 0.80, ("hom", 1.0): 0.75},
-        rounds={(None, 1, INF): 120, (None, 5, INF): 80, (None, 10, INF): 70,
-                (None, 1, 1.0): 200, (None, 5, 1.0): 90, (None, 10, 1.0): 80,
-                (None, 1, 0.0): 300, (None, 5, 0.0): 130, (None, 10, 0.0): 110},
-        evals_per_run=25,
+        targets={("het", INF): 0.80, ("het", 1.0): 0.80, ("het", 0.0): 0.78,
+                 ("hom", INF): 0.80, ("hom", 1.0): 0.80},
+        rounds={(None, 1, None): 4000, (None, 5, None): 2000, (None, 10, None): 1500},
+        evals_per_run=100,
         timing_rounds=_TIMING_ROUNDS, compute_grid=_COMPUTE_GRID, smooth=1),
     # Tests only: 6 devices, logistic regression, one local step, a handful of rounds.
     "tiny": Scale(
