@@ -299,3 +299,32 @@ def test_table_recipe_on_hand_made_runs_matches_closed_form(tmp_path):
     lyap = table[(table["policy"] == "lyapunov") & (table["alpha"].astype(str) == "inf")]
     assert lyap["setting"].iloc[0].startswith("m=1 ") and not lyap["setting"].iloc[-1].startswith("m=1 ")
     assert report.numbers["ranges"]
+
+
+def test_speedup_rows_split_into_rounds_ratio_and_per_round_gain(tmp_path):
+    # to accuracy 0.5 with 2 s computation per round: uniform takes 10 rounds of 8 or 6 s airtime,
+    # lyapunov 12 or 16 rounds of 1 s; the lyapunov folders are stored in the opposite seed order
+    ly, un = P.lyapunov("het", P.INF, 10), P.uniform("het", P.INF, 10)
+    shapes = {ly.name: [(24, 1.0, 1), (32, 1.0, 0)], un.name: [(20, 8.0, 0), (20, 6.0, 1)]}
+    dirs = {}
+    for name, runs in shapes.items():
+        for i, (rounds_to_one, round_s, seed) in enumerate(runs):
+            d = tmp_path / f"{name}-{i}"
+            d.mkdir()
+            linear_run(rounds_to_one, round_s, rounds=40).to_csv(d / "evals.csv", index=False)
+            (d / "summary.json").write_text(f'{{"seed": {seed}}}')
+            dirs.setdefault(name, []).append(d)
+    import dataclasses
+    scale = dataclasses.replace(P.SCALES["tiny"], targets={k: 0.5 for k in P.SCALES["tiny"].targets})
+    ctx = P.Context(scale, P.Runs(dirs), tmp_path, 2)
+    row = P._speedup_rows(ctx, [(ly, un)], compute_s=2.0).iloc[0]
+    # seed averages: lyapunov r (1/24 + 1/32) / 2 reaches 0.5 at r = 96/7 rounds (3 s each);
+    # uniform, with rounds of 10 and 8 s, t (1/200 + 1/160) / 2 reaches 0.5 at t = 1 / (1/200 + 1/160)
+    r_ly = 96 / 7
+    t_un = 1 / (1 / 200 + 1 / 160)
+    assert row["rounds_ratio"] == pytest.approx(10 / r_ly, rel=2e-3)
+    assert row["speedup"] == pytest.approx(t_un / (r_ly * 3), rel=2e-3)
+    assert row["per_round_gain"] == pytest.approx((7 + 2) / (1 + 2))  # mean round lengths, seeds pooled
+    # per seed: seed 0 pairs 100 s with 16 x 3 s, seed 1 pairs 80 s with 12 x 3 s (not by folder order)
+    lo, hi = (float(x) for x in row["seed_range"].split("–"))
+    assert (lo, hi) == (pytest.approx(100 / 48, rel=2e-3), pytest.approx(80 / 36, rel=2e-3))

@@ -272,6 +272,18 @@ class Runs:
         """The evaluation tables of a cell's seeds."""
         return [pd.read_csv(d / "evals.csv") for d in self.dirs.get(name, [])]
 
+    def evals_by_seed(self, name: str) -> dict[int, pd.DataFrame]:
+        """The evaluation tables of a cell keyed by seed (by position for a run without a summary),
+        so that two policies can be compared on the same seed's data and channels."""
+        out = {}
+        for i, d in enumerate(self.dirs.get(name, [])):
+            try:
+                seed = int(json.loads((d / "summary.json").read_text())["seed"])
+            except (OSError, ValueError, KeyError):
+                seed = i
+            out[seed] = pd.read_csv(d / "evals.csv")
+        return out
+
 
 def run_cells(scenario: Scenario, seeds: int, cache: Path, executor: str = "serial",
               workers: int | None = None, progress: bool = True) -> Runs:
@@ -540,14 +552,51 @@ def _convergence_figure(ctx: Context, cells: Sequence[Cell], path: Path, x: str,
     _save(fig, path, dpi=110)
 
 
+def _rounds(ctx: Context, cell: Cell) -> float:
+    evals = ctx.runs.evals(cell.name)
+    return rounds_to_target(evals, ctx.scale.target(cell), smooth=ctx.scale.smooth) if evals else math.nan
+
+
+def _round_length(ctx: Context, cell: Cell, compute_s: float, rounds: float) -> float:
+    """Mean simulated length of a cell's first ``rounds`` rounds (airtime + ``compute_s``), over seeds."""
+    evals = ctx.runs.evals(cell.name)
+    if not evals or not rounds > 0:
+        return math.nan
+    return float(np.mean([np.interp(rounds, e["round"], e["time_s"]) / rounds for e in evals])) + compute_s
+
+
 def _speedup_rows(ctx: Context, pairs: Sequence[tuple[Cell, Cell]], compute_s: float) -> pd.DataFrame:
+    """Speed-up of each (lyapunov, uniform) pair, its spread over seeds, and where it comes from.
+
+    Time to target is rounds x mean round length (airtime + computation), so the speed-up is about
+    the ratio of rounds to target (uniform / lyapunov: below 1 when lyapunov's biased selection
+    costs rounds) times the per-round gain (uniform / lyapunov mean round length up to the target).
+    """
     rows = []
     for ly, un in pairs:
         t = _times(ctx, [ly, un], compute_s)
+        overall = speedup(t[un.name], t[ly.name])
+        by_seed_ly, by_seed_un = ctx.runs.evals_by_seed(ly.name), ctx.runs.evals_by_seed(un.name)
+        per_seed = [speedup(*(mean_time_to_target([runs[s]], ctx.scale.target(ly), compute_s=compute_s,
+                                                  smooth=ctx.scale.smooth) for runs in (by_seed_un, by_seed_ly)))
+                    for s in sorted(set(by_seed_ly) & set(by_seed_un))]
+        per_seed = [x for x in per_seed if not math.isnan(x)]
+        r_ly, r_un = _rounds(ctx, ly), _rounds(ctx, un)
         rows.append({"case": f"α={alpha_label(ly.alpha)} {ly.channel}", "m": ly.m, "compute_s": compute_s,
                      "target": ctx.scale.target(ly), "lyapunov_s": t[ly.name], "uniform_s": t[un.name],
-                     "speedup": speedup(t[un.name], t[ly.name])})
+                     "speedup": overall,
+                     "seed_range": f"{min(per_seed):.3g}–{max(per_seed):.3g}" if per_seed else "n/a",
+                     "rounds_ratio": speedup(r_un, r_ly),
+                     "per_round_gain": speedup(_round_length(ctx, un, compute_s, r_un),
+                                               _round_length(ctx, ly, compute_s, r_ly))})
     return pd.DataFrame(rows)
+
+
+SPEEDUP_LEGEND = ("speedup = uniform_s / lyapunov_s of the seed-averaged curves; seed_range: min–max of the same "
+                  "ratio per seed (both policies on that seed's data and channels); rounds_ratio = rounds "
+                  "to target, uniform / lyapunov; per_round_gain = uniform / lyapunov mean round length "
+                  "(airtime + computation) over the rounds each needs to the target; speedup ≈ "
+                  "rounds_ratio × per_round_gain.")
 
 
 def analyse_fig3(ctx: Context) -> Report:
@@ -566,7 +615,7 @@ def analyse_fig3(ctx: Context) -> Report:
         if best is not None:
             numbers[f"best_m_c{c:g}"] = int(best["m"])
     md = ["Time to target (s) and speed-up (uniform / lyapunov), heterogeneous channels, α = ∞:", "",
-          markdown_table(table), "",
+          markdown_table(table), "", SPEEDUP_LEGEND, "",
           f"Paper: m = 10, c = 0: 8.5x (5,339 s vs 45,748 s); m = 1, c = 0: 1.3x; "
           f"c = 2 s: best m = 5 with 1.31x."]
     return Report("fig3", [path], numbers, "\n".join(md))
@@ -584,7 +633,8 @@ def analyse_fig4(ctx: Context) -> Report:
     pairs = [(lyapunov("het", a, 10), uniform("het", a, 10)) for a in (INF, 1.0, 0.0)]
     table = _speedup_rows(ctx, pairs, 1.0)
     md = ["Time to target (s) and speed-up at 1 s computation, m = 10 (target per α):", "", markdown_table(table),
-          "", "Paper: lyapunov beats uniform at every α, by less for more heterogeneous data (no numbers given)."]
+          "", SPEEDUP_LEGEND, "",
+          "Paper: lyapunov beats uniform at every α, by less for more heterogeneous data (no numbers given)."]
     return Report("fig4", [path], {"speedups": table.to_dict("records")}, "\n".join(md))
 
 
@@ -595,13 +645,17 @@ def analyse_fig5(ctx: Context) -> Report:
     _convergence_figure(ctx, cells, path, "round", (0.0,),
                         "Fig. 5: against rounds (solid: lyapunov λ = 100, dashed: uniform)",
                         lambda c: _M_COLOURS[c.m], lambda c: f"{c.policy} m={c.m}")
-    rows = [{"policy": c.policy, "m": c.m, "rounds_to_target":
-             rounds_to_target(ctx.runs.evals(c.name), ctx.scale.target(c)) if ctx.runs.evals(c.name) else math.nan}
-            for c in cells]
+    rows = [{"policy": c.policy, "m": c.m, "rounds_to_target": _rounds(ctx, c)} for c in cells]
     table = pd.DataFrame(rows)
     md = ["Rounds to target of the seed-averaged curve:", "", markdown_table(table), "",
           "Paper: m = 1 needs the most rounds."]
     return Report("fig5", [path], {"rounds": rows}, "\n".join(md))
+
+
+def _fig6_pairs() -> list[tuple[Cell, Cell]]:
+    """(lyapunov, uniform) at m in {1, 10}, α in {∞, 1}: homogeneous channels, then the same settings with
+    heterogeneous channels, which the paper compares them with (the figure shows the homogeneous ones)."""
+    return [(lyapunov(ch, a, m), uniform(ch, a, m)) for ch in ("hom", "het") for a in (INF, 1.0) for m in (1, 10)]
 
 
 def analyse_fig6(ctx: Context) -> Report:
@@ -631,10 +685,10 @@ def analyse_fig6(ctx: Context) -> Report:
             ax.grid(alpha=0.3)
     axes[0][0].legend(fontsize=8)
     path = _save(fig, ctx.figures / "fig6.png", dpi=110)
-    pairs = [(lyapunov("hom", a, m), uniform("hom", a, m)) for a in (INF, 1.0) for m in (1, 10)]
-    table = _speedup_rows(ctx, pairs, 0.0)
-    md = ["Homogeneous channels, no computation time:", "", markdown_table(table), "",
-          "Paper: α = ∞, m = 1: 1.24x; m = 10: 6.7x."]
+    table = _speedup_rows(ctx, _fig6_pairs(), 0.0)
+    md = ["Homogeneous channels, no computation time, and the same settings with heterogeneous channels:", "",
+          markdown_table(table), "", SPEEDUP_LEGEND, "",
+          "Paper: α = ∞, m = 1: 1.24x; m = 10: 6.7x (heterogeneous: 1.3x and 8.5x)."]
     return Report("fig6", [path], {"speedups": table.to_dict("records")}, "\n".join(md))
 
 
@@ -795,9 +849,8 @@ RECIPES: dict[str, Recipe] = {r.name: r for r in [
            lambda s: [c for a in (INF, 1.0, 0.0) for c in (lyapunov("het", a, 10), uniform("het", a, 10))],
            analyse_fig4),
     Recipe("fig5", "accuracy/loss vs rounds (the runs of Fig. 3)", "training", _fig3_cells, analyse_fig5),
-    Recipe("fig6", "homogeneous channels, α in {∞, 1}", "training",
-           lambda s: [c for a in (INF, 1.0) for m in (1, 10) for c in (lyapunov("hom", a, m), uniform("hom", a, m))],
-           analyse_fig6),
+    Recipe("fig6", "homogeneous channels, α in {∞, 1} (and the heterogeneous speed-ups beside)", "training",
+           lambda s: [c for pair in _fig6_pairs() for c in pair], analyse_fig6),
     Recipe("fig7", "time-average power per round for V in {1, 100, 1e5} (timing only)", "timing",
            _fig7_cells, analyse_fig7),
     Recipe("fig8", "selection frequency vs σ and distinct devices per round (timing only)", "timing",
