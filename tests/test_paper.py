@@ -311,7 +311,10 @@ def test_speedup_rows_split_into_rounds_ratio_and_per_round_gain(tmp_path):
         for i, (rounds_to_one, round_s, seed) in enumerate(runs):
             d = tmp_path / f"{name}-{i}"
             d.mkdir()
-            linear_run(rounds_to_one, round_s, rounds=40).to_csv(d / "evals.csv", index=False)
+            run = linear_run(rounds_to_one, round_s, rounds=40)
+            run.to_csv(d / "evals.csv", index=False)
+            pd.DataFrame({"t_start": run["time_s"][:-1].to_numpy(), "t_end": run["time_s"][1:].to_numpy()}).to_csv(
+                d / "rounds.csv", index=False)
             (d / "summary.json").write_text(f'{{"seed": {seed}}}')
             dirs.setdefault(name, []).append(d)
     import dataclasses
@@ -328,3 +331,5 @@ def test_speedup_rows_split_into_rounds_ratio_and_per_round_gain(tmp_path):
     # per seed: seed 0 pairs 100 s with 16 x 3 s, seed 1 pairs 80 s with 12 x 3 s (not by folder order)
     lo, hi = (float(x) for x in row["seed_range"].split("–"))
     assert (lo, hi) == (pytest.approx(100 / 48, rel=2e-3), pytest.approx(80 / 36, rel=2e-3))
+    horizon = P._horizon_rows(ctx, [(ly, un)], first=5).iloc[0]
+    assert horizon["ratio (first 5)"] == pytest.approx(7.0) and horizon["ratio (to target)"] == pytest.approx(7.0)
