@@ -327,7 +327,7 @@ def test_speedup_rows_split_into_rounds_ratio_and_per_round_gain(tmp_path):
     t_un = 1 / (1 / 200 + 1 / 160)
     assert row["rounds_ratio"] == pytest.approx(10 / r_ly, rel=2e-3)
     assert row["speedup"] == pytest.approx(t_un / (r_ly * 3), rel=2e-3)
-    assert row["per_round_gain"] == pytest.approx((7 + 2) / (1 + 2))  # mean round lengths, seeds pooled
+    assert row["per_round_gain"] == pytest.approx((7 + 2) / (1 + 2))  # mean round lengths, averaged over seeds
     # per seed: seed 0 pairs 100 s with 16 x 3 s, seed 1 pairs 80 s with 12 x 3 s (not by folder order)
     lo, hi = (float(x) for x in row["seed_range"].split("–"))
     assert (lo, hi) == (pytest.approx(100 / 48, rel=2e-3), pytest.approx(80 / 36, rel=2e-3))
