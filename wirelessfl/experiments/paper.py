@@ -560,6 +560,11 @@ def _convergence_figure(ctx: Context, cells: Sequence[Cell], path: Path, x: str,
     _save(fig, path, dpi=110)
 
 
+def _case(cell: Cell) -> str:
+    """The row label of a (channel, alpha) case in the speed-up tables, e.g. "α=inf het"."""
+    return f"α={alpha_label(cell.alpha)} {cell.channel}"
+
+
 def _rounds(ctx: Context, cell: Cell) -> float:
     evals = ctx.runs.evals(cell.name)
     return rounds_to_target(evals, ctx.scale.target(cell), smooth=ctx.scale.smooth) if evals else math.nan
@@ -590,7 +595,7 @@ def _speedup_rows(ctx: Context, pairs: Sequence[tuple[Cell, Cell]], compute_s: f
                     for s in sorted(set(by_seed_ly) & set(by_seed_un))]
         per_seed = [x for x in per_seed if not math.isnan(x)]
         r_ly, r_un = _rounds(ctx, ly), _rounds(ctx, un)
-        rows.append({"case": f"α={alpha_label(ly.alpha)} {ly.channel}", "m": ly.m, "compute_s": compute_s,
+        rows.append({"case": _case(ly), "m": ly.m, "compute_s": compute_s,
                      "target": ctx.scale.target(ly), "lyapunov_s": t[ly.name], "uniform_s": t[un.name],
                      "speedup": overall,
                      "seed_range": f"{min(per_seed):.3g}–{max(per_seed):.3g}" if per_seed else "n/a",
@@ -608,7 +613,7 @@ def _horizon_rows(ctx: Context, pairs: Sequence[tuple[Cell, Cell]], first: int =
     """
     rows = []
     for ly, un in pairs:
-        row = {"case": f"α={alpha_label(ly.alpha)} {ly.channel}", "m": ly.m}
+        row = {"case": _case(ly), "m": ly.m}
         for label, r_ly, r_un in ((f"first {first}", first, first),
                                   ("to target", _rounds(ctx, ly), _rounds(ctx, un))):
             u, l = _mean_airtime(ctx, un, r_un), _mean_airtime(ctx, ly, r_ly)
