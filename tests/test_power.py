@@ -14,7 +14,7 @@ import pytest
 from scipy.optimize import brentq, minimize_scalar
 from scipy.special import lambertw
 
-from wirelessfl.scheduling.power import POWER_RULES, optimal_power
+from wirelessfl.scheduling.power import POWER_RULES, _lambertw_of_exp, optimal_power
 
 LN2 = math.log(2.0)
 
@@ -148,6 +148,16 @@ def test_numerically_safe_at_the_extremes(rule):
                 noise_power=1.0, p_max=1.0)
     assert call(inst) == pytest.approx(reference_root(inst), rel=1e-9)
     assert 0 < call(inst) < 1e-100
+
+
+def test_lambert_w_of_exp_matches_scipy():
+    # W0(e^s) from s = -20 (where the series takes over) to s = 700 (e^s near the float limit),
+    # and beyond, where W0 + ln W0 = s is the definition.
+    s = np.linspace(-20.0, 700.0, 20001)
+    assert np.allclose(_lambertw_of_exp(s), lambertw(np.exp(s)).real, rtol=1e-14, atol=0)
+    big = np.array([710.0, 1e4, 1e300])
+    w = _lambertw_of_exp(big)
+    assert np.allclose(w + np.log(w), big, rtol=1e-15)
 
 
 def test_continuous_across_the_lambert_w_branches():

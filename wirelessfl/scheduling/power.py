@@ -13,53 +13,39 @@ Everything is done in the log domain so that A may be far outside the floating-p
 """
 from __future__ import annotations
 
+import math
+
 import numpy as np
-from scipy.special import lambertw
 
 POWER_RULES = ("exact", "paper")
 
 _LN2 = float(np.log(2.0))
-# Beyond e^700 lambertw's argument overflows; below e^-20 the series W0(z) = z - z^2 + ... is
-# exact to double precision for what we need (the error in log(x - 1) is O(z^2)).
-_S_HIGH = 700.0
+# Below e^-20 the series W0(z) = z - z^2 + ... is exact to double precision for what we need (the
+# error in log(x - 1) is O(z^2)).
 _S_LOW = -20.0
 
 
 def _lambertw_of_exp(s: np.ndarray) -> np.ndarray:
-    """W0(e^s) for real s of any size (s = log of the argument)."""
-    s = np.asarray(s, dtype=float)
-    w = np.empty_like(s)
-    mid = s <= _S_HIGH
-    if np.any(mid):
-        w[mid] = lambertw(np.exp(s[mid])).real
-    high = ~mid
-    if np.any(high):
-        # Solve w + ln w = s by Newton from w = s - ln s (quadratic convergence, s > 700).
-        sh = s[high]
-        wh = sh - np.log(sh)
-        for _ in range(6):
-            wh = wh - (wh + np.log(wh) - sh) / (1.0 + 1.0 / wh)
-        w[high] = wh
+    """W0(e^s) for real s >= -20 of any size (s = log of the argument).
+
+    Newton on f(w) = w + ln w - s from softplus(s) = ln(1 + e^s) >= W0(e^s): f is increasing and
+    concave, so the first step lands below the root and the next ones climb to it quadratically.
+    Four steps reach a relative error of 4e-15 over the whole range (checked against scipy's
+    complex lambertw in the tests; that one is several times slower on the arrays used here).
+    """
+    w = np.logaddexp(0.0, s)
+    for _ in range(4):
+        w = w - (w + np.log(w) - s) * w / (w + 1.0)
     return w
 
 
 def _log_xm1(log_a: np.ndarray) -> np.ndarray:
     """log(x - 1) where x > 1 solves x (ln x)^2 = A, given log A (finite)."""
     s = 0.5 * log_a - _LN2  # log(sqrt(A) / 2)
-    out = np.empty_like(s)
-    low = s < _S_LOW
-    # x - 1 = expm1(2 W) and for tiny z = e^s, 2W = 2z - 2z^2 + O(z^3) so log(x - 1) = ln2 + s + O(z^2).
-    out[low] = _LN2 + s[low]
-    rest = ~low
-    if np.any(rest):
-        two_w = 2.0 * _lambertw_of_exp(s[rest])
-        # expm1 overflows for 2W > 709; there x - 1 = e^(2W) to double precision.
-        big = two_w > 700.0
-        val = np.empty_like(two_w)
-        val[big] = two_w[big]
-        val[~big] = np.log(np.expm1(two_w[~big]))
-        out[rest] = val
-    return out
+    two_w = 2.0 * _lambertw_of_exp(np.maximum(s, _S_LOW))
+    # log(e^(2W) - 1) = 2W + log(1 - e^(-2W)): no overflow for large W, no cancellation for small.
+    # For tiny z = e^s, 2W = 2z - 2z^2 + O(z^3) so log(x - 1) = ln2 + s + O(z^2).
+    return np.where(s < _S_LOW, _LN2 + s, two_w + np.log(-np.expm1(-two_w)))
 
 
 def optimal_power(
@@ -98,18 +84,31 @@ def optimal_power(
     pmax = np.broadcast_to(np.asarray(p_max, dtype=float), g.shape)
     if g.ndim != 1:
         raise ValueError(f"gain must be a 1-D array, got shape {g.shape}")
-    if not np.all(np.isfinite(g)) or np.any(g <= 0):
-        raise ValueError("gain must be finite and > 0 (apply the gain floor first)")
+    check_gains(g)
     if not np.all(np.isfinite(z)) or np.any(z < 0):
         raise ValueError("queue must be finite and >= 0")
     if not np.all(np.isfinite(pmax)) or np.any(pmax < 0):
         raise ValueError("p_max must be finite and >= 0")
+    return powers(g, z, pmax, V=V, lam=lam, model_bits=model_bits, bandwidth_hz=bandwidth_hz,
+                  noise_power=noise_power, rule=rule)
+
+
+def check_gains(g: np.ndarray) -> None:
+    """Raise ValueError unless every gain is finite and > 0."""
+    if not ((g > 0) & (g < np.inf)).all():  # NaN fails both
+        raise ValueError("gain must be finite and > 0 (apply the gain floor first)")
+
+
+def powers(g: np.ndarray, z: np.ndarray, pmax: np.ndarray, *, V: float, lam: float,
+           model_bits: float, bandwidth_hz: float, noise_power: float, rule: str) -> np.ndarray:
+    """:func:`optimal_power` for arrays already checked (gains by :func:`check_gains`, queues and
+    p_max finite and >= 0, all of one shape): the scheduler's per-round path. Scalars are checked."""
     for name, val in (("V", V), ("lam", lam)):
-        if not np.isfinite(val) or val < 0:
+        if not (math.isfinite(val) and val >= 0):
             raise ValueError(f"{name} must be finite and >= 0, got {val!r}")
     for name, val in (("model_bits", model_bits), ("bandwidth_hz", bandwidth_hz),
                       ("noise_power", noise_power)):
-        if not np.isfinite(val) or val <= 0:
+        if not (math.isfinite(val) and val > 0):
             raise ValueError(f"{name} must be finite and > 0, got {val!r}")
 
     power = pmax.copy()  # Z = 0: the cost decreases in P, so transmit at full power.
@@ -119,15 +118,20 @@ def optimal_power(
         # No airtime penalty: the cost is Z P, minimised by P = 0 wherever Z > 0.
         power[queued] = 0.0
         return power
-    if not np.any(queued):
+    n_queued = int(queued.sum())
+    if n_queued == 0:
         return power
+    gq, zq = (g, z) if n_queued == g.size else (g[queued], z[queued])
     # log A, assembled term by term so that no intermediate overflows.
-    log_a = (np.log(V) + np.log(lam) + np.log(model_bits) + np.log(g[queued]) + np.log(_LN2)
-             - np.log(noise_power) - np.log(bandwidth_hz) - np.log(z[queued]))
+    log_const = (math.log(V) + math.log(lam) + math.log(model_bits) + math.log(_LN2)
+                 - math.log(noise_power) - math.log(bandwidth_hz))
     if rule == "paper":
-        log_a = log_a + np.log(_LN2)
-    log_p = np.log(noise_power) - np.log(g[queued]) + _log_xm1(log_a)
+        log_const += math.log(_LN2)
+    log_g = np.log(gq)
+    log_p = (math.log(noise_power) - log_g) + _log_xm1(log_const + log_g - np.log(zq))
     # Clip in the log domain first (exp(> 709) would overflow), then to [0, Pmax] exactly.
     p = np.exp(np.minimum(log_p, 700.0))
+    if n_queued == g.size:
+        return np.minimum(p, pmax)
     power[queued] = np.minimum(p, pmax[queued])
     return power

@@ -16,8 +16,8 @@ import math
 import numpy as np
 
 from .base import Decision, RoundState, inclusion_probability
-from .power import POWER_RULES, optimal_power
-from .selection import SELECTION_METHODS, solve_selection
+from .power import POWER_RULES, check_gains, powers
+from .selection import SELECTION_METHODS, _solve_selection
 
 _LN2 = math.log(2.0)
 
@@ -152,21 +152,26 @@ class LyapunovScheduler:
         """Powers, selection probabilities and the queue update for one round."""
         n, m = self.num_devices, self.m
         avail = _available(state, n)
-        z = self.queue.copy()
-        power = optimal_power(state.gains, z, V=self.V, lam=self.lam, model_bits=state.model_bits,
-                              bandwidth_hz=state.bandwidth_hz, noise_power=state.noise_power,
-                              p_max=self.p_max, rule=self.power_rule)
+        gains = np.asarray(state.gains, dtype=float)
+        check_gains(gains)
+        z = self.queue  # replaced, never written in place, below
+        power = powers(gains, z, self.p_max, V=self.V, lam=self.lam, model_bits=state.model_bits,
+                       bandwidth_hz=state.bandwidth_hz, noise_power=state.noise_power,
+                       rule=self.power_rule)
         b = self.costs(state, z, power)
-        eligible = avail & np.isfinite(b)
-        omega = np.zeros(n)
-        info = {"method": self.solver, "power_rule": self.power_rule,
-                "scheduled": int(eligible.sum())}
-        if np.any(eligible):
-            res = solve_selection(self.V / n, b[eligible], m, method=self.solver)
-            omega[eligible] = res.omega
-            info.update(objective=res.fun, success=res.success, certificate=res.certificate)
+        eligible = avail & (b < np.inf)
+        info = {"method": self.solver, "power_rule": self.power_rule}
+        everyone = bool(eligible.all())
+        if everyone or eligible.any():
+            res = _solve_selection(self.V / n, b if everyone else b[eligible], m, self.solver)
+            omega, q = (res.omega, res.q) if everyone else (np.zeros(n), np.zeros(n))
+            if not everyone:
+                omega[eligible], q[eligible] = res.omega, res.q
+            info.update(scheduled=res.omega.size, objective=res.fun, success=res.success,
+                        certificate=res.certificate)
         else:
-            info.update(objective=0.0, success=False, message="no device can be scheduled")
-        q = inclusion_probability(omega, m)
-        self.queue = np.where(avail, np.maximum(z + power * q - self.p_bar, 0.0), z)
+            omega, q = np.zeros(n), np.zeros(n)
+            info.update(scheduled=0, objective=0.0, success=False, message="no device can be scheduled")
+        queue = np.maximum(z + power * q - self.p_bar, 0.0)
+        self.queue = queue if state.available is None else np.where(avail, queue, z)
         return Decision(omega=omega, q=q, power=power, queue=z, m=m, info=info)

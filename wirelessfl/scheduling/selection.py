@@ -113,23 +113,26 @@ def _logit_of_q(q, m):
         return np.log(-np.expm1(lq)) - lq
 
 
+def _logit_of_q_scalar(q: float, m: int) -> float:
+    """_logit_of_q for one q in (0, 1)."""
+    lq = math.log1p(-q) / m
+    return math.log(-math.expm1(lq)) - lq
+
+
 def _branch_q1(a: float, b, m: int):
     """q at which g' peaks (end of the convex branch): root of k b q^3 + (2-k) a q - 2a = 0.
 
     Only meaningful for b > a (then q1 < 1). Cardano gives the unique real root of the depressed
-    cubic (both coefficients positive), written as u - p/(3u), then polished by Newton steps (the
-    cubic is increasing and convex for q > 0, so the polish converges from either side).
+    cubic (both coefficients positive), written as u - p/(3u), then polished by a Newton step.
     """
     k = (m - 1) / m
-    p = (2.0 - k) * a / (k * b)
     r = 2.0 * a / (k * b)
-    d = np.sqrt(0.25 * r * r + p ** 3 / 27.0)
+    p = (1.0 - 0.5 * k) * r
+    d = np.sqrt(0.25 * r * r + p * p * p / 27.0)
     u = np.cbrt(0.5 * r + d)
+    # For b > a, p^3/27 <= r^2/16 (m >= 2): u - p/(3u) >= u/2, no cancellation.
     q = u - p / (3.0 * u)
-    q = np.where(q > 0, q, r / p)
-    for _ in range(2):
-        q = q - (q ** 3 + p * q - r) / (3.0 * q * q + p)
-    return q
+    return q - (q * q * q + p * q - r) / (3.0 * q * q + p)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -151,30 +154,35 @@ class _Exact:
         self.n = b.size
         self.j = int(np.argmin(b))
         self.bj = float(b[self.j])
-        self.bo = np.delete(b, self.j)  # every other device
+        self.bo = np.concatenate((b[: self.j], b[self.j + 1:]))  # every other device
         self.evaluations = 0
         self.inner_iterations = 0
-        with np.errstate(divide="ignore", invalid="ignore"):
-            self.q0o = np.minimum(np.sqrt(a / self.bo), 1.0)
-            # omega0: where g' = 0 (q = sqrt(a/b)); 1 where b <= a (g' < 0 on all of (0, 1)).
-            self.w0o = -np.expm1(np.log1p(-self.q0o) / m)
+        self.q0o = np.minimum(np.sqrt(a / self.bo), 1.0)
+        # omega0: where g' = 0 (q = sqrt(a/b)); 1 where b <= a (g' < 0 on all of (0, 1)).
+        self.w0o = -np.expm1(np.log1p(-self.q0o) / m)
 
     def _prepare_positive(self):
-        """Convex-branch ends of the other devices, needed only when mu > 0 (then all b > a).
+        """What psi_n needs when mu > 0 (then all b > a).
 
         For mu > 0 the inner variable is x = log(q / q0) in (0, x1]: b q^2 - a = a expm1(2x) keeps
-        full precision next to q0, where g' vanishes and psi_n(mu) sits for small mu.
+        full precision next to q0, where g' vanishes and psi_n(mu) sits for small mu. The start
+        x = -log(1 - mu r_n) / 2, r_n = (1 - q0)^-k / (m b), solves b - a/q^2 = (mu/m)(1 - q0)^-k:
+        one fixed-point step from q0, so it lies below the root ((1 - q)^-k grows with q).
         """
-        a, m, b = self.a, self.m, self.bo
-        q1 = _branch_q1(a, b, m)
-        self.q1o = q1
+        self.log_mb = np.log(self.m * self.bo)
+        self.r_coef = np.exp(-self.k * np.log1p(-self.q0o)) / (self.m * self.bo)
+        # Convex-branch ends x1 = log(q1 / q0), the peaks log M_n = log g_n'(omega1_n) and the
+        # curvature there: Newton starts next to a peak, where the root is nearly double.
+        a, m, b, j = self.a, self.m, self.bo, self.j
+        q1 = _branch_q1(a, self.b, m)  # device j's too: the end of its concave branch
+        self.q1j = float(q1[j])
+        q1 = np.concatenate((q1[:j], q1[j + 1:]))
         self.x1o = np.log(q1) - np.log(self.q0o)
         omq = 1.0 - q1
         self.log_Mo = np.log(m * omq ** ((m - 1) / m) * (b - a / (q1 * q1)))  # M_n = g_n'(omega1_n)
         # -d2G/dx2 at the peak x1 (G = log g' - log mu): seeds Newton near a double root.
         e2 = np.expm1(2.0 * self.x1o)
         self.kappa = self.k * q1 / (omq * omq) + 4.0 * (e2 + 1.0) / (e2 * e2)
-        self.log_mb = np.log(m * b)
 
     # -- device j (scalar) -------------------------------------------------------------------
 
@@ -205,45 +213,54 @@ class _Exact:
         """
         mu = np.asarray(mu, dtype=float)
         tol = self.tol if tol is None else tol
-        sign = 1 if np.all(mu > 0) else -1
+        sign = 1 if (mu > 0).all() else -1
         z0 = state[1] if state is not None and state[0] == sign else None
-        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-            if sign > 0:
-                z, w, dw, dz = self._psi_pos(mu, z0, tol)
-            else:
-                z, w, dw, dz = self._psi_neg(mu, z0, tol)
+        if sign > 0:
+            z, w, dw, dz = self._psi_pos(mu, z0, tol)
+        else:
+            z, w, dw, dz = self._psi_neg(mu, z0, tol)
         return (sign, z), w, dw, dz
+
+    @staticmethod
+    def _newton(evaluate, z, floor, tol, maxiter):
+        """Plain vectorised Newton steps on an increasing function from z, kept >= floor (if not
+        None); None unless the steps converge to a point with a positive slope."""
+        # Stop on steps below tol relative to the largest |z|: rounding noise in G is ~ eps |z|.
+        stop = tol * (1.0 + float(np.abs(z).max()))
+        for it in range(maxiter):
+            G, dG = evaluate(z)
+            step = G / dG
+            z = z - step
+            if floor is not None:
+                z = np.fmax(z, floor)  # fmax: a NaN step falls back to the floor
+            if np.abs(step).max() <= stop:  # False for NaN
+                break
+        else:
+            return None
+        if not (dG > 0).all():
+            return None
+        return z, dG, it + 1
 
     @staticmethod
     def _safeguarded(evaluate, z, lo, hi, tol, maxiter):
         """Vectorised Newton on an increasing function; bisection when a step leaves [lo, hi]
-        (hi may be +inf: then the step doubles away from lo). Unbracketed when lo is None:
-        returns None unless the plain steps converge to a point with a positive slope."""
-        bracketed = lo is not None
-        # Stop on steps below tol relative to the largest |z|: rounding noise in G is ~ eps |z|.
-        stop = tol * (1.0 + float(np.max(np.abs(z))))
-        if bracketed:
-            lo, hi = lo.copy(), hi.copy()
+        (hi may be +inf: then the step doubles away from lo)."""
+        stop = tol * (1.0 + float(np.abs(z).max()))
+        lo, hi = lo.copy(), hi.copy()
         for it in range(maxiter):
             G, dG = evaluate(z)
             new = z - G / dG
-            if bracketed:
-                neg = G < 0
-                np.copyto(lo, z, where=neg)
-                np.copyto(hi, z, where=~neg)
-                bad = ~((new >= lo) & (new <= hi))  # also catches NaN
-                if bad.any():
-                    mid = np.where(np.isfinite(hi), 0.5 * (lo + hi), lo + 2.0 * (1.0 + np.abs(lo)))
-                    np.copyto(new, mid, where=bad)
-            done = np.max(np.abs(new - z)) <= stop
+            neg = G < 0
+            np.copyto(lo, z, where=neg)
+            np.copyto(hi, z, where=~neg)
+            bad = ~((new >= lo) & (new <= hi))  # also catches NaN
+            if bad.any():
+                mid = np.where(np.isfinite(hi), 0.5 * (lo + hi), lo + 2.0 * (1.0 + np.abs(lo)))
+                np.copyto(new, mid, where=bad)
+            done = np.abs(new - z).max() <= stop
             z = new
             if done:
                 break
-        else:
-            if not bracketed:
-                return None
-        if not bracketed and not (np.all(np.isfinite(G)) and np.all(dG > 0)):
-            return None
         return z, dG, it + 1
 
     def _psi_neg(self, mu, theta0, tol):
@@ -265,7 +282,7 @@ class _Exact:
 
         out = None
         if theta0 is not None:
-            out = self._safeguarded(evaluate, theta0 + 0.0 * mu, None, None, tol, 4)
+            out = self._newton(evaluate, theta0 + 0.0 * mu, None, tol, 4)
         if out is None:
             c = amu / m
             # a/q^2 = b + |c| (1-q)^-k  with (1-q)^-k in [1, 2^k] while q <= 1/2.
@@ -311,17 +328,31 @@ class _Exact:
 
         out = None
         if x0 is not None:
-            out = self._safeguarded(evaluate, x0 + 0.0 * mu, None, None, tol, 4)
+            out = self._newton(evaluate, x0 + 0.0 * mu, None, tol, 4)
+        if out is None:
+            # G is increasing and concave in x (dG/dx falls): Newton from below the root climbs to
+            # it monotonically, and a step from above lands below it. The fixed-point start is
+            # below; next to a peak, where the root is nearly double and steps from below only
+            # halve the distance, start from the quadratic model of G at the peak instead and
+            # keep every iterate above the fixed-point start.
+            floor = -0.5 * np.log1p(-mu * self.r_coef)
+            gap = self.log_Mo - np.log(mu)
+            near = gap < _QUAD_GAP
+            start = floor
+            if near.any():
+                quad = self.x1o - np.sqrt(np.maximum(gap, 0.0) * (2.0 / self.kappa))
+                start = np.where(near, np.fmax(quad, floor), floor)
+            out = self._newton(evaluate, start, floor, tol, 8)
         if out is None:
             x1 = self.x1o + 0.0 * mu
             lo = np.zeros_like(x1)
             # b - a/q^2 = c (1-q)^-k: one fixed-point step from q0 stays below the root.
-            r = (mu / m) * np.exp(-k * np.log1p(-q0)) / self.bo
+            r = mu * self.r_coef
             start = np.where(r < 1.0, -0.5 * np.log1p(-np.where(r < 1.0, r, 0.0)), x1)
             # Close to the peak M_n: the quadratic model of G around x1 (never below the above).
             gap = self.log_Mo - np.log(mu)
             near = gap < _QUAD_GAP
-            if np.any(near):
+            if near.any():
                 quad = x1 - np.sqrt(2.0 * np.maximum(gap, 0.0) / self.kappa)
                 start = np.where(near, np.maximum(quad, start), start)
             # start <= 0 only when mu/b underflows: the root is then within rounding of q0.
@@ -358,8 +389,8 @@ class _Exact:
             state, dz = None, None
         else:
             state, w, dw, dz = self._psi(mu, state)
-        phi = float(np.sum(w)) - t
-        dphi = s * t * (1.0 + float(np.sum(dw)) * g2)
+        phi = float(w.sum()) - t
+        dphi = s * t * (1.0 + float(dw.sum()) * g2)
         return phi, dphi, state, mu, dz, w, dw
 
     def _inv_g2_others(self, w):
@@ -401,17 +432,19 @@ class _Exact:
         return tau, w
 
     def _candidate(self, tau: float, w_others):
+        """The full omega (normalised) from omega_j = expit(tau) and everyone else's."""
+        j = self.j
         w = np.empty(self.n)
-        w[self.j] = _expit(tau)
-        w[np.arange(self.n) != self.j] = w_others
-        w /= w.sum()
-        return w, selection_objective(w, self.a, self.b, self.m)
+        w[:j] = w_others[:j]
+        w[j] = _expit(tau)
+        w[j + 1:] = w_others[j:]
+        return w / w.sum()
 
     def solve(self):
         a, m = self.a, self.m
         n = self.n
         w0 = self._omega0()
-        r0 = float(np.sum(w0))  # R(0): everyone else at g' = 0
+        r0 = float(w0.sum())  # R(0): everyone else at g' = 0
         convex_case = True
         if self.bj > a:
             q0j = math.sqrt(a / self.bj)
@@ -439,8 +472,8 @@ class _Exact:
             # mu > 0 and b_j > a: j has a concave branch t = 1 - omega_j in (0, t_max). D(t) >=
             # R(0) - t there (R grows with mu), so its roots lie in (R(0), t_max): scan them all.
             self._prepare_positive()
-            tau1 = float(_logit_of_q(float(_branch_q1(a, self.bj, m)), m))  # logit(omega1_j)
-            tau0 = float(_logit_of_q(math.sqrt(a / self.bj), m))  # logit(omega0_j) < tau1
+            tau1 = _logit_of_q_scalar(self.q1j, m)  # logit(omega1_j)
+            tau0 = _logit_of_q_scalar(q0j, m)  # logit(omega0_j) < tau1
             t_max = _expit(-tau1)
             brackets, (phi1, state1, mu1, dz1) = self._scan(r0, t_max, tau1)
             if phi1 >= 0:
@@ -459,12 +492,13 @@ class _Exact:
             info["concave_roots"] = len(brackets)
         best = None
         for kind, tau, w_o in candidates:
-            w, f = self._candidate(tau, w_o)
+            w = self._candidate(tau, w_o)
+            f = selection_objective(w, a, self.b, m) if len(candidates) > 1 else None
             if best is None or f < best[2]:
                 best = (kind, w, f)
         info.update(candidates=len(candidates), winner=best[0], evaluations=self.evaluations,
                     inner_iterations=self.inner_iterations)
-        return best[1], best[2], info
+        return best[1], info
 
     def _surrogate_start(self) -> float:
         """logit(omega_j) of the small-q approximation omega_n = sqrt(a'/(b_n - c)), a' = a/m^2."""
@@ -480,59 +514,56 @@ class _Exact:
         evaluation at the interpolant's extremum."""
         G = self.grid
         m, a = self.m, self.a
-        ts = t_a + (t_b - t_a) * np.arange(G + 1) / G
-        with np.errstate(divide="ignore"):
-            taus = np.log1p(-ts) - np.log(ts)
+        h = (t_b - t_a) / G
+        ts = t_a + h * np.arange(G + 1)
+        lt = np.log(ts)  # log t
+        taus = np.log1p(-ts) - lt
         taus[-1] = tau_b  # t_b may round to 1 (omega1_j below eps): keep it exact in tau
+        lt[-1] = _log_expit(-tau_b)
         # Device j on the grid (vectorised version of _j_terms).
-        lt = log_expit(-taus)  # log t, exact also where t rounds to 1
-        one_minus_q = np.exp(m * lt)
-        q = -np.expm1(m * lt)
+        mlt = m * lt
+        one_minus_q = np.exp(mlt)
+        q = -np.expm1(mlt)
         core = self.bj - a / (q * q)
+        y = m * np.exp((m - 2) * lt)  # m t^(m-2)
         # mu(t) > 0 on the branch; it can only underflow (t^(m-1) below 1e-308): keep it positive.
-        mus = np.maximum(m * np.exp((m - 1) * lt) * core, np.finfo(float).tiny)
-        g2s = m * np.exp((m - 2) * lt) * (-(m - 1) * core + 2.0 * a * m * one_minus_q / q ** 3)
+        mus = np.maximum(y * ts * core, np.finfo(float).tiny)
+        g2s = y * (2.0 * a * m * one_minus_q / (q * q * q) - (m - 1) * core)
         (sign, z), w, dw, dz = self._psi(mus[:, None], tol=1e-7)
         self.evaluations += G + 1
         D = w.sum(axis=1) - ts
         # D(t_a) >= R(0) - t_a = 0 in exact arithmetic; keep rounding from flipping its sign.
         D[0] = max(D[0], np.finfo(float).tiny)
-        with np.errstate(invalid="ignore", divide="ignore"):
-            dD = -dw.sum(axis=1) * g2s - 1.0  # dD/dt = R'(mu) mu'(t) - 1, mu'(t) = -g_j''(1 - t)
-            if not np.all(np.isfinite(dD)):
-                # A device tied with j sits at its peak M_n at the branch end, where domega/dmu = inf
-                # and g_j'' = 0 (inf x 0 = NaN): use the one-sided secant slope there instead.
-                secant = np.diff(D) / np.diff(ts)
-                dD = np.where(np.isfinite(dD), dD, np.append(secant, secant[-1]))
-                dD = np.where(np.isfinite(dD), dD, 0.0)
-        brackets = []
+        dD = -dw.sum(axis=1) * g2s - 1.0  # dD/dt = R'(mu) mu'(t) - 1, mu'(t) = -g_j''(1 - t)
+        if not (np.isfinite(dD)).all():
+            # A device tied with j sits at its peak M_n at the branch end, where domega/dmu = inf
+            # and g_j'' = 0 (inf x 0 = NaN): use the one-sided secant slope there instead.
+            secant = np.diff(D) / h
+            dD = np.where(np.isfinite(dD), dD, np.append(secant, secant[-1]))
+            dD = np.where(np.isfinite(dD), dD, 0.0)
         # Cubic Hermite interpolants of every cell at once, sampled at 31 interior points.
-        h_all = np.diff(ts)
-        P = (_H00 * D[:-1, None] + _H10 * (h_all * dD[:-1])[:, None] + _H01 * D[1:, None]
-             + _H11 * (h_all * dD[1:])[:, None])
-        p_min, p_max = P.min(axis=1), P.max(axis=1)
-        for i in range(G):
-            ta, tb, Da, Db = ts[i], ts[i + 1], D[i], D[i + 1]
-            h = tb - ta
-            if Da > 0 and Db <= 0:
+        Da, Db = D[:-1], D[1:]
+        P = np.array((Da, Db, h * dD[:-1], h * dD[1:])).T @ _HERMITE
+        pa, pb = Da > 0, Db > 0
+        flagged = np.flatnonzero((pa & ~pb)
+                                 | (pa & pb & (P.min(axis=1) < 0.05 * np.minimum(Da, Db)))
+                                 | (~pa & ~pb & (P.max(axis=1) > 0.05 * np.maximum(Da, Db))))
+        brackets = []
+        for i in flagged:
+            ta, tb = ts[i], ts[i + 1]
+            if pa[i] and not pb[i]:
                 t_lo, t_hi = ta, tb
-                t_guess = ta + h * Da / (Da - Db)
-            elif Da > 0 and Db > 0:
-                if p_min[i] >= 0.05 * min(Da, Db):
-                    continue
+                t_guess = ta + h * Da[i] / (Da[i] - Db[i])
+            elif pa[i]:
                 tm = ta + h * _HX[int(np.argmin(P[i]))]
                 if self._phi(math.log1p(-tm) - math.log(tm))[0] > 0:
                     continue
                 t_lo, t_hi, t_guess = ta, tm, 0.5 * (ta + tm)
-            elif Da <= 0 and Db <= 0:
-                if p_max[i] <= 0.05 * max(Da, Db):
-                    continue
+            else:
                 tm = ta + h * _HX[int(np.argmax(P[i]))]
                 if self._phi(math.log1p(-tm) - math.log(tm))[0] <= 0:
                     continue
                 t_lo, t_hi, t_guess = tm, tb, 0.5 * (tm + tb)
-            else:
-                continue  # - to +: a local maximum of F along the curve
             tau_neg = float(taus[i + 1]) if t_hi == tb else math.log1p(-t_hi) - math.log(t_hi)
             tau_pos = float(taus[i]) if t_lo == ta else math.log1p(-t_lo) - math.log(t_lo)
             start = math.log1p(-t_guess) - math.log(t_guess) if t_guess < 1.0 else 0.5 * (tau_neg + tau_pos)
@@ -547,6 +578,7 @@ _H00 = 2 * _HX ** 3 - 3 * _HX ** 2 + 1
 _H10 = _HX ** 3 - 2 * _HX ** 2 + _HX
 _H01 = -2 * _HX ** 3 + 3 * _HX ** 2
 _H11 = _HX ** 3 - _HX ** 2
+_HERMITE = np.stack((_H00, _H01, _H10, _H11))  # rows: D(a), D(b), h D'(a), h D'(b)
 
 
 def _m1_shift(a: float, b: np.ndarray) -> float:
@@ -568,7 +600,7 @@ def _m1_shift(a: float, b: np.ndarray) -> float:
     for _ in range(100):
         tau = math.exp(x)
         v = (d + tau) ** -0.5
-        sv = float(np.sum(v))
+        sv = float(v.sum())
         f = math.log(sv) - target
         if f > 0:
             lo = x
@@ -602,7 +634,7 @@ def _validate(a, b, m):
     b = np.asarray(b, dtype=float)
     if b.ndim != 1 or b.size == 0:
         raise ValueError(f"b must be a non-empty 1-D array, got shape {b.shape}")
-    if not np.all(np.isfinite(b)) or np.any(b < 0):
+    if not (np.isfinite(b)).all() or np.any(b < 0):
         raise ValueError("b must be finite and >= 0")
     if int(m) != m or m < 1:
         raise ValueError(f"m must be an integer >= 1, got {m!r}")
@@ -616,8 +648,11 @@ def _solve_exact(a, b, m, *, grid=10, tol=1e-10, maxiter=80):
     if m == 1:
         w = _solve_m1(a, b)
         return w, {"kind": "kkt-enumeration", "route": "m = 1: convex, closed form with a scalar root"}
-    solver = _Exact(a, b, m, grid, tol, maxiter)
-    w, f, info = solver.solve()
+    # Overflow to inf and log(0) = -inf are part of the arithmetic at the extremes (and NaN from a
+    # failed fast Newton start is caught and redone bracketed): no warnings from inside the solver.
+    with np.errstate(all="ignore"):
+        solver = _Exact(a, b, m, grid, tol, maxiter)
+        w, info = solver.solve()
     info = {"kind": "kkt-enumeration", "concave_device": solver.j, **info}
     return w, info
 
@@ -715,6 +750,11 @@ def solve_selection(a: float, b, m: int, method: str = "exact", **opts: Any) -> 
     if method not in SELECTION_METHODS:
         raise ValueError(f"unknown selection method {method!r}; allowed values: {', '.join(SELECTION_METHODS)}")
     a, b, m = _validate(a, b, m)
+    return _solve_selection(a, b, m, method, **opts)
+
+
+def _solve_selection(a: float, b: np.ndarray, m: int, method: str, **opts: Any) -> SelectionResult:
+    """:func:`solve_selection` on checked input (a float > 0, b finite >= 0 1-D float, m int >= 1)."""
     if method == "exact":
         w, info = _solve_exact(a, b, m, **opts)
         nit = int(info.get("evaluations", 0))
@@ -726,9 +766,9 @@ def solve_selection(a: float, b, m: int, method: str = "exact", **opts: Any) -> 
     q = inclusion_probability(w, m)
     # Keep q strictly positive: a coordinate can underflow only for absurd inputs.
     q = np.maximum(q, np.finfo(float).tiny)
-    fun = float(np.sum(a / q + b * q))
-    ok = bool(np.all(np.isfinite(w)) and abs(w.sum() - 1.0) <= 1e-12 and np.all(q > 0)
-              and np.all(q <= 1.0) and math.isfinite(fun))
+    fun = float((a / q + b * q).sum())
+    # A NaN anywhere in omega makes fun NaN; q > 0 holds by the clip above.
+    ok = bool(math.isfinite(fun) and abs(w.sum() - 1.0) <= 1e-12 and (q <= 1.0).all())
     cert = {k: v for k, v in info.items() if k != "stopping_criterion"}
     return SelectionResult(omega=w, q=q, fun=fun, method=method, success=ok, message=message,
                            certificate=cert, nit=nit)
