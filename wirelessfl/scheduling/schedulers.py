@@ -161,16 +161,13 @@ class LyapunovScheduler:
         b = self.costs(state, z, power)
         eligible = avail & (b < np.inf)
         info = {"method": self.solver, "power_rule": self.power_rule}
-        everyone = bool(eligible.all())
-        if everyone or eligible.any():
-            res = _solve_selection(self.V / n, b if everyone else b[eligible], m, self.solver)
-            omega, q = (res.omega, res.q) if everyone else (np.zeros(n), np.zeros(n))
-            if not everyone:
-                omega[eligible], q[eligible] = res.omega, res.q
+        omega, q = np.zeros(n), np.zeros(n)
+        if eligible.any():
+            res = _solve_selection(self.V / n, b[eligible], m, self.solver)
+            omega[eligible], q[eligible] = res.omega, res.q
             info.update(scheduled=res.omega.size, objective=res.fun, success=res.success,
                         certificate=res.certificate)
         else:
-            omega, q = np.zeros(n), np.zeros(n)
             info.update(scheduled=0, objective=0.0, success=False, message="no device can be scheduled")
         queue = np.maximum(z + power * q - self.p_bar, 0.0)
         self.queue = queue if state.available is None else np.where(avail, queue, z)
