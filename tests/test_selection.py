@@ -10,7 +10,7 @@ import warnings
 
 import numpy as np
 import pytest
-from scipy.optimize import minimize, root
+from scipy.optimize import brentq, minimize, root
 
 from wirelessfl.scheduling import Simplex, inclusion_probability, selection_objective, solve_selection
 
@@ -135,6 +135,55 @@ def test_exact_is_certified_by_the_multistart_reference(seed):
     # The reference is strong: it reaches the same value almost always, so the bound above bites.
     assert agree >= 90
     assert {"convex", "scan of the concave branch", "m = 1"} <= routes
+
+
+def _d_along_the_concave_branch(a, b, m):
+    """D(t) = sum_{n != j} psi_n(mu(t)) - t, mu(t) = g_j'(1 - t), by bracketed root finding
+    (brentq on g_n'' for the branch ends, on g_n' - mu for psi_n): shares no code with the solver.
+    Returns D, R(0) and t_max = 1 - omega1_j."""
+    j = int(np.argmin(b))
+    others = np.delete(b, j)
+
+    def branch_end(bn):  # g_n'' changes sign from + to - at omega1_n
+        w0 = 1 - (1 - math.sqrt(a / bn)) ** (1 / m)
+        return brentq(lambda w: second_derivative(np.array([w]), a, np.array([bn]), m)[0], w0, 1 - 1e-13,
+                      xtol=1e-15)
+
+    def psi(bn, mu):  # g_n' < 0 below omega0_n (half of it is safely below, rounding aside)
+        w0 = 1 - (1 - math.sqrt(a / bn)) ** (1 / m)
+        return brentq(lambda w: gradient(np.array([w]), a, np.array([bn]), m)[0] - mu, 0.5 * w0,
+                      branch_end(bn), xtol=1e-15)
+
+    def D(t):
+        mu = gradient(np.array([1.0 - t]), a, b[j:j + 1], m)[0]
+        return sum(psi(bn, mu) for bn in others) - t
+
+    r0 = sum(1 - (1 - math.sqrt(a / bn)) ** (1 / m) for bn in others)
+    return D, r0, 1.0 - branch_end(b[j])
+
+
+def test_scan_bound_between_grid_points():
+    """The bound that lets the scan exclude a cell: mu(t) and R(mu) both grow, so on a cell of
+    width h, D(t_k) - h <= D(t) <= D(t_k+1) + h. Checked on a fine grid with an independent D."""
+    rng = np.random.default_rng(21)
+    for a, b, m in [(1.0, np.array([700.0, 750.0, 900.0, 2000.0, 5000.0]), 10),
+                    (1.0, np.array([39.1, 39.1, 30.55, 38.9, 30.7, 37.9]), 3),
+                    (0.3, 0.3 * 10 ** rng.uniform(1, 3, 4), 5)]:
+        D, r0, t_max = _d_along_the_concave_branch(a, b, m)
+        assert r0 < t_max  # the scan route: the concave branch is searched
+        ts = np.linspace(r0, t_max, 11)
+        h = ts[1] - ts[0]
+        grid = [D(t) for t in ts[1:-1]]
+        grid = [max(D(ts[0] + 1e-12), 0.0)] + grid + [D(t_max - 1e-12)]
+        for k in range(10):
+            inner = [D(t) for t in np.linspace(ts[k], ts[k + 1], 9)[1:-1]]
+            assert min(inner) >= grid[k] - h - 1e-9
+            assert max(inner) <= grid[k + 1] + h + 1e-9
+        # In the paper's regime the bound alone clears every cell but the root's.
+        if m == 10:
+            res = solve_selection(a, b, m)
+            assert res.certificate["cells_excluded_by_bound"] == 9
+            assert res.certificate["concave_roots"] == 1
 
 
 def test_three_kkt_roots_on_the_concave_branch():

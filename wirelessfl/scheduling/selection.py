@@ -33,11 +33,15 @@ the cubic k b q^3 + (2 - k) a q - 2 a = 0, k = (m-1)/m. For b_n <= a (or m = 1) 
    candidate, which exists iff D(1 - w1_j) >= 0. If sum_n w(sqrt(a/b_n)) >= 1 the problem is
    convex in disguise (mu <= 0 at the optimum) and that root is the answer. Otherwise mu > 0 and
    D(t) >= R(0) - t on the concave branch (R(mu) = sum psi_n grows with mu), so every concave root
-   lies in t in (R(0), 1 - w1_j). That interval is scanned on a grid (values and derivatives of D,
-   a cubic Hermite test for a root pair hiding inside a cell) and every + to - root is refined by
-   safeguarded Newton. Several can exist (e.g. tests/test_selection.py: two local minima on the
-   concave branch, 3e-5 apart), so all of them are compared with the all-convex one. The scan has
-   a finite resolution; the tests check the result against a multi-start reference.
+   lies in t in (R(0), 1 - w1_j). That interval is scanned on a grid t_0 < ... < t_G of step h.
+   mu(t) grows with t on the concave branch and R grows with mu, so on a cell [t_k, t_k+1]
+   D(t_k) - h <= D(t) <= D(t_k+1) + h: a cell with D(t_k) > h or D(t_k+1) < -h provably holds no
+   root ("excluded by the bound"). Any other cell of one sign is tested by its cubic Hermite
+   interpolant (values and derivatives of D) for a root pair hiding inside, and every + to - root
+   is refined by safeguarded Newton. Several can exist (e.g. tests/test_selection.py: two local
+   minima on the concave branch, 3e-5 apart), so all of them are compared with the all-convex
+   one. The certificate counts the cells excluded each way; the Hermite test has a finite
+   resolution, and the tests check the result against a multi-start reference.
 
 Inner variables keep full relative precision: theta = logit(omega_n) for mu < 0, and
 x = log(q_n / q0_n) for mu > 0 (b q^2 - a = a expm1(2x) next to the zero q0 of g'). Outer
@@ -490,6 +494,7 @@ class _Exact:
                 candidates.append(("one-concave", tau, w_o))
             info["route"] = "scan of the concave branch"
             info["concave_roots"] = len(brackets)
+            info.update(self.cells)
         best = None
         for kind, tau, w_o in candidates:
             w = self._candidate(tau, w_o)
@@ -509,9 +514,10 @@ class _Exact:
 
     def _scan(self, t_a: float, t_b: float, tau_b: float):
         """Brackets (in tau) of the + to - roots of D on [t_a, t_b], and (D, state, mu, dz/dmu)
-        at t_b. D and dD/dt on a uniform grid of ``grid + 1`` points; a root pair hiding inside a
-        cell of one sign is caught by the cell's cubic Hermite interpolant and confirmed by one
-        evaluation at the interpolant's extremum."""
+        at t_b. D and dD/dt on a uniform grid of ``grid + 1`` points. A cell of one sign holds no
+        root if the monotone bound excludes it (module docstring, step 4); otherwise a root pair
+        hiding inside is caught by the cell's cubic Hermite interpolant and confirmed by one
+        evaluation at the interpolant's extremum. Also counts the cells excluded each way."""
         G = self.grid
         m, a = self.m, self.a
         h = (t_b - t_a) / G
@@ -545,9 +551,14 @@ class _Exact:
         Da, Db = D[:-1], D[1:]
         P = np.array((Da, Db, h * dD[:-1], h * dD[1:])).T @ _HERMITE
         pa, pb = Da > 0, Db > 0
-        flagged = np.flatnonzero((pa & ~pb)
-                                 | (pa & pb & (P.min(axis=1) < 0.05 * np.minimum(Da, Db)))
-                                 | (~pa & ~pb & (P.max(axis=1) > 0.05 * np.maximum(Da, Db))))
+        # The bound D(t_k) - h <= D <= D(t_k+1) + h, with a margin for the inner solves' tolerance.
+        bounded = (Da > h + _BOUND_MARGIN) | (Db < -h - _BOUND_MARGIN)
+        same = pa == pb
+        suspect = same & ~bounded & np.where(pa, P.min(axis=1) < 0.05 * np.minimum(Da, Db),
+                                             P.max(axis=1) > 0.05 * np.maximum(Da, Db))
+        self.cells = {"cells_excluded_by_bound": int(bounded.sum()),
+                      "cells_excluded_by_interpolation": int((same & ~bounded).sum() - suspect.sum())}
+        flagged = np.flatnonzero((pa & ~pb) | suspect)
         brackets = []
         for i in flagged:
             ta, tb = ts[i], ts[i + 1]
@@ -578,6 +589,7 @@ _H00 = 2 * _HX ** 3 - 3 * _HX ** 2 + 1
 _H10 = _HX ** 3 - 2 * _HX ** 2 + _HX
 _H01 = -2 * _HX ** 3 + 3 * _HX ** 2
 _H11 = _HX ** 3 - _HX ** 2
+_BOUND_MARGIN = 1e-6  # D is a sum of probabilities, accurate to ~1e-8 on the scan's grid
 _HERMITE = np.stack((_H00, _H01, _H10, _H11))  # rows: D(a), D(b), h D'(a), h D'(b)
 
 
