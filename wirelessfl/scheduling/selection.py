@@ -348,20 +348,11 @@ class _Exact:
                 start = np.where(near, np.fmax(quad, floor), floor)
             out = self._newton(evaluate, start, floor, tol, 8)
         if out is None:
+            # Bracketed on (0, x1] from the same start pulled inside (start <= 0 only when mu/b
+            # underflows: the root is then within rounding of q0; NaN only for mu at a peak).
             x1 = self.x1o + 0.0 * mu
-            lo = np.zeros_like(x1)
-            # b - a/q^2 = c (1-q)^-k: one fixed-point step from q0 stays below the root.
-            r = mu * self.r_coef
-            start = np.where(r < 1.0, -0.5 * np.log1p(-np.where(r < 1.0, r, 0.0)), x1)
-            # Close to the peak M_n: the quadratic model of G around x1 (never below the above).
-            gap = self.log_Mo - np.log(mu)
-            near = gap < _QUAD_GAP
-            if near.any():
-                quad = x1 - np.sqrt(2.0 * np.maximum(gap, 0.0) / self.kappa)
-                start = np.where(near, np.maximum(quad, start), start)
-            # start <= 0 only when mu/b underflows: the root is then within rounding of q0.
             start = np.where(start < x1, np.maximum(start, 1e-300), np.where(gap <= 0, x1, 0.5 * x1))
-            out = self._safeguarded(evaluate, start, lo, x1.copy(), tol, self.maxiter)
+            out = self._safeguarded(evaluate, start, np.zeros_like(x1), x1.copy(), tol, self.maxiter)
         x, dG, its = out
         self.inner_iterations += its
         q = q0 * np.exp(x)
