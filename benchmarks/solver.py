@@ -4,8 +4,9 @@ Paper setting (spec 002, sec. 6): B = 22 MHz, N0 = 1, Pmax = 35 dB, Pbar = 1, V 
 m = 10, l = 32 x 555,178 bits, Rayleigh fading with sigma linear from 0.1 to 10 across devices.
 Both schedulers see the same gains and the same queues every round (the manifold one is handed
 the exact one's queues), so they solve identical problems. Prints median times per round, the
-manifold/exact ratios measured in this run (for decide() and for the selection solve alone), and
-how far the manifold objective is above the exact one (relative; <= 0 means no worse).
+manifold/exact ratios measured in this run (for decide() and for the selection solve alone), the
+power allocation alone (part of both decide() times), and how far the manifold objective is above
+the exact one (relative; <= 0 means no worse).
 
     python benchmarks/solver.py [--sizes 100 1000 10000 100000] [--seed 0]
 """
@@ -36,7 +37,8 @@ def bench(n: int, seed: int, with_manifold: bool):
     exact = LyapunovScheduler(n, PAPER["m"], PAPER["V"], PAPER["lam"], PAPER["p_bar"], PAPER["p_max"])
     manifold = LyapunovScheduler(n, PAPER["m"], PAPER["V"], PAPER["lam"], PAPER["p_bar"],
                                  PAPER["p_max"], solver="manifold")
-    times = {"decide exact": [], "decide manifold": [], "solve exact": [], "solve manifold": []}
+    times = {"decide exact": [], "decide manifold": [], "solve exact": [], "solve manifold": [],
+             "power": []}
     gaps = []
     a = PAPER["V"] / n
 
@@ -50,7 +52,8 @@ def bench(n: int, seed: int, with_manifold: bool):
         gains = np.maximum((sigma * rng.rayleigh(1.0, n)) ** 2, 1e-3)
         state = RoundState(round=r, gains=gains, **LINK)
         queue = exact.queue.copy()
-        power = optimal_power(gains, queue, V=PAPER["V"], lam=PAPER["lam"], p_max=PAPER["p_max"], **LINK)
+        power = timed("power", lambda: optimal_power(gains, queue, V=PAPER["V"], lam=PAPER["lam"],
+                                                    p_max=PAPER["p_max"], **LINK))
         b = exact.costs(state, queue, power)
         d_exact = timed("decide exact", lambda: exact.decide(state))
         timed("solve exact", lambda: solve_selection(a, b, PAPER["m"], method="exact"))
@@ -71,17 +74,17 @@ def main(argv=None):
     print(f"Median milliseconds per round (m={PAPER['m']}, V={PAPER['V']:g}, lam={PAPER['lam']:g}); "
           "'solve' = solve_selection alone on that round's costs b")
     head = (f"{'N':>7} {'decide exact':>13} {'decide manif.':>14} {'ratio':>6} "
-            f"{'solve exact':>12} {'solve manif.':>13} {'ratio':>6} {'manifold gap':>13}")
+            f"{'solve exact':>12} {'solve manif.':>13} {'ratio':>6} {'power':>7} {'manifold gap':>13}")
     print(head)
     for n in args.sizes:
         t, gaps = bench(n, args.seed, with_manifold=n <= MANIFOLD_MAX_N)
-        de, se = t["decide exact"] * 1e3, t["solve exact"] * 1e3
+        de, se, pw = t["decide exact"] * 1e3, t["solve exact"] * 1e3, t["power"] * 1e3
         if t["decide manifold"] is None:
-            print(f"{n:>7} {de:>13.3f} {'skipped':>14} {'':>6} {se:>12.3f} {'skipped':>13} {'':>6} "
+            print(f"{n:>7} {de:>13.3f} {'skipped':>14} {'':>6} {se:>12.3f} {'skipped':>13} {'':>6} {pw:>7.3f} "
                   f"{'(manifold only for N <= ' + str(MANIFOLD_MAX_N) + ')'}")
             continue
         dm, sm = t["decide manifold"] * 1e3, t["solve manifold"] * 1e3
-        print(f"{n:>7} {de:>13.3f} {dm:>14.1f} {dm / de:>5.0f}x {se:>12.3f} {sm:>13.1f} {sm / se:>5.0f}x "
+        print(f"{n:>7} {de:>13.3f} {dm:>14.1f} {dm / de:>5.0f}x {se:>12.3f} {sm:>13.1f} {sm / se:>5.0f}x {pw:>7.3f} "
               f"{max(gaps):>13.1e}")
 
 
