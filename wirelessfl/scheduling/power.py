@@ -118,20 +118,17 @@ def powers(g: np.ndarray, z: np.ndarray, pmax: np.ndarray, *, V: float, lam: flo
         # No airtime penalty: the cost is Z P, minimised by P = 0 wherever Z > 0.
         power[queued] = 0.0
         return power
-    n_queued = int(queued.sum())
-    if n_queued == 0:
+    if not queued.any():
         return power
-    gq, zq = (g, z) if n_queued == g.size else (g[queued], z[queued])
+    gq = g[queued]
     # log A, assembled term by term so that no intermediate overflows.
     log_const = (math.log(V) + math.log(lam) + math.log(model_bits) + math.log(_LN2)
                  - math.log(noise_power) - math.log(bandwidth_hz))
     if rule == "paper":
         log_const += math.log(_LN2)
     log_g = np.log(gq)
-    log_p = (math.log(noise_power) - log_g) + _log_xm1(log_const + log_g - np.log(zq))
+    log_p = (math.log(noise_power) - log_g) + _log_xm1(log_const + log_g - np.log(z[queued]))
     # Clip in the log domain first (exp(> 709) would overflow), then to [0, Pmax] exactly.
     p = np.exp(np.minimum(log_p, 700.0))
-    if n_queued == g.size:
-        return np.minimum(p, pmax)
     power[queued] = np.minimum(p, pmax[queued])
     return power
