@@ -532,7 +532,7 @@ class _Exact:
         # D(t_a) >= R(0) - t_a = 0 in exact arithmetic; keep rounding from flipping its sign.
         D[0] = max(D[0], np.finfo(float).tiny)
         dD = -dw.sum(axis=1) * g2s - 1.0  # dD/dt = R'(mu) mu'(t) - 1, mu'(t) = -g_j''(1 - t)
-        if not (np.isfinite(dD)).all():
+        if not np.isfinite(dD).all():
             # A device tied with j sits at its peak M_n at the branch end, where domega/dmu = inf
             # and g_j'' = 0 (inf x 0 = NaN): use the one-sided secant slope there instead.
             secant = np.diff(D) / h
@@ -549,6 +549,7 @@ class _Exact:
                                              P.max(axis=1) > 0.05 * np.maximum(Da, Db))
         self.cells = {"cells_excluded_by_bound": int(bounded.sum()),
                       "cells_excluded_by_interpolation": int((same & ~bounded).sum() - suspect.sum())}
+        # + to - cells hold a root; - to + cells a local maximum of F along the curve (skipped).
         flagged = np.flatnonzero((pa & ~pb) | suspect)
         brackets = []
         for i in flagged:
@@ -637,7 +638,7 @@ def _validate(a, b, m):
     b = np.asarray(b, dtype=float)
     if b.ndim != 1 or b.size == 0:
         raise ValueError(f"b must be a non-empty 1-D array, got shape {b.shape}")
-    if not (np.isfinite(b)).all() or np.any(b < 0):
+    if not np.isfinite(b).all() or (b < 0).any():
         raise ValueError("b must be finite and >= 0")
     if int(m) != m or m < 1:
         raise ValueError(f"m must be an integer >= 1, got {m!r}")
