@@ -144,21 +144,26 @@ def _d_along_the_concave_branch(a, b, m):
     j = int(np.argmin(b))
     others = np.delete(b, j)
 
+    def omega0(bn):  # g_n' = 0 there (q = sqrt(a / b_n))
+        return 1 - (1 - math.sqrt(a / bn)) ** (1 / m)
+
+    ends = {}
+
     def branch_end(bn):  # g_n'' changes sign from + to - at omega1_n
-        w0 = 1 - (1 - math.sqrt(a / bn)) ** (1 / m)
-        return brentq(lambda w: second_derivative(np.array([w]), a, np.array([bn]), m)[0], w0, 1 - 1e-13,
-                      xtol=1e-15)
+        if bn not in ends:
+            ends[bn] = brentq(lambda w: second_derivative(np.array([w]), a, np.array([bn]), m)[0],
+                              omega0(bn), 1 - 1e-13, xtol=1e-15)
+        return ends[bn]
 
     def psi(bn, mu):  # g_n' < 0 below omega0_n (half of it is safely below, rounding aside)
-        w0 = 1 - (1 - math.sqrt(a / bn)) ** (1 / m)
-        return brentq(lambda w: gradient(np.array([w]), a, np.array([bn]), m)[0] - mu, 0.5 * w0,
+        return brentq(lambda w: gradient(np.array([w]), a, np.array([bn]), m)[0] - mu, 0.5 * omega0(bn),
                       branch_end(bn), xtol=1e-15)
 
     def D(t):
         mu = gradient(np.array([1.0 - t]), a, b[j:j + 1], m)[0]
         return sum(psi(bn, mu) for bn in others) - t
 
-    r0 = sum(1 - (1 - math.sqrt(a / bn)) ** (1 / m) for bn in others)
+    r0 = sum(omega0(bn) for bn in others)
     return D, r0, 1.0 - branch_end(b[j])
 
 

@@ -743,7 +743,7 @@ def solve_selection(a: float, b, m: int, method: str = "exact", **opts: Any) -> 
     b : array (N,) of per-device weights (airtime and queue terms), finite, >= 0.
     m : number of draws with replacement, >= 1.
     method : "exact" (KKT enumeration, default) or "manifold" (pymanopt on the simplex).
-    opts : for "exact": grid (cells on the concave branch, 10), tol (inner Newton, 1e-13).
+    opts : for "exact": grid (cells on the concave branch, 10), tol (inner Newton, 1e-10).
         For "manifold": optimizer ("trust-regions" or "conjugate-gradient"), n_cheapest (3),
         mass (0.9), min_gradient_norm, max_iterations, rng (seed for the manifold's random points).
 
