@@ -186,7 +186,7 @@ def test_scan_bound_between_grid_points():
             assert max(inner) <= grid[k + 1] + h + 1e-9
         # In the paper's regime the bound alone clears every cell but the root's.
         if m == 10:
-            res = solve_selection(a, b, m)
+            res = solve_selection(a, b, m, bracket=False)
             assert res.certificate["cells_excluded_by_bound"] == 9
             assert res.certificate["concave_roots"] == 1
 

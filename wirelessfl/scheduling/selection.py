@@ -146,7 +146,8 @@ def _branch_q1(a: float, b, m: int):
 class _Exact:
     """KKT solver state for one instance with m > 1 and N > 1."""
 
-    def __init__(self, a: float, b: np.ndarray, m: int, grid: int, tol: float, maxiter: int):
+    def __init__(self, a: float, b: np.ndarray, m: int, grid: int, tol: float, maxiter: int,
+                 bracket: bool = True):
         self.a = a
         self.m = m
         self.k = (m - 1) / m
@@ -154,6 +155,7 @@ class _Exact:
         self.grid = grid
         self.tol = tol
         self.maxiter = maxiter
+        self.use_bracket = bracket
         self.b = b
         self.n = b.size
         self.j = int(np.argmin(b))
@@ -166,27 +168,86 @@ class _Exact:
         self.w0o = -np.expm1(np.log1p(-self.q0o) / m)
 
     def _prepare_positive(self):
-        """What psi_n needs when mu > 0 (then all b > a).
+        """The convex-branch ends q1_n of every device (mu > 0 means all b > a): device j's ends
+        its concave branch, everyone else's bounds psi_n from above."""
+        q1 = _branch_q1(self.a, self.b, self.m)
+        j = self.j
+        self.q1j = float(q1[j])
+        self.q1o = np.concatenate((q1[:j], q1[j + 1:]))
+
+    def _prepare_newton(self):
+        """What the Newton iterations of psi_n need when mu > 0 (only the scan uses them).
 
         For mu > 0 the inner variable is x = log(q / q0) in (0, x1]: b q^2 - a = a expm1(2x) keeps
         full precision next to q0, where g' vanishes and psi_n(mu) sits for small mu. The start
         x = -log(1 - mu r_n) / 2, r_n = (1 - q0)^-k / (m b), solves b - a/q^2 = (mu/m)(1 - q0)^-k:
         one fixed-point step from q0, so it lies below the root ((1 - q)^-k grows with q).
         """
-        self.log_mb = np.log(self.m * self.bo)
-        self.r_coef = np.exp(-self.k * np.log1p(-self.q0o)) / (self.m * self.bo)
+        a, m, b, q1 = self.a, self.m, self.bo, self.q1o
+        self.log_mb = np.log(m * b)
+        self.r_coef = np.exp(-self.k * np.log1p(-self.q0o)) / (m * b)
         # Convex-branch ends x1 = log(q1 / q0), the peaks log M_n = log g_n'(omega1_n) and the
         # curvature there: Newton starts next to a peak, where the root is nearly double.
-        a, m, b, j = self.a, self.m, self.bo, self.j
-        q1 = _branch_q1(a, self.b, m)  # device j's too: the end of its concave branch
-        self.q1j = float(q1[j])
-        q1 = np.concatenate((q1[:j], q1[j + 1:]))
         self.x1o = np.log(q1) - np.log(self.q0o)
         omq = 1.0 - q1
         self.log_Mo = np.log(m * omq ** ((m - 1) / m) * (b - a / (q1 * q1)))  # M_n = g_n'(omega1_n)
         # -d2G/dx2 at the peak x1 (G = log g' - log mu): seeds Newton near a double root.
         e2 = np.expm1(2.0 * self.x1o)
         self.kappa = self.k * q1 / (omq * omq) + 4.0 * (e2 + 1.0) / (e2 * e2)
+
+    def _bracket(self, t_lo: float, t_hi: float):
+        """Every KKT point on j's concave branch, bracketed by monotone iteration (no inner solve).
+
+        The KKT points are the fixed points of T(t) = R(mu(t)) on (R(0), t_max), and T grows with
+        t. If they all lie in [t_lo, t_hi], they lie in [T(t_lo), T(t_hi)] too. T is bounded from
+        both sides in closed form: on a convex branch (1 - q)^k (b - a/q^2) = c = mu/m, and
+        (1 - q)^-k grows with q, so bounds Ql <= q <= Qu give
+            sqrt(a / (b - c (1 - Ql)^-k)) <= q <= sqrt(a / (b - c (1 - Qu)^-k))
+        (the right one where its denominator is positive). psi_n grows with mu, so bounds at the
+        previous t_lo and t_hi stay valid at the new ones: starting from q0 <= q <= q1, one pass
+        tightens the device bounds and the bracket together. Both shrink at the rate of T' and of
+        the device maps, small in the usual regime (psi_n far below its peak). Returns (t, the
+        other devices' omega) once every coordinate is pinned to ~1e-9 relative, else None (no
+        contraction: the caller scans).
+        """
+        a, m, k, b = self.a, self.m, self.k, self.bo
+        if not 0.0 < t_lo < t_hi < 1.0:  # omega1_j below rounding: t needs the scan's tau
+            return None
+        Q = np.stack((self.q0o, self.q1o))  # rows: lower bounds at mu(t_lo), upper at mu(t_hi)
+        tiny = np.finfo(float).tiny
+        width = t_hi - t_lo
+        for it in range(1, _BRACKET_MAXITER + 1):
+            c = np.array(((self._mu_of_t(t_lo),), (self._mu_of_t(t_hi),))) / m
+            L = np.log1p(-Q)
+            den = np.maximum(b - c * np.exp(-k * L), tiny)  # <= 0: no upper bound this pass
+            Q = np.minimum(np.maximum(np.sqrt(a / den), Q[0]), Q[1])
+            R = -np.expm1(np.log1p(-Q) / m).sum(axis=1)
+            new_lo, new_hi = max(t_lo, float(R[0])), min(t_hi, float(R[1]))
+            if it == 1 and not new_hi < t_hi:
+                return None  # D(t_max) may be >= 0: the all-convex candidate needs the scan
+            new_width = new_hi - new_lo
+            if new_width <= _BRACKET_TOL * min(1.0 - new_hi, new_lo):
+                gap = (Q[1] - Q[0]) / Q[0]
+                if gap.max() <= _BRACKET_TOL:  # False for NaN
+                    t_lo, t_hi = new_lo, new_hi
+                    break
+            elif new_width > _BRACKET_RATE * width:
+                return None
+            t_lo, t_hi, width = new_lo, new_hi, max(new_width, 0.0)
+        else:
+            return None
+        self.bracket = {"bracket_iterations": it, "bracket_width": max(t_hi - t_lo, 0.0)}
+        # One more pass of the device map at the midpoint's mu makes every g_n' agree with it
+        # (the map contracts there), not just the objective.
+        t = 0.5 * (t_lo + t_hi)
+        q = np.sqrt(a / (b - self._mu_of_t(t) / m * np.exp(-k * np.log1p(-0.5 * (Q[0] + Q[1])))))
+        return math.log1p(-t) - math.log(t), -np.expm1(np.log1p(-q) / m)
+
+    def _mu_of_t(self, t: float) -> float:
+        """mu = g_j'(1 - t) for device j at t = 1 - omega_j."""
+        lt = math.log(t)
+        q = -math.expm1(self.m * lt)
+        return self.m * math.exp((self.m - 1) * lt) * (self.bj - self.a / (q * q))
 
     # -- device j (scalar) -------------------------------------------------------------------
 
@@ -465,27 +526,18 @@ class _Exact:
             info["route"] = "convex: mu <= 0"
         else:
             # mu > 0 and b_j > a: j has a concave branch t = 1 - omega_j in (0, t_max). D(t) >=
-            # R(0) - t there (R grows with mu), so its roots lie in (R(0), t_max): scan them all.
+            # R(0) - t there (R grows with mu), so its roots lie in (R(0), t_max): bracket them
+            # all, or scan them all where the bracket does not contract.
             self._prepare_positive()
             tau1 = _logit_of_q_scalar(self.q1j, m)  # logit(omega1_j)
-            tau0 = _logit_of_q_scalar(q0j, m)  # logit(omega0_j) < tau1
             t_max = _expit(-tau1)
-            brackets, (phi1, state1, mu1, dz1) = self._scan(r0, t_max, tau1)
-            if phi1 >= 0:
-                # All-convex root: Phi increases on [tau0, tau1], Phi(tau0) = R(0) + omega0_j - 1 < 0.
-                phi0 = r0 + _expit(tau0) - 1.0
-                start = tau0 + (tau1 - tau0) * (-phi0) / (phi1 - phi0) if phi1 > phi0 else 0.5 * (tau0 + tau1)
-                tau, w_o = self._root(tau0, tau1, start, state1, mu1, dz1)
-                candidates.append(("all-convex", tau, w_o))
-            if phi1 < 0 and not brackets:  # cannot happen (D(R(0)) >= 0 > D(t_max)); stay safe
-                t_hi = r0 * (1.0 + 1e-12)
-                brackets = [(tau1, math.log1p(-t_hi) - math.log(t_hi), 0.5 * (tau1 + tau0), None, None, None)]
-            for lo, hi, st, state0, mu0, dz0 in brackets:
-                tau, w_o = self._root(lo, hi, st, state0, mu0, dz0)
-                candidates.append(("one-concave", tau, w_o))
-            info["route"] = "scan of the concave branch"
-            info["concave_roots"] = len(brackets)
-            info.update(self.cells)
+            found = self._bracket(r0, t_max) if self.use_bracket else None
+            if found is not None:
+                candidates.append(("one-concave", *found))
+                info["route"] = "monotone bracket of the concave branch"
+                info.update(self.bracket)
+            else:
+                self._scan_concave_branch(r0, q0j, tau1, t_max, candidates, info)
         best = None
         for kind, tau, w_o in candidates:
             w = self._candidate(tau, w_o)
@@ -495,6 +547,29 @@ class _Exact:
         info.update(candidates=len(candidates), winner=best[0], evaluations=self.evaluations,
                     inner_iterations=self.inner_iterations)
         return best[1], info
+
+    def _scan_concave_branch(self, r0, q0j, tau1, t_max, candidates, info):
+        """The scan route: every + to - root of D on (R(0), t_max), and the all-convex root
+        where D(t_max) >= 0; appends the candidates and the scan's counts to info."""
+        self._prepare_newton()
+        m = self.m
+        tau0 = _logit_of_q_scalar(q0j, m)  # logit(omega0_j) < tau1
+        brackets, (phi1, state1, mu1, dz1) = self._scan(r0, t_max, tau1)
+        if phi1 >= 0:
+            # All-convex root: Phi increases on [tau0, tau1], Phi(tau0) = R(0) + omega0_j - 1 < 0.
+            phi0 = r0 + _expit(tau0) - 1.0
+            start = tau0 + (tau1 - tau0) * (-phi0) / (phi1 - phi0) if phi1 > phi0 else 0.5 * (tau0 + tau1)
+            tau, w_o = self._root(tau0, tau1, start, state1, mu1, dz1)
+            candidates.append(("all-convex", tau, w_o))
+        if phi1 < 0 and not brackets:  # cannot happen (D(R(0)) >= 0 > D(t_max)); stay safe
+            t_hi = r0 * (1.0 + 1e-12)
+            brackets = [(tau1, math.log1p(-t_hi) - math.log(t_hi), 0.5 * (tau1 + tau0), None, None, None)]
+        for lo, hi, st, state0, mu0, dz0 in brackets:
+            tau, w_o = self._root(lo, hi, st, state0, mu0, dz0)
+            candidates.append(("one-concave", tau, w_o))
+        info["route"] = "scan of the concave branch"
+        info["concave_roots"] = len(brackets)
+        info.update(self.cells)
 
     def _surrogate_start(self) -> float:
         """logit(omega_j) of the small-q approximation omega_n = sqrt(a'/(b_n - c)), a' = a/m^2."""
@@ -581,6 +656,9 @@ _H00 = 2 * _HX ** 3 - 3 * _HX ** 2 + 1
 _H10 = _HX ** 3 - 2 * _HX ** 2 + _HX
 _H01 = -2 * _HX ** 3 + 3 * _HX ** 2
 _H11 = _HX ** 3 - _HX ** 2
+_BRACKET_TOL = 1e-12  # relative width at which the bracket pins omega
+_BRACKET_RATE = 0.5  # give the bracket up when a pass shrinks it by less than this
+_BRACKET_MAXITER = 40
 _BOUND_MARGIN = 1e-6  # D is a sum of probabilities, accurate to ~1e-8 on the scan's grid
 _HERMITE = np.stack((_H00, _H01, _H10, _H11))  # rows: D(a), D(b), h D'(a), h D'(b)
 
@@ -645,7 +723,7 @@ def _validate(a, b, m):
     return float(a), b, int(m)
 
 
-def _solve_exact(a, b, m, *, grid=10, tol=1e-10, maxiter=80):
+def _solve_exact(a, b, m, *, grid=10, tol=1e-10, maxiter=80, bracket=True):
     n = b.size
     if n == 1:
         return np.ones(1), {"kind": "kkt-enumeration", "route": "N = 1: omega = [1]"}
@@ -655,7 +733,7 @@ def _solve_exact(a, b, m, *, grid=10, tol=1e-10, maxiter=80):
     # Overflow to inf and log(0) = -inf are part of the arithmetic at the extremes (and NaN from a
     # failed fast Newton start is caught and redone bracketed): no warnings from inside the solver.
     with np.errstate(all="ignore"):
-        solver = _Exact(a, b, m, grid, tol, maxiter)
+        solver = _Exact(a, b, m, grid, tol, maxiter, bracket)
         w, info = solver.solve()
     info = {"kind": "kkt-enumeration", "concave_device": solver.j, **info}
     return w, info
@@ -743,7 +821,8 @@ def solve_selection(a: float, b, m: int, method: str = "exact", **opts: Any) -> 
     b : array (N,) of per-device weights (airtime and queue terms), finite, >= 0.
     m : number of draws with replacement, >= 1.
     method : "exact" (KKT enumeration, default) or "manifold" (pymanopt on the simplex).
-    opts : for "exact": grid (cells on the concave branch, 10), tol (inner Newton, 1e-10).
+    opts : for "exact": grid (cells on the concave branch, 10), tol (inner Newton, 1e-10),
+        bracket (True: try the monotone bracket of the concave branch before scanning it).
         For "manifold": optimizer ("trust-regions" or "conjugate-gradient"), n_cheapest (3),
         mass (0.9), min_gradient_norm, max_iterations, rng (seed for the manifold's random points).
 
