@@ -213,22 +213,25 @@ class _Exact:
         a, m, k, b = self.a, self.m, self.k, self.bo
         if not 0.0 < t_lo < t_hi < 1.0:  # omega1_j below rounding: t needs the scan's tau
             return None
-        Q = np.stack((self.q0o, self.q1o))  # rows: lower bounds at mu(t_lo), upper at mu(t_hi)
-        tiny = np.finfo(float).tiny
+        # Rows: lower bounds at mu(t_lo), upper bounds at mu(t_hi); u = log(1 - q).
+        Q = np.stack((self.q0o, self.q1o))
+        u = np.log1p(-Q)
+        ones = np.ones(b.size)
+        c_of_t = self._c_of_t
         width = t_hi - t_lo
         for it in range(1, _BRACKET_MAXITER + 1):
-            c = np.array(((self._mu_of_t(t_lo),), (self._mu_of_t(t_hi),))) / m
-            L = np.log1p(-Q)
-            den = np.maximum(b - c * np.exp(-k * L), tiny)  # <= 0: no upper bound this pass
-            Q = np.minimum(np.maximum(np.sqrt(a / den), Q[0]), Q[1])
-            R = -np.expm1(np.log1p(-Q) / m).sum(axis=1)
-            new_lo, new_hi = max(t_lo, float(R[0])), min(t_hi, float(R[1]))
+            c = np.array(((c_of_t(t_lo),), (c_of_t(t_hi),)))
+            # Where the denominator is <= 0 there is no upper bound this pass: NaN or inf, which
+            # fmin drops in favour of the old bound.
+            Q = np.fmax(np.fmin(np.sqrt(a / (b - c * np.exp(-k * u))), Q[1]), Q[0])
+            u = np.log1p(-Q)
+            r_lo, r_hi = np.dot(np.expm1(u * (1.0 / m)), ones).tolist()  # -R: omega = -expm1(u/m)
+            new_lo, new_hi = max(t_lo, -r_lo), min(t_hi, -r_hi)
             if it == 1 and not new_hi < t_hi:
                 return None  # D(t_max) may be >= 0: the all-convex candidate needs the scan
             new_width = new_hi - new_lo
             if new_width <= _BRACKET_TOL * min(1.0 - new_hi, new_lo):
-                gap = (Q[1] - Q[0]) / Q[0]
-                if gap.max() <= _BRACKET_TOL:  # False for NaN
+                if ((Q[1] - Q[0]) <= _BRACKET_TOL * Q[0]).all():
                     t_lo, t_hi = new_lo, new_hi
                     break
             elif new_width > _BRACKET_RATE * width:
@@ -238,16 +241,19 @@ class _Exact:
             return None
         self.bracket = {"bracket_iterations": it, "bracket_width": max(t_hi - t_lo, 0.0)}
         # One more pass of the device map at the midpoint's mu makes every g_n' agree with it
-        # (the map contracts there), not just the objective.
+        # (the map contracts there); device j takes what is left of the mass. Any feasible point
+        # this close to the KKT point has F within the square of the bracket's width.
         t = 0.5 * (t_lo + t_hi)
-        q = np.sqrt(a / (b - self._mu_of_t(t) / m * np.exp(-k * np.log1p(-0.5 * (Q[0] + Q[1])))))
-        return math.log1p(-t) - math.log(t), -np.expm1(np.log1p(-q) / m)
+        q = np.sqrt(a / (b - c_of_t(t) * np.exp(-k * np.log1p(-0.5 * (Q[0] + Q[1])))))
+        w = -np.expm1(np.log1p(-q) * (1.0 / m))
+        t = float(np.dot(w, ones))
+        return math.log1p(-t) - math.log(t), w
 
-    def _mu_of_t(self, t: float) -> float:
-        """mu = g_j'(1 - t) for device j at t = 1 - omega_j."""
+    def _c_of_t(self, t: float) -> float:
+        """c = mu / m = g_j'(1 - t) / m for device j at t = 1 - omega_j."""
         lt = math.log(t)
         q = -math.expm1(self.m * lt)
-        return self.m * math.exp((self.m - 1) * lt) * (self.bj - self.a / (q * q))
+        return math.exp((self.m - 1) * lt) * (self.bj - self.a / (q * q))
 
     # -- device j (scalar) -------------------------------------------------------------------
 
@@ -656,7 +662,7 @@ _H00 = 2 * _HX ** 3 - 3 * _HX ** 2 + 1
 _H10 = _HX ** 3 - 2 * _HX ** 2 + _HX
 _H01 = -2 * _HX ** 3 + 3 * _HX ** 2
 _H11 = _HX ** 3 - _HX ** 2
-_BRACKET_TOL = 1e-12  # relative width at which the bracket pins omega
+_BRACKET_TOL = 1e-9  # relative width at which the bracket pins omega
 _BRACKET_RATE = 0.5  # give the bracket up when a pass shrinks it by less than this
 _BRACKET_MAXITER = 40
 _BOUND_MARGIN = 1e-6  # D is a sum of probabilities, accurate to ~1e-8 on the scan's grid
