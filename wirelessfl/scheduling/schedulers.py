@@ -159,12 +159,18 @@ class LyapunovScheduler:
                        bandwidth_hz=state.bandwidth_hz, noise_power=state.noise_power,
                        rule=self.power_rule)
         b = self.costs(state, z, power)
-        eligible = avail & (b < np.inf)
+        eligible = b < np.inf
+        if state.available is not None:
+            eligible &= avail
         info = {"method": self.solver, "power_rule": self.power_rule}
         omega, q = np.zeros(n), np.zeros(n)
         if eligible.any():
-            res = _solve_selection(self.V / n, b[eligible], m, self.solver)
-            omega[eligible], q[eligible] = res.omega, res.q
+            every = eligible.all()  # the usual round: nothing to mask
+            res = _solve_selection(self.V / n, b if every else b[eligible], m, self.solver)
+            if every:
+                omega, q = res.omega, res.q
+            else:
+                omega[eligible], q[eligible] = res.omega, res.q
             info.update(scheduled=res.omega.size, objective=res.fun, success=res.success,
                         certificate=res.certificate)
         else:

@@ -213,6 +213,7 @@ class _Exact:
         a, m, k, b = self.a, self.m, self.k, self.bo
         if not 0.0 < t_lo < t_hi < 1.0:  # omega1_j below rounding: t needs the scan's tau
             return None
+        r0 = t_lo
         # Rows: lower bounds at mu(t_lo), upper bounds at mu(t_hi); u = log(1 - q).
         Q = np.stack((self.q0o, self.q1o))
         u = np.log1p(-Q)
@@ -222,8 +223,9 @@ class _Exact:
         for it in range(1, _BRACKET_MAXITER + 1):
             c = np.array(((c_of_t(t_lo),), (c_of_t(t_hi),)))
             # Where the denominator is <= 0 there is no upper bound this pass: NaN or inf, which
-            # fmin drops in favour of the old bound.
-            Q = np.fmax(np.fmin(np.sqrt(a / (b - c * np.exp(-k * u))), Q[1]), Q[0])
+            # fmin drops in favour of the old bound. The lower row's is positive (it is at least
+            # a/q^2 at the true q), and its new bound below the old upper one.
+            Q = np.fmin(np.sqrt(a / (b - c * np.exp(-k * u))), Q[1])
             u = np.log1p(-Q)
             r_lo, r_hi = np.dot(np.expm1(u * (1.0 / m)), ones).tolist()  # -R: omega = -expm1(u/m)
             new_lo, new_hi = max(t_lo, -r_lo), min(t_hi, -r_hi)
@@ -247,6 +249,8 @@ class _Exact:
         q = np.sqrt(a / (b - c_of_t(t) * np.exp(-k * np.log1p(-0.5 * (Q[0] + Q[1])))))
         w = -np.expm1(np.log1p(-q) * (1.0 / m))
         t = float(np.dot(w, ones))
+        if not r0 <= t < 1.0:  # False for NaN: rounding beat the bounds (b/a beyond ~1e30)
+            return None
         return math.log1p(-t) - math.log(t), w
 
     def _c_of_t(self, t: float) -> float:
@@ -852,12 +856,13 @@ def _solve_selection(a: float, b: np.ndarray, m: int, method: str, **opts: Any) 
         w, info = _solve_manifold(a, b, m, **opts)
         nit = int(info.get("iterations", 0))
         message = info.get("stopping_criterion", "")
-    q = inclusion_probability(w, m)
-    # Keep q strictly positive: a coordinate can underflow only for absurd inputs.
-    q = np.maximum(q, np.finfo(float).tiny)
+    # Both solvers return omega in [0, 1]: q = 1 - (1 - omega)^m lies in [0, 1]. Keep it strictly
+    # positive: a coordinate can underflow only for absurd inputs.
+    with np.errstate(divide="ignore"):
+        q = np.maximum(-np.expm1(m * np.log1p(-w)), np.finfo(float).tiny)
     fun = float((a / q + b * q).sum())
-    # A NaN anywhere in omega makes fun NaN; q > 0 holds by the clip above.
-    ok = bool(math.isfinite(fun) and abs(w.sum() - 1.0) <= 1e-12 and (q <= 1.0).all())
+    # A NaN anywhere in omega makes fun NaN.
+    ok = bool(math.isfinite(fun) and abs(w.sum() - 1.0) <= 1e-12)
     cert = {k: v for k, v in info.items() if k != "stopping_criterion"}
     return SelectionResult(omega=w, q=q, fun=fun, method=method, success=ok, message=message,
                            certificate=cert, nit=nit)
