@@ -213,27 +213,35 @@ class _Exact:
         a, m, k, b = self.a, self.m, self.k, self.bo
         if not 0.0 < t_lo < t_hi < 1.0:  # omega1_j below rounding: t needs the scan's tau
             return None
-        r0 = t_lo
-        # Rows: lower bounds at mu(t_lo), upper bounds at mu(t_hi); u = log(1 - q).
-        Q = np.stack((self.q0o, self.q1o))
+        # One flat array (short arrays: numpy's cost is per call): lower bounds at mu(t_lo) in
+        # the first half, upper bounds at mu(t_hi) in the second; u = log(1 - q).
+        n = b.size
+        Q = np.concatenate((self.q0o, self.q1o))
+        bb = np.concatenate((b, b))
+        c = np.empty(2 * n)
+        lower, upper = Q[:n], Q[n:]
         u = np.log1p(-Q)
-        ones = np.ones(b.size)
+        ones = np.ones(n)
         c_of_t = self._c_of_t
         width = t_hi - t_lo
         for it in range(1, _BRACKET_MAXITER + 1):
-            c = np.array(((c_of_t(t_lo),), (c_of_t(t_hi),)))
+            c[:n] = c_of_t(t_lo)
+            c[n:] = c_of_t(t_hi)
+            new = np.sqrt(a / (bb - c * np.exp(u * -k)))
             # Where the denominator is <= 0 there is no upper bound this pass: NaN or inf, which
-            # fmin drops in favour of the old bound. The lower row's is positive (it is at least
-            # a/q^2 at the true q), and its new bound below the old upper one.
-            Q = np.fmin(np.sqrt(a / (b - c * np.exp(-k * u))), Q[1])
+            # fmin drops in favour of the old bound. The lower half's is positive (at least a/q^2
+            # at the true q).
+            np.fmin(new[n:], upper, out=new[n:])
+            Q, lower, upper = new, new[:n], new[n:]
             u = np.log1p(-Q)
-            r_lo, r_hi = np.dot(np.expm1(u * (1.0 / m)), ones).tolist()  # -R: omega = -expm1(u/m)
+            e = np.expm1(u * (1.0 / m))  # -omega
+            r_lo, r_hi = np.dot(e.reshape(2, n), ones).tolist()
             new_lo, new_hi = max(t_lo, -r_lo), min(t_hi, -r_hi)
             if it == 1 and not new_hi < t_hi:
                 return None  # D(t_max) may be >= 0: the all-convex candidate needs the scan
             new_width = new_hi - new_lo
             if new_width <= _BRACKET_TOL * min(1.0 - new_hi, new_lo):
-                if ((Q[1] - Q[0]) <= _BRACKET_TOL * Q[0]).all():
+                if ((upper - lower) <= _BRACKET_TOL * lower).all():
                     t_lo, t_hi = new_lo, new_hi
                     break
             elif new_width > _BRACKET_RATE * width:
@@ -246,10 +254,10 @@ class _Exact:
         # (the map contracts there); device j takes what is left of the mass. Any feasible point
         # this close to the KKT point has F within the square of the bracket's width.
         t = 0.5 * (t_lo + t_hi)
-        q = np.sqrt(a / (b - c_of_t(t) * np.exp(-k * np.log1p(-0.5 * (Q[0] + Q[1])))))
+        q = np.sqrt(a / (b - c_of_t(t) * np.exp(-k * np.log1p(-0.5 * (lower + upper)))))
         w = -np.expm1(np.log1p(-q) * (1.0 / m))
         t = float(np.dot(w, ones))
-        if not r0 <= t < 1.0:  # False for NaN: rounding beat the bounds (b/a beyond ~1e30)
+        if not 0.0 < t < 1.0:  # False for NaN: rounding beat the bounds (b/a beyond ~1e30)
             return None
         return math.log1p(-t) - math.log(t), w
 
