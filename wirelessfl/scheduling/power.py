@@ -34,18 +34,22 @@ def _lambertw_of_exp(s: np.ndarray) -> np.ndarray:
     complex lambertw in the tests; that one is several times slower on the arrays used here).
     """
     w = np.logaddexp(0.0, s)
+    s1 = s + 1.0
     for _ in range(4):
-        w = w - (w + np.log(w) - s) * w / (w + 1.0)
+        w = (s1 - np.log(w)) / (1.0 + 1.0 / w)  # w - f(w) / f'(w), without overflow
     return w
 
 
 def _log_xm1(log_a: np.ndarray) -> np.ndarray:
     """log(x - 1) where x > 1 solves x (ln x)^2 = A, given log A (finite)."""
     s = 0.5 * log_a - _LN2  # log(sqrt(A) / 2)
-    two_w = 2.0 * _lambertw_of_exp(np.maximum(s, _S_LOW))
+    low = s < _S_LOW
+    tiny = low.any()
+    two_w = 2.0 * _lambertw_of_exp(np.maximum(s, _S_LOW) if tiny else s)
     # log(e^(2W) - 1) = 2W + log(1 - e^(-2W)): no overflow for large W, no cancellation for small.
+    out = two_w + np.log(-np.expm1(-two_w))
     # For tiny z = e^s, 2W = 2z - 2z^2 + O(z^3) so log(x - 1) = ln2 + s + O(z^2).
-    return np.where(s < _S_LOW, _LN2 + s, two_w + np.log(-np.expm1(-two_w)))
+    return np.where(low, _LN2 + s, out) if tiny else out
 
 
 def optimal_power(
@@ -111,24 +115,27 @@ def powers(g: np.ndarray, z: np.ndarray, pmax: np.ndarray, *, V: float, lam: flo
         if not (math.isfinite(val) and val > 0):
             raise ValueError(f"{name} must be finite and > 0, got {val!r}")
 
-    power = pmax.copy()  # Z = 0: the cost decreases in P, so transmit at full power.
+    # Z = 0: the cost decreases in P, so transmit at full power.
     c = float(V) * float(lam) * float(model_bits) / float(bandwidth_hz)
     queued = z > 0
     if c == 0.0:
         # No airtime penalty: the cost is Z P, minimised by P = 0 wherever Z > 0.
-        power[queued] = 0.0
-        return power
+        return np.where(queued, 0.0, pmax)
     if not queued.any():
-        return power
-    gq = g[queued]
+        return pmax.copy()
+    every = queued.all()  # the usual round once the queues have filled: no masking
+    sel = slice(None) if every else queued
     # log A, assembled term by term so that no intermediate overflows.
     log_const = (math.log(V) + math.log(lam) + math.log(model_bits) + math.log(_LN2)
                  - math.log(noise_power) - math.log(bandwidth_hz))
     if rule == "paper":
         log_const += math.log(_LN2)
-    log_g = np.log(gq)
-    log_p = (math.log(noise_power) - log_g) + _log_xm1(log_const + log_g - np.log(z[queued]))
+    log_g = np.log(g[sel])
+    log_p = (math.log(noise_power) - log_g) + _log_xm1(log_const + log_g - np.log(z[sel]))
     # Clip in the log domain first (exp(> 709) would overflow), then to [0, Pmax] exactly.
-    p = np.exp(np.minimum(log_p, 700.0))
-    power[queued] = np.minimum(p, pmax[queued])
+    p = np.minimum(np.exp(np.minimum(log_p, 700.0)), pmax[sel])
+    if every:
+        return p
+    power = pmax.copy()
+    power[queued] = p
     return power
