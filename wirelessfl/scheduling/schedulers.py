@@ -139,13 +139,14 @@ class LyapunovScheduler:
 
     def costs(self, state: RoundState, queue: np.ndarray, power: np.ndarray) -> np.ndarray:
         """b_n = V lam l / (B log2(1 + g P / N0)) + Z P; +inf for a device that cannot send."""
-        snr = np.asarray(state.gains, dtype=float) * power / state.noise_power
-        spectral = np.log1p(snr) / _LN2  # log2(1 + snr), accurate for tiny snr
-        c = self.V * self.lam * state.model_bits / state.bandwidth_hz
-        with np.errstate(divide="ignore", over="ignore"):
-            airtime = np.where(spectral > 0, c / np.where(spectral > 0, spectral, 1.0), np.inf)
+        # ln(1 + snr), accurate for tiny snr; c / log2(1 + snr) = c ln2 / ln(1 + snr).
+        rate = np.log1p(np.asarray(state.gains, dtype=float) * (power / state.noise_power))
+        c = self.V * self.lam * state.model_bits / state.bandwidth_hz * _LN2
         if c == 0.0:
-            airtime = np.where(spectral > 0, 0.0, np.inf)
+            airtime = np.where(rate > 0, 0.0, np.inf)
+        else:
+            with np.errstate(divide="ignore", over="ignore"):
+                airtime = c / rate  # rate 0 (no power, or below rounding): +inf
         return airtime + queue * power
 
     def decide(self, state: RoundState) -> Decision:

@@ -130,13 +130,15 @@ def _branch_q1(a: float, b, m: int):
     cubic (both coefficients positive), written as u - p/(3u), then polished by a Newton step.
     """
     k = (m - 1) / m
-    r = 2.0 * a / (k * b)
-    p = (1.0 - 0.5 * k) * r
-    d = np.sqrt(0.25 * r * r + p * p * p / 27.0)
-    u = np.cbrt(0.5 * r + d)
+    r = (2.0 * a / k) / b
+    h = 1.0 - 0.5 * k  # p = h r
+    # sqrt(r^2/4 + p^3/27) = r sqrt(1/4 + (h^3/27) r)
+    u = np.cbrt(r * (0.5 + np.sqrt(0.25 + (h ** 3 / 27.0) * r)))
     # For b > a, p^3/27 <= r^2/16 (m >= 2): u - p/(3u) >= u/2, no cancellation.
-    q = u - p / (3.0 * u)
-    return q - (q * q * q + p * q - r) / (3.0 * q * q + p)
+    q = u - (h / 3.0) * r / u
+    p = h * r
+    q2 = q * q
+    return q - ((q2 + p) * q - r) / (3.0 * q2 + p)
 
 
 # ----------------------------------------------------------------------------------------------
