@@ -34,11 +34,18 @@ def _per_device(value, n: int, name: str) -> np.ndarray:
 
 
 def _available(state: RoundState, n: int) -> np.ndarray:
+    """The availability mask (shapes checked)."""
+    avail = _availability(state, n)
+    return np.ones(n, dtype=bool) if avail is None else avail
+
+
+def _availability(state: RoundState, n: int) -> np.ndarray | None:
+    """The availability mask after checking the shapes; None when every device is available."""
     gains = np.asarray(state.gains)
     if gains.shape != (n,):
         raise ValueError(f"state.gains must have shape ({n},), got {gains.shape}")
     if state.available is None:
-        return np.ones(n, dtype=bool)
+        return None
     avail = np.asarray(state.available, dtype=bool)
     if avail.shape != (n,):
         raise ValueError(f"state.available must have shape ({n},), got {avail.shape}")
@@ -152,7 +159,7 @@ class LyapunovScheduler:
     def decide(self, state: RoundState) -> Decision:
         """Powers, selection probabilities and the queue update for one round."""
         n, m = self.num_devices, self.m
-        avail = _available(state, n)
+        avail = _availability(state, n)
         gains = np.asarray(state.gains, dtype=float)
         check_gains(gains)
         z = self.queue  # replaced, never written in place, below
@@ -161,12 +168,12 @@ class LyapunovScheduler:
                        rule=self.power_rule)
         b = self.costs(state, z, power)
         eligible = b < np.inf
-        if state.available is not None:
+        if avail is not None:
             eligible &= avail
         info = {"method": self.solver, "power_rule": self.power_rule}
         omega, q = np.zeros(n), np.zeros(n)
-        if eligible.any():
-            every = eligible.all()  # the usual round: nothing to mask
+        every = eligible.all()  # the usual round: nothing to mask
+        if every or eligible.any():
             res = _solve_selection(self.V / n, b if every else b[eligible], m, self.solver)
             if every:
                 omega, q = res.omega, res.q
@@ -177,5 +184,5 @@ class LyapunovScheduler:
         else:
             info.update(scheduled=0, objective=0.0, success=False, message="no device can be scheduled")
         queue = np.maximum(z + power * q - self.p_bar, 0.0)
-        self.queue = queue if state.available is None else np.where(avail, queue, z)
+        self.queue = queue if avail is None else np.where(avail, queue, z)
         return Decision(omega=omega, q=q, power=power, queue=z, m=m, info=info)

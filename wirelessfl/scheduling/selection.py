@@ -750,11 +750,11 @@ def _solve_exact(a, b, m, *, grid=10, tol=1e-10, maxiter=80, bracket=True):
     if m == 1:
         w = _solve_m1(a, b)
         return w, {"kind": "kkt-enumeration", "route": "m = 1: convex, closed form with a scalar root"}
-    # Overflow to inf and log(0) = -inf are part of the arithmetic at the extremes (and NaN from a
-    # failed fast Newton start is caught and redone bracketed): no warnings from inside the solver.
-    with np.errstate(all="ignore"):
-        solver = _Exact(a, b, m, grid, tol, maxiter, bracket)
-        w, info = solver.solve()
+    # The caller silences floating-point warnings: overflow to inf and log(0) = -inf are part of
+    # the arithmetic at the extremes (and NaN from a failed fast Newton start is caught and redone
+    # bracketed).
+    solver = _Exact(a, b, m, grid, tol, maxiter, bracket)
+    w, info = solver.solve()
     info = {"kind": "kkt-enumeration", "concave_device": solver.j, **info}
     return w, info
 
@@ -858,21 +858,21 @@ def solve_selection(a: float, b, m: int, method: str = "exact", **opts: Any) -> 
 
 def _solve_selection(a: float, b: np.ndarray, m: int, method: str, **opts: Any) -> SelectionResult:
     """:func:`solve_selection` on checked input (a float > 0, b finite >= 0 1-D float, m int >= 1)."""
-    if method == "exact":
-        w, info = _solve_exact(a, b, m, **opts)
-        nit = int(info.get("evaluations", 0))
-        message = "KKT candidates enumerated"
-    else:
-        w, info = _solve_manifold(a, b, m, **opts)
-        nit = int(info.get("iterations", 0))
-        message = info.get("stopping_criterion", "")
-    # Both solvers return omega in [0, 1]: q = 1 - (1 - omega)^m lies in [0, 1]. Keep it strictly
-    # positive: a coordinate can underflow only for absurd inputs.
-    with np.errstate(divide="ignore"):
+    # No warnings from inside the solvers: their success is judged below.
+    with np.errstate(all="ignore"):
+        if method == "exact":
+            w, info = _solve_exact(a, b, m, **opts)
+            nit = int(info.get("evaluations", 0))
+            message = "KKT candidates enumerated"
+        else:
+            w, info = _solve_manifold(a, b, m, **opts)
+            nit = int(info.get("iterations", 0))
+            message = info.pop("stopping_criterion", "")
+        # Both solvers return omega in [0, 1]: q = 1 - (1 - omega)^m lies in [0, 1]. Keep it
+        # strictly positive: a coordinate can underflow only for absurd inputs.
         q = np.maximum(-np.expm1(m * np.log1p(-w)), np.finfo(float).tiny)
-    fun = float((a / q + b * q).sum())
+        fun = float((a / q + b * q).sum())
     # A NaN anywhere in omega makes fun NaN.
     ok = bool(math.isfinite(fun) and abs(w.sum() - 1.0) <= 1e-12)
-    cert = {k: v for k, v in info.items() if k != "stopping_criterion"}
     return SelectionResult(omega=w, q=q, fun=fun, method=method, success=ok, message=message,
-                           certificate=cert, nit=nit)
+                           certificate=info, nit=nit)
