@@ -246,8 +246,8 @@ class _Exact:
                 if ((upper - lower) <= _BRACKET_TOL * lower).all():
                     t_lo, t_hi = new_lo, new_hi
                     break
-            elif new_width > _BRACKET_RATE * width:
-                return None
+            elif it > 1 and new_width > _BRACKET_RATE * width:
+                return None  # the first pass only brings t_hi down to T(t_max)
             t_lo, t_hi, width = new_lo, new_hi, max(new_width, 0.0)
         else:
             return None
