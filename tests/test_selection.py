@@ -134,7 +134,8 @@ def test_exact_is_certified_by_the_multistart_reference(seed):
         routes.add(res.certificate["route"].split(":")[0])
     # The reference is strong: it reaches the same value almost always, so the bound above bites.
     assert agree >= 90
-    assert {"convex", "scan of the concave branch", "m = 1"} <= routes
+    assert {"convex", "scan of the concave branch", "monotone bracket of the concave branch",
+            "m = 1"} <= routes
 
 
 def _d_along_the_concave_branch(a, b, m):
@@ -191,6 +192,65 @@ def test_scan_bound_between_grid_points():
             assert res.certificate["concave_roots"] == 1
 
 
+def paper_costs(rng, n=100):
+    """b_n of the paper's setting (spec 002, sec. 6) at empty queues: airtime term at Pmax."""
+    sigma = np.linspace(0.1, 10, n)
+    gains = np.maximum((sigma * rng.rayleigh(1.0, n)) ** 2, 1e-3)
+    return 100 * 100 * 32 * 555178 / 22e6 / np.log2(1 + gains * 10 ** 3.5)
+
+
+BRACKET = "monotone bracket of the concave branch"
+
+
+def test_bracket_agrees_with_the_scan():
+    """Where the monotone bracket settles an instance, the scan (bracket=False) finds the same
+    optimum; in the paper's regime the bracket settles every instance."""
+    rng = np.random.default_rng(17)
+    settled = 0
+    instances = [random_instance(rng, n_max=int(rng.choice([12, 40]))) for _ in range(300)]
+    instances += [(1.0, paper_costs(rng) * 10 ** rng.uniform(-0.3, 0.3, 100), 10) for _ in range(10)]
+    for i, (a, b, m) in enumerate(instances):
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            res = solve_selection(a, b, m)
+        paper = i >= 300
+        if res.certificate["route"] != BRACKET:
+            assert not paper
+            continue
+        settled += 1
+        scan = solve_selection(a, b, m, bracket=False)
+        assert scan.certificate["route"] == "scan of the concave branch"
+        assert res.fun == pytest.approx(scan.fun, rel=1e-13, abs=0)
+        assert res.certificate["bracket_width"] <= 1e-9
+        g1 = gradient(res.omega, a, b, m)
+        assert np.ptp(g1) <= 1e-7 * (np.max(np.abs(g1)) + a)  # g_n'(omega_n) = mu for every n
+    assert settled >= 40
+
+
+def test_bracket_holds_the_root_found_independently():
+    """The bracket's point is the root of D(t) = sum_{n != j} psi_n(mu(t)) - t, computed here
+    by brentq (module-independent), and D has no other sign change on the concave branch."""
+    rng = np.random.default_rng(8)
+    # Roots from next to R(0) (mu tiny, the paper's regime) to well inside the branch (m = 3).
+    cases = [(1.0, np.array([700.0, 750.0, 900.0, 2000.0, 5000.0]), 10),
+             (1.0, paper_costs(rng, n=12), 10),
+             (0.5, 0.5 * 10 ** rng.uniform(2, 3, 6), 5),
+             (1.0, 10 ** rng.uniform(1.5, 2.0, 8), 5),
+             (1.0, 10 ** rng.uniform(1.2, 2.0, 8), 3)]
+    for a, b, m in cases:
+        res = solve_selection(a, b, m)
+        assert res.certificate["route"] == BRACKET
+        D, r0, t_max = _d_along_the_concave_branch(a, b, m)
+        ts = np.linspace(r0, t_max - 1e-12, 201)  # D(R(0)) >= 0
+        positive = np.array([D(t) for t in ts]) >= 0
+        changes = np.flatnonzero(positive[:-1] != positive[1:])
+        assert changes.size == 1 and positive[changes[0]]
+        k = changes[0]
+        t_ref = brentq(D, ts[k], ts[k + 1], xtol=1e-15)
+        j = int(np.argmin(b))
+        assert 1.0 - res.omega[j] == pytest.approx(t_ref, rel=1e-9)
+
+
 def test_three_kkt_roots_on_the_concave_branch():
     """An instance whose concave branch has two local minima: the one next to omega1_j (two
     devices sharing the mass) beats the one where the cheapest device dominates."""
@@ -199,6 +259,8 @@ def test_three_kkt_roots_on_the_concave_branch():
     res = solve_selection(1.0, b, 3)
     f_ref, w_ref = reference(1.0, b, 3, np.random.default_rng(0))
     assert res.fun <= f_ref * (1 + 1e-12)
+    # Two roots far apart: the bracket cannot shrink, and the scan finds both.
+    assert res.certificate["route"] == "scan of the concave branch"
     assert res.certificate["concave_roots"] == 2
     assert res.omega[5] == pytest.approx(0.1753, abs=1e-3) and res.omega[7] == pytest.approx(0.1449, abs=1e-3)
     # The other local minimum is worse by ~3e-5 relative: a solver stopping at the first root fails.
@@ -234,10 +296,8 @@ def test_manifold_solver_matches_the_reference():
 def test_exact_not_worse_than_manifold_at_n100():
     rng = np.random.default_rng(3)
     n = 100
-    sigma = np.linspace(0.1, 10, n)
     for _ in range(2):
-        gains = np.maximum((sigma * rng.rayleigh(1.0, n)) ** 2, 1e-3)
-        b = 100 * 100 * 32 * 555178 / 22e6 / np.log2(1 + gains * 10 ** 3.5)  # paper setting, Z = 0
+        b = paper_costs(rng, n)
         for bb in (b, b * 10 ** rng.uniform(-1, 1, n)):
             exact = solve_selection(1.0, bb, 10)
             manifold = solve_selection(1.0, bb, 10, method="manifold")
