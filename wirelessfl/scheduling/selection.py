@@ -550,7 +550,7 @@ class _Exact:
                     np.minimum(np.sqrt(a / (self.bo + 8.0 * a)), 0.5), m))))
                 t_h = 0.5 * min(0.5, r_low)
                 hi = math.log1p(-t_h) - math.log(t_h)
-            tau, w_o = self._root(tau_lo, hi, self._surrogate_start())
+            tau, w_o = self._root(tau_lo, hi, *self._surrogate_start())
             candidates.append(("all-convex", tau, w_o))
             info["route"] = "convex: mu <= 0"
         else:
@@ -600,12 +600,16 @@ class _Exact:
         info["concave_roots"] = len(brackets)
         info.update(self.cells)
 
-    def _surrogate_start(self) -> float:
-        """logit(omega_j) of the small-q approximation omega_n = sqrt(a'/(b_n - c)), a' = a/m^2."""
+    def _surrogate_start(self):
+        """logit(omega_j) of the small-q approximation omega_n = sqrt(a'/(b_n - c)), a' = a/m^2,
+        and the same approximation for everyone else as the inner solve's warm start (theta =
+        logit(omega), used when mu < 0 there)."""
         a2 = self.a / self.m ** 2
-        wj = math.sqrt(a2 / _m1_shift(a2, self.b))  # b_j is the minimum
+        shift = _m1_shift(a2, self.b)
+        wj = math.sqrt(a2 / shift)  # b_j is the minimum
         wj = min(max(wj, 1e-300), 1.0 - 1e-16)
-        return math.log(wj) - math.log1p(-wj)
+        w = np.sqrt(a2 / ((self.bo - self.bj) + shift))
+        return math.log(wj) - math.log1p(-wj), (-1, np.log(w) - np.log1p(-w))
 
     def _scan(self, t_a: float, t_b: float, tau_b: float):
         """Brackets (in tau) of the + to - roots of D on [t_a, t_b], and (D, state, mu, dz/dmu)
@@ -705,19 +709,20 @@ def _m1_shift(a: float, b: np.ndarray) -> float:
     # is asymptotically linear at both ends.
     lo, hi = math.log(a), math.log(a) + 2.0 * math.log(n)
     target = -0.5 * math.log(a)
-    # Start from the geometric interpolation of the bounds by the number of near-ties.
-    x = lo + 2.0 * math.log(max(1.0, float(np.sum(d <= a))))
-    x = min(max(x, lo), hi)
+    # Start from Jensen's lower bound: sum (d + tau)^-1/2 >= n (mean(d) + tau)^-1/2, so
+    # tau >= n^2 a - mean(d) (tight when the b are close).
+    jensen = n * n * a - float(d.mean())
+    x = min(max(math.log(jensen), lo), hi) if jensen > a else lo
     for _ in range(100):
         tau = math.exp(x)
-        v = (d + tau) ** -0.5
+        v = 1.0 / np.sqrt(d + tau)
         sv = float(v.sum())
         f = math.log(sv) - target
         if f > 0:
             lo = x
         else:
             hi = x
-        df = -0.5 * tau * float(np.sum(v ** 3)) / sv
+        df = -0.5 * tau * float(np.dot(v, v * v)) / sv
         new = x - f / df
         if not lo <= new <= hi:
             new = 0.5 * (lo + hi)
