@@ -5,8 +5,9 @@ m = 10, l = 32 x 555,178 bits, Rayleigh fading with sigma linear from 0.1 to 10 
 Both schedulers see the same gains and the same queues every round (the manifold one is handed
 the exact one's queues), so they solve identical problems. Prints median times per round, the
 manifold/exact ratios measured in this run (for decide() and for the selection solve alone), the
-power allocation alone (part of both decide() times), and how far the manifold objective is above
-the exact one (relative; <= 0 means no worse).
+power allocation alone (part of both decide() times), how far the manifold objective is above
+the exact one (relative; <= 0 means no worse), and the exact solver's routes over the rounds
+(bracket: the monotone bracket of the concave branch; scan: the grid scan; convex: mu <= 0).
 
     python benchmarks/solver.py [--sizes 100 1000 10000 100000] [--seed 0]
 """
@@ -14,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import time
+from collections import Counter
 
 import numpy as np
 
@@ -40,6 +42,7 @@ def bench(n: int, seed: int, with_manifold: bool):
     times = {"decide exact": [], "decide manifold": [], "solve exact": [], "solve manifold": [],
              "power": []}
     gaps = []
+    routes = Counter()
     a = PAPER["V"] / n
 
     def timed(key, fn):
@@ -56,6 +59,7 @@ def bench(n: int, seed: int, with_manifold: bool):
                                                     p_max=PAPER["p_max"], **LINK))
         b = exact.costs(state, queue, power)
         d_exact = timed("decide exact", lambda: exact.decide(state))
+        routes[d_exact.info["certificate"]["route"].split(" ")[0].split(":")[0]] += 1
         timed("solve exact", lambda: solve_selection(a, b, PAPER["m"], method="exact"))
         if with_manifold and r < rounds_for(n, "manifold"):
             manifold.queue = queue
@@ -63,7 +67,9 @@ def bench(n: int, seed: int, with_manifold: bool):
             timed("solve manifold", lambda: solve_selection(a, b, PAPER["m"], method="manifold"))
             f_e, f_m = d_exact.info["objective"], d_manifold.info["objective"]
             gaps.append((f_m - f_e) / f_e)
-    return {k: (float(np.median(v)) if v else None) for k, v in times.items()}, gaps
+    medians = {k: (float(np.median(v)) if v else None) for k, v in times.items()}
+    names = {"monotone": "bracket", "scan": "scan", "convex": "convex"}
+    return medians, gaps, ", ".join(f"{names.get(k, k)} {v}" for k, v in routes.most_common())
 
 
 def main(argv=None):
@@ -74,18 +80,18 @@ def main(argv=None):
     print(f"Median milliseconds per round (m={PAPER['m']}, V={PAPER['V']:g}, lam={PAPER['lam']:g}); "
           "'solve' = solve_selection alone on that round's costs b")
     head = (f"{'N':>7} {'decide exact':>13} {'decide manif.':>14} {'ratio':>6} "
-            f"{'solve exact':>12} {'solve manif.':>13} {'ratio':>6} {'power':>7} {'manifold gap':>13}")
+            f"{'solve exact':>12} {'solve manif.':>13} {'ratio':>6} {'power':>7} {'manifold gap':>13}  routes")
     print(head)
     for n in args.sizes:
-        t, gaps = bench(n, args.seed, with_manifold=n <= MANIFOLD_MAX_N)
+        t, gaps, routes = bench(n, args.seed, with_manifold=n <= MANIFOLD_MAX_N)
         de, se, pw = t["decide exact"] * 1e3, t["solve exact"] * 1e3, t["power"] * 1e3
         if t["decide manifold"] is None:
             print(f"{n:>7} {de:>13.3f} {'skipped':>14} {'':>6} {se:>12.3f} {'skipped':>13} {'':>6} {pw:>7.3f} "
-                  f"{'(manifold only for N <= ' + str(MANIFOLD_MAX_N) + ')'}")
+                  f"{'(N > ' + str(MANIFOLD_MAX_N) + ')':>13}  {routes}")
             continue
         dm, sm = t["decide manifold"] * 1e3, t["solve manifold"] * 1e3
         print(f"{n:>7} {de:>13.3f} {dm:>14.1f} {dm / de:>5.0f}x {se:>12.3f} {sm:>13.1f} {sm / se:>5.0f}x {pw:>7.3f} "
-              f"{max(gaps):>13.1e}")
+              f"{max(gaps):>13.1e}  {routes}")
 
 
 if __name__ == "__main__":
