@@ -44,12 +44,12 @@ def _log_xm1(log_a: np.ndarray) -> np.ndarray:
     """log(x - 1) where x > 1 solves x (ln x)^2 = A, given log A (finite)."""
     s = 0.5 * log_a - _LN2  # log(sqrt(A) / 2)
     low = s < _S_LOW
-    tiny = low.any()
-    two_w = 2.0 * _lambertw_of_exp(np.maximum(s, _S_LOW) if tiny else s)
+    any_low = low.any()
+    two_w = 2.0 * _lambertw_of_exp(np.maximum(s, _S_LOW) if any_low else s)
     # log(e^(2W) - 1) = 2W + log(1 - e^(-2W)): no overflow for large W, no cancellation for small.
     out = two_w + np.log(-np.expm1(-two_w))
     # For tiny z = e^s, 2W = 2z - 2z^2 + O(z^3) so log(x - 1) = ln2 + s + O(z^2).
-    return np.where(low, _LN2 + s, out) if tiny else out
+    return np.where(low, _LN2 + s, out) if any_low else out
 
 
 def optimal_power(
@@ -115,14 +115,13 @@ def powers(g: np.ndarray, z: np.ndarray, pmax: np.ndarray, *, V: float, lam: flo
         if not (math.isfinite(val) and val > 0):
             raise ValueError(f"{name} must be finite and > 0, got {val!r}")
 
-    # Z = 0: the cost decreases in P, so transmit at full power.
     c = float(V) * float(lam) * float(model_bits) / float(bandwidth_hz)
     queued = z > 0
     if c == 0.0:
         # No airtime penalty: the cost is Z P, minimised by P = 0 wherever Z > 0.
         return np.where(queued, 0.0, pmax)
     if not queued.any():
-        return pmax.copy()
+        return pmax.copy()  # Z = 0: the cost decreases in P, so transmit at full power
     every = queued.all()  # the usual round once the queues have filled: no masking
     sel = slice(None) if every else queued
     # log A, assembled term by term so that no intermediate overflows.
@@ -136,6 +135,6 @@ def powers(g: np.ndarray, z: np.ndarray, pmax: np.ndarray, *, V: float, lam: flo
     p = np.minimum(np.exp(np.minimum(log_p, 700.0)), pmax[sel])
     if every:
         return p
-    power = pmax.copy()
+    power = pmax.copy()  # full power where Z = 0
     power[queued] = p
     return power
