@@ -377,8 +377,14 @@ class _Exact:
         out = None
         if theta0 is not None:
             out = self._newton(evaluate, theta0 + 0.0 * mu, None, tol, 4)
+        c = amu / m
         if out is None:
-            c = amu / m
+            # A fixed-point step a/q^2 = b + |c| (1 - q)^-k from the upper bound sqrt(a/(b + |c|))
+            # lands below the root and, for small q, next to it: plain Newton from there.
+            q_hi = np.sqrt(a / (b + c))
+            start = _logit_of_q(np.sqrt(a / (b + c * np.exp(-k * np.log1p(-q_hi)))), m)
+            out = self._newton(evaluate, start, None, tol, 8)
+        if out is None:
             # a/q^2 = b + |c| (1-q)^-k  with (1-q)^-k in [1, 2^k] while q <= 1/2.
             q_raw = np.sqrt(a / (b + c * 2.0 ** k))
             q_lo = np.minimum(q_raw, 0.5)
@@ -550,7 +556,7 @@ class _Exact:
                     np.minimum(np.sqrt(a / (self.bo + 8.0 * a)), 0.5), m))))
                 t_h = 0.5 * min(0.5, r_low)
                 hi = math.log1p(-t_h) - math.log(t_h)
-            tau, w_o = self._root(tau_lo, hi, *self._surrogate_start())
+            tau, w_o = self._root(tau_lo, hi, self._surrogate_start())
             candidates.append(("all-convex", tau, w_o))
             info["route"] = "convex: mu <= 0"
         else:
@@ -600,16 +606,12 @@ class _Exact:
         info["concave_roots"] = len(brackets)
         info.update(self.cells)
 
-    def _surrogate_start(self):
-        """logit(omega_j) of the small-q approximation omega_n = sqrt(a'/(b_n - c)), a' = a/m^2,
-        and the same approximation for everyone else as the inner solve's warm start (theta =
-        logit(omega), used when mu < 0 there)."""
+    def _surrogate_start(self) -> float:
+        """logit(omega_j) of the small-q approximation omega_n = sqrt(a'/(b_n - c)), a' = a/m^2."""
         a2 = self.a / self.m ** 2
-        shift = _m1_shift(a2, self.b)
-        wj = math.sqrt(a2 / shift)  # b_j is the minimum
+        wj = math.sqrt(a2 / _m1_shift(a2, self.b))  # b_j is the minimum
         wj = min(max(wj, 1e-300), 1.0 - 1e-16)
-        w = np.sqrt(a2 / ((self.bo - self.bj) + shift))
-        return math.log(wj) - math.log1p(-wj), (-1, np.log(w) - np.log1p(-w))
+        return math.log(wj) - math.log1p(-wj)
 
     def _scan(self, t_a: float, t_b: float, tau_b: float):
         """Brackets (in tau) of the + to - roots of D on [t_a, t_b], and (D, state, mu, dz/dmu)
