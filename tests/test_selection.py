@@ -135,7 +135,7 @@ def test_exact_is_certified_by_the_multistart_reference(seed):
     # The reference is strong: it reaches the same value almost always, so the bound above bites.
     assert agree >= 90
     assert {"convex", "scan of the concave branch", "monotone bracket of the concave branch",
-            "m = 1"} <= routes
+            "monotone bracket", "m = 1"} <= routes
 
 
 def _d_along_the_concave_branch(a, b, m):
@@ -249,6 +249,28 @@ def test_bracket_holds_the_root_found_independently():
         t_ref = brentq(D, ts[k], ts[k + 1], xtol=1e-15)
         j = int(np.argmin(b))
         assert 1.0 - res.omega[j] == pytest.approx(t_ref, rel=1e-9)
+
+
+def test_bracket_proves_an_empty_concave_branch():
+    """Where the bracket's lower end climbs past t_max, D > 0 on the whole concave branch (checked
+    with the independent D): the one KKT point has every device convex, found by Newton, equal
+    to the scan's and the multi-start reference's."""
+    cases = [(2.4279940539819065, np.array([4.546996147698247, 4.7211402390784905, 5.124583401154204,
+                                            5.191420105970246, 4.722393335864002, 4.8524194415688395,
+                                            5.597839794078078, 4.892667816035275]), 10),
+             (32.57245665611154, np.array([174.51669804022748, 174.97010952584222, 175.24872535876122,
+                                           175.31930317947476, 175.3398271387195, 174.81261466680326,
+                                           175.582225442163]), 5)]
+    for a, b, m in cases:
+        res = solve_selection(a, b, m)
+        assert res.certificate["route"] == "monotone bracket: no concave root"
+        assert res.certificate["winner"] == "all-convex"
+        D, r0, t_max = _d_along_the_concave_branch(a, b, m)
+        assert min(D(t) for t in np.linspace(r0, t_max - 1e-12, 101)) > 0
+        scan = solve_selection(a, b, m, bracket=False)
+        assert res.fun == pytest.approx(scan.fun, rel=1e-13, abs=0)
+        f_ref, _ = reference(a, b, m, np.random.default_rng(0))
+        assert res.fun <= f_ref * (1 + 1e-12)
 
 
 def test_three_kkt_roots_on_the_concave_branch():

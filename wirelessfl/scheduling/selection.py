@@ -48,9 +48,11 @@ the cubic k b q^3 + (2 - k) a q - 2 a = 0, k = (m-1)/m. For b_n <= a (or m = 1) 
    (bounds on each psi_n from bounds on (1 - q_n)^-k), and iterating from [R(0), t_max] shrinks
    the bracket onto every KKT point at once. When it shrinks to 1e-9 relative, the point inside
    is the optimum (no all-convex candidate: T(t_max) < t_max) and the route is "monotone bracket
-   of the concave branch"; when it stops shrinking (two roots far apart, or D(t_max) >= 0) the
-   scan above runs. In the paper's setting the bracket settles a round in 3 to 4 passes of about
-   15 numpy calls on arrays of 2N.
+   of the concave branch". When its lower end climbs past t_max, D > 0 on the whole branch: the
+   all-convex root is the only KKT point ("monotone bracket: no concave root"). When it stops
+   shrinking (two roots far apart, or both kinds of candidate) the scan above runs. In the
+   paper's setting the bracket settles a round in 3 to 4 passes of about 15 numpy calls on
+   arrays of 2N.
 
 Inner variables keep full relative precision: theta = logit(omega_n) for mu < 0, and
 x = log(q_n / q0_n) for mu > 0 (b q^2 - a = a expm1(2x) next to the zero q0 of g'). Outer
@@ -217,9 +219,10 @@ class _Exact:
         (the right one where its denominator is positive). psi_n grows with mu, so bounds at the
         previous t_lo and t_hi stay valid at the new ones: starting from q0 <= q <= q1, one pass
         tightens the device bounds and the bracket together. Both shrink at the rate of T' and of
-        the device maps, small in the usual regime (psi_n far below its peak). Returns (t, the
-        other devices' omega) once every coordinate is pinned to ~1e-9 relative, else None (no
-        contraction: the caller scans).
+        the device maps, small in the usual regime (psi_n far below its peak). Returns
+        (logit(omega_j), the other devices' omega) once every coordinate is pinned to ~1e-9
+        relative; _NO_CONCAVE_ROOT once the lower end climbs past t_max (T(t) > t on the whole
+        branch); else None (no contraction: the caller scans).
         """
         a, m, k, b = self.a, self.m, self.k, self.bo
         if not 0.0 < t_lo < t_hi < 1.0:  # omega1_j below rounding: t needs the scan's tau
@@ -235,6 +238,7 @@ class _Exact:
         ones = np.ones(n)
         c_of_t = self._c_of_t
         width = t_hi - t_lo
+        t_max = t_hi
         for it in range(1, _BRACKET_MAXITER + 1):
             c[:n] = c_of_t(t_lo)
             c[n:] = c_of_t(t_hi)
@@ -247,11 +251,14 @@ class _Exact:
             u = np.log1p(-Q)
             e = np.expm1(u * (1.0 / m))  # -omega
             r_lo, r_hi = np.dot(e.reshape(2, n), ones).tolist()
+            if -r_lo >= t_max:
+                return _NO_CONCAVE_ROOT  # T(t) > t on all of [R(0), t_max]
             new_lo, new_hi = max(t_lo, -r_lo), min(t_hi, -r_hi)
-            if it == 1 and not new_hi < t_hi:
-                return None  # D(t_max) may be >= 0: the all-convex candidate needs the scan
+            # While T(t_max) >= t_max is not ruled out the all-convex candidate may compete: the
+            # bracket goes on only to see the lower end climb past t_max or the upper one drop.
+            open_end = not new_hi < t_max
             new_width = new_hi - new_lo
-            if new_width <= _BRACKET_TOL * min(1.0 - new_hi, new_lo):
+            if not open_end and new_width <= _BRACKET_TOL * min(1.0 - new_hi, new_lo):
                 if ((upper - lower) <= _BRACKET_TOL * lower).all():
                     t_lo, t_hi = new_lo, new_hi
                     break
@@ -567,7 +574,16 @@ class _Exact:
             tau1 = _logit_of_q_scalar(self.q1j, m)  # logit(omega1_j)
             t_max = _expit(-tau1)
             found = self._bracket(r0, t_max) if self.use_bracket else None
-            if found is not None:
+            if found == _NO_CONCAVE_ROOT:
+                # D > 0 on the whole concave branch: the one KKT point has j on its convex
+                # branch, where Phi increases from Phi(tau0) = R(0) + omega0_j - 1 < 0 to
+                # Phi(tau1) = D(t_max) >= 0.
+                self._prepare_newton()
+                tau0 = _logit_of_q_scalar(q0j, m)
+                tau, w_o = self._root(tau0, tau1, 0.5 * (tau0 + tau1))
+                candidates.append(("all-convex", tau, w_o))
+                info["route"] = "monotone bracket: no concave root"
+            elif found is not None:
                 candidates.append(("one-concave", *found))
                 info["route"] = "monotone bracket of the concave branch"
                 info.update(self.bracket)
@@ -694,6 +710,7 @@ _H11 = _HX ** 3 - _HX ** 2
 _BRACKET_TOL = 1e-9  # relative width at which the bracket pins omega
 _BRACKET_RATE = 0.5  # give the bracket up when a pass shrinks it by less than this
 _BRACKET_MAXITER = 40
+_NO_CONCAVE_ROOT = "no concave root"
 _BOUND_MARGIN = 1e-6  # D is a sum of probabilities, accurate to ~1e-8 on the scan's grid
 _HERMITE = np.stack((_H00, _H01, _H10, _H11))  # rows: D(a), D(b), h D'(a), h D'(b)
 
