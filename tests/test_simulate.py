@@ -150,3 +150,20 @@ def test_synthetic_benchmark_runs_end_to_end():
     assert res.summary["model_bits"] == 32 * (60 * 10 + 10)  # logistic regression on 60 features
     acc = res.evals["accuracy"].to_numpy()
     assert acc[-1] > acc[0] and acc[-1] > 0.2
+
+
+def test_progress_bar_renders_when_the_last_round_ends_past_the_time_budget():
+    """With only a time budget the bar counts simulated seconds. The last round may end well past
+    the budget; the bar stops at the total and still renders (past the total tqdm drops it from
+    the format fields, which made the quickstart's uniform run fail)."""
+    from types import SimpleNamespace
+
+    from wirelessfl.experiments.run import _ProgressBar
+
+    scenario = SimpleNamespace(name="budget", run=SimpleNamespace(rounds=None, time_budget_s=10.0))
+    bar = _ProgressBar(scenario, enabled=True)
+    bar.round(SimpleNamespace(round=0, t_start=0.0, t_end=6.0))
+    bar.round(SimpleNamespace(round=1, t_start=6.0, t_end=13.0))  # 3 s past the budget
+    bar.bar.refresh()  # renders the format string
+    assert bar.bar.n == pytest.approx(10.0)
+    bar.close()

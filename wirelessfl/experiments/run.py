@@ -488,7 +488,12 @@ class _ProgressBar:
         self.acc = math.nan
 
     def round(self, rec: RoundRecord) -> None:
-        self.bar.update(rec.t_end - rec.t_start if self.by_time else 1)
+        if self.by_time:
+            # The last round may end past the budget: stop at the total (past it tqdm drops the
+            # total from its format fields).
+            self.bar.update(min(rec.t_end - rec.t_start, max(self.bar.total - self.bar.n, 0.0)))
+        else:
+            self.bar.update(1)
         if self.bar.disable:
             return
         self.bar.set_postfix(round=rec.round + 1, t=f"{rec.t_end:.1f}s", acc=f"{self.acc:.3f}", refresh=False)
