@@ -574,7 +574,7 @@ class _Exact:
             tau1 = _logit_of_q_scalar(self.q1j, m)  # logit(omega1_j)
             t_max = _expit(-tau1)
             found = self._bracket(r0, t_max) if self.use_bracket else None
-            if found == _NO_CONCAVE_ROOT:
+            if found is _NO_CONCAVE_ROOT:
                 # D > 0 on the whole concave branch: the one KKT point has j on its convex
                 # branch, where Phi increases from Phi(tau0) = R(0) + omega0_j - 1 < 0 to
                 # Phi(tau1) = D(t_max) >= 0.
