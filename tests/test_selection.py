@@ -265,6 +265,7 @@ def test_bracket_proves_an_empty_concave_branch():
         res = solve_selection(a, b, m)
         assert res.certificate["route"] == "monotone bracket: no concave root"
         assert res.certificate["winner"] == "all-convex"
+        assert res.certificate["bracket_iterations"] >= 1
         D, r0, t_max = _d_along_the_concave_branch(a, b, m)
         assert min(D(t) for t in np.linspace(r0, t_max - 1e-12, 101)) > 0
         scan = solve_selection(a, b, m, bracket=False)

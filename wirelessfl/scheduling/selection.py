@@ -252,6 +252,7 @@ class _Exact:
             e = np.expm1(u * (1.0 / m))  # -omega
             r_lo, r_hi = np.dot(e.reshape(2, n), ones).tolist()
             if -r_lo >= t_max:
+                self.bracket = {"bracket_iterations": it}
                 return _NO_CONCAVE_ROOT  # T(t) > t on all of [R(0), t_max]
             new_lo, new_hi = max(t_lo, -r_lo), min(t_hi, -r_hi)
             # While T(t_max) >= t_max is not ruled out the all-convex candidate may compete: the
@@ -583,6 +584,7 @@ class _Exact:
                 tau, w_o = self._root(tau0, tau1, 0.5 * (tau0 + tau1))
                 candidates.append(("all-convex", tau, w_o))
                 info["route"] = "monotone bracket: no concave root"
+                info.update(self.bracket)
             elif found is not None:
                 candidates.append(("one-concave", *found))
                 info["route"] = "monotone bracket of the concave branch"
