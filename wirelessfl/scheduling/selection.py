@@ -576,13 +576,9 @@ class _Exact:
             t_max = _expit(-tau1)
             found = self._bracket(r0, t_max) if self.use_bracket else None
             if found is _NO_CONCAVE_ROOT:
-                # D > 0 on the whole concave branch: the one KKT point has j on its convex
-                # branch, where Phi increases from Phi(tau0) = R(0) + omega0_j - 1 < 0 to
-                # Phi(tau1) = D(t_max) >= 0.
+                # D > 0 on the whole concave branch: the one KKT point has j on its convex branch.
                 self._prepare_newton()
-                tau0 = _logit_of_q_scalar(q0j, m)
-                tau, w_o = self._root(tau0, tau1, 0.5 * (tau0 + tau1))
-                candidates.append(("all-convex", tau, w_o))
+                candidates.append(("all-convex", *self._all_convex_root(r0, q0j, tau1)))
                 info["route"] = "monotone bracket: no concave root"
                 info.update(self.bracket)
             elif found is not None:
@@ -601,19 +597,30 @@ class _Exact:
                     inner_iterations=self.inner_iterations)
         return best[1], info
 
+    def _all_convex_root(self, r0, q0j, tau1, phi1=None, warm=(None, None, None)):
+        """(tau, other devices' omega) of the KKT point with every device convex and mu > 0.
+
+        Phi increases on [tau0, tau1] = [logit(omega0_j), logit(omega1_j)], from Phi(tau0) =
+        R(0) + omega0_j - 1 < 0 to Phi(tau1) = D(t_max) >= 0: a secant start where phi1 = D(t_max)
+        is known, the midpoint otherwise; warm: the inner solve's state at tau1 (from the scan).
+        """
+        tau0 = _logit_of_q_scalar(q0j, self.m)
+        phi0 = r0 + _expit(tau0) - 1.0
+        if phi1 is not None and phi1 > phi0:
+            start = tau0 + (tau1 - tau0) * (-phi0) / (phi1 - phi0)
+        else:
+            start = 0.5 * (tau0 + tau1)
+        return self._root(tau0, tau1, start, *warm)
+
     def _scan_concave_branch(self, r0, q0j, tau1, t_max, candidates, info):
         """The scan route: every + to - root of D on (R(0), t_max), and the all-convex root
         where D(t_max) >= 0; appends the candidates and the scan's counts to info."""
         self._prepare_newton()
-        m = self.m
-        tau0 = _logit_of_q_scalar(q0j, m)  # logit(omega0_j) < tau1
+        tau0 = _logit_of_q_scalar(q0j, self.m)  # logit(omega0_j) < tau1
         brackets, (phi1, state1, mu1, dz1) = self._scan(r0, t_max, tau1)
         if phi1 >= 0:
-            # All-convex root: Phi increases on [tau0, tau1], Phi(tau0) = R(0) + omega0_j - 1 < 0.
-            phi0 = r0 + _expit(tau0) - 1.0
-            start = tau0 + (tau1 - tau0) * (-phi0) / (phi1 - phi0) if phi1 > phi0 else 0.5 * (tau0 + tau1)
-            tau, w_o = self._root(tau0, tau1, start, state1, mu1, dz1)
-            candidates.append(("all-convex", tau, w_o))
+            candidates.append(("all-convex", *self._all_convex_root(r0, q0j, tau1, phi1,
+                                                                    (state1, mu1, dz1))))
         if phi1 < 0 and not brackets:  # cannot happen (D(R(0)) >= 0 > D(t_max)); stay safe
             t_hi = r0 * (1.0 + 1e-12)
             brackets = [(tau1, math.log1p(-t_hi) - math.log(t_hi), 0.5 * (tau1 + tau0), None, None, None)]
