@@ -124,8 +124,8 @@ def _same(name: str, ref: pd.DataFrame, got: pd.DataFrame, tol: float) -> None:
     for col in ref.columns:
         assert col in got.columns, f"{name}: column {col} is gone"
         a, b = ref[col], got[col]
-        if col in DISCRETE or a.dtype == object or b.dtype == object:
-            assert a.fillna("").astype(str).tolist() == b.fillna("").astype(str).tolist(), f"{name}.{col}"
+        if col in DISCRETE or not (pd.api.types.is_numeric_dtype(a) and pd.api.types.is_numeric_dtype(b)):
+            assert a.astype(str).tolist() == b.astype(str).tolist(), f"{name}.{col}"
         else:
             np.testing.assert_allclose(b.to_numpy(float), a.to_numpy(float), rtol=tol, atol=1e-12,
                                        err_msg=f"{name}.{col}")
