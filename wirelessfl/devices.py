@@ -1,43 +1,146 @@
 """Device models: computation time and energy per round, and availability. Knows nothing of the channel.
 
-A computation model has ``compute_times(devices, rng, round_idx) -> seconds`` and
-``energy_j(devices, round_idx) -> joules`` (the energy of a whole round's computation; 0 where the
-model says nothing about energy). ``round_idx`` matters only where the work changes by round.
+A computation model fits :class:`ComputeModel`: ``compute_times(devices, rng, round_idx) -> seconds``
+and ``energy_j(devices, round_idx) -> joules`` (the energy of a whole round's computation; zeros
+where the model says nothing about energy). ``COMPUTE`` names the built-ins ``devices.compute``
+accepts besides installed plugins and import paths. :class:`WorkScaledCompute` scales any of them
+with the local work the algorithm gives each device. Availability is a Markov chain per device or
+a replayed trace.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import Any, ClassVar, Protocol
+
 import numpy as np
 
-from .config import DevicesConfig
+from .fields import ConfigError, FilePath, option
+from .plugins import Registry
+from .traces import Trace
 
 
-class ConstantCompute:
+class ComputeModel(Protocol):
+    """How long each selected device computes in a round, and the energy it spends.
+
+    Required: ``from_scenario`` and ``compute_times``; subclass to inherit the optional parts. The
+    times are a FedAvg round's (``learning.local_steps`` steps); algorithms with other work scale
+    them (see WorkScaledCompute).
+    """
+
+    Options: ClassVar[type | None] = None
+    """A dataclass of the model's own options, or None (options handed over as a dict)."""
+    work_proportional: ClassVar[bool] = False
+    """True when time and energy are proportional to the local work (a CPU running cycles per
+    sample): an algorithm that gives a device more steps then makes it slower."""
+
+    @classmethod
+    def from_scenario(cls, scenario, options) -> "ComputeModel":
+        """Build the model for ``scenario``."""
+        ...
+
+    def compute_times(self, devices: np.ndarray, rng: np.random.Generator, round_idx: int = 0) -> np.ndarray:
+        """Computation time in seconds of each of ``devices`` in round ``round_idx`` (the run's
+        "compute" stream for random models)."""
+        ...
+
+    @classmethod
+    def check(cls, scenario, options) -> None:
+        """Raise ConfigError if the scenario cannot run with this model."""
+
+    def energy_j(self, devices: np.ndarray, round_idx: int = 0) -> np.ndarray:
+        """Energy of each of ``devices``' whole computation this round (default: no energy model)."""
+        return np.zeros(len(devices))
+
+    def state_dict(self) -> dict[str, Any]:
+        """The model's memory, for checkpoints."""
+        return {}
+
+    def load_state(self, state: dict[str, Any]) -> None:
+        """Restore what ``state_dict`` returned."""
+
+
+def _per_device_lengths(scenario, options, keys: tuple[str, ...]) -> None:
+    n = scenario.devices.count
+    for key in keys:
+        values = getattr(options, key)
+        if values and len(values) != n:
+            raise ConfigError(f"devices.{key} has {len(values)} values: must have one per device "
+                              f"(devices.count = {n})")
+
+
+@dataclass(frozen=True)
+class ConstantOptions:
+    """Options of the constant computation model."""
+
+    compute_s: float = option(0.0, ge=0, doc="computation time per round, the same for all")
+    compute_s_per_device: tuple[float, ...] = option((), ge=0, doc="one time per device")
+
+
+class ConstantCompute(ComputeModel):
     """Each device needs a fixed time per round (one value for all, or one per device); no energy model."""
+
+    Options = ConstantOptions
 
     def __init__(self, times_s: np.ndarray):
         self.times_s = np.asarray(times_s, dtype=float)
+
+    @classmethod
+    def from_scenario(cls, scenario, options: ConstantOptions) -> "ConstantCompute":
+        """compute_s_per_device, else compute_s for every device."""
+        if options.compute_s_per_device:
+            return cls(np.asarray(options.compute_s_per_device))
+        return cls(np.full(scenario.devices.count, options.compute_s))
+
+    @classmethod
+    def check(cls, scenario, options: ConstantOptions) -> None:
+        """One time per device when given per device."""
+        _per_device_lengths(scenario, options, ("compute_s_per_device",))
 
     def compute_times(self, devices: np.ndarray, rng: np.random.Generator | None = None,
                       round_idx: int = 0) -> np.ndarray:
         """Computation time in seconds of each of ``devices`` this round."""
         return self.times_s[devices]
 
-    def energy_j(self, devices: np.ndarray, round_idx: int = 0) -> np.ndarray:
-        """No energy model: zeros."""
-        return np.zeros(len(devices))
+
+@dataclass(frozen=True)
+class CpuOptions:
+    """Options of the CPU computation model."""
+
+    cpu_hz: float = option(1e9, gt=0, doc="CPU frequency f of every device")
+    cpu_hz_per_device: tuple[float, ...] = option((), gt=0, doc="one frequency per device")
+    cycles_per_sample: float = option(1e7, gt=0, doc="CPU cycles c per training sample")
+    cycles_per_sample_per_device: tuple[float, ...] = option((), gt=0, doc="one c per device")
+    kappa: float = option(1e-28, ge=0, doc="effective switched capacitance; kappa f^2 J per cycle")
 
 
-class CpuCompute:
+class CpuCompute(ComputeModel):
     """A CPU at f_n Hz needing c_n cycles per sample, S samples per round (S = local steps x batch).
 
     time_n = c_n S / f_n; energy_n = kappa f_n^2 x c_n S (dynamic power kappa f^3 over that time).
     """
+
+    Options = CpuOptions
+    work_proportional = True
 
     def __init__(self, cpu_hz: np.ndarray, cycles_per_sample: np.ndarray, samples_per_round: int,
                  kappa: float):
         self.cpu_hz = np.asarray(cpu_hz, dtype=float)
         self.cycles = np.asarray(cycles_per_sample, dtype=float) * samples_per_round  # per round
         self.kappa = float(kappa)
+
+    @classmethod
+    def from_scenario(cls, scenario, options: CpuOptions) -> "CpuCompute":
+        """S = learning.local_steps x learning.batch_size samples per round."""
+        n = scenario.devices.count
+        f = np.asarray(options.cpu_hz_per_device) if options.cpu_hz_per_device else np.full(n, options.cpu_hz)
+        c = (np.asarray(options.cycles_per_sample_per_device) if options.cycles_per_sample_per_device
+             else np.full(n, options.cycles_per_sample))
+        return cls(f, c, scenario.learning.local_steps * scenario.learning.batch_size, options.kappa)
+
+    @classmethod
+    def check(cls, scenario, options: CpuOptions) -> None:
+        """One value per device when given per device."""
+        _per_device_lengths(scenario, options, ("cpu_hz_per_device", "cycles_per_sample_per_device"))
 
     def compute_times(self, devices: np.ndarray, rng: np.random.Generator | None = None,
                       round_idx: int = 0) -> np.ndarray:
@@ -49,67 +152,129 @@ class CpuCompute:
         return self.kappa * self.cpu_hz[devices] ** 2 * self.cycles[devices]
 
 
-class ShiftedExponentialCompute:
+@dataclass(frozen=True)
+class ShiftedExponentialOptions:
+    """Options of the shifted-exponential computation model."""
+
+    delay_shift_s: float = option(0.0, ge=0, doc="the shift")
+    delay_mean_s: float = option(1.0, gt=0, doc="mean of the exponential part")
+
+
+class ShiftedExponentialCompute(ComputeModel):
     """Random computation time shift + Exp(mean), drawn afresh per selected device and round.
 
     The common model of stragglers (e.g. coded computation literature): a deterministic part plus an
     exponential tail. Draws come from the engine's "compute" stream in ascending device order.
     """
 
+    Options = ShiftedExponentialOptions
+
     def __init__(self, shift_s: float, mean_s: float):
         self.shift_s, self.mean_s = float(shift_s), float(mean_s)
+
+    @classmethod
+    def from_scenario(cls, scenario, options: ShiftedExponentialOptions) -> "ShiftedExponentialCompute":
+        """Shift and mean from the options."""
+        return cls(options.delay_shift_s, options.delay_mean_s)
 
     def compute_times(self, devices: np.ndarray, rng: np.random.Generator, round_idx: int = 0) -> np.ndarray:
         """shift + Exp(mean) for each of ``devices``."""
         return self.shift_s + rng.exponential(self.mean_s, len(devices))
 
-    def energy_j(self, devices: np.ndarray, round_idx: int = 0) -> np.ndarray:
-        """No energy model: zeros."""
-        return np.zeros(len(devices))
+
+@dataclass(frozen=True)
+class ComputeTraceOptions:
+    """Options of a replayed computation-time trace."""
+
+    trace: FilePath = option(doc="CSV or .npy of rounds x devices, seconds (relative paths: from the scenario's folder)")
+    trace_end: str = option("stop", choices=("stop", "cycle"),
+                            doc="when the rounds run out: stop the run with an error, or start over")
 
 
-class WorkScaledCompute:
-    """Computation proportional to each device's local work (spec 001 sec. 4: unequal local work).
+class TraceCompute(ComputeModel):
+    """Measured computation times replayed by round: device n takes trace[round, n] seconds.
 
-    time_n = base_n x scale_n + step_time_s x steps_n, with steps_n = ``steps_fn(devices, round_idx)``
-    the local steps device n runs this round (in gradient evaluations: FedShuffleMVR's count double) and scale_n = steps_n / ref_steps when ``scale_base`` (the base
-    model assumed ref_steps steps, e.g. "cpu" with local_steps x batch_size samples), else 1.
-    Energy scales like the base model's time. With FedShuffle's E ceil(|D_n| / B) steps, devices with
-    more data become the stragglers.
+    ``wirelessfl trace`` writes one from any scenario's model. No energy model.
     """
 
-    def __init__(self, base, steps_fn, ref_steps: int, step_time_s: float = 0.0, scale_base: bool = True):
-        self.base, self.steps_fn = base, steps_fn
-        self.ref_steps, self.step_time_s, self.scale_base = max(int(ref_steps), 1), float(step_time_s), bool(scale_base)
+    Options = ComputeTraceOptions
 
-    def _scale(self, devices: np.ndarray, round_idx: int) -> tuple[np.ndarray, np.ndarray]:
-        steps = np.asarray(self.steps_fn(np.asarray(devices, dtype=np.int64), round_idx), dtype=float)
-        return steps, (steps / self.ref_steps if self.scale_base else np.ones_like(steps))
+    def __init__(self, trace: Trace):
+        self.trace = trace
+
+    @classmethod
+    def from_scenario(cls, scenario, options: ComputeTraceOptions) -> "TraceCompute":
+        """The trace of options.trace (one column per device)."""
+        return cls(Trace.read(options.trace, scenario.devices.count, "devices.trace", options.trace_end,
+                              nonnegative=True))
+
+    @classmethod
+    def check(cls, scenario, options: ComputeTraceOptions) -> None:
+        """The file exists, parses, and has one column per device of times >= 0."""
+        cls.from_scenario(scenario, options)
 
     def compute_times(self, devices: np.ndarray, rng: np.random.Generator | None = None,
                       round_idx: int = 0) -> np.ndarray:
-        """base time (scaled by steps / ref_steps) + step_time_s x steps for each of ``devices``."""
-        steps, scale = self._scale(devices, round_idx)
-        return self.base.compute_times(devices, rng) * scale + self.step_time_s * steps
+        """This round's row, at ``devices``."""
+        return self.trace.row(round_idx)[devices]
+
+
+COMPUTE = Registry("compute", "wirelessfl.devices:ComputeModel", {
+    "constant": "wirelessfl.devices:ConstantCompute",
+    "cpu": "wirelessfl.devices:CpuCompute",
+    "shifted_exponential": "wirelessfl.devices:ShiftedExponentialCompute",
+    "trace": "wirelessfl.devices:TraceCompute",
+})
+"""Built-in computation models by the name ``devices.compute`` gives them."""
+
+
+class WorkScaledCompute:
+    """A computation model scaled by each device's local work (spec 001 sec. 4: unequal local work).
+
+    With steps_n = ``steps_fn(devices, round_idx)`` (None: ``ref_steps`` each, a FedAvg round's)
+    and ``factor`` the cost of one step relative to a FedAvg step (Per-FedAvg: 2 or 4),
+    w_n = steps_n x factor, and
+
+        time_n = base_n x s_n + step_time_s x w_n,   energy_n = base energy_n x s_n,
+
+    with s_n = w_n / ref_steps for a work-proportional base model (a CPU), else ``factor``: a
+    fixed time per round stays fixed when the number of steps changes, but a costlier step costs
+    more whatever the model. With FedShuffle's E ceil(|D_n| / B) steps, devices with more data
+    become the stragglers.
+    """
+
+    def __init__(self, base: ComputeModel, steps_fn, ref_steps: int, step_time_s: float = 0.0,
+                 factor: float = 1.0):
+        self.base, self.steps_fn = base, steps_fn
+        self.ref_steps, self.step_time_s, self.factor = max(int(ref_steps), 1), float(step_time_s), factor
+
+    def _scale(self, devices: np.ndarray, round_idx: int) -> tuple[np.ndarray, np.ndarray]:
+        devices = np.asarray(devices, dtype=np.int64)
+        steps = self.steps_fn(devices, round_idx)
+        if steps is None:
+            steps = np.full(devices.size, self.ref_steps)
+        work = np.asarray(steps, dtype=float) * self.factor
+        if self.base.work_proportional:
+            return work, work / self.ref_steps
+        return work, np.full(devices.size, float(self.factor))
+
+    def compute_times(self, devices: np.ndarray, rng: np.random.Generator | None = None,
+                      round_idx: int = 0) -> np.ndarray:
+        """base time x s_n + step_time_s x w_n for each of ``devices``."""
+        work, scale = self._scale(devices, round_idx)
+        return self.base.compute_times(devices, rng, round_idx=round_idx) * scale + self.step_time_s * work
 
     def energy_j(self, devices: np.ndarray, round_idx: int = 0) -> np.ndarray:
         """The base model's energy, scaled like its time."""
-        return self.base.energy_j(devices) * self._scale(devices, round_idx)[1]
+        return self.base.energy_j(devices, round_idx=round_idx) * self._scale(devices, round_idx)[1]
 
+    def state_dict(self) -> dict:
+        """The base model's state."""
+        return self.base.state_dict()
 
-def make_compute(cfg: DevicesConfig, samples_per_round: int = 1):
-    """The computation model named in the scenario (``samples_per_round`` is used by "cpu")."""
-    n = cfg.count
-    if cfg.compute == "cpu":
-        f = np.asarray(cfg.cpu_hz_per_device) if cfg.cpu_hz_per_device else np.full(n, cfg.cpu_hz)
-        c = (np.asarray(cfg.cycles_per_sample_per_device) if cfg.cycles_per_sample_per_device
-             else np.full(n, cfg.cycles_per_sample))
-        return CpuCompute(f, c, samples_per_round, cfg.kappa)
-    if cfg.compute == "shifted_exponential":
-        return ShiftedExponentialCompute(cfg.delay_shift_s, cfg.delay_mean_s)
-    if cfg.compute_s_per_device:
-        return ConstantCompute(np.asarray(cfg.compute_s_per_device))
-    return ConstantCompute(np.full(cfg.count, cfg.compute_s))
+    def load_state(self, state: dict) -> None:
+        """Restore the base model's state."""
+        self.base.load_state(state)
 
 
 class MarkovAvailability:
@@ -149,8 +314,34 @@ class MarkovAvailability:
         self.on = None if state["on"] is None else np.asarray(state["on"], dtype=bool)
 
 
-def make_availability(cfg: DevicesConfig) -> MarkovAvailability | None:
+class TraceAvailability:
+    """Availability replayed from a trace of 0/1 rows (1: the device may be scheduled)."""
+
+    def __init__(self, trace: Trace):
+        self.trace = trace
+        self.next_round = 0
+
+    def step(self, rng: np.random.Generator) -> np.ndarray:
+        """The next round's row (rng unused)."""
+        on = self.trace.row(self.next_round)
+        self.next_round += 1
+        return on
+
+    def state_dict(self) -> dict:
+        """The next row to replay."""
+        return {"next_round": self.next_round}
+
+    def load_state(self, state: dict) -> None:
+        """Continue at the saved row."""
+        self.next_round = int(state["next_round"])
+
+
+def build_availability(scenario) -> MarkovAvailability | TraceAvailability | None:
     """The availability model of the scenario; None when every device is always available."""
-    if cfg.p_on_to_off == 0:
+    dc = scenario.devices
+    if dc.availability_trace is not None:
+        return TraceAvailability(Trace.read(dc.availability_trace, dc.count, "devices.availability_trace",
+                                            dc.availability_trace_end, boolean=True))
+    if dc.p_on_to_off == 0:
         return None
-    return MarkovAvailability(cfg.count, cfg.p_on_to_off, cfg.p_off_to_on)
+    return MarkovAvailability(dc.count, dc.p_on_to_off, dc.p_off_to_on)

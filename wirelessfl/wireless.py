@@ -1,18 +1,60 @@
 """Channels, links and multiple access. Knows nothing of learning.
 
-Fading: RayleighFading (i.i.d.), GaussMarkovFading (correlated across rounds, has state),
-RicianFading; PathLossChannel multiplies any of them by distance path loss and log-normal
-shadowing. Link gives Shannon rates, airtimes, transmit energy and the downlink time; TDMA and FDMA
-give each selected device's airtime under that access scheme.
+A channel fits :class:`Channel`: ``draw(rng)`` gives one round's gains |h_n|^2. ``CHANNELS`` names
+the built-ins ``channel.model`` accepts besides installed plugins and import paths:
+RayleighFading (i.i.d.), GaussMarkovFading (correlated across rounds, has state), RicianFading and
+TraceChannel (measured gains replayed from a file). PathLossChannel multiplies any of them by
+distance path loss and log-normal shadowing (``channel.path_loss``). Link gives Shannon rates,
+airtimes, transmit energy and the downlink time; TDMA and FDMA give each selected device's airtime
+under that access scheme.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import Any, ClassVar, Protocol
+
 import numpy as np
 
-from .config import ChannelConfig, LinkConfig
+from .fields import FilePath, option
+from .plugins import Registry
+from .traces import Trace
 
 
-def sigma_profile(cfg: ChannelConfig, num_devices: int) -> np.ndarray:
+class Channel(Protocol):
+    """A fading process: one draw of every device's gain |h_n|^2 per round (block fading).
+
+    Required: ``from_scenario`` and ``draw``; subclass to inherit the optional parts.
+    """
+
+    Options: ClassVar[type | None] = None
+    """A dataclass of the channel's own options, or None (options handed over as a dict)."""
+
+    @classmethod
+    def from_scenario(cls, scenario, options) -> "Channel":
+        """Build the channel for ``scenario`` (N = scenario.devices.count devices)."""
+        ...
+
+    def draw(self, rng: np.random.Generator) -> np.ndarray:
+        """This round's gains (N,), from the run's "channel" stream."""
+        ...
+
+    @classmethod
+    def check(cls, scenario, options) -> None:
+        """Raise ConfigError if the scenario cannot run with this channel."""
+
+    def mean_gain(self) -> np.ndarray | None:
+        """E|h_n|^2 of every device (for devices.min_mean_snr_db and devices.csv); None: unknown."""
+        return None
+
+    def state_dict(self) -> dict[str, Any]:
+        """The channel's memory, for checkpoints."""
+        return {}
+
+    def load_state(self, state: dict[str, Any]) -> None:
+        """Restore what ``state_dict`` returned."""
+
+
+def sigma_profile(cfg, num_devices: int) -> np.ndarray:
     """Per-device Rayleigh scale sigma_n: homogeneous, linear from sigma_min to sigma_max, or a list."""
     if cfg.profile == "homogeneous":
         return np.full(num_devices, cfg.sigma)
@@ -21,7 +63,7 @@ def sigma_profile(cfg: ChannelConfig, num_devices: int) -> np.ndarray:
     return np.asarray(cfg.sigmas, dtype=float)
 
 
-class RayleighFading:
+class RayleighFading(Channel):
     """Block fading |h_n| ~ Rayleigh(sigma_n), i.i.d. across rounds; gains |h|^2 clipped below.
 
     |h|^2 of a Rayleigh(sigma) amplitude is exponential with mean 2 sigma^2.
@@ -30,6 +72,11 @@ class RayleighFading:
     def __init__(self, sigmas: np.ndarray, gain_floor: float):
         self.sigmas = np.asarray(sigmas, dtype=float)
         self.gain_floor = gain_floor
+
+    @classmethod
+    def from_scenario(cls, scenario, options) -> "RayleighFading":
+        """sigma_n from channel.profile, the channel's gain floor."""
+        return cls(sigma_profile(scenario.channel, scenario.devices.count), scenario.channel.gain_floor)
 
     def draw(self, rng: np.random.Generator) -> np.ndarray:
         """One round's channel gains |h_n|^2 for every device."""
@@ -41,7 +88,14 @@ class RayleighFading:
         return 2.0 * self.sigmas ** 2
 
 
-class GaussMarkovFading:
+@dataclass(frozen=True)
+class GaussMarkovOptions:
+    """Options of the Gauss-Markov channel."""
+
+    rho: float = option(0.9, ge=0, le=1, doc="correlation of h between rounds")
+
+
+class GaussMarkovFading(Channel):
     """Rayleigh fading correlated across rounds (first-order Gauss-Markov, Jakes-like memory).
 
     h_t = rho h_{t-1} + sqrt(1 - rho^2) w_t with w_t ~ CN(0, 2 sigma^2) i.i.d.; h_0 is drawn from the
@@ -55,6 +109,13 @@ class GaussMarkovFading:
         self.rho = float(rho)
         self.gain_floor = gain_floor
         self.h: np.ndarray | None = None  # complex amplitudes of the last round; None before round 0
+
+    Options = GaussMarkovOptions
+
+    @classmethod
+    def from_scenario(cls, scenario, options: GaussMarkovOptions) -> "GaussMarkovFading":
+        """sigma_n from channel.profile, correlation rho."""
+        return cls(sigma_profile(scenario.channel, scenario.devices.count), options.rho, scenario.channel.gain_floor)
 
     def _complex_gaussian(self, rng: np.random.Generator) -> np.ndarray:
         # real and imaginary parts N(0, sigma^2): E|w|^2 = 2 sigma^2
@@ -85,7 +146,14 @@ class GaussMarkovFading:
             self.h = np.asarray(state["h_real"], dtype=float) + 1j * np.asarray(state["h_imag"], dtype=float)
 
 
-class RicianFading:
+@dataclass(frozen=True)
+class RicianOptions:
+    """Options of the Rician channel."""
+
+    rician_k: float = option(1.0, ge=0, doc="line-of-sight power / scattered power (linear)")
+
+
+class RicianFading(Channel):
     """Block fading with a line-of-sight part: h = sqrt(K/(K+1)) Omega^(1/2) + sqrt(1/(K+1)) w.
 
     w ~ CN(0, Omega) with Omega = 2 sigma_n^2, so E|h|^2 = Omega (as for Rayleigh with the same sigma)
@@ -97,6 +165,14 @@ class RicianFading:
         self.sigmas = np.asarray(sigmas, dtype=float)
         self.k_factor = float(k_factor)
         self.gain_floor = gain_floor
+
+    Options = RicianOptions
+
+    @classmethod
+    def from_scenario(cls, scenario, options: RicianOptions) -> "RicianFading":
+        """sigma_n from channel.profile, K = rician_k."""
+        return cls(sigma_profile(scenario.channel, scenario.devices.count), options.rician_k,
+                   scenario.channel.gain_floor)
 
     def draw(self, rng: np.random.Generator) -> np.ndarray:
         """One round's gains |h_n|^2 (clipped below)."""
@@ -155,7 +231,7 @@ class PathLoss:
         return self.distance_gain * 10.0 ** (self.device_shadow_db / 10.0)
 
 
-class PathLossChannel:
+class PathLossChannel(Channel):
     """A fading model times a path-loss model: g_n = PathLoss.scale_n x |h_n|^2.
 
     The fading's gain floor applies to |h|^2 before path loss, so it stays a relative deep-fade clip.
@@ -169,46 +245,93 @@ class PathLossChannel:
         small = self.fading.draw(rng)
         return small * self.path_loss.scale(rng)
 
-    def mean_gain(self) -> np.ndarray:
+    def mean_gain(self) -> np.ndarray | None:
         """Long-run mean gain of each device: PathLoss.mean_scale x E|h|^2 (ignoring the floor)."""
-        return self.path_loss.mean_scale() * self.fading.mean_gain()
+        fading = self.fading.mean_gain()
+        return None if fading is None else self.path_loss.mean_scale() * fading
 
     def state_dict(self) -> dict:
         """The fading's state (the path loss is rebuilt from the scenario and its seed)."""
-        return channel_state(self.fading)
+        return self.fading.state_dict()
 
     def load_state(self, state: dict) -> None:
         """Inverse of state_dict."""
-        load_channel_state(self.fading, state)
+        self.fading.load_state(state)
 
 
-def channel_state(channel) -> dict | None:
-    """The channel's memory for checkpoints (None for memoryless models)."""
-    get = getattr(channel, "state_dict", None)
-    return get() if get is not None else None
+@dataclass(frozen=True)
+class TraceOptions:
+    """Options of a replayed trace."""
+
+    trace: FilePath = option(doc="CSV or .npy file of rounds x devices (relative paths: from the scenario's folder)")
+    trace_end: str = option("stop", choices=("stop", "cycle"),
+                            doc="when the rounds run out: stop the run with an error, or start over")
 
 
-def load_channel_state(channel, state: dict | None) -> None:
-    """Restore what channel_state returned."""
-    if state is not None:
-        channel.load_state(state)
+class TraceChannel(Channel):
+    """Measured gains |h_n|^2 replayed round by round from a file (rows: rounds, columns: devices).
+
+    ``wirelessfl trace`` writes one from any scenario's channel. The gain floor does not apply
+    (the trace is what was measured); path loss, if on, multiplies it. Its mean over the rounds is
+    the mean gain. The next row is state: a resumed run continues where it stopped.
+    """
+
+    Options = TraceOptions
+
+    def __init__(self, trace: Trace):
+        self.trace = trace
+        self.next_round = 0
+
+    @classmethod
+    def from_scenario(cls, scenario, options: TraceOptions) -> "TraceChannel":
+        """The trace of options.trace (one column per device)."""
+        return cls(Trace.read(options.trace, scenario.devices.count, "channel.trace", options.trace_end,
+                              positive=True))
+
+    @classmethod
+    def check(cls, scenario, options: TraceOptions) -> None:
+        """The file exists, parses, and has one column per device of positive gains."""
+        Trace.read(options.trace, scenario.devices.count, "channel.trace", options.trace_end, positive=True)
+
+    def draw(self, rng: np.random.Generator) -> np.ndarray:
+        """The next round's row (rng unused)."""
+        gains = self.trace.row(self.next_round)
+        self.next_round += 1
+        return gains
+
+    def mean_gain(self) -> np.ndarray:
+        """The trace's mean gain of every device."""
+        return self.trace.values.mean(axis=0)
+
+    def state_dict(self) -> dict:
+        """The next row to replay."""
+        return {"next_round": self.next_round}
+
+    def load_state(self, state: dict) -> None:
+        """Continue at the saved row."""
+        self.next_round = int(state["next_round"])
 
 
-def make_channel(cfg: ChannelConfig, num_devices: int, rng: np.random.Generator | None = None):
-    """The channel model named in the scenario.
+CHANNELS = Registry("channel", "wirelessfl.wireless:Channel", {
+    "rayleigh": "wirelessfl.wireless:RayleighFading",
+    "gauss_markov": "wirelessfl.wireless:GaussMarkovFading",
+    "rician": "wirelessfl.wireless:RicianFading",
+    "trace": "wirelessfl.wireless:TraceChannel",
+})
+"""Built-in channels by the name ``channel.model`` gives them."""
+
+
+def build_channel(scenario, rng: np.random.Generator | None = None) -> Channel:
+    """The scenario's channel: its part (``channel.model``) times path loss when that is on.
 
     ``rng`` (the "cell" stream) places the devices and draws per-device shadowing; it is only used
     with path loss, at construction, so a resumed run rebuilds the same cell from the seed.
     """
-    sigmas = sigma_profile(cfg, num_devices)
-    if cfg.model == "gauss_markov":
-        fading = GaussMarkovFading(sigmas, cfg.rho, cfg.gain_floor)
-    elif cfg.model == "rician":
-        fading = RicianFading(sigmas, cfg.rician_k, cfg.gain_floor)
-    else:
-        fading = RayleighFading(sigmas, cfg.gain_floor)
+    cfg = scenario.channel
+    fading = scenario.part("channel").from_scenario(scenario, scenario.options("channel"))
     if not cfg.path_loss:
         return fading
+    num_devices = scenario.devices.count
     if rng is None:
         raise ValueError("path loss needs an rng to place the devices and draw their shadowing")
     positions = (np.asarray(cfg.positions_m, dtype=float) if cfg.positions_m
@@ -223,7 +346,7 @@ def make_channel(cfg: ChannelConfig, num_devices: int, rng: np.random.Generator 
 class Link:
     """Shannon-rate uplink: rate = B log2(1 + g P / N0); airtime = bits / rate; energy = P airtime."""
 
-    def __init__(self, cfg: LinkConfig):
+    def __init__(self, cfg):
         self.bandwidth_hz = cfg.bandwidth_hz
         self.noise_power = cfg.noise_power
         self.downlink_s = cfg.downlink_s
@@ -294,6 +417,6 @@ class FDMA:
             return bits / rate
 
 
-def make_access(cfg: LinkConfig, link: Link):
+def make_access(cfg, link: Link):
     """The multiple-access scheme named in the scenario."""
     return FDMA(link) if cfg.access == "fdma" else TDMA(link)

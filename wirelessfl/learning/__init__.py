@@ -1,55 +1,47 @@
 """Learning: datasets, partitioners, models, the batched training core and the algorithm seam.
 
-This package knows nothing about time, SimPy or the channel (see DESIGN.md).
+This package knows nothing about time, SimPy or the channel (see DESIGN.md). An algorithm fits
+:class:`Algorithm`; ``ALGORITHMS`` names the built-ins that ``learning.algorithm`` accepts besides
+installed plugins and import paths. Names are imported on first use, so that reading a scenario
+does not import torch.
 """
-from wirelessfl.learning.algorithms import AGGREGATIONS, Algorithm, FedAvg, Safari
-from wirelessfl.learning.datasets import (
-    DATASET_NAMES,
-    Dataset,
-    DatasetNotFoundError,
-    SyntheticFederated,
-    load_dataset,
-    read_idx,
-    synthetic_federated,
-)
-from wirelessfl.learning.fedshuffle import FEDSHUFFLE_METHODS, FedShuffleGen, make_fedshuffle_method
-from wirelessfl.learning.models import MODEL_NAMES, build_model, init_parameters, num_parameters
-from wirelessfl.learning.partition import (
-    PARTITION_SCHEMES,
-    partition,
-    perfedavg_group_counts,
-    perfedavg_test_unit,
-    split_by_class_counts,
-)
-from wirelessfl.learning.perfedavg import PERFEDAVG_VARIANTS, PerFedAvg
-from wirelessfl.learning.trainer import LocalDirection, Trainer
+from importlib import import_module
 
-__all__ = [
-    "AGGREGATIONS",
-    "Algorithm",
-    "DATASET_NAMES",
-    "Dataset",
-    "DatasetNotFoundError",
-    "FEDSHUFFLE_METHODS",
-    "FedAvg",
-    "FedShuffleGen",
-    "LocalDirection",
-    "Safari",
-    "MODEL_NAMES",
-    "PARTITION_SCHEMES",
-    "PERFEDAVG_VARIANTS",
-    "PerFedAvg",
-    "SyntheticFederated",
-    "Trainer",
-    "build_model",
-    "init_parameters",
-    "load_dataset",
-    "make_fedshuffle_method",
-    "num_parameters",
-    "partition",
-    "perfedavg_group_counts",
-    "perfedavg_test_unit",
-    "read_idx",
-    "split_by_class_counts",
-    "synthetic_federated",
-]
+from ..plugins import Registry
+
+ALGORITHMS = Registry("algorithm", "wirelessfl.learning.algorithms:Algorithm", {
+    "fedavg": "wirelessfl.learning.algorithms:FedAvg",
+    "safari": "wirelessfl.learning.algorithms:Safari",
+    "fedavg_rr": "wirelessfl.learning.fedshuffle:FedAvgRR",
+    "fedavg_min": "wirelessfl.learning.fedshuffle:FedAvgMin",
+    "fedavg_mean": "wirelessfl.learning.fedshuffle:FedAvgMean",
+    "fednova": "wirelessfl.learning.fedshuffle:FedNova",
+    "fedshuffle": "wirelessfl.learning.fedshuffle:FedShuffle",
+    "fedshuffle_so": "wirelessfl.learning.fedshuffle:FedShuffleSO",
+    "fedshuffle_mvr": "wirelessfl.learning.fedshuffle:FedShuffleMVR",
+    "perfedavg_fo": "wirelessfl.learning.perfedavg:PerFedAvgFO",
+    "perfedavg_hf": "wirelessfl.learning.perfedavg:PerFedAvgHF",
+    "perfedavg_exact": "wirelessfl.learning.perfedavg:PerFedAvgExact",
+})
+"""Built-in algorithms by the name ``learning.algorithm`` gives them."""
+
+_EXPORTS = {
+    "algorithms": ("AGGREGATIONS", "Algorithm", "FedAvg", "Safari", "ServerRound"),
+    "datasets": ("DATASET_NAMES", "Dataset", "DatasetNotFoundError", "SyntheticFederated", "load_dataset",
+                 "read_idx", "synthetic_federated"),
+    "fedshuffle": ("FEDSHUFFLE_METHODS", "FedShuffleGen", "make_fedshuffle_method"),
+    "models": ("MODEL_NAMES", "build_model", "init_parameters", "num_parameters"),
+    "partition": ("PARTITION_SCHEMES", "partition", "perfedavg_group_counts", "perfedavg_test_unit",
+                  "split_by_class_counts"),
+    "perfedavg": ("PERFEDAVG_VARIANTS", "PerFedAvg"),
+    "trainer": ("LocalDirection", "Trainer"),
+}
+_WHERE = {name: module for module, names in _EXPORTS.items() for name in names}
+
+__all__ = ["ALGORITHMS", *sorted(_WHERE)]
+
+
+def __getattr__(name):
+    if name in _WHERE:
+        return getattr(import_module(f"{__name__}.{_WHERE[name]}"), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -1,41 +1,133 @@
 """The learning-algorithm seam: what the selected devices compute and how the server combines it.
 
-Like Flower's ``Strategy`` the interface is narrow. An algorithm is a plain object with
+Like Flower's ``Strategy`` the interface is narrow. An algorithm fits :class:`Algorithm`:
 
-* ``aggregation_weights(selected, q, num_devices) -> weights``: the server's weight for each
-  selected device's delta, given the marginal inclusion probabilities q the scheduler used;
+* ``from_scenario(scenario, options)`` builds it (also in timing-only runs, where it has no data:
+  its timing facts, such as server rounds or extra uploads, still apply);
 * ``round(trainer, selected, q, num_devices, round_idx) -> dict``: one round's learning work on
-  the trainer (local updates, then aggregation); returns a few facts worth recording.
+  the trainer (local updates, then aggregation); the numbers it returns become columns of
+  rounds.csv.
 
-The engine calls ``round`` once per round with the devices that were drawn. Other algorithms
-(FedShuffle, SAFARI, Per-FedAvg) implement the same two methods, typically by subclassing
-:class:`FedAvg` and changing the weights or the local rule (``Trainer.local_updates`` accepts
-per-device step counts and step sizes).
+Everything else is optional, with defaults inherited by subclassing :class:`Algorithm`: its
+``Options`` dataclass, ``check`` (cross-field rules at load time), ``setup`` (the data is loaded),
+``plan_round`` and ``server_round`` (rounds in which the server trains alone), ``work_units`` and
+``compute_factor`` (work that scales the devices' computation time), ``upload_vectors`` and
+``broadcast_vectors`` (model-sized vectors on the air per round), and the checkpoint state.
+FedShuffle, SAFARI and Per-FedAvg subclass :class:`FedAvg` and change the weights or the local rule
+(``Trainer.local_updates`` accepts per-device step counts, step sizes and local directions).
+This module does not import torch.
 """
 from __future__ import annotations
 
-from typing import Protocol, runtime_checkable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 import numpy as np
 
-from wirelessfl.learning.trainer import Trainer
+from ..fields import ConfigError, option
 
-__all__ = ["AGGREGATIONS", "Algorithm", "FedAvg", "Safari"]
+if TYPE_CHECKING:
+    from .trainer import Trainer
+
+__all__ = ["AGGREGATIONS", "Algorithm", "FedAvg", "FedAvgOptions", "Safari", "SafariOptions", "ServerRound"]
 
 
 AGGREGATIONS = ("unbiased", "mean", "data_size")
 
 
-@runtime_checkable
+@dataclass(frozen=True)
+class ServerRound:
+    """A round in which the server trains alone: it lasts ``duration_s`` simulated seconds, uses no
+    airtime and does not consult the scheduler (``drain``: the scheduler counts it as a slot of
+    zero consumption)."""
+
+    duration_s: float = 0.0
+    drain: bool = False
+
+
 class Algorithm(Protocol):
-    """What the engine needs from a learning algorithm."""
+    """A federated learning algorithm: the devices' local rule and the server's aggregation.
 
-    def aggregation_weights(self, selected: np.ndarray, q: np.ndarray, num_devices: int) -> np.ndarray: ...
+    Required: ``from_scenario`` and ``round``. Subclass this protocol to inherit the optional parts.
+    """
 
-    def round(self, trainer: Trainer, selected: np.ndarray, q: np.ndarray, num_devices: int, round_idx: int) -> dict: ...
+    Options: ClassVar[type | None] = None
+    """A dataclass of the algorithm's own options, or None (options handed over as a dict)."""
+    personalised_eval: ClassVar[bool] = False
+    """True: runs record personalised accuracy by default (run.personalised_eval overrides)."""
+    upload_vectors: int = 1
+    """Model-sized vectors each selected device uploads per round."""
+    broadcast_vectors: int = 1
+    """Model-sized vectors the server broadcasts per round."""
+    compute_factor: float = 1.0
+    """Cost of one local step relative to a FedAvg step: multiplies every device's computation time."""
+
+    @classmethod
+    def from_scenario(cls, scenario, options) -> "Algorithm":
+        """Build the algorithm for a run of ``scenario`` with its options (Options instance or dict)."""
+        ...
+
+    def round(self, trainer: "Trainer", selected: np.ndarray, q: np.ndarray, num_devices: int,
+              round_idx: int) -> dict[str, Any]:
+        """One client round on the devices whose uploads arrived; returns numbers to record."""
+        ...
+
+    @classmethod
+    def check(cls, scenario, options) -> None:
+        """Raise ConfigError if the scenario cannot run with this algorithm."""
+
+    def setup(self, trainer: "Trainer") -> None:
+        """Called once before the first round of a training run, with the data loaded."""
+
+    def plan_round(self, round_idx: int, rng: np.random.Generator) -> ServerRound | None:
+        """None for a client round; a ServerRound for a round in which the server trains alone
+        (``rng``: the run's "round_type" stream)."""
+        return None
+
+    def server_round(self, trainer: "Trainer", round_idx: int) -> dict[str, Any]:
+        """The server's training in a server round; returns numbers to record."""
+        return {}
+
+    def work_units(self, devices: np.ndarray, round_idx: int) -> np.ndarray | None:
+        """Local steps of each device this round (scales work-proportional computation models and
+        devices.step_time_s); None: learning.local_steps each."""
+        return None
+
+    def state_dict(self) -> dict[str, Any]:
+        """Server state to continue after a checkpoint (numbers, strings, lists, numpy arrays)."""
+        return {}
+
+    def load_state(self, state: dict[str, Any]) -> None:
+        """Restore what ``state_dict`` returned."""
 
 
-class FedAvg:
+def _inclusion_probabilities(scenario) -> bool:
+    """Whether the scenario's scheduler gives inclusion probabilities to weigh updates with."""
+    return scenario.part("scheduler").inclusion_probabilities
+
+
+def require_inclusion_probabilities(scenario, algorithm: str) -> None:
+    """ConfigError when an algorithm that weighs updates by 1 / q meets a scheduler without q."""
+    if not _inclusion_probabilities(scenario):
+        raise ConfigError(f"learning.algorithm = {algorithm!r}: it weighs updates by 1 / q, and scheduler.name = "
+                          f"{scenario.scheduler.name!r} chooses its devices without inclusion probabilities; "
+                          "use 'fedavg'")
+
+
+@dataclass(frozen=True)
+class FedAvgOptions:
+    """Options of FedAvg."""
+
+    global_lr: float = option(1.0, gt=0, doc="server step size eta_g on the aggregated update")
+    aggregation: str | None = option(None, choices=AGGREGATIONS,
+                                     doc="unbiased (weights 1 / (N q_n), spec 002), mean (the plain average of "
+                                         "the devices' models, spec 003 Algorithm 1, spec 000 Alg. 1) or "
+                                         "data_size (shares |D_n| / sum |D_j| over the devices that trained); "
+                                         "default unbiased, mean with schedulers that choose their devices "
+                                         "without inclusion probabilities (fair selection)")
+
+
+class FedAvg(Algorithm):
     """FedAvg with unbiased aggregation under arbitrary participation probabilities (spec 002 sec. 1).
 
     x_{t+1} = x_t + server_lr * (1/N) * sum_{n selected} (1/q_n) (y_K^n - x_t).
@@ -44,17 +136,40 @@ class FedAvg:
     ``aggregation="mean"``: x_{t+1} = x_t + server_lr * (1/|S|) sum_{n in S} (y_K^n - x_t), the
     unweighted average over the distinct devices that trained (spec 003 Algorithm 1, line 11; spec 000
     Alg. 1 for schedulers that choose their devices themselves, where q is unused).
-    ``aggregation="data_size"``: weights server_lr |D_n| / sum_{j in S} |D_j| (``data_sizes`` needed).
+    ``aggregation="data_size"``: weights server_lr |D_n| / sum_{j in S} |D_j| (``data_sizes``, or the
+    trainer's at ``setup``).
     """
+
+    Options = FedAvgOptions
 
     def __init__(self, server_lr: float = 1.0, aggregation: str = "unbiased", data_sizes=None):
         if aggregation not in AGGREGATIONS:
             raise ValueError(f"aggregation = {aggregation!r}: must be one of {', '.join(AGGREGATIONS)}")
-        if aggregation == "data_size" and data_sizes is None:
-            raise ValueError("aggregation 'data_size' needs data_sizes")
         self.server_lr = float(server_lr)
         self.aggregation = aggregation
         self.data_sizes = None if data_sizes is None else np.asarray(data_sizes, dtype=np.float64)
+
+    @classmethod
+    def from_scenario(cls, scenario, options: FedAvgOptions) -> "FedAvg":
+        """FedAvg with the scenario's global step size and aggregation rule."""
+        return cls(server_lr=options.global_lr, aggregation=cls._aggregation(scenario, options))
+
+    @staticmethod
+    def _aggregation(scenario, options: FedAvgOptions) -> str:
+        # the fair schedulers' kappa updates are averaged (spec 000 Alg. 1), not weighted by 1 / (N q)
+        return options.aggregation or ("unbiased" if _inclusion_probabilities(scenario) else "mean")
+
+    @classmethod
+    def check(cls, scenario, options: FedAvgOptions) -> None:
+        """Unbiased weights need a scheduler with inclusion probabilities."""
+        if options.aggregation == "unbiased" and not _inclusion_probabilities(scenario):
+            raise ConfigError(f"learning.aggregation = 'unbiased': scheduler.name = {scenario.scheduler.name!r} "
+                              "chooses its devices without inclusion probabilities; use 'mean' or 'data_size'")
+
+    def setup(self, trainer: "Trainer") -> None:
+        """Take the devices' dataset sizes from the trainer (for ``aggregation="data_size"``)."""
+        if self.data_sizes is None:
+            self.data_sizes = np.asarray(trainer.data_sizes, dtype=np.float64)
 
     def aggregation_weights(self, selected: np.ndarray, q: np.ndarray, num_devices: int) -> np.ndarray:
         """Weights server_lr / (N q_n) (or the mean / data-size shares), aligned with ``selected``.
@@ -66,6 +181,8 @@ class FedAvg:
         first = np.zeros(selected.size, dtype=bool)
         first[np.unique(selected, return_index=True)[1]] = True
         if self.aggregation != "unbiased":
+            if self.aggregation == "data_size" and self.data_sizes is None:
+                raise ValueError("aggregation 'data_size' needs data_sizes")
             raw = np.ones(selected.size) if self.aggregation == "mean" else self.data_sizes[selected]
             raw = np.where(first, raw, 0.0)
             return self.server_lr * raw / raw.sum() if raw.size else raw
@@ -79,35 +196,94 @@ class FedAvg:
             raise ValueError(f"selected devices need q > 0 for unbiased weights, got q = {qs}")
         return np.where(first, self.server_lr / (num_devices * qs), 0.0)
 
-    def round(self, trainer: Trainer, selected: np.ndarray, q: np.ndarray, num_devices: int, round_idx: int) -> dict:
+    def round(self, trainer: "Trainer", selected: np.ndarray, q: np.ndarray, num_devices: int,
+              round_idx: int) -> dict:
         """Train the distinct selected devices from x_t and apply the weighted sum of their deltas."""
         devices = np.unique(np.asarray(selected, dtype=np.int64))  # each device trains once
         weights = self.aggregation_weights(devices, q, num_devices)
         if devices.size:
-            deltas = trainer.local_updates(devices, round_idx)
+            deltas = self.local_updates(trainer, devices, round_idx)
             trainer.aggregate(deltas, weights)
         return {"num_trained": int(devices.size), "weight_sum": float(weights.sum())}
+
+    def local_updates(self, trainer: "Trainer", devices: np.ndarray, round_idx: int):
+        """The devices' deltas y_K - x_t (plain local SGD; subclasses change the local rule)."""
+        return trainer.local_updates(devices, round_idx)
+
+
+@dataclass(frozen=True)
+class SafariOptions(FedAvgOptions):
+    """Options of SAFARI: FedAvg's plus the server rounds."""
+
+    safari_q: float = option(0.8, ge=0, le=1, doc="probability that a round is a client round")
+    server_steps: int | None = option(None, ge=1, doc="SGD steps per server round (1: the paper's "
+                                      "Algorithm 1); default one epoch over the auxiliary set")
+    server_lr: float | None = option(None, gt=0, doc="server step size eta_s (default: learning.lr)")
+    server_round_is_slot: bool = option(False, doc="a server round counts as a Lyapunov slot with zero "
+                                        "consumption (queues drain by p_bar); default: queues change only "
+                                        "in client rounds")
+    server_compute_s: float = option(0.0, ge=0, doc="simulated time of one server round (server "
+                                     "computation on the auxiliary set; no airtime)")
+    server_step_s: float = option(0.0, ge=0, doc="server time per SGD step on the auxiliary set, added to "
+                                  "server_compute_s (steps: server_steps or one epoch)")
 
 
 class Safari(FedAvg):
     """SAFARI, server-assisted FedAvg (spec 003): client rounds are FedAvg rounds; a server round is
     SGD on the server's auxiliary set T and involves no device.
 
-    Which kind a round is (Bernoulli(q)) is decided by the engine, which calls ``round`` for a
-    client round and ``server_round`` for a server round. ``server_steps`` None: one epoch over T in
-    minibatches of min(B, |T|) (the spec's default); 1: the paper's Algorithm 1 (one SGD step).
+    Each round is a client round with probability q (``plan_round``, from the run's "round_type"
+    stream), else a server round of ``server_round_s`` seconds. ``server_steps`` None: one epoch over
+    T in minibatches of min(B, |T|) (the spec's default); 1: the paper's Algorithm 1 (one SGD step).
     ``server_lr`` None: the devices' step size (eta_s = eta_c = 0.1 in the paper).
     """
 
-    def __init__(self, aux_indices: np.ndarray, server_lr: float | None = None,
+    Options = SafariOptions
+
+    def __init__(self, aux_indices: np.ndarray | None = None, server_lr: float | None = None,
                  server_steps: int | None = None, global_lr: float = 1.0, aggregation: str = "unbiased",
-                 data_sizes=None):
+                 data_sizes=None, client_round_prob: float = 1.0, server_round_s: float = 0.0,
+                 drain: bool = False):
         super().__init__(server_lr=global_lr, aggregation=aggregation, data_sizes=data_sizes)
-        self.aux_indices = np.asarray(aux_indices, dtype=np.int64).reshape(-1)
+        self.aux_indices = np.asarray([] if aux_indices is None else aux_indices, dtype=np.int64).reshape(-1)
         self.eta_s = None if server_lr is None else float(server_lr)
         self.server_steps = None if server_steps is None else int(server_steps)
+        self.client_round_prob, self.server_round_s, self.drain = float(client_round_prob), float(server_round_s), drain
 
-    def server_round(self, trainer: Trainer, round_idx: int) -> dict:
+    @classmethod
+    def from_scenario(cls, scenario, options: SafariOptions) -> "Safari":
+        """SAFARI with a server round of server_compute_s plus server_step_s per SGD step (server_steps,
+        else one epoch: ceil(n_T / min(batch_size, n_T)) steps)."""
+        lc = scenario.learning
+        steps = options.server_steps
+        if steps is None:
+            steps = -(-lc.aux_samples // min(lc.batch_size, lc.aux_samples)) if lc.aux_samples else 0
+        return cls(server_lr=options.server_lr, server_steps=options.server_steps, global_lr=options.global_lr,
+                   aggregation=cls._aggregation(scenario, options), client_round_prob=options.safari_q,
+                   server_round_s=options.server_compute_s + options.server_step_s * steps,
+                   drain=options.server_round_is_slot)
+
+    @classmethod
+    def check(cls, scenario, options: SafariOptions) -> None:
+        """Server rounds need an auxiliary set to train on."""
+        super().check(scenario, options)
+        if options.safari_q < 1 and not scenario.run.timing_only and scenario.learning.aux_samples < 1:
+            raise ConfigError("learning.aux_samples = 0: safari with learning.safari_q < 1 needs an "
+                              "auxiliary set (learning.aux_samples >= 1)")
+
+    def setup(self, trainer: "Trainer") -> None:
+        """The server's auxiliary set is the trainer's server data."""
+        super().setup(trainer)
+        if self.aux_indices.size == 0:
+            self.aux_indices = np.asarray(trainer.server_indices, dtype=np.int64)
+
+    def plan_round(self, round_idx: int, rng: np.random.Generator) -> ServerRound | None:
+        """A client round with probability q, else a server round."""
+        if rng.random() < self.client_round_prob:
+            return None
+        return ServerRound(self.server_round_s, self.drain)
+
+    def server_round(self, trainer: "Trainer", round_idx: int) -> dict:
         """x_{r+1} = x_r after SGD on T (no communication)."""
         steps = trainer.server_sgd(self.aux_indices, round_idx, steps=self.server_steps, lr=self.eta_s)
         return {"server_steps": steps}

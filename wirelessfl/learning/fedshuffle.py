@@ -44,21 +44,19 @@ m <- (1 - a) m + sum_S (w_i / p_i) u_i.
 from __future__ import annotations
 
 import math
-from typing import Sequence
+from dataclasses import dataclass
+from typing import ClassVar, Sequence
 
 import numpy as np
-import torch
 
-from wirelessfl.config import FEDSHUFFLE_FAMILY
-from wirelessfl.learning.trainer import LocalDirection
-from wirelessfl.rng import _seed_sequence
+from ..fields import ConfigError, option
+from ..rng import _seed_sequence
+from .algorithms import Algorithm, require_inclusion_probabilities
 
-__all__ = ["FedShuffleGen", "FEDSHUFFLE_METHODS", "make_fedshuffle_method"]
-
-FEDSHUFFLE_METHODS = FEDSHUFFLE_FAMILY  # the learning.algorithm values, one list for config and code
+__all__ = ["FEDSHUFFLE_METHODS", "FedShuffleGen", "FedShuffleOptions", "make_fedshuffle_method"]
 
 
-class FedShuffleGen:
+class FedShuffleGen(Algorithm):
     """FedShuffleGen (spec sec. 2.0) with the knobs of the named methods.
 
     sizes: |D_i| for every device (all N of them, also those never selected).
@@ -80,7 +78,7 @@ class FedShuffleGen:
 
     def __init__(
         self,
-        sizes: Sequence[int],
+        sizes: Sequence[int] | None,
         *,
         local_epochs: int = 1,
         batch_size: int = 32,
@@ -96,9 +94,6 @@ class FedShuffleGen:
         mvr: bool = False,
         seed: int = 0,
     ):
-        sizes = np.asarray(sizes, dtype=np.int64).reshape(-1)
-        if sizes.size == 0 or np.any(sizes < 0) or sizes.sum() == 0:
-            raise ValueError(f"sizes must be >= 0 with a positive total, got {sizes}")
         if local_epochs < 1 or batch_size < 1:
             raise ValueError(f"local_epochs and batch_size must be >= 1, got {local_epochs}, {batch_size}")
         for key, value, allowed in (
@@ -109,8 +104,6 @@ class FedShuffleGen:
         ):
             if value not in allowed:
                 raise ValueError(f"{key} = {value!r}: must be one of {allowed}")
-        self.sizes = sizes
-        self.weights = sizes / sizes.sum()
         self.local_epochs = int(local_epochs)
         self.batch_size = int(batch_size)
         self.lr = float(lr)
@@ -125,13 +118,39 @@ class FedShuffleGen:
         self.name = name
         self.epochs_max = None if epochs_max is None else int(epochs_max)
         self.momentum, self.mvr, self.seed = float(momentum), bool(mvr), int(seed)
+        # MVR uploads u_i next to its delta; global momentum broadcasts m next to x_t, MVR also x_{t-1}
+        self.upload_vectors = 1 + self.mvr
+        self.broadcast_vectors = 1 + (self.momentum > 0) + self.mvr
+        # server state of the global momentum (numpy, so that checkpoints carry it)
+        self.m: np.ndarray | None = None
+        self.prev_params: np.ndarray | None = None
+        self.sizes = None
+        if sizes is not None:
+            self.set_sizes(sizes)
+
+    def set_sizes(self, sizes: Sequence[int]) -> None:
+        """|D_i| of every device: the weights w_i and the local work tau_i follow from them."""
+        sizes = np.asarray(sizes, dtype=np.int64).reshape(-1)
+        if sizes.size == 0 or np.any(sizes < 0) or sizes.sum() == 0:
+            raise ValueError(f"sizes must be >= 0 with a positive total, got {sizes}")
+        self.sizes = sizes
+        self.weights = sizes / sizes.sum()
         # K_i = ceil(|D_i| / B) steps make one pass over the data; empty devices do no work
         self.steps_per_epoch = np.array([math.ceil(s / self.batch_size) for s in sizes], dtype=np.int64)
         self.tau = self.local_epochs * self.steps_per_epoch  # with fixed epochs
         self.tau_ref = int((self.epochs_max or self.local_epochs) * self.steps_per_epoch.max())
-        # server state of the global momentum (numpy, so that checkpoints carry it)
-        self.m: np.ndarray | None = None
-        self.prev_params: np.ndarray | None = None
+
+    def setup(self, trainer) -> None:
+        """The devices' dataset sizes come from the trainer."""
+        self.set_sizes(trainer.data_sizes)
+
+    def state_dict(self) -> dict:
+        """The global momentum and the previous model (MVR)."""
+        return {"m": self.m, "prev_params": self.prev_params}
+
+    def load_state(self, state: dict) -> None:
+        """Restore the global momentum."""
+        self.m, self.prev_params = state["m"], state["prev_params"]
 
     @property
     def num_devices(self) -> int:
@@ -166,10 +185,12 @@ class FedShuffleGen:
             lrs = np.full(devices.size, self.lr)
         return steps, lrs
 
-    def work_units(self, devices: Sequence[int], round_idx: int = 0) -> np.ndarray:
+    def work_units(self, devices: Sequence[int], round_idx: int = 0) -> np.ndarray | None:
         """Minibatch-gradient evaluations of each device in units of local steps (the computation
         time scales with it): the steps, doubled by MVR's second gradient per step, plus MVR's
-        two full local passes (spec 001 sec. 4)."""
+        two full local passes (spec 001 sec. 4). None before the sizes are known (timing-only runs)."""
+        if self.sizes is None:
+            return None
         devices = np.asarray(devices, dtype=np.int64).reshape(-1)
         steps = self.local_work(devices, round_idx)[0]
         if not self.mvr:
@@ -234,6 +255,10 @@ class FedShuffleGen:
     def round(self, trainer, selected: np.ndarray, q: np.ndarray, num_devices: int, round_idx: int) -> dict:
         """Train the distinct selected devices (their own step counts and step sizes), aggregate,
         and update the global momentum if there is one."""
+        import torch
+
+        from .trainer import LocalDirection
+
         devices = np.unique(np.asarray(selected, dtype=np.int64))
         devices = devices[self.sizes[devices] > 0]
         steps, lrs = self.local_work(devices, round_idx)
@@ -255,6 +280,8 @@ class FedShuffleGen:
                 "max_weight": float(weights.max(initial=0.0)), "local_steps": int(steps.sum())}
 
     def _update_momentum(self, trainer, devices, q, steps, lrs, deltas, x0, m) -> None:
+        import torch
+
         c = self.momentum
         new = c * m
         if devices.size:
@@ -301,6 +328,19 @@ class FedShuffleGen:
         return v / v.sum()
 
 
+SETTINGS = {
+    "fedavg_rr": dict(aggregation="sum_one"),
+    "fedavg_min": dict(work="min", aggregation="sum_one"),
+    "fedavg_mean": dict(work="mean", aggregation="sum_one"),
+    "fednova": dict(aggregation="sum_one", nova="arith"),
+    "fedshuffle": dict(lr_norm="steps", aggregation="unbiased"),
+    "fedshuffle_so": dict(lr_norm="steps", aggregation="unbiased_sum_one"),
+    "fedshuffle_mvr": dict(lr_norm="steps", aggregation="unbiased", mvr=True),
+}
+"""Each named method of the family as FedShuffleGen settings (the table in the module docstring)."""
+FEDSHUFFLE_METHODS = tuple(SETTINGS)
+
+
 def make_fedshuffle_method(name: str, sizes: Sequence[int], *, local_epochs: int = 1, batch_size: int = 32,
                            lr: float = 0.01, server_lr: float = 1.0, epochs_max: int | None = None,
                            momentum: float = 0.0, nova: str = "arith", seed: int = 0) -> FedShuffleGen:
@@ -308,17 +348,107 @@ def make_fedshuffle_method(name: str, sizes: Sequence[int], *, local_epochs: int
 
     ``momentum`` adds the global momentum to any method (FedShuffleMVR requires it); ``nova`` is
     FedNova's tau_eff ("arith" as Wang et al., or "harmonic")."""
-    settings = {
-        "fedavg_rr": dict(aggregation="sum_one"),
-        "fedavg_min": dict(work="min", aggregation="sum_one"),
-        "fedavg_mean": dict(work="mean", aggregation="sum_one"),
-        "fednova": dict(aggregation="sum_one", nova=nova),
-        "fedshuffle": dict(lr_norm="steps", aggregation="unbiased"),
-        "fedshuffle_so": dict(lr_norm="steps", aggregation="unbiased_sum_one"),
-        "fedshuffle_mvr": dict(lr_norm="steps", aggregation="unbiased", mvr=True),
-    }
-    if name not in settings:
+    if name not in SETTINGS:
         raise ValueError(f"unknown method {name!r}; choose from {FEDSHUFFLE_METHODS}")
+    settings = {**SETTINGS[name], **({"nova": nova} if name == "fednova" else {})}
     return FedShuffleGen(sizes, local_epochs=local_epochs, batch_size=batch_size, lr=lr,
                          server_lr=server_lr, name=name, epochs_max=epochs_max, momentum=momentum,
-                         seed=seed, **settings[name])
+                         seed=seed, **settings)
+
+
+@dataclass(frozen=True)
+class FedShuffleOptions:
+    """Options of the FedShuffle family."""
+
+    global_lr: float = option(1.0, gt=0, doc="server step size eta_g on the aggregated update")
+    local_epochs: int = option(1, ge=1, doc="local epochs E; device n runs E ceil(|D_n| / batch_size) steps "
+                               "(learning.local_steps is then unused)")
+    local_epochs_max: int | None = option(None, ge=1, doc="heterogeneous epochs: E_n ~ U{local_epochs, ..., "
+                                          "local_epochs_max} per device and round")
+    momentum: float = option(0.0, ge=0, lt=1, doc="global momentum 1 - a (spec 001 sec. 2.6; 0.9 in the "
+                             "paper); fedshuffle_mvr needs it > 0")
+
+
+@dataclass(frozen=True)
+class FedNovaOptions(FedShuffleOptions):
+    """Options of FedNova: the family's plus its tau_eff."""
+
+    nova_tau_eff: str = option("arith", choices=("arith", "harmonic"),
+                               doc="tau_eff = sum rho_j tau_j (arith, Wang et al.) or harmonic")
+
+
+class _Method(FedShuffleGen):
+    """A named method of the family, built from a scenario (sizes arrive at ``setup``)."""
+
+    method: ClassVar[str] = ""
+    Options = FedShuffleOptions
+
+    @classmethod
+    def from_scenario(cls, scenario, options: FedShuffleOptions) -> "_Method":
+        """The method with the scenario's batch size, step size and seed."""
+        lc = scenario.learning
+        settings = {**SETTINGS[cls.method], **cls._extra(options)}
+        return cls(None, local_epochs=options.local_epochs, batch_size=lc.batch_size, lr=lc.lr,
+                   server_lr=options.global_lr, name=cls.method, epochs_max=options.local_epochs_max,
+                   momentum=options.momentum, seed=scenario.seed, **settings)
+
+    @staticmethod
+    def _extra(options) -> dict:
+        return {}
+
+    @classmethod
+    def check(cls, scenario, options: FedShuffleOptions) -> None:
+        """Epoch range, MVR's momentum, and inclusion probabilities for the weights."""
+        if options.local_epochs_max is not None and options.local_epochs_max < options.local_epochs:
+            raise ConfigError(f"learning.local_epochs_max = {options.local_epochs_max}: must be >= "
+                              f"learning.local_epochs = {options.local_epochs}")
+        if SETTINGS[cls.method].get("mvr") and options.momentum == 0:
+            raise ConfigError(f"learning.momentum = 0: {cls.method} needs a momentum in (0, 1), e.g. 0.9")
+        require_inclusion_probabilities(scenario, cls.method)
+
+
+class FedAvgRR(_Method):
+    """FedAvg with random reshuffling, E epochs per device, weights normalised over the cohort."""
+
+    method = "fedavg_rr"
+
+
+class FedAvgMin(_Method):
+    """FedAvgMin: every selected device runs the cohort's smallest step count."""
+
+    method = "fedavg_min"
+
+
+class FedAvgMean(_Method):
+    """FedAvgMean: every selected device runs the cohort's mean step count."""
+
+    method = "fedavg_mean"
+
+
+class FedNova(_Method):
+    """FedNova: normalised averaging, coef rho_i tau_eff / tau_i."""
+
+    method = "fednova"
+    Options = FedNovaOptions
+
+    @staticmethod
+    def _extra(options: FedNovaOptions) -> dict:
+        return {"nova": options.nova_tau_eff}
+
+
+class FedShuffle(_Method):
+    """FedShuffle: step size lr tau_ref / tau_i, unbiased weights w_i / p_i."""
+
+    method = "fedshuffle"
+
+
+class FedShuffleSO(_Method):
+    """FedShuffle with weights normalised to sum one over the cohort (biased)."""
+
+    method = "fedshuffle_so"
+
+
+class FedShuffleMVR(_Method):
+    """FedShuffleMVR: FedShuffle with MVR's corrected direction and momentum (uploads two vectors)."""
+
+    method = "fedshuffle_mvr"

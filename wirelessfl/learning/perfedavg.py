@@ -23,15 +23,20 @@ reproducible, and do not depend on which other devices were selected.
 """
 from __future__ import annotations
 
-from typing import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Sequence
 
 import numpy as np
-import torch
 
-from wirelessfl.learning.algorithms import FedAvg
-from wirelessfl.learning.trainer import Trainer
+from ..fields import option
+from .algorithms import FedAvg, require_inclusion_probabilities
 
-__all__ = ["PERFEDAVG_VARIANTS", "PerFedAvg"]
+if TYPE_CHECKING:
+    import torch
+
+    from .trainer import Trainer
+
+__all__ = ["PERFEDAVG_VARIANTS", "PerFedAvg", "PerFedAvgExact", "PerFedAvgFO", "PerFedAvgHF"]
 
 PERFEDAVG_VARIANTS = ("fo", "hf", "exact")
 # Gradient evaluations (forward + backward on B samples) per local step, relative to FedAvg's one:
@@ -42,12 +47,33 @@ GRADIENT_EVALUATIONS = {"fo": 2, "hf": 4, "exact": 4}
 BATCH_STREAMS = {"D": "perfedavg_inner", "D_prime": "minibatch", "D_second": "perfedavg_hessian"}
 
 
+@dataclass(frozen=True)
+class PerFedAvgOptions:
+    """Options of Per-FedAvg (its inner step size alpha is learning.per_alpha, shared with the
+    personalised evaluation)."""
+
+    global_lr: float = option(1.0, gt=0, doc="server step size eta_g on the aggregated update")
+    per_beta: float | None = option(None, gt=0, doc="local (meta) step size beta; default: learning.lr")
+
+
+@dataclass(frozen=True)
+class PerFedAvgHFOptions(PerFedAvgOptions):
+    """Options of Per-FedAvg (HF): the finite-difference radius besides the others."""
+
+    per_delta: float = option(1e-3, gt=0, doc="finite-difference radius delta")
+
+
 class PerFedAvg(FedAvg):
     """Per-FedAvg with the meta-gradient ``variant`` ("fo", "hf" or "exact").
 
     alpha: inner step size (>= 0; 0 turns FO into FedAvg). beta: local (meta) step size; None uses
     the trainer's lr. delta: finite-difference radius of "hf". server_lr: as for FedAvg.
+    Registered as perfedavg_fo, perfedavg_hf and perfedavg_exact (:class:`PerFedAvgFO`, ...).
     """
+
+    Options = PerFedAvgOptions
+    personalised_eval = True
+    variant = "fo"
 
     def __init__(self, variant: str, alpha: float, beta: float | None = None, delta: float = 1e-3,
                  server_lr: float = 1.0):
@@ -62,6 +88,16 @@ class PerFedAvg(FedAvg):
         super().__init__(server_lr=server_lr)
         self.variant, self.alpha, self.delta = variant, float(alpha), float(delta)
         self.beta = None if beta is None else float(beta)
+
+    @classmethod
+    def from_scenario(cls, scenario, options: PerFedAvgOptions) -> "PerFedAvg":
+        """The variant of the class, alpha = learning.per_alpha."""
+        return cls(cls.variant, scenario.learning.per_alpha, options.per_beta, server_lr=options.global_lr)
+
+    @classmethod
+    def check(cls, scenario, options) -> None:
+        """The 1 / (N q) weights need inclusion probabilities."""
+        require_inclusion_probabilities(scenario, scenario.learning.algorithm)
 
     @property
     def compute_factor(self) -> int:
@@ -92,6 +128,8 @@ class PerFedAvg(FedAvg):
 
         Follows ``trainer.batching_for``: "vmap" computes all devices' steps in one vectorised call,
         "loop" one device after another (the same arithmetic per device)."""
+        import torch
+
         devices = [int(d) for d in devices]
         for n in devices:
             if not 0 <= n < trainer.num_devices:
@@ -118,10 +156,27 @@ class PerFedAvg(FedAvg):
             out[j] = y.sub_(x0)
         return out
 
-    def round(self, trainer: Trainer, selected: np.ndarray, q: np.ndarray, num_devices: int, round_idx: int) -> dict:
-        """Per-FedAvg local updates on the distinct selected devices, FedAvg's unbiased aggregation."""
-        devices = np.unique(np.asarray(selected, dtype=np.int64))
-        weights = self.aggregation_weights(devices, q, num_devices)
-        if devices.size:
-            trainer.aggregate(self.local_updates(trainer, devices, round_idx), weights)
-        return {"num_trained": int(devices.size), "weight_sum": float(weights.sum())}
+
+class PerFedAvgFO(PerFedAvg):
+    """Per-FedAvg, first order (2 gradient evaluations per step)."""
+
+    variant = "fo"
+
+
+class PerFedAvgHF(PerFedAvg):
+    """Per-FedAvg, Hessian-free (4 gradient evaluations per step)."""
+
+    Options = PerFedAvgHFOptions
+    variant = "hf"
+
+    @classmethod
+    def from_scenario(cls, scenario, options: PerFedAvgHFOptions) -> "PerFedAvgHF":
+        """HF with the finite-difference radius per_delta."""
+        return cls("hf", scenario.learning.per_alpha, options.per_beta, options.per_delta,
+                   server_lr=options.global_lr)
+
+
+class PerFedAvgExact(PerFedAvg):
+    """Per-FedAvg with autodiff Hessian-vector products (about 4 gradient evaluations per step)."""
+
+    variant = "exact"

@@ -16,7 +16,7 @@ comes from the "model_init" torch generator; nothing global is seeded or read.
 from __future__ import annotations
 
 import math
-from typing import Sequence
+from typing import Callable, Sequence
 
 import numpy as np
 import torch
@@ -27,7 +27,10 @@ from wirelessfl.learning.datasets import Dataset
 from wirelessfl.learning.models import build_model
 from wirelessfl.rng import _seed_sequence, stream, torch_generator
 
-__all__ = ["LocalDirection", "Trainer"]
+__all__ = ["Direction", "LocalDirection", "Trainer"]
+
+Direction = Callable[[torch.Tensor, torch.Tensor, torch.Tensor, Callable[[], torch.Tensor]], torch.Tensor]
+"""A local step direction: (g, y, x0, anchor_grad) -> d (see Trainer.local_updates)."""
 
 
 class LocalDirection:
@@ -41,13 +44,10 @@ class LocalDirection:
     """
 
     def __init__(self, grad_scale: float = 1.0, anchor_weight: float = 0.0, drift: torch.Tensor | None = None):
-        self.grad_scale, self.anchor_weight, self.drift = float(grad_scale), float(anchor_weight), drift
+        self.grad_scale, self.anchor_weight = float(grad_scale), float(anchor_weight)
+        self.drift = None if drift is None else drift.to(dtype=torch.float32)
 
-    def to(self, device) -> "LocalDirection":
-        drift = None if self.drift is None else self.drift.to(device=device, dtype=torch.float32)
-        return LocalDirection(self.grad_scale, self.anchor_weight, drift)
-
-    def apply(self, g: torch.Tensor, anchor_grad) -> torch.Tensor:
+    def __call__(self, g: torch.Tensor, y: torch.Tensor, x0: torch.Tensor, anchor_grad) -> torch.Tensor:
         """d from g (a vector, or one row per device); ``anchor_grad()`` gives g(x_t) alike."""
         if self.grad_scale != 1.0:
             g = g * self.grad_scale
@@ -72,9 +72,12 @@ class Trainer:
     batching: "vmap" (all selected devices in one vectorised call per step), "loop" (one device
         after another, the reference path) or "auto" (the faster of the two for the model, the
         device type and the number of devices: see ``batching_for``).
+    server_indices: training samples held by the server itself (SAFARI's auxiliary set), not by
+        any device.
 
     Attributes: ``params`` (flat float32 vector of the global model, on ``device``), ``num_params``
-    (d), ``model_bits`` (32 d, the upload size ℓ), ``model`` (the module, used only functionally).
+    (d), ``model_bits`` (32 d, the upload size ℓ), ``model`` (the module, used only functionally),
+    ``data_sizes`` (|D_n| of every device), ``server_indices``.
     """
 
     def __init__(
@@ -92,6 +95,7 @@ class Trainer:
         eval_batch_size: int = 2048,
         max_devices_per_batch: int | None = None,
         batching: str = "auto",
+        server_indices: np.ndarray | None = None,
     ):
         if local_steps < 1 or batch_size < 1:
             raise ValueError(f"local_steps and batch_size must be >= 1, got {local_steps}, {batch_size}")
@@ -113,6 +117,8 @@ class Trainer:
             if ix.size and (ix.min() < 0 or ix.max() >= n_train):
                 raise ValueError(f"device {n}: indices must lie in [0, {n_train}), got [{ix.min()}, {ix.max()}]")
         self.num_devices = len(self._indices)
+        self.data_sizes = np.array([ix.size for ix in self._indices], dtype=np.int64)
+        self.server_indices = np.asarray([] if server_indices is None else server_indices, dtype=np.int64)
 
         # Init on the CPU from the named generator, then move: identical models on every device type.
         model = build_model(
@@ -221,15 +227,18 @@ class Trainer:
         *,
         local_steps: int | Sequence[int] | None = None,
         lr: float | Sequence[float] | None = None,
-        direction: "LocalDirection | None" = None,
+        direction: "Direction | None" = None,
     ) -> torch.Tensor:
         """Run local SGD from the current global model for every device in ``devices``.
 
         Returns the deltas y_K - x_t, shape (len(devices), num_params), in the order of
         ``devices``. ``local_steps`` and ``lr`` override the trainer's K and gamma, either for all
         devices or per device (for algorithms such as FedShuffle whose step count or step size
-        differs by device). ``direction`` replaces the plain minibatch gradient by a momentum
-        direction (FedShuffle's global momentum and MVR). The global model is not changed.
+        differs by device). ``direction`` replaces the plain minibatch gradient g(y) by
+        ``direction(g, y, x0, anchor_grad)``, with y the current local model, x0 the global model
+        and ``anchor_grad()`` the same minibatch's gradient at x0: a proximal term (FedProx:
+        g + mu (y - x0)) or a momentum direction (:class:`LocalDirection`, FedShuffle). g and y
+        are one device's vectors (d,) or a stack (k, d), x0 is (d,). The global model is not changed.
         """
         devices = [int(n) for n in devices]
         k = len(devices)
@@ -262,7 +271,7 @@ class Trainer:
         return "vmap" if k >= 5 and not self._has_conv else "loop"
 
     def _run_local(self, devices: list[int], round_idx: int, steps: np.ndarray, lrs: np.ndarray,
-                   direction: "LocalDirection | None" = None) -> torch.Tensor:
+                   direction: "Direction | None" = None) -> torch.Tensor:
         k, kmax = len(devices), int(steps.max())
         x0 = self._params
         if kmax == 0:
@@ -274,8 +283,6 @@ class Trainer:
                 b = torch.cat([b, b[:1].expand(kmax - b.shape[0], -1)])
             batches.append(b)
         idx = torch.stack(batches).to(self.device)  # (k, K, B)
-        if direction is not None:
-            direction = direction.to(self.device)
         if self.batching_for(k) == "loop":
             return self._run_loop(idx, steps, lrs, direction)
         uniform = bool(np.all(steps == kmax) and np.all(lrs == lrs[0]))
@@ -290,7 +297,7 @@ class Trainer:
             xb, yb = self._x_train[b], self._y_train[b]
             g = self.batched_grad(y, xb, yb)
             if direction is not None:
-                g = direction.apply(g, lambda: self.batched_grad(x0.expand(k, -1), xb, yb))
+                g = direction(g, y, x0, lambda: self.batched_grad(x0.expand(k, -1), xb, yb))
             if uniform:
                 y.sub_(g, alpha=float(lrs[0]))
             else:
@@ -298,7 +305,7 @@ class Trainer:
         return y.sub_(x0)
 
     def _run_loop(self, idx: torch.Tensor, steps: np.ndarray, lrs: np.ndarray,
-                  direction: "LocalDirection | None" = None) -> torch.Tensor:
+                  direction: "Direction | None" = None) -> torch.Tensor:
         x0 = self._params
         out = torch.empty(len(steps), self.num_params, dtype=torch.float32, device=self.device)
         for j, (k_j, lr_j) in enumerate(zip(steps, lrs)):
@@ -307,7 +314,7 @@ class Trainer:
                 xb, yb = self._x_train[idx[j, s]], self._y_train[idx[j, s]]
                 g = self._grad(y, xb, yb)
                 if direction is not None:
-                    g = direction.apply(g, lambda: self._grad(x0, xb, yb))
+                    g = direction(g, y, x0, lambda: self._grad(x0, xb, yb))
                 y.sub_(g, alpha=float(lr_j))
             out[j] = y.sub_(x0)
         return out

@@ -1,19 +1,37 @@
-"""Device scheduling: per-round decisions and the solvers behind them (spec 002).
+"""Device scheduling: per-round decisions and the solvers behind them (spec 002, spec 000).
 
-Plain numpy/scipy objects; no torch, no SimPy. The pymanopt simplex manifold (``Simplex``) is
-loaded on first use only, because importing pymanopt pulls in its autodiff backends (torch).
+Plain numpy/scipy objects; no torch, no SimPy. A scheduler fits :class:`Scheduler` (see
+docs/extending.md); ``SCHEDULERS`` names the built-ins that ``scheduler.name`` accepts besides
+installed plugins and import paths. The pymanopt simplex manifold (``Simplex``) is loaded on first
+use only, because importing pymanopt pulls in its autodiff backends (torch).
 """
-from .base import Decision, RoundState, draw_devices, inclusion_probability
+from ..plugins import Registry
+from .base import Decision, ReportRequest, Reports, RoundState, Scheduler, draw_devices, inclusion_probability
 from .power import POWER_RULES, optimal_power
 from .schedulers import LyapunovScheduler, UniformScheduler
 from .selection import SELECTION_METHODS, SelectionResult, selection_objective, solve_selection
+
+SCHEDULERS = Registry("scheduler", "wirelessfl.scheduling.base:Scheduler", {
+    "lyapunov": "wirelessfl.scheduling.schedulers:LyapunovScheduler",
+    "uniform": "wirelessfl.scheduling.schedulers:UniformScheduler",
+    "random": "wirelessfl.scheduling.fair:RandomScheduler",
+    "power_of_choice": "wirelessfl.scheduling.fair:PowerOfChoiceScheduler",
+    "divfl": "wirelessfl.scheduling.fair:DivFL",
+    "subtrunc": "wirelessfl.scheduling.fair:SubTrunc",
+    "unionfl": "wirelessfl.scheduling.fair:UnionFL",
+})
+"""Built-in schedulers by the name ``scheduler.name`` gives them."""
 
 __all__ = [
     "Decision",
     "LyapunovScheduler",
     "POWER_RULES",
+    "ReportRequest",
+    "Reports",
     "RoundState",
+    "SCHEDULERS",
     "SELECTION_METHODS",
+    "Scheduler",
     "SelectionResult",
     "Simplex",
     "UniformScheduler",
@@ -27,7 +45,7 @@ __all__ = [
 
 def __getattr__(name):
     if name == "Simplex":
-        from .simplex import Simplex
+        from .manifold import Simplex
 
         return Simplex
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

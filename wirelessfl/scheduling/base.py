@@ -1,7 +1,8 @@
-"""What a scheduler sees each round and what it decides."""
+"""The scheduler seam: what a scheduler sees each round, what it decides, and its protocol."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any, ClassVar, Protocol
 
 import numpy as np
 
@@ -10,10 +11,12 @@ import numpy as np
 class RoundState:
     """The server's view at the start of a round: no tensors, only channel and link facts.
 
+    round: the round's index (0, 1, ...). time_s: the simulated clock at its start.
     gains: |h_n|^2 for every device this round, shape (N,).
-    model_bits: size of one model upload in bits (32 d).
+    model_bits: size of one model upload in bits (32 d, times the vectors the algorithm uploads).
+    bandwidth_hz, noise_power: the uplink's B and N0.
     available: boolean mask of devices that may be scheduled (None: all of them).
-    rng: the engine's "selection" stream, for schedulers that choose the devices themselves.
+    rng: the engine's "selection" stream, for schedulers that draw at random themselves.
     """
 
     round: int
@@ -23,24 +26,50 @@ class RoundState:
     noise_power: float
     available: np.ndarray | None = None
     rng: np.random.Generator | None = None
+    time_s: float = 0.0
+
+
+@dataclass(frozen=True)
+class ReportRequest:
+    """Devices asked for their local loss (and gradient) at the current global model.
+
+    gradients: also the gradient of the local loss (a vector of the model's size).
+    max_samples: each device uses at most this many of its samples, evenly spaced (None: all).
+    """
+
+    devices: np.ndarray
+    gradients: bool = False
+    max_samples: int | None = None
+
+
+@dataclass(frozen=True)
+class Reports:
+    """What devices reported: losses (k,) and, when asked for, gradients (k, d) float32."""
+
+    round: int
+    devices: np.ndarray
+    losses: np.ndarray
+    gradients: np.ndarray | None = None
 
 
 @dataclass(frozen=True)
 class Decision:
     """A scheduler's decision for one round.
 
-    omega: per-draw probabilities of the m multinomial draws, shape (N,), sums to 1.
-    q: marginal inclusion probabilities 1 - (1 - omega)^m, in (0, 1] (used for unbiased weights).
+    omega: per-draw probabilities of the m multinomial draws, shape (N,), sums to 1 (all zero: nobody).
+    q: marginal inclusion probabilities 1 - (1 - omega)^m, in [0, 1] (the unbiased weights use them).
     power: transmit power of each device if selected (linear, same unit as noise_power).
     queue: the virtual queues Z_n the decision was made with (zeros for schedulers without queues).
     m: number of draws with replacement.
-    info: solver facts worth recording (method, objective, ...).
-    selected: the devices chosen by the scheduler itself (distinct, ascending); the engine then uses
-        them instead of drawing m devices from omega. None: the engine draws.
+    info: facts worth recording: its numbers become columns of rounds.csv ("objective" has its own).
+    selected: the devices chosen by the scheduler itself (distinct); the engine then uses them
+        instead of drawing m devices from omega. None: the engine draws.
     pre_upload_bits: (N,) bits each device sends after the round's broadcast and before the
-        computation starts (bootstrap gradients, loss scalars), through the same uplink; None: nothing.
-    piggyback_bits: (N,) bits a selected device adds to its model upload (a refreshed gradient and
-        loss); None: nothing.
+        computation starts (the reports of ``probe``, channel feedback, ...), through the same
+        uplink; None: nothing.
+    piggyback_bits: (N,) bits a selected device adds to its model upload; None: nothing.
+    report_with_upload: reports that ride on the model uploads of these devices: the learner
+        computes them at the round's model, and ``receive`` gets those whose upload arrived.
     replace: True (default): m draws with replacement from omega, the distinct devices take part;
         False: min(m, devices with omega > 0) distinct devices drawn without replacement (only for a
         uniform omega, where q_n = m / N_available; the SAFARI paper's client sampling).
@@ -55,7 +84,58 @@ class Decision:
     selected: np.ndarray | None = None
     pre_upload_bits: np.ndarray | None = None
     piggyback_bits: np.ndarray | None = None
+    report_with_upload: ReportRequest | None = None
     replace: bool = True
+
+
+class Scheduler(Protocol):
+    """A scheduler: which devices transmit in a round and at what power. No torch, no SimPy.
+
+    Required: ``from_scenario`` and ``decide``. Everything else is optional: subclass this protocol
+    to inherit the defaults below (no options, no state, no probe, no queues).
+    """
+
+    Options: ClassVar[type | None] = None
+    """A dataclass of the scheduler's own options (validated with the scenario), or None: the
+    options table is handed over as a dict."""
+    inclusion_probabilities: ClassVar[bool] = True
+    """False when Decision.q is nominal (the scheduler picks its devices itself, e.g. fair
+    selection): algorithms that weigh updates by 1 / q then refuse it, FedAvg averages instead."""
+    fairness_metrics: ClassVar[bool] = False
+    """True: runs with this scheduler record per-device accuracies by default."""
+
+    @classmethod
+    def from_scenario(cls, scenario, options) -> "Scheduler":
+        """Build the scheduler for a run of ``scenario`` with its options (Options instance or dict)."""
+        ...
+
+    def decide(self, state: RoundState) -> Decision:
+        """The round's decision."""
+        ...
+
+    @classmethod
+    def check(cls, scenario, options) -> None:
+        """Raise wirelessfl.config.ConfigError if the scenario cannot run with this scheduler."""
+
+    def probe(self, state: RoundState) -> ReportRequest | None:
+        """Reports wanted before ``decide`` (training runs deliver them to ``receive``); None: none.
+        Their uplink cost is the decision's ``pre_upload_bits``."""
+        return None
+
+    def receive(self, reports: Reports) -> None:
+        """Reports asked for by ``probe`` or ``Decision.report_with_upload``."""
+
+    def skip_round(self, state: RoundState, drain: bool) -> np.ndarray | None:
+        """A round that does not consult the scheduler (a server round). Returns the virtual queues
+        to record (None: no queues); ``drain``: count it as a slot of zero consumption."""
+        return None
+
+    def state_dict(self) -> dict[str, Any]:
+        """Everything needed to continue after a checkpoint (numbers, strings, lists, numpy arrays)."""
+        return {}
+
+    def load_state(self, state: dict[str, Any]) -> None:
+        """Restore what ``state_dict`` returned."""
 
 
 def inclusion_probability(omega: np.ndarray, m: int) -> np.ndarray:

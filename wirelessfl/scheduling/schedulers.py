@@ -15,7 +15,10 @@ import math
 
 import numpy as np
 
-from .base import Decision, RoundState, inclusion_probability
+from dataclasses import dataclass
+
+from ..config import option
+from .base import Decision, RoundState, Scheduler, inclusion_probability
 from .power import POWER_RULES, check_gains, powers
 from .selection import SELECTION_METHODS, _solve_selection
 
@@ -58,7 +61,28 @@ def _check_m(m) -> int:
     return int(m)
 
 
-class UniformScheduler:
+@dataclass(frozen=True)
+class UniformOptions:
+    """Options of the uniform scheduler."""
+
+    m: int = option(10, ge=1, doc="draws per round")
+    sampling: str = option("with_replacement", choices=("with_replacement", "without_replacement"),
+                           doc="without_replacement draws min(m, available) distinct devices (the SAFARI "
+                               "paper's client sampling, spec 003)")
+
+
+@dataclass(frozen=True)
+class LyapunovOptions:
+    """Options of the drift-plus-penalty scheduler (spec 002)."""
+
+    m: int = option(10, ge=1, doc="draws with replacement per round")
+    V: float = option(100.0, gt=0, doc="drift-plus-penalty trade-off")
+    lam: float = option(100.0, ge=0, doc="weight of airtime against 1/q in the objective")
+    power_rule: str = option("exact", choices=POWER_RULES, doc="exact: the minimiser; paper: the printed rule")
+    solver: str = option("exact", choices=SELECTION_METHODS, doc="exact KKT solver or pymanopt on the simplex")
+
+
+class UniformScheduler(Scheduler):
     """Every available device is drawn with probability 1 / N_available in each of the m draws.
 
     q_n = 1 - (1 - 1/N_available)^m and P_n = min(Pmax, Pbar_n / q_n), so that the expected power
@@ -78,6 +102,15 @@ class UniformScheduler:
         self.p_max = _per_device(p_max, self.num_devices, "p_max")
         self.replace = bool(replace)
 
+    Options = UniformOptions
+
+    @classmethod
+    def from_scenario(cls, scenario, options: UniformOptions) -> "UniformScheduler":
+        """m draws (or distinct devices) per round at the scenario's power budget."""
+        link = scenario.link
+        return cls(scenario.devices.count, options.m, link.p_bar, link.p_max,
+                   replace=options.sampling == "with_replacement")
+
     def decide(self, state: RoundState) -> Decision:
         """Uniform omega over the available devices and budget-matching powers."""
         n = self.num_devices
@@ -94,7 +127,7 @@ class UniformScheduler:
                         info={"method": "uniform", "scheduled": count}, replace=self.replace)
 
 
-class LyapunovScheduler:
+class LyapunovScheduler(Scheduler):
     """Drift-plus-penalty scheduling with a virtual queue Z_n per device for its power budget.
 
     Each round (spec 002, sec. 4):
@@ -135,14 +168,35 @@ class LyapunovScheduler:
         self.solver = solver
         self.queue = np.zeros(self.num_devices)
 
+    Options = LyapunovOptions
+
+    @classmethod
+    def from_scenario(cls, scenario, options: LyapunovOptions) -> "LyapunovScheduler":
+        """The scheduler of spec 002 at the scenario's power budget, queues empty."""
+        link = scenario.link
+        return cls(scenario.devices.count, options.m, options.V, options.lam, link.p_bar, link.p_max,
+                   power_rule=options.power_rule, solver=options.solver)
+
     def reset(self) -> None:
         """Empty every virtual queue (start of a new run)."""
         self.queue = np.zeros(self.num_devices)
 
-    def idle_round(self) -> None:
-        """A slot in which no device transmits (e.g. a SAFARI server round counted as a slot of
-        zero consumption, spec 003 sec. 7): Z_n <- max(Z_n - Pbar_n, 0)."""
-        self.queue = np.maximum(self.queue - self.p_bar, 0.0)
+    def skip_round(self, state: RoundState, drain: bool) -> np.ndarray:
+        """A round without the scheduler (a SAFARI server round): the queues stay, or, with
+        ``drain``, the round counts as a slot of zero consumption (spec 003 sec. 7):
+        Z_n <- max(Z_n - Pbar_n, 0). Returns the queues before the round."""
+        queue = self.queue
+        if drain:
+            self.queue = np.maximum(queue - self.p_bar, 0.0)
+        return queue.copy()
+
+    def state_dict(self) -> dict:
+        """The virtual queues."""
+        return {"queue": self.queue.copy()}
+
+    def load_state(self, state: dict) -> None:
+        """Restore the virtual queues."""
+        self.queue = np.asarray(state["queue"], dtype=float).copy()
 
     def costs(self, state: RoundState, queue: np.ndarray, power: np.ndarray) -> np.ndarray:
         """b_n = V lam l / (B log2(1 + g P / N0)) + Z P; +inf for a device that cannot send."""

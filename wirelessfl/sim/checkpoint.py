@@ -1,43 +1,55 @@
 """Checkpoints of a run: everything needed to continue it and get the records of an uninterrupted run.
 
 A checkpoint holds the engine's loop state (round, simulated clock, evaluation grid, every random
-stream), the scheduler's state (e.g. the virtual queues), the learner's state (the global model and
-any optimiser or algorithm state) and the records so far. It is written atomically (temporary file,
-then rename) and read with torch's weights-only loader, so loading one executes no code.
+stream, the channel's memory), the state of every part (the scheduler's queues, the algorithm's
+server state, ...: their ``state_dict``), the global model and the records so far. It is written
+atomically (temporary file, then rename) and read with torch's weights-only loader, so loading one
+executes no code. Parts may put numpy arrays in their state: they are stored as tensors and come
+back as numpy arrays.
 """
 from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
 
 CHECKPOINT_NAME = "checkpoint.pt"
+_NDARRAY = "__ndarray__"
 
 
-def object_state(obj) -> dict:
-    """The numeric attributes of a plain object (arrays as tensors), e.g. a scheduler's queues."""
-    state = {}
-    for key, value in vars(obj).items():
-        if isinstance(value, np.ndarray):
-            state[key] = torch.from_numpy(np.array(value))
-        elif isinstance(value, (bool, int, float, str)) or value is None:
-            state[key] = value
-    return state
+def to_checkpoint(value: Any) -> Any:
+    """``value`` with every numpy array (and numpy scalar) replaced by what the weights-only loader
+    reads back: tensors tagged as arrays, plain Python numbers."""
+    if isinstance(value, np.ndarray):
+        return {_NDARRAY: torch.from_numpy(np.array(value))}
+    if isinstance(value, np.generic):
+        return value.item()
+    if isinstance(value, dict):
+        return {k: to_checkpoint(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return type(value)(to_checkpoint(v) for v in value)
+    return value
 
 
-def load_object_state(obj, state: dict) -> None:
-    """Inverse of object_state."""
-    for key, value in state.items():
-        setattr(obj, key, value.numpy().copy() if isinstance(value, torch.Tensor) else value)
+def from_checkpoint(value: Any) -> Any:
+    """Inverse of to_checkpoint: tagged tensors become numpy arrays again."""
+    if isinstance(value, dict):
+        if set(value) == {_NDARRAY}:
+            return value[_NDARRAY].numpy().copy()
+        return {k: from_checkpoint(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return type(value)(from_checkpoint(v) for v in value)
+    return value
 
 
 def save_checkpoint(path: Path, state: dict) -> None:
     """Write ``state`` to ``path`` so a reader sees the previous checkpoint or this one, never a torn file."""
     tmp = path.with_name(f".{path.name}.tmp")
     with open(tmp, "wb") as fh:
-        torch.save(state, fh)
+        torch.save(to_checkpoint(state), fh)
         fh.flush()
         os.fsync(fh.fileno())
     os.replace(tmp, path)
@@ -45,4 +57,4 @@ def save_checkpoint(path: Path, state: dict) -> None:
 
 def load_checkpoint(path: Path) -> dict:
     """Read a checkpoint without executing pickled code (torch weights-only mode)."""
-    return torch.load(path, weights_only=True)
+    return from_checkpoint(torch.load(path, weights_only=True))

@@ -1,32 +1,60 @@
 """The SimPy event loop: when things happen in one round, and the loop over rounds.
 
-Per round: channel draw -> availability -> scheduler decision -> m draws (distinct set), or the set
-the scheduler chose itself (Decision.selected) -> downlink broadcast -> uploads that must precede the
-computation (Decision.pre_upload_bits: e.g. bootstrap gradients, loss scalars; through the same
-uplink) -> each selected device computes in parallel (its own process) -> uploads (TDMA: through a
-one-transmitter resource, first come first served in order of computation completion; FDMA: each on
-its own sub-band as soon as its computation ends) -> aggregation once every upload is in, or at the
-round deadline with the uploads that arrived by then. Learning happens at aggregation and takes no
+Per round: channel draw -> availability -> the algorithm's plan (a client round, or a server round
+in which the server trains alone) -> the scheduler's probe (reports it wants before deciding;
+training runs deliver them) -> the scheduler's decision -> m draws (distinct set), or the set the
+scheduler chose itself (Decision.selected) -> downlink broadcast -> uploads that must precede the
+computation (Decision.pre_upload_bits, e.g. the probe's reports; through the same uplink) -> each
+selected device computes in parallel (its own process) -> uploads (TDMA: through a one-transmitter
+resource, first come first served in order of computation completion; FDMA: each on its own
+sub-band as soon as its computation ends) -> aggregation once every upload is in, or at the round
+deadline with the uploads that arrived by then. Learning happens at aggregation and takes no
 simulated time of its own: its duration is what the computation model stands for. No algorithm
-maths lives here.
+maths and no paper-specific code lives here: the parts come in through their protocols.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Callable, Protocol
+from typing import Any, Callable, Protocol
 
 import numpy as np
 import simpy
 
-from ..scheduling.base import Decision, RoundState, draw_devices
+from ..scheduling.base import Decision, ReportRequest, Reports, RoundState, draw_devices
 
 
 class Learner(Protocol):
     """What the engine needs from the training side (None in timing-only runs)."""
 
-    def train_round(self, selected: np.ndarray, decision: Decision, round_idx: int) -> None: ...
+    def train_round(self, selected: np.ndarray, decision: Decision, round_idx: int) -> dict: ...
+
+    def server_round(self, round_idx: int) -> dict: ...
+
+    def reports(self, request: ReportRequest, round_idx: int) -> Reports: ...
 
     def evaluate(self) -> dict: ...
+
+
+@dataclass
+class Parts:
+    """Everything a run simulates, built by the runner from the scenario.
+
+    channel, compute, scheduler, algorithm: the four parts (see wirelessfl.plugins); access: TDMA or
+    FDMA over the link; availability: None (always available) or a model with ``step(rng)``;
+    upload_bits: one device's upload per round; downlink_s: the broadcast's duration;
+    round_deadline_s: uploads not done this long after the round started are dropped.
+    """
+
+    channel: Any
+    compute: Any
+    scheduler: Any
+    algorithm: Any
+    access: Any
+    num_devices: int
+    upload_bits: float
+    downlink_s: float = 0.0
+    availability: Any = None
+    round_deadline_s: float | None = None
 
 
 @dataclass
@@ -48,9 +76,11 @@ class RoundRecord:
     compute_energy_j: np.ndarray | None = None  # per selected device, for the computation done
     arrived: np.ndarray | None = None    # per selected device: upload complete by the deadline
     available: np.ndarray | None = None  # per device (N,): could be scheduled (None: all)
-    server_s: float = 0.0  # server computation time (SAFARI server round; no device takes part)
+    server_round: bool = False  # the server trained alone (no device took part)
+    server_s: float = 0.0  # that round's server computation time
     extra_airtime_s: float = 0.0  # uplink time of traffic other than the models (pre-uploads, piggy-backs)
     extra_energy_j: float = 0.0   # transmit energy of the pre-round uploads (all devices that sent)
+    metrics: dict = field(default_factory=dict)  # the algorithm's numbers of this round
 
 
 @dataclass
@@ -101,76 +131,60 @@ class _Uploads:
         self.arrived = np.zeros(k, dtype=bool)
 
 
+STREAMS = ("channel", "selection", "compute", "availability", "round_type")
+"""The engine's named random streams (wirelessfl.rng)."""
+
+
 class Engine:
     """Runs rounds on a SimPy clock and reports each round and evaluation to callbacks.
 
-    ``access`` (wireless.TDMA or FDMA; default TDMA over ``link``) gives the airtimes and says whether
-    devices share one transmitter; ``availability`` (default: all devices always available) gives
-    each round's mask from the "availability" stream; ``round_deadline_s`` drops uploads not finished
-    that long after the round started.
+    parts: what is simulated (:class:`Parts`). streams: a Generator per name in STREAMS.
+    learner: the training side (None: timing only). on_round, on_eval: the recorder's callbacks;
+    after_round: called with the engine after every round's records (the runner checkpoints there).
     """
 
-    def __init__(self, *, channel, link, compute, scheduler, model_bits: float, num_devices: int,
-                 streams: dict[str, np.random.Generator], downlink_s: float = 0.0,
-                 learner: Learner | None = None, stop: StopRule, evaluate: EvalRule,
+    def __init__(self, parts: Parts, *, streams: dict[str, np.random.Generator], stop: StopRule,
+                 evaluate: EvalRule, learner: Learner | None = None,
                  on_round: Callable[[RoundRecord], None] = lambda r: None,
                  on_eval: Callable[[dict], None] = lambda e: None,
-                 checkpoint_every: int | None = None,
-                 on_checkpoint: Callable[["Engine"], None] = lambda e: None,
-                 access=None, availability=None, round_deadline_s: float | None = None,
-                 client_round_prob: float | None = None, server_round_s: float = 0.0,
-                 server_round_is_slot: bool = False):
-        self.channel, self.link, self.compute, self.scheduler = channel, link, compute, scheduler
-        if access is None:
-            from ..wireless import TDMA
-
-            access = TDMA(link)
-        self.access, self.availability, self.round_deadline_s = access, availability, round_deadline_s
-        self.model_bits = float(model_bits)
-        self.num_devices = num_devices
-        self.streams = streams
-        self.downlink_s = downlink_s
-        self.learner = learner
+                 after_round: Callable[["Engine"], None] = lambda e: None):
+        missing = [name for name in STREAMS if name not in streams]
+        if missing:
+            raise ValueError(f"the engine needs the random streams {missing}")
+        self.parts, self.streams, self.learner = parts, streams, learner
         self.stop, self.eval_rule = stop, evaluate
-        self.on_round, self.on_eval = on_round, on_eval
-        self.checkpoint_every, self.on_checkpoint = checkpoint_every, on_checkpoint
-        # SAFARI (spec 003): a round is a client round with probability client_round_prob (coin from
-        # the "round_type" stream), else a server round of server_round_s on the server alone
-        self.client_round_prob, self.server_round_s = client_round_prob, float(server_round_s)
-        self.server_round_is_slot = server_round_is_slot  # server round drains the scheduler's queues
-        if client_round_prob is not None and "round_type" not in streams:
-            raise ValueError("client_round_prob needs a 'round_type' random stream")
+        self.on_round, self.on_eval, self.after_round = on_round, on_eval, after_round
         self.rounds_done = 0
         self._start_s = 0.0
+        self.env: simpy.Environment | None = None
 
     def run(self) -> None:
         """Run until the stop rule fires (from where ``load_state`` left it, if it was called)."""
         self.env = simpy.Environment(initial_time=self._start_s)
         # TDMA: one transmitter at a time; FDMA: every device has its own sub-band, no queue
-        self.uplink = None if self.access.concurrent else simpy.Resource(self.env, capacity=1)
+        self.uplink = None if self.parts.access.concurrent else simpy.Resource(self.env, capacity=1)
         if self.rounds_done == 0:
             self._evaluate()
         # until the loop ends: a deadline timer left over from the last round must not move the clock
         self.env.run(until=self.env.process(self._loop()))
 
+    @property
+    def now(self) -> float:
+        """The simulated clock (where the loop starts or stands)."""
+        return float(self.env.now) if self.env is not None else self._start_s
+
     def state_dict(self) -> dict:
-        """Everything the loop needs to continue exactly where it is (between rounds).
-
-        Models with memory (a Gauss-Markov channel, the availability chain) add their state; it
-        is kept in plain lists so the checkpoint loads in torch's weights-only mode.
-        """
-        from ..wireless import channel_state
-
-        return {"rounds_done": self.rounds_done, "now_s": float(self.env.now),
+        """Everything the loop needs to continue exactly where it is (between rounds): its counters,
+        every random stream, and the memory of the channel and the availability model."""
+        availability = self.parts.availability
+        return {"rounds_done": self.rounds_done, "now_s": self.now,
                 "eval_next_s": self.eval_rule._next_s, "target_reached": self.stop.reached,
                 "streams": {name: g.bit_generator.state for name, g in self.streams.items()},
-                "channel": channel_state(self.channel),
-                "availability": self.availability.state_dict() if self.availability is not None else None}
+                "channel": self.parts.channel.state_dict(),
+                "availability": availability.state_dict() if availability is not None else None}
 
     def load_state(self, state: dict) -> None:
         """Continue from a state_dict (call before run)."""
-        from ..wireless import load_channel_state
-
         self.rounds_done = int(state["rounds_done"])
         self._start_s = float(state["now_s"])
         self.eval_rule._next_s = float(state["eval_next_s"])
@@ -178,9 +192,9 @@ class Engine:
         for name, g in self.streams.items():
             if name in state["streams"]:  # a stream added since the checkpoint was written starts fresh
                 g.bit_generator.state = state["streams"][name]
-        load_channel_state(self.channel, state.get("channel"))
-        if self.availability is not None and state.get("availability") is not None:
-            self.availability.load_state(state["availability"])
+        self.parts.channel.load_state(state["channel"])
+        if self.parts.availability is not None and state.get("availability") is not None:
+            self.parts.availability.load_state(state["availability"])
 
     # --- processes -----------------------------------------------------------------------------
 
@@ -190,38 +204,41 @@ class Engine:
             self.rounds_done += 1
             if self.learner is not None and self.eval_rule.due(self.rounds_done, self.env.now):
                 self._evaluate()
-            if self.checkpoint_every and self.rounds_done % self.checkpoint_every == 0:
-                self.on_checkpoint(self)
+            self.after_round(self)
 
     def _round(self, r: int):
+        p = self.parts
         t_start = self.env.now
-        gains = self.channel.draw(self.streams["channel"])
-        available = (self.availability.step(self.streams["availability"])
-                     if self.availability is not None else None)
-        state = RoundState(round=r, gains=gains, model_bits=self.model_bits,
-                           bandwidth_hz=self.link.bandwidth_hz, noise_power=self.link.noise_power,
-                           available=available, rng=self.streams["selection"])
-        if self.client_round_prob is not None and not self.streams["round_type"].random() < self.client_round_prob:
-            yield from self._server_round(r, t_start, gains, available)
+        gains = p.channel.draw(self.streams["channel"])
+        available = p.availability.step(self.streams["availability"]) if p.availability is not None else None
+        state = RoundState(round=r, gains=gains, model_bits=p.upload_bits, bandwidth_hz=p.access.link.bandwidth_hz,
+                           noise_power=p.access.link.noise_power, available=available,
+                           rng=self.streams["selection"], time_s=t_start)
+        plan = p.algorithm.plan_round(r, self.streams["round_type"])
+        if plan is not None:
+            yield from self._server_round(state, plan)
             return
-        decision = self.scheduler.decide(state)
+        request = p.scheduler.probe(state)
+        if request is not None and self.learner is not None:
+            p.scheduler.receive(self.learner.reports(request, r))
+        decision = p.scheduler.decide(state)
         if decision.selected is not None:  # the scheduler chose the devices itself
             selected = np.unique(np.asarray(decision.selected, dtype=np.int64))
         else:
             selected = draw_devices(decision.omega, decision.m, self.streams["selection"], decision.replace)
         power = decision.power[selected]
-        bits = self.model_bits
+        bits = p.upload_bits
         piggy_s = np.zeros(len(selected))
         if decision.piggyback_bits is not None:  # e.g. a refreshed gradient riding on the model upload
             extra = np.asarray(decision.piggyback_bits, dtype=float)[selected]
-            bits = self.model_bits + extra
-            piggy_s = np.where(extra > 0, self.access.airtime_s(extra, gains[selected], power), 0.0)
-        airtime = self.access.airtime_s(bits, gains[selected], power)
-        comp = self.compute.compute_times(selected, self.streams["compute"], round_idx=r)
+            bits = p.upload_bits + extra
+            piggy_s = np.where(extra > 0, p.access.airtime_s(extra, gains[selected], power), 0.0)
+        airtime = p.access.airtime_s(bits, gains[selected], power)
+        comp = p.compute.compute_times(selected, self.streams["compute"], round_idx=r)
         log = _Uploads(len(selected))
 
-        if self.downlink_s > 0:
-            yield self.env.timeout(self.downlink_s)
+        if p.downlink_s > 0:
+            yield self.env.timeout(p.downlink_s)
         pre_s, pre_energy = 0.0, 0.0
         if decision.pre_upload_bits is not None:
             pre_s, pre_energy = yield from self._pre_uploads(decision, gains)
@@ -229,10 +246,10 @@ class Engine:
         procs = [self.env.process(self._device(i, int(n), c, a, log))
                  for i, (n, c, a) in enumerate(zip(selected, comp, airtime))]
         everything = self.env.all_of(procs)
-        if self.round_deadline_s is None:
+        if p.round_deadline_s is None:
             yield everything
         else:
-            yield everything | self.env.timeout(max(t_start + self.round_deadline_s - self.env.now, 0.0))
+            yield everything | self.env.timeout(max(t_start + p.round_deadline_s - self.env.now, 0.0))
             if not everything.triggered:
                 # let uploads that end exactly at the deadline finish: they were scheduled before this
                 yield self.env.timeout(0)
@@ -247,17 +264,23 @@ class Engine:
         on_air = np.where(arrived, airtime, np.where(np.isnan(log.tx_start), 0.0, t_end - log.tx_start))
         with np.errstate(invalid="ignore", divide="ignore", over="ignore"):  # over: comp subnormal
             done = np.where(comp > 0, np.clip((t_end - t_compute) / comp, 0.0, 1.0), 1.0)
-        energy_of = getattr(self.compute, "energy_j", None)
-        comp_energy = energy_of(selected, round_idx=r) * done if energy_of is not None else np.zeros(len(selected))
+        comp_energy = p.compute.energy_j(selected, round_idx=r) * done
+        metrics = {}
         if self.learner is not None:
-            self.learner.train_round(selected[arrived], decision, r)
+            report = decision.report_with_upload
+            if report is not None:  # reports on the uploads that arrived, at the round's model
+                on_upload = np.intersect1d(np.asarray(report.devices, dtype=np.int64), selected[arrived])
+                p.scheduler.receive(self.learner.reports(
+                    ReportRequest(on_upload, report.gradients, report.max_samples), r))
+            metrics = self.learner.train_round(selected[arrived], decision, r)
         self.on_round(RoundRecord(
-            round=r, t_start=t_start, t_end=t_end, downlink_s=self.downlink_s,
+            round=r, t_start=t_start, t_end=t_end, downlink_s=p.downlink_s,
             comp_s=float(comp.max(initial=0.0)), comm_s=float(airtime.sum()) + pre_s, selected=selected,
             upload_order=np.asarray(log.order), airtime_s=airtime,
             energy_j=np.where(on_air > 0, power * on_air, 0.0),
             gains=gains, decision=decision, compute_energy_j=comp_energy, arrived=arrived,
-            available=available, extra_airtime_s=pre_s + float(piggy_s.sum()), extra_energy_j=pre_energy))
+            available=available, extra_airtime_s=pre_s + float(piggy_s.sum()), extra_energy_j=pre_energy,
+            metrics=metrics))
 
     def _pre_uploads(self, decision: Decision, gains: np.ndarray):
         """Uploads before the round's computation (after the broadcast that triggers them), e.g.
@@ -269,7 +292,7 @@ class Engine:
         if senders.size == 0:
             return 0.0, 0.0
         power = decision.power[senders]
-        airtime = self.access.airtime_s(pre_bits[senders], gains[senders], power)
+        airtime = self.parts.access.airtime_s(pre_bits[senders], gains[senders], power)
         start = self.env.now
         if self.uplink is None:
             yield self.env.timeout(float(airtime.max()))
@@ -280,25 +303,23 @@ class Engine:
                     yield self.env.timeout(float(a))
         return self.env.now - start, float(np.sum(power * airtime))
 
-    def _server_round(self, r: int, t_start: float, gains: np.ndarray, available):
-        """A server round: the server trains on its own data; no airtime, no device energy, and
-        the scheduler is not consulted (its queues stay as they are)."""
-        if self.server_round_s > 0:
-            yield self.env.timeout(self.server_round_s)
-        if self.learner is not None:
-            self.learner.server_round(r)
-        n = self.num_devices
-        queue = np.asarray(getattr(self.scheduler, "queue", np.zeros(n)), dtype=float).copy()
-        decision = Decision(omega=np.zeros(n), q=np.zeros(n), power=np.zeros(n), queue=queue,
-                            m=int(getattr(self.scheduler, "m", 0)), info={"method": "server_round"})
-        if self.server_round_is_slot and hasattr(self.scheduler, "idle_round"):
-            self.scheduler.idle_round()  # a slot with zero consumption (spec 003 sec. 7 option)
+    def _server_round(self, state: RoundState, plan):
+        """A round in which the server trains alone: no airtime, no device energy, and the
+        scheduler is not consulted (it may count the round as an idle slot)."""
+        if plan.duration_s > 0:
+            yield self.env.timeout(plan.duration_s)
+        metrics = self.learner.server_round(state.round) if self.learner is not None else {}
+        n = self.parts.num_devices
+        queue = self.parts.scheduler.skip_round(state, plan.drain)
+        decision = Decision(omega=np.zeros(n), q=np.zeros(n), power=np.zeros(n),
+                            queue=np.zeros(n) if queue is None else np.asarray(queue, dtype=float), m=0,
+                            info={"method": "server_round"})
         none = np.empty(0, dtype=np.int64)
         self.on_round(RoundRecord(
-            round=r, t_start=t_start, t_end=self.env.now, downlink_s=0.0, comp_s=0.0, comm_s=0.0,
-            selected=none, upload_order=none, airtime_s=np.empty(0), energy_j=np.empty(0), gains=gains,
+            round=state.round, t_start=state.time_s, t_end=self.env.now, downlink_s=0.0, comp_s=0.0, comm_s=0.0,
+            selected=none, upload_order=none, airtime_s=np.empty(0), energy_j=np.empty(0), gains=state.gains,
             decision=decision, compute_energy_j=np.empty(0), arrived=np.empty(0, dtype=bool),
-            available=available, server_s=self.server_round_s))
+            available=state.available, server_round=True, server_s=plan.duration_s, metrics=metrics))
 
     def _device(self, i: int, device: int, compute_s: float, airtime_s: float, log: _Uploads):
         try:

@@ -3,6 +3,11 @@
 Rows are appended to CSV files as the run goes, so an interrupted run keeps everything recorded so
 far; per-device arrays (gains, omega, q, P, Z) go to an npz at the end, and the summary is written
 last, atomically: a run directory whose summary says "complete" is complete.
+
+Besides ROUND_COLUMNS, rounds.csv has a column for every number in a round's Decision.info (the
+scheduler's facts) and in the dict the algorithm's round returned; a name that is already a column
+gets the prefix "scheduler_" or "algorithm_". A column first seen in a later round is added to the
+file (rewritten once with the wider header); rounds without it leave it empty.
 """
 from __future__ import annotations
 
@@ -44,6 +49,18 @@ def _ids(values: np.ndarray) -> str:
     return " ".join(str(int(v)) for v in values)
 
 
+def _numbers(values: dict, prefix: str, skip: tuple[str, ...] = ()) -> dict:
+    """The numeric entries of ``values`` (booleans as 0/1), renamed where they clash with a column."""
+    out = {}
+    for key, value in values.items():
+        if key in skip or not isinstance(value, (int, float, np.integer, np.floating)):
+            continue
+        name = f"{prefix}_{key}" if key in ROUND_COLUMNS else key
+        out[name] = int(value) if isinstance(value, (bool, np.bool_)) else value.item() \
+            if isinstance(value, np.generic) else value
+    return out
+
+
 class Recorder:
     """Collects round and evaluation rows and per-device totals; optionally streams them to disk."""
 
@@ -60,15 +77,23 @@ class Recorder:
         self.keep_device_arrays = keep_device_arrays
         self.arrays: dict[str, list[np.ndarray]] = {k: [] for k in ARRAY_KEYS}
         self.out_dir = out_dir
+        self.round_columns = list(ROUND_COLUMNS)
         self._files = {}
         if out_dir is not None:
             out_dir.mkdir(parents=True, exist_ok=True)
-            for name, cols in (("rounds", ROUND_COLUMNS), ("evals", EVAL_COLUMNS)):
-                fh = open(out_dir / f"{name}.csv", "w", newline="")
-                writer = csv.DictWriter(fh, fieldnames=cols, extrasaction="ignore")
-                writer.writeheader()
-                fh.flush()
-                self._files[name] = (fh, writer)
+            for name, cols in (("rounds", self.round_columns), ("evals", EVAL_COLUMNS)):
+                self._open(name, cols, [])
+
+    def _open(self, name: str, columns: list[str], rows: list[dict]) -> None:
+        """(Re)write ``name``.csv with ``columns`` and ``rows``, and keep it open for appending."""
+        if name in self._files:
+            self._files[name][0].close()
+        fh = open(self.out_dir / f"{name}.csv", "w", newline="")
+        writer = csv.DictWriter(fh, fieldnames=columns, extrasaction="ignore")
+        writer.writeheader()
+        writer.writerows(rows)
+        fh.flush()
+        self._files[name] = (fh, writer)
 
     def on_round(self, rec: RoundRecord) -> None:
         d = rec.decision
@@ -89,8 +114,10 @@ class Recorder:
         available = rec.available if rec.available is not None else np.ones(self.num_devices, dtype=bool)
         row.update(compute_energy_j=float(comp_energy.sum()), num_available=int(available.sum()),
                    num_arrived=int(arrived.sum()), dropped=_ids(sel[~arrived]),
-                   server_round=int(rec.decision.info.get("method") == "server_round"), server_s=rec.server_s,
+                   server_round=int(rec.server_round), server_s=rec.server_s,
                    extra_airtime_s=rec.extra_airtime_s, extra_energy_j=rec.extra_energy_j)
+        row.update(_numbers(d.info, "scheduler", skip=("objective",)))
+        row.update(_numbers(rec.metrics, "algorithm"))
         self.rounds.append(row)
         self.selections[sel] += 1
         self.energy_j[sel] += rec.energy_j
@@ -109,6 +136,12 @@ class Recorder:
         self._write("evals", row)
 
     def _write(self, name: str, row: dict) -> None:
+        if name == "rounds" and not row.keys() <= set(self.round_columns):
+            # a new column: widen the header (the row is already among self.rounds)
+            self.round_columns = _columns(self.rounds)
+            if name in self._files:
+                self._open("rounds", self.round_columns, self.rounds)
+            return
         if name in self._files:
             fh, writer = self._files[name]
             writer.writerow(row)
@@ -142,14 +175,10 @@ class Recorder:
         self.arrays = {k: (list(v.numpy()) if v is not None else []) for k, v in state["arrays"].items()}
         if len(self.arrays.get("available", [])) != len(self.arrays["gains"]):  # an older checkpoint
             self.arrays["available"] = [np.ones(self.num_devices, dtype=np.float32)] * len(self.arrays["gains"])
-        for name, rows in (("rounds", self.rounds), ("evals", self.evals)):
-            if name in self._files:
-                fh, writer = self._files[name]
-                fh.seek(0)
-                fh.truncate()
-                writer.writeheader()
-                writer.writerows(rows)
-                fh.flush()
+        self.round_columns = _columns(self.rounds)
+        if self._files:
+            self._open("rounds", self.round_columns, self.rounds)
+            self._open("evals", EVAL_COLUMNS, self.evals)
 
     def device_table(self, sigmas: np.ndarray, extra: dict[str, np.ndarray] | None = None) -> dict[str, np.ndarray]:
         """Per-device totals: selections, transmit and computation energy, dropped uploads, the fraction
@@ -175,6 +204,14 @@ class Recorder:
             np.savez_compressed(self.out_dir / "decisions.npz",
                                 **{k: np.stack(v) for k, v in self.arrays.items()})
         write_json_atomic(self.out_dir / "summary.json", summary)
+
+
+def _columns(rows: list[dict]) -> list[str]:
+    """ROUND_COLUMNS, then every other key of ``rows`` in the order it first appears."""
+    seen = dict.fromkeys(ROUND_COLUMNS)
+    for row in rows:
+        seen.update(dict.fromkeys(row))
+    return list(seen)
 
 
 def write_json_atomic(path: Path, data: dict) -> None:

@@ -1,0 +1,161 @@
+"""The training side of a run: the federated data, the trainer and the algorithm, behind the
+engine's Learner protocol (train a round, train on the server, report losses, evaluate)."""
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from .. import rng as rngs
+from ..scheduling.base import Decision, ReportRequest, Reports
+
+__all__ = ["DATASET_SHAPES", "FederatedLearner", "TrainingDiverged", "model_bits_of"]
+
+# Input shape and class count of each dataset, so timing-only runs know the model size without data.
+DATASET_SHAPES = {"fashion_mnist": ((1, 28, 28), 10), "mnist": ((1, 28, 28), 10),
+                  "cifar10": ((3, 32, 32), 10), "synthetic": ((60,), 10)}
+
+
+class TrainingDiverged(RuntimeError):
+    """The global model stopped being finite (e.g. a learning rate far too large)."""
+
+
+def model_bits_of(scenario) -> int:
+    """Upload size in bits: the scenario's link.model_bits, else 32 x the model's parameter count."""
+    if scenario.link.model_bits is not None:
+        return scenario.link.model_bits
+    from .models import build_model, num_parameters
+
+    shape, classes = DATASET_SHAPES[scenario.learning.dataset]
+    return 32 * num_parameters(build_model(scenario.learning.model, shape, classes))
+
+
+def federated_data(scenario):
+    """(dataset, each device's training indices, the server's auxiliary indices) of the scenario."""
+    from .datasets import load_dataset, synthetic_federated
+    from .partition import partition
+
+    lc = scenario.learning
+    aux = np.empty(0, dtype=np.int64)
+    if lc.dataset == "synthetic":  # the benchmark defines its own split over devices
+        fed = synthetic_federated(scenario.devices.count, lc.synthetic_alpha, lc.synthetic_beta,
+                                  lc.samples_per_device, rngs.stream(scenario.seed, "synthetic"))
+        return fed.dataset, fed.train_indices, aux
+    data = load_dataset(lc.dataset, lc.data_dir or None)
+    labels = data.y_train.numpy()
+    pool = np.arange(labels.size)
+    if lc.aux_samples:  # the server's set T: uniform from the training set, kept from the devices
+        if lc.aux_samples >= labels.size:
+            raise ValueError(f"learning.aux_samples = {lc.aux_samples}: must be below the "
+                             f"{labels.size} training samples")
+        aux = np.sort(rngs.stream(scenario.seed, "aux").choice(labels.size, lc.aux_samples, replace=False))
+        pool = np.setdiff1d(pool, aux)
+    parts = partition(labels[pool], scenario.devices.count, lc.partition,
+                      rng=rngs.stream(scenario.seed, "partition"),
+                      samples_per_device=lc.samples_per_device, alpha=lc.alpha, size_sigma=lc.size_sigma,
+                      num_classes=data.num_classes, classes_per_device=lc.classes_per_device,
+                      class_assignment=lc.class_assignment)
+    return data, [pool[p] for p in parts], aux
+
+
+def _device_test_splits(scenario, data, parts: list[np.ndarray]) -> list[np.ndarray]:
+    """Each device's own test split (indices into the test set): the Per-FedAvg layout with a_test
+    for its partitions (spec 004 A6), else learning.device_test_samples samples with the class shares
+    of the device's training data (spec 000's 33/33/34 recipe for three classes)."""
+    from .fairness import device_test_sets
+    from .partition import perfedavg_group_counts, perfedavg_test_unit, split_by_class_counts
+
+    lc = scenario.learning
+    y_tr, y_te = data.y_train.numpy(), data.y_test.numpy()
+    if lc.partition.startswith("perfedavg_groups"):
+        a_test = perfedavg_test_unit(lc.samples_per_device // 5, y_tr.size, y_te.size)
+        counts = perfedavg_group_counts(len(parts), a_test, single_class=lc.partition.endswith("single"))
+        return split_by_class_counts(y_te, counts, rngs.stream(scenario.seed, "test_split"))
+    return device_test_sets([y_tr[p] for p in parts], y_te, lc.device_test_samples,
+                            rngs.stream(scenario.seed, "device_test"), data.num_classes)
+
+
+class FederatedLearner:
+    """Adapts the training core (trainer + algorithm) to the engine's Learner protocol.
+
+    personalised: record personalised accuracy at every evaluation; fairness: record per-device
+    accuracies and the client dissimilarity (the runner decides both from the scenario and parts).
+    """
+
+    def __init__(self, scenario, algorithm, *, personalised: bool = False, fairness: bool = False):
+        from .trainer import Trainer
+
+        lc = scenario.learning
+        data, parts, aux = federated_data(scenario)
+        self.personalised = personalised
+        self.fairness = fairness and lc.dataset != "synthetic"
+        # each device's own test split, for personalised evaluation and the fairness metrics
+        self.test_parts = (_device_test_splits(scenario, data, parts)
+                           if self.personalised or self.fairness else None)
+        self.trainer = Trainer(data, parts, lc.model, local_steps=lc.local_steps,
+                               batch_size=lc.batch_size, lr=lc.lr, root_seed=scenario.seed,
+                               device=scenario.run.device, eval_train_samples=lc.eval_train_samples,
+                               batching=scenario.run.batching, server_indices=aux)
+        self.algorithm = algorithm
+        algorithm.setup(self.trainer)
+        self.per_alpha, self.per_adapt_on = lc.per_alpha, lc.per_adapt_on
+        self.num_devices = scenario.devices.count
+
+    @property
+    def model_bits(self) -> int:
+        """32 x the model's parameters."""
+        return self.trainer.model_bits
+
+    def train_round(self, selected: np.ndarray, decision: Decision, round_idx: int) -> dict:
+        """The algorithm's client round on the devices whose uploads arrived; its numbers."""
+        metrics = self.algorithm.round(self.trainer, selected, decision.q, self.num_devices, round_idx)
+        self._check_finite(f"round {round_idx}", "learning.lr", self.trainer.lr)
+        return dict(metrics or {})
+
+    def server_round(self, round_idx: int) -> dict:
+        """The algorithm's server round; its numbers."""
+        metrics = self.algorithm.server_round(self.trainer, round_idx)
+        self._check_finite(f"server round {round_idx}", "server step size", None)
+        return dict(metrics or {})
+
+    def _check_finite(self, where: str, knob: str, value) -> None:
+        if not bool(torch.isfinite(self.trainer.params).all()):
+            now = f" (now {value:g})" if value is not None else ""
+            raise TrainingDiverged(f"training diverged in {where}: the model is no longer finite; "
+                                   f"try a smaller {knob}{now}")
+
+    def reports(self, request: ReportRequest, round_idx: int) -> Reports:
+        """The requested devices' losses (and gradients) at the current global model."""
+        devices = np.asarray(request.devices, dtype=np.int64)
+        grads, losses = self.trainer.local_objectives(devices, request.gradients, max_samples=request.max_samples)
+        return Reports(round=round_idx, devices=devices, losses=losses, gradients=grads)
+
+    def label_coverage(self, devices: np.ndarray) -> float:
+        """Share of the classes held by at least one of the given devices (a boolean mask)."""
+        y = self.trainer.dataset.y_train.numpy()
+        held = [ix for ix, on in zip(self.trainer._indices, devices) if on and ix.size]
+        seen = np.unique(y[np.concatenate(held)]) if held else np.empty(0)
+        return float(seen.size / self.trainer.dataset.num_classes)
+
+    def state_dict(self) -> dict:
+        """The global model (the algorithm's state is saved by the runner)."""
+        return {"params": self.trainer.params.clone()}
+
+    def load_state(self, state: dict) -> None:
+        """Restore the global model."""
+        self.trainer.params = state["params"]
+
+    def evaluate(self) -> dict:
+        """Test accuracy and losses, plus personalised and fairness metrics where they are on."""
+        metrics = self.trainer.evaluate()
+        if self.personalised:
+            pers = self.trainer.personalised_evaluate(self.test_parts, self.per_alpha, adapt_on=self.per_adapt_on)
+            per_device = pers.pop("personal_per_device")
+            metrics.update(pers, personal_per_device=" ".join(f"{a:.4g}" for a in per_device))
+        if self.fairness:
+            from .fairness import fairness_metrics
+
+            sizes = [t.size for t in self.test_parts]
+            correct = self.trainer.test_correct(np.concatenate(self.test_parts))
+            acc = [c.mean() if c.size else np.nan for c in np.split(correct, np.cumsum(sizes)[:-1])]
+            metrics.update(fairness_metrics(np.asarray(acc)))
+        return metrics

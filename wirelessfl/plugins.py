@@ -1,0 +1,253 @@
+"""The four kinds of part a scenario names, and where their names come from.
+
+A scenario picks a scheduler (``scheduler.name``), a learning algorithm (``learning.algorithm``), a
+fading channel (``channel.model``) and a computation model (``devices.compute``). Each value is
+
+* a built-in name, listed in the kind's :class:`Registry` next to the classes it names
+  (``wirelessfl.scheduling.SCHEDULERS``, ``wirelessfl.learning.ALGORITHMS``,
+  ``wirelessfl.wireless.CHANNELS``, ``wirelessfl.devices.COMPUTE``);
+* a name an installed package registers under the kind's entry-point group
+  (``wirelessfl.schedulers``, ``wirelessfl.algorithms``, ``wirelessfl.channels``, ``wirelessfl.compute``);
+* or an import path ``"module.path:Name"``, looked up in the scenario file's folder first, then on
+  ``sys.path``.
+
+Every part is a class that fits its kind's protocol (:class:`Kind.protocol`): it has the protocol's
+required members, and the optional ones, which it inherits with their defaults by subclassing the
+protocol. Its options come from the scenario as an instance of its ``Options`` dataclass (validated
+like the built-in fields) or, without one, as a plain dict. See docs/extending.md.
+
+This module does not import torch; the registries import a part's module only when it is named.
+"""
+from __future__ import annotations
+
+import importlib
+import importlib.metadata
+import sys
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterable, Mapping, Sequence
+
+__all__ = ["KINDS", "Kind", "PluginError", "Registry", "part_class", "registry"]
+
+
+class PluginError(ValueError):
+    """A part named in a scenario cannot be found, imported, or does not fit its protocol."""
+
+
+@dataclass(frozen=True)
+class Kind:
+    """One kind of part: where a scenario names it and where its built-ins and protocol live."""
+
+    name: str        # "scheduler"
+    table: str       # the scenario table that names it: "scheduler"
+    key: str         # the key in that table: "name"
+    group: str       # the entry-point group of installed plugins
+    registry: str    # "module:attribute" of the kind's Registry
+    required: tuple[str, ...]  # members a part must define itself (the protocol has no default)
+
+    @property
+    def field(self) -> str:
+        """The dotted scenario field that names the part, e.g. ``scheduler.name``."""
+        return f"{self.table}.{self.key}"
+
+
+KINDS: dict[str, Kind] = {k.name: k for k in (
+    Kind("scheduler", "scheduler", "name", "wirelessfl.schedulers", "wirelessfl.scheduling:SCHEDULERS",
+         ("from_scenario", "decide")),
+    Kind("algorithm", "learning", "algorithm", "wirelessfl.algorithms", "wirelessfl.learning:ALGORITHMS",
+         ("from_scenario", "round")),
+    Kind("channel", "channel", "model", "wirelessfl.channels", "wirelessfl.wireless:CHANNELS",
+         ("from_scenario", "draw")),
+    Kind("compute", "devices", "compute", "wirelessfl.compute", "wirelessfl.devices:COMPUTE",
+         ("from_scenario", "compute_times")),
+)}
+"""The kinds by name. The engine, the runner, the recorder and the config know parts only through these."""
+
+KIND_OF_TABLE = {k.table: k for k in KINDS.values()}
+
+
+def _import_attr(ref: str):
+    module, _, attr = ref.partition(":")
+    return getattr(importlib.import_module(module), attr)
+
+
+class Registry:
+    """The built-in parts of one kind by name, each given as ``"module:Class"`` and imported when named.
+
+    ``protocol``: ``"module:Class"`` of the kind's protocol. Lookups go built-ins, then entry
+    points of installed packages, then import paths (see the module docstring).
+    """
+
+    def __init__(self, kind: str, protocol: str, builtins: Mapping[str, str]):
+        self.kind = KINDS[kind]
+        self._protocol = protocol
+        self.builtins = dict(builtins)
+        self._loaded: dict[tuple, type] = {}
+
+    @property
+    def protocol(self) -> type:
+        """The kind's protocol class (imported on first use)."""
+        return _import_attr(self._protocol)
+
+    def installed(self) -> dict[str, importlib.metadata.EntryPoint]:
+        """Names registered by installed packages under the kind's entry-point group."""
+        return {ep.name: ep for ep in importlib.metadata.entry_points(group=self.kind.group)}
+
+    def names(self) -> list[str]:
+        """Every name that needs no import path: built-ins first, then installed plugins."""
+        return list(self.builtins) + sorted(n for n in self.installed() if n not in self.builtins)
+
+    def load(self, name: str, plugin_path: Sequence[str] = ()) -> type:
+        """The class a scenario's value names; PluginError (one line, naming the field) if none fits."""
+        key = (name, tuple(plugin_path))
+        if key in self._loaded:
+            return self._loaded[key]
+        where = f"{self.kind.field} = {name!r}"
+        if name in self.builtins:
+            cls = _import_attr(self.builtins[name])
+        elif ":" in name:
+            cls = _load_import_path(name, plugin_path, where)
+        else:
+            entry = self.installed().get(name)
+            if entry is None:
+                listed = ", ".join(repr(n) for n in self.names())
+                raise PluginError(f"{where}: unknown {self.kind.name}; choose from {listed}, "
+                                  f"or give an import path 'module:Class' (see docs/extending.md)")
+            try:
+                cls = entry.load()
+            except Exception as exc:  # whatever the plugin's import raises
+                raise PluginError(f"{where}: loading the installed plugin {entry.value} failed: "
+                                  f"{_one_line(exc)}") from None
+        self.check_fits(cls, where)
+        self._loaded[key] = cls
+        return cls
+
+    def check_fits(self, cls, where: str) -> None:
+        """PluginError unless ``cls`` is a class with every member of the protocol (required ones
+        defined by the class itself, not only declared by the protocol)."""
+        protocol = self.protocol
+        if not isinstance(cls, type):
+            raise PluginError(f"{where}: {_describe(cls)} is not a class; a {self.kind.name} is a class "
+                              f"that fits {protocol.__module__}.{protocol.__name__}")
+        missing = [m for m in _members(protocol) if not hasattr(cls, m)]
+        stubs = [m for m in self.kind.required if m not in missing and _is_stub(cls, protocol, m)]
+        if missing or stubs:
+            lacks = ", ".join(missing + stubs)
+            hint = (f"subclass {protocol.__module__}.{protocol.__name__} for the optional parts"
+                    if missing and not issubclass(cls, protocol) else "see docs/extending.md")
+            raise PluginError(f"{where}: {cls.__name__} does not fit the {self.kind.name} protocol: it lacks "
+                              f"{lacks}; {hint}")
+
+
+def _members(protocol: type) -> list[str]:
+    """The protocol's own attributes and methods (not those of typing.Protocol or object)."""
+    names = []
+    for klass in protocol.__mro__:
+        if klass.__module__ in ("typing", "builtins", "abc"):
+            continue
+        names += [n for n in vars(klass) if not n.startswith("_") and n not in names]
+        names += [n for n in getattr(klass, "__annotations__", {}) if not n.startswith("_") and n not in names]
+    return names
+
+
+def _is_stub(cls: type, protocol: type, name: str) -> bool:
+    """True when ``cls`` inherits the protocol's bodiless declaration of ``name`` unchanged."""
+    mine, theirs = getattr(cls, name), getattr(protocol, name)
+    return getattr(mine, "__func__", mine) is getattr(theirs, "__func__", theirs)
+
+
+def _describe(obj) -> str:
+    return f"{getattr(obj, '__name__', repr(obj))} ({type(obj).__name__})"
+
+
+def _one_line(exc: BaseException) -> str:
+    text = f"{type(exc).__name__}: {exc}".replace("\n", " ")
+    return text if len(text) <= 300 else text[:300] + "..."
+
+
+# ---------------------------------------------------------------------------------------------
+# import paths
+
+
+@contextmanager
+def _path_first(folder: str):
+    sys.path.insert(0, folder)
+    try:
+        yield
+    finally:
+        try:
+            sys.path.remove(folder)
+        except ValueError:  # the plugin removed it itself
+            pass
+
+
+def module_folder(module: str, plugin_path: Iterable[str]) -> str | None:
+    """The first folder of ``plugin_path`` that holds ``module`` (a file or a package), or None."""
+    top = module.split(".")[0]
+    for folder in plugin_path:
+        root = Path(folder)
+        if (root / f"{top}.py").is_file() or (root / top / "__init__.py").is_file():
+            return str(root)
+    return None
+
+
+def _load_import_path(ref: str, plugin_path: Sequence[str], where: str):
+    module_name, _, attr = ref.partition(":")
+    if not module_name or not attr or not all(p.isidentifier() for p in module_name.split(".")) \
+            or not all(p.isidentifier() for p in attr.split(".")):
+        raise PluginError(f"{where}: an import path is 'module.path:Name', e.g. 'topk:TopK'")
+    folder = module_folder(module_name, plugin_path)
+    try:
+        if folder is not None:
+            with _path_first(folder):
+                module = importlib.import_module(module_name)
+            got = Path(getattr(module, "__file__", "") or "").resolve()
+            if Path(folder).resolve() not in got.parents:
+                raise PluginError(f"{where}: a module {module_name!r} is already imported from {got}; "
+                                  f"rename {Path(folder) / module_name.split('.')[0]}")
+        else:
+            module = importlib.import_module(module_name)
+    except PluginError:
+        raise
+    except ModuleNotFoundError as exc:
+        if exc.name and module_name.startswith(exc.name):
+            places = ", ".join(str(p) for p in plugin_path) or "the scenario's folder"
+            raise PluginError(f"{where}: no module {module_name!r} in {places} or on sys.path") from None
+        raise PluginError(f"{where}: importing {module_name} failed: {_one_line(exc)}") from None
+    except Exception as exc:  # a syntax error, or whatever the module raises at import
+        raise PluginError(f"{where}: importing {module_name} failed: {_one_line(exc)}") from None
+    obj = module
+    for part in attr.split("."):
+        if not hasattr(obj, part):
+            public = sorted(n for n, v in vars(module).items() if isinstance(v, type) and not n.startswith("_"))
+            raise PluginError(f"{where}: {module_name} has no {attr!r}"
+                              + (f" (its classes: {', '.join(public)})" if public else ""))
+        obj = getattr(obj, part)
+    return obj
+
+
+# ---------------------------------------------------------------------------------------------
+# lookups by kind
+
+
+def registry(kind: str) -> Registry:
+    """The Registry of a kind ("scheduler", "algorithm", "channel", "compute")."""
+    return _import_attr(KINDS[kind].registry)
+
+
+def part_class(kind: str, name: str, plugin_path: Sequence[str] = ()) -> type:
+    """The class of the part named ``name`` (see Registry.load)."""
+    return registry(kind).load(name, plugin_path)
+
+
+def is_import_path(name: str) -> bool:
+    """True for ``"module:Class"`` references (as opposed to registered names)."""
+    return ":" in name
+
+
+def source_file(cls: type) -> Path | None:
+    """The file that defines ``cls`` (None for classes without one)."""
+    module = sys.modules.get(cls.__module__)
+    path = getattr(module, "__file__", None)
+    return Path(path) if path else None

@@ -1,0 +1,187 @@
+"""One run of a scenario: build every part through its registry, drive the engine, record, summarise.
+
+The runner is the one place that turns a scenario into objects: the four parts
+(``scenario.part(kind).from_scenario(scenario, options)``), the learner (training runs), the link
+and access scheme, availability, the recorder and the progress bar. It checkpoints every
+``run.checkpoint_every`` rounds and continues from a checkpoint.
+"""
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from .. import rng as rngs
+from ..config import ConfigError, Scenario
+from ..devices import WorkScaledCompute, build_availability
+from ..wireless import Link, PathLossChannel, build_channel, make_access, sigma_profile
+from .checkpoint import CHECKPOINT_NAME, save_checkpoint
+from .engine import STREAMS, Engine, EvalRule, Parts, RoundRecord, StopRule
+from .progress import ProgressBar
+from .records import Recorder
+from .summary import summarise
+
+__all__ = ["Run", "RunResult"]
+
+
+@dataclass
+class RunResult:
+    """What a run produced: per-round rows, evaluation rows, per-device totals and a summary."""
+
+    rounds: pd.DataFrame
+    evals: pd.DataFrame
+    devices: pd.DataFrame
+    summary: dict
+    run_dir: Path | None = None
+
+
+def _brings_test_split(partition: str) -> bool:
+    """Partitions that give every device its own test split (Per-FedAvg's groups)."""
+    return partition.startswith("perfedavg_groups")
+
+
+class Run:
+    """One run's parts (engine, scheduler, algorithm, learner, recorder) wired together."""
+
+    def __init__(self, scenario: Scenario, run_dir: Path | None, progress: bool):
+        self.scenario, self.run_dir = scenario, run_dir
+        rc, lc, dc, n = scenario.run, scenario.learning, scenario.devices, scenario.devices.count
+        self.algorithm = scenario.part("algorithm").from_scenario(scenario, scenario.options("algorithm"))
+        scheduler_cls = scenario.part("scheduler")
+        self.learner = None
+        if not rc.timing_only:
+            from ..learning.learner import FederatedLearner
+
+            personalised = rc.personalised_eval
+            if personalised is None:
+                personalised = self.algorithm.personalised_eval or _brings_test_split(lc.partition)
+            fairness = lc.fairness_metrics if lc.fairness_metrics is not None else scheduler_cls.fairness_metrics
+            self.learner = FederatedLearner(scenario, self.algorithm, personalised=personalised, fairness=fairness)
+        if scenario.link.model_bits is not None:
+            self.bits = scenario.link.model_bits
+        elif self.learner is not None:
+            self.bits = self.learner.model_bits
+        else:
+            from ..learning.learner import model_bits_of
+
+            self.bits = model_bits_of(scenario)
+        self.scheduler = scheduler_cls.from_scenario(scenario, scenario.options("scheduler"))
+        # the cell (positions, per-device shadowing) is drawn once from its own stream: a resumed run
+        # rebuilds it from the seed, so it is not part of the checkpoint
+        self.channel = build_channel(scenario, rngs.stream(scenario.seed, "cell"))
+        base = scenario.part("compute").from_scenario(scenario, scenario.options("compute"))
+        self.compute = WorkScaledCompute(base, self.algorithm.work_units, ref_steps=lc.local_steps,
+                                         step_time_s=dc.step_time_s, factor=self.algorithm.compute_factor)
+        availability, self.excluded = self._availability()
+        link = Link(scenario.link)
+        parts = Parts(channel=self.channel, compute=self.compute, scheduler=self.scheduler, algorithm=self.algorithm,
+                      access=make_access(scenario.link, link), num_devices=n,
+                      upload_bits=self.bits * self.algorithm.upload_vectors,
+                      downlink_s=link.downlink_time_s(self.bits * self.algorithm.broadcast_vectors),
+                      availability=availability, round_deadline_s=rc.round_deadline_s)
+        self.recorder = Recorder(n, run_dir, keep_device_arrays=rc.record_devices)
+        self.bar = ProgressBar(scenario, enabled=progress)
+        self.engine = Engine(parts, streams={name: rngs.stream(scenario.seed, name) for name in STREAMS},
+                             stop=StopRule(rc.rounds, rc.time_budget_s, rc.target_accuracy, rc.stop_at_target),
+                             evaluate=EvalRule(rc.eval_every_rounds, rc.eval_every_s), learner=self.learner,
+                             on_round=self._on_round, on_eval=self._on_eval, after_round=self._after_round)
+
+    def _availability(self):
+        """The availability model, with the devices that never take part removed (spec 003)."""
+        scenario, dc, n = self.scenario, self.scenario.devices, self.scenario.devices.count
+        availability = build_availability(scenario)
+        if not (dc.excluded or dc.excluded_count or dc.min_mean_snr_db is not None):
+            return availability, np.zeros(n, dtype=bool)
+        from ..participation import ExcludedAvailability, excluded_mask
+
+        mean_snr = None
+        if dc.min_mean_snr_db is not None:
+            gain = self.channel.mean_gain()
+            if gain is None:
+                raise ConfigError(f"devices.min_mean_snr_db: channel.model = {scenario.channel.model!r} gives "
+                                  "no mean gain to compare with it")
+            mean_snr = gain * scenario.link.p_bar / scenario.link.noise_power
+        excluded = excluded_mask(n, dc.excluded, dc.excluded_count, rngs.stream(scenario.seed, "exclusion"),
+                                 mean_snr=mean_snr, min_mean_snr_db=dc.min_mean_snr_db)
+        return ExcludedAvailability(excluded, availability), excluded
+
+    def _on_round(self, rec: RoundRecord) -> None:
+        self.recorder.on_round(rec)
+        self.bar.round(rec)
+
+    def _on_eval(self, row: dict) -> None:
+        self.recorder.on_eval(row)
+        self.bar.accuracy(row["accuracy"])
+
+    def _after_round(self, engine: Engine) -> None:
+        every = self.scenario.run.checkpoint_every
+        if every and self.run_dir is not None and engine.rounds_done % every == 0:
+            save_checkpoint(self.run_dir / CHECKPOINT_NAME, self.state_dict())
+
+    def state_dict(self) -> dict:
+        """Everything needed to continue: the engine's loop, every part's state, the model, the records."""
+        return {"engine": self.engine.state_dict(), "scheduler": self.scheduler.state_dict(),
+                "algorithm": self.algorithm.state_dict(), "compute": self.compute.state_dict(),
+                "learner": self.learner.state_dict() if self.learner is not None else None,
+                "records": self.recorder.state_dict()}
+
+    def load_state(self, state: dict) -> None:
+        """Continue from ``state_dict`` (call before ``execute``)."""
+        self.engine.load_state(state["engine"])
+        self.scheduler.load_state(state["scheduler"])
+        self.algorithm.load_state(state["algorithm"])
+        self.compute.load_state(state["compute"])
+        if self.learner is not None:
+            self.learner.load_state(state["learner"])
+        self.recorder.load_state(state["records"])
+        self.bar.bar.update(state["engine"]["now_s"] if self.bar.by_time else state["engine"]["rounds_done"])
+
+    def execute(self) -> RunResult:
+        """Run to the end (or until interrupted), then write the device table and the summary."""
+        started = time.perf_counter()
+        status, error = "complete", None
+        # Float reductions depend on the thread count: fix it per run so a run gives the same
+        # records serially, in a process pool or on a cluster.
+        threads = None
+        if self.learner is not None:
+            import torch
+
+            threads = torch.get_num_threads()
+            torch.set_num_threads(self.scenario.run.threads)
+        try:
+            self.engine.run()
+        except BaseException as exc:  # record what happened, keep what was written, then re-raise
+            status = "interrupted" if isinstance(exc, KeyboardInterrupt) else "failed"
+            error = f"{type(exc).__name__}: {exc}"
+            raise
+        finally:
+            if threads is not None:
+                import torch
+
+                torch.set_num_threads(threads)
+            self.bar.close()
+            summary, devices = self._close(time.perf_counter() - started, status, error)
+        rec = self.recorder
+        return RunResult(rounds=pd.DataFrame(rec.rounds, columns=rec.round_columns),
+                         evals=pd.DataFrame(rec.evals), devices=pd.DataFrame(devices),
+                         summary=summary, run_dir=self.run_dir)
+
+    def _close(self, wall_time_s: float, status: str, error: str | None) -> tuple[dict, dict]:
+        rec, sc = self.recorder, self.scenario
+        extra = ({"distance_m": self.channel.path_loss.distances_m, "mean_gain": self.channel.mean_gain()}
+                 if isinstance(self.channel, PathLossChannel) else None)
+        devices = rec.device_table(sigma_profile(sc.channel, sc.devices.count), extra)
+        summary = summarise(sc, rec.rounds, rec.evals, devices, wall_time_s=wall_time_s, model_bits=self.bits)
+        summary.update(status=status, error=error)
+        # incomplete participation (spec 003): who could never take part, and the capacity
+        # omega = share of devices that ever took part
+        summary.update(excluded=[int(i) for i in np.flatnonzero(self.excluded)],
+                       ever_participated=float(np.mean(rec.selections > 0)),
+                       label_coverage=(self.learner.label_coverage(rec.selections > 0)
+                                       if self.learner is not None else math.nan))
+        rec.close(summary, devices)
+        return summary, devices

@@ -1,0 +1,46 @@
+"""The headline numbers of a run (summary.json), from its records."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+
+def summarise(scenario, rounds: list[dict], evals: list[dict], devices: dict,
+              *, wall_time_s: float, model_bits: int) -> dict:
+    """Headline numbers of a run."""
+    from ..config import to_dict
+
+    options = to_dict(scenario).get("scheduler", {}).get("options", {})
+    target = scenario.run.target_accuracy
+    hit = next((e for e in evals if target is not None and e["accuracy"] >= target), None)
+    n_rounds = len(rounds)
+    return {
+        "name": scenario.name, "seed": scenario.seed, "scheduler": scenario.scheduler.name,
+        "algorithm": scenario.learning.algorithm, "access": scenario.link.access,
+        # draws per round, for schedulers that have them
+        "m": options.get("m"), "scheduler_options": options,
+        "num_devices": scenario.devices.count, "model_bits": model_bits,
+        "rounds": n_rounds, "sim_time_s": float(rounds[-1]["t_end"]) if rounds else 0.0,
+        "final_accuracy": evals[-1]["accuracy"] if evals else math.nan,
+        "best_accuracy": max((e["accuracy"] for e in evals), default=math.nan),
+        "final_dissimilarity": evals[-1].get("dissimilarity", math.nan) if evals else math.nan,
+        "target_accuracy": target,
+        "time_to_target_s": hit["time_s"] if hit else math.nan,
+        "rounds_to_target": hit["round"] if hit else math.nan,
+        "total_comm_s": float(sum(r["comm_s"] for r in rounds)),
+        "total_extra_airtime_s": float(sum(r.get("extra_airtime_s", 0.0) for r in rounds)),
+        "total_comp_s": float(sum(r["comp_s"] for r in rounds)),
+        "total_downlink_s": float(sum(r["downlink_s"] for r in rounds)),
+        "server_rounds": int(sum(r.get("server_round", 0) for r in rounds)),
+        "total_server_s": float(sum(r.get("server_s", 0.0) for r in rounds)),
+        "total_energy_j": float(sum(r["energy_j"] for r in rounds)),  # transmit energy
+        "total_compute_energy_j": float(sum(r.get("compute_energy_j", 0.0) for r in rounds)),
+        "max_device_energy_j": float(np.max(devices["transmit_energy_j"] + devices["compute_energy_j"],
+                                            initial=0.0)),
+        "dropped_uploads": int(sum(r["num_selected"] - r.get("num_arrived", r["num_selected"]) for r in rounds)),
+        "mean_time_avg_power": float(np.mean(devices["time_avg_power"])),
+        "mean_distinct_per_round": float(np.mean([r["num_selected"] for r in rounds])) if rounds else 0.0,
+        "wall_time_s": wall_time_s,
+        "wall_per_round_s": wall_time_s / n_rounds if n_rounds else math.nan,
+    }

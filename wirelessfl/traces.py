@@ -1,0 +1,158 @@
+"""Traces: per-round, per-device measurements replayed in place of a model (channel gains,
+computation times, availability), and the generator that records them from a scenario's models.
+
+A trace file holds one row per round and one column per device: ``.npy`` (a 2-D array, read
+without pickles) or ``.csv`` (numbers separated by commas; an optional header line of column names
+and ``#`` comment lines are skipped). When the rounds run out, a trace either stops the run with a
+one-line error or starts over ("cycle"), as its scenario says.
+"""
+from __future__ import annotations
+
+import csv
+import math
+import os
+from pathlib import Path
+
+import numpy as np
+
+from .fields import ConfigError
+
+__all__ = ["Trace", "TraceExhausted", "record_traces", "write_trace"]
+
+_CACHE: dict[tuple, np.ndarray] = {}
+
+
+class TraceExhausted(ConfigError):
+    """A run needs more rounds than its trace has (and the trace does not cycle)."""
+
+
+class Trace:
+    """A rounds x devices array with what to do when it runs out."""
+
+    def __init__(self, values: np.ndarray, path: str, field: str, end: str = "stop"):
+        self.values, self.path, self.field, self.end = values, path, field, end
+
+    @classmethod
+    def read(cls, path: str, num_devices: int, field: str, end: str = "stop", *, positive: bool = False,
+             nonnegative: bool = False, boolean: bool = False) -> "Trace":
+        """Read and check a trace; ConfigError naming ``field`` (e.g. channel.trace) if it does not fit."""
+        values = _load(Path(path), field)
+        where = f"{field} = {str(path)!r}"
+        if values.ndim != 2 or values.shape[0] == 0:
+            raise ConfigError(f"{where}: must hold a table of rounds x devices, got shape {values.shape}")
+        if values.shape[1] != num_devices:
+            raise ConfigError(f"{where}: has {values.shape[1]} columns: must have one per device "
+                              f"(devices.count = {num_devices})")
+        if not np.isfinite(values).all():
+            raise ConfigError(f"{where}: holds values that are not finite numbers")
+        if positive and not (values > 0).all():
+            raise ConfigError(f"{where}: every value must be > 0")
+        if nonnegative and not (values >= 0).all():
+            raise ConfigError(f"{where}: every value must be >= 0")
+        if boolean:
+            if not np.isin(values, (0.0, 1.0)).all():
+                raise ConfigError(f"{where}: every value must be 0 or 1")
+            values = values.astype(bool)
+        return cls(values, str(path), field, end)
+
+    @property
+    def rounds(self) -> int:
+        """Rows in the trace."""
+        return self.values.shape[0]
+
+    def row(self, round_idx: int) -> np.ndarray:
+        """The row of ``round_idx`` (a copy); TraceExhausted past the end unless the trace cycles."""
+        if round_idx >= self.rounds:
+            if self.end != "cycle":
+                raise TraceExhausted(f"{self.field} = {self.path!r} has {self.rounds} rounds and the run needs "
+                                     f"more; make it longer, or set {self.field}_end = 'cycle' to start over")
+            round_idx %= self.rounds
+        return self.values[round_idx].copy()
+
+
+def _load(path: Path, field: str) -> np.ndarray:
+    where = f"{field} = {str(path)!r}"
+    try:
+        stat = path.stat()
+    except OSError:
+        raise ConfigError(f"{where}: no such file") from None
+    key = (str(path), stat.st_mtime_ns, stat.st_size)
+    if key in _CACHE:
+        return _CACHE[key]
+    try:
+        if path.suffix == ".npy":
+            values = np.load(path, allow_pickle=False)
+        else:
+            values = _read_csv(path, where)
+        values = np.asarray(values, dtype=float)
+    except ConfigError:
+        raise
+    except (OSError, ValueError, TypeError) as exc:
+        raise ConfigError(f"{where}: cannot be read as a trace: {exc}".replace("\n", " ")) from None
+    values.setflags(write=False)
+    _CACHE.clear()  # keep one trace: sweeps read the same file for every member
+    _CACHE[key] = values
+    return values
+
+
+def _read_csv(path: Path, where: str) -> np.ndarray:
+    rows = []
+    with open(path, newline="") as fh:
+        for lineno, cells in enumerate(csv.reader(fh), start=1):
+            if not cells or cells[0].lstrip().startswith("#"):
+                continue
+            try:
+                rows.append([float(c) for c in cells])
+            except ValueError:
+                if rows:
+                    raise ConfigError(f"{where}: line {lineno} is not a row of numbers") from None
+                continue  # the header line
+    if len({len(r) for r in rows}) > 1:
+        raise ConfigError(f"{where}: rows have different numbers of columns")
+    return np.array(rows, dtype=float).reshape(len(rows), -1 if rows else 0)
+
+
+def write_trace(path: str | Path, values: np.ndarray, header: str = "device") -> Path:
+    """Write a rounds x devices array as .npy or as CSV (columns named ``{header}_{n}``), atomically."""
+    path = Path(path)
+    values = np.asarray(values)
+    tmp = path.with_name(f".{path.name}.tmp")
+    if path.suffix == ".npy":
+        with open(tmp, "wb") as fh:
+            np.save(fh, values)
+    else:
+        with open(tmp, "w", newline="") as fh:
+            writer = csv.writer(fh)
+            writer.writerow([f"{header}_{n}" for n in range(values.shape[1])])
+            fmt = (lambda v: str(int(v))) if values.dtype == bool else (lambda v: repr(float(v)))
+            writer.writerows([fmt(v) for v in row] for row in values)
+    os.replace(tmp, path)
+    return path
+
+
+def record_traces(scenario, rounds: int, out_dir: str | Path, fmt: str = "csv") -> dict[str, Path]:
+    """Record ``rounds`` rounds of the scenario's channel gains (path loss included), every device's
+    computation time and its availability, with the run's own random streams, into
+    ``out_dir/gains.FMT``, ``compute_s.FMT`` and ``available.FMT``. Replaying gains.FMT with
+    ``channel.model = "trace"`` (and path_loss off) gives the channel of a run of the scenario."""
+    from . import rng as rngs
+    from .devices import build_availability
+    from .wireless import build_channel
+
+    if rounds < 1 or not math.isfinite(rounds):
+        raise ConfigError(f"rounds = {rounds}: must be >= 1")
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    n = scenario.devices.count
+    channel = build_channel(scenario, rngs.stream(scenario.seed, "cell"))
+    compute = scenario.part("compute").from_scenario(scenario, scenario.options("compute"))
+    availability = build_availability(scenario)
+    streams = {name: rngs.stream(scenario.seed, name) for name in ("channel", "compute", "availability")}
+    everyone = np.arange(n)
+    gains = np.stack([channel.draw(streams["channel"]) for _ in range(rounds)])
+    times = np.stack([compute.compute_times(everyone, streams["compute"], round_idx=r) for r in range(rounds)])
+    avail = np.stack([availability.step(streams["availability"]) if availability is not None
+                      else np.ones(n, dtype=bool) for _ in range(rounds)])
+    return {"gains": write_trace(out / f"gains.{fmt}", gains),
+            "compute_s": write_trace(out / f"compute_s.{fmt}", times),
+            "available": write_trace(out / f"available.{fmt}", avail)}
