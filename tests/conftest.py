@@ -4,7 +4,7 @@ import json
 import pytest
 import torch
 
-from wirelessfl.experiments import run as run_module
+from wirelessfl.sim import records as records_module
 from wirelessfl.experiments.run import resume, simulate
 
 
@@ -27,7 +27,7 @@ def interrupted_and_resumed(tmp_path, monkeypatch):
     def run(scenario, after=12):
         full = simulate(scenario, tmp_path / "full", progress=False)
         calls = {"n": 0}
-        real = run_module.Recorder.on_round
+        real = records_module.Recorder.on_round
 
         def stop_after(self, rec):
             calls["n"] += 1
@@ -35,11 +35,11 @@ def interrupted_and_resumed(tmp_path, monkeypatch):
                 raise KeyboardInterrupt
             return real(self, rec)
 
-        monkeypatch.setattr(run_module.Recorder, "on_round", stop_after)
+        monkeypatch.setattr(records_module.Recorder, "on_round", stop_after)
         with pytest.raises(KeyboardInterrupt):
             simulate(scenario, tmp_path / "cut", progress=False)
         assert json.loads((tmp_path / "cut" / "summary.json").read_text())["status"] == "interrupted"
-        monkeypatch.setattr(run_module.Recorder, "on_round", real)
+        monkeypatch.setattr(records_module.Recorder, "on_round", real)
         return full, resume(tmp_path / "cut", progress=False)
 
     return run

@@ -1,10 +1,14 @@
-"""Fakes for driving the engine directly: a fixed channel and a scheduler that selects everyone."""
+"""Fakes for driving the engine directly: a fixed channel, a scheduler that selects everyone, a
+learner that records what it was asked, and ``make_engine`` that wires them like the runner."""
 import numpy as np
 
-from wirelessfl.scheduling.base import Decision
+from wirelessfl.learning.algorithms import Algorithm
+from wirelessfl.scheduling.base import Decision, Scheduler
+from wirelessfl.sim.engine import STREAMS, Engine, Parts
+from wirelessfl.wireless import TDMA, Channel
 
 
-class FixedChannel:
+class FixedChannel(Channel):
     """The same gains every round."""
 
     def __init__(self, gains):
@@ -14,7 +18,7 @@ class FixedChannel:
         return self.gains.copy()
 
 
-class SelectAll:
+class SelectAll(Scheduler):
     """Selects every device with certainty for practical purposes (m large, omega uniform);
     remembers the availability mask of each round."""
 
@@ -27,3 +31,47 @@ class SelectAll:
         omega = np.full(self.n, 1 / self.n)
         return Decision(omega=omega, q=np.ones(self.n), power=np.full(self.n, self.power),
                         queue=np.zeros(self.n), m=400)
+
+
+class ClientRoundsOnly(Algorithm):
+    """An algorithm with no server rounds, no extra work and no extra vectors (the engine's view of FedAvg)."""
+
+
+class RecordingLearner:
+    """Remembers the devices trained each round; evaluates to the given accuracies (default 0)."""
+
+    def __init__(self, accuracies=None):
+        self.accuracies = list(accuracies) if accuracies is not None else None
+        self.trained = []
+        self.server_rounds = []
+
+    def train_round(self, selected, decision, round_idx):
+        self.trained.append(list(selected))
+        return {}
+
+    def server_round(self, round_idx):
+        self.server_rounds.append(round_idx)
+        return {}
+
+    def reports(self, request, round_idx):  # pragma: no cover - no probing scheduler here
+        raise AssertionError("no reports expected")
+
+    def evaluate(self):
+        acc = self.accuracies.pop(0) if self.accuracies is not None else 0.0
+        return {"accuracy": acc, "test_loss": 0.0, "train_loss": 0.0}
+
+
+def make_engine(*, channel, link, compute, scheduler, model_bits, num_devices, streams=None, downlink_s=0.0,
+                learner=None, stop, evaluate, on_round=lambda r: None, on_eval=lambda e: None, access=None,
+                availability=None, round_deadline_s=None, algorithm=None):
+    """An Engine over the given parts; streams not given are seeded generators of their own."""
+    streams = dict(streams or {})
+    for i, name in enumerate(STREAMS):
+        streams.setdefault(name, np.random.default_rng(1000 + i))
+    parts = Parts(channel=channel, compute=compute, scheduler=scheduler,
+                  algorithm=algorithm if algorithm is not None else ClientRoundsOnly(),
+                  access=access if access is not None else TDMA(link), num_devices=num_devices,
+                  upload_bits=model_bits, downlink_s=downlink_s, availability=availability,
+                  round_deadline_s=round_deadline_s)
+    return Engine(parts, streams=streams, stop=stop, evaluate=evaluate, learner=learner, on_round=on_round,
+                  on_eval=on_eval)

@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from wirelessfl.config import from_dict
-from wirelessfl.experiments import run as run_module
+from wirelessfl.learning import learner as learner_module
 from wirelessfl.experiments.run import TrainingDiverged, load_run, resume, simulate
 from wirelessfl.sim.checkpoint import load_checkpoint
 
@@ -34,19 +34,19 @@ def assert_same_records(a, b):
 
 def test_resume_after_a_crash_gives_the_uninterrupted_records(tmp_path, monkeypatch):
     full = simulate(scenario(), tmp_path / "full", progress=False)
-    real = run_module.FederatedLearner.train_round
+    real = learner_module.FederatedLearner.train_round
 
     def crash_in_round_7(self, selected, decision, r):
         if r == 7:
             raise RuntimeError("power cut")
         return real(self, selected, decision, r)
 
-    monkeypatch.setattr(run_module.FederatedLearner, "train_round", crash_in_round_7)
+    monkeypatch.setattr(learner_module.FederatedLearner, "train_round", crash_in_round_7)
     with pytest.raises(RuntimeError):
         simulate(scenario(), tmp_path / "cut", progress=False)
     assert load_checkpoint(tmp_path / "cut" / "checkpoint.pt")["engine"]["rounds_done"] == 6
     assert load_run(tmp_path / "cut").summary["status"] == "failed"
-    monkeypatch.setattr(run_module.FederatedLearner, "train_round", real)
+    monkeypatch.setattr(learner_module.FederatedLearner, "train_round", real)
     resumed = resume(tmp_path / "cut", progress=False)
     assert resumed.summary["status"] == "complete"
     assert_same_records(resumed, full)

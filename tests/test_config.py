@@ -54,9 +54,13 @@ def test_powers_in_decibels_convert_to_linear():
 
 
 def test_overrides_are_typed_and_validated():
-    s = load(overrides=["scheduler.V=1e3", "learning.alpha=inf", "scheduler.name=uniform", "seed=7"])
-    assert s.scheduler.V == 1000.0 and math.isinf(s.learning.alpha)
-    assert s.scheduler.name == "uniform" and s.seed == 7
+    s = load(overrides=["scheduler.V=1e3", "learning.alpha=inf", "seed=7"])
+    assert s.scheduler.options.V == 1000.0 and math.isinf(s.learning.alpha) and s.seed == 7
+    # naming another scheduler keeps the options it shares (m) and drops the others (V)
+    u = load({"scheduler": {"m": 3}}, overrides=["scheduler.V=1e3", "scheduler.name=uniform"])
+    assert u.scheduler.name == "uniform" and u.scheduler.options.m == 3 and not u.accepts("scheduler.V")
+    with pytest.raises(ConfigError, match="^scheduler.V: not an option of scheduler 'uniform'"):
+        load(overrides=["scheduler.name=uniform", "scheduler.V=1e3"])
     with pytest.raises(ConfigError, match="^scheduler.V"):
         load(overrides=["scheduler.V=-1"])
     with pytest.raises(ConfigError, match="KEY=VALUE"):
@@ -67,7 +71,7 @@ def test_variants_expand_to_validated_members():
     s = load({"variants": {"ours": {"scheduler": {"name": "lyapunov", "lam": 10}},
                            "uniform": {"scheduler.name": "uniform"}}})
     members = dict(s.variant_scenarios())
-    assert members["ours"].scheduler.lam == 10 and members["ours"].name == "ours"
+    assert members["ours"].scheduler.options.lam == 10 and members["ours"].name == "ours"
     assert members["uniform"].scheduler.name == "uniform"
     assert not members["uniform"].variants
 

@@ -4,10 +4,10 @@ import pytest
 
 from wirelessfl.config import LinkConfig
 from wirelessfl.devices import ConstantCompute
-from wirelessfl.sim.engine import Engine, EvalRule, StopRule
+from wirelessfl.sim.engine import EvalRule, StopRule
 from wirelessfl.wireless import Link
 
-from fakes import FixedChannel, SelectAll
+from fakes import FixedChannel, RecordingLearner, SelectAll, make_engine
 
 
 
@@ -17,7 +17,7 @@ def run_engine(gains, compute_s, rounds=1, downlink_s=0.0, learner=None, evaluat
     records = []
     streams = {k: np.random.default_rng(i) for i, k in enumerate(("channel", "selection", "compute"))}
     # B = 1 Hz, N0 = 1, P = 1: gain 1 -> 1 bit/s, 3 -> 2 bit/s, 7 -> 3 bit/s
-    eng = Engine(channel=FixedChannel(gains), link=Link(LinkConfig(bandwidth_hz=1.0, noise_power=1.0)),
+    eng = make_engine(channel=FixedChannel(gains), link=Link(LinkConfig(bandwidth_hz=1.0, noise_power=1.0)),
                  compute=ConstantCompute(np.asarray(compute_s, dtype=float)), scheduler=SelectAll(n),
                  model_bits=6.0, num_devices=n, streams=streams, downlink_s=downlink_s, learner=learner,
                  stop=stop or StopRule(rounds=rounds), evaluate=evaluate or EvalRule(every_rounds=1),
@@ -53,16 +53,10 @@ def test_transmitter_waits_when_busy():
     assert records[0].t_end == pytest.approx(0.5 + 6.0 + 6.0)
 
 
-class CountingLearner:
-    def __init__(self, accuracies):
-        self.accuracies = list(accuracies)
-        self.trained = []
-
+class CountingLearner(RecordingLearner):
     def train_round(self, selected, decision, round_idx):
         self.trained.append((round_idx, tuple(selected)))
-
-    def evaluate(self):
-        return {"accuracy": self.accuracies.pop(0), "test_loss": 0.0, "train_loss": 0.0}
+        return {}
 
 
 def test_stops_at_target_and_at_time_budget():
@@ -80,7 +74,7 @@ def test_eval_on_a_simulated_time_grid():
     learner = CountingLearner([0.0] * 20)
     evals = []
     n = 1
-    eng = Engine(channel=FixedChannel([1.0]), link=Link(LinkConfig(bandwidth_hz=1.0, noise_power=1.0)),
+    eng = make_engine(channel=FixedChannel([1.0]), link=Link(LinkConfig(bandwidth_hz=1.0, noise_power=1.0)),
                  compute=ConstantCompute(np.array([1.0])), scheduler=SelectAll(n), model_bits=6.0,
                  num_devices=n, streams={k: np.random.default_rng(0) for k in ("channel", "selection", "compute")},
                  learner=learner, stop=StopRule(rounds=6), evaluate=EvalRule(every_s=10.0),

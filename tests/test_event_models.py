@@ -11,14 +11,18 @@ import pytest
 from scipy import stats
 
 from wirelessfl.config import ChannelConfig, ConfigError, LinkConfig, from_dict
-from wirelessfl.devices import (ConstantCompute, CpuCompute, MarkovAvailability, ShiftedExponentialCompute,
-                                make_compute)
+from wirelessfl.devices import ConstantCompute, CpuCompute, MarkovAvailability, ShiftedExponentialCompute
 from wirelessfl.experiments.run import load_run, simulate
-from wirelessfl.sim.engine import Engine, EvalRule, StopRule
-from wirelessfl.wireless import (FDMA, TDMA, GaussMarkovFading, Link, RicianFading, cell_positions,
-                                 make_channel)
+from wirelessfl.sim.engine import EvalRule, StopRule
+from wirelessfl.wireless import FDMA, TDMA, GaussMarkovFading, Link, RicianFading, build_channel, cell_positions
 
-from fakes import FixedChannel, SelectAll
+from fakes import FixedChannel, RecordingLearner, SelectAll, make_engine
+
+
+def channel_of(n, rng, **channel):
+    """The channel a scenario with these [channel] settings and n devices builds."""
+    channel = {k: [list(v) for v in val] if k == "positions_m" else val for k, val in channel.items()}
+    return build_channel(from_dict({"run": {"rounds": 1}, "devices": {"count": n}, "channel": channel}), rng)
 
 # --- fading ------------------------------------------------------------------------------------
 
@@ -74,21 +78,20 @@ def test_path_loss_mean_gain_at_a_distance_matches_the_formula():
     d, d0, exponent, ref_db, shadow_db, sigma = 40.0, 2.0, 3.5, -30.0, 6.0, 0.8
     n = 20000
     positions = tuple((d * np.cos(a), d * np.sin(a)) for a in np.linspace(0, 6, n))
-    cfg = ChannelConfig(sigma=sigma, gain_floor=0.0, path_loss=True, positions_m=positions,
-                        reference_distance_m=d0, reference_gain_db=ref_db, path_loss_exponent=exponent,
-                        shadowing_db=shadow_db)
+    cfg = dict(sigma=sigma, gain_floor=0.0, path_loss=True, positions_m=positions,
+               reference_distance_m=d0, reference_gain_db=ref_db, path_loss_exponent=exponent,
+               shadowing_db=shadow_db)
     lognormal_mean = np.exp(0.5 * (shadow_db * np.log(10) / 10) ** 2)
     formula = 10 ** (ref_db / 10) * (d / d0) ** -exponent * lognormal_mean * 2 * sigma ** 2
     for shadowing in ("per_device", "per_round"):
-        ch = make_channel(cfg.__class__(**{**cfg.__dict__, "shadowing": shadowing}), n, np.random.default_rng(1))
+        ch = channel_of(n, np.random.default_rng(1), **cfg, shadowing=shadowing)
         rng = np.random.default_rng(2)
         g = np.concatenate([ch.draw(rng) for _ in range(10)])
         assert g.mean() == pytest.approx(formula, rel=0.05)
         assert ch.mean_gain().mean() == pytest.approx(formula, rel=0.05 if shadowing == "per_device" else 1e-12)
     # without shadowing the large-scale gain is exactly the distance law; closer than d0 counts as d0
-    ch = make_channel(ChannelConfig(gain_floor=0.0, path_loss=True, positions_m=((d, 0.0), (0.5, 0.0)),
-                                    reference_distance_m=d0, reference_gain_db=ref_db,
-                                    path_loss_exponent=exponent), 2, np.random.default_rng(0))
+    ch = channel_of(2, np.random.default_rng(0), gain_floor=0.0, path_loss=True, positions_m=((d, 0.0), (0.5, 0.0)),
+                    reference_distance_m=d0, reference_gain_db=ref_db, path_loss_exponent=exponent)
     assert ch.path_loss.scale(None) == pytest.approx(10 ** (ref_db / 10) * np.array([(d / d0) ** -exponent, 1.0]))
 
 
@@ -98,24 +101,13 @@ def test_drawn_positions_are_uniform_in_the_disc():
     assert r.max() <= 250.0
     assert stats.kstest(r, lambda x: (np.clip(x, 0, 250) / 250) ** 2).pvalue > 1e-3  # P(d <= x) = (x/R)^2
     # the same seed places the same cell
-    a = make_channel(ChannelConfig(path_loss=True, shadowing_db=4.0), 5, np.random.default_rng(9))
-    b = make_channel(ChannelConfig(path_loss=True, shadowing_db=4.0), 5, np.random.default_rng(9))
+    a = channel_of(5, np.random.default_rng(9), path_loss=True, shadowing_db=4.0)
+    b = channel_of(5, np.random.default_rng(9), path_loss=True, shadowing_db=4.0)
     assert np.array_equal(a.path_loss.positions_m, b.path_loss.positions_m)
     assert np.array_equal(a.path_loss.mean_scale(), b.path_loss.mean_scale())
 
 
 # --- engine helpers ----------------------------------------------------------------------------
-
-
-class RecordingLearner:
-    def __init__(self):
-        self.trained = []
-
-    def train_round(self, selected, decision, round_idx):
-        self.trained.append(list(selected))
-
-    def evaluate(self):
-        return {"accuracy": 0.0, "test_loss": 0.0, "train_loss": 0.0}
 
 
 def run_engine(gains, compute, *, access="tdma", rounds=1, downlink_s=0.0, deadline=None, power=1.0,
@@ -126,7 +118,7 @@ def run_engine(gains, compute, *, access="tdma", rounds=1, downlink_s=0.0, deadl
     if not hasattr(compute, "compute_times"):
         compute = ConstantCompute(np.asarray(compute, dtype=float))
     records = []
-    eng = Engine(channel=FixedChannel(gains), link=link, access=(FDMA if access == "fdma" else TDMA)(link),
+    eng = make_engine(channel=FixedChannel(gains), link=link, access=(FDMA if access == "fdma" else TDMA)(link),
                  compute=compute, scheduler=SelectAll(n, power), model_bits=6.0, num_devices=n,
                  streams={k: np.random.default_rng(i) for i, k in enumerate(("channel", "selection", "compute"))},
                  downlink_s=downlink_s, learner=learner, stop=StopRule(rounds=rounds),
@@ -172,10 +164,12 @@ def test_energy_is_transmit_power_times_airtime_plus_kappa_f2_cycles():
     assert rec.compute_energy_j == pytest.approx(kappa * f ** 2 * c * samples)
     airtime = 6.0 / np.log2(1 + np.array([1.0, 3.0, 7.0]) * 2.0)
     assert rec.energy_j == pytest.approx(2.0 * airtime)
-    # make_compute passes samples per round = local steps x batch size through
-    cfg = from_dict({"run": {"rounds": 1}, "devices": {"count": 2, "compute": "cpu", "cpu_hz": 2e9,
-                                                        "cycles_per_sample_per_device": [1e6, 3e6]}}).devices
-    assert make_compute(cfg, 10 * 32).compute_times(np.arange(2)) == pytest.approx([0.16, 0.48])
+    # the cpu model takes samples per round = local steps x batch size from the scenario
+    sc = from_dict({"run": {"rounds": 1}, "devices": {"count": 2, "compute": "cpu", "cpu_hz": 2e9,
+                                                       "cycles_per_sample_per_device": [1e6, 3e6]},
+                    "learning": {"local_steps": 10, "batch_size": 32}})
+    model = sc.part("compute").from_scenario(sc, sc.options("compute"))
+    assert model.compute_times(np.arange(2)) == pytest.approx([0.16, 0.48])
 
 
 def test_run_records_energy_per_device_and_in_the_summary(tmp_path):
@@ -321,7 +315,7 @@ def test_resume_is_exact_with_gauss_markov_availability_and_random_delays(interr
 
 @pytest.mark.parametrize("section, key, value, field", [
     ("channel", "model", "nakagami", "channel.model"),
-    ("channel", "rho", 1.2, "channel.rho"),
+    ("channel", "rho", 1.2, "channel.rho"),  # an option of gauss_markov, not of rayleigh
     ("channel", "rician_k", -1.0, "channel.rician_k"),
     ("channel", "shadowing", "always", "channel.shadowing"),
     ("channel", "shadowing_db", -3.0, "channel.shadowing_db"),
@@ -348,6 +342,18 @@ def test_bad_values_of_the_new_fields_name_the_field(section, key, value, field)
     with pytest.raises(ConfigError) as err:
         from_dict(data)
     assert str(err.value).startswith(field)
+    part = OWNER.get(key)
+    if part is not None:  # an option of another part than the default: named as such, then range-checked
+        assert "not an option of" in str(err.value) and repr(part[1]) in str(err.value)
+        data[section][part[0]] = part[1]
+        with pytest.raises(ConfigError) as err:
+            from_dict(data)
+        assert str(err.value).startswith(field) and "must" in str(err.value)
+
+
+OWNER = {"rho": ("model", "gauss_markov"), "rician_k": ("model", "rician"), "cpu_hz": ("compute", "cpu"),
+         "cpu_hz_per_device": ("compute", "cpu"), "cycles_per_sample_per_device": ("compute", "cpu"),
+         "kappa": ("compute", "cpu"), "delay_mean_s": ("compute", "shifted_exponential")}
 
 
 # --- plots -------------------------------------------------------------------------------------

@@ -8,14 +8,14 @@ from wirelessfl.config import ConfigError, LinkConfig, from_dict
 from wirelessfl.devices import ConstantCompute
 from wirelessfl.learning import FedAvg
 from wirelessfl.learning.fairness import device_test_sets, fairness_metrics
-from wirelessfl.scheduling.base import Decision, RoundState
+from wirelessfl.scheduling.base import Decision, Reports, RoundState, Scheduler
 from wirelessfl.scheduling.client_store import ClientStore
 from wirelessfl.scheduling.fair import (LOSS_BITS, PowerOfChoiceScheduler, RandomScheduler,
                                         SubmodularScheduler)
-from wirelessfl.sim.engine import Engine, EvalRule, StopRule
+from wirelessfl.sim.engine import EvalRule, StopRule
 from wirelessfl.wireless import Link
 
-from fakes import FixedChannel
+from fakes import FixedChannel, RecordingLearner, make_engine
 
 N = 30
 
@@ -24,18 +24,27 @@ def filled_store(n=N, dim=5, seed=0):
     rng = np.random.default_rng(seed)
     store = ClientStore(n, dim)
     store.update(np.arange(n), rng.uniform(0.1, 3.0, n), rng.normal(size=(n, dim)) * rng.uniform(0.5, 2, (n, 1)))
-    store.bootstrapped = True
     return store
 
 
-def state(r, rng, n=N, available=None):
-    return RoundState(round=r, gains=np.ones(n), model_bits=1000.0, bandwidth_hz=1.0, noise_power=1.0,
+def state(r, rng, n=N, available=None, model_bits=1000.0):
+    return RoundState(round=r, gains=np.ones(n), model_bits=model_bits, bandwidth_hz=1.0, noise_power=1.0,
                       available=available, rng=rng)
 
 
 def selections(sched, seed=5, rounds=6):
     rng = np.random.default_rng(seed)
     return [sched.decide(state(r, rng)).selected.tolist() for r in range(rounds)]
+
+
+def one_round(sched, st, report):
+    """A round as the engine runs it: probe, the reports ``report(devices, gradients)`` gives, decide.
+    Returns (decision, the probe's request)."""
+    request = sched.probe(st)
+    if request is not None:
+        grads, losses = report(request.devices, request.gradients)
+        sched.receive(Reports(st.round, request.devices, losses, grads))
+    return sched.decide(st), request
 
 
 @pytest.mark.parametrize("greedy", ["stochastic", "naive"])
@@ -66,42 +75,43 @@ def test_unionfl_with_a_large_penalty_avoids_the_window():
 
 
 def test_bootstrap_and_piggyback_traffic_of_the_submodular_schedulers():
-    store = ClientStore(N, 4)
     calls = []
 
-    def probe(devices, with_gradients):
+    def report(devices, with_gradients):
         calls.append((devices.tolist(), with_gradients))
         return np.ones((devices.size, 4), dtype=np.float32) * devices[:, None], np.ones(devices.size)
 
-    store.probe = probe
-    sched = SubmodularScheduler(N, 5, 1.0, 10.0, store, name="divfl", gradient_bits=640.0)
+    sched = SubmodularScheduler(N, 5, 1.0, 10.0, name="divfl")
     rng = np.random.default_rng(0)
-    first = sched.decide(state(0, rng))
+    first, _ = one_round(sched, state(0, rng, model_bits=640.0), report)
     assert calls == [(list(range(N)), True)]  # every device reports its gradient once
     np.testing.assert_array_equal(first.pre_upload_bits, np.full(N, 640.0 + LOSS_BITS))
-    second = sched.decide(state(1, rng))
-    assert len(calls) == 1 and second.pre_upload_bits is None
+    assert sched.store.vectors[7].tolist() == [7.0] * 4  # what was reported is stored
+    second, request = one_round(sched, state(1, rng, model_bits=640.0), report)
+    assert len(calls) == 1 and request is None and second.pre_upload_bits is None
     expected = np.zeros(N)
     expected[second.selected] = 640.0 + LOSS_BITS
     np.testing.assert_array_equal(second.piggyback_bits, expected)
-    assert second.info["store_refresh"] == "gradient"
-    oracle = SubmodularScheduler(N, 5, 1.0, 10.0, store, name="divfl", freshness="all_every_round")
-    oracle.decide(state(2, rng))
-    oracle.decide(state(3, rng))
-    assert len(calls) == 3  # every round
+    # the selected devices' gradients ride on their uploads
+    assert second.report_with_upload.devices.tolist() == second.selected.tolist()
+    assert second.report_with_upload.gradients
+    oracle = SubmodularScheduler(N, 5, 1.0, 10.0, name="divfl", freshness="all_every_round")
+    one_round(oracle, state(2, rng), report)
+    decision, _ = one_round(oracle, state(3, rng), report)
+    assert len(calls) == 3 and decision.report_with_upload is None  # every round, before the decision
 
 
 def test_power_of_choice_takes_the_largest_losses_among_its_candidates():
-    store = ClientStore(N, 3)
     true_loss = np.random.default_rng(3).uniform(0, 5, N)
-    store.probe = lambda dev, g: (None, true_loss[dev])
-    sched = PowerOfChoiceScheduler(N, 4, 1.0, 10.0, store, candidates=12)
+    report = lambda dev, g: (None, true_loss[dev])  # noqa: E731
+    sched = PowerOfChoiceScheduler(N, 4, 1.0, 10.0, candidates=12)
     rng = np.random.default_rng(9)
-    d = sched.decide(state(0, rng))
+    d, request = one_round(sched, state(0, rng), report)
     cand = np.flatnonzero(d.pre_upload_bits)
+    assert cand.tolist() == request.devices.tolist() and not request.gradients
     assert cand.size == 12 and np.all(d.pre_upload_bits[cand] == LOSS_BITS)
     assert sorted(d.selected.tolist()) == sorted(cand[np.argsort(-true_loss[cand])[:4]].tolist())
-    full = PowerOfChoiceScheduler(N, 4, 1.0, 10.0, store).decide(state(1, rng))
+    full, _ = one_round(PowerOfChoiceScheduler(N, 4, 1.0, 10.0), state(1, rng), report)
     assert sorted(full.selected.tolist()) == sorted(np.argsort(-true_loss)[:4].tolist())
 
 
@@ -122,7 +132,7 @@ def test_random_selects_kappa_distinct_available_devices_at_budget_matching_powe
 
 # --- engine ---------------------------------------------------------------------------------------
 
-class ExplicitScheduler:
+class ExplicitScheduler(Scheduler):
     def __init__(self, selected, pre=None, piggy=None, n=3):
         self.selected, self.pre, self.piggy, self.n = selected, pre, piggy, n
 
@@ -132,22 +142,11 @@ class ExplicitScheduler:
                         selected=np.asarray(self.selected), pre_upload_bits=self.pre, piggyback_bits=self.piggy)
 
 
-class Recording:
-    def __init__(self):
-        self.trained = []
-
-    def train_round(self, selected, decision, round_idx):
-        self.trained.append(selected.tolist())
-
-    def evaluate(self):
-        return {"accuracy": 0.0, "test_loss": 0.0, "train_loss": 0.0}
-
-
 def run(scheduler, compute_s=(1.0, 1.0, 1.0), rounds=1, access=None, learner=None):
     records = []
     # B = 1 Hz, N0 = 1, P = 1: gain 1 -> 1 bit/s, 3 -> 2 bit/s, 7 -> 3 bit/s
     link = Link(LinkConfig(bandwidth_hz=1.0, noise_power=1.0))
-    eng = Engine(channel=FixedChannel([1.0, 3.0, 7.0]), link=link, compute=ConstantCompute(np.asarray(compute_s)),
+    eng = make_engine(channel=FixedChannel([1.0, 3.0, 7.0]), link=link, compute=ConstantCompute(np.asarray(compute_s)),
                  scheduler=scheduler, model_bits=6.0, num_devices=3, downlink_s=0.5, learner=learner,
                  streams={k: np.random.default_rng(i) for i, k in enumerate(("channel", "selection", "compute"))},
                  stop=StopRule(rounds=rounds), evaluate=EvalRule(every_rounds=1), on_round=records.append,
@@ -157,7 +156,7 @@ def run(scheduler, compute_s=(1.0, 1.0, 1.0), rounds=1, access=None, learner=Non
 
 
 def test_engine_uses_the_schedulers_explicit_selection():
-    learner = Recording()
+    learner = RecordingLearner()
     recs = run(ExplicitScheduler([2, 0]), rounds=3, learner=learner)
     assert all(r.selected.tolist() == [0, 2] for r in recs)
     assert learner.trained == [[0, 2]] * 3
@@ -244,12 +243,14 @@ def scenario(**sched):
 
 
 @pytest.mark.parametrize("sched, fragment", [
-    ({"name": "divfl", "fair_lambda": 0.5}, "scheduler.fair_lambda = 0.5: only used by scheduler.name = 'subtrunc'"),
-    ({"name": "subtrunc", "fair_mu": 1.0}, "scheduler.fair_mu = 1.0: only used by scheduler.name = 'unionfl'"),
+    ({"name": "divfl", "fair_lambda": 0.5}, "scheduler.fair_lambda: not an option of scheduler 'divfl' (an option "
+                                            "of scheduler 'subtrunc')"),
+    ({"name": "subtrunc", "fair_mu": 1.0}, "scheduler.fair_mu: not an option of scheduler 'subtrunc' (an option of "
+                                           "scheduler 'unionfl')"),
     ({"name": "divfl", "kappa": 21}, "scheduler.kappa = 21: must be <= devices.count = 20"),
     ({"name": "power_of_choice", "kappa": 10, "poc_candidates": 5}, "scheduler.poc_candidates = 5: must lie in"),
     ({"name": "divfl", "fair_sample_size": 3, "fair_epsilon": 0.1}, "not both"),
-    ({"name": "fairest"}, "scheduler.name = 'fairest': must be one of"),
+    ({"name": "fairest"}, "scheduler.name = 'fairest': unknown scheduler; choose from 'lyapunov', 'uniform'"),
     ({"name": "subtrunc", "fair_phi": "square"}, "scheduler.fair_phi = 'square': must be one of 'log1p', 'identity'"),
     ({"name": "subtrunc", "fair_lambda": -1.0}, "scheduler.fair_lambda = -1.0: must be >= 0"),
     ({"name": "unionfl", "fair_window": -2}, "scheduler.fair_window = -2: must be >= 0"),
@@ -260,16 +261,22 @@ def test_bad_fair_settings_give_one_line_config_errors(sched, fragment):
     assert fragment in str(exc.value) and "\n" not in str(exc.value)
 
 
-def test_fair_scheduler_needs_plain_fedavg_and_a_valid_class_split():
+def test_fair_scheduler_refuses_weights_by_inclusion_probability_and_needs_a_valid_class_split():
     data = scenario(name="divfl")
-    data["learning"] = {"algorithm": "safari", "aux_samples": 10}
-    with pytest.raises(ConfigError, match="learning.algorithm = 'safari'"):
+    for algorithm in ("fedshuffle", "perfedavg_fo"):  # they weigh updates by 1 / q
+        data["learning"] = {"algorithm": algorithm}
+        with pytest.raises(ConfigError, match=f"learning.algorithm = '{algorithm}': it weighs updates by 1 / q"):
+            from_dict(data)
+    data["learning"] = {"aggregation": "unbiased"}
+    with pytest.raises(ConfigError, match="learning.aggregation = 'unbiased'"):
         from_dict(data)
+    data["learning"] = {"algorithm": "safari", "aux_samples": 10}  # averages, as FedAvg does here
+    assert from_dict(data).learning.options.aggregation is None
     data["learning"] = {"partition": "classes_per_device", "classes_per_device": 3}
     assert from_dict(data).learning.classes_per_device == 3  # 3 x 20 is a multiple of 10
     with pytest.raises(ConfigError, match="learning.classes_per_device = 3"):
         from_dict({**data, "devices": {"count": 21}})  # 3 x 21 is not
-    assert from_dict(scenario(name="subtrunc", fair_lambda=0.5)).scheduler.fair_lambda == 0.5
+    assert from_dict(scenario(name="subtrunc", fair_lambda=0.5)).scheduler.options.fair_lambda == 0.5
 
 
 # --- end to end -----------------------------------------------------------------------------------

@@ -198,26 +198,25 @@ def test_lognormal_partition_sizes():
 def test_compute_time_proportional_to_local_steps():
     from wirelessfl.config import from_dict
     from wirelessfl.devices import ConstantCompute, CpuCompute, WorkScaledCompute
-    from wirelessfl.experiments.run import _compute_model
+    from wirelessfl.sim.runner import Run
 
     alg = make_fedshuffle_method("fedshuffle", [10, 40, 95, 200], local_epochs=2, batch_size=16)  # tau 2, 6, 12, 26
     devs = np.array([0, 2, 3])
-    c = WorkScaledCompute(ConstantCompute(np.full(4, 0.5)), alg.work_units, ref_steps=10,
-                          step_time_s=0.1, scale_base=False)
+    c = WorkScaledCompute(ConstantCompute(np.full(4, 0.5)), alg.work_units, ref_steps=10, step_time_s=0.1)
     np.testing.assert_allclose(c.compute_times(devs), 0.5 + 0.1 * np.array([2, 12, 26]))
     cpu = CpuCompute(np.full(4, 1e9), np.full(4, 1e6), samples_per_round=10 * 16, kappa=1e-28)
     c = WorkScaledCompute(cpu, alg.work_units, ref_steps=10)
     np.testing.assert_allclose(c.compute_times(devs), 1e6 * 16 * np.array([2, 12, 26]) / 1e9)
     np.testing.assert_allclose(c.energy_j(devs), 1e-28 * 1e18 * 1e6 * 16 * np.array([2, 12, 26]))
 
-    class Learner:
-        algorithm = alg
-
-    s = from_dict({"run": {"rounds": 1}, "devices": {"count": 4, "compute_s": 0.5, "step_time_s": 0.01}})
-    m = _compute_model(s, 320, Learner())
+    s = from_dict({"run": {"rounds": 1, "timing_only": True}, "link": {"model_bits": 100},
+                   "devices": {"count": 4, "compute_s": 0.5, "step_time_s": 0.01},
+                   "learning": {"algorithm": "fedshuffle", "local_epochs": 2, "batch_size": 16}})
+    m = Run(s, None, progress=False).compute
+    m.steps_fn = alg.work_units  # the sizes a training run's data would give
     np.testing.assert_allclose(m.compute_times(devs), 0.5 + 0.01 * np.array([2, 12, 26]))
-    plain = from_dict({"run": {"rounds": 1}, "devices": {"count": 4, "compute_s": 0.5}})
-    assert isinstance(_compute_model(plain, 320, None), ConstantCompute)  # unchanged without the options
+    # a timing-only run has no data: every device runs learning.local_steps (10 by default)
+    np.testing.assert_allclose(Run(s, None, progress=False).compute.compute_times(devs), 0.5 + 0.01 * 10)
 
 
 def test_fedshuffle_runs_in_the_simulator():
@@ -276,7 +275,7 @@ def test_study_scenario_loads():
     from wirelessfl.config import load_scenario
 
     s = load_scenario(Path(__file__).resolve().parents[1] / "scenarios/studies/fedshuffle.toml")
-    algs = {(v.learning.algorithm, v.learning.momentum) for _, v in s.variant_scenarios()}
+    algs = {(v.learning.algorithm, v.learning.options.momentum) for _, v in s.variant_scenarios()}
     assert algs == {("fedavg_rr", 0), ("fedavg_min", 0), ("fednova", 0), ("fedshuffle", 0), ("fedshuffle", 0.9),
                     ("fedshuffle_mvr", 0.9)}
 
@@ -406,7 +405,7 @@ def test_heterogeneous_epochs_are_drawn_per_round_and_device_and_scale_the_work(
 def test_mvr_and_momentum_exchange_more_vectors_on_the_air():
     from wirelessfl import simulate
     from wirelessfl.config import from_dict
-    from wirelessfl.experiments.run import exchanged_vectors
+    from wirelessfl.sim.runner import Run
 
     base = {"seed": 1, "run": {"rounds": 20, "timing_only": True}, "link": {"downlink_rate_bps": 1e8},
             "devices": {"count": 8}, "scheduler": {"name": "uniform", "m": 4},
@@ -415,7 +414,8 @@ def test_mvr_and_momentum_exchange_more_vectors_on_the_air():
     for name, extra in {"plain": {}, "momentum": {"momentum": 0.9},
                         "mvr": {"algorithm": "fedshuffle_mvr", "momentum": 0.9}}.items():
         s = from_dict({**base, "learning": {**base["learning"], **extra}})
-        runs[name] = (exchanged_vectors(s), simulate(s, progress=False).rounds)
+        alg = Run(s, None, progress=False).algorithm
+        runs[name] = ((alg.upload_vectors, alg.broadcast_vectors), simulate(s, progress=False).rounds)
     assert [v for v, _ in runs.values()] == [(1, 1), (1, 2), (2, 3)]
     plain, mvr = runs["plain"][1], runs["mvr"][1]
     np.testing.assert_array_equal(plain["selected"], mvr["selected"])  # same draws: same channel, same q
@@ -432,15 +432,18 @@ def test_fedshuffle_scenario_keys_are_validated():
 
     with pytest.raises(ConfigError, match=r"learning.momentum = 0: fedshuffle_mvr needs"):
         make(algorithm="fedshuffle_mvr")
-    with pytest.raises(ConfigError, match=r"learning.momentum = 0.9: only the FedShuffle family"):
+    with pytest.raises(ConfigError, match=r"learning.momentum: not an option of algorithm 'fedavg' \(an option of "
+                                          r"algorithm 'fedavg_rr'"):
         make(algorithm="fedavg", momentum=0.9)
     with pytest.raises(ConfigError, match=r"learning.local_epochs_max = 1: must be >= learning.local_epochs = 2"):
         make(algorithm="fedshuffle", local_epochs=2, local_epochs_max=1)
     with pytest.raises(ConfigError, match=r"learning.nova_tau_eff"):
         make(algorithm="fednova", nova_tau_eff="geometric")
+    with pytest.raises(ConfigError, match=r"learning.nova_tau_eff: not an option of algorithm 'fedshuffle'"):
+        make(algorithm="fedshuffle", nova_tau_eff="harmonic")
     with pytest.raises(ConfigError, match=r"learning.momentum"):
         make(algorithm="fedshuffle", momentum=1.0)
-    assert make(algorithm="fedshuffle_mvr", momentum=0.9, global_lr=2.0).learning.global_lr == 2.0
+    assert make(algorithm="fedshuffle_mvr", momentum=0.9, global_lr=2.0).learning.options.global_lr == 2.0
 
 
 def test_mvr_resume_is_exact(interrupted_and_resumed):

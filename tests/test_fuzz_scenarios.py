@@ -34,6 +34,7 @@ from pathlib import Path
 import pytest
 
 from wirelessfl.config import ConfigError, Scenario, dumps, load_scenario
+from wirelessfl.plugins import KINDS, registry
 
 ROOT = Path(__file__).resolve().parents[1]
 SCENARIO_FILES = sorted((ROOT / "scenarios").rglob("*.toml"))
@@ -137,6 +138,18 @@ def field_paths() -> list[str]:
     return paths
 
 
+def field_cases() -> list[tuple[str, dict]]:
+    """(path, the tables that name the part it belongs to) for every scalar field of a Scenario and
+    every option of every built-in part (also fields and parts added later)."""
+    cases = [(path, {}) for path in field_paths()]
+    for kind in KINDS.values():
+        reg = registry(kind.name)
+        for name in reg.builtins:
+            for f in dataclasses.fields(reg.load(name).Options):
+                cases.append((f"{kind.table}.{f.name}", {kind.table: {kind.key: name}}))
+    return cases
+
+
 def check_case(tmp: Path, content: bytes | str, overrides=(), failures=None, label=""):
     """Load one input; return 'loaded' or 'error'; anything else is appended to ``failures``."""
     path = tmp / "case.toml"
@@ -209,9 +222,11 @@ def test_every_field_with_hostile_values(scratch):
     assert SCENARIO_FILES, "no scenario files found"
     failures, outcomes = [], []
     base = {"run": {"rounds": 3, "timing_only": True}, "devices": {"count": 3}}
-    for path in field_paths():
+    for path, naming in field_cases():
         for value in HOSTILE:
             doc = {k: dict(v) for k, v in base.items()}
+            for table, selector in naming.items():
+                doc.setdefault(table, {}).update(selector)
             if "." in path:
                 section, key = path.split(".")
                 doc.setdefault(section, {})[key] = value
@@ -230,7 +245,7 @@ def test_every_field_with_hostile_values(scratch):
         for j, special in enumerate(placements):
             doc = {**{k: dict(v) for k, v in base.items()}, **special}
             outcomes.append(check_case(scratch, toml_doc(doc), (), failures, f"placement {j}, value {i}"))
-    report("field x hostile value", outcomes, failures, 50 * len(HOSTILE))
+    report("field x hostile value", outcomes, failures, 150 * len(HOSTILE))
 
 
 # ---------------------------------------------------------------------------------------------

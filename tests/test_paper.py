@@ -120,7 +120,7 @@ def test_paper_scale_scenarios_hold_the_papers_parameters():
     assert base.devices.count == 100 and base.learning.samples_per_device == 500
     assert base.link.model_bits == 32 * 555178 and base.link.bandwidth_hz == 22e6
     assert base.link.p_max == pytest.approx(10 ** 3.5) and base.link.p_bar == 1.0
-    assert base.scheduler.V == 100.0 and base.learning.local_steps == 10 and base.learning.batch_size == 32
+    assert base.scheduler.options.V == 100.0 and base.learning.local_steps == 10 and base.learning.batch_size == 32
     timing = P.timing_base(P.SCALES["cpu"])
     assert timing.run.timing_only and timing.devices.count == 100 and timing.link.model_bits == 32 * 555178
     cuda = P.recipe_scenarios(["fig3", "fig7"], P.SCALES["paper"], ['run.device="cuda"'])

@@ -247,8 +247,12 @@ def test_mlp_80_60_has_the_papers_parameter_count():
 @pytest.mark.parametrize("learning, devices, field, words", [
     ({"algorithm": "perfedavg_so"}, {}, "learning.algorithm", "'perfedavg_fo', 'perfedavg_hf', 'perfedavg_exact'"),
     ({"per_alpha": -0.1}, {}, "learning.per_alpha", ">= 0"),
-    ({"per_beta": 0}, {}, "learning.per_beta", "> 0"),
-    ({"per_delta": 0.0}, {}, "learning.per_delta", "> 0"),
+    ({"algorithm": "perfedavg_fo", "per_beta": 0}, {}, "learning.per_beta", "> 0"),
+    ({"algorithm": "perfedavg_hf", "per_delta": 0.0}, {}, "learning.per_delta", "> 0"),
+    ({"per_beta": 0.1}, {}, "learning.per_beta", "not an option of algorithm 'fedavg' (an option of algorithm "
+                                                  "'perfedavg_fo'"),
+    ({"algorithm": "perfedavg_fo", "per_delta": 0.1}, {}, "learning.per_delta", "(an option of algorithm "
+                                                                               "'perfedavg_hf')"),
     ({"per_adapt_on": "val"}, {}, "learning.per_adapt_on", "'train', 'test'"),
     ({"partition": "perfedavg_groups"}, {"count": 45}, "devices.count", "multiple of 10"),
     ({"partition": "perfedavg_groups", "samples_per_device": 985}, {"count": 50},
@@ -263,15 +267,16 @@ def test_bad_perfedavg_values_name_the_field(learning, devices, field, words):
 
 @pytest.mark.parametrize("compute", ["constant", "cpu"])
 def test_computation_time_per_round_scales_with_gradient_evaluations(compute):
-    from wirelessfl.experiments.run import _compute_model
+    from wirelessfl.sim.runner import Run
 
     times = {}
     for alg in ("fedavg", "perfedavg_fo", "perfedavg_hf", "perfedavg_exact"):
         sc = from_dict({"run": {"rounds": 2, "timing_only": True},
-                        "devices": {"count": 4, "compute": compute, "compute_s": 0.5, "step_time_s": 0.01,
-                                    "cpu_hz_per_device": [1e9, 2e9, 1e9, 3e9]},
+                        "devices": {"count": 4, "compute": compute, "step_time_s": 0.01,
+                                    **({"compute_s": 0.5} if compute == "constant" else
+                                       {"cpu_hz_per_device": [1e9, 2e9, 1e9, 3e9]})},
                         "learning": {"algorithm": alg, "local_steps": 5, "batch_size": 40}})
-        times[alg] = _compute_model(sc, 5 * 40, None).compute_times(np.arange(4))
+        times[alg] = Run(sc, None, progress=False).compute.compute_times(np.arange(4))
     base = times["fedavg"] - (0.01 * 5 if compute == "constant" else 0)  # fedavg has step_time on top
     for alg, factor in (("perfedavg_fo", 2), ("perfedavg_hf", 4), ("perfedavg_exact", 4)):
         assert np.allclose(times[alg], factor * times["fedavg"]), (alg, times[alg], base)
@@ -311,9 +316,9 @@ def test_end_to_end_wireless_run_records_personalised_accuracy(tmp_path):
     ({"run": {"rounds": 2, "personalised_eval": True}}, True),
 ])
 def test_personalised_eval_default(overrides, expect):
-    from wirelessfl.experiments.run import personalised_eval_enabled
+    from wirelessfl.sim.runner import personalised_eval
 
-    assert personalised_eval_enabled(from_dict({"run": {"rounds": 2}, **overrides})) is expect
+    assert personalised_eval(from_dict({"run": {"rounds": 2}, **overrides})) is expect
 
 
 @pytest.mark.slow

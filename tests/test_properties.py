@@ -36,7 +36,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from wirelessfl.config import ConfigError, from_dict
-from wirelessfl.experiments import run as run_module
+from wirelessfl.sim import records as records_module
+from wirelessfl.sim import runner as runner_module
 from wirelessfl.experiments.run import simulate
 from wirelessfl.scheduling.base import inclusion_probability
 
@@ -75,11 +76,12 @@ def scenarios(draw, scheduler=None):
             "p_bar": p_bar, "p_max": p_bar * draw(log_uniform(0, 4)),
             "model_bits": draw(st.sampled_from([1, 1000, 32 * 555178, 10 ** 9])),
             "downlink_s": draw(st.sampled_from([0.0, 0.25]))}
-    sched = {"name": scheduler or draw(st.sampled_from(["lyapunov", "uniform"])),
-             "m": draw(st.integers(1, 2 * n)),
-             "V": draw(log_uniform(-3, 6)),
-             "lam": draw(st.floats(-4, 4).map(lambda e: 0.0 if e < -3 else float(10.0 ** e))),
-             "power_rule": draw(st.sampled_from(["exact", "paper"]))}
+    name = scheduler or draw(st.sampled_from(["lyapunov", "uniform"]))
+    sched = {"name": name, "m": draw(st.integers(1, 2 * n))}
+    if name == "lyapunov":  # uniform takes neither
+        sched.update(V=draw(log_uniform(-3, 6)),
+                     lam=draw(st.floats(-4, 4).map(lambda e: 0.0 if e < -3 else float(10.0 ** e))),
+                     power_rule=draw(st.sampled_from(["exact", "paper"])))
     return {"seed": draw(st.integers(0, 2 ** 32 - 1)),
             "run": {"rounds": draw(st.integers(1, 12)), "timing_only": True},
             "channel": channel, "devices": devices, "link": link, "scheduler": sched}
@@ -89,14 +91,14 @@ def run_and_capture(data: dict):
     """simulate() the scenario and return (scenario, result, the engine's RoundRecords)."""
     scenario = from_dict(data)
     records = []
-    real = run_module._Run._on_round
+    real = runner_module.Run._on_round
 
     def keep(self, rec):
         records.append(rec)
         real(self, rec)
 
     # no floating-point warning anywhere in a run (numpy's divide/overflow/invalid raise)
-    with mock.patch.object(run_module._Run, "_on_round", keep), warnings.catch_warnings(), \
+    with mock.patch.object(runner_module.Run, "_on_round", keep), warnings.catch_warnings(), \
             np.errstate(divide="raise", over="raise", invalid="raise"):
         warnings.simplefilter("error")
         result = simulate(scenario, progress=False)
@@ -109,7 +111,7 @@ def close_le(x: float, y: float, scale: float) -> bool:
 
 
 def check_records(scenario, result, records) -> None:
-    n, m = scenario.devices.count, scenario.scheduler.m
+    n, m = scenario.devices.count, scenario.scheduler.options.m
     p_bar, p_max = scenario.link.p_bar, scenario.link.p_max
     lyapunov = scenario.scheduler.name == "lyapunov"
     assert result.summary["status"] == "complete"
@@ -247,7 +249,7 @@ def test_resume_after_an_interruption_gives_the_uninterrupted_records(case):
     shm = Path("/dev/shm")  # tmpfs when there is one: runs fsync their summary
     with tempfile.TemporaryDirectory(dir=shm if shm.is_dir() and os.access(shm, os.W_OK) else None) as tmp:
         full = simulate(scenario, Path(tmp) / "full", progress=False)
-        real = run_module.Recorder.on_round
+        real = records_module.Recorder.on_round
         calls = {"n": 0}
 
         def stop(self, rec):
@@ -256,7 +258,7 @@ def test_resume_after_an_interruption_gives_the_uninterrupted_records(case):
                 raise KeyboardInterrupt
             return real(self, rec)
 
-        with mock.patch.object(run_module.Recorder, "on_round", stop), pytest.raises(KeyboardInterrupt):
+        with mock.patch.object(records_module.Recorder, "on_round", stop), pytest.raises(KeyboardInterrupt):
             simulate(scenario, Path(tmp) / "cut", progress=False)
         assert load_run(Path(tmp) / "cut").summary["status"] == "interrupted"
         resumed = resume(Path(tmp) / "cut", progress=False)

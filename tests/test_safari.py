@@ -4,9 +4,11 @@ import pandas as pd
 import pytest
 
 from wirelessfl.config import ConfigError, from_dict
-from wirelessfl.experiments import run as run_module
-from wirelessfl.experiments.run import FederatedLearner, load_run, resume, simulate
+from wirelessfl.experiments.run import load_run, resume, simulate
+from wirelessfl.learning.learner import FederatedLearner
+from wirelessfl.sim import records as records_module
 from wirelessfl.sim.checkpoint import load_checkpoint
+from wirelessfl.sim.runner import Run
 
 
 def scenario(learning=None, devices=None, **run):
@@ -16,6 +18,11 @@ def scenario(learning=None, devices=None, **run):
         "scheduler": {"name": "uniform", "m": 4},
         "learning": {"model": "logreg", "samples_per_device": 50, "local_steps": 2, "batch_size": 16,
                      "eval_train_samples": 200, "lr": 0.05, "aux_samples": 40, **(learning or {})}})
+
+
+def learner_of(s):
+    """The learner a training run of ``s`` builds (data, trainer, algorithm)."""
+    return Run(s, None, progress=False).learner
 
 
 def same(a, b):
@@ -34,7 +41,7 @@ def test_q_one_is_fedavg_exactly(sched):
 
 
 def test_server_rounds_use_no_air_and_cost_server_time():
-    res = simulate(scenario({"algorithm": "safari", "safari_q": 0.5}, {"server_compute_s": 0.25},
+    res = simulate(scenario({"algorithm": "safari", "safari_q": 0.5, "server_compute_s": 0.25},
                             rounds=16), progress=False)
     r = res.rounds
     server = r[r.server_round == 1]
@@ -50,8 +57,8 @@ def test_server_rounds_use_no_air_and_cost_server_time():
 
 def test_server_round_trains_on_the_aux_set_only():
     s = scenario({"algorithm": "safari", "safari_q": 0.0, "server_steps": 3})
-    learner = FederatedLearner(s)
-    aux = learner.aux_indices
+    learner = learner_of(s)
+    aux = learner.trainer.server_indices
     assert aux.size == 40
     held = np.concatenate(learner.trainer._indices)
     assert not np.intersect1d(aux, held).size  # T is kept from the devices
@@ -66,9 +73,9 @@ def test_server_round_trains_on_the_aux_set_only():
 
 
 def test_one_epoch_is_ceil_nt_over_b_steps():
-    learner = FederatedLearner(scenario({"algorithm": "safari"}))
-    assert learner.trainer.server_sgd(learner.aux_indices, 0) == 3  # ceil(40 / 16)
-    assert learner.trainer.server_sgd(learner.aux_indices, 0, steps=1) == 1
+    learner = learner_of(scenario({"algorithm": "safari"}))
+    assert learner.trainer.server_sgd(learner.trainer.server_indices, 0) == 3  # ceil(40 / 16)
+    assert learner.trainer.server_sgd(learner.trainer.server_indices, 0, steps=1) == 1
 
 
 def test_timing_only_safari_runs():
@@ -78,7 +85,7 @@ def test_timing_only_safari_runs():
 
 
 def test_resume_after_a_crash_is_exact(tmp_path, monkeypatch):
-    s = scenario({"algorithm": "safari", "safari_q": 0.6}, {"server_compute_s": 0.1},
+    s = scenario({"algorithm": "safari", "safari_q": 0.6, "server_compute_s": 0.1},
                  rounds=12, checkpoint_every=4).replace('scheduler.name="lyapunov"')
     full = simulate(s, tmp_path / "full", progress=False)
     assert 0 < full.summary["server_rounds"] < 12
@@ -139,7 +146,7 @@ def test_exclusion_survives_resume(tmp_path, monkeypatch):
     s = scenario(devices={"excluded_count": 3, "p_on_to_off": 0.2, "p_off_to_on": 0.5},
                  timing_only=True, rounds=20, checkpoint_every=5)
     full = simulate(s, tmp_path / "full", progress=False)
-    real = run_module.Recorder.on_round
+    real = records_module.Recorder.on_round
     calls = {"n": 0}
 
     def crash(self, rec):
@@ -148,7 +155,7 @@ def test_exclusion_survives_resume(tmp_path, monkeypatch):
             raise RuntimeError("power cut")
         return real(self, rec)
 
-    monkeypatch.setattr(run_module.Recorder, "on_round", crash)
+    monkeypatch.setattr(records_module.Recorder, "on_round", crash)
     with pytest.raises(RuntimeError):
         simulate(s, tmp_path / "cut", progress=False)
     monkeypatch.undo()
@@ -165,9 +172,10 @@ def test_exclusion_config_rules():
 
 
 def test_server_round_time_counts_steps():
-    from wirelessfl.experiments.run import server_round_s
+    def server_round_s(s):
+        return Run(s.replace("run.timing_only=true"), None, progress=False).algorithm.server_round_s
 
-    s = scenario({"algorithm": "safari"}, {"server_compute_s": 0.1, "server_step_s": 0.01})
+    s = scenario({"algorithm": "safari", "server_compute_s": 0.1, "server_step_s": 0.01})
     assert server_round_s(s) == pytest.approx(0.1 + 0.01 * 3)  # one epoch: ceil(40 / 16) steps
     assert server_round_s(s.replace("learning.server_steps=1")) == pytest.approx(0.11)
     res = simulate(s.replace("run.timing_only=true", "learning.safari_q=0.5", "run.rounds=20"), progress=False)
@@ -243,15 +251,15 @@ def test_mean_aggregation_is_the_plain_average():
 
 
 def test_classes_per_device_scenario_partition():
-    learner = FederatedLearner(tables_scenario(classes_per_device=2, aux_samples=100))
+    learner = learner_of(tables_scenario(classes_per_device=2, aux_samples=100))
     y = learner.trainer.dataset.y_train.numpy()
     held = learner.trainer._indices
     assert all(np.unique(y[ix]).size == 2 for ix in held)
     assert np.bincount(np.concatenate([np.unique(y[ix]) for ix in held]), minlength=10).tolist() == [2] * 10
     sizes = [ix.size for ix in held]
     assert max(sizes) - min(sizes) < 0.02 * np.mean(sizes)  # balanced: about (60000 - 100) / 10 each
-    assert not np.intersect1d(np.concatenate(held), learner.aux_indices).size
-    again = FederatedLearner(tables_scenario(classes_per_device=2, aux_samples=100))
+    assert not np.intersect1d(np.concatenate(held), learner.trainer.server_indices).size
+    again = learner_of(tables_scenario(classes_per_device=2, aux_samples=100))
     assert all(np.array_equal(a, b) for a, b in zip(held, again.trainer._indices))  # seeded
 
 
@@ -262,8 +270,11 @@ def test_new_keys_config_rules():
         tables_scenario().replace("devices.count=7", "devices.excluded_count=0")
     with pytest.raises(ConfigError, match="learning.classes_per_device = 11: must be <= 10"):
         tables_scenario(classes_per_device=11)
-    with pytest.raises(ConfigError, match="scheduler.sampling = 'without_replacement': only for"):
-        tables_scenario().replace('scheduler.name="lyapunov"')
+    with pytest.raises(ConfigError, match="scheduler.sampling: not an option of scheduler 'lyapunov' "
+                                          r"\(an option of scheduler 'uniform'\)"):
+        from_dict({"run": {"rounds": 1}, "scheduler": {"name": "lyapunov", "sampling": "without_replacement"}})
+    # naming another scheduler drops the options it does not take
+    assert tables_scenario().replace('scheduler.name="lyapunov"').scheduler.options.m == 5
     with pytest.raises(ConfigError, match="learning.aggregation = 'median': must be one of"):
         tables_scenario(aggregation="median")
 
@@ -281,7 +292,7 @@ def test_lyapunov_lam_100_starves_the_weakest_devices():
             if name in ("fedavg_uniform", "fedavg_lyapunov")}
     uni, lya = (runs[k].devices.selections.to_numpy() for k in ("fedavg_uniform", "fedavg_lyapunov"))
     per_round = {k: r.devices.selections.to_numpy() / r.summary["rounds"] for k, r in runs.items()}
-    assert base.scheduler.lam == 100 and base.scheduler.name == "lyapunov"
+    assert base.scheduler.options.lam == 100 and base.scheduler.name == "lyapunov"
     # the weakest devices take part in under 5% of Lyapunov rounds, against about 40% under uniform
     assert per_round["fedavg_lyapunov"][:2].max() < 0.05 < 0.25 < per_round["fedavg_uniform"][:2].min()
     # and they get a far smaller share of all selections than the strongest (uniform: about even)
@@ -299,8 +310,8 @@ def test_safari_recovers_what_exclusion_costs_fedavg():
     base = load_scenario("scenarios/studies/safari_tables.toml", [
         "run.rounds=30", "run.eval_every_rounds=10", "learning.local_steps=10",
         "learning.classes_per_device=1", "devices.excluded_count=4"])
-    fedavg = simulate(base, progress=False)
-    safari = simulate(base.replace('learning.algorithm="safari"', "learning.aux_samples=1000"), progress=False)
+    fedavg = simulate(base.replace('learning.algorithm="fedavg"', "learning.aux_samples=0"), progress=False)
+    safari = simulate(base, progress=False)  # the file's own setting: n_T = 1000
     assert fedavg.summary["label_coverage"] == safari.summary["label_coverage"] == 0.6
     late = lambda r: r.evals.accuracy.tail(2).mean()
     assert late(fedavg) < 0.6

@@ -66,7 +66,7 @@ def test_expand_merges_scenario_grid_and_numbers_seeds():
     assert {m.seed for m in members} == {7, 8}
     assert len({m.key for m in members}) == len(members)
     m = members[-1]
-    assert (m.scenario.scheduler.V, m.scenario.scheduler.lam, m.scenario.seed) == (50.0, 100.0, 8)
+    assert (m.scenario.scheduler.options.V, m.scenario.scheduler.options.lam, m.scenario.seed) == (50.0, 100.0, 8)
     assert m.params == {"scheduler.V": 50, "scheduler.m": 2, "scheduler.lam": 100}
     assert m.key == sw.run_key(dumps(m.scenario, only_changed=True)) and not m.scenario.sweep
     # the key is the resolved scenario: forcing timing_only on a training scenario changes it
@@ -193,7 +193,7 @@ def test_failing_run_is_recorded_and_the_sweep_goes_on(tmp_path, monkeypatch):
     real = sw.simulate
 
     def flaky(member, out_dir, **kw):
-        if member.scheduler.V == 100.0 and member.scheduler.lam == 10.0:
+        if member.scheduler.options.V == 100.0 and member.scheduler.options.lam == 10.0:
             raise RuntimeError("solver diverged")
         return real(member, out_dir, **kw)
 
@@ -333,7 +333,9 @@ def test_variants_are_a_parameter(tmp_path):
     res = sw.sweep(base, grid=["scheduler.V=1,100"], out_dir=tmp_path / "s", progress=False)
     table = sw.load_table(tmp_path / "s")
     assert list(table.columns[:3]) == ["variant", "scheduler.V", "seed"]
-    assert list(zip(table["variant"], table["scheduler.V"])) == [("lyap", 1), ("lyap", 100), ("unif", 1), ("unif", 100)]
+    # uniform takes no V: one run, with V left empty, not a copy per value
+    assert table["variant"].tolist() == ["lyap", "lyap", "unif"]
+    assert table["scheduler.V"].tolist()[:2] == [1, 100] and pd.isna(table["scheduler.V"].iloc[2])
     assert res.failed == 0 and json.loads((tmp_path / "s/sweep.json").read_text())["variants"] == ["lyap", "unif"]
     names = {json.loads((tmp_path / "s/runs" / k / "summary.json").read_text())["scheduler"] for k in table["key"]}
     assert names == {"lyapunov", "uniform"}

@@ -2,8 +2,8 @@
 import numpy as np
 import pytest
 
-from wirelessfl.config import ChannelConfig, LinkConfig
-from wirelessfl.wireless import Link, RayleighFading, make_channel, sigma_profile
+from wirelessfl.config import ChannelConfig, LinkConfig, from_dict
+from wirelessfl.wireless import Link, RayleighFading, build_channel, sigma_profile
 
 
 def test_sigma_profiles():
@@ -25,7 +25,8 @@ def test_rayleigh_amplitude_statistics():
 
 
 def test_gain_floor_clips_deep_fades():
-    ch = make_channel(ChannelConfig(profile="homogeneous", sigma=0.01, gain_floor=1e-3), 50)
+    ch = build_channel(from_dict({"run": {"rounds": 1}, "devices": {"count": 50},
+                                  "channel": {"profile": "homogeneous", "sigma": 0.01, "gain_floor": 1e-3}}))
     g = ch.draw(np.random.default_rng(0))
     assert g.min() == pytest.approx(1e-3) and (g >= 1e-3).all()
 

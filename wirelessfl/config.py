@@ -75,17 +75,25 @@ def _part(default: str, kind: str, doc: str):
 
 
 def _options():
-    return field(default=None, metadata={"options": True}, compare=True)
+    return field(default=None, metadata={"options": True})
+
+
+def _held():
+    return field(default=None, metadata={"held": True})
 
 
 class _PartTable:
-    """A table that names a part: its ``options`` are the part's (default options when omitted)."""
+    """A table that names a part: its ``options`` are the part's (default options when omitted);
+    ``held`` keeps, in a scenario with variants or a sweep, options of other parts for the members
+    that name them."""
 
     def __post_init__(self):
         if self.options is None:
             kind = _kind_of(type(self))
             name = getattr(self, kind.key)
             object.__setattr__(self, "options", _default_options(registry(kind.name).load(name)))
+        if self.held is None:
+            object.__setattr__(self, "held", PluginOptions())
 
 
 def _kind_of(cls):
@@ -152,6 +160,7 @@ class ChannelConfig(_PartTable):
     shadowing: str = option("per_device", choices=("per_device", "per_round"),
                             doc="shadowing drawn once per device, or afresh every round")
     options: Any = _options()
+    held: Any = _held()
 
 
 @dataclass(frozen=True)
@@ -195,6 +204,7 @@ class DevicesConfig(_PartTable):
     min_mean_snr_db: float | None = option(None, doc="devices whose mean SNR E|h|^2 p_bar / N0 (2 sigma^2 "
                                            "p_bar / N0 for Rayleigh) is below this never transmit")
     options: Any = _options()
+    held: Any = _held()
 
 
 @dataclass(frozen=True)
@@ -205,6 +215,7 @@ class SchedulerConfig(_PartTable):
     name: str = _part("lyapunov", "scheduler", "the scheduler: a built-in name, an installed plugin or "
                       "'module:Class'")
     options: Any = _options()
+    held: Any = _held()
 
 
 @dataclass(frozen=True)
@@ -255,6 +266,7 @@ class LearningConfig(_PartTable):
                                       "its training data (fairness metrics, personalised evaluation; the "
                                       "perfedavg partitions bring their own split)")
     options: Any = _options()
+    held: Any = _held()
 
 
 @dataclass(frozen=True)
@@ -263,7 +275,7 @@ class Scenario:
 
     name: str = option("scenario")
     seed: int = option(0, ge=0, doc="root seed of every random stream")
-    plugin_path: tuple[str, ...] = option((), doc="folders searched for 'module:Class' parts before sys.path "
+    plugin_path: tuple[FilePath, ...] = option((), doc="folders searched for 'module:Class' parts before sys.path "
                                           "(load_scenario adds the scenario file's folder when a part is there)")
     run: RunConfig = field(default_factory=RunConfig)
     channel: ChannelConfig = field(default_factory=ChannelConfig)
@@ -281,10 +293,21 @@ class Scenario:
         return [(vname, self.member(*ov, ("name", vname))) for vname, ov in self.variants]
 
     def member(self, *assignments: tuple[str, Any]) -> "Scenario":
-        """One run of this family: the scenario without variants and sweep, with (key, value) set."""
-        base = to_dict(self)
+        """One run of this family: the scenario without variants and sweep, with (key, value) set.
+
+        The member's parts keep the options set for them in this scenario (also those held for other
+        parts, when the assignments name those parts); options no part of the member takes are dropped.
+        """
+        base = to_dict(self, only_changed=True)
         base.pop("variants", None)
         base.pop("sweep", None)
+        for table in KIND_OF_TABLE:
+            node = base.get(table)
+            if isinstance(node, dict):
+                own = _own_fields(table)
+                moved = {k: node.pop(k) for k in list(node) if k not in own and k != "options"}
+                moved.update(node.pop("options", {}))
+                node[_INHERITED] = moved
         overrides = []
         for k, v in assignments:
             try:
@@ -316,7 +339,7 @@ class Scenario:
         table = getattr(self, parts[0], None)
         if not dataclasses.is_dataclass(table):
             return False
-        names = {f.name for f in dataclasses.fields(table)} - {"options"}
+        names = {f.name for f in dataclasses.fields(table)} - {"options", "held"}
         if len(parts) == 2 and parts[1] in names:
             return True
         kind = KIND_OF_TABLE.get(parts[0])
@@ -402,7 +425,7 @@ def _parse_override(item: str) -> tuple[str, Any]:
 
 
 def _own_fields(table: str) -> set[str]:
-    return {f.name for f in dataclasses.fields(_TABLES[table])} - {"options"}
+    return {f.name for f in dataclasses.fields(_TABLES[table])} - {"options", "held"}
 
 
 def _apply_override(data: dict, key: str, value: Any) -> None:
@@ -463,11 +486,18 @@ def _join(path: str, name: str) -> str:
 
 
 class _Context:
-    """What building one scenario needs besides the data: where its parts may live."""
+    """What building one scenario needs besides the data: where its parts may live, and, for a
+    scenario with variants or a sweep, the parts its members name (by kind)."""
 
-    def __init__(self, base_dir: Path | None, plugin_path: tuple[str, ...]):
+    def __init__(self, base_dir: Path | None, plugin_path: tuple[str, ...], family: dict[str, set] | None):
         self.base_dir = base_dir
         self.plugin_path = list(plugin_path)
+        self.family = family
+
+    def other_parts(self, kind) -> list[str]:
+        """Names of the other parts of ``kind`` a held option may belong to."""
+        names = set(registry(kind.name).names())
+        return sorted(names | (self.family or {}).get(kind.name, set()))
 
     def search_path(self) -> tuple[str, ...]:
         first = [str(self.base_dir)] if self.base_dir is not None else []
@@ -497,10 +527,18 @@ def _build_scenario(data: Any, base_dir: Path | None) -> Scenario:
         if key not in fields:
             raise ConfigError(f"{key}: unknown key; allowed: {', '.join(fields)}")
     hints = typing.get_type_hints(Scenario)
-    plugin_path = tuple(str((base_dir / p).resolve()) if base_dir is not None and not Path(p).is_absolute()
-                        else p for p in field_value(fields["plugin_path"], hints["plugin_path"],
-                                                    data.get("plugin_path", []), "plugin_path"))
-    ctx = _Context(base_dir, plugin_path)
+    plugin_path = field_value(fields["plugin_path"], hints["plugin_path"], data.get("plugin_path", []),
+                              "plugin_path", base_dir)
+    for i, folder in enumerate(plugin_path):
+        try:
+            is_dir = Path(folder).is_dir()
+        except (OSError, ValueError):
+            is_dir = False
+        if not is_dir:
+            raise ConfigError(f"plugin_path[{i}] = {show(folder)}: no such folder")
+    family = _family_parts(data) if isinstance(data.get("variants"), dict) and data["variants"] \
+        or isinstance(data.get("sweep"), dict) and data["sweep"] else None
+    ctx = _Context(base_dir, plugin_path, family)
     values = {}
     for name, f in fields.items():
         if name in _SPECIAL:
@@ -515,6 +553,23 @@ def _build_scenario(data: Any, base_dir: Path | None) -> Scenario:
     return scenario
 
 
+def _family_parts(data: dict) -> dict[str, set]:
+    """The part names that the variants and the sweep of a scenario's raw data give each kind."""
+    out: dict[str, set] = {k: set() for k in KINDS}
+    entries = []
+    variants, sweep = data.get("variants"), data.get("sweep")
+    for ov in variants.values() if isinstance(variants, dict) else ():
+        if isinstance(ov, dict):
+            entries += list(_flatten(ov))
+    for key, values in _flatten(sweep) if isinstance(sweep, dict) else ():
+        entries += [(key, v) for v in values] if isinstance(values, list) else []
+    for key, value in entries:
+        for kind in KINDS.values():
+            if key == kind.field and isinstance(value, str):
+                out[kind.name].add(value)
+    return out
+
+
 def _build_table(cls, data: Any, path: str, ctx: _Context):
     if not isinstance(data, dict):
         raise ConfigError(f"{path} = {show(data)}: must be a table")
@@ -522,7 +577,8 @@ def _build_table(cls, data: Any, path: str, ctx: _Context):
     part_field = next((f for f in fields.values() if "part" in f.metadata), None)
     data = dict(data)
     inherited = data.pop(_INHERITED, {})
-    extra = {k: data.pop(k) for k in list(data) if k not in fields or k == "options"}
+    # "held" is not a key of a file: held options are written as the table's own keys
+    extra = {k: data.pop(k) for k in list(data) if k not in fields or k in ("options", "held")}
     if part_field is None and extra:
         key = next(iter(extra))
         raise ConfigError(f"{_join(path, key)}: unknown key; allowed: {', '.join(fields)}")
@@ -540,9 +596,30 @@ def _build_table(cls, data: Any, path: str, ctx: _Context):
         explicit = extra.pop("options", {})
         if not isinstance(explicit, dict):
             raise ConfigError(f"{path}.options = {show(explicit)}: must be a table of the {kind.name}'s options")
-        values["options"] = _build_options(part, kind, name, path, extra, explicit, inherited, ctx,
-                                           sorted(set(fields) - {"options"}))
+        own = sorted(set(fields) - {"options", "held"})
+        takes = None if part.Options is None else {f.name for f in dataclasses.fields(part.Options)}
+        held = {k: v for k, v in extra.items() if ctx.family is not None and (takes is None or k not in takes)
+                and _option_of_another(kind, name, k, ctx)}
+        for k in held:
+            extra.pop(k)
+        values["options"] = _build_options(part, kind, name, path, extra, explicit, inherited, ctx, own)
+        values["held"] = PluginOptions(held)
     return cls(**values)
+
+
+def _option_of_another(kind, name: str, key: str, ctx: _Context) -> bool:
+    """Whether a part of ``kind`` other than ``name`` that the scenario may name takes ``key``."""
+    for other in ctx.other_parts(kind):
+        if other == name:
+            continue
+        try:
+            schema = registry(kind.name).load(other, ctx.search_path()).Options
+        except Exception:  # a part that cannot be loaded here says nothing about this key
+            continue
+        if schema is not None and dataclasses.is_dataclass(schema) and \
+                key in {f.name for f in dataclasses.fields(schema)}:
+            return True
+    return False
 
 
 def _build_options(part: type, kind, name: str, path: str, flat: dict, explicit: dict, inherited: dict,
@@ -572,18 +649,27 @@ def _build_options(part: type, kind, name: str, path: str, flat: dict, explicit:
 
 
 def _unknown_option(kind, name: str, key: str, allowed: list[str]) -> str:
-    others = []
-    reg = registry(kind.name)
-    for other, ref in reg.builtins.items():
-        if other == name:
-            continue
-        try:
-            schema = reg.load(other).Options
-        except Exception:  # a built-in that cannot be imported here says nothing about this key
-            continue
-        if schema is not None and key in {f.name for f in dataclasses.fields(schema)}:
-            others.append(repr(other))
-    hint = f" (an option of {kind.name} {' and '.join(others[:3])})" if others else ""
+    """Why ``key`` is refused, with the built-in parts (of this kind, else of another) that take it."""
+    def takers(k) -> list[str]:
+        out = []
+        for other in registry(k.name).builtins:
+            try:
+                schema = registry(k.name).load(other).Options
+            except Exception:  # a built-in that cannot be imported here says nothing about this key
+                continue
+            if other != name and schema is not None and key in {f.name for f in dataclasses.fields(schema)}:
+                out.append(repr(other))
+        return out
+
+    same = takers(kind)
+    if same:
+        hint = f" (an option of {kind.name} {', '.join(same[:3])}{', ...' if len(same) > 3 else ''})"
+    else:
+        elsewhere = [(k, t) for k in KINDS.values() if k is not kind for t in [takers(k)] if t]
+        hint = (f" (an option of {elsewhere[0][0].name} {elsewhere[0][1][0]}: {elsewhere[0][0].table}.{key})"
+                if elsewhere else "")
+    if not hint:
+        return f"unknown key; allowed: {', '.join(allowed)}"
     return f"not an option of {kind.name} {name!r}{hint}; allowed: {', '.join(allowed)}"
 
 
@@ -672,17 +758,36 @@ def _cross_check(s: Scenario, base_dir: Path | None) -> None:
     for kind in KINDS.values():
         _check_part(s, kind)
     # every variant and every sweep value must itself be a valid scenario
+    members = []
     for vname, overrides in s.variants:
         try:
-            s.member(*overrides)
+            members.append(s.member(*overrides))
         except ConfigError as exc:
             raise ConfigError(f"variants.{vname}: {exc}") from None
     for key, values in s.sweep:
         for value in values:
             try:
-                s.member((key, value))
+                members.append(s.member((key, value)))
             except ConfigError as exc:
                 raise ConfigError(f"sweep.{key}: {exc}") from None
+    _check_held_used(s, members)
+
+
+def _option_names(part: type) -> set[str]:
+    schema = part.Options
+    return {f.name for f in dataclasses.fields(schema)} if schema is not None and dataclasses.is_dataclass(schema) \
+        else set()
+
+
+def _check_held_used(s: Scenario, members: list[Scenario]) -> None:
+    """An option held for other parts must be taken by the part of some variant or sweep value."""
+    for kind in KINDS.values():
+        held = getattr(s, kind.table).held
+        for key in held:
+            if not any(key in _option_names(m.part(kind.name)) for m in members):
+                names = sorted({getattr(getattr(m, kind.table), kind.key) for m in members})
+                raise ConfigError(f"{kind.table}.{key}: no run of this scenario uses it: not an option of "
+                                  f"{' or '.join(repr(n) for n in names) or 'its ' + kind.name}")
 
 
 def _check_part(s: Scenario, kind) -> None:
@@ -736,6 +841,8 @@ def _plain_table(value, only_changed: bool) -> dict:
             opts = v.to_dict() if isinstance(v, PluginOptions) else _plain_table(v, only_changed)
             if opts:
                 table["options"] = opts
+        elif f.name == "held" and "held" in f.metadata:
+            table.update(v.to_dict())
         elif v is not None and not (only_changed and defaults[f.name] == v):
             table[f.name] = _plain(v)
     return table

@@ -23,7 +23,8 @@ from dataclasses import field
 from pathlib import Path
 from typing import Any, NewType
 
-__all__ = ["ConfigError", "FilePath", "Power", "build_dataclass", "check_value", "coerce", "option", "show"]
+__all__ = ["ConfigError", "FilePath", "NoOptions", "Power", "build_dataclass", "check_value", "coerce", "option",
+           "show"]
 
 Power = NewType("Power", float)
 """A power in linear units; the file may also give it as a string in decibels, e.g. "35 dB"."""
@@ -33,6 +34,11 @@ FilePath = NewType("FilePath", str)
 
 class ConfigError(ValueError):
     """A scenario value is missing, unknown, of the wrong type or out of range."""
+
+
+@dataclasses.dataclass(frozen=True)
+class NoOptions:
+    """The options of a part that takes none (every key given for it is an error)."""
 
 
 def option(default: Any = dataclasses.MISSING, *, ge=None, gt=None, le=None, lt=None, choices=None,
@@ -71,8 +77,11 @@ def coerce(value: Any, hint: Any, path: str, base_dir: Path | None = None) -> An
         text = coerce(value, str, path)
         if not text or "\0" in text:
             raise ConfigError(f"{path} = {show(value)}: must be a file path")
-        p = Path(text).expanduser()
-        return str(p if p.is_absolute() else ((base_dir or Path.cwd()) / p).resolve())
+        try:
+            p = Path(text).expanduser()
+            return str(p if p.is_absolute() else ((base_dir or Path.cwd()) / p).resolve())
+        except (OSError, ValueError, RuntimeError) as exc:  # a name too long, a loop of links
+            raise ConfigError(f"{path} = {show(value)}: not a usable file path ({exc})") from None
     if hint is bool:
         if not isinstance(value, bool):
             raise ConfigError(f"{path} = {show(value)}: must be true or false")

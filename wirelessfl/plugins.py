@@ -187,8 +187,11 @@ def module_folder(module: str, plugin_path: Iterable[str]) -> str | None:
     top = module.split(".")[0]
     for folder in plugin_path:
         root = Path(folder)
-        if (root / f"{top}.py").is_file() or (root / top / "__init__.py").is_file():
-            return str(root)
+        try:
+            if (root / f"{top}.py").is_file() or (root / top / "__init__.py").is_file():
+                return str(root)
+        except (OSError, ValueError):  # a name too long, a NUL byte: not a folder that holds it
+            continue
     return None
 
 

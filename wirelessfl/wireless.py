@@ -15,7 +15,7 @@ from typing import Any, ClassVar, Protocol
 
 import numpy as np
 
-from .fields import FilePath, option
+from .fields import FilePath, NoOptions, option
 from .plugins import Registry
 from .traces import Trace
 
@@ -68,6 +68,8 @@ class RayleighFading(Channel):
 
     |h|^2 of a Rayleigh(sigma) amplitude is exponential with mean 2 sigma^2.
     """
+
+    Options = NoOptions
 
     def __init__(self, sigmas: np.ndarray, gain_floor: float):
         self.sigmas = np.asarray(sigmas, dtype=float)

@@ -906,8 +906,10 @@ def list_recipes() -> str:
 
 
 def _timing_overrides(cell: TimingCell) -> dict:
-    return {"scheduler.name": cell.policy, "scheduler.m": cell.m, "scheduler.V": cell.V,
-            "scheduler.lam": cell.lam, "run.rounds": cell.rounds}
+    ov = {"scheduler.name": cell.policy, "scheduler.m": cell.m, "run.rounds": cell.rounds}
+    if cell.policy == "lyapunov":  # uniform takes neither V nor lambda
+        ov.update({"scheduler.V": cell.V, "scheduler.lam": cell.lam})
+    return ov
 
 
 def recipe_scenarios(names: Sequence[str], scale: Scale, overrides: Sequence[str] = ()) -> dict[str, Scenario]:

@@ -43,6 +43,7 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 import pandas as pd
 
 from ..config import ConfigError, Scenario, dumps, from_dict, parse_value
+from ..plugins import KINDS
 from ..sim.records import write_json_atomic
 from .run import simulate
 
@@ -171,7 +172,9 @@ def expand(scenario: Scenario, grid=None, seeds: int | Sequence[int] = 1,
     """The merged grid and every member of the sweep, validated before anything runs.
 
     Members are ordered variant-major, then by the grid in key order, then by seed. A grid value
-    that makes an invalid scenario raises ConfigError naming the key and value.
+    that makes an invalid scenario raises ConfigError naming the key and value. A grid key that a
+    member's part does not take (scheduler.V for the uniform scheduler) is not applied to it: its
+    value is None in the member's parameters, and the grid points that differ only in it are one run.
     """
     keys_values = merge_grid(scenario.sweep, parse_grid(grid))
     for key, values in keys_values:
@@ -181,27 +184,61 @@ def expand(scenario: Scenario, grid=None, seeds: int | Sequence[int] = 1,
     seed_list = _seed_list(scenario, seeds)
     variants = list(scenario.variants) if scenario.variants else [(None, ())]
     extra = [("run.timing_only", True)] if timing_only else []
+    # parts first: whether another key applies depends on the part it belongs to
+    order = sorted(range(len(keys_values)), key=lambda i: keys_values[i][0] not in _PART_FIELDS)
     members, seen = [], {}
     for vname, overrides in variants:
+        named = [("name", vname)] if vname is not None else []
         for combo in itertools.product(*(values for _, values in keys_values)):
             assign = [(k, v) for (k, _), v in zip(keys_values, combo)]
+            applied = _applicable(scenario, [*overrides, *named], [assign[i] for i in order])
             params = {"variant": vname} if vname is not None else {}
-            params.update(assign)
+            params.update((k, v if (k, v) in applied else None) for k, v in assign)
             for seed in seed_list:
-                named = [("name", vname)] if vname is not None else []
                 try:
-                    member = scenario.member(*overrides, *named, *assign, *extra, ("seed", seed))
+                    member = scenario.member(*overrides, *named, *applied, *extra, ("seed", seed))
                 except ConfigError as exc:
-                    raise _grid_error(scenario, assign, exc) from None
+                    raise _grid_error(scenario, applied, exc) from None
                 text = dumps(member)
                 # keyed by the canonical form, so new fields with defaults keep old runs valid
                 key = run_key(dumps(member, only_changed=True))
                 if key in seen:
-                    raise ConfigError(f"grid: {params} and {seen[key]} are the same run "
+                    if seen[key] == (params, seed):  # a grid key this member does not take
+                        continue
+                    raise ConfigError(f"grid: {params} and {seen[key][0]} are the same run "
                                       "(a value is repeated)")
-                seen[key] = params
+                seen[key] = (params, seed)
                 members.append(Member(params=params, seed=seed, scenario=member, toml=text, key=key))
+    for key, values in keys_values:  # a key no member takes is a mistake (a typo, a part left out)
+        if all(m.params[key] is None for m in members):
+            try:
+                scenario.member((key, values[0]))
+            except ConfigError as exc:
+                raise _grid_error(scenario, [(key, values[0])], exc) from None
+            raise ConfigError(f"grid {key}: no run of this sweep takes it (not an option of any variant's part)")
     return keys_values, members
+
+
+_PART_FIELDS = {kind.field for kind in KINDS.values()}
+
+
+def _applicable(scenario: Scenario, fixed: list, assign: list[tuple[str, Any]]) -> list[tuple[str, Any]]:
+    """The assignments (parts first) that the member they make takes; the others are left out."""
+    applied: list[tuple[str, Any]] = []
+    member = None
+    for key, value in assign:
+        if key in _PART_FIELDS:
+            applied.append((key, value))
+            member = None
+            continue
+        if member is None:
+            try:
+                member = scenario.member(*fixed, *applied)
+            except ConfigError:  # reported with the whole assignment below
+                return assign
+        if member.accepts(key):
+            applied.append((key, value))
+    return applied
 
 
 def _grid_error(scenario: Scenario, assign: list[tuple[str, Any]], exc: ConfigError) -> ConfigError:

@@ -8,6 +8,9 @@ does not import torch.
 from importlib import import_module
 
 from ..plugins import Registry
+# numpy only; imported here because the function shares its module's name
+from .partition import (PARTITION_SCHEMES, partition, perfedavg_group_counts, perfedavg_test_unit,
+                        split_by_class_counts)
 
 ALGORITHMS = Registry("algorithm", "wirelessfl.learning.algorithms:Algorithm", {
     "fedavg": "wirelessfl.learning.algorithms:FedAvg",
@@ -31,14 +34,13 @@ _EXPORTS = {
                  "read_idx", "synthetic_federated"),
     "fedshuffle": ("FEDSHUFFLE_METHODS", "FedShuffleGen", "make_fedshuffle_method"),
     "models": ("MODEL_NAMES", "build_model", "init_parameters", "num_parameters"),
-    "partition": ("PARTITION_SCHEMES", "partition", "perfedavg_group_counts", "perfedavg_test_unit",
-                  "split_by_class_counts"),
     "perfedavg": ("PERFEDAVG_VARIANTS", "PerFedAvg"),
     "trainer": ("LocalDirection", "Trainer"),
 }
 _WHERE = {name: module for module, names in _EXPORTS.items() for name in names}
 
-__all__ = ["ALGORITHMS", *sorted(_WHERE)]
+__all__ = ["ALGORITHMS", "PARTITION_SCHEMES", "partition", "perfedavg_group_counts", "perfedavg_test_unit",
+           "split_by_class_counts", *sorted(_WHERE)]
 
 
 def __getattr__(name):

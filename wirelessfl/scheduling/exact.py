@@ -56,6 +56,8 @@ import math
 import numpy as np
 from scipy.special import expit, log_expit
 
+from .base import inclusion_probability
+
 _QUAD_GAP = 0.5  # use the quadratic start when log(M_n / mu) is below this
 
 
@@ -546,7 +548,7 @@ class _Exact:
         best = None
         for kind, tau, w_o in candidates:
             w = self._candidate(tau, w_o)
-            f = selection_objective(w, a, self.b, m) if len(candidates) > 1 else None
+            f = _objective(w, a, self.b, m) if len(candidates) > 1 else None
             if best is None or f < best[2]:
                 best = (kind, w, f)
         info.update(candidates=len(candidates), winner=best[0], evaluations=self.evaluations,
@@ -722,6 +724,13 @@ def _solve_m1(a: float, b: np.ndarray):
     tau = _m1_shift(a, b)
     w = np.sqrt(a / ((b - np.min(b)) + tau))
     return w / w.sum()
+
+
+def _objective(omega, a: float, b, m: int) -> float:
+    """F(omega) = sum_n a / q_n + b_n q_n (as selection.selection_objective)."""
+    q = inclusion_probability(omega, m)
+    with np.errstate(divide="ignore"):
+        return float(np.sum(a / q + b * q))
 
 
 def solve_exact(a, b, m, *, grid=10, tol=1e-10, maxiter=80, bracket=True):

@@ -25,7 +25,7 @@ from .progress import ProgressBar
 from .records import Recorder
 from .summary import summarise
 
-__all__ = ["Run", "RunResult"]
+__all__ = ["Run", "RunResult", "fairness_metrics", "personalised_eval"]
 
 
 @dataclass
@@ -39,9 +39,19 @@ class RunResult:
     run_dir: Path | None = None
 
 
-def _brings_test_split(partition: str) -> bool:
-    """Partitions that give every device its own test split (Per-FedAvg's groups)."""
-    return partition.startswith("perfedavg_groups")
+def personalised_eval(scenario: Scenario) -> bool:
+    """run.personalised_eval, or by default: on for algorithms that ask for it (Per-FedAvg) and for
+    partitions that give every device its own test split (Per-FedAvg's groups)."""
+    if scenario.run.personalised_eval is not None:
+        return scenario.run.personalised_eval
+    return scenario.part("algorithm").personalised_eval or scenario.learning.partition.startswith("perfedavg_groups")
+
+
+def fairness_metrics(scenario: Scenario) -> bool:
+    """learning.fairness_metrics, or by default: on for schedulers that ask for it (fair selection)."""
+    if scenario.learning.fairness_metrics is not None:
+        return scenario.learning.fairness_metrics
+    return scenario.part("scheduler").fairness_metrics
 
 
 class Run:
@@ -51,16 +61,12 @@ class Run:
         self.scenario, self.run_dir = scenario, run_dir
         rc, lc, dc, n = scenario.run, scenario.learning, scenario.devices, scenario.devices.count
         self.algorithm = scenario.part("algorithm").from_scenario(scenario, scenario.options("algorithm"))
-        scheduler_cls = scenario.part("scheduler")
         self.learner = None
         if not rc.timing_only:
             from ..learning.learner import FederatedLearner
 
-            personalised = rc.personalised_eval
-            if personalised is None:
-                personalised = self.algorithm.personalised_eval or _brings_test_split(lc.partition)
-            fairness = lc.fairness_metrics if lc.fairness_metrics is not None else scheduler_cls.fairness_metrics
-            self.learner = FederatedLearner(scenario, self.algorithm, personalised=personalised, fairness=fairness)
+            self.learner = FederatedLearner(scenario, self.algorithm, personalised=personalised_eval(scenario),
+                                            fairness=fairness_metrics(scenario))
         if scenario.link.model_bits is not None:
             self.bits = scenario.link.model_bits
         elif self.learner is not None:
@@ -69,7 +75,7 @@ class Run:
             from ..learning.learner import model_bits_of
 
             self.bits = model_bits_of(scenario)
-        self.scheduler = scheduler_cls.from_scenario(scenario, scenario.options("scheduler"))
+        self.scheduler = scenario.part("scheduler").from_scenario(scenario, scenario.options("scheduler"))
         # the cell (positions, per-device shadowing) is drawn once from its own stream: a resumed run
         # rebuilds it from the seed, so it is not part of the checkpoint
         self.channel = build_channel(scenario, rngs.stream(scenario.seed, "cell"))
