@@ -16,7 +16,8 @@ import numpy as np
 import torch
 
 from wirelessfl.config import from_dict
-from wirelessfl.experiments.run import FederatedLearner, simulate
+from wirelessfl.experiments.run import simulate
+from wirelessfl.sim.runner import Run
 
 from overhead_baseline import bare_fedavg_round
 
@@ -27,9 +28,9 @@ def scenario(rounds: int, scheduler: str, model: str):
         "run": {"rounds": rounds, "eval_every_rounds": 10 ** 6},
         "channel": {"profile": "linear", "sigma_min": 0.1, "sigma_max": 10.0},
         "link": {"p_max": "35 dB"}, "devices": {"count": 100},
-        "scheduler": {"name": scheduler, "m": 10, "V": 100.0, "lam": 1.0},
+        "scheduler": {"m": 10, "V": 100.0, "lam": 1.0},
         "learning": {"dataset": "fashion_mnist", "model": model, "alpha": 1.0, "lr": 0.05},
-    })
+    }, [f'scheduler.name="{scheduler}"'])  # uniform keeps m, drops V and lambda
 
 
 def timed_simulate(rounds: int, scheduler: str, model: str):
@@ -41,7 +42,7 @@ def timed_simulate(rounds: int, scheduler: str, model: str):
 def bare_replay(result, scheduler: str, model: str) -> tuple[float, torch.Tensor]:
     """Train the rounds the simulator ran, with a plain loop, and return (seconds, final params)."""
     sc = scenario(len(result.rounds), scheduler, model)
-    trainer = FederatedLearner(sc).trainer
+    trainer = Run(sc, None, progress=False).learner.trainer
     n = sc.devices.count
     params = trainer.params.clone()
     data = (trainer.dataset.x_train, trainer.dataset.y_train)

@@ -26,7 +26,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Sequence
 
-import numpy as np
 
 from ..fields import option
 from .algorithms import FedAvg, require_inclusion_probabilities

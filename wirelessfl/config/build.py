@@ -1,0 +1,356 @@
+"""Building a scenario: TOML and dicts in, overrides applied, every value validated, parts resolved."""
+from __future__ import annotations
+
+import dataclasses
+import re
+import sys
+import typing
+from pathlib import Path
+from typing import Any, Iterable
+
+from ..fields import ConfigError, build_dataclass, field_value, show
+from ..plugins import KIND_OF_TABLE, KINDS, PluginError, registry
+from .rules import cross_check
+from .tables import SPECIAL, TABLES, PluginOptions, Scenario
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+
+class _Inherited:
+    """Key of the options a table held before an override named another part (never in TOML)."""
+
+    def __repr__(self):
+        return "<inherited options>"
+
+
+INHERITED = _Inherited()
+
+
+def load_scenario(path: str | Path, overrides: Iterable[str] = ()) -> Scenario:
+    """Load a TOML scenario file, apply ``key.path=value`` overrides and validate everything.
+
+    Parts given as import paths are looked up in the file's folder first; relative file paths of
+    options (traces) are taken from there too.
+    """
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ConfigError(f"scenario file {path} does not exist") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"scenario file {path} cannot be read: {exc}") from None
+    try:
+        data = tomllib.loads(text)
+    except (ValueError, RecursionError) as exc:  # TOMLDecodeError, an int over 4300 digits, deep nesting
+        raise ConfigError(f"scenario file {path} is not valid TOML: {exc}") from None
+    data.setdefault("name", path.stem)
+    return from_dict(data, overrides, base_dir=path.resolve().parent)
+
+
+def from_dict(data: dict, overrides: Iterable[str] = (), base_dir: str | Path | None = None) -> Scenario:
+    """Build a validated Scenario from a nested dict (as parsed from TOML) plus overrides.
+
+    ``base_dir``: the folder of the scenario file (for import-path parts and relative file paths;
+    default: only ``plugin_path``, and the working folder).
+    """
+    try:
+        data = _deep_copy(data)
+    except RecursionError:  # e.g. a table header a.a.a... thousands of keys deep
+        raise ConfigError("scenario: tables or lists nested too deeply") from None
+    for item in overrides:
+        key, value = _parse_override(item)
+        _apply_override(data, key, value)
+    return _build_scenario(data, Path(base_dir) if base_dir is not None else None)
+
+
+def parse_value(text: str) -> Any:
+    """Parse an override value as a TOML value (1000, 1e-3, true, inf, [1, 2]); else a string."""
+    try:
+        return tomllib.loads(f"v = {text}")["v"]
+    except (ValueError, RecursionError):  # TOMLDecodeError, an int over 4300 digits, deep nesting
+        return text
+
+
+def _parse_override(item: str) -> tuple[str, Any]:
+    if "=" not in item:
+        raise ConfigError(f"override {item!r}: expected KEY=VALUE, e.g. scheduler.V=1000")
+    key, _, text = item.partition("=")
+    key = key.strip()
+    if not re.fullmatch(r"[A-Za-z_][\w]*(\.[A-Za-z_][\w]*)*", key):
+        raise ConfigError(f"override {item!r}: KEY must be a dotted field path, e.g. scheduler.V")
+    return key, parse_value(text.strip())
+
+
+def own_fields(table: str) -> set[str]:
+    return {f.name for f in dataclasses.fields(TABLES[table])} - {"options", "held"}
+
+
+def _apply_override(data: dict, key: str, value: Any) -> None:
+    """Set ``key`` in ``data``. In a table that names a part, naming another part moves the
+    table's options aside (the new part keeps those it also takes), and an option set at
+    ``table.k`` replaces the one at ``table.options.k`` (and the other way round)."""
+    parts = key.split(".")
+    kind = KIND_OF_TABLE.get(parts[0])
+    node = data.get(parts[0])
+    if kind is not None and len(parts) in (2, 3) and isinstance(node, dict):
+        own = own_fields(parts[0])
+        opts = node.get("options")
+        if parts[1] == kind.key and len(parts) == 2:
+            default = next(f.default for f in dataclasses.fields(TABLES[parts[0]]) if f.name == kind.key)
+            if value != node.get(kind.key, default):
+                moved = dict(node.pop(INHERITED, {}))
+                if isinstance(opts, dict):
+                    moved.update(node.pop("options"))
+                moved.update({k: node.pop(k) for k in list(node) if isinstance(k, str) and k not in own
+                              and k != "options"})
+                node[INHERITED] = moved
+        elif len(parts) == 2 and parts[1] not in own and parts[1] != "options":
+            if isinstance(opts, dict):
+                opts.pop(parts[1], None)
+            node.get(INHERITED, {}).pop(parts[1], None)
+        elif len(parts) == 3 and parts[1] == "options":
+            if parts[2] not in own:
+                node.pop(parts[2], None)
+            node.get(INHERITED, {}).pop(parts[2], None)
+    _set_dotted(data, key, value)
+
+
+def _set_dotted(data: dict, key: str, value: Any) -> None:
+    parts = key.split(".")
+    node = data
+    for i, part in enumerate(parts[:-1]):
+        child = node.setdefault(part, {})
+        if not isinstance(child, dict):
+            raise ConfigError(f"{'.'.join(parts[:i + 1])}: is a value, not a table; cannot set {key}")
+        node = child
+    node[parts[-1]] = value
+
+
+def _deep_copy(data: Any) -> Any:
+    if isinstance(data, dict):
+        return {k: _deep_copy(v) for k, v in data.items()}
+    if isinstance(data, list):
+        return [_deep_copy(v) for v in data]
+    return data
+
+
+def _join(path: str, name: str) -> str:
+    return f"{path}.{name}" if path else name
+
+
+class _Context:
+    """What building one scenario needs besides the data: where its parts may live, and, for a
+    scenario with variants or a sweep, the parts its members name (by kind)."""
+
+    def __init__(self, base_dir: Path | None, plugin_path: tuple[str, ...], family: dict[str, set] | None):
+        self.base_dir = base_dir
+        self.plugin_path = list(plugin_path)
+        self.family = family
+
+    def other_parts(self, kind) -> list[str]:
+        """Names of the other parts of ``kind`` a held option may belong to."""
+        names = set(registry(kind.name).names())
+        return sorted(names | (self.family or {}).get(kind.name, set()))
+
+    def search_path(self) -> tuple[str, ...]:
+        first = [str(self.base_dir)] if self.base_dir is not None else []
+        return tuple(dict.fromkeys(first + self.plugin_path))
+
+    def load(self, kind, name: str, path: str) -> type:
+        """The part's class; a folder it was found in joins plugin_path (so a run folder's copy of
+        the scenario finds it again)."""
+        from ..plugins import is_import_path, module_folder
+
+        try:
+            cls = registry(kind.name).load(name, self.search_path())
+        except PluginError as exc:
+            raise ConfigError(str(exc)) from None
+        if is_import_path(name):
+            folder = module_folder(name.partition(":")[0], self.search_path())
+            if folder is not None and folder not in self.plugin_path:
+                self.plugin_path.append(folder)
+        return cls
+
+
+def _build_scenario(data: Any, base_dir: Path | None) -> Scenario:
+    if not isinstance(data, dict):
+        raise ConfigError(f"scenario = {show(data)}: must be a table")
+    fields = {f.name: f for f in dataclasses.fields(Scenario)}
+    for key in data:
+        if key not in fields:
+            raise ConfigError(f"{key}: unknown key; allowed: {', '.join(fields)}")
+    hints = typing.get_type_hints(Scenario)
+    plugin_path = field_value(fields["plugin_path"], hints["plugin_path"], data.get("plugin_path", []),
+                              "plugin_path", base_dir)
+    for i, folder in enumerate(plugin_path):
+        try:
+            is_dir = Path(folder).is_dir()
+        except (OSError, ValueError):
+            is_dir = False
+        if not is_dir:
+            raise ConfigError(f"plugin_path[{i}] = {show(folder)}: no such folder")
+    family = _family_parts(data) if isinstance(data.get("variants"), dict) and data["variants"] \
+        or isinstance(data.get("sweep"), dict) and data["sweep"] else None
+    ctx = _Context(base_dir, plugin_path, family)
+    values = {}
+    for name, f in fields.items():
+        if name in SPECIAL:
+            values[name] = _build_special(name, data.get(name, {}), name)
+        elif name in TABLES:
+            values[name] = _build_table(TABLES[name], data.get(name, {}), name, ctx)
+        elif name in data and name != "plugin_path":
+            values[name] = field_value(f, hints[name], data[name], name)
+    values["plugin_path"] = tuple(ctx.plugin_path)
+    scenario = Scenario(**values)
+    cross_check(scenario)
+    return scenario
+
+
+def _family_parts(data: dict) -> dict[str, set]:
+    """The part names that the variants and the sweep of a scenario's raw data give each kind."""
+    out: dict[str, set] = {k: set() for k in KINDS}
+    entries = []
+    variants, sweep = data.get("variants"), data.get("sweep")
+    for ov in variants.values() if isinstance(variants, dict) else ():
+        if isinstance(ov, dict):
+            entries += list(_flatten(ov))
+    for key, values in _flatten(sweep) if isinstance(sweep, dict) else ():
+        entries += [(key, v) for v in values] if isinstance(values, list) else []
+    for key, value in entries:
+        for kind in KINDS.values():
+            if key == kind.field and isinstance(value, str):
+                out[kind.name].add(value)
+    return out
+
+
+def _build_table(cls, data: Any, path: str, ctx: _Context):
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path} = {show(data)}: must be a table")
+    fields = {f.name: f for f in dataclasses.fields(cls)}
+    part_field = next((f for f in fields.values() if "part" in f.metadata), None)
+    data = dict(data)
+    inherited = data.pop(INHERITED, {})
+    # "held" is not a key of a file: held options are written as the table's own keys
+    extra = {k: data.pop(k) for k in list(data) if k not in fields or k in ("options", "held")}
+    if part_field is None and extra:
+        key = next(iter(extra))
+        raise ConfigError(f"{_join(path, key)}: unknown key; allowed: {', '.join(fields)}")
+    hints = typing.get_type_hints(cls)
+    values = {}
+    for name, f in fields.items():
+        if name in data:
+            values[name] = field_value(f, hints[name], data[name], _join(path, name), ctx.base_dir)
+    if part_field is not None:
+        kind = KINDS[part_field.metadata["part"]]
+        name = values.get(kind.key, part_field.default)
+        if not name:
+            raise ConfigError(f"{kind.field} = {name!r}: must name a {kind.name}")
+        part = ctx.load(kind, name, path)
+        explicit = extra.pop("options", {})
+        if not isinstance(explicit, dict):
+            raise ConfigError(f"{path}.options = {show(explicit)}: must be a table of the {kind.name}'s options")
+        own = sorted(set(fields) - {"options", "held"})
+        takes = None if part.Options is None else {f.name for f in dataclasses.fields(part.Options)}
+        held = {k: v for k, v in extra.items() if ctx.family is not None and (takes is None or k not in takes)
+                and _option_of_another(kind, name, k, ctx)}
+        for k in held:
+            extra.pop(k)
+        values["options"] = _build_options(part, kind, name, path, extra, explicit, inherited, ctx, own)
+        values["held"] = PluginOptions(held)
+    return cls(**values)
+
+
+def _option_of_another(kind, name: str, key: str, ctx: _Context) -> bool:
+    """Whether a part of ``kind`` other than ``name`` that the scenario may name takes ``key``."""
+    for other in ctx.other_parts(kind):
+        if other == name:
+            continue
+        try:
+            schema = registry(kind.name).load(other, ctx.search_path()).Options
+        except Exception:  # a part that cannot be loaded here says nothing about this key
+            continue
+        if schema is not None and dataclasses.is_dataclass(schema) and \
+                key in {f.name for f in dataclasses.fields(schema)}:
+            return True
+    return False
+
+
+def _build_options(part: type, kind, name: str, path: str, flat: dict, explicit: dict, inherited: dict,
+                   ctx: _Context, own: list[str]):
+    """The part's options from the table's extra keys, its ``options`` table and what an override
+    moved aside (see the module docstring)."""
+    for key in flat:
+        if key in explicit:
+            raise ConfigError(f"{path}.{key}: given both as {path}.{key} and {path}.options.{key}; keep one")
+    schema = part.Options
+    if schema is None:
+        if flat:
+            key = next(iter(flat))
+            raise ConfigError(f"{path}.{key}: unknown key; {kind.field} = {name!r} declares no options class, "
+                              f"so its options go in the table [{path}.options]; allowed here: {', '.join(own)}")
+        return PluginOptions(explicit)
+    if not dataclasses.is_dataclass(schema):
+        raise ConfigError(f"{kind.field} = {name!r}: {part.__name__}.Options must be a dataclass")
+    names = [f.name for f in dataclasses.fields(schema)]
+    for key, where in [(k, f"{path}.{k}") for k in flat] + [(k, f"{path}.options.{k}") for k in explicit]:
+        if key not in names:
+            raise ConfigError(f"{where}: {_unknown_option(kind, name, key, own + names)}")
+    given = {k: (v, f"{path}.{k}") for k, v in inherited.items() if k in names}
+    given.update({k: (v, f"{path}.{k}") for k, v in flat.items()})
+    given.update({k: (v, f"{path}.options.{k}") for k, v in explicit.items()})
+    return build_dataclass(schema, given, path, ctx.base_dir)
+
+
+def _unknown_option(kind, name: str, key: str, allowed: list[str]) -> str:
+    """Why ``key`` is refused, with the built-in parts (of this kind, else of another) that take it."""
+    def takers(k) -> list[str]:
+        out = []
+        for other in registry(k.name).builtins:
+            try:
+                schema = registry(k.name).load(other).Options
+            except Exception:  # a built-in that cannot be imported here says nothing about this key
+                continue
+            if other != name and schema is not None and key in {f.name for f in dataclasses.fields(schema)}:
+                out.append(repr(other))
+        return out
+
+    same = takers(kind)
+    if same:
+        hint = f" (an option of {kind.name} {', '.join(same[:3])}{', ...' if len(same) > 3 else ''})"
+    else:
+        elsewhere = [(k, t) for k in KINDS.values() if k is not kind for t in [takers(k)] if t]
+        hint = (f" (an option of {elsewhere[0][0].name} {elsewhere[0][1][0]}: {elsewhere[0][0].table}.{key})"
+                if elsewhere else "")
+    if not hint:
+        return f"unknown key; allowed: {', '.join(allowed)}"
+    return f"not an option of {kind.name} {name!r}{hint}; allowed: {', '.join(allowed)}"
+
+
+def _build_special(name: str, table: Any, path: str):
+    if not isinstance(table, dict):
+        raise ConfigError(f"{path} = {show(table)}: must be a table")
+    if name == "variants":
+        out = []
+        for vname, ov in table.items():
+            if not isinstance(ov, dict):
+                raise ConfigError(f"{path}.{vname} = {show(ov)}: must be a table of overrides")
+            out.append((vname, tuple(_flatten(ov))))
+        return tuple(out)
+    out = []
+    for key, values in _flatten(table):
+        if not isinstance(values, list) or not values:
+            raise ConfigError(f"{path}.{key} = {show(values)}: must be a non-empty list of values")
+        out.append((key, tuple(values)))
+    return tuple(out)
+
+
+def _flatten(table: dict, prefix: str = "") -> Iterable[tuple[str, Any]]:
+    for key, value in table.items():
+        dotted = f"{prefix}.{key}" if prefix else key
+        if isinstance(value, dict):
+            yield from _flatten(value, dotted)
+        else:
+            yield dotted, value

@@ -1,0 +1,109 @@
+"""Rules of a scenario that involve more than one field, then each part's own ``check``."""
+from __future__ import annotations
+
+import dataclasses
+
+from ..fields import ConfigError
+from ..plugins import KINDS
+
+
+def cross_check(s) -> None:
+    """Rules that involve more than one field, then each part's own ``check``."""
+    n = s.devices.count
+    if s.channel.profile == "list" and len(s.channel.sigmas) != n:
+        raise ConfigError(f"channel.sigmas has {len(s.channel.sigmas)} values: must have one per device "
+                          f"(devices.count = {n})")
+    if s.channel.profile == "linear" and s.channel.sigma_max < s.channel.sigma_min:
+        raise ConfigError(f"channel.sigma_max = {s.channel.sigma_max}: must be >= channel.sigma_min")
+    if s.channel.positions_m and len(s.channel.positions_m) != n:
+        raise ConfigError(f"channel.positions_m has {len(s.channel.positions_m)} values: must have one per "
+                          f"device (devices.count = {n})")
+    for i, xy in enumerate(s.channel.positions_m):
+        if len(xy) != 2:
+            raise ConfigError(f"channel.positions_m[{i}] = {list(xy)!r}: must be a pair [x, y] in metres")
+    if s.run.rounds is None and s.run.time_budget_s is None:
+        raise ConfigError("run.rounds: set run.rounds or run.time_budget_s so the run stops")
+    if s.run.stop_at_target and s.run.target_accuracy is None:
+        raise ConfigError("run.stop_at_target = true: needs run.target_accuracy")
+    if s.run.eval_every_rounds is not None and s.run.eval_every_s is not None:
+        raise ConfigError("run.eval_every_s: set either run.eval_every_rounds or run.eval_every_s, not both")
+    if s.learning.dataset == "synthetic" and s.learning.model not in ("mlp", "logreg", "mlp_80_60"):
+        raise ConfigError(f"learning.model = {s.learning.model!r}: the synthetic dataset has 60 features, "
+                          "so the model must be one of 'mlp', 'logreg', 'mlp_80_60'")
+    bad = [d for d in s.devices.excluded if d >= n]
+    if bad:
+        raise ConfigError(f"devices.excluded = {list(s.devices.excluded)!r}: device ids must be < "
+                          f"devices.count = {n}")
+    if s.devices.excluded_count + len(set(s.devices.excluded)) > n:
+        raise ConfigError(f"devices.excluded_count = {s.devices.excluded_count}: with devices.excluded "
+                          f"it excludes more than devices.count = {n} devices")
+    if s.devices.availability_trace is not None and s.devices.p_on_to_off > 0:
+        raise ConfigError("devices.availability_trace: set either the trace or devices.p_on_to_off, not both")
+    if s.learning.partition == "classes_per_device":
+        p = s.learning.classes_per_device
+        if s.learning.dataset == "synthetic":
+            raise ConfigError("learning.partition = 'classes_per_device': the synthetic dataset has its own "
+                              "split; use it with fashion_mnist, mnist or cifar10")
+        if (p * n) % 10:
+            raise ConfigError(f"learning.classes_per_device = {p}: p x devices.count = {p * n} must be a "
+                              "multiple of the 10 classes (each class is held by p N / 10 devices)")
+    if s.learning.aux_samples and s.learning.dataset == "synthetic":
+        raise ConfigError("learning.aux_samples: the synthetic dataset has no shared training pool to "
+                          "draw an auxiliary set from; use 0")
+    if s.learning.partition.startswith("perfedavg_groups") and not s.run.timing_only:
+        if s.devices.count % 10:
+            raise ConfigError(f"devices.count = {s.devices.count}: learning.partition = "
+                              f"{s.learning.partition!r} needs a multiple of 10 devices (10 equal groups)")
+        if s.learning.samples_per_device % 10:
+            raise ConfigError(f"learning.samples_per_device = {s.learning.samples_per_device}: learning.partition "
+                              f"= {s.learning.partition!r} needs a multiple of 10 (5a with a even)")
+        if s.learning.dataset == "synthetic":
+            raise ConfigError(f"learning.partition = {s.learning.partition!r}: the synthetic dataset has its "
+                              "own split over devices; use another dataset")
+    if s.link.p_max < s.link.p_bar:
+        raise ConfigError(f"link.p_max = {s.link.p_max:g}: must be >= link.p_bar = {s.link.p_bar:g}")
+    for kind in KINDS.values():
+        _check_part(s, kind)
+    # every variant and every sweep value must itself be a valid scenario
+    members = []
+    for vname, overrides in s.variants:
+        try:
+            members.append(s.member(*overrides))
+        except ConfigError as exc:
+            raise ConfigError(f"variants.{vname}: {exc}") from None
+    for key, values in s.sweep:
+        for value in values:
+            try:
+                members.append(s.member((key, value)))
+            except ConfigError as exc:
+                raise ConfigError(f"sweep.{key}: {exc}") from None
+    _check_held_used(s, members)
+
+
+def _option_names(part: type) -> set[str]:
+    schema = part.Options
+    return {f.name for f in dataclasses.fields(schema)} if schema is not None and dataclasses.is_dataclass(schema) \
+        else set()
+
+
+def _check_held_used(s, members: list) -> None:
+    """An option held for other parts must be taken by the part of some variant or sweep value."""
+    for kind in KINDS.values():
+        held = getattr(s, kind.table).held
+        for key in held:
+            if not any(key in _option_names(m.part(kind.name)) for m in members):
+                names = sorted({getattr(getattr(m, kind.table), kind.key) for m in members})
+                raise ConfigError(f"{kind.table}.{key}: no run of this scenario uses it: not an option of "
+                                  f"{' or '.join(repr(n) for n in names) or 'its ' + kind.name}")
+
+
+def _check_part(s, kind) -> None:
+    """The part's own cross-field rules (its ``check`` classmethod); other errors name its field."""
+    part = s.part(kind.name)
+    try:
+        part.check(s, s.options(kind.name))
+    except ConfigError:
+        raise
+    except (ValueError, TypeError, OSError) as exc:
+        name = getattr(getattr(s, kind.table), kind.key)
+        raise ConfigError(f"{kind.field} = {name!r}: {type(exc).__name__}: {exc}".replace("\n", " ")) from None

@@ -1,0 +1,343 @@
+"""The scenario's tables: frozen dataclasses with their fields, ranges and one-line descriptions.
+
+The four tables that name a part (``scheduler.name``, ``learning.algorithm``, ``channel.model``,
+``devices.compute``) also carry the part's ``options`` and, in a scenario with variants or a
+sweep, ``held`` options of other parts for the members that name them.
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+from ..fields import FilePath, Power, build_dataclass, option, show
+from ..plugins import KIND_OF_TABLE, KINDS, registry
+
+
+class PluginOptions(Mapping):
+    """The options of a part that declares no Options dataclass: a read-only table (the part gets a
+    plain dict copy)."""
+
+    def __init__(self, data: Mapping | None = None):
+        self._data = json.loads(json.dumps(dict(data or {})))  # a deep copy of plain TOML values
+
+    def __getitem__(self, key):
+        return self._data[key]
+
+    def __iter__(self):
+        return iter(self._data)
+
+    def __len__(self):
+        return len(self._data)
+
+    def __eq__(self, other):
+        return isinstance(other, PluginOptions) and self._data == other._data
+
+    def __hash__(self):
+        return hash(json.dumps(self._data, sort_keys=True, default=repr))
+
+    def __repr__(self):
+        return f"PluginOptions({self._data!r})"
+
+    def to_dict(self) -> dict:
+        """A deep copy as a plain dict (what the part receives)."""
+        return json.loads(json.dumps(self._data))
+
+
+def _part(default: str, kind: str, doc: str):
+    """The field that names a part of ``kind``."""
+    return field(default=default, metadata={"doc": doc, "part": kind})
+
+
+def _options():
+    return field(default=None, metadata={"options": True})
+
+
+def _held():
+    return field(default=None, metadata={"held": True})
+
+
+class _PartTable:
+    """A table that names a part: its ``options`` are the part's (default options when omitted);
+    ``held`` keeps, in a scenario with variants or a sweep, options of other parts for the members
+    that name them."""
+
+    def __post_init__(self):
+        if self.options is None:
+            kind = _kind_of(type(self))
+            name = getattr(self, kind.key)
+            object.__setattr__(self, "options", _default_options(registry(kind.name).load(name)))
+        if self.held is None:
+            object.__setattr__(self, "held", PluginOptions())
+
+
+def _kind_of(cls):
+    return next(KINDS[f.metadata["part"]] for f in dataclasses.fields(cls) if "part" in f.metadata)
+
+
+def _default_options(part: type):
+    schema = part.Options
+    return PluginOptions() if schema is None else build_dataclass(schema, {}, "options")
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    """When a run stops and how often the model is evaluated."""
+
+    rounds: int | None = option(None, ge=1, doc="stop after this many rounds")
+    time_budget_s: float | None = option(None, gt=0, doc="stop once the simulated clock passes this")
+    target_accuracy: float | None = option(None, gt=0, le=1, doc="accuracy for time-to-target")
+    stop_at_target: bool = option(False, doc="stop as soon as target_accuracy is reached")
+    eval_every_rounds: int | None = option(None, ge=1, doc="evaluate every k rounds (default 10)")
+    eval_every_s: float | None = option(None, gt=0, doc="evaluate every dt simulated seconds")
+    timing_only: bool = option(False, doc="run the event loop without training")
+    checkpoint_every: int | None = option(None, ge=1, doc="write a checkpoint every k rounds")
+    round_deadline_s: float | None = option(None, gt=0, doc="uploads not done this long after the "
+                                            "round started are dropped; the round ends then")
+    record_devices: bool = option(True, doc="keep per-round arrays of every device (decisions.npz)")
+    device: str = option("cpu", doc="torch device for training, e.g. cpu or cuda")
+    threads: int = option(1, ge=1, doc="torch intra-op threads while the run trains (part of the "
+                                        "scenario so results do not depend on where it runs)")
+    batching: str = option("auto", choices=("auto", "vmap", "loop"), doc="how the selected devices' local "
+                           "steps are computed: one vectorised call (vmap), one device after another (loop), "
+                           "or auto (the path measured faster for the model, device type and number of devices: "
+                           "Trainer.batching_for)")
+    personalised_eval: bool | None = option(None, doc="also record personal_accuracy (each device "
+                                            "adapts the model by one step of learning.per_alpha on its "
+                                            "own data and is tested on its own test split); default: on "
+                                            "for the Per-FedAvg algorithms and the perfedavg partitions")
+
+@dataclass(frozen=True)
+class ChannelConfig(_PartTable):
+    """Block fading (one draw per device per round), optionally times path loss and shadowing.
+
+    ``model`` names the fading process (wirelessfl.wireless.CHANNELS: "rayleigh", "gauss_markov",
+    "rician", "trace", or a plugin); sigma_n follows ``profile``. Path loss (path_loss = true): the
+    gain is the fading |h|^2 times reference_gain x (d / d0)^-exponent x 10^(X / 10),
+    X ~ N(0, shadowing_db^2), base station at (0, 0).
+    """
+
+    model: str = _part("rayleigh", "channel", "the fading model: a built-in name, an installed plugin or 'module:Class'")
+    profile: str = option("homogeneous", choices=("homogeneous", "linear", "list"),
+                          doc="how sigma_n is set across devices")
+    sigma: float = option(1.0, gt=0, doc="sigma of every device (homogeneous)")
+    sigma_min: float = option(0.1, gt=0, doc="sigma of device 0 (linear)")
+    sigma_max: float = option(10.0, gt=0, doc="sigma of device N-1 (linear)")
+    sigmas: tuple[float, ...] = option((), gt=0, doc="one sigma per device (list)")
+    gain_floor: float = option(1e-3, ge=0, doc="lower clip of the fading |h|^2 (before path loss)")
+    path_loss: bool = option(False, doc="multiply the fading gain by distance path loss and shadowing")
+    cell_radius_m: float = option(100.0, gt=0, doc="devices are drawn uniformly in this disc")
+    positions_m: tuple[tuple[float, ...], ...] = option((), doc="one [x, y] per device (else drawn)")
+    reference_distance_m: float = option(1.0, gt=0, doc="d0; closer devices count as at d0")
+    reference_gain_db: float = option(0.0, doc="path gain at d0 in dB")
+    path_loss_exponent: float = option(3.0, gt=0)
+    shadowing_db: float = option(0.0, ge=0, doc="standard deviation of log-normal shadowing in dB")
+    shadowing: str = option("per_device", choices=("per_device", "per_round"),
+                            doc="shadowing drawn once per device, or afresh every round")
+    options: Any = _options()
+    held: Any = _held()
+
+
+@dataclass(frozen=True)
+class LinkConfig:
+    """Uplink: rate B log2(1 + g P / N0), airtime = model bits / rate, energy = P x airtime."""
+
+    access: str = option("tdma", choices=("tdma", "fdma"),
+                         doc="tdma: one device at a time on the whole band; fdma: band split evenly")
+    bandwidth_hz: float = option(22e6, gt=0)
+    noise_power: Power = option(1.0, gt=0, doc="N0 (linear, or a string in dB)")
+    p_bar: Power = option(1.0, gt=0, doc="time-average power budget per device")
+    p_max: Power = option(10 ** 3.5, gt=0, doc="peak transmit power")
+    downlink_s: float = option(0.0, ge=0, doc="fixed broadcast time of the global model per round")
+    downlink_rate_bps: float | None = option(None, gt=0, doc="adds model_bits / rate to downlink_s")
+    model_bits: int | None = option(None, ge=1, doc="upload size; default 32 x model parameters")
+
+@dataclass(frozen=True)
+class DevicesConfig(_PartTable):
+    """The devices, their computation time per round (they compute in parallel) and availability.
+
+    ``compute`` names the computation model (wirelessfl.devices.COMPUTE: "constant", "cpu",
+    "shifted_exponential", "trace", or a plugin). Availability: a two-state Markov chain per device
+    (p_on_to_off = 0: always available), or a trace of on/off rows.
+    """
+
+    count: int = option(100, ge=1, doc="number of devices N")
+    compute: str = _part("constant", "compute", "the computation model: a built-in name, an installed "
+                         "plugin or 'module:Class'")
+    step_time_s: float = option(0.0, ge=0, doc="computation time per local step, added to the "
+                                "model's time: unequal local work makes stragglers")
+    p_on_to_off: float = option(0.0, ge=0, le=1, doc="per-round probability an available device leaves")
+    p_off_to_on: float = option(1.0, gt=0, le=1, doc="per-round probability an unavailable one returns")
+    availability_trace: FilePath | None = option(None, doc="CSV or .npy of rounds x devices, 1 = available "
+                                                 "(replaces the Markov chain)")
+    availability_trace_end: str = option("stop", choices=("stop", "cycle"),
+                                         doc="when the trace runs out: stop with an error, or start over")
+    excluded: tuple[int, ...] = option((), ge=0, doc="devices that never take part (incomplete "
+                                       "participation, spec 003): never available to the scheduler")
+    excluded_count: int = option(0, ge=0, doc="this many more devices, drawn once from the 'exclusion' "
+                                 "stream, never take part")
+    min_mean_snr_db: float | None = option(None, doc="devices whose mean SNR E|h|^2 p_bar / N0 (2 sigma^2 "
+                                           "p_bar / N0 for Rayleigh) is below this never transmit")
+    options: Any = _options()
+    held: Any = _held()
+
+
+@dataclass(frozen=True)
+class SchedulerConfig(_PartTable):
+    """Which devices transmit and at what power: ``name`` (wirelessfl.scheduling.SCHEDULERS,
+    an installed plugin or 'module:Class') and its options."""
+
+    name: str = _part("lyapunov", "scheduler", "the scheduler: a built-in name, an installed plugin or "
+                      "'module:Class'")
+    options: Any = _options()
+    held: Any = _held()
+
+
+@dataclass(frozen=True)
+class LearningConfig(_PartTable):
+    """Data, model, the local update rule and the learning algorithm (``algorithm``:
+    wirelessfl.learning.ALGORITHMS, an installed plugin or 'module:Class', with its options)."""
+
+    dataset: str = option("fashion_mnist", choices=("fashion_mnist", "mnist", "cifar10", "synthetic"))
+    data_dir: str = option("", doc="directory with the dataset files (default: standard places)")
+    model: str = option("small_cnn", choices=("paper_cnn", "small_cnn", "mlp", "logreg", "mlp_80_60", "lenet"))
+    partition: str = option("dirichlet_per_device",
+                            choices=("dirichlet_per_device", "label_dirichlet", "iid", "perfedavg_groups",
+                                     "perfedavg_groups_single", "classes_per_device"),
+                            doc="perfedavg_groups: Per-FedAvg's Table 2 layout, 10 groups, type-A devices "
+                                "hold samples_per_device = 5a samples (a of classes 0-4), type-B devices a/2 "
+                                "of class j and 2a of class j+5; _single: type-B devices hold class j+5 only; "
+                                "classes_per_device: the SAFARI paper's non-iid index p (spec 003 A4), "
+                                "each device holds learning.classes_per_device classes, each class "
+                                "is held by p N / 10 devices and split evenly among them")
+    classes_per_device: int = option(2, ge=1, le=10, doc="classes_per_device: p distinct classes per "
+                                     "device (10: nearly iid, 1: one class each)")
+    class_assignment: str = option("random", choices=("random", "ordered"),
+                                   doc="classes_per_device: random class sets (the paper), or ordered: "
+                                       "dealt in label order, device n first gets class n 10 // (p N)")
+    alpha: float = option(1.0, ge=0, allow_inf=True, doc="Dirichlet concentration; 0 one class, inf iid")
+    samples_per_device: int = option(500, ge=1)
+    synthetic_alpha: float = option(1.0, ge=0, doc="Synthetic(alpha, beta): spread of the device models")
+    synthetic_beta: float = option(1.0, ge=0, doc="Synthetic(alpha, beta): spread of the device inputs")
+    algorithm: str = _part("fedavg", "algorithm", "the learning algorithm: a built-in name, an installed "
+                           "plugin or 'module:Class'")
+    aux_samples: int = option(0, ge=0, doc="size n_T of the server's auxiliary set, drawn uniformly "
+                              "from the training set (stream 'aux') and removed from the devices' pool")
+    local_steps: int = option(10, ge=1, doc="K local SGD steps")
+    batch_size: int = option(32, ge=1)
+    lr: float = option(0.01, gt=0, doc="local step size gamma")
+    size_sigma: float = option(0.0, ge=0, doc="unequal dataset sizes: samples_per_device x "
+                               "LogNormal(-sigma^2/2, sigma) per device (iid, dirichlet_per_device)")
+    eval_train_samples: int = option(10000, ge=1, doc="training samples used for the train loss")
+    per_alpha: float = option(0.01, ge=0, doc="step size of the personalised evaluation's adaptation "
+                              "step (and Per-FedAvg's inner step size alpha)")
+    per_adapt_on: str = option("train", choices=("train", "test"), doc="personalised evaluation: the "
+                               "adaptation batch comes from the device's train data (default) or its test "
+                               "split (the paper's wording; leaks the test data)")
+    fairness_metrics: bool | None = option(None, doc="record per-device test accuracy and client "
+                                           "dissimilarity at every evaluation (default: on for the fair "
+                                           "schedulers random ... unionfl, off otherwise)")
+    device_test_samples: int = option(100, ge=1, doc="size of each device's own test split, label-matched to "
+                                      "its training data (fairness metrics, personalised evaluation; the "
+                                      "perfedavg partitions bring their own split)")
+    options: Any = _options()
+    held: Any = _held()
+
+
+@dataclass(frozen=True)
+class Scenario:
+    """One fully resolved simulation, or a family of them through variants and sweep."""
+
+    name: str = option("scenario")
+    seed: int = option(0, ge=0, doc="root seed of every random stream")
+    plugin_path: tuple[FilePath, ...] = option((), doc="folders searched for 'module:Class' parts before sys.path "
+                                          "(load_scenario adds the scenario file's folder when a part is there)")
+    run: RunConfig = field(default_factory=RunConfig)
+    channel: ChannelConfig = field(default_factory=ChannelConfig)
+    link: LinkConfig = field(default_factory=LinkConfig)
+    devices: DevicesConfig = field(default_factory=DevicesConfig)
+    scheduler: SchedulerConfig = field(default_factory=SchedulerConfig)
+    learning: LearningConfig = field(default_factory=LearningConfig)
+    variants: tuple[tuple[str, tuple[tuple[str, Any], ...]], ...] = ()
+    sweep: tuple[tuple[str, tuple[Any, ...]], ...] = ()
+
+    def variant_scenarios(self) -> list[tuple[str, "Scenario"]]:
+        """Expand [variants] into (name, scenario) pairs; a scenario without variants is its own."""
+        if not self.variants:
+            return [(self.name, self)]
+        return [(vname, self.member(*ov, ("name", vname))) for vname, ov in self.variants]
+
+    def member(self, *assignments: tuple[str, Any]) -> "Scenario":
+        """One run of this family: the scenario without variants and sweep, with (key, value) set.
+
+        The member's parts keep the options set for them in this scenario (also those held for other
+        parts, when the assignments name those parts); options no part of the member takes are dropped.
+        """
+        from .build import INHERITED, from_dict, own_fields
+        from .writing import toml_value, to_dict
+
+        base = to_dict(self, only_changed=True)
+        base.pop("variants", None)
+        base.pop("sweep", None)
+        for table in KIND_OF_TABLE:
+            node = base.get(table)
+            if isinstance(node, dict):
+                own = own_fields(table)
+                moved = {k: node.pop(k) for k in list(node) if k not in own and k != "options"}
+                moved.update(node.pop("options", {}))
+                node[INHERITED] = moved
+        overrides = []
+        for k, v in assignments:
+            try:
+                overrides.append(f"{k}={toml_value(v)}")
+            except (TypeError, ValueError):  # a date, a table in a list, an int too long to print
+                from ..fields import ConfigError
+
+                raise ConfigError(f"{k} = {show(v)}: must be a number, string, boolean or list") from None
+        return from_dict(base, overrides)
+
+    def replace(self, *overrides: str) -> "Scenario":
+        """A copy with dotted overrides such as ``"scheduler.V=1000"`` applied and validated."""
+        from .build import from_dict
+        from .writing import to_dict
+
+        return from_dict(to_dict(self), overrides)
+
+    def part(self, kind: str) -> type:
+        """The class of the part of ``kind`` ("scheduler", "algorithm", "channel", "compute")."""
+        k = KINDS[kind]
+        return registry(kind).load(getattr(getattr(self, k.table), k.key), self.plugin_path)
+
+    def options(self, kind: str):
+        """The options of the part of ``kind``: its Options instance, or a dict."""
+        opts = getattr(self, KINDS[kind].table).options
+        return opts.to_dict() if isinstance(opts, PluginOptions) else opts
+
+    def accepts(self, key: str) -> bool:
+        """Whether the dotted ``key`` is a field of this scenario (a table's own field or an option
+        of the part it names), so that an override of it takes effect."""
+        parts = key.split(".")
+        if len(parts) == 1:
+            return parts[0] in {f.name for f in dataclasses.fields(self)}
+        table = getattr(self, parts[0], None)
+        if not dataclasses.is_dataclass(table):
+            return False
+        names = {f.name for f in dataclasses.fields(table)} - {"options", "held"}
+        if len(parts) == 2 and parts[1] in names:
+            return True
+        kind = KIND_OF_TABLE.get(parts[0])
+        if kind is None:
+            return False
+        leaf = parts[2] if len(parts) == 3 and parts[1] == "options" else parts[1] if len(parts) == 2 else None
+        opts = table.options
+        if leaf is None:
+            return False
+        if isinstance(opts, PluginOptions):
+            return parts[1] == "options"
+        return leaf in {f.name for f in dataclasses.fields(opts)}
+
+
+SPECIAL = ("variants", "sweep")
+TABLES = {"run": RunConfig, "channel": ChannelConfig, "link": LinkConfig, "devices": DevicesConfig,
+           "scheduler": SchedulerConfig, "learning": LearningConfig}
