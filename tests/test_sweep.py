@@ -68,7 +68,8 @@ def test_expand_merges_scenario_grid_and_numbers_seeds():
     m = members[-1]
     assert (m.scenario.scheduler.options.V, m.scenario.scheduler.options.lam, m.scenario.seed) == (50.0, 100.0, 8)
     assert m.params == {"scheduler.V": 50, "scheduler.m": 2, "scheduler.lam": 100}
-    assert m.key == sw.run_key(dumps(m.scenario, only_changed=True)) and not m.scenario.sweep
+    assert m.key == sw.member_key(m.scenario) == sw.run_key(dumps(m.scenario, only_changed=True))
+    assert not m.scenario.sweep
     # the key is the resolved scenario: forcing timing_only on a training scenario changes it
     training = scenario(run={"timing_only": False})
     k1 = sw.expand(training, ["scheduler.V=1"])[1][0].key

@@ -8,13 +8,24 @@ Public API:
     resume(run_dir, progress=True) -> RunResult (continue an interrupted run from its checkpoint)
     sweep(scenario, grid=None, seeds=1, executor="serial", ...) -> SweepResult (parameter studies)
     load_table(sweep_dir) -> DataFrame (a sweep's results table)
-Submodules: wirelessfl.scheduling (optimal_power, solve_selection, schedulers),
-wirelessfl.learning (datasets, partitions, build_model, trainer).
+Submodules: wirelessfl.scheduling (schedulers, optimal_power, solve_selection), wirelessfl.learning
+(algorithms, datasets, partitions, build_model, trainer), wirelessfl.wireless (channels, links),
+wirelessfl.devices (computation models); docs/extending.md shows how to plug in your own.
+Names are imported on first use, so that the command line answers quickly.
 """
-from .config import ConfigError, Scenario, load_scenario
-from .experiments.run import RunResult, TrainingDiverged, load_run, resume, run_variants, simulate
-from .experiments.sweep import SweepResult, load_table, sweep
+from importlib import import_module
 
-__all__ = ["ConfigError", "Scenario", "load_scenario", "simulate", "run_variants", "load_run", "RunResult",
-           "resume", "TrainingDiverged", "sweep", "load_table", "SweepResult"]
+from .config import ConfigError, Scenario, load_scenario
+
+_LAZY = {"simulate": "experiments.run", "run_variants": "experiments.run", "load_run": "experiments.run",
+         "resume": "experiments.run", "RunResult": "experiments.run", "TrainingDiverged": "experiments.run",
+         "sweep": "experiments.sweep", "load_table": "experiments.sweep", "SweepResult": "experiments.sweep"}
+
+__all__ = ["ConfigError", "Scenario", "load_scenario", *_LAZY]
 __version__ = "0.1.0"
+
+
+def __getattr__(name):
+    if name in _LAZY:
+        return getattr(import_module(f"{__name__}.{_LAZY[name]}"), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

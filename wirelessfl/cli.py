@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 from .config import ConfigError, load_scenario
-from .experiments.run import TrainingDiverged
+from .learning.learner import TrainingDiverged
 
 
 def _fmt_summary(name: str, s: dict) -> str:
@@ -23,9 +23,6 @@ def _fmt_summary(name: str, s: dict) -> str:
 
 
 def cmd_run(args) -> int:
-    from .experiments.plots import plot_runs
-    from .experiments.run import run_variants
-
     if args.resume:
         return _resume(args)
     if not args.scenario:
@@ -36,6 +33,9 @@ def cmd_run(args) -> int:
     if args.threads is not None:
         overrides.append(f"run.threads={args.threads}")
     scenario = load_scenario(args.scenario, overrides)
+    from .experiments.plots import plot_runs
+    from .experiments.run import run_variants
+
     out = Path(args.out) if args.out else Path("runs") / scenario.name
     results = run_variants(scenario, out, progress=not args.no_progress,
                            timing_only=True if args.timing_only else None)
@@ -140,6 +140,24 @@ def cmd_table(args) -> int:
     return 0
 
 
+def cmd_trace(args) -> int:
+    from .traces import record_traces
+
+    if args.rounds < 1:
+        raise ConfigError(f"--rounds {args.rounds}: must be >= 1")
+    scenario = load_scenario(args.scenario, args.set)
+    members = dict(scenario.variant_scenarios())
+    names = ", ".join(members)
+    if args.variant is not None and args.variant not in members:
+        raise ConfigError(f"--variant {args.variant}: {args.scenario} has the variants {names}")
+    if args.variant is None and len(members) > 1:
+        raise ConfigError(f"trace: {args.scenario} has variants ({names}); pick one with --variant")
+    member = members[args.variant] if args.variant is not None else next(iter(members.values()))
+    for path in record_traces(member, args.rounds, args.out, fmt=args.format).values():
+        print(f"wrote {path}")
+    return 0
+
+
 def cmd_reproduce(args) -> int:
     from .experiments.paper import list_recipes, reproduce
 
@@ -224,6 +242,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--csv", action="store_true", help="CSV instead of a fixed-width table")
     p.add_argument("--mean", action="store_true", help="mean and std over seeds per grid point")
     p.set_defaults(func=cmd_table)
+    p = sub.add_parser("trace", help="record a scenario's channel gains, computation times and availability "
+                       "as trace files (rounds x devices) to replay or replace with measurements")
+    p.add_argument("scenario", help="TOML scenario file")
+    p.add_argument("--rounds", type=int, required=True, help="rounds to record")
+    p.add_argument("--out", required=True, help="folder for gains, compute_s and available files")
+    p.add_argument("--format", choices=("csv", "npy"), default="csv", help="file format (default csv)")
+    p.add_argument("--variant", help="the variant to record, for a scenario with variants")
+    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a field (repeatable)")
+    p.set_defaults(func=cmd_trace)
+
     p = sub.add_parser("reproduce", help="reproduce a figure or table of the Lyapunov scheduling paper")
     p.add_argument("name", nargs="*", help="recipes (fig2 ... fig8, table1, table2) or all; see --list")
     p.add_argument("--list", action="store_true", help="list the recipes")

@@ -126,18 +126,20 @@ class Registry:
     def check_fits(self, cls, where: str) -> None:
         """PluginError unless ``cls`` is a class with every member of the protocol (required ones
         defined by the class itself, not only declared by the protocol)."""
-        protocol = self.protocol
+        protocol, public = self.protocol, self._protocol.replace(":", ".")
         if not isinstance(cls, type):
-            raise PluginError(f"{where}: {_describe(cls)} is not a class; a {self.kind.name} is a class "
-                              f"that fits {protocol.__module__}.{protocol.__name__}")
+            raise PluginError(f"{where}: names a {type(cls).__name__}, not a class; a {self.kind.name} is a class "
+                              f"that fits {public}")
         missing = [m for m in _members(protocol) if not hasattr(cls, m)]
-        stubs = [m for m in self.kind.required if m not in missing and _is_stub(cls, protocol, m)]
-        if missing or stubs:
-            lacks = ", ".join(missing + stubs)
-            hint = (f"subclass {protocol.__module__}.{protocol.__name__} for the optional parts"
-                    if missing and not issubclass(cls, protocol) else "see docs/extending.md")
+        required = [m for m in self.kind.required if m in missing or _is_stub(cls, protocol, m)]
+        optional = [m for m in missing if m not in required]
+        if required:
             raise PluginError(f"{where}: {cls.__name__} does not fit the {self.kind.name} protocol: it lacks "
-                              f"{lacks}; {hint}")
+                              f"{', '.join(required)}" + (f"; subclass {public} to inherit the optional parts"
+                                                          if optional else "; see docs/extending.md"))
+        if optional:
+            raise PluginError(f"{where}: {cls.__name__} lacks the optional parts {', '.join(optional)}; "
+                              f"subclass {public} to inherit their defaults")
 
 
 def _members(protocol: type) -> list[str]:
@@ -155,10 +157,6 @@ def _is_stub(cls: type, protocol: type, name: str) -> bool:
     """True when ``cls`` inherits the protocol's bodiless declaration of ``name`` unchanged."""
     mine, theirs = getattr(cls, name), getattr(protocol, name)
     return getattr(mine, "__func__", mine) is getattr(theirs, "__func__", theirs)
-
-
-def _describe(obj) -> str:
-    return f"{getattr(obj, '__name__', repr(obj))} ({type(obj).__name__})"
 
 
 def _one_line(exc: BaseException) -> str:
@@ -195,20 +193,36 @@ def module_folder(module: str, plugin_path: Iterable[str]) -> str | None:
     return None
 
 
+_FROM_FOLDERS: set[str] = set()
+"""Top-level modules this process imported from plugin folders (the only ones it may re-import)."""
+
+
+def _inside(module, folder: str) -> bool:
+    path = getattr(module, "__file__", None)
+    return bool(path) and Path(folder).resolve() in Path(path).resolve().parents
+
+
 def _load_import_path(ref: str, plugin_path: Sequence[str], where: str):
     module_name, _, attr = ref.partition(":")
     if not module_name or not attr or not all(p.isidentifier() for p in module_name.split(".")) \
             or not all(p.isidentifier() for p in attr.split(".")):
         raise PluginError(f"{where}: an import path is 'module.path:Name', e.g. 'topk:TopK'")
     folder = module_folder(module_name, plugin_path)
+    top = module_name.split(".")[0]
     try:
         if folder is not None:
+            existing = sys.modules.get(top)
+            if existing is not None and not _inside(existing, folder):
+                if top not in _FROM_FOLDERS:
+                    raise PluginError(f"{where}: a module {top!r} is already imported from "
+                                      f"{getattr(existing, '__file__', None) or 'elsewhere'}; rename "
+                                      f"{Path(folder) / top}")
+                # another folder's module of the same name (a second study): load this folder's
+                for name in [m for m in sys.modules if m == top or m.startswith(top + ".")]:
+                    del sys.modules[name]
             with _path_first(folder):
                 module = importlib.import_module(module_name)
-            got = Path(getattr(module, "__file__", "") or "").resolve()
-            if Path(folder).resolve() not in got.parents:
-                raise PluginError(f"{where}: a module {module_name!r} is already imported from {got}; "
-                                  f"rename {Path(folder) / module_name.split('.')[0]}")
+            _FROM_FOLDERS.add(top)
         else:
             module = importlib.import_module(module_name)
     except PluginError:

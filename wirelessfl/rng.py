@@ -9,7 +9,6 @@ from __future__ import annotations
 import zlib
 
 import numpy as np
-import torch
 
 
 def _seed_sequence(root_seed: int, name: str) -> np.random.SeedSequence:
@@ -22,8 +21,10 @@ def stream(root_seed: int, name: str) -> np.random.Generator:
     return np.random.Generator(np.random.PCG64(_seed_sequence(root_seed, name)))
 
 
-def torch_generator(root_seed: int, name: str) -> torch.Generator:
+def torch_generator(root_seed: int, name: str):
     """Return a CPU torch.Generator for the stream ``name`` under ``root_seed``."""
+    import torch
+
     seed = int(_seed_sequence(root_seed, name).generate_state(1, dtype=np.uint64)[0] >> np.uint64(1))
     gen = torch.Generator()
     gen.manual_seed(seed)

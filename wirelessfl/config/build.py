@@ -162,17 +162,21 @@ class _Context:
     def load(self, kind, name: str, path: str) -> type:
         """The part's class; a folder it was found in joins plugin_path (so a run folder's copy of
         the scenario finds it again)."""
-        from ..plugins import is_import_path, module_folder
-
         try:
             cls = registry(kind.name).load(name, self.search_path())
         except PluginError as exc:
             raise ConfigError(str(exc)) from None
+        self.record_folder(name)
+        return cls
+
+    def record_folder(self, name: str) -> None:
+        """If ``name`` is an import path found in a folder, keep that folder in plugin_path."""
+        from ..plugins import is_import_path, module_folder
+
         if is_import_path(name):
             folder = module_folder(name.partition(":")[0], self.search_path())
             if folder is not None and folder not in self.plugin_path:
                 self.plugin_path.append(folder)
-        return cls
 
 
 def _build_scenario(data: Any, base_dir: Path | None) -> Scenario:
@@ -195,6 +199,9 @@ def _build_scenario(data: Any, base_dir: Path | None) -> Scenario:
     family = _family_parts(data) if isinstance(data.get("variants"), dict) and data["variants"] \
         or isinstance(data.get("sweep"), dict) and data["sweep"] else None
     ctx = _Context(base_dir, plugin_path, family)
+    for names in (family or {}).values():  # parts the members name: their folder goes with the scenario
+        for name in sorted(names):
+            ctx.record_folder(name)
     values = {}
     for name, f in fields.items():
         if name in SPECIAL:

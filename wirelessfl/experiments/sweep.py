@@ -27,6 +27,7 @@ path (a shared file system) and have wirelessfl installed.
 """
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import itertools
 import json
@@ -36,14 +37,13 @@ import re
 import shutil
 import time
 import traceback
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
 import pandas as pd
 
 from ..config import ConfigError, Scenario, dumps, from_dict, parse_value
-from ..plugins import KINDS
+from ..plugins import KINDS, registry, source_file
 from ..sim.records import write_json_atomic
 from .run import simulate
 
@@ -61,7 +61,7 @@ EXECUTORS = ("serial", "process", "dask")
 _TMP = re.compile(r"^\.(?P<key>[0-9a-f]+)\.tmp-(?P<pid>\d+)$")
 
 
-@dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True)
 class Member:
     """One run of a sweep: its grid values, seed, resolved scenario and key."""
 
@@ -72,7 +72,7 @@ class Member:
     key: str
 
 
-@dataclass
+@dataclasses.dataclass
 class SweepResult:
     """What a sweep produced: the results table (one row per member) and where it lives."""
 
@@ -167,6 +167,21 @@ def run_key(toml_text: str) -> str:
     return hashlib.sha256(toml_text.encode()).hexdigest()[:16]
 
 
+def member_key(scenario: Scenario) -> str:
+    """The key of a resolved scenario: run_key of its canonical TOML, without where its plugins live
+    (plugin_path) but with the sha256 of each plugin's source file, so that a changed plugin runs
+    again and a moved one does not."""
+    text = dumps(dataclasses.replace(scenario, plugin_path=()), only_changed=True)
+    for kind in KINDS.values():
+        name = getattr(getattr(scenario, kind.table), kind.key)
+        if name in registry(kind.name).builtins:
+            continue
+        source = source_file(scenario.part(kind.name))
+        digest = hashlib.sha256(source.read_bytes()).hexdigest() if source is not None else "no source"
+        text += f"# {kind.field} = {name}: {digest}\n"
+    return run_key(text)
+
+
 def expand(scenario: Scenario, grid=None, seeds: int | Sequence[int] = 1,
            timing_only: bool | None = None) -> tuple[list[tuple[str, tuple]], list[Member]]:
     """The merged grid and every member of the sweep, validated before anything runs.
@@ -201,7 +216,7 @@ def expand(scenario: Scenario, grid=None, seeds: int | Sequence[int] = 1,
                     raise _grid_error(scenario, applied, exc) from None
                 text = dumps(member)
                 # keyed by the canonical form, so new fields with defaults keep old runs valid
-                key = run_key(dumps(member, only_changed=True))
+                key = member_key(member)
                 if key in seen:
                     if seen[key] == (params, seed):  # a grid key this member does not take
                         continue

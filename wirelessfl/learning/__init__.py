@@ -12,7 +12,7 @@ from ..plugins import Registry
 from .partition import (PARTITION_SCHEMES, partition, perfedavg_group_counts, perfedavg_test_unit,
                         split_by_class_counts)
 
-ALGORITHMS = Registry("algorithm", "wirelessfl.learning.algorithms:Algorithm", {
+ALGORITHMS = Registry("algorithm", "wirelessfl.learning:Algorithm", {
     "fedavg": "wirelessfl.learning.algorithms:FedAvg",
     "safari": "wirelessfl.learning.algorithms:Safari",
     "fedavg_rr": "wirelessfl.learning.fedshuffle:FedAvgRR",

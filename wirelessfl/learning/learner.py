@@ -3,7 +3,6 @@ engine's Learner protocol (train a round, train on the server, report losses, ev
 from __future__ import annotations
 
 import numpy as np
-import torch
 
 from .. import rng as rngs
 from ..scheduling.base import Decision, ReportRequest, Reports
@@ -118,6 +117,8 @@ class FederatedLearner:
         return dict(metrics or {})
 
     def _check_finite(self, where: str, knob: str, value) -> None:
+        import torch
+
         if not bool(torch.isfinite(self.trainer.params).all()):
             now = f" (now {value:g})" if value is not None else ""
             raise TrainingDiverged(f"training diverged in {where}: the model is no longer finite; "

@@ -11,7 +11,7 @@ from .power import POWER_RULES, optimal_power
 from .schedulers import LyapunovScheduler, UniformScheduler
 from .selection import SELECTION_METHODS, SelectionResult, selection_objective, solve_selection
 
-SCHEDULERS = Registry("scheduler", "wirelessfl.scheduling.base:Scheduler", {
+SCHEDULERS = Registry("scheduler", "wirelessfl.scheduling:Scheduler", {
     "lyapunov": "wirelessfl.scheduling.schedulers:LyapunovScheduler",
     "uniform": "wirelessfl.scheduling.schedulers:UniformScheduler",
     "random": "wirelessfl.scheduling.fair:RandomScheduler",

@@ -1,0 +1,370 @@
+"""The extension seams: a user's scheduler, algorithm, channel and computation model from their own
+files (import paths found beside the scenario), installed plugins (entry points), their options,
+their state through checkpoints, their numbers in the records, and one-line errors for every way a
+plugin can fail to load."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from wirelessfl import load_scenario, resume, simulate
+from wirelessfl.config import ConfigError, from_dict
+from wirelessfl.experiments.sweep import expand, sweep
+
+ROOT = Path(__file__).resolve().parents[1]
+
+TOPK = textwrap.dedent('''
+    """The k devices with the largest gains, at full power; counts its rounds (state)."""
+    from dataclasses import dataclass
+
+    import numpy as np
+
+    from wirelessfl.config import option
+    from wirelessfl.scheduling import Decision, Scheduler
+
+
+    @dataclass(frozen=True)
+    class Options:
+        k: int = option(3, ge=1, doc="devices per round")
+
+
+    class TopK(Scheduler):
+        Options = Options
+        inclusion_probabilities = False
+
+        def __init__(self, n, k, p_max):
+            self.n, self.k, self.p_max, self.decided = n, k, p_max, 0
+
+        @classmethod
+        def from_scenario(cls, scenario, options):
+            return cls(scenario.devices.count, options.k, scenario.link.p_max)
+
+        def decide(self, state):
+            self.decided += 1
+            chosen = np.sort(np.argsort(-state.gains, kind="stable")[: self.k])
+            q = np.zeros(self.n)
+            q[chosen] = 1.0
+            return Decision(omega=q / q.sum(), q=q, power=np.full(self.n, self.p_max), queue=np.zeros(self.n),
+                            m=self.k, selected=chosen, info={"decided": self.decided, "note": "not a number"})
+
+        def state_dict(self):
+            return {"decided": self.decided, "history": np.arange(self.decided)}
+
+        def load_state(self, state):
+            self.decided = state["decided"]
+            assert isinstance(state["history"], np.ndarray) and state["history"].size == self.decided
+''')
+
+PROX = textwrap.dedent('''
+    """FedAvg with a proximal term mu / 2 ||y - x_t||^2 in the local objective."""
+    from dataclasses import dataclass
+
+    from wirelessfl.config import option
+    from wirelessfl.learning import FedAvg
+    from wirelessfl.learning.algorithms import FedAvgOptions
+
+
+    @dataclass(frozen=True)
+    class ProxOptions(FedAvgOptions):
+        mu: float = option(0.1, ge=0, doc="proximal weight")
+
+
+    class Prox(FedAvg):
+        Options = ProxOptions
+
+        @classmethod
+        def from_scenario(cls, scenario, options):
+            alg = super().from_scenario(scenario, options)
+            alg.mu = options.mu
+            return alg
+
+        def local_updates(self, trainer, devices, round_idx):
+            return trainer.local_updates(devices, round_idx, direction=lambda g, y, x0, anchor: g + self.mu * (y - x0))
+
+        def round(self, trainer, selected, q, num_devices, round_idx):
+            out = super().round(trainer, selected, q, num_devices, round_idx)
+            return {**out, "mu": self.mu, "label": "ignored"}
+''')
+
+PLAIN = textwrap.dedent('''
+    """A scheduler without an Options class: its options arrive as a dict."""
+    import numpy as np
+
+    from wirelessfl.scheduling import Decision, Scheduler
+
+    SEEN = []
+
+
+    class EveryOther(Scheduler):
+        def __init__(self, n, options):
+            self.n, self.options = n, options
+
+        @classmethod
+        def from_scenario(cls, scenario, options):
+            SEEN.append(options)
+            return cls(scenario.devices.count, options)
+
+        def decide(self, state):
+            chosen = np.arange(state.round % 2, self.n, 2)
+            q = np.zeros(self.n)
+            q[chosen] = 1.0
+            return Decision(omega=q / q.sum(), q=q, power=np.ones(self.n), queue=np.zeros(self.n), m=1,
+                            selected=chosen)
+''')
+
+MODELS = textwrap.dedent('''
+    """A channel whose gains are the device ids + 1, and a computation model of 0.1 s per device id."""
+    import numpy as np
+
+    from wirelessfl.devices import ComputeModel
+    from wirelessfl.wireless import Channel
+
+
+    class Ladder(Channel):
+        def __init__(self, n):
+            self.n = n
+
+        @classmethod
+        def from_scenario(cls, scenario, options):
+            return cls(scenario.devices.count)
+
+        def draw(self, rng):
+            return np.arange(1.0, self.n + 1.0)
+
+
+    class Slow(ComputeModel):
+        @classmethod
+        def from_scenario(cls, scenario, options):
+            return cls()
+
+        def compute_times(self, devices, rng, round_idx=0):
+            return 0.1 * np.asarray(devices, dtype=float)
+''')
+
+
+def write_plugins(folder: Path, **modules: str) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    for name, text in modules.items():
+        (folder / f"{name}.py").write_text(text)
+    return folder
+
+
+def scenario_text(scheduler: str = 'name = "topk_mod:TopK"\nk = 4', learning: str = "", timing_only=True,
+                  rounds=6, extra: str = "", checkpoint_every: int = 0) -> str:
+    return textwrap.dedent(f'''
+        seed = 1
+        [run]
+        rounds = {rounds}
+        eval_every_rounds = 2
+        timing_only = {str(timing_only).lower()}
+        {f"checkpoint_every = {checkpoint_every}" if checkpoint_every else ""}
+        [channel]
+        profile = "linear"
+        [devices]
+        count = 12
+        [link]
+        model_bits = 100000
+        [scheduler]
+        {{scheduler}}
+        [learning]
+        dataset = "fashion_mnist"
+        model = "logreg"
+        samples_per_device = 40
+        local_steps = 2
+        eval_train_samples = 200
+        {{learning}}
+        {{extra}}
+    ''').format(scheduler=scheduler, learning=learning, extra=extra)
+
+
+def selected_rows(rounds: pd.DataFrame) -> list[list[int]]:
+    return [[int(v) for v in str(s).split()] for s in rounds["selected"]]
+
+
+# --- a scheduler and an algorithm from the user's folder ---------------------------------------
+
+
+def test_topk_scheduler_from_the_scenarios_folder_through_the_cli(tmp_path, one_torch_thread):
+    folder = write_plugins(tmp_path / "study", topk_mod=TOPK)
+    (folder / "s.toml").write_text(scenario_text())
+    out = tmp_path / "out"
+    proc = subprocess.run([sys.executable, "-m", "wirelessfl.cli", "run", str(folder / "s.toml"), "--out", str(out),
+                           "--no-progress"], capture_output=True, text=True, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    run = out / "s"
+    rounds = pd.read_csv(run / "rounds.csv")
+    gains = np.load(run / "decisions.npz")["gains"]
+    for r, chosen in enumerate(selected_rows(rounds)):  # the rule it implements: the 4 largest gains
+        assert chosen == sorted(np.argsort(-gains[r], kind="stable")[:4].tolist())
+    # its numbers are columns (strings are not); the folder is kept for a resume elsewhere
+    assert rounds["decided"].tolist() == list(range(1, 7)) and "note" not in rounds
+    assert f'plugin_path = ["{folder.resolve()}"]' in (run / "scenario.toml").read_text()
+
+
+def test_topk_and_a_proximal_algorithm_through_the_api_with_training(tmp_path, one_torch_thread):
+    folder = write_plugins(tmp_path / "study", topk_mod=TOPK, prox_mod=PROX)
+    (folder / "s.toml").write_text(scenario_text(learning='algorithm = "prox_mod:Prox"\nmu = 0.5',
+                                                 timing_only=False, rounds=4))
+    sc = load_scenario(folder / "s.toml")
+    assert sc.learning.options.mu == 0.5 and sc.scheduler.options.k == 4
+    res = simulate(sc, tmp_path / "run", progress=False)
+    assert (res.rounds["num_selected"] == 4).all()
+    assert res.rounds["mu"].tolist() == [0.5] * 4 and "label" not in res.rounds  # the round's numbers
+    assert res.rounds["weight_sum"].tolist() == pytest.approx([1.0] * 4)  # not inclusion probabilities: the mean
+    assert res.evals["accuracy"].iloc[-1] > res.evals["accuracy"].iloc[0]
+    # mu = 0 is FedAvg exactly
+    prox0 = simulate(sc.replace("learning.mu=0.0"), progress=False)
+    fedavg = simulate(sc.replace('learning.algorithm="fedavg"'), progress=False)
+    pd.testing.assert_frame_equal(prox0.evals, fedavg.evals)
+
+
+def test_a_stateful_plugin_resumes_to_the_uninterrupted_records(tmp_path, interrupted_and_resumed):
+    folder = write_plugins(tmp_path / "study", topk_mod=TOPK)
+    (folder / "s.toml").write_text(scenario_text(rounds=12, checkpoint_every=3))
+    full, resumed = interrupted_and_resumed(load_scenario(folder / "s.toml"), after=7)
+    pd.testing.assert_frame_equal(resumed.rounds, full.rounds)
+    assert resumed.rounds["decided"].tolist() == list(range(1, 13))  # the counter came back from the checkpoint
+
+
+def test_options_without_a_dataclass_arrive_as_a_dict(tmp_path):
+    folder = write_plugins(tmp_path / "p", plain_mod=PLAIN)
+    text = scenario_text('name = "plain_mod:EveryOther"\n[scheduler.options]\nstride = 2\nlabel = "x"')
+    (folder / "s.toml").write_text(text)
+    res = simulate(load_scenario(folder / "s.toml"), progress=False)
+    import plain_mod  # imported from the scenario's folder by the registry
+
+    assert plain_mod.SEEN[-1] == {"stride": 2, "label": "x"} and isinstance(plain_mod.SEEN[-1], dict)
+    assert selected_rows(res.rounds)[:2] == [list(range(0, 12, 2)), list(range(1, 12, 2))]
+    (folder / "flat.toml").write_text(scenario_text('name = "plain_mod:EveryOther"\nstride = 2'))
+    with pytest.raises(ConfigError, match=r"^scheduler.stride: unknown key; .* go in the table \[scheduler.options\]"):
+        load_scenario(folder / "flat.toml")
+
+
+def test_a_channel_and_a_computation_model_from_the_users_folder(tmp_path):
+    folder = write_plugins(tmp_path / "m", models_mod=MODELS)
+    text = scenario_text('name = "uniform"\nm = 3', extra="").replace(
+        '[channel]\nprofile = "linear"', '[channel]\nmodel = "models_mod:Ladder"').replace(
+        "[devices]\ncount = 12", '[devices]\ncount = 12\ncompute = "models_mod:Slow"')
+    (folder / "s.toml").write_text(text)
+    res = simulate(load_scenario(folder / "s.toml"), tmp_path / "run", progress=False)
+    assert np.array_equal(np.load(tmp_path / "run" / "decisions.npz")["gains"], np.tile(np.arange(1.0, 13.0), (6, 1)))
+    for (_, row), chosen in zip(res.rounds.iterrows(), selected_rows(res.rounds)):
+        assert row["comp_s"] == pytest.approx(0.1 * max(chosen))  # the slowest selected device
+
+
+# --- options and errors -----------------------------------------------------------------------
+
+
+def test_a_plugins_dataclass_options_get_the_built_ins_validation(tmp_path):
+    folder = write_plugins(tmp_path / "study", topk_mod=TOPK)
+    for bad, words in (("k = 0", "scheduler.k = 0: must be >= 1"), ("k = 1.5", "scheduler.k = 1.5: must be an integer"),
+                       ("kk = 2", "scheduler.kk: unknown key; allowed: name, k"),
+                       ("[scheduler.options]\nk = -1", "scheduler.options.k = -1: must be >= 1")):
+        (folder / "s.toml").write_text(scenario_text(f'name = "topk_mod:TopK"\n{bad}'))
+        with pytest.raises(ConfigError) as err:
+            load_scenario(folder / "s.toml")
+        assert str(err.value).startswith(words.split(":")[0]) and words in str(err.value)
+        proc = subprocess.run([sys.executable, "-m", "wirelessfl.cli", "run", str(folder / "s.toml")],
+                              capture_output=True, text=True, cwd=tmp_path)
+        assert proc.returncode == 2 and proc.stderr.strip().count("\n") == 0 and words in proc.stderr
+
+
+@pytest.mark.parametrize("name, modules, words", [
+    ("nowhere:TopK", {}, "no module 'nowhere' in"),
+    ("topk_mod:Missing", {"topk_mod": TOPK}, "topk_mod has no 'Missing' (its classes: "),
+    ("topk_mod:np", {"topk_mod": TOPK}, "names a module, not a class"),
+    ("broken_mod:X", {"broken_mod": "def (:\n"}, "importing broken_mod failed: SyntaxError"),
+    ("raising_mod:X", {"raising_mod": "raise RuntimeError('no GPU here')\n"},
+     "importing raising_mod failed: RuntimeError: no GPU here"),
+    ("half_mod:Half", {"half_mod": "class Half:\n    @classmethod\n    def from_scenario(cls, s, o):\n        return cls()\n"},
+     "Half does not fit the scheduler protocol: it lacks decide"),
+    ("stub_mod:Stub", {"stub_mod": "from wirelessfl.scheduling import Scheduler\nclass Stub(Scheduler):\n    pass\n"},
+     "Stub does not fit the scheduler protocol: it lacks from_scenario, decide"),
+    ("not an import path", {}, "unknown scheduler; choose from 'lyapunov'"),
+    ("a:b:c", {}, "an import path is 'module.path:Name'"),
+])
+def test_plugins_that_do_not_load_are_one_line_errors_with_exit_2(tmp_path, name, modules, words):
+    folder = write_plugins(tmp_path / f"case_{abs(hash(name))}", **modules)
+    (folder / "s.toml").write_text(scenario_text(f'name = "{name}"'))
+    with pytest.raises(ConfigError) as err:
+        load_scenario(folder / "s.toml")
+    msg = str(err.value)
+    assert msg.startswith(f"scheduler.name = {name!r}: ") and words in msg and "\n" not in msg, msg
+    proc = subprocess.run([sys.executable, "-m", "wirelessfl.cli", "run", str(folder / "s.toml")],
+                          capture_output=True, text=True, cwd=tmp_path)
+    assert proc.returncode == 2 and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+
+
+def test_an_installed_package_registers_a_name_through_an_entry_point(tmp_path, monkeypatch):
+    site = tmp_path / "site"
+    write_plugins(site, bestk_pkg=TOPK)
+    dist = site / "bestk_pkg-1.0.dist-info"
+    dist.mkdir()
+    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: bestk-pkg\nVersion: 1.0\n")
+    (dist / "entry_points.txt").write_text("[wirelessfl.schedulers]\nbestk = bestk_pkg:TopK\n")
+    monkeypatch.syspath_prepend(str(site))
+    sc = from_dict({"run": {"rounds": 3, "timing_only": True}, "devices": {"count": 6},
+                    "link": {"model_bits": 1000}, "scheduler": {"name": "bestk", "k": 2}})
+    assert sc.scheduler.options.k == 2 and sc.plugin_path == ()
+    res = simulate(sc, progress=False)
+    assert (res.rounds["num_selected"] == 2).all()
+    from wirelessfl.scheduling import SCHEDULERS
+
+    assert "bestk" in SCHEDULERS.names()
+    with pytest.raises(ConfigError, match="choose from 'lyapunov', .*'bestk'"):
+        from_dict({"run": {"rounds": 1}, "scheduler": {"name": "bestkk"}})
+
+
+# --- sweeps -----------------------------------------------------------------------------------
+
+
+def test_a_sweep_of_a_plugin_runs_in_a_process_pool_and_its_key_follows_its_source(tmp_path):
+    folder = write_plugins(tmp_path / "study", topk_mod=TOPK)
+    (folder / "s.toml").write_text(scenario_text())
+    sc = load_scenario(folder / "s.toml")
+    res = sweep(sc, grid={"scheduler.k": [2, 3]}, executor="process", workers=2, out_dir=tmp_path / "sw",
+                progress=False)
+    assert res.failed == 0 and sorted(res.table["scheduler.k"]) == [2, 3]
+    for key, k in zip(res.table["key"], res.table["scheduler.k"]):
+        rounds = pd.read_csv(tmp_path / "sw" / "runs" / key / "rounds.csv")
+        assert (rounds["num_selected"] == k).all()
+    before = [m.key for m in expand(sc, {"scheduler.k": [2]})[1]]
+    (folder / "topk_mod.py").write_text(TOPK + "\n# changed\n")  # a changed plugin is another run
+    assert [m.key for m in expand(sc, {"scheduler.k": [2]})[1]] != before
+
+
+def test_variants_switching_to_a_plugin_keep_the_options_they_share(tmp_path):
+    folder = write_plugins(tmp_path / "study", topk_mod=TOPK)
+    text = scenario_text('m = 4\nV = 10.0\nk = 2') + textwrap.dedent('''
+        [variants.best]
+        scheduler.name = "topk_mod:TopK"
+        [variants.drift]
+        scheduler.name = "lyapunov"
+    ''')
+    (folder / "s.toml").write_text(text)
+    members = dict(load_scenario(folder / "s.toml").variant_scenarios())
+    assert members["best"].scheduler.options.k == 2 and members["drift"].scheduler.options.V == 10.0
+    assert json.loads(json.dumps(members["best"].plugin_path)) == [str(folder.resolve())]
+    # an option that no variant's scheduler takes is a mistake
+    (folder / "s.toml").write_text(text.replace("k = 2", "k = 2\nkappa = 3"))
+    with pytest.raises(ConfigError, match=r"^scheduler.kappa: no run of this scenario uses it"):
+        load_scenario(folder / "s.toml")
+
+
+def test_resume_finds_the_plugin_from_any_working_folder(tmp_path):
+    folder = write_plugins(tmp_path / "study", topk_mod=TOPK)
+    (folder / "s.toml").write_text(scenario_text(rounds=8, checkpoint_every=4))
+    run = tmp_path / "run"
+    simulate(load_scenario(folder / "s.toml"), run, progress=False)
+    (run / "summary.json").unlink()  # as if it had stopped
+    code = f"from wirelessfl import resume; r = resume({str(run)!r}, progress=False); print(r.summary['status'])"
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd="/")
+    assert proc.returncode == 0 and proc.stdout.strip() == "complete", proc.stderr
+    assert resume(run, progress=False).summary["status"] == "complete"
