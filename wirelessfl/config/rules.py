@@ -37,8 +37,12 @@ def cross_check(s) -> None:
     if s.devices.excluded_count + len(set(s.devices.excluded)) > n:
         raise ConfigError(f"devices.excluded_count = {s.devices.excluded_count}: with devices.excluded "
                           f"it excludes more than devices.count = {n} devices")
-    if s.devices.availability_trace is not None and s.devices.p_on_to_off > 0:
-        raise ConfigError("devices.availability_trace: set either the trace or devices.p_on_to_off, not both")
+    if s.devices.availability_trace is not None:
+        if s.devices.p_on_to_off > 0:
+            raise ConfigError("devices.availability_trace: set either the trace or devices.p_on_to_off, not both")
+        from ..traces import Trace
+
+        Trace.read(s.devices.availability_trace, n, "devices.availability_trace", boolean=True)
     if s.learning.partition == "classes_per_device":
         p = s.learning.classes_per_device
         if s.learning.dataset == "synthetic":

@@ -1,0 +1,63 @@
+"""The examples under examples/, run as a user runs them (the CLI, from their own folder), at a
+small scale: each does what its file says."""
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+EXAMPLES = ROOT / "examples"
+
+
+def cli(*args, cwd=None) -> subprocess.CompletedProcess:
+    proc = subprocess.run([sys.executable, "-m", "wirelessfl.cli", *map(str, args)], capture_output=True, text=True,
+                          cwd=cwd)
+    assert proc.returncode == 0, proc.stderr
+    return proc
+
+
+def selected(rounds: pd.DataFrame) -> list[list[int]]:
+    return [[int(v) for v in str(s).split()] for s in rounds["selected"]]
+
+
+def test_topk_selects_the_k_best_channels_every_round(tmp_path):
+    mine = shutil.copytree(EXAMPLES / "topk", tmp_path / "mine")  # the user's own folder
+    cli("run", mine / "topk.toml", "--timing-only", "--set", "run.time_budget_s=5", "--out", tmp_path / "out",
+        "--no-progress", cwd=tmp_path)
+    run = tmp_path / "out" / "topk"
+    gains = np.load(run / "decisions.npz")["gains"]
+    rounds = pd.read_csv(run / "rounds.csv")
+    assert len(rounds) > 10
+    for r, chosen in enumerate(selected(rounds)):
+        assert chosen == sorted(np.argsort(-gains[r], kind="stable")[:10].tolist())
+
+
+@pytest.mark.slow
+def test_topk_trains_against_lyapunov(tmp_path):
+    out = tmp_path / "out"
+    cli("run", EXAMPLES / "topk" / "topk.toml", "--set", "run.time_budget_s=3", "--set",
+        "learning.samples_per_device=100", "--out", out, "--no-progress", cwd=tmp_path)
+    for name in ("topk", "lyapunov"):
+        evals = pd.read_csv(out / name / "evals.csv")
+        assert evals["accuracy"].iloc[-1] > evals["accuracy"].iloc[0] + 0.2
+    assert (pd.read_csv(out / "topk" / "rounds.csv")["num_selected"] == 10).all()
+    assert (out / "accuracy_vs_time.png").stat().st_size > 0
+
+
+def test_the_shipped_traces_are_what_the_generator_writes_and_replay(tmp_path):
+    folder = EXAMPLES / "traces"
+    cli("trace", folder / "cell.toml", "--rounds", 200, "--out", tmp_path / "again")
+    for name in ("gains.csv", "compute_s.csv", "available.csv"):
+        assert (tmp_path / "again" / name).read_bytes() == (folder / name).read_bytes(), name
+    out = tmp_path / "replay"
+    cli("run", folder / "replay.toml", "--timing-only", "--set", "run.rounds=250", "--out", out, "--no-progress",
+        cwd=tmp_path)
+    gains = np.load(out / "lyapunov" / "decisions.npz")["gains"]
+    recorded = np.loadtxt(folder / "gains.csv", delimiter=",", skiprows=1).astype(np.float32)  # as decisions.npz
+    assert np.array_equal(gains[:200], recorded) and np.array_equal(gains[200:], recorded[:50])  # it cycles

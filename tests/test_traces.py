@@ -1,0 +1,134 @@
+"""Trace-driven models: measured gains, computation times and availability replayed from files.
+
+A trace recorded from a scenario's own models with ``wirelessfl trace`` and replayed gives that
+scenario's run back; malformed traces are one-line errors naming the field; running out of rounds
+stops with an error or starts over, as the scenario says."""
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from wirelessfl import load_scenario, simulate
+from wirelessfl.config import ConfigError, from_dict
+from wirelessfl.traces import TraceExhausted, record_traces, write_trace
+
+SCENARIO = textwrap.dedent('''
+    seed = 4
+    [run]
+    rounds = 30
+    timing_only = true
+    [channel]
+    profile = "linear"
+    sigma_min = 0.5
+    sigma_max = 3.0
+    path_loss = true
+    reference_gain_db = 20.0
+    [devices]
+    count = 8
+    compute = "cpu"
+    cpu_hz_per_device = [1e9, 2e9, 3e9, 1e9, 2e9, 3e9, 1e9, 2e9]
+    p_on_to_off = 0.2
+    p_off_to_on = 0.5
+    [link]
+    model_bits = 100000
+    [scheduler]
+    m = 3
+''')
+
+
+def replay_overrides(folder, fmt="csv", end="stop"):
+    return ['channel.model="trace"', f'channel.trace="{folder}/gains.{fmt}"', f'channel.trace_end="{end}"',
+            "channel.path_loss=false",  # the recorded gains include it
+            'devices.compute="trace"', f'devices.trace="{folder}/compute_s.{fmt}"',
+            "devices.p_on_to_off=0", f'devices.availability_trace="{folder}/available.{fmt}"']
+
+
+@pytest.mark.parametrize("fmt", ["csv", "npy"])
+def test_a_recorded_trace_replays_the_scenarios_run(tmp_path, fmt):
+    (tmp_path / "s.toml").write_text(SCENARIO)
+    proc = subprocess.run([sys.executable, "-m", "wirelessfl.cli", "trace", str(tmp_path / "s.toml"), "--rounds", "30",
+                           "--out", str(tmp_path / "tr"), "--format", fmt], capture_output=True, text=True)
+    assert proc.returncode == 0 and proc.stdout.count("wrote") == 3, proc.stderr
+    model = simulate(load_scenario(tmp_path / "s.toml"), tmp_path / "model", progress=False)
+    replay = simulate(load_scenario(tmp_path / "s.toml", replay_overrides(tmp_path / "tr", fmt)), tmp_path / "replay",
+                      progress=False)
+    columns = ["t_start", "t_end", "comp_s", "comm_s", "selected", "upload_order", "airtime_s", "num_available",
+               "energy_j"]
+    pd.testing.assert_frame_equal(replay.rounds[columns], model.rounds[columns])
+    for key in ("gains", "available"):
+        assert np.array_equal(np.load(tmp_path / "replay" / "decisions.npz")[key],
+                              np.load(tmp_path / "model" / "decisions.npz")[key])
+
+
+def test_the_trace_files_hold_what_the_models_draw(tmp_path):
+    sc = load_scenario_text(tmp_path, SCENARIO)
+    paths = record_traces(sc, 5, tmp_path / "tr")
+    gains = np.loadtxt(paths["gains"], delimiter=",", skiprows=1)
+    times = np.loadtxt(paths["compute_s"], delimiter=",", skiprows=1)
+    avail = np.loadtxt(paths["available"], delimiter=",", skiprows=1)
+    assert gains.shape == times.shape == avail.shape == (5, 8)
+    assert np.allclose(times, 1e7 * 10 * 32 / np.array([1e9, 2e9, 3e9, 1e9, 2e9, 3e9, 1e9, 2e9]))  # c S / f
+    assert set(np.unique(avail)) <= {0.0, 1.0} and (gains > 0).all()
+    assert open(paths["gains"]).readline().strip() == ",".join(f"device_{n}" for n in range(8))
+
+
+def load_scenario_text(tmp_path, text, overrides=()):
+    (tmp_path / "s.toml").write_text(text)
+    return load_scenario(tmp_path / "s.toml", overrides)
+
+
+def test_a_short_trace_stops_the_run_or_cycles(tmp_path):
+    record_traces(load_scenario_text(tmp_path, SCENARIO), 10, tmp_path / "tr")
+    stop = load_scenario(tmp_path / "s.toml", replay_overrides(tmp_path / "tr"))
+    with pytest.raises(TraceExhausted, match=r"channel.trace = '.*gains.csv' has 10 rounds and the run needs more; "
+                                             r"make it longer, or set channel.trace_end = 'cycle'"):
+        simulate(stop, progress=False)
+    cyc = simulate(load_scenario(tmp_path / "s.toml", replay_overrides(tmp_path / "tr", end="cycle")
+                                 + ['devices.trace_end="cycle"', 'devices.availability_trace_end="cycle"']),
+                   tmp_path / "cyc", progress=False)
+    gains = np.load(tmp_path / "cyc" / "decisions.npz")["gains"]
+    assert len(cyc.rounds) == 30 and np.array_equal(gains[10:20], gains[:10])
+    proc = subprocess.run([sys.executable, "-m", "wirelessfl.cli", "run", str(tmp_path / "s.toml"), "--out",
+                           str(tmp_path / "cli"), "--no-progress", *[a for o in replay_overrides(tmp_path / "tr") for a in ("--set", o)]],
+                          capture_output=True, text=True)
+    assert proc.returncode == 2 and "channel.trace" in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
+    assert len(pd.read_csv(tmp_path / "cli" / "s" / "rounds.csv")) == 10  # the rounds it could run are kept
+
+
+@pytest.mark.parametrize("content, words", [
+    ("device_0,device_1\n1.0,2.0\n", "has 2 columns: must have one per device (devices.count = 3)"),
+    ("1.0,2.0,3.0\n1.0,x,3.0\n", "line 2 is not a row of numbers"),
+    ("1.0,2.0,3.0\n1.0,2.0\n", "rows have different numbers of columns"),
+    ("1.0,0.0,3.0\n", "every value must be > 0"),
+    ("1.0,nan,3.0\n", "not finite"),
+    ("# only a comment\n", "must hold a table of rounds x devices"),
+])
+def test_malformed_gain_traces_are_one_line_errors(tmp_path, content, words):
+    (tmp_path / "g.csv").write_text(content)
+    with pytest.raises(ConfigError) as err:
+        from_dict({"run": {"rounds": 2}, "devices": {"count": 3},
+                   "channel": {"model": "trace", "trace": str(tmp_path / "g.csv")}})
+    assert str(err.value).startswith("channel.trace = ") and words in str(err.value)
+
+
+def test_relative_trace_paths_are_taken_from_the_scenarios_folder(tmp_path):
+    folder = tmp_path / "study"
+    folder.mkdir()
+    write_trace(folder / "t.npy", np.full((4, 3), 2.0))
+    write_trace(folder / "a.csv", np.array([[1, 0, 1]] * 4, dtype=bool))
+    sc = load_scenario_text(folder, '[run]\nrounds = 4\ntiming_only = true\n[devices]\ncount = 3\n'
+                                    'availability_trace = "a.csv"\n[channel]\nmodel = "trace"\ntrace = "t.npy"\n'
+                                    '[link]\nmodel_bits = 1000\n[scheduler]\nname = "uniform"\nm = 3\n')
+    assert sc.channel.options.trace == str(folder / "t.npy") and sc.devices.availability_trace == str(folder / "a.csv")
+    res = simulate(sc, progress=False)
+    assert set(" ".join(res.rounds["selected"].astype(str)).split()) <= {"0", "2"}  # device 1 is never on
+    with pytest.raises(ConfigError, match=r"^devices.availability_trace = .*every value must be 0 or 1"):
+        write_trace(folder / "a.csv", np.full((4, 3), 2.0))
+        load_scenario(folder / "s.toml")
+    with pytest.raises(ConfigError, match=r"^channel.trace = .*no such file"):
+        from_dict({"run": {"rounds": 1}, "channel": {"model": "trace", "trace": "missing.csv"}})
