@@ -61,3 +61,28 @@ def test_the_shipped_traces_are_what_the_generator_writes_and_replay(tmp_path):
     gains = np.load(out / "lyapunov" / "decisions.npz")["gains"]
     recorded = np.loadtxt(folder / "gains.csv", delimiter=",", skiprows=1).astype(np.float32)  # as decisions.npz
     assert np.array_equal(gains[:200], recorded) and np.array_equal(gains[200:], recorded[:50])  # it cycles
+
+
+def test_the_guide_to_extending_runs_as_written(tmp_path):
+    """A new user with only docs/extending.md: its scheduler file, its scenario, its command and its
+    Python block, copied as written into an empty folder."""
+    import re
+
+    blocks = re.findall(r"```(\w+)\n(.*?)```", (ROOT / "docs" / "extending.md").read_text(), re.S)
+    python = [code for lang, code in blocks if lang == "python"]
+    (tmp_path / "topk.py").write_text(python[0])
+    (tmp_path / "scenario.toml").write_text(next(code for lang, code in blocks if lang == "toml"))
+    command = next(code for lang, code in blocks if lang == "bash").strip()
+    assert command.startswith("wirelessfl run ")
+    proc = subprocess.run([sys.executable, "-m", "wirelessfl.cli", *command.split()[1:], "--no-progress"],
+                          capture_output=True, text=True, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    run = tmp_path / "runs" / "topk" / "scenario"
+    gains = np.load(run / "decisions.npz")["gains"]
+    rounds = pd.read_csv(run / "rounds.csv")
+    assert len(rounds) == 50
+    for r, chosen in enumerate(selected(rounds)):
+        assert chosen == sorted(np.argsort(-gains[r], kind="stable")[:10].tolist())
+    proc = subprocess.run([sys.executable, "-c", python[1]], capture_output=True, text=True, cwd=tmp_path)
+    assert proc.returncode == 0 and "selected" in proc.stdout, proc.stderr
+    assert len(python[0].splitlines()) < 30  # the promise of the guide

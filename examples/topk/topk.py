@@ -2,7 +2,6 @@
 from dataclasses import dataclass
 
 import numpy as np
-
 from wirelessfl.config import option
 from wirelessfl.scheduling import Decision, RoundState, Scheduler
 
@@ -26,8 +25,6 @@ class TopK(Scheduler):
     def decide(self, state: RoundState) -> Decision:
         gains = np.where(state.available if state.available is not None else True, state.gains, -np.inf)
         best = np.argsort(-gains, kind="stable")[: self.k]
-        chosen = np.sort(best[np.isfinite(gains[best])])
-        q = np.zeros(self.n)
-        q[chosen] = 1.0
+        q = np.isin(np.arange(self.n), best[np.isfinite(gains[best])]) * 1.0
         return Decision(omega=q / max(q.sum(), 1.0), q=q, power=np.full(self.n, self.p_max),
-                        queue=np.zeros(self.n), m=self.k, selected=chosen, info={"best_gain": gains.max()})
+                        queue=np.zeros(self.n), m=self.k, selected=np.flatnonzero(q))
