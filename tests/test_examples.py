@@ -86,3 +86,54 @@ def test_the_guide_to_extending_runs_as_written(tmp_path):
     proc = subprocess.run([sys.executable, "-c", python[1]], capture_output=True, text=True, cwd=tmp_path)
     assert proc.returncode == 0 and "selected" in proc.stdout, proc.stderr
     assert len(python[0].splitlines()) < 30  # the promise of the guide
+
+
+def fedprox_class():
+    from wirelessfl.plugins import part_class
+
+    return part_class("algorithm", "fedprox:FedProx", [str(EXAMPLES / "fedprox")])
+
+
+def test_fedprox_local_steps_match_an_autograd_reference(one_torch_thread):
+    """Two devices, three local steps of a small MLP: the deltas equal the proximal SGD written out with
+    autograd (gradient of the minibatch loss plus mu (y - x_t))."""
+    import torch
+    import torch.nn.functional as F
+
+    from wirelessfl.learning import Dataset, Trainer
+
+    g = torch.Generator().manual_seed(0)
+    data = Dataset(name="tiny", x_train=torch.randn(120, 6, generator=g), y_train=torch.randint(0, 10, (120,), generator=g),
+                   x_test=torch.randn(20, 6, generator=g), y_test=torch.randint(0, 10, (20,), generator=g),
+                   num_classes=10, input_shape=(6,))
+    for batching in ("vmap", "loop"):
+        trainer = Trainer(data, [np.arange(60), np.arange(60, 120)], "mlp_80_60", local_steps=3, batch_size=8,
+                          lr=0.1, root_seed=2, batching=batching)
+        algorithm = fedprox_class()(server_lr=1.0)
+        algorithm.mu = 0.7
+        deltas = algorithm.local_updates(trainer, np.array([0, 1]), 5)
+        x0 = trainer.params.clone()
+        for j, device in enumerate((0, 1)):
+            y = x0.clone()
+            for batch in trainer.minibatch_indices(device, 5):
+                w = y.clone().requires_grad_(True)
+                out = torch.func.functional_call(trainer.model, trainer.unflatten(w), (data.x_train[batch],))
+                (grad,) = torch.autograd.grad(F.cross_entropy(out, data.y_train[batch]), w)
+                y = y - 0.1 * (grad + 0.7 * (y - x0))
+            torch.testing.assert_close(deltas[j], y - x0, rtol=1e-5, atol=1e-6)
+
+
+def test_fedprox_from_its_folder_with_mu_0_is_fedavg_and_records_mu(tmp_path):
+    out = tmp_path / "out"
+    cli("run", EXAMPLES / "fedprox" / "fedprox.toml", "--set", "run.rounds=4", "--set", "run.eval_every_rounds=2",
+        "--set", "devices.count=10", "--set", "learning.samples_per_device=60", "--set", "learning.local_steps=3",
+        "--set", "learning.mu=0.0", "--out", out, "--no-progress", cwd=tmp_path)
+    prox, avg = (pd.read_csv(out / name / "evals.csv") for name in ("fedprox", "fedavg"))
+    pd.testing.assert_frame_equal(prox, avg)  # mu = 0: the same model in every evaluation
+    rounds = pd.read_csv(out / "fedprox" / "rounds.csv")
+    assert rounds["mu"].tolist() == [0.0] * 4 and "mu" not in pd.read_csv(out / "fedavg" / "rounds.csv")
+    cli("run", EXAMPLES / "fedprox" / "fedprox.toml", "--set", "run.rounds=4", "--set", "run.eval_every_rounds=2",
+        "--set", "devices.count=10", "--set", "learning.samples_per_device=60", "--set", "learning.local_steps=3", "--out", tmp_path / "mu",
+        "--no-progress", cwd=tmp_path)
+    assert not pd.read_csv(tmp_path / "mu" / "fedprox" / "evals.csv").equals(
+        pd.read_csv(tmp_path / "mu" / "fedavg" / "evals.csv"))  # mu = 0.1 changes the model
