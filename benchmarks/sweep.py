@@ -21,7 +21,8 @@ import time
 from pathlib import Path
 
 from wirelessfl.config import from_dict
-from wirelessfl.experiments.sweep import METRICS, _cores, load_table, sweep
+from wirelessfl.experiments.executors import cores as _cores
+from wirelessfl.experiments.sweep import METRICS, load_table, sweep
 
 GRID = ["scheduler.V=1,10,100,1000"]
 

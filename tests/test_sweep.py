@@ -15,6 +15,7 @@ import pytest
 
 from wirelessfl import cli
 from wirelessfl.config import ConfigError, dumps, from_dict
+from wirelessfl.experiments import executors
 from wirelessfl.experiments import sweep as sw
 from wirelessfl.experiments.study_plots import plot_study
 
@@ -191,14 +192,14 @@ def test_dask_local_cluster_matches_serial(tmp_path):
 
 
 def test_failing_run_is_recorded_and_the_sweep_goes_on(tmp_path, monkeypatch):
-    real = sw.simulate
+    real = executors.simulate
 
     def flaky(member, out_dir, **kw):
         if member.scheduler.options.V == 100.0 and member.scheduler.options.lam == 10.0:
             raise RuntimeError("solver diverged")
         return real(member, out_dir, **kw)
 
-    monkeypatch.setattr(sw, "simulate", flaky)
+    monkeypatch.setattr(executors, "simulate", flaky)
     out = tmp_path / "s"
     res = sw.sweep(scenario(), grid=GRID, seeds=2, out_dir=out, progress=False)
     assert (res.ran, res.failed) == (6, 2)
@@ -216,7 +217,7 @@ def test_failing_run_is_recorded_and_the_sweep_goes_on(tmp_path, monkeypatch):
     assert not [p for p in (out / "runs").iterdir() if p.name.startswith(".")]  # no temporary folders
 
     # once the cause is gone, running the sweep again redoes only the failed runs
-    monkeypatch.setattr(sw, "simulate", real)
+    monkeypatch.setattr(executors, "simulate", real)
     again = sw.sweep(scenario(), grid=GRID, seeds=2, out_dir=out, progress=False)
     assert (again.ran, again.skipped, again.failed) == (2, 6, 0)
     assert not list((out / "failed").iterdir())

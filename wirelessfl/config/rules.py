@@ -96,7 +96,7 @@ def _check_held_used(s, members: list) -> None:
         held = getattr(s, kind.table).held
         for key in held:
             if not any(key in _option_names(m.part(kind.name)) for m in members):
-                names = sorted({getattr(getattr(m, kind.table), kind.key) for m in members})
+                names = sorted({m.part_name(kind.name) for m in members})
                 raise ConfigError(f"{kind.table}.{key}: no run of this scenario uses it: not an option of "
                                   f"{' or '.join(repr(n) for n in names) or 'its ' + kind.name}")
 
@@ -109,5 +109,5 @@ def _check_part(s, kind) -> None:
     except ConfigError:
         raise
     except (ValueError, TypeError, OSError) as exc:
-        name = getattr(getattr(s, kind.table), kind.key)
+        name = s.part_name(kind.name)
         raise ConfigError(f"{kind.field} = {name!r}: {type(exc).__name__}: {exc}".replace("\n", " ")) from None

@@ -304,10 +304,14 @@ class Scenario:
 
         return from_dict(to_dict(self), overrides)
 
-    def part(self, kind: str) -> type:
-        """The class of the part of ``kind`` ("scheduler", "algorithm", "channel", "compute")."""
+    def part_name(self, kind: str) -> str:
+        """The name the scenario gives the part of ``kind`` ("scheduler", "algorithm", "channel", "compute")."""
         k = KINDS[kind]
-        return registry(kind).load(getattr(getattr(self, k.table), k.key), self.plugin_path)
+        return getattr(getattr(self, k.table), k.key)
+
+    def part(self, kind: str) -> type:
+        """The class of the part of ``kind``."""
+        return registry(kind).load(self.part_name(kind), self.plugin_path)
 
     def options(self, kind: str):
         """The options of the part of ``kind``: its Options instance, or a dict."""

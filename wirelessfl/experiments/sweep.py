@@ -36,21 +36,15 @@ import os
 import re
 import shutil
 import time
-import traceback
 from pathlib import Path
-from typing import Any, Callable, Iterable, Mapping, Sequence
+from typing import Any, Iterable, Mapping, Sequence
 
 import pandas as pd
 
-from ..config import ConfigError, Scenario, dumps, from_dict, parse_value
+from ..config import ConfigError, Scenario, dumps, parse_value
 from ..plugins import KINDS, registry, source_file
 from ..sim.records import write_json_atomic
-from .run import simulate
-
-try:
-    import tomllib
-except ImportError:  # pragma: no cover - Python 3.10
-    import tomli as tomllib
+from .executors import EXECUTE, read_summary
 
 METRICS = ["final_accuracy", "time_to_target_s", "mean_time_avg_power", "mean_distinct_per_round",
            "total_energy_j", "total_compute_energy_j", "dropped_uploads", "sim_time_s", "rounds",
@@ -173,7 +167,7 @@ def member_key(scenario: Scenario) -> str:
     again and a moved one does not."""
     text = dumps(dataclasses.replace(scenario, plugin_path=()), only_changed=True)
     for kind in KINDS.values():
-        name = getattr(getattr(scenario, kind.table), kind.key)
+        name = scenario.part_name(kind.name)
         if name in registry(kind.name).builtins:
             continue
         source = source_file(scenario.part(kind.name))
@@ -266,188 +260,6 @@ def _grid_error(scenario: Scenario, assign: list[tuple[str, Any]], exc: ConfigEr
             return ConfigError(msg if msg.startswith(key) else f"grid {key} = {value!r}: {msg}")
     where = ", ".join(f"{k}={v!r}" for k, v in assign)
     return ConfigError(f"grid point {where}: {exc}")
-
-
-# ---------------------------------------------------------------------------------------------
-# one task: run one member into its folder (executed in the driver, a pool worker or on Dask)
-
-
-def _read_summary(run_dir: Path) -> dict | None:
-    try:
-        summary = json.loads((run_dir / "summary.json").read_text())
-    except (OSError, ValueError):
-        return None
-    return summary if summary.get("status") == "complete" else None
-
-
-def run_task(toml_text: str, runs_dir: str, key: str, torch_threads: int | None = None) -> dict:
-    """Run one resolved scenario into ``runs_dir/key`` and return ``{"status", "summary"|"error"}``.
-
-    Exceptions of the run are caught and returned (the sweep records them and goes on); the run
-    directory appears only once complete, through one atomic rename.
-    """
-    runs = Path(runs_dir)
-    final = runs / key
-    done = _read_summary(final)
-    if done is not None:  # finished meanwhile (e.g. by a worker of an earlier, killed sweep)
-        return {"status": "complete", "summary": done}
-    if torch_threads is not None:
-        import torch
-
-        torch.set_num_threads(torch_threads)
-    tmp = runs / f".{key}.tmp-{os.getpid()}"
-    shutil.rmtree(tmp, ignore_errors=True)
-    try:
-        scenario = from_dict(tomllib.loads(toml_text))
-        result = simulate(scenario, tmp, progress=False)
-    except Exception as exc:
-        shutil.rmtree(tmp, ignore_errors=True)
-        return {"status": "failed", "error": f"{type(exc).__name__}: {exc}",
-                "traceback": traceback.format_exc()}
-    _publish(tmp, final)
-    return {"status": "complete", "summary": result.summary}
-
-
-def _publish(tmp: Path, final: Path) -> None:
-    """Move a finished run into place; an incomplete leftover at ``final`` is replaced."""
-    try:
-        os.rename(tmp, final)
-        return
-    except OSError:
-        if _read_summary(final) is not None:  # the same run finished elsewhere: identical records
-            shutil.rmtree(tmp, ignore_errors=True)
-            return
-    shutil.rmtree(final, ignore_errors=True)
-    os.rename(tmp, final)
-
-
-# ---------------------------------------------------------------------------------------------
-# executors: each yields (member index, task result) as runs finish
-
-
-def _exit_with(sweep_pid: int) -> None:
-    """End this pool worker as soon as the sweep process is gone (killed, even by SIGKILL).
-
-    Without this, workers of a killed sweep finish the runs already queued to them and then wait
-    forever: the pool's pipes stay open in the workers themselves, and under forkserver their
-    parent is the forkserver, which in turn waits for them. A daemon thread waits on a pidfd of
-    the sweep (Linux >= 5.3; elsewhere it polls the pid once a second) and exits the process.
-    """
-    import select
-    import threading
-
-    def watch() -> None:
-        try:
-            fd = os.pidfd_open(sweep_pid)
-        except (AttributeError, OSError):
-            fd = None
-        if fd is not None:
-            select.select([fd], [], [])  # readable once the process has exited
-        else:
-            while True:
-                try:
-                    os.kill(sweep_pid, 0)
-                except ProcessLookupError:
-                    break
-                except PermissionError:
-                    pass
-                time.sleep(1.0)
-        os._exit(1)
-
-    try:
-        os.kill(sweep_pid, 0)
-    except ProcessLookupError:  # the sweep died while this worker was starting
-        os._exit(1)
-    threading.Thread(target=watch, name="wirelessfl-sweep-watchdog", daemon=True).start()
-
-
-def _init_worker(torch_threads: int, sweep_pid: int) -> None:
-    import torch
-
-    torch.set_num_threads(torch_threads)  # cores // workers: workers must not oversubscribe
-    _exit_with(sweep_pid)
-
-
-def _cores() -> int:
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # pragma: no cover - not Linux
-        return os.cpu_count() or 1
-
-
-def _failed(exc: BaseException) -> dict:
-    return {"status": "failed", "error": f"{type(exc).__name__}: {exc}",
-            # not the traceback: a pool re-raises one exception object for many futures
-            "traceback": "".join(traceback.format_exception_only(exc))}
-
-
-def _serial(todo: list[tuple[int, Member]], runs_dir: Path, workers, address):
-    for i, m in todo:
-        yield i, run_task(m.toml, str(runs_dir), m.key)
-
-
-def _process(todo: list[tuple[int, Member]], runs_dir: Path, workers, address):
-    import multiprocessing as mp
-    from concurrent.futures import ProcessPoolExecutor, as_completed
-
-    workers = workers or _cores()
-    # forkserver (Linux) starts workers from a clean process that has imported the simulator
-    # once; fork is avoided because the driver may hold torch or Dask threads.
-    if "forkserver" in mp.get_all_start_methods():
-        ctx = mp.get_context("forkserver")
-        ctx.set_forkserver_preload(["wirelessfl.experiments.sweep"])
-    else:  # pragma: no cover
-        ctx = mp.get_context("spawn")
-    threads = max(1, _cores() // workers)
-    pool = ProcessPoolExecutor(max_workers=min(workers, len(todo)), mp_context=ctx,
-                               initializer=_init_worker, initargs=(threads, os.getpid()))
-    finished = False
-    try:
-        futures = {pool.submit(run_task, m.toml, str(runs_dir), m.key): i for i, m in todo}
-        for fut in as_completed(futures):
-            try:
-                res = fut.result()
-            except Exception as exc:  # a worker died (BrokenProcessPool) or the task could not be sent
-                res = _failed(exc)
-            yield futures[fut], res
-        finished = True
-    finally:
-        # interrupted: do not wait for the runs in flight (the workers exit with this process)
-        pool.shutdown(wait=finished, cancel_futures=True)
-
-
-def _dask(todo: list[tuple[int, Member]], runs_dir: Path, workers, address):
-    import logging
-
-    from distributed import Client, LocalCluster, as_completed
-
-    cluster = None
-    threads = None
-    if address:
-        client = Client(address)
-    else:
-        workers = workers or _cores()
-        threads = max(1, _cores() // workers)
-        cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
-                               dashboard_address=None, silence_logs=logging.ERROR)
-        client = Client(cluster)
-    try:
-        # key by run key: resubmitting the same run (same sweep, same client) is one task
-        futures = {client.submit(run_task, m.toml, str(runs_dir), m.key, threads, pure=False,
-                                 key=f"wirelessfl-run-{m.key}"): i for i, m in todo}
-        for fut in as_completed(list(futures)):
-            try:
-                res = fut.result()
-            except Exception as exc:  # the worker died or the task could not be deserialised
-                res = _failed(exc)
-            yield futures[fut], res
-    finally:
-        client.close()
-        if cluster is not None:
-            cluster.close()
-
-
-_EXECUTE: dict[str, Callable] = {"serial": _serial, "process": _process, "dask": _dask}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -562,7 +374,7 @@ def sweep(scenario: Scenario, grid=None, seeds: int | Sequence[int] = 1, executo
         })
         rows, todo = [], []
         for i, m in enumerate(members):
-            summary = _read_summary(runs_dir / m.key)
+            summary = read_summary(runs_dir / m.key)
             if summary is not None:
                 rows.append(_row(m, "complete", summary))
             else:
@@ -580,7 +392,7 @@ def sweep(scenario: Scenario, grid=None, seeds: int | Sequence[int] = 1, executo
         bar = tqdm(total=len(members), initial=result.skipped, desc=f"sweep {scenario.name}",
                    unit="run", disable=not progress, dynamic_ncols=True)
         bar.set_postfix(done=result.skipped, failed=0, left=len(todo))
-        results = _EXECUTE[executor](todo, runs_dir, workers, address)
+        results = EXECUTE[executor](todo, runs_dir, workers, address)
         try:
             for i, res in results:
                 m = members[i]

@@ -18,7 +18,7 @@ import pandas as pd
 from .. import rng as rngs
 from ..config import ConfigError, Scenario
 from ..devices import WorkScaledCompute, build_availability
-from ..wireless import Link, PathLossChannel, build_channel, make_access, sigma_profile
+from ..wireless import Link, build_channel, make_access, sigma_profile
 from .checkpoint import CHECKPOINT_NAME, save_checkpoint
 from .engine import STREAMS, Engine, EvalRule, Parts, RoundRecord, StopRule
 from .progress import ProgressBar
@@ -179,7 +179,7 @@ class Run:
     def _close(self, wall_time_s: float, status: str, error: str | None) -> tuple[dict, dict]:
         rec, sc = self.recorder, self.scenario
         extra = ({"distance_m": self.channel.path_loss.distances_m, "mean_gain": self.channel.mean_gain()}
-                 if isinstance(self.channel, PathLossChannel) else None)
+                 if sc.channel.path_loss else None)
         devices = rec.device_table(sigma_profile(sc.channel, sc.devices.count), extra)
         summary = summarise(sc, rec.rounds, rec.evals, devices, wall_time_s=wall_time_s, model_bits=self.bits)
         summary.update(status=status, error=error)

@@ -1,0 +1,200 @@
+"""Where a sweep's runs execute: serially, in a local process pool, or on Dask; and the task each
+executor runs (one member into its folder, published by an atomic rename).
+
+Every executor yields (member index, task result) as runs finish; a task's exceptions come back as
+results, so one failing run does not stop the others.
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import time
+import traceback
+from pathlib import Path
+from typing import TYPE_CHECKING, Callable
+
+from ..config import from_dict
+from .run import simulate
+
+if TYPE_CHECKING:
+    from .sweep import Member
+
+try:
+    import tomllib
+except ImportError:  # pragma: no cover - Python 3.10
+    import tomli as tomllib
+
+
+def read_summary(run_dir: Path) -> dict | None:
+    try:
+        summary = json.loads((run_dir / "summary.json").read_text())
+    except (OSError, ValueError):
+        return None
+    return summary if summary.get("status") == "complete" else None
+
+
+def run_task(toml_text: str, runs_dir: str, key: str, torch_threads: int | None = None) -> dict:
+    """Run one resolved scenario into ``runs_dir/key`` and return ``{"status", "summary"|"error"}``.
+
+    Exceptions of the run are caught and returned (the sweep records them and goes on); the run
+    directory appears only once complete, through one atomic rename.
+    """
+    runs = Path(runs_dir)
+    final = runs / key
+    done = read_summary(final)
+    if done is not None:  # finished meanwhile (e.g. by a worker of an earlier, killed sweep)
+        return {"status": "complete", "summary": done}
+    if torch_threads is not None:
+        import torch
+
+        torch.set_num_threads(torch_threads)
+    tmp = runs / f".{key}.tmp-{os.getpid()}"
+    shutil.rmtree(tmp, ignore_errors=True)
+    try:
+        scenario = from_dict(tomllib.loads(toml_text))
+        result = simulate(scenario, tmp, progress=False)
+    except Exception as exc:
+        shutil.rmtree(tmp, ignore_errors=True)
+        return {"status": "failed", "error": f"{type(exc).__name__}: {exc}",
+                "traceback": traceback.format_exc()}
+    _publish(tmp, final)
+    return {"status": "complete", "summary": result.summary}
+
+
+def _publish(tmp: Path, final: Path) -> None:
+    """Move a finished run into place; an incomplete leftover at ``final`` is replaced."""
+    try:
+        os.rename(tmp, final)
+        return
+    except OSError:
+        if read_summary(final) is not None:  # the same run finished elsewhere: identical records
+            shutil.rmtree(tmp, ignore_errors=True)
+            return
+    shutil.rmtree(final, ignore_errors=True)
+    os.rename(tmp, final)
+
+
+def _exit_with(sweep_pid: int) -> None:
+    """End this pool worker as soon as the sweep process is gone (killed, even by SIGKILL).
+
+    Without this, workers of a killed sweep finish the runs already queued to them and then wait
+    forever: the pool's pipes stay open in the workers themselves, and under forkserver their
+    parent is the forkserver, which in turn waits for them. A daemon thread waits on a pidfd of
+    the sweep (Linux >= 5.3; elsewhere it polls the pid once a second) and exits the process.
+    """
+    import select
+    import threading
+
+    def watch() -> None:
+        try:
+            fd = os.pidfd_open(sweep_pid)
+        except (AttributeError, OSError):
+            fd = None
+        if fd is not None:
+            select.select([fd], [], [])  # readable once the process has exited
+        else:
+            while True:
+                try:
+                    os.kill(sweep_pid, 0)
+                except ProcessLookupError:
+                    break
+                except PermissionError:
+                    pass
+                time.sleep(1.0)
+        os._exit(1)
+
+    try:
+        os.kill(sweep_pid, 0)
+    except ProcessLookupError:  # the sweep died while this worker was starting
+        os._exit(1)
+    threading.Thread(target=watch, name="wirelessfl-sweep-watchdog", daemon=True).start()
+
+
+def _init_worker(torch_threads: int, sweep_pid: int) -> None:
+    import torch
+
+    torch.set_num_threads(torch_threads)  # cores // workers: workers must not oversubscribe
+    _exit_with(sweep_pid)
+
+
+def cores() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # pragma: no cover - not Linux
+        return os.cpu_count() or 1
+
+
+def _failed(exc: BaseException) -> dict:
+    return {"status": "failed", "error": f"{type(exc).__name__}: {exc}",
+            # not the traceback: a pool re-raises one exception object for many futures
+            "traceback": "".join(traceback.format_exception_only(exc))}
+
+
+def _serial(todo: list[tuple[int, "Member"]], runs_dir: Path, workers, address):
+    for i, m in todo:
+        yield i, run_task(m.toml, str(runs_dir), m.key)
+
+
+def _process(todo: list[tuple[int, "Member"]], runs_dir: Path, workers, address):
+    import multiprocessing as mp
+    from concurrent.futures import ProcessPoolExecutor, as_completed
+
+    workers = workers or cores()
+    # forkserver (Linux) starts workers from a clean process that has imported the simulator
+    # once; fork is avoided because the driver may hold torch or Dask threads.
+    if "forkserver" in mp.get_all_start_methods():
+        ctx = mp.get_context("forkserver")
+        ctx.set_forkserver_preload(["wirelessfl.experiments.executors"])
+    else:  # pragma: no cover
+        ctx = mp.get_context("spawn")
+    threads = max(1, cores() // workers)
+    pool = ProcessPoolExecutor(max_workers=min(workers, len(todo)), mp_context=ctx,
+                               initializer=_init_worker, initargs=(threads, os.getpid()))
+    finished = False
+    try:
+        futures = {pool.submit(run_task, m.toml, str(runs_dir), m.key): i for i, m in todo}
+        for fut in as_completed(futures):
+            try:
+                res = fut.result()
+            except Exception as exc:  # a worker died (BrokenProcessPool) or the task could not be sent
+                res = _failed(exc)
+            yield futures[fut], res
+        finished = True
+    finally:
+        # interrupted: do not wait for the runs in flight (the workers exit with this process)
+        pool.shutdown(wait=finished, cancel_futures=True)
+
+
+def _dask(todo: list[tuple[int, "Member"]], runs_dir: Path, workers, address):
+    import logging
+
+    from distributed import Client, LocalCluster, as_completed
+
+    cluster = None
+    threads = None
+    if address:
+        client = Client(address)
+    else:
+        workers = workers or cores()
+        threads = max(1, cores() // workers)
+        cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
+                               dashboard_address=None, silence_logs=logging.ERROR)
+        client = Client(cluster)
+    try:
+        # key by run key: resubmitting the same run (same sweep, same client) is one task
+        futures = {client.submit(run_task, m.toml, str(runs_dir), m.key, threads, pure=False,
+                                 key=f"wirelessfl-run-{m.key}"): i for i, m in todo}
+        for fut in as_completed(list(futures)):
+            try:
+                res = fut.result()
+            except Exception as exc:  # the worker died or the task could not be deserialised
+                res = _failed(exc)
+            yield futures[fut], res
+    finally:
+        client.close()
+        if cluster is not None:
+            cluster.close()
+
+
+EXECUTE: dict[str, Callable] = {"serial": _serial, "process": _process, "dask": _dask}
