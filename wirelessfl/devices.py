@@ -248,25 +248,30 @@ class WorkScaledCompute:
         self.base, self.steps_fn = base, steps_fn
         self.ref_steps, self.step_time_s, self.factor = max(int(ref_steps), 1), float(step_time_s), factor
 
-    def _scale(self, devices: np.ndarray, round_idx: int) -> tuple[np.ndarray, np.ndarray]:
-        devices = np.asarray(devices, dtype=np.int64)
-        steps = self.steps_fn(devices, round_idx)
+    def _scale(self, devices: np.ndarray, round_idx: int) -> tuple[np.ndarray, np.ndarray] | None:
+        """(w_n, s_n) of each device; None where nothing scales (a FedAvg round, no step time)."""
+        steps = self.steps_fn(np.asarray(devices, dtype=np.int64), round_idx)
+        if steps is None and self.factor == 1 and self.step_time_s == 0:
+            return None
         if steps is None:
-            steps = np.full(devices.size, self.ref_steps)
+            steps = np.full(len(devices), self.ref_steps)
         work = np.asarray(steps, dtype=float) * self.factor
         if self.base.work_proportional:
             return work, work / self.ref_steps
-        return work, np.full(devices.size, float(self.factor))
+        return work, np.full(len(devices), float(self.factor))
 
     def compute_times(self, devices: np.ndarray, rng: np.random.Generator | None = None,
                       round_idx: int = 0) -> np.ndarray:
         """base time x s_n + step_time_s x w_n for each of ``devices``."""
-        work, scale = self._scale(devices, round_idx)
-        return self.base.compute_times(devices, rng, round_idx=round_idx) * scale + self.step_time_s * work
+        times = self.base.compute_times(devices, rng, round_idx=round_idx)
+        scaled = self._scale(devices, round_idx)
+        return times if scaled is None else times * scaled[1] + self.step_time_s * scaled[0]
 
     def energy_j(self, devices: np.ndarray, round_idx: int = 0) -> np.ndarray:
         """The base model's energy, scaled like its time."""
-        return self.base.energy_j(devices, round_idx=round_idx) * self._scale(devices, round_idx)[1]
+        energy = self.base.energy_j(devices, round_idx=round_idx)
+        scaled = self._scale(devices, round_idx)
+        return energy if scaled is None else energy * scaled[1]
 
     def state_dict(self) -> dict:
         """The base model's state."""

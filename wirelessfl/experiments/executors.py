@@ -141,11 +141,12 @@ def _process(todo: list[tuple[int, "Member"]], runs_dir: Path, workers, address)
     from concurrent.futures import ProcessPoolExecutor, as_completed
 
     workers = workers or cores()
-    # forkserver (Linux) starts workers from a clean process that has imported the simulator
-    # once; fork is avoided because the driver may hold torch or Dask threads.
+    # forkserver (Linux) starts workers from a clean process that has imported the simulator (and
+    # torch, for training runs) once; fork is avoided because the driver may hold torch or Dask threads.
     if "forkserver" in mp.get_all_start_methods():
         ctx = mp.get_context("forkserver")
-        ctx.set_forkserver_preload(["wirelessfl.experiments.executors"])
+        training = any(not m.scenario.run.timing_only for _, m in todo)
+        ctx.set_forkserver_preload(["wirelessfl.experiments.executors"] + (["torch"] if training else []))
     else:  # pragma: no cover
         ctx = mp.get_context("spawn")
     threads = max(1, cores() // workers)

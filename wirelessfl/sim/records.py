@@ -78,6 +78,7 @@ class Recorder:
         self.arrays: dict[str, list[np.ndarray]] = {k: [] for k in ARRAY_KEYS}
         self.out_dir = out_dir
         self.round_columns = list(ROUND_COLUMNS)
+        self._known = set(ROUND_COLUMNS)  # round_columns as a set: a row with a key outside it widens the file
         self._files = {}
         if out_dir is not None:
             out_dir.mkdir(parents=True, exist_ok=True)
@@ -136,9 +137,10 @@ class Recorder:
         self._write("evals", row)
 
     def _write(self, name: str, row: dict) -> None:
-        if name == "rounds" and not row.keys() <= set(self.round_columns):
+        if name == "rounds" and not row.keys() <= self._known:
             # a new column: widen the header (the row is already among self.rounds)
             self.round_columns = _columns(self.rounds)
+            self._known = set(self.round_columns)
             if name in self._files:
                 self._open("rounds", self.round_columns, self.rounds)
             return
@@ -176,6 +178,7 @@ class Recorder:
         if len(self.arrays.get("available", [])) != len(self.arrays["gains"]):  # an older checkpoint
             self.arrays["available"] = [np.ones(self.num_devices, dtype=np.float32)] * len(self.arrays["gains"])
         self.round_columns = _columns(self.rounds)
+        self._known = set(self.round_columns)
         if self._files:
             self._open("rounds", self.round_columns, self.rounds)
             self._open("evals", EVAL_COLUMNS, self.evals)
