@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 from scipy import stats
 
-from wirelessfl.config import ChannelConfig, ConfigError, LinkConfig, from_dict
+from wirelessfl.config import ConfigError, LinkConfig, from_dict
 from wirelessfl.devices import ConstantCompute, CpuCompute, MarkovAvailability, ShiftedExponentialCompute
 from wirelessfl.experiments.run import load_run, simulate
 from wirelessfl.sim.engine import EvalRule, StopRule

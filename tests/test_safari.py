@@ -4,7 +4,7 @@ import pandas as pd
 import pytest
 
 from wirelessfl.config import ConfigError, from_dict
-from wirelessfl.experiments.run import load_run, resume, simulate
+from wirelessfl.experiments.run import resume, simulate
 from wirelessfl.learning.learner import FederatedLearner
 from wirelessfl.sim import records as records_module
 from wirelessfl.sim.checkpoint import load_checkpoint

@@ -167,3 +167,20 @@ def test_progress_bar_renders_when_the_last_round_ends_past_the_time_budget():
     bar.bar.refresh()  # renders the format string
     assert bar.bar.n == pytest.approx(10.0)
     bar.close()
+
+
+def test_summary_is_strict_json_and_reads_back_with_its_missing_numbers(tmp_path):
+    """Missing numbers are null (with what they were in "non_finite"), so strict parsers read the file."""
+    from wirelessfl.experiments.run import load_run
+
+    res = simulate(from_dict({"run": {"rounds": 3, "timing_only": True, "target_accuracy": 0.9},
+                              "devices": {"count": 4}, "link": {"model_bits": 1000}}), tmp_path / "r", progress=False)
+    text = (tmp_path / "r" / "summary.json").read_text()
+
+    def refuse(name):
+        raise ValueError(f"not strict JSON: {name}")
+
+    strict = json.loads(text, parse_constant=refuse)
+    assert strict["time_to_target_s"] is None and strict["non_finite"]["time_to_target_s"] == "nan"
+    assert math.isnan(res.summary["time_to_target_s"]) and math.isnan(load_run(tmp_path / "r").summary["time_to_target_s"])
+    assert "non_finite" not in load_run(tmp_path / "r").summary

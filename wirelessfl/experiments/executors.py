@@ -6,7 +6,6 @@ results, so one failing run does not stop the others.
 """
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import time
@@ -15,6 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Callable
 
 from ..config import from_dict
+from ..jsonio import read_json
 from .run import simulate
 
 if TYPE_CHECKING:
@@ -28,7 +28,7 @@ except ImportError:  # pragma: no cover - Python 3.10
 
 def read_summary(run_dir: Path) -> dict | None:
     try:
-        summary = json.loads((run_dir / "summary.json").read_text())
+        summary = read_json(run_dir / "summary.json")
     except (OSError, ValueError):
         return None
     return summary if summary.get("status") == "complete" else None

@@ -34,6 +34,7 @@ import numpy as np
 import pandas as pd
 
 from ..config import ConfigError, Scenario, from_dict, load_scenario, to_dict
+from ..jsonio import write_json_atomic
 from .analysis import (average_curves, best_setting_table, markdown_table, mean_time_to_target, on_grid,
                        rolling_mean, shift_by_compute, speedup)
 
@@ -652,8 +653,8 @@ def analyse_fig3(ctx: Context) -> Report:
     numbers["airtime_by_horizon"] = horizon.to_dict("records")
     md = ["Time to target (s) and speed-up (uniform / lyapunov), heterogeneous channels, α = ∞:", "",
           markdown_table(table), "", SPEEDUP_LEGEND, "", markdown_table(horizon), "", HORIZON_LEGEND, "",
-          f"Paper: m = 10, c = 0: 8.5x (5,339 s vs 45,748 s); m = 1, c = 0: 1.3x; "
-          f"c = 2 s: best m = 5 with 1.31x."]
+          "Paper: m = 10, c = 0: 8.5x (5,339 s vs 45,748 s); m = 1, c = 0: 1.3x; "
+          "c = 2 s: best m = 5 with 1.31x."]
     return Report("fig3", [path], numbers, "\n".join(md))
 
 
@@ -976,14 +977,6 @@ def reproduce(names: str | Sequence[str], scale: str = "cpu", seeds: int = 3, ou
         if report.failed:
             text += ["", "Failed runs:", *(f"- {f}" for f in report.failed)]
         (out / "reports" / f"{name}.md").write_text("\n".join(text) + "\n")
-        (out / "reports" / f"{name}.json").write_text(json.dumps(report.numbers, indent=1, default=_json_default))
+        write_json_atomic(out / "reports" / f"{name}.json", report.numbers)
         reports.append(report)
     return reports
-
-
-def _json_default(value):
-    if isinstance(value, (np.integer,)):
-        return int(value)
-    if isinstance(value, (np.floating,)):
-        return float(value)
-    return str(value)

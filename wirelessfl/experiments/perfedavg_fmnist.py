@@ -27,6 +27,7 @@ from pathlib import Path
 import numpy as np
 
 from .. import rng as rngs
+from ..jsonio import read_json, write_json_atomic
 
 # Paper, Table 1 (K = 1000, MNIST a = 196 / CIFAR-10 a = 68, beta = 0.001), accuracy in %.
 PAPER_TABLE1 = [
@@ -121,7 +122,7 @@ def run_jobs(args) -> None:
                           seed=seed, single_class=single, eval_every=args.eval_every)
             res.update(dataset=args.dataset, tau=tau, alpha=alpha, single=single, method=method, seed=seed,
                        rounds=args.rounds, beta=args.beta, wall_s=time.perf_counter() - t0)
-            (store / name).write_text(json.dumps(res))
+            write_json_atomic(store / name, res)
             print(name, f"{100 * res['personal_accuracy']:.2f}%", f"{res['wall_s']:.0f}s", flush=True)
 
 
@@ -137,7 +138,7 @@ def report(args) -> None:
     import pandas as pd
 
     store = Path(args.out) / "perfedavg_runs"
-    runs = [json.loads(p.read_text()) for p in sorted(store.glob("*.json"))]
+    runs = [read_json(p) for p in sorted(store.glob("*.json"))]
     df = pd.DataFrame([{k: v for k, v in r.items() if k != "curve"} for r in runs])
     rows = []
     for (dataset, tau, alpha, single), g in df.groupby(["dataset", "tau", "alpha", "single"], sort=False):

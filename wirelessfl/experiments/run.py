@@ -1,7 +1,6 @@
 """Runs from the Python API: one scenario, every variant of one, resume, and reading a run back."""
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pandas as pd
@@ -9,7 +8,7 @@ import pandas as pd
 from ..config import Scenario, dumps
 from ..learning.learner import TrainingDiverged
 from ..sim.checkpoint import CHECKPOINT_NAME, load_checkpoint
-from ..sim.records import write_json_atomic
+from ..jsonio import read_json, write_json_atomic
 from ..sim.runner import Run, RunResult
 
 __all__ = ["RunResult", "TrainingDiverged", "load_run", "resume", "run_variants", "simulate"]
@@ -59,7 +58,7 @@ def load_run(run_dir: str | Path) -> RunResult:
     """Read a run directory back (also an incomplete one: its summary then says so or is missing)."""
     run_dir = Path(run_dir)
     summary_path = run_dir / "summary.json"
-    summary = json.loads(summary_path.read_text()) if summary_path.exists() else {"status": "incomplete"}
+    summary = read_json(summary_path) if summary_path.exists() else {"status": "incomplete"}
 
     def read(name: str) -> pd.DataFrame:
         path = run_dir / name

@@ -16,13 +16,13 @@ writes figures/safari_tables123.csv, .md and .png from every run found in the fo
 from __future__ import annotations
 
 import argparse
-import json
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
 from ..config import load_scenario
+from ..jsonio import read_json
 from .sweep import expand, sweep
 
 SCENARIO = Path(__file__).resolve().parents[2] / "scenarios" / "studies" / "safari_tables.toml"
@@ -71,7 +71,7 @@ def collect(out: Path, seeds: int) -> pd.DataFrame:
             run_dir = out / "runs" / m.key
             if not (run_dir / "summary.json").exists():
                 continue
-            summary = json.loads((run_dir / "summary.json").read_text())
+            summary = read_json(run_dir / "summary.json")
             acc = pd.read_csv(run_dir / "evals.csv")["accuracy"].to_numpy()
             lc = m.scenario.learning
             rows.append({"algorithm": lc.algorithm, "p": lc.classes_per_device,

@@ -12,13 +12,13 @@ figures/safari_wireless.png, figures/safari_wireless.csv and figures/safari_wire
 from __future__ import annotations
 
 import argparse
-import json
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
 from ..config import load_scenario
+from ..jsonio import read_json
 from .sweep import expand, sweep
 
 SCENARIO = Path(__file__).resolve().parents[2] / "scenarios" / "studies" / "safari_lyapunov_starvation.toml"
@@ -38,7 +38,7 @@ def collect(out: Path, seeds: int) -> tuple[pd.DataFrame, dict]:
         run_dir = out / "runs" / m.key
         if not (run_dir / "summary.json").exists():
             continue
-        summary = json.loads((run_dir / "summary.json").read_text())
+        summary = read_json(run_dir / "summary.json")
         ev = pd.read_csv(run_dir / "evals.csv")
         dev = pd.read_csv(run_dir / "devices.csv")
         variant, budget = m.params["variant"], m.scenario.run.time_budget_s

@@ -30,7 +30,6 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import itertools
-import json
 import math
 import os
 import re
@@ -43,7 +42,7 @@ import pandas as pd
 
 from ..config import ConfigError, Scenario, dumps, parse_value
 from ..plugins import KINDS, registry, source_file
-from ..sim.records import write_json_atomic
+from ..jsonio import read_json, write_json_atomic
 from .executors import EXECUTE, read_summary
 
 METRICS = ["final_accuracy", "time_to_target_s", "mean_time_avg_power", "mean_distinct_per_round",
@@ -434,7 +433,7 @@ def load_table(sweep_dir: str | Path) -> pd.DataFrame:
 
 def sweep_parameters(sweep_dir: str | Path) -> list[str]:
     """The parameter columns of a sweep folder (grid keys, plus "variant" when it has variants)."""
-    info = json.loads((Path(sweep_dir) / "sweep.json").read_text())
+    info = read_json(Path(sweep_dir) / "sweep.json")
     return list(info["parameters"])
 
 

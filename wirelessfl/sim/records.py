@@ -12,13 +12,12 @@ file (rewritten once with the wider header); rounds without it leave it empty.
 from __future__ import annotations
 
 import csv
-import json
 import math
-import os
 from pathlib import Path
 
 import numpy as np
 
+from ..jsonio import write_json_atomic
 from .engine import RoundRecord
 
 ROUND_COLUMNS = ["round", "t_start", "t_end", "downlink_s", "comp_s", "comm_s", "num_selected",
@@ -215,21 +214,3 @@ def _columns(rows: list[dict]) -> list[str]:
     for row in rows:
         seen.update(dict.fromkeys(row))
     return list(seen)
-
-
-def write_json_atomic(path: Path, data: dict) -> None:
-    """Write JSON so that a reader sees the old file or the whole new one, never a torn one."""
-    tmp = path.with_name(f".{path.name}.tmp")
-    with open(tmp, "w") as fh:
-        json.dump(data, fh, indent=2, default=_json_default)
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
-
-
-def _json_default(value):
-    if isinstance(value, np.generic):
-        return value.item()
-    if isinstance(value, np.ndarray):
-        return value.tolist()
-    raise TypeError(f"not JSON serialisable: {type(value)}")
