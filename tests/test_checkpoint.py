@@ -58,11 +58,23 @@ def test_timing_only_resume_keeps_queues_and_streams(interrupted_and_resumed):
     assert_same_records(resumed, full)
 
 
-def test_checkpoints_load_in_weights_only_mode(tmp_path):
-    simulate(scenario(), tmp_path / "run", progress=False)
-    # the finished run removed nothing: the last checkpoint is a plain weights-only file
+def test_checkpoints_load_in_weights_only_mode(tmp_path, monkeypatch):
+    real = learner_module.FederatedLearner.train_round
+
+    def stop_in_round_7(self, selected, decision, r):
+        if r == 7:
+            raise KeyboardInterrupt
+        return real(self, selected, decision, r)
+
+    monkeypatch.setattr(learner_module.FederatedLearner, "train_round", stop_in_round_7)
+    with pytest.raises(KeyboardInterrupt):
+        simulate(scenario(), tmp_path / "run", progress=False)
+    # the interrupted run's last checkpoint is a plain weights-only file
     state = torch.load(tmp_path / "run" / "checkpoint.pt", weights_only=True)
-    assert state["engine"]["rounds_done"] == 9 and state["learner"]["params"].dtype == torch.float32
+    assert state["engine"]["rounds_done"] == 6 and state["learner"]["params"].dtype == torch.float32
+    monkeypatch.undo()
+    simulate(scenario(), tmp_path / "done", progress=False)
+    assert not (tmp_path / "done" / "checkpoint.pt").exists()  # a complete run has nothing left to resume
 
 
 def test_sigkill_never_leaves_a_run_marked_complete_and_resume_finishes_it(tmp_path):

@@ -160,7 +160,7 @@ def test_progress_bar_renders_when_the_last_round_ends_past_the_time_budget():
 
     from wirelessfl.sim.progress import ProgressBar
 
-    scenario = SimpleNamespace(name="budget", run=SimpleNamespace(rounds=None, time_budget_s=10.0))
+    scenario = SimpleNamespace(name="budget", run=SimpleNamespace(rounds=None, time_budget_s=10.0, timing_only=False))
     bar = ProgressBar(scenario, enabled=True)
     bar.round(SimpleNamespace(round=0, t_start=0.0, t_end=6.0))
     bar.round(SimpleNamespace(round=1, t_start=6.0, t_end=13.0))  # 3 s past the budget

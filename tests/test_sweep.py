@@ -201,7 +201,8 @@ def test_failing_run_is_recorded_and_the_sweep_goes_on(tmp_path, monkeypatch):
 
     monkeypatch.setattr(executors, "simulate", flaky)
     out = tmp_path / "s"
-    res = sw.sweep(scenario(), grid=GRID, seeds=2, out_dir=out, progress=False)
+    with pytest.warns(UserWarning, match="2 of 8 runs failed; the errors are in"):
+        res = sw.sweep(scenario(), grid=GRID, seeds=2, out_dir=out, progress=False)
     assert (res.ran, res.failed) == (6, 2)
     table = sw.load_table(out)
     bad = table[table["status"] == "failed"]

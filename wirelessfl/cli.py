@@ -7,19 +7,45 @@ import sys
 from pathlib import Path
 
 from .config import ConfigError, load_scenario
-from .learning.learner import TrainingDiverged
+from .learning import TrainingDiverged
 
 
 def _fmt_summary(name: str, s: dict) -> str:
+    if s.get("status") not in ("complete", None) and "rounds" not in s:  # failed before its first round
+        return f"{name}: {s.get('status')}: {s.get('error')}"
     parts = [f"{name}: {s['rounds']} rounds", f"{s['sim_time_s']:.1f} s simulated"]
-    if not math.isnan(s.get("final_accuracy", math.nan)):
+    if math.isnan(s.get("final_accuracy", math.nan)):  # timing only: what the schedule cost
+        rounds = max(s["rounds"], 1)
+        parts += [f"{s['mean_distinct_per_round']:.2f} devices/round", f"airtime {s['total_comm_s'] / rounds:.3g} s/round",
+                  f"time-average power {s['mean_time_avg_power']:.3g}", f"transmit energy {s['total_energy_j']:.3g} J"]
+    else:
         parts.append(f"accuracy {s['final_accuracy']:.3f}")
-    if s.get("target_accuracy"):
-        t = s["time_to_target_s"]
-        parts.append(f"time to {s['target_accuracy']:g}: " + ("not reached" if math.isnan(t) else f"{t:.1f} s"))
-    parts.append(f"{s['mean_distinct_per_round']:.2f} devices/round")
+        if s.get("target_accuracy"):
+            t = s["time_to_target_s"]
+            parts.append(f"time to {s['target_accuracy']:g}: " + ("not reached" if math.isnan(t) else f"{t:.1f} s"))
+        parts.append(f"{s['mean_distinct_per_round']:.2f} devices/round")
     parts.append(f"wall {s['wall_time_s']:.1f} s")
+    if s.get("status") not in ("complete", None):
+        parts.append(f"{s['status']}: {s.get('error')}")
     return ", ".join(parts)
+
+
+def _finish(results: dict, out: Path, title: str) -> int:
+    """Print each variant's summary, draw the figures, and name the failed variants; the exit code."""
+    from .experiments.plots import plot_runs, plot_timing
+
+    for name, res in results.items():
+        print(_fmt_summary(name, res.summary))
+    done = {name: res for name, res in results.items() if not res.rounds.empty}
+    training = any(not res.evals.empty for res in done.values())
+    paths = plot_runs(done, out, title=title) if training else [plot_timing(done, out, title=title)] if done else []
+    for path in paths:
+        print(f"wrote {path}")
+    print(f"results in {out}")
+    failed = [name for name, res in results.items() if res.summary.get("status") != "complete"]
+    for name in failed:
+        print(f"wirelessfl: {name} did not complete: {results[name].summary.get('error')}", file=sys.stderr)
+    return 1 if failed else 0
 
 
 def cmd_run(args) -> int:
@@ -33,35 +59,48 @@ def cmd_run(args) -> int:
     if args.threads is not None:
         overrides.append(f"run.threads={args.threads}")
     scenario = load_scenario(args.scenario, overrides)
-    from .experiments.plots import plot_runs
     from .experiments.run import run_variants
 
-    out = Path(args.out) if args.out else Path("runs") / scenario.name
-    results = run_variants(scenario, out, progress=not args.no_progress,
-                           timing_only=True if args.timing_only else None)
-    for name, res in results.items():
-        print(_fmt_summary(name, res.summary))
-    if not args.timing_only and not scenario.run.timing_only:
-        for path in plot_runs(results, out, title=scenario.name):
-            print(f"wrote {path}")
-    print(f"results in {out}")
-    return 0
+    timing = args.timing_only or all(m.run.timing_only for _, m in scenario.variant_scenarios())
+    out = Path(args.out) if args.out else Path("runs") / (scenario.name + ("-timing" if timing else ""))
+    results = run_variants(scenario, out, progress=not args.no_progress, timing_only=True if args.timing_only else None,
+                           overwrite=args.overwrite, notice=print)
+    return _finish(results, out, scenario.name)
 
 
 def _resume(args) -> int:
-    from .experiments.run import resume
+    from .experiments.run import CHECKPOINT_NAME, load_run, resume, resume_variants
 
     root = Path(args.resume)
-    dirs = [root] if (root / "scenario.toml").exists() else sorted(p.parent for p in root.glob("*/scenario.toml"))
+    if (root / "index.json").exists():  # a scenario's folder: finish every variant
+        results = resume_variants(root, progress=not args.no_progress, notice=print)
+        return _finish(results, root, root.name)
+    if (root / "scenario.toml").exists():
+        dirs = [root]
+    else:
+        dirs = sorted(p.parent for p in root.glob("*/scenario.toml"))
     if not dirs:
         raise FileNotFoundError(f"{root}: no run directory (a folder with scenario.toml) to resume")
+    results = {}
     for run_dir in dirs:
-        print(_fmt_summary(run_dir.name, resume(run_dir, progress=not args.no_progress).summary))
-    return 0
+        if load_run(run_dir).summary.get("status") != "complete" and not (run_dir / CHECKPOINT_NAME).exists():
+            print(f"{run_dir.name}: no checkpoint, starting over")
+        try:
+            results[run_dir.name] = resume(run_dir, progress=not args.no_progress)
+        except (ConfigError, FileNotFoundError):
+            raise
+        except Exception:  # the run failed again: its folder says how
+            results[run_dir.name] = load_run(run_dir)
+    for name, res in results.items():
+        print(_fmt_summary(name, res.summary))
+    failed = [name for name, res in results.items() if res.summary.get("status") != "complete"]
+    for name in failed:
+        print(f"wirelessfl: {name} did not complete: {results[name].summary.get('error')}", file=sys.stderr)
+    return 1 if failed else 0
 
 
 def cmd_plot(args) -> int:
-    from .experiments.plots import find_runs, plot_energy, plot_round_times, plot_runs
+    from .experiments.plots import find_runs, plot_energy, plot_round_times, plot_runs, plot_timing
 
     if len(args.runs) == 1 and (Path(args.runs[0]) / "sweep.json").exists():
         return _plot_study(args)
@@ -75,7 +114,8 @@ def cmd_plot(args) -> int:
         print(f"wrote {plot_round_times(runs, target)}")
         return 0
     out = Path(args.out) if args.out else Path(args.runs[0])
-    for path in plot_runs(runs, out, x=args.x or "time"):
+    training = any(not run.evals.empty for run in runs.values())
+    for path in plot_runs(runs, out, x=args.x or "time") if training else [plot_timing(runs, out)]:
         print(f"wrote {path}")
     energy = plot_energy(runs, out)
     if energy is not None:
@@ -109,14 +149,21 @@ def _plot_study(args) -> int:
 
 
 def cmd_sweep(args) -> int:
-    from .experiments.sweep import sweep
+    import warnings
 
     scenario = load_scenario(args.scenario, args.set)
+    from .experiments.sweep import SweepFailed, sweep
+
     executor = args.executor or ("dask" if args.address else "serial")
     try:
-        res = sweep(scenario, grid=args.grid, seeds=args.seeds, executor=executor, workers=args.workers,
-                    address=args.address, out_dir=args.out, progress=not args.no_progress,
-                    timing_only=True if args.timing_only else None)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", UserWarning)  # failed runs are reported below
+            res = sweep(scenario, grid=args.grid, seeds=args.seeds, executor=executor, workers=args.workers,
+                        address=args.address, out_dir=args.out, progress=not args.no_progress,
+                        timing_only=True if args.timing_only else None)
+    except SweepFailed as exc:
+        print(f"wirelessfl: error: {exc}", file=sys.stderr)
+        return 1
     except RuntimeError as exc:  # another sweep holds the folder
         print(f"wirelessfl: error: {exc}", file=sys.stderr)
         return 2
@@ -195,7 +242,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="continue an interrupted run (or every run under a folder) from its last checkpoint")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                    help="override a field, e.g. --set scheduler.V=1000 (repeatable)")
-    p.add_argument("--out", help="run directory (default runs/NAME)")
+    p.add_argument("--out", help="folder of the scenario's runs (default runs/NAME, runs/NAME-timing for timing only)")
+    p.add_argument("--overwrite", action="store_true",
+                   help="replace runs already in --out (by default complete runs of the same scenario are reused "
+                   "and anything else is refused)")
     p.add_argument("--seed", type=int, help="root seed (overrides the file)")
     p.add_argument("--timing-only", action="store_true", help="simulate timing and scheduling without training")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
@@ -282,6 +332,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"wirelessfl: error: {exc}", file=sys.stderr)
         return 2
     except FileNotFoundError as exc:  # missing dataset or run folder: the message says where we looked
+        print(f"wirelessfl: error: {exc}", file=sys.stderr)
+        return 2
+    except FileExistsError as exc:  # OutputExists: nothing finished is overwritten unasked
         print(f"wirelessfl: error: {exc}", file=sys.stderr)
         return 2
     except TrainingDiverged as exc:

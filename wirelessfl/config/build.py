@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import dataclasses
+import os
 import re
 import sys
 import typing
@@ -47,7 +48,14 @@ def load_scenario(path: str | Path, overrides: Iterable[str] = ()) -> Scenario:
     except (ValueError, RecursionError) as exc:  # TOMLDecodeError, an int over 4300 digits, deep nesting
         raise ConfigError(f"scenario file {path} is not valid TOML: {exc}") from None
     data.setdefault("name", path.stem)
-    return from_dict(data, overrides, base_dir=path.resolve().parent)
+    return from_dict(data, [*overrides, *environment_overrides()], base_dir=path.resolve().parent)
+
+
+def environment_overrides() -> list[str]:
+    """Overrides from $WIRELESSFL_SET ("key=value;key=value"), applied after a file's own: a
+    documented hook to run every command at a small scale (the README's test uses it)."""
+    text = os.environ.get("WIRELESSFL_SET", "").strip()
+    return [item.strip() for item in text.split(";") if item.strip()]
 
 
 def from_dict(data: dict, overrides: Iterable[str] = (), base_dir: str | Path | None = None) -> Scenario:
@@ -62,8 +70,25 @@ def from_dict(data: dict, overrides: Iterable[str] = (), base_dir: str | Path | 
         raise ConfigError("scenario: tables or lists nested too deeply") from None
     for item in overrides:
         key, value = _parse_override(item)
+        _check_not_replaced(data, key)
         _apply_override(data, key, value)
     return _build_scenario(data, Path(base_dir) if base_dir is not None else None)
+
+
+def _check_not_replaced(data: dict, key: str) -> None:
+    """An override that every variant, or the sweep, sets again would change nothing: refuse it."""
+    variants, sweep = data.get("variants"), data.get("sweep")
+    if key.split(".")[0] in SPECIAL:
+        return
+    if isinstance(variants, dict) and variants and all(
+            isinstance(ov, dict) and key in dict(_flatten(ov)) for ov in variants.values()):
+        names = ", ".join(map(str, variants))
+        first = next(iter(variants))
+        raise ConfigError(f"{key}: every variant sets it ({names}), so an override would change nothing; "
+                          f"set it for one variant, e.g. variants.{first}.{key}=...")
+    if isinstance(sweep, dict) and key in dict(_flatten(sweep)):
+        raise ConfigError(f"{key}: the scenario's [sweep] sets it, so an override would change nothing; "
+                          f"give its values to the sweep instead (--grid {key}=...)")
 
 
 def parse_value(text: str) -> Any:

@@ -126,7 +126,11 @@ def cores() -> int:
 
 
 def _failed(exc: BaseException) -> dict:
-    return {"status": "failed", "error": f"{type(exc).__name__}: {exc}",
+    error = f"{type(exc).__name__}: {exc}"
+    if type(exc).__name__ == "BrokenProcessPool":  # the usual cause: a script without a main guard
+        error += (" (the worker processes died; in a script, call sweep() under if __name__ == '__main__': "
+                  "the workers import the script again)")
+    return {"status": "failed", "error": error,
             # not the traceback: a pool re-raises one exception object for many futures
             "traceback": "".join(traceback.format_exception_only(exc))}
 
@@ -168,20 +172,31 @@ def _process(todo: list[tuple[int, "Member"]], runs_dir: Path, workers, address)
 
 
 def _dask(todo: list[tuple[int, "Member"]], runs_dir: Path, workers, address):
+    """Connects (or starts a LocalCluster) now, so that an unreachable address fails at once."""
     import logging
 
-    from distributed import Client, LocalCluster, as_completed
+    from distributed import Client, LocalCluster
 
-    cluster = None
-    threads = None
+    cluster = threads = None
     if address:
-        client = Client(address)
+        try:
+            client = Client(address, timeout="10s")
+        except (OSError, TimeoutError) as exc:
+            from ..config import ConfigError
+
+            raise ConfigError(f"--address {address}: no Dask scheduler answered there ({exc})") from None
     else:
         workers = workers or cores()
         threads = max(1, cores() // workers)
         cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
                                dashboard_address=None, silence_logs=logging.ERROR)
         client = Client(cluster)
+    return _dask_results(client, cluster, threads, todo, runs_dir)
+
+
+def _dask_results(client, cluster, threads, todo, runs_dir: Path):
+    from distributed import as_completed
+
     try:
         # key by run key: resubmitting the same run (same sweep, same client) is one task
         futures = {client.submit(run_task, m.toml, str(runs_dir), m.key, threads, pure=False,

@@ -68,6 +68,46 @@ def plot_runs(runs: dict[str, RunResult], out_dir: str | Path, x: str = "time",
     return written
 
 
+def plot_timing(runs: dict[str, RunResult], out_dir: str | Path, title: str | None = None) -> Path:
+    """timing.png, for runs without training (timing only): (a) round length and (b) airtime per round
+    over the rounds (running means), (c) distinct devices per round, (d) each device's time-average
+    expected power against its budget."""
+    fig, axes = plt.subplots(2, 2, figsize=(11, 7.5))
+    (ax_len, ax_air), (ax_dev, ax_pow) = axes
+    for k, (name, run) in enumerate(runs.items()):
+        r, colour = run.rounds, f"C{k}"
+        if r.empty:
+            continue
+        rounds = r["round"].to_numpy()
+        for ax, values in ((ax_len, r["t_end"] - r["t_start"]), (ax_air, r["comm_s"]), (ax_dev, r["num_selected"])):
+            # running mean: single rounds are noisy (fading), the mean is what the schedule costs
+            ax.plot(rounds, np.cumsum(values.to_numpy(float)) / np.arange(1, len(values) + 1), color=colour,
+                    lw=1.6, label=name)
+        d = run.devices
+        ax_pow.plot(d["device"], d["time_avg_power"], color=colour, lw=1.2, marker=".", label=name)
+    ax_len.set_ylabel("round length, running mean (s)")
+    ax_air.set_ylabel("airtime per round, running mean (s)")
+    ax_dev.set_ylabel("distinct devices per round, running mean")
+    for ax in (ax_len, ax_air, ax_dev):
+        ax.set_xlabel("round")
+    ax_pow.set_xlabel("device")
+    ax_pow.set_ylabel("time-average expected power (P q)")
+    for ax, label in zip(axes.flat, "abcd"):
+        ax.grid(alpha=0.3)
+        ax.set_title(f"({label})", loc="left", fontsize=9)
+        if ax.get_lines():
+            ax.legend(fontsize=8)
+    if title:
+        fig.suptitle(f"{title} (timing only)")
+    fig.tight_layout()
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    path = out_dir / "timing.png"
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path
+
+
 def has_energy(run: RunResult) -> bool:
     """Whether a run recorded transmit and computation energy (runs written before that did not)."""
     return "compute_energy_j" in run.rounds and "transmit_energy_j" in run.devices

@@ -1,27 +1,77 @@
-"""Runs from the Python API: one scenario, every variant of one, resume, and reading a run back."""
+"""Runs from the Python API: one scenario, every variant of one, resume, and reading a run back.
+
+Nothing finished is overwritten unasked: a run folder that already holds a run is reused when it is
+the same scenario and complete, and otherwise refused (``OutputExists``) unless ``overwrite=True``.
+A scenario's folder (``run_variants``) holds one run folder per variant, the scenario itself
+(``scenario.toml``) and ``index.json`` with each variant's status, so that ``resume_variants``
+finishes whatever was left: interrupted variants from their checkpoints, the others from round 0.
+"""
 from __future__ import annotations
 
+import warnings
 from pathlib import Path
+from typing import Callable
 
 import pandas as pd
 
-from ..config import Scenario, dumps
+from ..config import ConfigError, Scenario, dumps, load_scenario
+from ..jsonio import read_json, write_json_atomic
 from ..learning.learner import TrainingDiverged
 from ..sim.checkpoint import CHECKPOINT_NAME, load_checkpoint
-from ..jsonio import read_json, write_json_atomic
 from ..sim.runner import Run, RunResult
 
-__all__ = ["RunResult", "TrainingDiverged", "load_run", "resume", "run_variants", "simulate"]
+__all__ = ["OutputExists", "RunResult", "TrainingDiverged", "load_run", "resume", "resume_variants", "run_variants",
+           "simulate"]
+
+RUN_FILES = ("scenario.toml", "rounds.csv", "evals.csv", "devices.csv", "decisions.npz", "summary.json",
+             CHECKPOINT_NAME)
+"""The files a run writes into its folder (and the only ones ``overwrite`` removes)."""
+
+
+class OutputExists(FileExistsError):
+    """The output folder holds a run this call would overwrite; nothing was written."""
+
+
+def run_state(run_dir: Path, scenario: Scenario) -> str:
+    """What ``run_dir`` holds for ``scenario``: "absent", "complete" or "partial" (a run of this
+    scenario), or "other" (a run of another scenario, or files that cannot be read as one)."""
+    run_dir = Path(run_dir)
+    if not any((run_dir / name).exists() for name in RUN_FILES):
+        return "absent"
+    try:
+        same = load_scenario(run_dir / "scenario.toml") == scenario
+    except ConfigError:  # missing, unreadable, or written by another version of the simulator
+        same = False
+    if not same:
+        return "other"
+    summary = run_dir / "summary.json"
+    complete = summary.exists() and read_json(summary).get("status") == "complete"
+    return "complete" if complete else "partial"
+
+
+def _refuse(run_dir: Path, state: str) -> OutputExists:
+    if state == "other":
+        what = "holds a run of another scenario"
+    else:
+        what = f"holds an interrupted run of this scenario (continue it with: wirelessfl run --resume {run_dir})"
+    return OutputExists(f"{run_dir}: {what}; choose another output folder (--out), or overwrite it (--overwrite)")
+
+
+def _clear(run_dir: Path) -> None:
+    for name in RUN_FILES:
+        (run_dir / name).unlink(missing_ok=True)
 
 
 def simulate(scenario: Scenario, out_dir: str | Path | None = None, progress: bool = True,
-             timing_only: bool | None = None) -> RunResult:
+             timing_only: bool | None = None, overwrite: bool = False) -> RunResult:
     """Run one scenario (no variants) and return its records; with ``out_dir``, also write them there.
 
     The run directory holds scenario.toml (the resolved scenario), rounds.csv and evals.csv (streamed
     while the run goes), devices.csv, decisions.npz and summary.json (written last; its "status" is
     "complete" only for a run that finished). With ``run.checkpoint_every = k`` a checkpoint is
-    written every k rounds, from which ``resume(out_dir)`` continues an interrupted run.
+    written every k rounds, from which ``resume(out_dir)`` continues an interrupted run. A folder
+    that already holds this scenario's complete run is read back instead of run again; one that holds
+    anything else raises OutputExists, unless ``overwrite``.
     """
     if scenario.variants:
         raise ValueError("simulate() runs one scenario; use run_variants() for a scenario with [variants]")
@@ -29,11 +79,17 @@ def simulate(scenario: Scenario, out_dir: str | Path | None = None, progress: bo
         scenario = scenario.replace(f"run.timing_only={'true' if timing_only else 'false'}")
     run_dir = Path(out_dir) if out_dir is not None else None
     if run_dir is not None:
-        run_dir.mkdir(parents=True, exist_ok=True)
-        for stale in ("summary.json", CHECKPOINT_NAME):
-            (run_dir / stale).unlink(missing_ok=True)
+        state = run_state(run_dir, scenario)
+        if state == "complete" and not overwrite:
+            return load_run(run_dir)
+        if state != "absent":
+            if not overwrite:
+                raise _refuse(run_dir, state)
+            _clear(run_dir)
+    run = Run(scenario, run_dir, progress)  # loads the data: a missing dataset writes nothing
+    if run_dir is not None:
         (run_dir / "scenario.toml").write_text(dumps(scenario))
-    return Run(scenario, run_dir, progress).execute()
+    return run.execute()
 
 
 def resume(run_dir: str | Path, progress: bool = True) -> RunResult:
@@ -45,8 +101,6 @@ def resume(run_dir: str | Path, progress: bool = True) -> RunResult:
     done = load_run(run_dir)
     if done.summary.get("status") == "complete":
         return done
-    from ..config import load_scenario
-
     scenario = load_scenario(run_dir / "scenario.toml")
     run = Run(scenario, run_dir, progress)
     if (run_dir / CHECKPOINT_NAME).exists():
@@ -70,13 +124,116 @@ def load_run(run_dir: str | Path) -> RunResult:
                      summary=summary, run_dir=run_dir)
 
 
+def _write_index(out: Path, scenario: Scenario, results: dict[str, RunResult]) -> None:
+    """index.json: the scenario's variants and each one's status (pending until it has run)."""
+    names = [name for name, _ in scenario.variant_scenarios()]
+    write_json_atomic(out / "index.json", {
+        "scenario": scenario.name, "runs": names,
+        "status": {name: results[name].summary.get("status", "incomplete") if name in results else "pending"
+                   for name in names}})
+
+
+def _run_member(member: Scenario, run_dir: Path | None, progress: bool, overwrite: bool = False) -> RunResult:
+    """simulate(), with the failure of the run itself (not of its input) recorded as its result."""
+    try:
+        return simulate(member, run_dir, progress=progress, overwrite=overwrite)
+    except (ConfigError, OutputExists, FileNotFoundError):  # the input is wrong: every variant would fail
+        raise
+    except Exception as exc:  # the run failed: keep going with the other variants
+        if run_dir is not None and (run_dir / "summary.json").exists():
+            return load_run(run_dir)
+        return RunResult(pd.DataFrame(), pd.DataFrame(), pd.DataFrame(),
+                         {"name": member.name, "status": "failed", "error": f"{type(exc).__name__}: {exc}"},
+                         run_dir)
+
+
 def run_variants(scenario: Scenario, out_dir: str | Path | None = None, progress: bool = True,
-                 timing_only: bool | None = None) -> dict[str, RunResult]:
-    """Run every variant of a scenario (or the scenario itself) into ``out_dir/VARIANT``."""
+                 timing_only: bool | None = None, overwrite: bool = False,
+                 notice: Callable[[str], None] | None = None) -> dict[str, RunResult]:
+    """Run every variant of a scenario (or the scenario itself) into ``out_dir/VARIANT``.
+
+    A variant whose run fails (diverges, raises) is recorded as failed (its summary's "status" and
+    "error") and the others still run. ``out_dir`` gets the scenario (scenario.toml) first and
+    index.json with every variant's status last. Every variant's folder is checked before anything
+    runs: the same scenario's complete runs are reused (``notice`` hears of it), other runs raise
+    OutputExists unless ``overwrite``.
+    """
+    if timing_only is not None and timing_only != scenario.run.timing_only:
+        scenario = scenario.replace(f"run.timing_only={'true' if timing_only else 'false'}")
+    members = scenario.variant_scenarios()
+    out = Path(out_dir) if out_dir is not None else None
+    if out is not None:
+        family = out / "scenario.toml"
+        if family.exists() and not overwrite and not _same_family(family, scenario):
+            raise OutputExists(f"{out}: holds the runs of another scenario; choose another output folder (--out), "
+                               "or overwrite it (--overwrite)")
+        for name, member in members:
+            state = run_state(out / name, member)
+            if state in ("other", "partial") and not overwrite:
+                raise _refuse(out / name, state)
+            if state == "complete" and not overwrite and notice is not None:
+                notice(f"{name}: complete already in {out / name}, read back (--overwrite runs it again)")
+        created = not out.exists()
+        out.mkdir(parents=True, exist_ok=True)
+        family.write_text(dumps(scenario))
+        _write_index(out, scenario, {})  # marks the folder as a scenario's, for --resume
+    results = {}
+    try:
+        for name, member in members:
+            results[name] = _run_member(member, None if out is None else out / name, progress, overwrite)
+    except (ConfigError, OutputExists, FileNotFoundError):  # wrong input (a missing dataset): leave no trace
+        if out is not None and not results:
+            family.unlink(missing_ok=True)
+            (out / "index.json").unlink(missing_ok=True)
+            if created and not any(out.iterdir()):
+                out.rmdir()
+        raise
+    if out is not None:
+        _write_index(out, scenario, results)
+    return results
+
+
+def _same_family(path: Path, scenario: Scenario) -> bool:
+    try:
+        return load_scenario(path) == scenario
+    except ConfigError:
+        return False
+
+
+def resume_variants(out_dir: str | Path, progress: bool = True,
+                    notice: Callable[[str], None] | None = None) -> dict[str, RunResult]:
+    """Finish a scenario's folder written by run_variants: complete variants are read back,
+    interrupted ones continue from their checkpoints (or start over without one, with a notice),
+    the ones never started run; index.json is written again. ``notice`` receives the notices
+    (default: warnings.warn)."""
+    out = Path(out_dir)
+    try:
+        scenario = load_scenario(out / "scenario.toml")
+    except ConfigError as exc:
+        raise ConfigError(f"{out}: not a scenario folder written by wirelessfl run ({exc})") from None
+    say = notice or (lambda text: warnings.warn(text, stacklevel=3))
     results = {}
     for name, member in scenario.variant_scenarios():
-        sub = None if out_dir is None else Path(out_dir) / name
-        results[name] = simulate(member, sub, progress=progress, timing_only=timing_only)
-    if out_dir is not None:
-        write_json_atomic(Path(out_dir) / "index.json", {"scenario": scenario.name, "runs": list(results)})
+        run_dir = out / name
+        state = run_state(run_dir, member)
+        if state == "other":
+            raise _refuse(run_dir, state)
+        if state == "complete":
+            results[name] = load_run(run_dir)
+        elif state == "partial" and (run_dir / CHECKPOINT_NAME).exists():
+            say(f"{name}: continuing from its checkpoint")
+            results[name] = _resumed(run_dir, progress)
+        else:
+            say(f"{name}: no checkpoint, starting over" if state == "partial" else f"{name}: not started, running it")
+            results[name] = _run_member(member, run_dir, progress, overwrite=True)
+    _write_index(out, scenario, results)
     return results
+
+
+def _resumed(run_dir: Path, progress: bool) -> RunResult:
+    try:
+        return resume(run_dir, progress=progress)
+    except (ConfigError, FileNotFoundError):
+        raise
+    except Exception:  # the run failed again: its folder says how
+        return load_run(run_dir)

@@ -35,6 +35,7 @@ import os
 import re
 import shutil
 import time
+import warnings
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
@@ -355,9 +356,8 @@ def sweep(scenario: Scenario, grid=None, seeds: int | Sequence[int] = 1, executo
         raise ConfigError(f"workers = {workers}: must be >= 1")
     keys_values, members = expand(scenario, grid, seeds, timing_only)
     out = Path(out_dir) if out_dir is not None else Path("runs") / f"{scenario.name}-sweep"
-    runs_dir, failed_dir = out / "runs", out / "failed"
+    runs_dir, failed_dir = out / "runs", out / "failed"  # failed/ only once a run has failed
     runs_dir.mkdir(parents=True, exist_ok=True)
-    failed_dir.mkdir(exist_ok=True)
 
     with _Lock(out):
         _clean_tmp(runs_dir)
@@ -388,19 +388,20 @@ def sweep(scenario: Scenario, grid=None, seeds: int | Sequence[int] = 1, executo
 
         from tqdm.auto import tqdm
 
+        results = EXECUTE[executor](todo, runs_dir, workers, address)  # Dask connects here
         bar = tqdm(total=len(members), initial=result.skipped, desc=f"sweep {scenario.name}",
                    unit="run", disable=not progress, dynamic_ncols=True)
         bar.set_postfix(done=result.skipped, failed=0, left=len(todo))
-        results = EXECUTE[executor](todo, runs_dir, workers, address)
         try:
             for i, res in results:
                 m = members[i]
                 if res["status"] == "complete":
                     rows[i] = _row(m, "complete", res["summary"])
-                    (failed_dir / f"{m.key}.json").unlink(missing_ok=True)
+                    (failed_dir / f"{m.key}.json").unlink(missing_ok=True)  # failed before, fine now
                     result.ran += 1
                 else:
                     rows[i] = _row(m, "failed", error=res["error"])
+                    failed_dir.mkdir(exist_ok=True)
                     write_json_atomic(failed_dir / f"{m.key}.json", {
                         "key": m.key, "params": m.params, "seed": m.seed, "error": res["error"],
                         "traceback": res.get("traceback", ""), "scenario": m.toml,
@@ -414,7 +415,17 @@ def sweep(scenario: Scenario, grid=None, seeds: int | Sequence[int] = 1, executo
         finally:
             results.close()  # shut the pool or cluster down now, also when interrupted
             bar.close()
+    if result.failed and result.failed == len(todo) and not result.skipped:
+        first = next(r for r in rows if r["status"] == "failed")["error"]
+        raise SweepFailed(f"{out}: all {result.failed} runs failed, the first with {first} (every error is in "
+                          f"{failed_dir})")
+    if result.failed:
+        warnings.warn(f"{result.failed} of {len(members)} runs failed; the errors are in {failed_dir}", stacklevel=2)
     return result
+
+
+class SweepFailed(RuntimeError):
+    """Every run of a sweep failed (the table and failed/ say how)."""
 
 
 # ---------------------------------------------------------------------------------------------

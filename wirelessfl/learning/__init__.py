@@ -28,6 +28,10 @@ ALGORITHMS = Registry("algorithm", "wirelessfl.learning:Algorithm", {
 })
 """Built-in algorithms by the name ``learning.algorithm`` gives them."""
 
+
+class TrainingDiverged(RuntimeError):
+    """The global model stopped being finite (e.g. a learning rate far too large)."""
+
 _EXPORTS = {
     "algorithms": ("AGGREGATIONS", "Algorithm", "FedAvg", "Safari", "ServerRound"),
     "datasets": ("DATASET_NAMES", "Dataset", "DatasetNotFoundError", "SyntheticFederated", "load_dataset",
@@ -39,7 +43,7 @@ _EXPORTS = {
 }
 _WHERE = {name: module for module, names in _EXPORTS.items() for name in names}
 
-__all__ = ["ALGORITHMS", "PARTITION_SCHEMES", "partition", "perfedavg_group_counts", "perfedavg_test_unit",
+__all__ = ["ALGORITHMS", "PARTITION_SCHEMES", "TrainingDiverged", "partition", "perfedavg_group_counts", "perfedavg_test_unit",
            "split_by_class_counts", *sorted(_WHERE)]
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import rng as rngs
+from . import TrainingDiverged
 from ..scheduling.base import Decision, ReportRequest, Reports
 
 __all__ = ["DATASET_SHAPES", "FederatedLearner", "TrainingDiverged", "model_bits_of"]
@@ -12,10 +13,6 @@ __all__ = ["DATASET_SHAPES", "FederatedLearner", "TrainingDiverged", "model_bits
 # Input shape and class count of each dataset, so timing-only runs know the model size without data.
 DATASET_SHAPES = {"fashion_mnist": ((1, 28, 28), 10), "mnist": ((1, 28, 28), 10),
                   "cifar10": ((3, 32, 32), 10), "synthetic": ((60,), 10)}
-
-
-class TrainingDiverged(RuntimeError):
-    """The global model stopped being finite (e.g. a learning rate far too large)."""
 
 
 def model_bits_of(scenario) -> int:

@@ -14,7 +14,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import torch
 
 CHECKPOINT_NAME = "checkpoint.pt"
 _NDARRAY = "__ndarray__"
@@ -24,6 +23,8 @@ def to_checkpoint(value: Any) -> Any:
     """``value`` with every numpy array (and numpy scalar) replaced by what the weights-only loader
     reads back: tensors tagged as arrays, plain Python numbers."""
     if isinstance(value, np.ndarray):
+        import torch
+
         return {_NDARRAY: torch.from_numpy(np.array(value))}
     if isinstance(value, np.generic):
         return value.item()
@@ -47,6 +48,8 @@ def from_checkpoint(value: Any) -> Any:
 
 def save_checkpoint(path: Path, state: dict) -> None:
     """Write ``state`` to ``path`` so a reader sees the previous checkpoint or this one, never a torn file."""
+    import torch
+
     tmp = path.with_name(f".{path.name}.tmp")
     with open(tmp, "wb") as fh:
         torch.save(to_checkpoint(state), fh)
@@ -57,4 +60,6 @@ def save_checkpoint(path: Path, state: dict) -> None:
 
 def load_checkpoint(path: Path) -> dict:
     """Read a checkpoint without executing pickled code (torch weights-only mode)."""
+    import torch
+
     return from_checkpoint(torch.load(path, weights_only=True))

@@ -18,6 +18,7 @@ class ProgressBar:
         self.bar = tqdm(total=total, desc=scenario.name, unit="round", bar_format=fmt,
                         disable=not enabled, leave=False, mininterval=0.5, dynamic_ncols=True)
         self.acc = math.nan
+        self.training = not rc.timing_only  # timing-only runs have no accuracy to show
 
     def round(self, rec) -> None:
         if self.by_time:
@@ -28,7 +29,10 @@ class ProgressBar:
             self.bar.update(1)
         if self.bar.disable:
             return
-        self.bar.set_postfix(round=rec.round + 1, t=f"{rec.t_end:.1f}s", acc=f"{self.acc:.3f}", refresh=False)
+        shown = {"round": rec.round + 1, "t": f"{rec.t_end:.1f}s"}
+        if self.training:
+            shown["acc"] = f"{self.acc:.3f}"
+        self.bar.set_postfix(shown, refresh=False)
 
     def accuracy(self, acc: float) -> None:
         self.acc = acc

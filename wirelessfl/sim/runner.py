@@ -190,4 +190,6 @@ class Run:
                        label_coverage=(self.learner.label_coverage(rec.selections > 0)
                                        if self.learner is not None else math.nan))
         rec.close(summary, devices)
+        if status == "complete" and self.run_dir is not None:  # nothing left to resume
+            (self.run_dir / CHECKPOINT_NAME).unlink(missing_ok=True)
         return summary, devices
