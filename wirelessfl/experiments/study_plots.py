@@ -131,12 +131,19 @@ def plot_study(sweep_dir: str | Path, x: str, y: str | Sequence[str], hue: str |
 def _lines(ax, data: pd.DataFrame, x: str, y: str, hue: str | None, logy: bool | None) -> None:
     groups = [(None, data)] if hue is None else list(data.groupby(hue, sort=True))
     means = data.groupby([c for c in (x, hue) if c])[y].mean().dropna()
-    for value, part in groups:
+    for k, (value, part) in enumerate(groups):
+        label = None if hue is None else f"{hue.split('.')[-1]} = {_fmt(value)}"
+        if part[x].isna().all():  # its part does not take x (uniform and V): one level across the axis
+            mean, std = part[y].mean(), part[y].std()
+            ax.axhline(mean, color=f"C{k}", lw=1.5, ls="--", label=f"{label or y} (does not take {x})")
+            if np.isfinite(std) and std > 0:
+                ax.axhspan(mean - std, mean + std, color=f"C{k}", alpha=0.15)
+            continue
         stats = part.groupby(x, sort=True)[y].agg(["mean", "std", "count"])
         err = stats["std"].fillna(0.0)  # one seed: no spread to show
-        label = None if hue is None else f"{hue.split('.')[-1]} = {_fmt(value)}"
-        ax.errorbar(stats.index, stats["mean"], yerr=err, marker="o", ms=4, capsize=3, lw=1.5, label=label)
-    if _log_axis(data[x].unique()):
+        ax.errorbar(stats.index, stats["mean"], yerr=err, marker="o", ms=4, capsize=3, lw=1.5, label=label,
+                    color=f"C{k}")
+    if _log_axis(data[x].dropna().unique()):
         ax.set_xscale("log")
     if logy or (logy is None and _log_axis(means.to_numpy())):
         ax.set_yscale("log")
