@@ -15,6 +15,7 @@ from wirelessfl.devices import ConstantCompute, CpuCompute, MarkovAvailability, 
 from wirelessfl.experiments.run import load_run, simulate
 from wirelessfl.sim.engine import EvalRule, StopRule
 from wirelessfl.wireless import FDMA, TDMA, GaussMarkovFading, Link, RicianFading, build_channel, cell_positions
+from wirelessfl import load_decisions
 
 from fakes import FixedChannel, RecordingLearner, SelectAll, make_engine
 
@@ -217,8 +218,8 @@ def test_unavailable_devices_are_never_selected(tmp_path, scheduler):
                    "devices": {"count": 20, "p_on_to_off": 0.3, "p_off_to_on": 0.2},
                    "link": {"model_bits": 100000}, "scheduler": {"name": scheduler, "m": 5}})
     res = simulate(s, tmp_path / "run", progress=False)
-    avail = np.load(tmp_path / "run" / "decisions.npz")["available"].astype(bool)
-    omega = np.load(tmp_path / "run" / "decisions.npz")["omega"]
+    avail = load_decisions(tmp_path / "run")["available"].astype(bool)
+    omega = load_decisions(tmp_path / "run")["omega"]
     assert (omega[~avail] == 0).all()
     for t, ids in enumerate(res.rounds["selected"]):
         chosen = [int(i) for i in str(ids).split()]
@@ -306,8 +307,8 @@ def test_resume_is_exact_with_gauss_markov_availability_and_random_delays(interr
     again = load_run(tmp_path / "cut")
     pd.testing.assert_frame_equal(again.rounds, load_run(tmp_path / "full").rounds)
     for key in ("gains", "available", "omega"):
-        assert np.array_equal(np.load(tmp_path / "cut" / "decisions.npz")[key],
-                              np.load(tmp_path / "full" / "decisions.npz")[key])
+        assert np.array_equal(load_decisions(tmp_path / "cut")[key],
+                              load_decisions(tmp_path / "full")[key])
 
 
 # --- validation --------------------------------------------------------------------------------

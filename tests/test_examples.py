@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 import numpy as np
+from wirelessfl import load_decisions
 import pandas as pd
 import pytest
 
@@ -31,7 +32,7 @@ def test_topk_selects_the_k_best_channels_every_round(tmp_path):
     cli("run", mine / "topk.toml", "--timing-only", "--set", "run.time_budget_s=5", "--out", tmp_path / "out",
         "--no-progress", cwd=tmp_path)
     run = tmp_path / "out" / "topk"
-    gains = np.load(run / "decisions.npz")["gains"]
+    gains = load_decisions(run)["gains"]
     rounds = pd.read_csv(run / "rounds.csv")
     assert len(rounds) > 10
     for r, chosen in enumerate(selected(rounds)):
@@ -58,8 +59,8 @@ def test_the_shipped_traces_are_what_the_generator_writes_and_replay(tmp_path):
     out = tmp_path / "replay"
     cli("run", folder / "replay.toml", "--timing-only", "--set", "run.rounds=250", "--out", out, "--no-progress",
         cwd=tmp_path)
-    gains = np.load(out / "lyapunov" / "decisions.npz")["gains"]
-    recorded = np.loadtxt(folder / "gains.csv", delimiter=",", skiprows=1).astype(np.float32)  # as decisions.npz
+    gains = load_decisions(out / "lyapunov")["gains"]
+    recorded = np.loadtxt(folder / "gains.csv", delimiter=",", skiprows=1).astype(np.float32)  # as decisions.h5 stores them
     assert np.array_equal(gains[:200], recorded) and np.array_equal(gains[200:], recorded[:50])  # it cycles
 
 
@@ -78,7 +79,7 @@ def test_the_guide_to_extending_runs_as_written(tmp_path):
                           capture_output=True, text=True, cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     run = tmp_path / "runs" / "topk" / "scenario"
-    gains = np.load(run / "decisions.npz")["gains"]
+    gains = load_decisions(run)["gains"]
     rounds = pd.read_csv(run / "rounds.csv")
     assert len(rounds) == 50
     for r, chosen in enumerate(selected(rounds)):

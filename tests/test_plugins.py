@@ -17,6 +17,7 @@ import pytest
 from wirelessfl import load_scenario, resume, simulate
 from wirelessfl.config import ConfigError, from_dict
 from wirelessfl.experiments.sweep import expand, sweep
+from wirelessfl import load_decisions
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -200,7 +201,7 @@ def test_topk_scheduler_from_the_scenarios_folder_through_the_cli(tmp_path, one_
     assert proc.returncode == 0, proc.stderr
     run = out / "s"
     rounds = pd.read_csv(run / "rounds.csv")
-    gains = np.load(run / "decisions.npz")["gains"]
+    gains = load_decisions(run)["gains"]
     for r, chosen in enumerate(selected_rows(rounds)):  # the rule it implements: the 4 largest gains
         assert chosen == sorted(np.argsort(-gains[r], kind="stable")[:4].tolist())
     # its numbers are columns (strings are not); the folder is kept for a resume elsewhere
@@ -254,7 +255,7 @@ def test_a_channel_and_a_computation_model_from_the_users_folder(tmp_path):
         "[devices]\ncount = 12", '[devices]\ncount = 12\ncompute = "models_mod:Slow"')
     (folder / "s.toml").write_text(text)
     res = simulate(load_scenario(folder / "s.toml"), tmp_path / "run", progress=False)
-    assert np.array_equal(np.load(tmp_path / "run" / "decisions.npz")["gains"], np.tile(np.arange(1.0, 13.0), (6, 1)))
+    assert np.array_equal(load_decisions(tmp_path / "run")["gains"], np.tile(np.arange(1.0, 13.0), (6, 1)))
     for (_, row), chosen in zip(res.rounds.iterrows(), selected_rows(res.rounds)):
         assert row["comp_s"] == pytest.approx(0.1 * max(chosen))  # the slowest selected device
 

@@ -117,7 +117,7 @@ def write(out: Path) -> None:
     for name in CASES:
         run_dir = out / name
         simulate(scenario_of(name), run_dir, progress=False)
-        for extra in ("decisions.npz", "scenario.toml", "checkpoint.pt"):
+        for extra in ("decisions.npz", "decisions.h5", "scenario.toml", "checkpoint.pt"):
             (run_dir / extra).unlink(missing_ok=True)
         print(f"wrote {run_dir}")
 

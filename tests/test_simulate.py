@@ -11,6 +11,7 @@ import pytest
 
 from wirelessfl import load_run, simulate
 from wirelessfl.config import from_dict
+from wirelessfl import load_decisions
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -44,7 +45,7 @@ def test_timing_only_records_are_consistent(tmp_path):
     airtimes = r["airtime_s"].map(lambda s: sum(map(float, s.split())))
     assert np.allclose(airtimes, r["comm_s"], rtol=1e-5)
     assert ((r["num_selected"] >= 1) & (r["num_selected"] <= 5)).all()
-    dec = np.load(tmp_path / "run" / "decisions.npz")
+    dec = load_decisions(tmp_path / "run")
     assert dec["omega"].shape == (30, 20)
     assert np.allclose(dec["omega"].sum(1), 1.0, atol=1e-5)
     assert ((dec["q"] > 0) & (dec["q"] <= 1)).all() and (dec["queue"] >= 0).all()

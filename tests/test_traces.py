@@ -16,6 +16,7 @@ import pytest
 from wirelessfl import load_scenario, simulate
 from wirelessfl.config import ConfigError, from_dict
 from wirelessfl.traces import TraceExhausted, record_traces, write_trace
+from wirelessfl import load_decisions
 
 SCENARIO = textwrap.dedent('''
     seed = 4
@@ -61,8 +62,8 @@ def test_a_recorded_trace_replays_the_scenarios_run(tmp_path, fmt):
                "energy_j"]
     pd.testing.assert_frame_equal(replay.rounds[columns], model.rounds[columns])
     for key in ("gains", "available"):
-        assert np.array_equal(np.load(tmp_path / "replay" / "decisions.npz")[key],
-                              np.load(tmp_path / "model" / "decisions.npz")[key])
+        assert np.array_equal(load_decisions(tmp_path / "replay")[key],
+                              load_decisions(tmp_path / "model")[key])
 
 
 def test_the_trace_files_hold_what_the_models_draw(tmp_path):
@@ -91,7 +92,7 @@ def test_a_short_trace_stops_the_run_or_cycles(tmp_path):
     cyc = simulate(load_scenario(tmp_path / "s.toml", replay_overrides(tmp_path / "tr", end="cycle")
                                  + ['devices.trace_end="cycle"', 'devices.availability_trace_end="cycle"']),
                    tmp_path / "cyc", progress=False)
-    gains = np.load(tmp_path / "cyc" / "decisions.npz")["gains"]
+    gains = load_decisions(tmp_path / "cyc")["gains"]
     assert len(cyc.rounds) == 30 and np.array_equal(gains[10:20], gains[:10])
     proc = subprocess.run([sys.executable, "-m", "wirelessfl.cli", "run", str(tmp_path / "s.toml"), "--out",
                            str(tmp_path / "cli"), "--no-progress", *[a for o in replay_overrides(tmp_path / "tr") for a in ("--set", o)]],

@@ -7,6 +7,8 @@ import sys
 from pathlib import Path
 
 from .config import ConfigError, load_scenario
+from .files import UnsafeOutput
+from .sim.checkpoint import ResumeError
 from .learning import TrainingDiverged
 
 
@@ -334,7 +336,7 @@ def main(argv: list[str] | None = None) -> int:
     except FileNotFoundError as exc:  # missing dataset or run folder: the message says where we looked
         print(f"wirelessfl: error: {exc}", file=sys.stderr)
         return 2
-    except FileExistsError as exc:  # OutputExists: nothing finished is overwritten unasked
+    except (FileExistsError, UnsafeOutput, ResumeError) as exc:  # runs are never overwritten or broken unasked
         print(f"wirelessfl: error: {exc}", file=sys.stderr)
         return 2
     except TrainingDiverged as exc:

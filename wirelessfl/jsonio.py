@@ -11,11 +11,12 @@ from __future__ import annotations
 
 import json
 import math
-import os
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+from .files import write_atomic
 
 __all__ = ["NON_FINITE", "dumps_strict", "read_json", "write_json_atomic"]
 
@@ -49,13 +50,7 @@ def dumps_strict(data: dict, indent: int | None = 2) -> str:
 
 def write_json_atomic(path: Path, data: dict) -> None:
     """Write ``data`` as strict JSON so that a reader sees the old file or the whole new one."""
-    path = Path(path)
-    tmp = path.with_name(f".{path.name}.tmp")
-    with open(tmp, "w") as fh:
-        fh.write(dumps_strict(data))
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
+    write_atomic(Path(path), dumps_strict(data))
 
 
 def read_json(path: Path) -> Any:

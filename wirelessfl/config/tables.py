@@ -95,7 +95,7 @@ class RunConfig:
     checkpoint_every: int | None = option(None, ge=1, doc="write a checkpoint every k rounds")
     round_deadline_s: float | None = option(None, gt=0, doc="uploads not done this long after the "
                                             "round started are dropped; the round ends then")
-    record_devices: bool = option(True, doc="keep per-round arrays of every device (decisions.npz)")
+    record_devices: bool = option(True, doc="stream per-round arrays of every device to decisions.h5")
     device: str = option("cpu", doc="torch device for training, e.g. cpu or cuda")
     threads: int = option(1, ge=1, doc="torch intra-op threads while the run trains (part of the "
                                         "scenario so results do not depend on where it runs)")

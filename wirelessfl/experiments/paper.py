@@ -35,6 +35,7 @@ import pandas as pd
 
 from ..config import ConfigError, Scenario, from_dict, load_scenario, to_dict
 from ..jsonio import write_json_atomic
+from ..sim.device_arrays import load_decisions
 from .analysis import (average_curves, best_setting_table, markdown_table, mean_time_to_target, on_grid,
                        rolling_mean, shift_by_compute, speedup)
 
@@ -801,7 +802,7 @@ def analyse_fig7(ctx: Context) -> Report:
     rows = []
     colours = {1.0: "tab:red", 100.0: "tab:blue", 1e5: "tab:green"}
     for cell in _fig7_cells(ctx.scale):
-        curves = [time_average_power(np.load(d / "decisions.npz")) for d in ctx.runs.dirs.get(cell.name, [])]
+        curves = [time_average_power(load_decisions(d)) for d in ctx.runs.dirs.get(cell.name, [])]
         if not curves:
             continue
         per_device = np.mean(curves, axis=0)       # seeds averaged: rounds x devices

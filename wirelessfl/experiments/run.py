@@ -15,6 +15,7 @@ from typing import Callable
 import pandas as pd
 
 from ..config import ConfigError, Scenario, dumps, load_scenario
+from ..files import UnsafeOutput, check_output_folder, write_atomic
 from ..jsonio import read_json, write_json_atomic
 from ..learning.learner import TrainingDiverged
 from ..sim.checkpoint import CHECKPOINT_NAME, load_checkpoint
@@ -23,8 +24,8 @@ from ..sim.runner import Run, RunResult
 __all__ = ["OutputExists", "RunResult", "TrainingDiverged", "load_run", "resume", "resume_variants", "run_variants",
            "simulate"]
 
-RUN_FILES = ("scenario.toml", "rounds.csv", "evals.csv", "devices.csv", "decisions.npz", "summary.json",
-             CHECKPOINT_NAME)
+RUN_FILES = ("scenario.toml", "rounds.csv", "evals.csv", "devices.csv", "decisions.h5", "decisions.npz",
+             "summary.json", CHECKPOINT_NAME)
 """The files a run writes into its folder (and the only ones ``overwrite`` removes)."""
 
 
@@ -67,7 +68,8 @@ def simulate(scenario: Scenario, out_dir: str | Path | None = None, progress: bo
     """Run one scenario (no variants) and return its records; with ``out_dir``, also write them there.
 
     The run directory holds scenario.toml (the resolved scenario), rounds.csv and evals.csv (streamed
-    while the run goes), devices.csv, decisions.npz and summary.json (written last; its "status" is
+    while the run goes), devices.csv, decisions.h5 (per-round arrays of every device, streamed) and
+    summary.json (written last; its "status" is
     "complete" only for a run that finished). With ``run.checkpoint_every = k`` a checkpoint is
     written every k rounds, from which ``resume(out_dir)`` continues an interrupted run. A folder
     that already holds this scenario's complete run is read back instead of run again; one that holds
@@ -79,6 +81,7 @@ def simulate(scenario: Scenario, out_dir: str | Path | None = None, progress: bo
         scenario = scenario.replace(f"run.timing_only={'true' if timing_only else 'false'}")
     run_dir = Path(out_dir) if out_dir is not None else None
     if run_dir is not None:
+        check_output_folder(run_dir)
         state = run_state(run_dir, scenario)
         if state == "complete" and not overwrite:
             return load_run(run_dir)
@@ -88,7 +91,8 @@ def simulate(scenario: Scenario, out_dir: str | Path | None = None, progress: bo
             _clear(run_dir)
     run = Run(scenario, run_dir, progress)  # loads the data: a missing dataset writes nothing
     if run_dir is not None:
-        (run_dir / "scenario.toml").write_text(dumps(scenario))
+        run_dir.mkdir(parents=True, exist_ok=True)
+        write_atomic(run_dir / "scenario.toml", dumps(scenario))  # whole or absent, never empty
     return run.execute()
 
 
@@ -137,7 +141,7 @@ def _run_member(member: Scenario, run_dir: Path | None, progress: bool, overwrit
     """simulate(), with the failure of the run itself (not of its input) recorded as its result."""
     try:
         return simulate(member, run_dir, progress=progress, overwrite=overwrite)
-    except (ConfigError, OutputExists, FileNotFoundError):  # the input is wrong: every variant would fail
+    except (ConfigError, OutputExists, UnsafeOutput, FileNotFoundError):  # the input is wrong: all would fail
         raise
     except Exception as exc:  # the run failed: keep going with the other variants
         if run_dir is not None and (run_dir / "summary.json").exists():
@@ -163,6 +167,7 @@ def run_variants(scenario: Scenario, out_dir: str | Path | None = None, progress
     members = scenario.variant_scenarios()
     out = Path(out_dir) if out_dir is not None else None
     if out is not None:
+        check_output_folder(out)
         family = out / "scenario.toml"
         if family.exists() and not overwrite and not _same_family(family, scenario):
             raise OutputExists(f"{out}: holds the runs of another scenario; choose another output folder (--out), "
@@ -175,13 +180,13 @@ def run_variants(scenario: Scenario, out_dir: str | Path | None = None, progress
                 notice(f"{name}: complete already in {out / name}, read back (--overwrite runs it again)")
         created = not out.exists()
         out.mkdir(parents=True, exist_ok=True)
-        family.write_text(dumps(scenario))
+        write_atomic(family, dumps(scenario))
         _write_index(out, scenario, {})  # marks the folder as a scenario's, for --resume
     results = {}
     try:
         for name, member in members:
             results[name] = _run_member(member, None if out is None else out / name, progress, overwrite)
-    except (ConfigError, OutputExists, FileNotFoundError):  # wrong input (a missing dataset): leave no trace
+    except (ConfigError, OutputExists, UnsafeOutput, FileNotFoundError):  # wrong input: leave no trace
         if out is not None and not results:
             family.unlink(missing_ok=True)
             (out / "index.json").unlink(missing_ok=True)

@@ -9,13 +9,18 @@ back as numpy arrays.
 """
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from ..files import write_atomic
+
 CHECKPOINT_NAME = "checkpoint.pt"
+
+
+class ResumeError(ValueError):
+    """A checkpoint cannot continue its run folder; the folder was left as it was."""
 _NDARRAY = "__ndarray__"
 
 
@@ -48,18 +53,31 @@ def from_checkpoint(value: Any) -> Any:
 
 def save_checkpoint(path: Path, state: dict) -> None:
     """Write ``state`` to ``path`` so a reader sees the previous checkpoint or this one, never a torn file."""
+    import io
+
     import torch
 
-    tmp = path.with_name(f".{path.name}.tmp")
-    with open(tmp, "wb") as fh:
-        torch.save(to_checkpoint(state), fh)
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
+    buffer = io.BytesIO()
+    torch.save(to_checkpoint(state), buffer)
+    write_atomic(path, buffer.getvalue())
 
 
 def load_checkpoint(path: Path) -> dict:
-    """Read a checkpoint without executing pickled code (torch weights-only mode)."""
+    """Read a checkpoint without executing pickled code (torch weights-only mode); ResumeError, in one
+    line, for a link, a truncated, damaged or refused file."""
+    import pickle
+
     import torch
 
-    return from_checkpoint(torch.load(path, weights_only=True))
+    path = Path(path)
+    if path.is_symlink():
+        raise ResumeError(f"{path}: is a symbolic link; a checkpoint is read only from the run folder itself")
+    try:
+        state = torch.load(path, weights_only=True)
+    except (OSError, RuntimeError, EOFError, ValueError, pickle.UnpicklingError, AttributeError, KeyError,
+            TypeError, IndexError) as exc:  # what torch raises for damaged and refused files
+        reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise ResumeError(f"{path}: cannot be read as a checkpoint ({reason[:200]})") from None
+    if not isinstance(state, dict):
+        raise ResumeError(f"{path}: is not a checkpoint of a run")
+    return from_checkpoint(state)

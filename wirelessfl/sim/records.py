@@ -1,8 +1,10 @@
 """Per-round and per-evaluation records, kept in memory and streamed to a run directory.
 
 Rows are appended to CSV files as the run goes, so an interrupted run keeps everything recorded so
-far; per-device arrays (gains, omega, q, P, Z) go to an npz at the end, and the summary is written
-last, atomically: a run directory whose summary says "complete" is complete.
+far; per-device arrays (gains, omega, q, P, Z) stream to decisions.h5 (see device_arrays), and the
+summary is written last, atomically: a run directory whose summary says "complete" is complete.
+No file is opened before the run starts (``start``) or before a resume has checked that the
+checkpoint and the files on disk agree (``check_resume``): a failed resume leaves the folder as it was.
 
 Besides ROUND_COLUMNS, rounds.csv has a column for every number in a round's Decision.info (the
 scheduler's facts) and in the dict the algorithm's round returned; a name that is already a column
@@ -17,7 +19,9 @@ from pathlib import Path
 
 import numpy as np
 
+from ..files import open_append, write_atomic
 from ..jsonio import write_json_atomic
+from .device_arrays import DECISIONS, DeviceArrays
 from .engine import RoundRecord
 
 ROUND_COLUMNS = ["round", "t_start", "t_end", "downlink_s", "comp_s", "comm_s", "num_selected",
@@ -40,8 +44,6 @@ EVAL_COLUMNS = ["round", "time_s", "accuracy", "test_loss", "train_loss",
 learning.fairness): per-device test accuracy, mean, 10th percentile, minimum and max - min;
 dissimilarity = population std of the per-device accuracies (spec 000 sec. 4); pairwise_gap = mean
 |a_i - a_j| over all pairs. All as fractions (x 100 for percentage points)."""
-ARRAY_KEYS = ("gains", "omega", "q", "power", "queue", "available")
-"""Per-round arrays of every device kept in decisions.npz (available: 1 where it could be scheduled)."""
 
 
 def _ids(values: np.ndarray) -> str:
@@ -61,7 +63,7 @@ def _numbers(values: dict, prefix: str, skip: tuple[str, ...] = ()) -> dict:
 
 
 class Recorder:
-    """Collects round and evaluation rows and per-device totals; optionally streams them to disk."""
+    """Collects round and evaluation rows and per-device totals; streams them to ``out_dir``."""
 
     def __init__(self, num_devices: int, out_dir: Path | None = None, keep_device_arrays: bool = True):
         self.num_devices = num_devices
@@ -73,27 +75,37 @@ class Recorder:
         self.dropped = np.zeros(num_devices, dtype=np.int64)
         self.available_rounds = np.zeros(num_devices, dtype=np.int64)
         self.expected_power_sum = np.zeros(num_devices)  # sum over rounds of P q (Fig. 7)
-        self.keep_device_arrays = keep_device_arrays
-        self.arrays: dict[str, list[np.ndarray]] = {k: [] for k in ARRAY_KEYS}
         self.out_dir = out_dir
+        self.arrays = (DeviceArrays(out_dir / DECISIONS, num_devices)
+                       if keep_device_arrays and out_dir is not None else None)
         self.round_columns = list(ROUND_COLUMNS)
         self._known = set(ROUND_COLUMNS)  # round_columns as a set: a row with a key outside it widens the file
         self._files = {}
-        if out_dir is not None:
-            out_dir.mkdir(parents=True, exist_ok=True)
-            for name, cols in (("rounds", self.round_columns), ("evals", EVAL_COLUMNS)):
-                self._open(name, cols, [])
+
+    def start(self) -> None:
+        """A fresh run: the CSV files with their headers, an empty decisions.h5."""
+        if self.out_dir is None:
+            return
+        self.out_dir.mkdir(parents=True, exist_ok=True)
+        for name, cols in (("rounds", self.round_columns), ("evals", EVAL_COLUMNS)):
+            self._open(name, cols, [])
+        if self.arrays is not None:
+            self.arrays.start()
 
     def _open(self, name: str, columns: list[str], rows: list[dict]) -> None:
-        """(Re)write ``name``.csv with ``columns`` and ``rows``, and keep it open for appending."""
+        """(Re)write ``name``.csv with ``columns`` and ``rows`` atomically, and keep it open for appending."""
+        import io
+
         if name in self._files:
             self._files[name][0].close()
-        fh = open(self.out_dir / f"{name}.csv", "w", newline="")
-        writer = csv.DictWriter(fh, fieldnames=columns, extrasaction="ignore")
+        text = io.StringIO(newline="")
+        writer = csv.DictWriter(text, fieldnames=columns, extrasaction="ignore")
         writer.writeheader()
         writer.writerows(rows)
-        fh.flush()
-        self._files[name] = (fh, writer)
+        path = self.out_dir / f"{name}.csv"
+        write_atomic(path, text.getvalue())
+        fh = open_append(path)
+        self._files[name] = (fh, csv.DictWriter(fh, fieldnames=columns, extrasaction="ignore"))
 
     def on_round(self, rec: RoundRecord) -> None:
         d = rec.decision
@@ -125,10 +137,9 @@ class Recorder:
         self.dropped[sel[~arrived]] += 1
         self.available_rounds += available
         self.expected_power_sum += d.power * d.q
-        if self.keep_device_arrays:
-            for key, value in (("gains", rec.gains), ("omega", d.omega), ("q", d.q),
-                               ("power", d.power), ("queue", d.queue), ("available", available)):
-                self.arrays[key].append(np.asarray(value, dtype=np.float32))
+        if self.arrays is not None:
+            self.arrays.append({"gains": rec.gains, "omega": d.omega, "q": d.q, "power": d.power, "queue": d.queue,
+                                "available": available})
         self._write("rounds", row)
 
     def on_eval(self, row: dict) -> None:
@@ -149,38 +160,67 @@ class Recorder:
             fh.flush()
 
     def state_dict(self) -> dict:
-        """The records so far, as plain Python values and tensors (for checkpoints)."""
-        import torch
+        """The records so far (for checkpoints); the per-device arrays are flushed to disk first and
+        only their row count is kept."""
+        if self.arrays is not None:
+            self.arrays.flush()
 
         def plain(rows):
             return [{k: (v.item() if isinstance(v, np.generic) else v) for k, v in row.items()} for row in rows]
 
-        return {"rounds": plain(self.rounds), "evals": plain(self.evals),
-                "selections": torch.from_numpy(self.selections.copy()),
-                "energy_j": torch.from_numpy(self.energy_j.copy()),
-                "compute_energy_j": torch.from_numpy(self.compute_energy_j.copy()),
-                "dropped": torch.from_numpy(self.dropped.copy()),
-                "available_rounds": torch.from_numpy(self.available_rounds.copy()),
-                "expected_power_sum": torch.from_numpy(self.expected_power_sum.copy()),
-                "arrays": {k: torch.from_numpy(np.stack(v)) if v else None for k, v in self.arrays.items()}}
+        return {"rounds": plain(self.rounds), "evals": plain(self.evals), "selections": self.selections.copy(),
+                "energy_j": self.energy_j.copy(), "compute_energy_j": self.compute_energy_j.copy(),
+                "dropped": self.dropped.copy(), "available_rounds": self.available_rounds.copy(),
+                "expected_power_sum": self.expected_power_sum.copy(),
+                "device_rows": self.arrays.rows if self.arrays is not None else 0}
+
+    def check_resume(self, state: dict, rounds_done: int) -> str | None:
+        """Why the checkpoint's records cannot continue this folder (None: they can); touches nothing.
+
+        The checkpoint must hold ``rounds_done`` rounds, and the files on disk at least those rounds,
+        the same ones (a run killed after its checkpoint has written more, which a resume drops)."""
+        rows = state.get("rounds")
+        if not isinstance(rows, list) or len(rows) != rounds_done:
+            return f"the checkpoint's records have {len(rows) if isinstance(rows, list) else 'no'} rounds, " \
+                   f"its counters {rounds_done}"
+        if [r.get("round") for r in rows] != list(range(rounds_done)):
+            return "the checkpoint's round records are not rounds 0, 1, ... in order"
+        if any(not isinstance(e, dict) or not 0 <= e.get("round", -1) <= rounds_done for e in state.get("evals", [])):
+            return "the checkpoint's evaluations do not belong to its rounds"
+        for key in ("selections", "energy_j", "compute_energy_j", "dropped", "available_rounds", "expected_power_sum"):
+            if np.shape(state.get(key)) != (self.num_devices,):
+                return f"the checkpoint's {key} is not one value per device ({self.num_devices})"
+        if self.out_dir is None:
+            return None
+        for name in ("rounds.csv", "evals.csv"):
+            path = self.out_dir / name
+            if path.is_symlink():
+                return f"{name} is a symbolic link"
+        disk = _csv_rounds(self.out_dir / "rounds.csv")
+        if disk is None:
+            return "rounds.csv is missing or cannot be read"
+        if disk[:rounds_done] != list(range(rounds_done)):
+            return f"rounds.csv holds {len(disk)} rounds, not the checkpoint's first {rounds_done}"
+        if self.arrays is not None:
+            device_rows = state.get("device_rows", 0)
+            if device_rows != rounds_done:
+                return f"the checkpoint has {device_rows} rounds of per-device arrays for {rounds_done} rounds"
+            return self.arrays.check(device_rows)
+        return None
 
     def load_state(self, state: dict) -> None:
-        """Restore records from a checkpoint and rewrite the CSV files to match them exactly."""
+        """Restore records from a checkpoint (checked by check_resume) and cut the files on disk back
+        to them: rewrite the CSV files, drop the per-device rows written after it."""
         self.rounds, self.evals = list(state["rounds"]), list(state["evals"])
-        self.selections = state["selections"].numpy().copy()
-        self.energy_j = state["energy_j"].numpy().copy()
-        for key in ("compute_energy_j", "dropped", "available_rounds"):  # absent in older checkpoints
-            if key in state:
-                setattr(self, key, state[key].numpy().copy())
-        self.expected_power_sum = state["expected_power_sum"].numpy().copy()
-        self.arrays = {k: (list(v.numpy()) if v is not None else []) for k, v in state["arrays"].items()}
-        if len(self.arrays.get("available", [])) != len(self.arrays["gains"]):  # an older checkpoint
-            self.arrays["available"] = [np.ones(self.num_devices, dtype=np.float32)] * len(self.arrays["gains"])
+        for key in ("selections", "energy_j", "compute_energy_j", "dropped", "available_rounds", "expected_power_sum"):
+            setattr(self, key, np.asarray(state[key]).copy())
         self.round_columns = _columns(self.rounds)
         self._known = set(self.round_columns)
-        if self._files:
+        if self.out_dir is not None:
             self._open("rounds", self.round_columns, self.rounds)
             self._open("evals", EVAL_COLUMNS, self.evals)
+            if self.arrays is not None:
+                self.arrays.resume(int(state["device_rows"]))
 
     def device_table(self, sigmas: np.ndarray, extra: dict[str, np.ndarray] | None = None) -> dict[str, np.ndarray]:
         """Per-device totals: selections, transmit and computation energy, dropped uploads, the fraction
@@ -193,7 +233,7 @@ class Recorder:
                 "time_avg_power": self.expected_power_sum / n_rounds}
 
     def close(self, summary: dict, devices: dict[str, np.ndarray]) -> None:
-        """Write the device table, the per-device arrays and, last, the summary."""
+        """Write the device table, the rest of the per-device arrays and, last, the summary."""
         for fh, _ in self._files.values():
             fh.close()
         self._files = {}
@@ -201,11 +241,19 @@ class Recorder:
             return
         import pandas as pd
 
-        pd.DataFrame(devices).to_csv(self.out_dir / "devices.csv", index=False)
-        if self.keep_device_arrays and self.rounds:
-            np.savez_compressed(self.out_dir / "decisions.npz",
-                                **{k: np.stack(v) for k, v in self.arrays.items()})
+        if self.arrays is not None:
+            self.arrays.close()
+        write_atomic(self.out_dir / "devices.csv", pd.DataFrame(devices).to_csv(index=False))
         write_json_atomic(self.out_dir / "summary.json", summary)
+
+
+def _csv_rounds(path: Path) -> list | None:
+    """The round column of a rounds.csv (None: missing or unreadable)."""
+    try:
+        with open(path, newline="") as fh:
+            return [int(row["round"]) for row in csv.DictReader(fh)]
+    except (OSError, KeyError, ValueError, TypeError, csv.Error):
+        return None
 
 
 def _columns(rows: list[dict]) -> list[str]:

@@ -19,7 +19,7 @@ from .. import rng as rngs
 from ..config import ConfigError, Scenario
 from ..devices import WorkScaledCompute, build_availability
 from ..wireless import Link, build_channel, make_access, sigma_profile
-from .checkpoint import CHECKPOINT_NAME, save_checkpoint
+from .checkpoint import CHECKPOINT_NAME, ResumeError, save_checkpoint
 from .engine import STREAMS, Engine, EvalRule, Parts, RoundRecord, StopRule
 from .progress import ProgressBar
 from .records import Recorder
@@ -90,6 +90,7 @@ class Run:
                       downlink_s=link.downlink_time_s(self.bits * self.algorithm.broadcast_vectors),
                       availability=availability, round_deadline_s=rc.round_deadline_s)
         self.recorder = Recorder(n, run_dir, keep_device_arrays=rc.record_devices)
+        self.resumed = False
         self.bar = ProgressBar(scenario, enabled=progress)
         self.engine = Engine(parts, streams={name: rngs.stream(scenario.seed, name) for name in STREAMS},
                              stop=StopRule(rc.rounds, rc.time_budget_s, rc.target_accuracy, rc.stop_at_target),
@@ -136,14 +137,31 @@ class Run:
                 "records": self.recorder.state_dict()}
 
     def load_state(self, state: dict) -> None:
-        """Continue from ``state_dict`` (call before ``execute``)."""
-        self.engine.load_state(state["engine"])
-        self.scheduler.load_state(state["scheduler"])
-        self.algorithm.load_state(state["algorithm"])
-        self.compute.load_state(state["compute"])
-        if self.learner is not None:
-            self.learner.load_state(state["learner"])
-        self.recorder.load_state(state["records"])
+        """Continue from ``state_dict`` (call before ``execute``). Everything is checked before any
+        file changes: a checkpoint that does not fit this scenario or disagrees with the records on
+        disk raises ResumeError and leaves the folder as it was."""
+        where = f"{self.run_dir or 'run'}: cannot resume"
+        keys = ("engine", "scheduler", "algorithm", "compute", "learner", "records")
+        if not isinstance(state, dict) or any(k not in state for k in keys):
+            raise ResumeError(f"{where}: the checkpoint lacks {', '.join(k for k in keys if k not in (state or {}))}")
+        try:
+            rounds_done = int(state["engine"]["rounds_done"])
+            problem = self.recorder.check_resume(state["records"], rounds_done)
+            if problem is None and (state["learner"] is None) != (self.learner is None):
+                problem = "the checkpoint is of a training run and this one is timing only, or the other way round"
+            if problem is None:
+                self.engine.load_state(state["engine"])
+                self.scheduler.load_state(state["scheduler"])
+                self.algorithm.load_state(state["algorithm"])
+                self.compute.load_state(state["compute"])
+                if self.learner is not None:
+                    self.learner.load_state(state["learner"])
+        except (KeyError, TypeError, ValueError, IndexError, AttributeError, RuntimeError) as exc:
+            problem = f"the checkpoint does not fit this scenario ({type(exc).__name__}: {exc})"
+        if problem is not None:
+            raise ResumeError(f"{where}: {problem}; the folder is left as it was")
+        self.recorder.load_state(state["records"])  # the first change on disk
+        self.resumed = True
         self.bar.bar.update(state["engine"]["now_s"] if self.bar.by_time else state["engine"]["rounds_done"])
 
     def execute(self) -> RunResult:
@@ -159,6 +177,8 @@ class Run:
             threads = torch.get_num_threads()
             torch.set_num_threads(self.scenario.run.threads)
         try:
+            if not self.resumed:
+                self.recorder.start()
             self.engine.run()
         except BaseException as exc:  # record what happened, keep what was written, then re-raise
             status = "interrupted" if isinstance(exc, KeyboardInterrupt) else "failed"

@@ -1,0 +1,71 @@
+"""Writing a run's files safely: never through a symbolic link, whole files atomically (a
+temporary file, then a rename), streamed files only by appending.
+
+A symbolic link placed in a run folder (``rounds.csv -> /etc/passwd``) is refused, not followed;
+the output folder itself must be a writable folder, checked before anything is written.
+"""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+__all__ = ["UnsafeOutput", "check_output_folder", "open_append", "open_new", "write_atomic"]
+
+
+class UnsafeOutput(ValueError):
+    """An output path is not a writable folder, or a run file is a symbolic link."""
+
+
+def check_output_folder(path: Path, what: str = "--out") -> None:
+    """UnsafeOutput unless ``path`` is a folder (or can be made one) that this process may write."""
+    path = Path(path)
+    try:
+        if path.is_symlink() and not path.resolve().is_dir():
+            raise UnsafeOutput(f"{what} {path}: a symbolic link to something that is not a folder")
+        if path.exists() and not path.is_dir():
+            raise UnsafeOutput(f"{what} {path}: is a file, not a folder")
+        existing = path
+        while not existing.exists():
+            existing = existing.parent
+        if not existing.is_dir():
+            raise UnsafeOutput(f"{what} {path}: {existing} is a file, not a folder")
+        if not os.access(existing, os.W_OK | os.X_OK):
+            raise UnsafeOutput(f"{what} {path}: {existing} is not writable")
+    except OSError as exc:  # a name too long, a loop of links
+        raise UnsafeOutput(f"{what} {path}: not a usable folder ({exc.strerror or exc})") from None
+
+
+def _refuse_link(path: Path) -> None:
+    if path.is_symlink():
+        raise UnsafeOutput(f"{path}: is a symbolic link; a run writes its files itself and does not follow links")
+
+
+def open_new(path: Path, binary: bool = False):
+    """Create (or empty) ``path`` for writing, refusing symbolic links."""
+    path = Path(path)
+    _refuse_link(path)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o644)
+    return os.fdopen(fd, "wb" if binary else "w", newline=None if binary else "")
+
+
+def open_append(path: Path):
+    """Open an existing ``path`` for appending text, refusing symbolic links."""
+    path = Path(path)
+    _refuse_link(path)
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_NOFOLLOW)
+    return os.fdopen(fd, "a", newline="")
+
+
+def write_atomic(path: Path, data: str | bytes) -> None:
+    """Replace ``path`` with ``data`` so that a reader sees the old file or the whole new one; the
+    temporary file beside it is created afresh (never through a link) and synced before the rename."""
+    path = Path(path)
+    _refuse_link(path)
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.unlink(missing_ok=True)  # a leftover, or a link placed there: removed, not followed
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
+    with os.fdopen(fd, "wb") as fh:
+        fh.write(data.encode() if isinstance(data, str) else data)
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, path)

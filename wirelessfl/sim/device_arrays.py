@@ -1,0 +1,139 @@
+"""Per-round arrays of every device (gains, omega, q, P, Z, availability), streamed to decisions.h5.
+
+One HDF5 dataset per key, rounds x devices float32, appended every few rounds while the run goes:
+memory stays flat however many rounds a run has (N = 10,000 devices: 240 KB a round). HDF5 through
+h5py was measured against zarr and Parquet (pyarrow) on 2,000 rounds x 10,000 devices: 0.5 s to write
+against 5.8-7.3 s (zarr) and 11 s (Parquet, which also cannot be appended to after a crash). The file
+is in single-writer/multiple-reader mode, flushed at every append, so a killed run leaves a readable
+file; a resume cuts it back to the rounds of its checkpoint.
+
+``load_decisions(run_dir)`` reads the arrays back (also ``decisions.npz`` of runs written before).
+"""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import numpy as np
+
+from ..files import UnsafeOutput
+
+__all__ = ["ARRAY_KEYS", "DECISIONS", "DeviceArrays", "load_decisions"]
+
+ARRAY_KEYS = ("gains", "omega", "q", "power", "queue", "available")
+"""Per-round arrays of every device (available: 1 where it could be scheduled)."""
+DECISIONS = "decisions.h5"
+
+
+class DeviceArrays:
+    """Appends one row per round of every key to ``path``, ``every`` rounds at a time."""
+
+    def __init__(self, path: Path, num_devices: int, every: int = 16):
+        self.path, self.num_devices, self.every = Path(path), int(num_devices), int(every)
+        self.rows = 0  # rows in the file
+        self._buffer: list[dict[str, np.ndarray]] = []
+        self._file = None
+
+    def start(self) -> None:
+        """A new file with empty datasets."""
+        self._file = self._create(self.path)
+        self._file.swmr_mode = True  # readers (and a resume after a crash) see a consistent file
+        self.rows = 0
+
+    def _create(self, path: Path):
+        import h5py
+
+        if path.is_symlink():
+            raise UnsafeOutput(f"{path}: is a symbolic link; a run writes its files itself")
+        fh = h5py.File(path, "w", libver="latest")
+        for key in ARRAY_KEYS:
+            fh.create_dataset(key, shape=(0, self.num_devices), maxshape=(None, self.num_devices),
+                              dtype="f4", chunks=(self.every, self.num_devices))
+        return fh
+
+    def check(self, rows: int) -> str | None:
+        """Why the file cannot continue after ``rows`` rounds (None: it can); touches nothing."""
+        if rows == 0:
+            return None
+        if self.path.is_symlink():
+            return f"{self.path.name} is a symbolic link"
+        if not self.path.exists():
+            return f"{self.path.name} is missing (the checkpoint has {rows} rounds of it)"
+        try:
+            import h5py
+
+            with h5py.File(self.path, "r", libver="latest", swmr=True) as fh:
+                short = [k for k in ARRAY_KEYS if k not in fh or fh[k].shape[0] < rows
+                         or fh[k].shape[1] != self.num_devices]
+        except OSError as exc:
+            return f"{self.path.name} cannot be read ({exc})"
+        return f"{self.path.name} holds fewer than the checkpoint's {rows} rounds of {short[0]}" if short else None
+
+    def resume(self, rows: int) -> None:
+        """Continue the file after ``rows`` rounds; rows written after the checkpoint are dropped.
+
+        A killed writer leaves the file marked as open for writing (HDF5 lets only readers in), so
+        the first ``rows`` rounds are copied into a new file that replaces it in one rename."""
+        if rows == 0:
+            self.start()
+            return
+        import h5py
+
+        tmp = self.path.with_name(f".{self.path.name}.tmp")
+        tmp.unlink(missing_ok=True)
+        new = self._create(tmp)
+        with h5py.File(self.path, "r", libver="latest", swmr=True) as old:
+            for key in ARRAY_KEYS:
+                new[key].resize(rows, axis=0)
+                for start in range(0, rows, 1024):  # in blocks: memory stays flat
+                    new[key][start:start + 1024] = old[key][start:min(start + 1024, rows)]
+        new.close()
+        os.replace(tmp, self.path)
+        self._file = h5py.File(self.path, "r+", libver="latest")
+        self._file.swmr_mode = True
+        self.rows = rows
+
+    def append(self, row: dict[str, np.ndarray]) -> None:
+        """Buffer one round; write the buffer every ``every`` rounds."""
+        self._buffer.append(row)
+        if len(self._buffer) >= self.every:
+            self.flush()
+
+    def flush(self) -> None:
+        """Write the buffered rounds and flush the file."""
+        if not self._buffer or self._file is None:
+            return
+        n = len(self._buffer)
+        for key in ARRAY_KEYS:
+            dataset = self._file[key]
+            dataset.resize(self.rows + n, axis=0)
+            dataset[self.rows:] = np.stack([row[key] for row in self._buffer]).astype(np.float32)
+        self._file.flush()
+        self.rows += n
+        self._buffer = []
+
+    @property
+    def total(self) -> int:
+        """Rounds recorded (written or buffered)."""
+        return self.rows + len(self._buffer)
+
+    def close(self) -> None:
+        """Write what is buffered and close the file."""
+        if self._file is not None:
+            self.flush()
+            self._file.close()
+            self._file = None
+
+
+def load_decisions(run_dir: str | Path, keys=ARRAY_KEYS) -> dict[str, np.ndarray]:
+    """The per-round arrays of a run (rounds x devices) as numpy arrays."""
+    run_dir = Path(run_dir)
+    if (run_dir / DECISIONS).exists():
+        import h5py
+
+        with h5py.File(run_dir / DECISIONS, "r", libver="latest", swmr=True) as fh:
+            return {k: fh[k][()] for k in keys if k in fh}
+    if (run_dir / "decisions.npz").exists():  # runs written before decisions.h5
+        with np.load(run_dir / "decisions.npz", allow_pickle=False) as data:
+            return {k: data[k] for k in keys if k in data}
+    raise FileNotFoundError(f"{run_dir}: no {DECISIONS} (was the run made with run.record_devices = false?)")
