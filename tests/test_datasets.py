@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 import torch
 
+from wirelessfl.learning import DatasetError
 from wirelessfl.learning import datasets as D
 from wirelessfl.learning.datasets import DatasetNotFoundError, load_dataset, read_idx, synthetic_federated
 
@@ -146,11 +147,23 @@ def test_cifar_malicious_pickle_is_refused(tmp_path):
     write_cifar(folder, np.random.default_rng(6))
     marker = tmp_path / "pwned"
     (folder / "data_batch_3").write_bytes(pickle.dumps({b"data": _Evil(marker), b"labels": []}, protocol=2))
-    with pytest.raises(pickle.UnpicklingError, match="refusing"):
+    with pytest.raises(DatasetError, match=r"^dataset 'cifar10' in .* cannot be read: refusing to load global"):
         load_dataset("cifar10", data_dir=tmp_path)
     assert not marker.exists()
     # The same bytes through the standard unpickler would have run the command: the test is real.
     assert b"system" in (folder / "data_batch_3").read_bytes()
+
+
+def test_damaged_or_incomplete_cifar_folders_are_one_line_errors(tmp_path):
+    folder = tmp_path / "cifar-10-batches-py"
+    write_cifar(folder, np.random.default_rng(7))
+    (folder / "data_batch_2").write_bytes(b"not a pickle at all")
+    with pytest.raises(DatasetError, match="cannot be read") as err:
+        load_dataset("cifar10", data_dir=tmp_path)
+    assert "\n" not in str(err.value)
+    (folder / "data_batch_2").write_bytes(pickle.dumps({b"data": np.zeros((3, 5), np.uint8), b"labels": [1, 2, 3]}))
+    with pytest.raises(DatasetError, match="is not a CIFAR-10 batch"):
+        load_dataset("cifar10", data_dir=tmp_path)
 
 
 def test_restricted_unpickler_allows_only_numpy():

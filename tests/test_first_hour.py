@@ -7,7 +7,7 @@ import json
 import subprocess
 import sys
 import textwrap
-from pathlib import Path
+
 
 import pandas as pd
 import pytest
@@ -97,7 +97,7 @@ def test_resume_finishes_the_whole_folder(folder, monkeypatch):
     assert json.loads((folder / "out" / "index.json").read_text())["status"] == {"lyapunov": "complete",
                                                                               "uniform": "complete"}
     assert (folder / "out" / "accuracy_vs_time.png").exists()
-    reference = run_variants(scenario, folder / "ref", progress=False)
+    run_variants(scenario, folder / "ref", progress=False)  # the same scenario, never interrupted
     for name in ("lyapunov", "uniform"):
         pd.testing.assert_frame_equal(pd.read_csv(folder / "out" / name / "rounds.csv"),
                                       pd.read_csv(folder / "ref" / name / "rounds.csv"))

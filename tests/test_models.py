@@ -52,3 +52,13 @@ def test_generator_init_is_deterministic_and_leaves_global_rng_alone():
     # Same distribution as PyTorch's default: U(-1/sqrt(fan_in), 1/sqrt(fan_in)).
     w = a[0].weight.detach()
     assert float(w.abs().max()) <= 1 / 25**0.5 and float(w.std()) > 0.5 / 25**0.5 / 3**0.5
+
+
+def test_parameter_counts_without_torch_are_the_models_own():
+    from wirelessfl.learning import build_model, num_parameters
+    from wirelessfl.learning.sizes import PARAMETERS
+
+    shapes = {"fashion_mnist": (1, 28, 28), "mnist": (1, 28, 28), "cifar10": (3, 32, 32), "synthetic": (60,)}
+    for (model, dataset), count in PARAMETERS.items():
+        assert num_parameters(build_model(model, shapes[dataset], 10)) == count, (model, dataset)
+    assert len(PARAMETERS) == 21  # every model on every dataset it accepts

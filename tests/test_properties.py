@@ -125,7 +125,8 @@ def check_records(scenario, result, records) -> None:
         assert math.isfinite(rec.t_start) and math.isfinite(rec.t_end)
         assert rec.t_start == t_prev and rec.t_end >= rec.t_start
         t_prev = rec.t_end
-        span = rec.t_end - rec.t_start
+        span = rec.t_end - rec.t_start - rec.idle_s  # an idle round lasts a frame more than nothing
+        assert rec.idle_s == (scenario.run.idle_round_s if rec.downlink_s + rec.comp_s + rec.comm_s == 0 else 0.0)
         scale = rec.t_end + rec.downlink_s + rec.comp_s + rec.comm_s
         assert np.all(np.isfinite(rec.airtime_s)) and np.all(rec.airtime_s > 0)
         assert rec.comm_s == pytest.approx(float(np.sum(rec.airtime_s)), rel=1e-12)

@@ -9,7 +9,7 @@ from pathlib import Path
 from .config import ConfigError, load_scenario
 from .files import UnsafeOutput
 from .sim.checkpoint import ResumeError
-from .learning import TrainingDiverged
+from .learning import DatasetError, TrainingDiverged
 
 
 def _fmt_summary(name: str, s: dict) -> str:
@@ -336,7 +336,7 @@ def main(argv: list[str] | None = None) -> int:
     except FileNotFoundError as exc:  # missing dataset or run folder: the message says where we looked
         print(f"wirelessfl: error: {exc}", file=sys.stderr)
         return 2
-    except (FileExistsError, UnsafeOutput, ResumeError) as exc:  # runs are never overwritten or broken unasked
+    except (FileExistsError, UnsafeOutput, ResumeError, DatasetError) as exc:  # runs are never overwritten or broken unasked
         print(f"wirelessfl: error: {exc}", file=sys.stderr)
         return 2
     except TrainingDiverged as exc:

@@ -139,8 +139,17 @@ class CpuCompute(ComputeModel):
 
     @classmethod
     def check(cls, scenario, options: CpuOptions) -> None:
-        """One value per device when given per device."""
+        """One value per device when given per device; finite times and energies."""
         _per_device_lengths(scenario, options, ("cpu_hz_per_device", "cycles_per_sample_per_device"))
+        everyone = np.arange(scenario.devices.count)
+        with np.errstate(over="ignore"):
+            model = cls.from_scenario(scenario, options)
+            times, energy = model.compute_times(everyone), model.energy_j(everyone)
+        for name, values in (("computation time c S / f", times), ("computation energy kappa f^2 c S", energy)):
+            if not np.isfinite(values).all():
+                raise ConfigError(f"devices.compute = 'cpu': the {name} of a round is not a finite number (cpu_hz up "
+                                  f"to {model.cpu_hz.max():g}, cycles c S up to {model.cycles.max():g}, kappa "
+                                  f"{model.kappa:g})")
 
     def compute_times(self, devices: np.ndarray, rng: np.random.Generator | None = None,
                       round_idx: int = 0) -> np.ndarray:

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any, NewType
 
 __all__ = ["ConfigError", "FilePath", "NoOptions", "Power", "build_dataclass", "check_value", "coerce", "option",
-           "show"]
+           "require_memory", "show"]
 
 Power = NewType("Power", float)
 """A power in linear units; the file may also give it as a string in decibels, e.g. "35 dB"."""
@@ -169,3 +169,29 @@ def build_dataclass(cls, values: dict[str, tuple[Any, str]], missing_path: str,
         raise
     except (ValueError, TypeError) as exc:
         raise ConfigError(f"{missing_path}: {exc}") from None
+
+
+def physical_memory() -> int | None:
+    """Bytes of memory of this machine (None where the system does not say)."""
+    import os
+
+    try:
+        return int(os.sysconf("SC_PAGE_SIZE")) * int(os.sysconf("SC_PHYS_PAGES"))
+    except (ValueError, OSError, AttributeError):
+        return None
+
+
+def require_memory(path: str, value: Any, nbytes: float, what: str) -> None:
+    """ConfigError before anything runs when ``what`` would need more memory than the machine has."""
+    total = physical_memory()
+    if total is not None and nbytes > 0.9 * total:
+        raise ConfigError(f"{path} = {show(value)}: {what} needs about {_size(nbytes)} of memory and this machine "
+                          f"has {_size(total)}")
+
+
+def _size(nbytes: float) -> str:
+    for unit in ("B", "KB", "MB", "GB", "TB", "PB"):
+        if nbytes < 1024 or unit == "PB":
+            return f"{nbytes:.3g} {unit}"
+        nbytes /= 1024
+    return f"{nbytes:.3g} PB"

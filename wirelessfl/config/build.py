@@ -6,6 +6,7 @@ import os
 import re
 import sys
 import typing
+import unicodedata
 from pathlib import Path
 from typing import Any, Iterable
 
@@ -47,7 +48,7 @@ def load_scenario(path: str | Path, overrides: Iterable[str] = ()) -> Scenario:
         data = tomllib.loads(text)
     except (ValueError, RecursionError) as exc:  # TOMLDecodeError, an int over 4300 digits, deep nesting
         raise ConfigError(f"scenario file {path} is not valid TOML: {exc}") from None
-    data.setdefault("name", path.stem)
+    data.setdefault("name", safe_name(path.stem))
     return from_dict(data, [*overrides, *environment_overrides()], base_dir=path.resolve().parent)
 
 
@@ -236,6 +237,8 @@ def _build_scenario(data: Any, base_dir: Path | None) -> Scenario:
         elif name in data and name != "plugin_path":
             values[name] = field_value(f, hints[name], data[name], name)
     values["plugin_path"] = tuple(ctx.plugin_path)
+    if "name" in values:
+        check_name(values["name"], "name", "a scenario's name")
     scenario = Scenario(**values)
     cross_check(scenario)
     return scenario
@@ -361,14 +364,39 @@ def _unknown_option(kind, name: str, key: str, allowed: list[str]) -> str:
     return f"not an option of {kind.name} {name!r}{hint}; allowed: {', '.join(allowed)}"
 
 
+_NAME = re.compile(r"[^\W][\w.+=@,-]*")
+NAME_BYTES = 120
+
+
+def check_name(name: str, path: str, what: str) -> None:
+    """A name that becomes a folder (a scenario's, a variant's) is one plain path component."""
+    if not isinstance(name, str) or not _NAME.fullmatch(name) or len(name.encode("utf-8", "replace")) > NAME_BYTES:
+        raise ConfigError(f"{path} = {show(name, 60)}: {what} becomes a folder name: use letters, digits and "
+                          f". _ - + = @ , (not first), at most {NAME_BYTES} bytes")
+
+
+def safe_name(text: str) -> str:
+    """``text`` made a valid name (for a default taken from a file name)."""
+    name = re.sub(r"[^\w.+=@,-]", "_", text).lstrip(".+=@,-") or "scenario"
+    while len(name.encode()) > NAME_BYTES:
+        name = name[:-1]
+    return name
+
+
 def _build_special(name: str, table: Any, path: str):
     if not isinstance(table, dict):
         raise ConfigError(f"{path} = {show(table)}: must be a table")
     if name == "variants":
-        out = []
+        out, seen = [], {}
         for vname, ov in table.items():
+            check_name(vname, f"{path}.{show(vname)}", "a variant's name")
             if not isinstance(ov, dict):
                 raise ConfigError(f"{path}.{vname} = {show(ov)}: must be a table of overrides")
+            key = unicodedata.normalize("NFKC", vname).casefold()
+            if key in seen:
+                raise ConfigError(f"{path}.{vname}: names the same folder as variants.{seen[key]} (on a file "
+                                  "system that ignores case); give them different names")
+            seen[key] = vname
             out.append((vname, tuple(_flatten(ov))))
         return tuple(out)
     out = []

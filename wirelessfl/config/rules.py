@@ -2,8 +2,9 @@
 from __future__ import annotations
 
 import dataclasses
+import math
 
-from ..fields import ConfigError
+from ..fields import ConfigError, require_memory
 from ..plugins import KINDS
 
 
@@ -34,15 +35,18 @@ def cross_check(s) -> None:
     if bad:
         raise ConfigError(f"devices.excluded = {list(s.devices.excluded)!r}: device ids must be < "
                           f"devices.count = {n}")
-    if s.devices.excluded_count + len(set(s.devices.excluded)) > n:
+    if s.devices.excluded_count + len(set(s.devices.excluded)) >= n:
         raise ConfigError(f"devices.excluded_count = {s.devices.excluded_count}: with devices.excluded "
-                          f"it excludes more than devices.count = {n} devices")
+                          f"({len(set(s.devices.excluded))} devices) no device of devices.count = {n} could ever take part")
     if s.devices.availability_trace is not None:
         if s.devices.p_on_to_off > 0:
             raise ConfigError("devices.availability_trace: set either the trace or devices.p_on_to_off, not both")
         from ..traces import Trace
 
-        Trace.read(s.devices.availability_trace, n, "devices.availability_trace", boolean=True)
+        on = Trace.read(s.devices.availability_trace, n, "devices.availability_trace", boolean=True).values
+        if not on.any():
+            raise ConfigError(f"devices.availability_trace = {s.devices.availability_trace!r}: no device is ever "
+                              "available in it, so no device could ever take part")
     if s.learning.partition == "classes_per_device":
         p = s.learning.classes_per_device
         if s.learning.dataset == "synthetic":
@@ -64,6 +68,7 @@ def cross_check(s) -> None:
         if s.learning.dataset == "synthetic":
             raise ConfigError(f"learning.partition = {s.learning.partition!r}: the synthetic dataset has its "
                               "own split over devices; use another dataset")
+    _check_scale(s)
     if s.link.p_max < s.link.p_bar:
         raise ConfigError(f"link.p_max = {s.link.p_max:g}: must be >= link.p_bar = {s.link.p_bar:g}")
     for kind in KINDS.values():
@@ -82,6 +87,34 @@ def cross_check(s) -> None:
             except ConfigError as exc:
                 raise ConfigError(f"sweep.{key}: {exc}") from None
     _check_held_used(s, members)
+
+
+PER_DEVICE_BYTES = 1200
+"""Memory a run holds for every device, whatever the parts (decisions, queues, totals, buffers of
+per-device arrays): measured about 1 KB at N = 10,000 (benchmarks/scale.py), rounded up."""
+PER_ROUND_BYTES = 2000
+"""Memory of one round's records kept for the result (a row of rounds.csv and its Python objects)."""
+
+
+def _check_scale(s) -> None:
+    """Absurd sizes are refused before anything runs, with the memory they would need."""
+    n = s.devices.count
+    require_memory("devices.count", n, n * PER_DEVICE_BYTES, f"a run with {n} devices")
+    if s.run.rounds is not None:
+        require_memory("run.rounds", s.run.rounds, s.run.rounds * PER_ROUND_BYTES,
+                       f"keeping the records of {s.run.rounds} rounds")
+    ch = s.channel
+    if ch.path_loss:
+        far = max([ch.cell_radius_m, ch.reference_distance_m] + [math.hypot(*xy) for xy in ch.positions_m])
+        spread = 6 * ch.shadowing_db / 10  # six standard deviations of shadowing, in decades
+        try:
+            decades = ch.reference_gain_db / 10 - ch.path_loss_exponent * math.log10(far / ch.reference_distance_m)
+        except (OverflowError, ValueError):
+            decades = -math.inf
+        if not -280 < decades - spread and decades + spread < 280:
+            raise ConfigError(f"channel.reference_gain_db = {ch.reference_gain_db:g}: with path_loss_exponent "
+                              f"{ch.path_loss_exponent:g} and shadowing_db {ch.shadowing_db:g} the path gain "
+                              f"(10^{decades:.3g} at the cell edge) leaves the range of numbers (1e-280 to 1e280)")
 
 
 def _option_names(part: type) -> set[str]:

@@ -95,6 +95,9 @@ class RunConfig:
     checkpoint_every: int | None = option(None, ge=1, doc="write a checkpoint every k rounds")
     round_deadline_s: float | None = option(None, gt=0, doc="uploads not done this long after the "
                                             "round started are dropped; the round ends then")
+    idle_round_s: float = option(0.01, gt=0, doc="how long a round lasts in which nothing takes time (nobody "
+                                 "can be scheduled and there is no downlink or server work): a frame; the "
+                                 "clock always advances, so a time budget always ends")
     record_devices: bool = option(True, doc="stream per-round arrays of every device to decisions.h5")
     device: str = option("cpu", doc="torch device for training, e.g. cpu or cuda")
     threads: int = option(1, ge=1, doc="torch intra-op threads while the run trains (part of the "

@@ -17,6 +17,7 @@ import pandas as pd
 from ..config import ConfigError, Scenario, dumps, load_scenario
 from ..files import UnsafeOutput, check_output_folder, write_atomic
 from ..jsonio import read_json, write_json_atomic
+from ..learning import DatasetError
 from ..learning.learner import TrainingDiverged
 from ..sim.checkpoint import CHECKPOINT_NAME, load_checkpoint
 from ..sim.runner import Run, RunResult
@@ -141,7 +142,7 @@ def _run_member(member: Scenario, run_dir: Path | None, progress: bool, overwrit
     """simulate(), with the failure of the run itself (not of its input) recorded as its result."""
     try:
         return simulate(member, run_dir, progress=progress, overwrite=overwrite)
-    except (ConfigError, OutputExists, UnsafeOutput, FileNotFoundError):  # the input is wrong: all would fail
+    except (ConfigError, OutputExists, UnsafeOutput, FileNotFoundError, DatasetError):  # wrong input: all would fail
         raise
     except Exception as exc:  # the run failed: keep going with the other variants
         if run_dir is not None and (run_dir / "summary.json").exists():
@@ -186,7 +187,7 @@ def run_variants(scenario: Scenario, out_dir: str | Path | None = None, progress
     try:
         for name, member in members:
             results[name] = _run_member(member, None if out is None else out / name, progress, overwrite)
-    except (ConfigError, OutputExists, UnsafeOutput, FileNotFoundError):  # wrong input: leave no trace
+    except (ConfigError, OutputExists, UnsafeOutput, FileNotFoundError, DatasetError):  # wrong input: no trace
         if out is not None and not results:
             family.unlink(missing_ok=True)
             (out / "index.json").unlink(missing_ok=True)

@@ -32,6 +32,10 @@ ALGORITHMS = Registry("algorithm", "wirelessfl.learning:Algorithm", {
 class TrainingDiverged(RuntimeError):
     """The global model stopped being finite (e.g. a learning rate far too large)."""
 
+
+class DatasetError(ValueError):
+    """A dataset's files are there but are not what they should be (damaged, incomplete, refused)."""
+
 _EXPORTS = {
     "algorithms": ("AGGREGATIONS", "Algorithm", "FedAvg", "Safari", "ServerRound"),
     "datasets": ("DATASET_NAMES", "Dataset", "DatasetNotFoundError", "SyntheticFederated", "load_dataset",
@@ -43,7 +47,7 @@ _EXPORTS = {
 }
 _WHERE = {name: module for module, names in _EXPORTS.items() for name in names}
 
-__all__ = ["ALGORITHMS", "PARTITION_SCHEMES", "TrainingDiverged", "partition", "perfedavg_group_counts", "perfedavg_test_unit",
+__all__ = ["ALGORITHMS", "DatasetError", "PARTITION_SCHEMES", "TrainingDiverged", "partition", "perfedavg_group_counts", "perfedavg_test_unit",
            "split_by_class_counts", *sorted(_WHERE)]
 
 

@@ -21,12 +21,15 @@ import os
 import pickle
 import struct
 import tarfile
+import zlib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple, Sequence
 
 import numpy as np
 import torch
+
+from . import DatasetError
 
 __all__ = [
     "Dataset",
@@ -76,6 +79,8 @@ class DatasetNotFoundError(FileNotFoundError):
     """A dataset's files were not found; the message lists where we looked and how to get them."""
 
 
+
+
 @dataclass(frozen=True, eq=False)
 class Dataset:
     """A train/test split as tensors (treat the tensors as read-only: they may be shared).
@@ -118,7 +123,12 @@ def load_dataset(name: str, data_dir: str | os.PathLike | None = None) -> Datase
     if name not in _FOLDERS:
         raise ValueError(f"unknown dataset {name!r}; allowed: {', '.join(DATASET_NAMES)}")
     location = _locate(name, data_dir)
-    xtr, ytr, xte, yte = _load_raw(name, str(location))
+    try:
+        xtr, ytr, xte, yte = _load_raw(name, str(location))
+    except (OSError, EOFError, ValueError, pickle.UnpicklingError, tarfile.TarError, zlib.error,
+            struct.error, MemoryError, IndexError, KeyError, TypeError, AttributeError) as exc:
+        reason = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:300]
+        raise DatasetError(f"dataset {name!r} in {location} cannot be read: {reason}") from None
     mean, std = _NORMALISATION[name]
     return Dataset(
         name=name,

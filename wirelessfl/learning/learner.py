@@ -8,21 +8,16 @@ from .. import rng as rngs
 from . import TrainingDiverged
 from ..scheduling.base import Decision, ReportRequest, Reports
 
-__all__ = ["DATASET_SHAPES", "FederatedLearner", "TrainingDiverged", "model_bits_of"]
-
-# Input shape and class count of each dataset, so timing-only runs know the model size without data.
-DATASET_SHAPES = {"fashion_mnist": ((1, 28, 28), 10), "mnist": ((1, 28, 28), 10),
-                  "cifar10": ((3, 32, 32), 10), "synthetic": ((60,), 10)}
+__all__ = ["FederatedLearner", "TrainingDiverged", "model_bits_of"]
 
 
 def model_bits_of(scenario) -> int:
     """Upload size in bits: the scenario's link.model_bits, else 32 x the model's parameter count."""
     if scenario.link.model_bits is not None:
         return scenario.link.model_bits
-    from .models import build_model, num_parameters
+    from .sizes import parameter_count
 
-    shape, classes = DATASET_SHAPES[scenario.learning.dataset]
-    return 32 * num_parameters(build_model(scenario.learning.model, shape, classes))
+    return 32 * parameter_count(scenario.learning.model, scenario.learning.dataset)
 
 
 def federated_data(scenario):

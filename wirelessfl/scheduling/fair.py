@@ -32,6 +32,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..config import ConfigError, option
+from ..fields import require_memory
 from .base import Decision, ReportRequest, Reports, RoundState, Scheduler
 from .client_store import ClientStore
 from .schedulers import _available, _per_device
@@ -118,10 +119,17 @@ class _FairBase(Scheduler):
 
     @classmethod
     def check(cls, scenario, options) -> None:
-        """kappa cannot exceed the number of devices."""
+        """kappa cannot exceed the number of devices; the server's memory of every device must fit."""
         n = scenario.devices.count
         if options.kappa > n:
             raise ConfigError(f"scheduler.kappa = {options.kappa}: must be <= devices.count = {n}")
+        require_memory("devices.count", n, cls.memory_bytes(scenario, options),
+                       f"scheduler.name = {scenario.scheduler.name!r} with {n} devices (its per-device store)")
+
+    @classmethod
+    def memory_bytes(cls, scenario, options) -> float:
+        """The store of losses (and, for the submodular schedulers, distances and vectors)."""
+        return 16.0 * scenario.devices.count
 
     def _decision(self, state: RoundState, avail: np.ndarray, selected: np.ndarray,
                   pre_bits: np.ndarray | None = None, piggyback_bits: np.ndarray | None = None,
@@ -294,8 +302,19 @@ class SubmodularScheduler(_FairBase):
         return {"name": "divfl"}
 
     @classmethod
+    def memory_bytes(cls, scenario, options: DivFLOptions) -> float:
+        """N x N float64 distances plus N stored vectors of float32 (the model's size, or the projection's)."""
+        from ..learning.sizes import PARAMETERS
+
+        n = scenario.devices.count
+        d = options.fair_projection_dim or (
+            scenario.link.model_bits // 32 if scenario.link.model_bits is not None
+            else PARAMETERS.get((scenario.learning.model, scenario.learning.dataset), 0))
+        return 8.0 * n * n + 4.0 * n * d
+
+    @classmethod
     def check(cls, scenario, options: DivFLOptions) -> None:
-        """kappa <= N, and one rule for the stochastic greedy's sample size."""
+        """kappa <= N, the store fits in memory, and one rule for the stochastic greedy's sample size."""
         super().check(scenario, options)
         if options.fair_sample_size is not None and options.fair_epsilon is not None:
             raise ConfigError("scheduler.fair_epsilon: set either scheduler.fair_sample_size or "

@@ -18,6 +18,7 @@ import numpy as np
 from dataclasses import dataclass
 
 from ..config import option
+from ..fields import require_memory
 from .base import Decision, RoundState, Scheduler, inclusion_probability
 from .power import POWER_RULES, check_gains, powers
 from .selection import SELECTION_METHODS, _solve_selection
@@ -105,6 +106,11 @@ class UniformScheduler(Scheduler):
     Options = UniformOptions
 
     @classmethod
+    def check(cls, scenario, options: UniformOptions) -> None:
+        """m draws a round must fit in memory."""
+        require_memory("scheduler.m", options.m, 24.0 * options.m, f"drawing {options.m} devices a round")
+
+    @classmethod
     def from_scenario(cls, scenario, options: UniformOptions) -> "UniformScheduler":
         """m draws (or distinct devices) per round at the scenario's power budget."""
         link = scenario.link
@@ -169,6 +175,11 @@ class LyapunovScheduler(Scheduler):
         self.queue = np.zeros(self.num_devices)
 
     Options = LyapunovOptions
+
+    @classmethod
+    def check(cls, scenario, options: LyapunovOptions) -> None:
+        """m draws a round must fit in memory."""
+        require_memory("scheduler.m", options.m, 24.0 * options.m, f"drawing {options.m} devices a round")
 
     @classmethod
     def from_scenario(cls, scenario, options: LyapunovOptions) -> "LyapunovScheduler":

@@ -42,7 +42,8 @@ class Parts:
     channel, compute, scheduler, algorithm: the four parts (see wirelessfl.plugins); access: TDMA or
     FDMA over the link; availability: None (always available) or a model with ``step(rng)``;
     upload_bits: one device's upload per round; downlink_s: the broadcast's duration;
-    round_deadline_s: uploads not done this long after the round started are dropped.
+    round_deadline_s: uploads not done this long after the round started are dropped;
+    idle_round_s: the length of a round in which nothing takes time (nobody scheduled, no downlink).
     """
 
     channel: Any
@@ -55,6 +56,7 @@ class Parts:
     downlink_s: float = 0.0
     availability: Any = None
     round_deadline_s: float | None = None
+    idle_round_s: float = 0.01
 
 
 @dataclass
@@ -78,6 +80,7 @@ class RoundRecord:
     available: np.ndarray | None = None  # per device (N,): could be scheduled (None: all)
     server_round: bool = False  # the server trained alone (no device took part)
     server_s: float = 0.0  # that round's server computation time
+    idle_s: float = 0.0  # a round in which nothing took time lasts idle_round_s (a frame): the clock moves
     extra_airtime_s: float = 0.0  # uplink time of traffic other than the models (pre-uploads, piggy-backs)
     extra_energy_j: float = 0.0   # transmit energy of the pre-round uploads (all devices that sent)
     metrics: dict = field(default_factory=dict)  # the algorithm's numbers of this round
@@ -256,6 +259,7 @@ class Engine:
                 for proc in procs:
                     if proc.is_alive:
                         proc.interrupt("deadline")
+        idle_s = yield from self._idle(t_start)
         t_end = self.env.now
 
         arrived = log.arrived.copy()
@@ -280,7 +284,14 @@ class Engine:
             energy_j=np.where(on_air > 0, power * on_air, 0.0),
             gains=gains, decision=decision, compute_energy_j=comp_energy, arrived=arrived,
             available=available, extra_airtime_s=pre_s + float(piggy_s.sum()), extra_energy_j=pre_energy,
-            metrics=metrics))
+            metrics=metrics, idle_s=idle_s))
+
+    def _idle(self, t_start: float):
+        """Let a round in which nothing took time last idle_round_s; returns the time added."""
+        if self.env.now > t_start:
+            return 0.0
+        yield self.env.timeout(self.parts.idle_round_s)
+        return self.parts.idle_round_s
 
     def _pre_uploads(self, decision: Decision, gains: np.ndarray):
         """Uploads before the round's computation (after the broadcast that triggers them), e.g.
@@ -308,6 +319,7 @@ class Engine:
         scheduler is not consulted (it may count the round as an idle slot)."""
         if plan.duration_s > 0:
             yield self.env.timeout(plan.duration_s)
+        idle_s = yield from self._idle(state.time_s)
         metrics = self.learner.server_round(state.round) if self.learner is not None else {}
         n = self.parts.num_devices
         queue = self.parts.scheduler.skip_round(state, plan.drain)
@@ -319,7 +331,7 @@ class Engine:
             round=state.round, t_start=state.time_s, t_end=self.env.now, downlink_s=0.0, comp_s=0.0, comm_s=0.0,
             selected=none, upload_order=none, airtime_s=np.empty(0), energy_j=np.empty(0), gains=state.gains,
             decision=decision, compute_energy_j=np.empty(0), arrived=np.empty(0, dtype=bool),
-            available=state.available, server_round=True, server_s=plan.duration_s, metrics=metrics))
+            available=state.available, server_round=True, server_s=plan.duration_s, metrics=metrics, idle_s=idle_s))
 
     def _device(self, i: int, device: int, compute_s: float, airtime_s: float, log: _Uploads):
         try:

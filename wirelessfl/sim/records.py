@@ -27,13 +27,14 @@ from .engine import RoundRecord
 ROUND_COLUMNS = ["round", "t_start", "t_end", "downlink_s", "comp_s", "comm_s", "num_selected",
                  "selected", "upload_order", "airtime_s", "energy_j", "power_mean", "q_selected",
                  "queue_mean", "objective", "compute_energy_j", "num_available", "num_arrived", "dropped",
-                 "server_round", "server_s", "extra_airtime_s", "extra_energy_j"]
+                 "server_round", "server_s", "extra_airtime_s", "extra_energy_j", "idle_s"]
 """energy_j is the round's transmit energy (P x time on the air), compute_energy_j its computation
 energy (0 unless the computation model has one); dropped lists the devices whose uploads missed the
 round deadline; server_round is 1 for a SAFARI server round (no device takes part) and server_s
 its server computation time (0 otherwise); extra_airtime_s is the uplink time of traffic other than
 the models (fair selection: bootstrap gradients, loss scalars, piggy-backed gradients; included in
-comm_s) and extra_energy_j the transmit energy of the pre-round uploads."""
+comm_s) and extra_energy_j the transmit energy of the pre-round uploads; idle_s is run.idle_round_s for a
+round in which nothing took time (nobody could be scheduled), else 0."""
 EVAL_COLUMNS = ["round", "time_s", "accuracy", "test_loss", "train_loss",
                 # personalised evaluation (spec 004), empty unless run.personalised_eval is on
                 "personal_accuracy", "personal_accuracy_std", "local_accuracy", "personal_per_device",
@@ -127,7 +128,7 @@ class Recorder:
         row.update(compute_energy_j=float(comp_energy.sum()), num_available=int(available.sum()),
                    num_arrived=int(arrived.sum()), dropped=_ids(sel[~arrived]),
                    server_round=int(rec.server_round), server_s=rec.server_s,
-                   extra_airtime_s=rec.extra_airtime_s, extra_energy_j=rec.extra_energy_j)
+                   extra_airtime_s=rec.extra_airtime_s, extra_energy_j=rec.extra_energy_j, idle_s=rec.idle_s)
         row.update(_numbers(d.info, "scheduler", skip=("objective",)))
         row.update(_numbers(rec.metrics, "algorithm"))
         self.rounds.append(row)

@@ -88,7 +88,7 @@ class Run:
                       access=make_access(scenario.link, link), num_devices=n,
                       upload_bits=self.bits * self.algorithm.upload_vectors,
                       downlink_s=link.downlink_time_s(self.bits * self.algorithm.broadcast_vectors),
-                      availability=availability, round_deadline_s=rc.round_deadline_s)
+                      availability=availability, round_deadline_s=rc.round_deadline_s, idle_round_s=rc.idle_round_s)
         self.recorder = Recorder(n, run_dir, keep_device_arrays=rc.record_devices)
         self.resumed = False
         self.bar = ProgressBar(scenario, enabled=progress)
@@ -114,6 +114,9 @@ class Run:
             mean_snr = gain * scenario.link.p_bar / scenario.link.noise_power
         excluded = excluded_mask(n, dc.excluded, dc.excluded_count, rngs.stream(scenario.seed, "exclusion"),
                                  mean_snr=mean_snr, min_mean_snr_db=dc.min_mean_snr_db)
+        if excluded.all():
+            raise ConfigError(f"devices.min_mean_snr_db = {dc.min_mean_snr_db}: with the other exclusions it leaves "
+                              "no device that could ever take part")
         return ExcludedAvailability(excluded, availability), excluded
 
     def _on_round(self, rec: RoundRecord) -> None:
