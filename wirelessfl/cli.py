@@ -89,7 +89,7 @@ def _resume(args) -> int:
             print(f"{run_dir.name}: no checkpoint, starting over")
         try:
             results[run_dir.name] = resume(run_dir, progress=not args.no_progress)
-        except (ConfigError, FileNotFoundError):
+        except (ConfigError, FileNotFoundError, ResumeError, UnsafeOutput, DatasetError):
             raise
         except Exception:  # the run failed again: its folder says how
             results[run_dir.name] = load_run(run_dir)

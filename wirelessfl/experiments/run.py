@@ -19,7 +19,7 @@ from ..files import UnsafeOutput, check_output_folder, write_atomic
 from ..jsonio import read_json, write_json_atomic
 from ..learning import DatasetError
 from ..learning.learner import TrainingDiverged
-from ..sim.checkpoint import CHECKPOINT_NAME, load_checkpoint
+from ..sim.checkpoint import CHECKPOINT_NAME, ResumeError, load_checkpoint
 from ..sim.runner import Run, RunResult
 
 __all__ = ["OutputExists", "RunResult", "TrainingDiverged", "load_run", "resume", "resume_variants", "run_variants",
@@ -239,7 +239,7 @@ def resume_variants(out_dir: str | Path, progress: bool = True,
 def _resumed(run_dir: Path, progress: bool) -> RunResult:
     try:
         return resume(run_dir, progress=progress)
-    except (ConfigError, FileNotFoundError):
+    except (ConfigError, FileNotFoundError, ResumeError, UnsafeOutput, DatasetError):
         raise
     except Exception:  # the run failed again: its folder says how
         return load_run(run_dir)

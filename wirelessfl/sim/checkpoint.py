@@ -66,6 +66,7 @@ def load_checkpoint(path: Path) -> dict:
     """Read a checkpoint without executing pickled code (torch weights-only mode); ResumeError, in one
     line, for a link, a truncated, damaged or refused file."""
     import pickle
+    import warnings
 
     import torch
 
@@ -73,11 +74,17 @@ def load_checkpoint(path: Path) -> dict:
     if path.is_symlink():
         raise ResumeError(f"{path}: is a symbolic link; a checkpoint is read only from the run folder itself")
     try:
-        state = torch.load(path, weights_only=True)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # torch's notes on unusual files: the error below says it
+            state = torch.load(path, weights_only=True)
     except (OSError, RuntimeError, EOFError, ValueError, pickle.UnpicklingError, AttributeError, KeyError,
             TypeError, IndexError) as exc:  # what torch raises for damaged and refused files
-        reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise ResumeError(f"{path}: cannot be read as a checkpoint ({reason[:200]})") from None
+        text = str(exc).strip()
+        if "Weights only load failed" in text:  # never follow torch's advice to load it unsafely
+            reason = "it holds code or objects that no checkpoint holds: refused, nothing of it ran"
+        else:
+            reason = (text.splitlines() or [type(exc).__name__])[0][:200]
+        raise ResumeError(f"{path}: cannot be read as a checkpoint ({reason})") from None
     if not isinstance(state, dict):
         raise ResumeError(f"{path}: is not a checkpoint of a run")
     return from_checkpoint(state)

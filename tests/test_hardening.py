@@ -1,0 +1,241 @@
+"""Hostile input: names that would escape --out, resumes from bad checkpoints or tampered folders,
+runs that could loop forever, absurd sizes, non-finite energies, unwritable outputs. Each is one
+line on stderr, exit status 2, and nothing written anywhere (or, for a resume, nothing changed)."""
+from __future__ import annotations
+
+import hashlib
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from wirelessfl import load_scenario, simulate
+from wirelessfl.config import ConfigError, from_dict
+
+BASE = textwrap.dedent('''
+    seed = 1
+    [run]
+    rounds = 12
+    timing_only = true
+    checkpoint_every = 4
+    [devices]
+    count = 6
+    [link]
+    model_bits = 10000
+    [scheduler]
+    m = 3
+''')
+
+
+def cli(*args, cwd) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "wirelessfl.cli", *map(str, args)], capture_output=True,
+                          text=True, cwd=cwd)
+
+
+def tree(root: Path) -> dict[str, str]:
+    """Every file under ``root`` with the sha256 of its bytes (links by their target)."""
+    out = {}
+    for path in sorted(root.rglob("*")):
+        if path.is_symlink():
+            out[str(path.relative_to(root))] = f"link -> {os.readlink(path)}"
+        elif path.is_file():
+            out[str(path.relative_to(root))] = hashlib.sha256(path.read_bytes()).hexdigest()
+    return out
+
+
+HOSTILE_NAMES = ["../../escape", "/tmp/absolute-escape", "..", ".", "", "a/b", "a\\b", "x\x00y", "x" * 300,
+                 "-rf", ".hidden", "name with space"]
+
+
+@pytest.mark.parametrize("name", HOSTILE_NAMES)
+def test_hostile_names_write_nothing_anywhere(tmp_path, name):
+    sandbox = tmp_path / "sandbox"
+    work = sandbox / "deep" / "er" / "work"
+    work.mkdir(parents=True)
+    quoted = name.replace("\\", "\\\\").replace("\x00", "\\u0000")
+    (work / "s.toml").write_text(BASE + f'\n[variants."{quoted}"]\nseed = 2\n[variants.ok]\nseed = 3\n')
+    (work / "n.toml").write_text(f'name = "{quoted}"\n' + BASE)
+    before = tree(sandbox)
+    for args in (("run", "s.toml", "--out", "out"), ("run", "n.toml"), ("sweep", "n.toml", "--timing-only")):
+        proc = cli(*args, cwd=work)
+        assert proc.returncode == 2, proc.stdout + proc.stderr
+        assert len(proc.stderr.strip().splitlines()) == 1 and "Traceback" not in proc.stderr
+    assert tree(sandbox) == before  # not a file more, anywhere in the sandbox
+    assert not Path("/tmp/absolute-escape").exists()
+
+
+def test_variant_names_that_name_one_folder_are_refused():
+    with pytest.raises(ConfigError, match="names the same folder as variants.Fast"):
+        from_dict({"run": {"rounds": 1}, "variants": {"Fast": {}, "fast": {}}})
+
+
+def make_run(tmp_path) -> Path:
+    (tmp_path / "s.toml").write_text(BASE)
+    proc = cli("run", str(tmp_path / "s.toml"), "--out", str(tmp_path / "fam"), "--no-progress", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    run = tmp_path / "fam" / "s"
+    return run
+
+
+def interrupted(tmp_path) -> Path:
+    """A run with a checkpoint at round 8 and records of 10 rounds on disk (killed after round 10)."""
+    from wirelessfl.sim import records as records_module
+
+    real = records_module.Recorder.on_round
+    calls = {"n": 0}
+
+    def stop(self, rec):
+        calls["n"] += 1
+        if calls["n"] == 11:
+            raise KeyboardInterrupt
+        return real(self, rec)
+
+    records_module.Recorder.on_round = stop
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            simulate(load_scenario_text(tmp_path), tmp_path / "run", progress=False)
+    finally:
+        records_module.Recorder.on_round = real
+    (tmp_path / "run" / "summary.json").unlink()  # as after kill -9
+    return tmp_path / "run"
+
+
+def load_scenario_text(tmp_path):
+    (tmp_path / "s.toml").write_text(BASE)
+    return load_scenario(tmp_path / "s.toml")
+
+
+def damage_truncated(run):
+    data = (run / "checkpoint.pt").read_bytes()
+    (run / "checkpoint.pt").write_bytes(data[: len(data) // 2])
+
+
+def damage_empty(run):
+    (run / "checkpoint.pt").write_bytes(b"")
+
+
+def damage_garbage(run):
+    (run / "checkpoint.pt").write_bytes(os.urandom(4096))
+
+
+def damage_pickle(run):
+    import pickle
+
+    class Evil:
+        def __reduce__(self):
+            return (os.system, (f"touch {run / 'PWNED'}",))
+
+    (run / "checkpoint.pt").write_bytes(pickle.dumps({"engine": Evil()}))
+
+
+def damage_counters(run):
+    import torch
+
+    state = torch.load(run / "checkpoint.pt", weights_only=True)
+    state["engine"]["rounds_done"] = 10  # 8 rounds of records, counters at 10
+    torch.save(state, run / "checkpoint.pt")
+
+
+def damage_records(run):
+    rows = (run / "rounds.csv").read_text().splitlines()
+    (run / "rounds.csv").write_text("\n".join(rows[:4]) + "\n")  # 3 rounds left: fewer than the checkpoint's 8
+
+
+def damage_symlink(run):
+    victim = run.parent / "victim.txt"
+    victim.write_text("precious\n")
+    (run / "rounds.csv").unlink()
+    (run / "rounds.csv").symlink_to(victim)
+
+
+def damage_arrays(run):
+    (run / "decisions.h5").write_bytes(b"")
+
+
+@pytest.mark.parametrize("damage", [damage_truncated, damage_empty, damage_garbage, damage_pickle, damage_counters,
+                                    damage_records, damage_symlink, damage_arrays])
+def test_a_failed_resume_leaves_the_folder_as_it_was(tmp_path, damage):
+    run = interrupted(tmp_path)
+    damage(run)
+    before = tree(tmp_path)
+    proc = cli("run", "--resume", str(run), "--no-progress", cwd=tmp_path)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in proc.stderr and str(run) in lines[0], proc.stderr
+    assert tree(tmp_path) == before
+    assert not (run / "PWNED").exists()
+    if damage is damage_symlink:
+        assert (tmp_path / "victim.txt").read_text() == "precious\n"
+
+
+def test_a_sound_resume_drops_the_rounds_after_the_checkpoint(tmp_path):
+    run = interrupted(tmp_path)
+    assert len(pd.read_csv(run / "rounds.csv")) == 10  # two rounds past the checkpoint of round 8
+    proc = cli("run", "--resume", str(run), "--no-progress", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    simulate(load_scenario_text(tmp_path), tmp_path / "full", progress=False)
+    pd.testing.assert_frame_equal(pd.read_csv(run / "rounds.csv"), pd.read_csv(tmp_path / "full" / "rounds.csv"))
+    from wirelessfl import load_decisions
+
+    assert load_decisions(run)["gains"].shape == (12, 6)
+
+
+def test_a_run_in_which_nobody_can_ever_be_scheduled_ends(tmp_path):
+    # availability near zero: almost every round schedules nobody, and still the time budget ends it
+    sc = from_dict({"run": {"time_budget_s": 2.0, "timing_only": True}, "devices": {"count": 4,
+                    "p_on_to_off": 1.0, "p_off_to_on": 1e-9}, "link": {"model_bits": 1000}})
+    res = simulate(sc, progress=False)
+    idle = res.rounds[res.rounds["num_selected"] == 0]
+    assert len(idle) > 0 and (idle["idle_s"] == sc.run.idle_round_s).all()
+    assert res.summary["sim_time_s"] >= 2.0 and len(res.rounds) < 2.0 / sc.run.idle_round_s + 10
+    with pytest.raises(ConfigError, match="no device of devices.count = 4 could ever take part"):
+        from_dict({"run": {"rounds": 2}, "devices": {"count": 4, "excluded": [0, 1], "excluded_count": 2}})
+
+
+@pytest.mark.parametrize("setting, words", [
+    ({"devices": {"count": 10 ** 9}}, "devices.count = 1000000000: a run with 1000000000 devices needs about"),
+    ({"scheduler": {"m": 10 ** 12}}, "scheduler.m = 1000000000000: drawing"),
+    ({"run": {"rounds": 10 ** 12}}, "run.rounds = 1000000000000: keeping the records"),
+    ({"devices": {"compute": "cpu", "cpu_hz": 1e200}}, "computation energy kappa f^2 c S of a round is not a finite"),
+    ({"devices": {"compute": "cpu", "kappa": 1e300}}, "computation energy kappa f^2 c S of a round is not a finite"),
+    ({"channel": {"path_loss": True, "reference_gain_db": -4000.0}}, "leaves the range of numbers"),
+    ({"name": "x" * 300}, "becomes a folder name"),
+])
+def test_absurd_inputs_are_one_line_errors_before_anything_runs(tmp_path, setting, words):
+    data = {"run": {"rounds": 3}}
+    for key, value in setting.items():
+        if isinstance(value, dict):
+            data.setdefault(key, {}).update(value)
+        else:
+            data[key] = value
+    with pytest.raises(ConfigError) as err:
+        from_dict(data)
+    assert words in str(err.value) and "\n" not in str(err.value)
+
+
+def test_out_must_be_a_writable_folder(tmp_path):
+    (tmp_path / "s.toml").write_text(BASE)
+    (tmp_path / "a-file").write_text("x")
+    proc = cli("run", "s.toml", "--out", "a-file", cwd=tmp_path)
+    assert proc.returncode == 2 and "is a file, not a folder" in proc.stderr
+    if os.geteuid() != 0:  # root writes anywhere
+        locked = tmp_path / "locked"
+        locked.mkdir(mode=0o500)
+        proc = cli("run", "s.toml", "--out", "locked/out", cwd=tmp_path)
+        assert proc.returncode == 2 and "not writable" in proc.stderr
+
+
+def test_summary_with_non_finite_numbers_is_strict_json(tmp_path):
+    import json
+
+    res = simulate(from_dict({"run": {"rounds": 2, "timing_only": True}, "devices": {"count": 3},
+                              "link": {"model_bits": 1000}}), tmp_path / "r", progress=False)
+    text = (tmp_path / "r" / "summary.json").read_text()
+    assert "NaN" not in text and "Infinity" not in text
+    assert json.loads(text)["non_finite"]["label_coverage"] == "nan"
+    assert np.isnan(res.summary["label_coverage"])
