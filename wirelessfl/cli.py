@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import os
 import sys
 from pathlib import Path
 
@@ -207,8 +208,19 @@ def cmd_trace(args) -> int:
     return 0
 
 
+def cmd_scenarios(args) -> int:
+    from .config.packaged import describe, packaged_scenarios, scenario_root
+
+    found = packaged_scenarios()
+    width = max(map(len, found))
+    for name, path in found.items():
+        print(f"{name:{width}s}  {describe(path)}")
+    print(f"\n{len(found)} scenarios in {scenario_root()}; run one by name, e.g. wirelessfl run quickstart")
+    return 0
+
+
 def cmd_reproduce(args) -> int:
-    from .experiments.paper import list_recipes, reproduce
+    from .papers import list_recipes, reproduce
 
     if args.list:
         print(list_recipes())
@@ -216,11 +228,12 @@ def cmd_reproduce(args) -> int:
     if not args.name:
         print("wirelessfl: error: reproduce needs a recipe name (or --list, or all)", file=sys.stderr)
         return 2
+    if args.data and not args.no_run:
+        raise ConfigError("--data DIR redraws reports from data CSVs and runs nothing: give --no-run with it")
     try:
-        names = "all" if "all" in args.name else args.name
-        reports = reproduce(names, scale=args.scale, seeds=args.seeds, out=args.out, figures=args.figures,
+        reports = reproduce(args.name, scale=args.scale, seeds=args.seeds, out=args.out, figures=args.figures,
                             executor=args.executor, workers=args.workers, overrides=args.set,
-                            progress=not args.no_progress, run=not args.no_run)
+                            progress=not args.no_progress, run=not args.no_run, data=args.data)
     except RuntimeError as exc:  # another sweep holds the cache folder
         print(f"wirelessfl: error: {exc}", file=sys.stderr)
         return 2
@@ -304,14 +317,19 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a field (repeatable)")
     p.set_defaults(func=cmd_trace)
 
-    p = sub.add_parser("reproduce", help="reproduce a figure or table of the Lyapunov scheduling paper")
-    p.add_argument("name", nargs="*", help="recipes (fig2 ... fig8, table1, table2) or all; see --list")
+    p = sub.add_parser("scenarios", help="list the scenarios shipped with the package (run one by name)")
+    p.set_defaults(func=cmd_scenarios)
+
+    p = sub.add_parser("reproduce", help="reproduce a figure or table of one of the papers")
+    p.add_argument("name", nargs="*", help="recipes: PAPER:NAME (e.g. safari:table2), a short name of the "
+                   "core paper (fig2 ... fig8, table1, table2), PAPER for all of a paper's, or all; see --list")
     p.add_argument("--list", action="store_true", help="list the recipes")
     p.add_argument("--scale", choices=("cpu", "paper", "tiny"), default="cpu",
                    help="cpu: Fashion-MNIST MLP (default); paper: CIFAR-10 and the paper's CNN; tiny: smoke test")
     p.add_argument("--seeds", type=int, default=3, help="seeds per setting (default 3)")
-    p.add_argument("--out", default="runs/paper", help="folder for the shared run cache (OUT/cache) and reports")
-    p.add_argument("--figures", help="folder for figures and tables (default OUT/figures)")
+    p.add_argument("--out", default="runs/papers", help="folder for the shared run cache (OUT/cache)")
+    p.add_argument("--figures", help="folder for each recipe's data CSV, figures, tables and report "
+                   "(default OUT/figures)")
     p.add_argument("--executor", choices=("serial", "process", "dask"), default="serial")
     p.add_argument("--workers", type=int, help="processes for process/dask (default: one per core)")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
@@ -319,6 +337,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--threads", type=int, help="torch intra-op threads of serial runs (default 1)")
     p.add_argument("--no-run", action="store_true",
                    help="run nothing: analyse the runs already in the cache (missing settings are listed)")
+    p.add_argument("--data", metavar="DIR", help="with --no-run: redraw the reports from the recipes' data CSVs in "
+                   "DIR (e.g. the committed figures/) instead of the cache")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.set_defaults(func=cmd_reproduce)
     return parser
@@ -345,6 +365,9 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("wirelessfl: interrupted; records written so far are kept", file=sys.stderr)
         return 130
+    except BrokenPipeError:  # the output went to a pager or `head` that stopped reading
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
 
 
 if __name__ == "__main__":

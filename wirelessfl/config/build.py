@@ -34,10 +34,18 @@ INHERITED = _Inherited()
 def load_scenario(path: str | Path, overrides: Iterable[str] = ()) -> Scenario:
     """Load a TOML scenario file, apply ``key.path=value`` overrides and validate everything.
 
-    Parts given as import paths are looked up in the file's folder first; relative file paths of
+    ``path`` is a file, or the name of a packaged scenario (``quickstart``, ``paper/training``;
+    ``wirelessfl scenarios`` lists them) when no such file exists. Parts given as import paths are looked up in the file's folder first; relative file paths of
     options (traces) are taken from there too.
     """
     path = Path(path)
+    if not path.exists():
+        from .packaged import packaged_scenario, packaged_scenarios
+
+        path = packaged_scenario(str(path)) or path
+        if not path.exists():
+            raise ConfigError(f"scenario file {path} does not exist, nor a packaged scenario of that name "
+                              f"(packaged: {', '.join(packaged_scenarios())})")
     try:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:

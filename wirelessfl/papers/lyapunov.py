@@ -2,10 +2,13 @@
 Using Lyapunov Optimization": Figs. 2-8 and Tables I-II (spec 002, section 7).
 
 A recipe names the runs it needs as *cells* (one setting: channel profile, data heterogeneity alpha,
-policy, m, lambda; or, for the timing-only figures, V and lambda), runs them through sweep() into
-one shared cache folder, and analyses them. The cache is content-addressed (a run's folder is the
-hash of its resolved scenario), so a cell shared by several recipes (Fig. 3, Fig. 5 and Table I use
-the same runs) is trained once.
+policy, m, lambda; or, for the timing-only figures, V and lambda), run as variants of the packaged
+``paper/training`` or ``paper/timing`` scenario through the shared cache of wirelessfl.papers.recipes,
+so a cell shared by several recipes (Fig. 3, Fig. 5 and Table I use the same runs) is trained once.
+What a recipe keeps from its runs (its data CSV) is the evaluation curves plus the per-run numbers
+that need every round (mean airtime per round over the first 30 rounds and up to the target; for
+Fig. 7 the power curves at log-spaced rounds and the settling rounds; for Fig. 8 selection shares and
+distinct-device frequencies), and its report is drawn from that data alone.
 
 Every training cell is run with no computation time. A constant computation time c per round only
 shifts round r by r x c (see analysis.py), so one run per cell gives its curve for every c: Fig. 3b/d
@@ -33,14 +36,13 @@ from typing import Callable, Iterable, Sequence
 import numpy as np
 import pandas as pd
 
-from ..config import ConfigError, Scenario, from_dict, load_scenario, to_dict
-from ..jsonio import write_json_atomic
+from ..config import Scenario
+from ..experiments.analysis import markdown_table
 from ..sim.device_arrays import load_decisions
-from .analysis import (average_curves, best_setting_table, markdown_table, mean_time_to_target, on_grid,
+from .recipes import Recipe, Report, Runs, packaged, pyplot, save_figure
+from ..experiments.analysis import (average_curves, best_setting_table, markdown_table, mean_time_to_target, on_grid,
                        rolling_mean, shift_by_compute, speedup)
 
-SCENARIO_DIR = Path(__file__).resolve().parents[2] / "scenarios" / "paper"
-"""Where training.toml and timing.toml live (the repository's scenarios/paper)."""
 
 INF = math.inf
 
@@ -233,103 +235,14 @@ SCALES: dict[str, Scale] = {
 # running cells through the shared cache
 
 
-def _nest(flat: dict) -> dict:
-    out: dict = {}
-    for key, value in flat.items():
-        node = out
-        parts = key.split(".")
-        for part in parts[:-1]:
-            node = node.setdefault(part, {})
-        node[parts[-1]] = value
-    return out
-
-
-def family(base: Scenario, variants: dict[str, dict]) -> Scenario:
-    """``base`` with one named variant per cell (dotted overrides); its members are the cells' runs."""
-    data = to_dict(base)
-    data.pop("sweep", None)
-    data["variants"] = {name: _nest(ov) for name, ov in variants.items()}
-    return from_dict(data)
-
-
 def training_base(scale: Scale, overrides: Iterable[str] = ()) -> Scenario:
     """scenarios/paper/training.toml with the scale's overrides, then the user's."""
-    return load_scenario(SCENARIO_DIR / "training.toml", [*scale.training_overrides, *overrides])
+    return packaged("paper/training", [*scale.training_overrides, *overrides])
 
 
 def timing_base(scale: Scale, overrides: Iterable[str] = ()) -> Scenario:
     """scenarios/paper/timing.toml with the scale's overrides, then the user's."""
-    return load_scenario(SCENARIO_DIR / "timing.toml", [*scale.timing_overrides, *overrides])
-
-
-@dataclass
-class Runs:
-    """Finished runs per cell name: a list of run folders, one per seed (failed seeds left out)."""
-
-    dirs: dict[str, list[Path]]
-    failed: list[str] = field(default_factory=list)
-    wall_s: float = 0.0
-
-    def evals(self, name: str) -> list[pd.DataFrame]:
-        """The evaluation tables of a cell's seeds."""
-        return [pd.read_csv(d / "evals.csv") for d in self.dirs.get(name, [])]
-
-    def round_lengths(self, name: str) -> list[np.ndarray]:
-        """Each seed's simulated length of every round (airtime, no computation), from rounds.csv."""
-        out = []
-        for d in self.dirs.get(name, []):
-            r = pd.read_csv(d / "rounds.csv", usecols=["t_start", "t_end"])
-            out.append((r["t_end"] - r["t_start"]).to_numpy(float))
-        return out
-
-    def evals_by_seed(self, name: str) -> dict[int, pd.DataFrame]:
-        """The evaluation tables of a cell keyed by seed (by position for a run without a summary),
-        so that two policies can be compared on the same seed's data and channels."""
-        out = {}
-        for i, d in enumerate(self.dirs.get(name, [])):
-            try:
-                seed = int(json.loads((d / "summary.json").read_text())["seed"])
-            except (OSError, ValueError, KeyError):
-                seed = i
-            out[seed] = pd.read_csv(d / "evals.csv")
-        return out
-
-
-def run_cells(scenario: Scenario, seeds: int, cache: Path, executor: str = "serial",
-              workers: int | None = None, progress: bool = True) -> Runs:
-    """Run every variant x seed of ``scenario`` into the cache (finished runs are reused)."""
-    from .sweep import sweep
-
-    started = time.perf_counter()
-    res = sweep(scenario, seeds=seeds, executor=executor, workers=workers, out_dir=cache, progress=progress)
-    dirs: dict[str, list[Path]] = {}
-    failed = []
-    for row in res.table.itertuples(index=False):
-        if row.status == "complete":
-            dirs.setdefault(row.variant, []).append(cache / "runs" / row.key)
-        else:
-            failed.append(f"{row.variant} seed {row.seed}: {row.error}")
-    return Runs(dirs, failed, time.perf_counter() - started)
-
-
-def cached_cells(scenario: Scenario, seeds: int, cache: Path) -> Runs:
-    """The runs of ``scenario``'s variants x seeds already finished in the cache (nothing is run)."""
-    from .sweep import expand
-
-    _, members = expand(scenario, seeds=seeds)
-    dirs: dict[str, list[Path]] = {}
-    missing = []
-    for m in members:
-        run_dir = cache / "runs" / m.key
-        try:
-            done = json.loads((run_dir / "summary.json").read_text()).get("status") == "complete"
-        except (OSError, ValueError):
-            done = False
-        if done:
-            dirs.setdefault(m.params["variant"], []).append(run_dir)
-        else:
-            missing.append(f"{m.params['variant']} seed {m.seed}: not in the cache")
-    return Runs(dirs, missing)
+    return packaged("paper/timing", [*scale.timing_overrides, *overrides])
 
 
 # ---------------------------------------------------------------------------------------------
@@ -373,7 +286,7 @@ def time_to_target_grid(evals_by_setting: dict[str, Sequence[pd.DataFrame]], tar
 
 def rounds_to_target(evals: Sequence[pd.DataFrame], target: float, smooth: int = 1) -> float:
     """Rounds the seed-averaged accuracy-vs-round curve needs to reach the target."""
-    from .analysis import time_to_target
+    from ..experiments.analysis import time_to_target
 
     avg = seed_average(evals, x="round", points=2000, smooth=smooth)
     return time_to_target(avg["round"], avg["mean"], target)
@@ -420,23 +333,6 @@ def ranges_table(times: pd.DataFrame, case: str, policy: str, paper_rows: list |
 # ---------------------------------------------------------------------------------------------
 # plotting helpers
 
-def _plt():
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    return plt
-
-
-def _save(fig, path: Path, dpi: int = 120) -> Path:
-    """Lay out, write and close a figure; returns its path."""
-    fig.tight_layout()
-    fig.savefig(path, dpi=dpi)
-    _plt().close(fig)
-    return path
-
-
 _M_COLOURS = {1: "tab:blue", 5: "tab:orange", 10: "tab:green"}
 _ALPHA_COLOURS = {INF: "tab:blue", 1.0: "tab:orange", 0.0: "tab:red"}
 
@@ -447,40 +343,70 @@ def _band(ax, avg: pd.DataFrame, x: str, label: str, colour: str, ls: str = "-")
 
 
 # ---------------------------------------------------------------------------------------------
-# recipes
+# the data a recipe keeps from its runs, and the view its report reads
+
+
+EVAL_COLUMNS = ("round", "time_s", "accuracy", "train_loss")
 
 
 @dataclass
 class Context:
-    """What a recipe's analysis gets: the scale, its runs, where to write, and the seeds used."""
+    """What a recipe's report reads: the scale, its data table and the folder to write to."""
 
     scale: Scale
-    runs: Runs
+    data: pd.DataFrame
     figures: Path
-    seeds: int
+
+    @property
+    def seeds(self) -> int:
+        """How many seeds the data holds (per setting, at most)."""
+        if "seed" in self.data and len(self.data):
+            return int(self.data["seed"].nunique())
+        return int(self.data["seeds"].max()) if "seeds" in self.data and len(self.data) else 0
+
+    def _of(self, name: str) -> pd.DataFrame:
+        return self.data[self.data["variant"] == name] if len(self.data) else self.data
+
+    def evals_by_seed(self, name: str) -> dict[int, pd.DataFrame]:
+        """A training setting's evaluation curves keyed by seed (so that two policies can be compared on
+        the same seed's data and channels)."""
+        return {int(seed): g.reset_index(drop=True) for seed, g in self._of(name).groupby("seed", sort=True)}
+
+    def evals(self, name: str) -> list[pd.DataFrame]:
+        """A training setting's evaluation curves, one per seed."""
+        return list(self.evals_by_seed(name).values())
+
+    def airtime(self, name: str, horizon: str) -> float:
+        """Mean airtime per round over ``horizon`` ("first30" or "to_target"), averaged over seeds."""
+        per_seed = self._of(name).groupby("seed")[f"airtime_{horizon}_s"].first()
+        return float(per_seed.mean()) if len(per_seed) else math.nan
 
 
-@dataclass
-class Report:
-    """What a recipe produced: files, headline numbers (ours vs the paper's) and a Markdown summary."""
+def training_data(runs: Runs, scale: Scale, cells: Sequence[Cell]) -> pd.DataFrame:
+    """Evaluation curves of the cells' runs, with each run's mean airtime per round over its first 30
+    rounds and over the rounds its setting needs to the target (those need every round's length)."""
+    frames = []
+    for cell in cells:
+        evals = runs.evals(cell.name)
+        if not evals:
+            continue
+        to_target = rounds_to_target(evals, scale.target(cell), smooth=scale.smooth)
+        n = int(round(to_target)) if to_target > 0 else 0
+        for (seed, folder), e in zip(runs.seeds(cell.name), evals):
+            r = pd.read_csv(folder / "rounds.csv", usecols=["t_start", "t_end"])
+            lengths = (r["t_end"] - r["t_start"]).to_numpy(float)
+            f = e[list(EVAL_COLUMNS)].copy()
+            f.insert(0, "seed", seed)
+            f.insert(0, "variant", cell.name)
+            f["airtime_first30_s"] = lengths[:30].mean()
+            f["airtime_to_target_s"] = lengths[:n].mean() if n else math.nan
+            frames.append(f)
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(
+        columns=["variant", "seed", *EVAL_COLUMNS, "airtime_first30_s", "airtime_to_target_s"])
 
-    name: str
-    outputs: list[Path]
-    numbers: dict
-    markdown: str
-    wall_s: float = 0.0
-    failed: list[str] = field(default_factory=list)
 
-
-@dataclass(frozen=True)
-class Recipe:
-    """A figure or table: the cells it needs and the analysis that turns their runs into outputs."""
-
-    name: str
-    title: str
-    kind: str                                        # "training" or "timing"
-    cells: Callable[[Scale], list]                   # Cell or TimingCell list
-    analyse: Callable[[Context], Report]
+# ---------------------------------------------------------------------------------------------
+# recipes
 
 
 def _fig3_cells(scale: Scale) -> list[Cell]:
@@ -498,8 +424,8 @@ def _table_cells(channel: str, alphas: Sequence[float]) -> Callable[[Scale], lis
 
 
 def _times(ctx: Context, cells: Sequence[Cell], compute_s: float) -> dict[str, float]:
-    return {c.name: mean_time_to_target(ctx.runs.evals(c.name), ctx.scale.target(c), compute_s=compute_s,
-                                        smooth=ctx.scale.smooth) if ctx.runs.evals(c.name) else math.nan
+    return {c.name: mean_time_to_target(ctx.evals(c.name), ctx.scale.target(c), compute_s=compute_s,
+                                        smooth=ctx.scale.smooth) if ctx.evals(c.name) else math.nan
             for c in cells}
 
 
@@ -508,9 +434,9 @@ def analyse_fig2(ctx: Context) -> Report:
     cells = [lyapunov("het", INF, m) for m in (1, 5, 10)]
     target = ctx.scale.target(cells[0])
     grid = ctx.scale.compute_grid[ctx.scale.compute_grid <= ctx.scale.fig2_compute_max]
-    times = time_to_target_grid({f"m={c.m}": ctx.runs.evals(c.name) for c in cells}, target, grid,
+    times = time_to_target_grid({f"m={c.m}": ctx.evals(c.name) for c in cells}, target, grid,
                                 smooth=ctx.scale.smooth)
-    plt = _plt()
+    plt = pyplot()
     fig, ax = plt.subplots(figsize=(6, 4))
     for c in cells:
         sub = times[times["setting"] == f"m={c.m}"]
@@ -523,7 +449,7 @@ def analyse_fig2(ctx: Context) -> Report:
     ax.set_title("Fig. 2: best m vs computation time (lyapunov, λ = 100)")
     ax.grid(alpha=0.3)
     ax.legend()
-    path = _save(fig, ctx.figures / "fig2.png")
+    path = save_figure(fig, ctx.figures / "fig2.png")
     md = ["Best m per computation-time range (lyapunov, λ = 100, heterogeneous channels, α = ∞):", "",
           markdown_table(ranges.assign(setting=ranges["setting"]))]
     numbers = {"ranges": ranges.to_dict("records")}
@@ -533,14 +459,14 @@ def analyse_fig2(ctx: Context) -> Report:
 def _convergence_figure(ctx: Context, cells: Sequence[Cell], path: Path, x: str, computes: Sequence[float],
                         title: str, colour_of: Callable[[Cell], str], label_of: Callable[[Cell], str]) -> None:
     """A grid of panels: rows accuracy and training loss, columns the computation times."""
-    plt = _plt()
+    plt = pyplot()
     fig, axes = plt.subplots(2, len(computes), figsize=(max(7.0, 5.2 * len(computes)), 7.2), squeeze=False)
     xcol = "time_s" if x == "time" else "round"
     for j, c in enumerate(computes):
         for i, metric in enumerate(("accuracy", "train_loss")):
             ax = axes[i][j]
             for cell in cells:
-                evals = ctx.runs.evals(cell.name)
+                evals = ctx.evals(cell.name)
                 if not evals:
                     continue
                 avg = seed_average(evals, metric, x=x, compute_s=c, smooth=ctx.scale.smooth)
@@ -559,7 +485,7 @@ def _convergence_figure(ctx: Context, cells: Sequence[Cell], path: Path, x: str,
                 ax.set_yscale("log")
         axes[0][0].legend(fontsize=8)
     fig.suptitle(title, fontsize=10)
-    _save(fig, path, dpi=110)
+    save_figure(fig, path, dpi=110)
 
 
 def _case(cell: Cell) -> str:
@@ -568,16 +494,8 @@ def _case(cell: Cell) -> str:
 
 
 def _rounds(ctx: Context, cell: Cell) -> float:
-    evals = ctx.runs.evals(cell.name)
+    evals = ctx.evals(cell.name)
     return rounds_to_target(evals, ctx.scale.target(cell), smooth=ctx.scale.smooth) if evals else math.nan
-
-
-def _mean_airtime(ctx: Context, cell: Cell, rounds: float) -> float:
-    """Mean simulated length of a cell's first ``rounds`` rounds (recorded without computation), averaged
-    over seeds."""
-    lengths = ctx.runs.round_lengths(cell.name)
-    n = int(round(rounds)) if rounds > 0 else 0
-    return float(np.mean([x[:n].mean() for x in lengths])) if lengths and n else math.nan
 
 
 def _speedup_rows(ctx: Context, pairs: Sequence[tuple[Cell, Cell]], compute_s: float) -> pd.DataFrame:
@@ -591,7 +509,7 @@ def _speedup_rows(ctx: Context, pairs: Sequence[tuple[Cell, Cell]], compute_s: f
     for ly, un in pairs:
         t = _times(ctx, [ly, un], compute_s)
         overall = speedup(t[un.name], t[ly.name])
-        by_seed_ly, by_seed_un = ctx.runs.evals_by_seed(ly.name), ctx.runs.evals_by_seed(un.name)
+        by_seed_ly, by_seed_un = ctx.evals_by_seed(ly.name), ctx.evals_by_seed(un.name)
         per_seed = [speedup(*(mean_time_to_target([runs[s]], ctx.scale.target(ly), compute_s=compute_s,
                                                   smooth=ctx.scale.smooth) for runs in (by_seed_un, by_seed_ly)))
                     for s in sorted(set(by_seed_ly) & set(by_seed_un))]
@@ -602,13 +520,13 @@ def _speedup_rows(ctx: Context, pairs: Sequence[tuple[Cell, Cell]], compute_s: f
                      "speedup": overall,
                      "seed_range": f"{min(per_seed):.3g}–{max(per_seed):.3g}" if per_seed else "n/a",
                      "rounds_ratio": speedup(r_un, r_ly),
-                     "per_round_gain": speedup(_mean_airtime(ctx, un, r_un) + compute_s,
-                                               _mean_airtime(ctx, ly, r_ly) + compute_s)})
+                     "per_round_gain": speedup(ctx.airtime(un.name, "to_target") + compute_s,
+                                               ctx.airtime(ly.name, "to_target") + compute_s)})
     return pd.DataFrame(rows)
 
 
-def _horizon_rows(ctx: Context, pairs: Sequence[tuple[Cell, Cell]], first: int = 30) -> pd.DataFrame:
-    """Mean airtime per round, uniform / lyapunov, over the first ``first`` rounds and up to the target.
+def _horizon_rows(ctx: Context, pairs: Sequence[tuple[Cell, Cell]]) -> pd.DataFrame:
+    """Mean airtime per round, uniform / lyapunov, over the first 30 rounds and up to the target.
 
     The two differ (lyapunov's queues start empty, uniform's heavy-tailed airtime needs many rounds
     to average out), which is why the cpu scale makes the target take hundreds of rounds.
@@ -616,9 +534,8 @@ def _horizon_rows(ctx: Context, pairs: Sequence[tuple[Cell, Cell]], first: int =
     rows = []
     for ly, un in pairs:
         row = {"case": _case(ly), "m": ly.m}
-        for label, r_ly, r_un in ((f"first {first}", first, first),
-                                  ("to target", _rounds(ctx, ly), _rounds(ctx, un))):
-            u, l = _mean_airtime(ctx, un, r_un), _mean_airtime(ctx, ly, r_ly)
+        for label, horizon in (("first 30", "first30"), ("to target", "to_target")):
+            u, l = ctx.airtime(un.name, horizon), ctx.airtime(ly.name, horizon)
             row.update({f"uniform_s ({label})": u, f"lyapunov_s ({label})": l, f"ratio ({label})": speedup(u, l)})
         rows.append(row)
     return pd.DataFrame(rows)
@@ -701,13 +618,13 @@ def analyse_fig6(ctx: Context) -> Report:
     cells = []
     for a in (INF, 1.0):
         cells += [lyapunov("hom", a, m) for m in (1, 10)] + [uniform("hom", a, m) for m in (1, 10)]
-    plt = _plt()
+    plt = pyplot()
     fig, axes = plt.subplots(2, 2, figsize=(10.4, 7.2))
     for j, a in enumerate((INF, 1.0)):
         for i, metric in enumerate(("accuracy", "train_loss")):
             ax = axes[i][j]
             for cell in (c for c in cells if c.alpha == a):
-                evals = ctx.runs.evals(cell.name)
+                evals = ctx.evals(cell.name)
                 if evals:
                     avg = seed_average(evals, metric, smooth=ctx.scale.smooth)
                     _band(ax, avg, "time_s", f"{cell.policy} m={cell.m}", _M_COLOURS[cell.m],
@@ -722,7 +639,7 @@ def analyse_fig6(ctx: Context) -> Report:
             ax.set_ylabel("test accuracy" if metric == "accuracy" else "training loss")
             ax.grid(alpha=0.3)
     axes[0][0].legend(fontsize=8)
-    path = _save(fig, ctx.figures / "fig6.png", dpi=110)
+    path = save_figure(fig, ctx.figures / "fig6.png", dpi=110)
     table = _speedup_rows(ctx, _fig6_pairs(), 0.0)
     horizon = _horizon_rows(ctx, _fig6_pairs())
     md = ["Homogeneous channels, no computation time, and the same settings with heterogeneous channels:", "",
@@ -742,7 +659,7 @@ def _table_recipe(name: str, channel: str, alphas: Sequence[float]) -> Callable[
             case = f"α={alpha_label(a)}, target {target:g} (paper {PAPER_TARGETS[(channel, a)]:g})"
             for policy in ("lyapunov", "uniform"):
                 pol = [c for c in case_cells if c.policy == policy]
-                times = time_to_target_grid({c.setting: ctx.runs.evals(c.name) for c in pol}, target,
+                times = time_to_target_grid({c.setting: ctx.evals(c.name) for c in pol}, target,
                                             ctx.scale.compute_grid, smooth=ctx.scale.smooth)
                 frames.append(ranges_table(times, case, policy, PAPER_TABLES.get((channel, a, policy))))
                 best = best_setting_table(times)
@@ -795,28 +712,46 @@ def settle_round(curve: np.ndarray, level: float = 1.0, tol: float = 0.05) -> fl
     return float(outside[-1] + 2)  # rounds are counted from 1
 
 
+def _collect_fig7(runs: Runs, scale_name: str) -> pd.DataFrame:
+    """Per V: the seed-averaged time-average power over the devices (mean, min, max) at about 200
+    log-spaced rounds (the figure's axis), and the rounds after which the mean and every device stay
+    within 5 % of P̄ (those need every round)."""
+    rows = []
+    for cell in _fig7_cells(SCALES[scale_name]):
+        curves = [time_average_power(load_decisions(d)) for d in runs.folders(cell.name)]
+        if not curves:
+            continue
+        per_device = np.mean(curves, axis=0)       # seeds averaged: rounds x devices
+        mean, low, high = per_device.mean(axis=1), per_device.min(axis=1), per_device.max(axis=1)
+        last = len(mean)
+        points = np.unique(np.r_[np.geomspace(1, last, 200).round().astype(int), min(100, last), min(1000, last)])
+        settle_mean, settle_all = settle_round(mean), settle_round(high)
+        for t in points:
+            rows.append({"variant": cell.name, "V": cell.V, "seeds": len(curves), "round": int(t),
+                         "mean": mean[t - 1], "min": low[t - 1], "max": high[t - 1], "rounds": last,
+                         "settle_mean_round": settle_mean, "settle_every_device_round": settle_all})
+    return pd.DataFrame(rows)
+
+
 def analyse_fig7(ctx: Context) -> Report:
     """Fig. 7: time-average power per round for V in {1, 100, 1e5} (m = 10, λ = 100)."""
-    plt = _plt()
+    plt = pyplot()
     fig, ax = plt.subplots(figsize=(6.4, 4.2))
     rows = []
     colours = {1.0: "tab:red", 100.0: "tab:blue", 1e5: "tab:green"}
     for cell in _fig7_cells(ctx.scale):
-        curves = [time_average_power(load_decisions(d)) for d in ctx.runs.dirs.get(cell.name, [])]
-        if not curves:
+        curve = ctx.data[ctx.data["variant"] == cell.name] if len(ctx.data) else ctx.data
+        if curve.empty:
             continue
-        per_device = np.mean(curves, axis=0)       # seeds averaged: rounds x devices
-        mean = per_device.mean(axis=1)
-        rounds = np.arange(1, len(mean) + 1)
-        ax.plot(rounds, mean, color=colours[cell.V], label=f"V = {cell.V:g} (device mean)")
-        ax.fill_between(rounds, per_device.min(axis=1), per_device.max(axis=1), color=colours[cell.V],
-                        alpha=0.12, lw=0)
-        worst = per_device.max(axis=1)
-        rows.append({"V": cell.V, "rounds": len(mean), "mean_power_at_100": float(mean[min(99, len(mean) - 1)]),
-                     "mean_power_at_1000": float(mean[min(999, len(mean) - 1)]), "mean_power_final": float(mean[-1]),
-                     "max_device_power_final": float(worst[-1]),
-                     "rounds_until_mean_within_5pct": settle_round(mean),
-                     "rounds_until_every_device_within_5pct": settle_round(worst)})
+        ax.plot(curve["round"], curve["mean"], color=colours[cell.V], label=f"V = {cell.V:g} (device mean)")
+        ax.fill_between(curve["round"], curve["min"], curve["max"], color=colours[cell.V], alpha=0.12, lw=0)
+        at = curve.set_index("round")
+        last = int(curve["rounds"].iloc[0])
+        rows.append({"V": cell.V, "rounds": last, "mean_power_at_100": float(at.loc[min(100, last), "mean"]),
+                     "mean_power_at_1000": float(at.loc[min(1000, last), "mean"]),
+                     "mean_power_final": float(at.loc[last, "mean"]), "max_device_power_final": float(at.loc[last, "max"]),
+                     "rounds_until_mean_within_5pct": float(curve["settle_mean_round"].iloc[0]),
+                     "rounds_until_every_device_within_5pct": float(curve["settle_every_device_round"].iloc[0])})
     ax.axhline(1.0, color="black", ls=":", lw=1, label="P̄ = 1")
     ax.set_xscale("log")
     ax.set_yscale("log")
@@ -825,7 +760,7 @@ def analyse_fig7(ctx: Context) -> Report:
     ax.set_title("Fig. 7: convergence of the power constraint (m = 10, λ = 100)")
     ax.grid(alpha=0.3, which="both")
     ax.legend(fontsize=8)
-    path = _save(fig, ctx.figures / "fig7.png")
+    path = save_figure(fig, ctx.figures / "fig7.png")
     table = pd.DataFrame(rows)
     md = ["Time-average power (band: range over devices; seeds averaged):", "", markdown_table(table), "",
           "Paper: larger V reaches P̄ = 1 more slowly; V = 1e5 not within a realistic number of rounds; "
@@ -833,35 +768,52 @@ def analyse_fig7(ctx: Context) -> Report:
     return Report("fig7", [path], {"power": rows}, "\n".join(md))
 
 
+def _fig8_label(cell: TimingCell) -> str:
+    return "uniform" if cell.policy == "uniform" else f"λ = {cell.lam:g}"
+
+
+def _collect_fig8(runs: Runs, scale_name: str) -> pd.DataFrame:
+    """Per policy: each device's σ and share of the selections (seeds averaged), and the fraction of
+    rounds with k distinct devices, k = 1..m (all seeds' rounds pooled)."""
+    rows = []
+    for cell in _fig8_cells(SCALES[scale_name]):
+        dirs = runs.folders(cell.name)
+        if not dirs:
+            continue
+        devs = [pd.read_csv(d / "devices.csv") for d in dirs]
+        share = np.mean([d["selections"].to_numpy() / d["selections"].sum() for d in devs], axis=0)
+        common = {"variant": cell.name, "policy": _fig8_label(cell), "seeds": len(dirs)}
+        rows += [{**common, "kind": "device", "sigma": sg, "share": sh} for sg, sh in zip(devs[0]["sigma"], share)]
+        counts = np.concatenate([pd.read_csv(d / "rounds.csv", usecols=["num_selected"])["num_selected"].to_numpy()
+                                 for d in dirs])
+        freq = np.bincount(counts, minlength=cell.m + 1)[1:cell.m + 1] / len(counts)
+        rows += [{**common, "kind": "distinct", "count": k, "fraction": f} for k, f in enumerate(freq, start=1)]
+    return pd.DataFrame(rows)
+
+
 def analyse_fig8(ctx: Context) -> Report:
     """Fig. 8: (a) selection frequency per device vs σ, (b) distinct devices per round, m = 10."""
-    plt = _plt()
+    plt = pyplot()
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 4.2))
     cells = _fig8_cells(ctx.scale)
     rows = []
     width = 0.8 / len(cells)
     colours = ["tab:red", "tab:orange", "tab:blue", "tab:grey"]
     for k, cell in enumerate(cells):
-        dirs = ctx.runs.dirs.get(cell.name, [])
-        if not dirs:
+        of = ctx.data[ctx.data["variant"] == cell.name] if len(ctx.data) else ctx.data
+        if of.empty:
             continue
-        label = "uniform" if cell.policy == "uniform" else f"λ = {cell.lam:g}"
-        devs = [pd.read_csv(d / "devices.csv") for d in dirs]
-        sigma = devs[0]["sigma"].to_numpy()
-        share = np.mean([d["selections"].to_numpy() / d["selections"].sum() for d in devs], axis=0)
-        order = np.argsort(sigma, kind="stable")
-        ax1.plot(sigma[order], share[order], color=colours[k], lw=1.3, label=label)
-        counts = np.concatenate([pd.read_csv(d / "rounds.csv", usecols=["num_selected"])["num_selected"].to_numpy()
-                                 for d in dirs])
-        m = cell.m
-        freq = np.bincount(counts, minlength=m + 1)[1:m + 1] / len(counts)
-        ax2.bar(np.arange(1, m + 1) + (k - (len(cells) - 1) / 2) * width, freq, width=width, color=colours[k],
-                label=label)
-        top = order[-len(order) // 10:]
-        rows.append({"policy": label, "mean_distinct": float(counts.mean()),
-                     "share_3_to_5": float(((counts >= 3) & (counts <= 5)).mean()),
-                     "mode": int(np.argmax(freq) + 1),
-                     "selection_share_top10pct_sigma": float(share[top].sum())})
+        label = _fig8_label(cell)
+        devices = of[of["kind"] == "device"].sort_values("sigma", kind="stable")
+        ax1.plot(devices["sigma"], devices["share"], color=colours[k], lw=1.3, label=label)
+        dist = of[of["kind"] == "distinct"]
+        counts, freq = dist["count"].to_numpy(int), dist["fraction"].to_numpy(float)
+        ax2.bar(counts + (k - (len(cells) - 1) / 2) * width, freq, width=width, color=colours[k], label=label)
+        top = devices["share"].to_numpy()[-len(devices) // 10:]
+        rows.append({"policy": label, "mean_distinct": float((counts * freq).sum()),
+                     "share_3_to_5": float(freq[(counts >= 3) & (counts <= 5)].sum()),
+                     "mode": int(counts[np.argmax(freq)]),
+                     "selection_share_top10pct_sigma": float(top.sum())})
     ax1.set_xlabel("σ_n of the device (ascending)")
     ax1.set_ylabel("share of selections")
     ax1.set_yscale("log")
@@ -874,37 +826,15 @@ def analyse_fig8(ctx: Context) -> Report:
     ax2.grid(alpha=0.3, axis="y")
     ax2.legend(fontsize=8)
     fig.suptitle("Fig. 8: heterogeneous channels, m = 10, V = 100")
-    path = _save(fig, ctx.figures / "fig8.png")
+    path = save_figure(fig, ctx.figures / "fig8.png")
     table = pd.DataFrame(rows)
     md = ["Selection statistics:", "", markdown_table(table), "",
           "Paper: λ = 100 strongly favours large σ and mostly schedules 3-5 devices; λ = 1 looks like uniform."]
     return Report("fig8", [path], {"selection": rows}, "\n".join(md))
 
 
-RECIPES: dict[str, Recipe] = {r.name: r for r in [
-    Recipe("fig2", "time to target vs computation time, m in {1, 5, 10}", "training",
-           lambda s: [lyapunov("het", INF, m) for m in (1, 5, 10)], analyse_fig2),
-    Recipe("fig3", "accuracy/loss vs time, lyapunov vs uniform, c = 0 and 2 s", "training", _fig3_cells, analyse_fig3),
-    Recipe("fig4", "α in {0, 1, ∞} at m = 10, 1 s computation", "training",
-           lambda s: [c for a in (INF, 1.0, 0.0) for c in (lyapunov("het", a, 10), uniform("het", a, 10))],
-           analyse_fig4),
-    Recipe("fig5", "accuracy/loss vs rounds (the runs of Fig. 3)", "training", _fig3_cells, analyse_fig5),
-    Recipe("fig6", "homogeneous channels, α in {∞, 1} (and the heterogeneous speed-ups beside)", "training",
-           lambda s: [c for pair in _fig6_pairs() for c in pair], analyse_fig6),
-    Recipe("fig7", "time-average power per round for V in {1, 100, 1e5} (timing only)", "timing",
-           _fig7_cells, analyse_fig7),
-    Recipe("fig8", "selection frequency vs σ and distinct devices per round (timing only)", "timing",
-           _fig8_cells, analyse_fig8),
-    Recipe("table1", "best (m, λ) per computation-time range, heterogeneous channels, α in {∞, 1, 0}",
-           "training", _table_cells("het", (INF, 1.0, 0.0)), _table_recipe("table1", "het", (INF, 1.0, 0.0))),
-    Recipe("table2", "best (m, λ) per computation-time range, homogeneous channels, α in {∞, 1}",
-           "training", _table_cells("hom", (INF, 1.0)), _table_recipe("table2", "hom", (INF, 1.0))),
-]}
-
-
-def list_recipes() -> str:
-    """One line per recipe: name, kind and what it reproduces."""
-    return "\n".join(f"{r.name:7s} {r.kind:8s} {r.title}" for r in RECIPES.values())
+# ---------------------------------------------------------------------------------------------
+# the recipes of the paper
 
 
 def _timing_overrides(cell: TimingCell) -> dict:
@@ -914,70 +844,56 @@ def _timing_overrides(cell: TimingCell) -> dict:
     return ov
 
 
-def recipe_scenarios(names: Sequence[str], scale: Scale, overrides: Sequence[str] = ()) -> dict[str, Scenario]:
-    """The union of the cells of ``names`` as at most two scenario families (training, timing).
-
-    One family per kind keeps a worker pool busy across recipes (one sweep instead of several).
-    """
-    train, timing = {}, {}
-    for name in names:
-        recipe = RECIPES[name]
-        for cell in recipe.cells(scale):
-            if recipe.kind == "training":
-                train[cell.name] = scale.overrides(cell)
-            else:
-                timing[cell.name] = _timing_overrides(cell)
-    out = {}
-    if train:
-        out["training"] = family(training_base(scale, overrides), train)
-    if timing:
-        timing_ov = [o for o in overrides if not o.startswith(("learning.", "run.device"))]
-        out["timing"] = family(timing_base(scale, timing_ov), timing)
-    return out
+def _families(kind: str, cells_of: Callable[[Scale], list]) -> Callable:
+    """The recipe's runs: its cells as variants of the training or the timing base (one family per kind
+    and scale, so the cells of every recipe asked for run in one sweep)."""
+    def families(scale_name: str, overrides: Sequence[str]):
+        scale = SCALES[scale_name]
+        if kind == "training":
+            return {f"lyapunov/training/{scale_name}": (training_base(scale, overrides),
+                                                        {c.name: scale.overrides(c) for c in cells_of(scale)})}
+        timing = [o for o in overrides if not o.startswith(("learning.", "run.device"))]
+        return {f"lyapunov/timing/{scale_name}": (timing_base(scale, timing),
+                                                  {c.name: _timing_overrides(c) for c in cells_of(scale)})}
+    return families
 
 
-def reproduce(names: str | Sequence[str], scale: str = "cpu", seeds: int = 3, out: str | Path = "runs/paper",
-              figures: str | Path | None = None, executor: str = "serial", workers: int | None = None,
-              overrides: Sequence[str] = (), progress: bool = True, run: bool = True) -> list[Report]:
-    """Run and analyse recipes (``"all"`` for every one); return one Report per recipe.
+def _report_with(analyse: Callable[[Context], Report]) -> Callable[[pd.DataFrame, Path, str], Report]:
+    return lambda data, figures, scale_name: analyse(Context(SCALES[scale_name], data, figures))
 
-    Runs go to ``out/cache`` (shared by every recipe and call: finished runs are reused), figures
-    and tables to ``figures`` (default ``out/figures``), and a Markdown report per recipe to
-    ``out/reports/NAME.md``. ``overrides`` (``key=value``) apply to the base scenarios after the
-    scale's, e.g. ``run.device="cuda"``. With ``run=False`` nothing is run: the recipes analyse the
-    runs already in the cache and report the missing ones as failed (their settings are left out).
-    """
-    if isinstance(names, str):
-        names = list(RECIPES) if names == "all" else [names]
-    unknown = [n for n in names if n not in RECIPES]
-    if unknown:
-        raise ConfigError(f"recipe {unknown[0]!r}: unknown; known: {', '.join(RECIPES)}")
-    if scale not in SCALES:
-        raise ConfigError(f"scale = {scale!r}: must be one of {', '.join(SCALES)}")
-    sc = SCALES[scale]
-    out = Path(out)
-    figures = Path(figures) if figures is not None else out / "figures"
-    figures.mkdir(parents=True, exist_ok=True)
-    (out / "reports").mkdir(parents=True, exist_ok=True)
-    runs = Runs({})
-    for kind, scenario in recipe_scenarios(names, sc, overrides).items():
-        got = (run_cells(scenario, seeds, out / "cache", executor, workers, progress) if run
-               else cached_cells(scenario, seeds, out / "cache"))
-        runs.dirs.update(got.dirs)
-        runs.failed += got.failed
-        runs.wall_s += got.wall_s
-    reports = []
-    for name in names:
-        started = time.perf_counter()
-        report = RECIPES[name].analyse(Context(sc, runs, figures, seeds))
-        report.wall_s = time.perf_counter() - started
-        needed = {c.name for c in RECIPES[name].cells(sc)}
-        report.failed = [f for f in runs.failed if f.split(" seed ")[0] in needed]
-        text = [f"# {name}: {RECIPES[name].title}", "", f"scale {scale}, {seeds} seed(s); runs in {out / 'cache'} "
-                f"(sweep wall time {runs.wall_s:.0f} s for all requested recipes)", "", report.markdown]
-        if report.failed:
-            text += ["", "Failed runs:", *(f"- {f}" for f in report.failed)]
-        (out / "reports" / f"{name}.md").write_text("\n".join(text) + "\n")
-        write_json_atomic(out / "reports" / f"{name}.json", report.numbers)
-        reports.append(report)
-    return reports
+
+def _recipe(name: str, title: str, kind: str, cells_of: Callable[[Scale], list], analyse, makes: tuple,
+            cost: dict) -> Recipe:
+    def collect_training(runs: Runs, scale_name: str) -> pd.DataFrame:
+        return training_data(runs, SCALES[scale_name], cells_of(SCALES[scale_name]))
+
+    collect = collect_training if kind == "training" else {"fig7": _collect_fig7, "fig8": _collect_fig8}[name]
+    return Recipe("lyapunov", name, title, makes, _families(kind, cells_of), collect, _report_with(analyse), cost)
+
+
+# CPU minutes of all runs (sum of the runs' wall times, one torch thread each): figures/README.md
+RECIPES: list[Recipe] = [
+    _recipe("fig2", "time to target vs computation time, m in {1, 5, 10}", "training",
+            lambda s: [lyapunov("het", INF, m) for m in (1, 5, 10)], analyse_fig2, ("fig2.png",),
+            {"tiny": None, "cpu": 3.6}),
+    _recipe("fig3", "accuracy/loss vs time, lyapunov vs uniform, c = 0 and 2 s", "training", _fig3_cells,
+            analyse_fig3, ("fig3.png",), {"tiny": None, "cpu": 6.9}),
+    _recipe("fig4", "α in {0, 1, ∞} at m = 10, 1 s computation", "training",
+            lambda s: [c for a in (INF, 1.0, 0.0) for c in (lyapunov("het", a, 10), uniform("het", a, 10))],
+            analyse_fig4, ("fig4.png",), {"tiny": None, "cpu": 6.6}),
+    _recipe("fig5", "accuracy/loss vs rounds (the runs of Fig. 3)", "training", _fig3_cells, analyse_fig5,
+            ("fig5.png",), {"tiny": None, "cpu": 6.9}),
+    _recipe("fig6", "homogeneous channels, α in {∞, 1} (and the heterogeneous speed-ups beside)", "training",
+            lambda s: [c for pair in _fig6_pairs() for c in pair], analyse_fig6, ("fig6.png",),
+            {"tiny": None, "cpu": 16.4}),
+    _recipe("fig7", "time-average power per round for V in {1, 100, 1e5} (timing only)", "timing",
+            _fig7_cells, analyse_fig7, ("fig7.png",), {"tiny": None, "cpu": 6.8}),
+    _recipe("fig8", "selection frequency vs σ and distinct devices per round (timing only)", "timing",
+            _fig8_cells, analyse_fig8, ("fig8.png",), {"tiny": None, "cpu": 3.8}),
+    _recipe("table1", "best (m, λ) per computation-time range, heterogeneous channels, α in {∞, 1, 0}",
+            "training", _table_cells("het", (INF, 1.0, 0.0)), _table_recipe("table1", "het", (INF, 1.0, 0.0)),
+            ("table1.md", "table1.csv"), {"tiny": None, "cpu": 40.3}),
+    _recipe("table2", "best (m, λ) per computation-time range, homogeneous channels, α in {∞, 1}",
+            "training", _table_cells("hom", (INF, 1.0)), _table_recipe("table2", "hom", (INF, 1.0)),
+            ("table2.md", "table2.csv"), {"tiny": None, "cpu": 25.8}),
+]

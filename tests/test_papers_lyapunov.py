@@ -13,8 +13,11 @@ import pytest
 
 from wirelessfl.cli import main
 from wirelessfl.config import ConfigError
-from wirelessfl.experiments import paper as P
 from wirelessfl.experiments.sweep import expand
+from wirelessfl.papers import lyapunov as P, reproduce
+from wirelessfl.papers.recipes import Runs, family
+
+RECIPES = {r.name: r for r in P.RECIPES}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -92,9 +95,8 @@ def test_time_average_power_and_settle_round():
 
 
 def test_cells_shared_by_recipes_are_the_same_runs():
-    scale = P.SCALES["cpu"]
-    fig3 = P.recipe_scenarios(["fig3"], scale)["training"]
-    table1 = P.recipe_scenarios(["table1"], scale)["training"]
+    (fig3,) = (family(*f) for f in RECIPES["fig3"].families("cpu", ()).values())
+    (table1,) = (family(*f) for f in RECIPES["table1"].families("cpu", ()).values())
     keys3 = {m.params["variant"]: m.key for m in expand(fig3)[1]}
     keys1 = {m.params["variant"]: m.key for m in expand(table1)[1]}
     assert set(keys3) <= set(keys1)
@@ -123,8 +125,8 @@ def test_paper_scale_scenarios_hold_the_papers_parameters():
     assert base.scheduler.options.V == 100.0 and base.learning.local_steps == 10 and base.learning.batch_size == 32
     timing = P.timing_base(P.SCALES["cpu"])
     assert timing.run.timing_only and timing.devices.count == 100 and timing.link.model_bits == 32 * 555178
-    cuda = P.recipe_scenarios(["fig3", "fig7"], P.SCALES["paper"], ['run.device="cuda"'])
-    assert cuda["training"].run.device == "cuda" and cuda["timing"].run.device == "cpu"
+    cuda = [base for name in ("fig3", "fig7") for base, _ in RECIPES[name].families("paper", ['run.device="cuda"']).values()]
+    assert cuda[0].run.device == "cuda" and cuda[1].run.device == "cpu"
     cpu = P.training_base(P.SCALES["cpu"])  # the channel and scheduler stay the paper's
     assert (cpu.learning.dataset, cpu.learning.model) == ("fashion_mnist", "mlp")
     assert cpu.link == base.link and cpu.scheduler == base.scheduler and cpu.channel == base.channel
@@ -132,9 +134,11 @@ def test_paper_scale_scenarios_hold_the_papers_parameters():
 
 def test_unknown_recipe_and_scale_are_config_errors(tmp_path):
     with pytest.raises(ConfigError, match="fig9"):
-        P.reproduce("fig9", scale="tiny", out=tmp_path)
+        reproduce("fig9", scale="tiny", out=tmp_path)
+    with pytest.raises(ConfigError, match="lyapunov:fig9"):
+        reproduce("lyapunov:fig9", scale="tiny", out=tmp_path)
     with pytest.raises(ConfigError, match="huge"):
-        P.reproduce("fig2", scale="huge", out=tmp_path)
+        reproduce("fig2", scale="huge", out=tmp_path)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -174,7 +178,7 @@ def _reproduce_tiny(out: Path, data_dir: Path, names) -> dict:
     import torch
 
     torch.set_num_threads(1)
-    reports = P.reproduce(names, scale="tiny", seeds=1, out=out, progress=False,
+    reports = reproduce(names, scale="tiny", seeds=1, out=out, progress=False,
                           overrides=[f'learning.data_dir="{data_dir}"'])
     return {r.name: r for r in reports}
 
@@ -188,14 +192,15 @@ def tiny(tmp_path_factory, data_dir):
 @pytest.fixture(scope="module")
 def tiny_all(tmp_path_factory, data_dir):
     out = tmp_path_factory.mktemp("paper_all")
-    return out, _reproduce_tiny(out, data_dir, "all")
+    return out, _reproduce_tiny(out, data_dir, "lyapunov")
 
 
 def _check_report(out: Path, report) -> None:
     assert not report.failed
     assert report.outputs and all(p.exists() and p.stat().st_size > 0 for p in report.outputs)
-    assert (out / "reports" / f"{report.name}.md").read_text().startswith(f"# {report.name}")
-    assert (out / "reports" / f"{report.name}.json").exists()
+    assert (out / "figures" / f"lyapunov_{report.name}.md").read_text().startswith(f"# lyapunov:{report.name}")
+    assert (out / "figures" / f"lyapunov_{report.name}.json").exists()
+    assert len(pd.read_csv(out / "figures" / f"lyapunov_{report.name}.csv")) > 0
 
 
 @pytest.mark.parametrize("name", FAST)
@@ -204,7 +209,7 @@ def test_recipe_end_to_end(tiny, name):
     _check_report(out, reports[name])
 
 
-@pytest.mark.parametrize("name", list(P.RECIPES))
+@pytest.mark.parametrize("name", list(RECIPES))
 def test_every_recipe_end_to_end(tiny_all, name):
     out, reports = tiny_all
     _check_report(out, reports[name])
@@ -224,9 +229,9 @@ def test_second_call_reuses_the_cache_and_no_run_reports_missing(tiny, tmp_path,
     out, _ = tiny
     ov = [f'learning.data_dir="{data_dir}"']
     before = sorted(p.name for p in (out / "cache" / "runs").iterdir())
-    P.reproduce(["fig5", "fig8"], scale="tiny", seeds=1, out=out, figures=tmp_path, progress=False, overrides=ov)
+    reproduce(["fig5", "fig8"], scale="tiny", seeds=1, out=out, figures=tmp_path, progress=False, overrides=ov)
     assert sorted(p.name for p in (out / "cache" / "runs").iterdir()) == before
-    (report,) = P.reproduce("fig4", scale="tiny", seeds=2, out=out, figures=tmp_path, progress=False, run=False,
+    (report,) = reproduce("fig4", scale="tiny", seeds=2, out=out, figures=tmp_path, progress=False, run=False,
                             overrides=ov)
     # fig4 has 6 settings x 2 seeds; the fast fixture ran seed 0 of two of them (shared with fig3)
     assert len(report.failed) == 10 and all("not in the cache" in f for f in report.failed)
@@ -238,7 +243,7 @@ def test_cli_reproduce(tiny, tmp_path, capsys, data_dir):
     ov = ["--set", f'learning.data_dir="{data_dir}"']
     assert main(["reproduce", "--list"]) == 0
     listed = capsys.readouterr().out
-    assert all(name in listed for name in P.RECIPES)
+    assert all(f"lyapunov:{name}" in listed for name in RECIPES)
     assert main(["reproduce", "fig2", "--scale", "tiny", "--seeds", "1", "--out", str(out),
                  "--figures", str(tmp_path), "--no-progress", *ov]) == 0
     assert (tmp_path / "fig2.png").exists() and "wrote" in capsys.readouterr().out
@@ -270,18 +275,16 @@ def _hand_made(cell: P.Cell) -> tuple[float, float]:
 def test_table_recipe_on_hand_made_runs_matches_closed_form(tmp_path):
     import dataclasses
 
-    cells = P.RECIPES["table2"].cells(P.SCALES["tiny"])
-    dirs = {}
+    cells = P._table_cells("hom", (P.INF, 1.0))(P.SCALES["tiny"])
+    frames = []
     for cell in cells:
         rounds_to_one, round_s = _hand_made(cell)
-        d = tmp_path / "runs" / cell.name
-        d.mkdir(parents=True)
-        linear_run(rounds_to_one, round_s, rounds=int(rounds_to_one)).to_csv(d / "evals.csv", index=False)
-        dirs[cell.name] = [d]
+        frames.append(linear_run(rounds_to_one, round_s, rounds=int(rounds_to_one)).assign(variant=cell.name, seed=0))
+    data = pd.concat(frames, ignore_index=True)
     grid = np.round(np.arange(0, 6.0001, 0.05), 6)
     scale = dataclasses.replace(P.SCALES["tiny"], targets={k: 0.5 for k in P.SCALES["tiny"].targets},
                                 compute_grid=grid)
-    report = P.RECIPES["table2"].analyse(P.Context(scale, P.Runs(dirs), tmp_path, 1))
+    report = P._table_recipe("table2", "hom", (P.INF, 1.0))(P.Context(scale, data, tmp_path))
     table = pd.read_csv(tmp_path / "table2.csv")
     assert (tmp_path / "table2.md").read_text().count("| α=") == 4  # 2 alphas x 2 policies
     checked = 0
@@ -316,10 +319,10 @@ def test_speedup_rows_split_into_rounds_ratio_and_per_round_gain(tmp_path):
             pd.DataFrame({"t_start": run["time_s"][:-1].to_numpy(), "t_end": run["time_s"][1:].to_numpy()}).to_csv(
                 d / "rounds.csv", index=False)
             (d / "summary.json").write_text(f'{{"seed": {seed}}}')
-            dirs.setdefault(name, []).append(d)
+            dirs.setdefault(name, []).append((seed, d))
     import dataclasses
     scale = dataclasses.replace(P.SCALES["tiny"], targets={k: 0.5 for k in P.SCALES["tiny"].targets})
-    ctx = P.Context(scale, P.Runs(dirs), tmp_path, 2)
+    ctx = P.Context(scale, P.training_data(Runs(dirs), scale, [ly, un]), tmp_path)
     row = P._speedup_rows(ctx, [(ly, un)], compute_s=2.0).iloc[0]
     # seed averages: lyapunov r (1/24 + 1/32) / 2 reaches 0.5 at r = 96/7 rounds (3 s each);
     # uniform, with rounds of 10 and 8 s, t (1/200 + 1/160) / 2 reaches 0.5 at t = 1 / (1/200 + 1/160)
@@ -331,5 +334,5 @@ def test_speedup_rows_split_into_rounds_ratio_and_per_round_gain(tmp_path):
     # per seed: seed 0 pairs 100 s with 16 x 3 s, seed 1 pairs 80 s with 12 x 3 s (not by folder order)
     lo, hi = (float(x) for x in row["seed_range"].split("–"))
     assert (lo, hi) == (pytest.approx(100 / 48, rel=2e-3), pytest.approx(80 / 36, rel=2e-3))
-    horizon = P._horizon_rows(ctx, [(ly, un)], first=5).iloc[0]
-    assert horizon["ratio (first 5)"] == pytest.approx(7.0) and horizon["ratio (to target)"] == pytest.approx(7.0)
+    horizon = P._horizon_rows(ctx, [(ly, un)]).iloc[0]
+    assert horizon["ratio (first 30)"] == pytest.approx(7.0) and horizon["ratio (to target)"] == pytest.approx(7.0)

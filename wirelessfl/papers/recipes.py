@@ -1,0 +1,335 @@
+"""The recipe mechanism: a paper's figure or table as the runs it needs, the data kept from them, and
+the report drawn from that data alone.
+
+A recipe names its runs as scenario *families* (a base scenario with one named variant per setting)
+at a scale (``tiny`` for tests, ``cpu`` for the committed figures, ``paper`` for the paper's own
+setup). Every run goes through the simulator's sweep into one content-addressed cache folder (a
+run's folder is the hash of its resolved scenario and seed), shared by every recipe of every paper,
+so a setting two recipes need is run once and an interrupted call resumes.
+
+From the finished runs a recipe *collects* a compact table (one CSV: per run its seed, settings,
+evaluation curve points and the run-level numbers its report needs) and *reports* from that table
+alone: figures, Markdown tables and headline numbers beside the paper's. So the data committed
+beside a figure redraws it (``reproduce NAME --no-run --data DIR``) without running anything.
+"""
+from __future__ import annotations
+
+import json
+import math
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Iterable, Sequence
+
+import numpy as np
+import pandas as pd
+
+from ..config import ConfigError, Scenario, from_dict, load_scenario, to_dict
+from ..jsonio import write_json_atomic
+
+SCALES = ("tiny", "cpu", "paper")
+"""tiny: seconds, for tests; cpu: the committed figures, on a laptop; paper: the paper's own setup."""
+
+
+# ---------------------------------------------------------------------------------------------
+# what a recipe is
+
+
+@dataclass
+class Report:
+    """What a recipe produced: files, headline numbers (ours vs the paper's) and a Markdown summary."""
+
+    name: str
+    outputs: list[Path]
+    numbers: dict
+    markdown: str
+    wall_s: float = 0.0
+    failed: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class Recipe:
+    """A figure or table of a paper.
+
+    ``families(scale, overrides)`` gives the runs: ``{key: (base scenario, {variant: dotted
+    overrides})}``, the key unique across papers (recipes naming the same key share one sweep, the
+    union of their variants);
+    ``collect(runs, scale)`` turns their finished runs into the recipe's data table;
+    ``report(data, figures, scale)`` draws the figures and writes the tables from the data alone.
+    ``cost`` is the measured CPU minutes of all its runs at each scale (None: not measured here).
+    """
+
+    paper: str
+    name: str
+    title: str
+    makes: tuple[str, ...]
+    families: Callable[[str, Sequence[str]], dict[str, tuple[Scenario, dict[str, dict]]]]
+    collect: Callable[["Runs", str], pd.DataFrame]
+    report: Callable[[pd.DataFrame, Path, str], Report]
+    cost: dict = field(default_factory=dict)
+
+    @property
+    def key(self) -> str:
+        """``paper:name``, the name ``wirelessfl reproduce`` takes."""
+        return f"{self.paper}:{self.name}"
+
+    @property
+    def data_file(self) -> str:
+        """The name of the recipe's data CSV (beside its figures)."""
+        return f"{self.paper}_{self.name}.csv"
+
+    @property
+    def report_file(self) -> str:
+        """The name of the recipe's Markdown report (beside its figures)."""
+        return f"{self.paper}_{self.name}.md"
+
+    def runs(self, scale: str) -> int:
+        """How many runs the recipe needs per seed at ``scale``."""
+        return sum(len(v) for _, v in self.families(scale, ()).values())
+
+    def variants(self, scale: str, overrides: Sequence[str] = ()) -> set[str]:
+        """The names of the settings (variants) the recipe needs at ``scale``."""
+        return {name for _, v in self.families(scale, overrides).values() for name in v}
+
+
+# ---------------------------------------------------------------------------------------------
+# running families through the shared cache
+
+
+def _nest(flat: dict) -> dict:
+    out: dict = {}
+    for key, value in flat.items():
+        node = out
+        parts = key.split(".")
+        for part in parts[:-1]:
+            node = node.setdefault(part, {})
+        node[parts[-1]] = value
+    return out
+
+
+def family(base: Scenario, variants: dict[str, dict]) -> Scenario:
+    """``base`` with one named variant per setting (dotted overrides); its members are the runs."""
+    data = to_dict(base)
+    data.pop("sweep", None)
+    data["variants"] = {name: _nest(ov) for name, ov in variants.items()}
+    return from_dict(data)
+
+
+def packaged(name: str, overrides: Iterable[str] = ()) -> Scenario:
+    """A packaged scenario (``paper/training``, ``studies/safari_tables``) with overrides."""
+    return load_scenario(name, list(overrides))
+
+
+@dataclass
+class Runs:
+    """Finished runs per variant name: a list of (seed, run folder); failed or missing ones listed."""
+
+    dirs: dict[str, list[tuple[int, Path]]] = field(default_factory=dict)
+    failed: list[str] = field(default_factory=list)
+    wall_s: float = 0.0
+
+    def folders(self, name: str) -> list[Path]:
+        """The run folders of a variant, in seed order."""
+        return [d for _, d in sorted(self.dirs.get(name, []))]
+
+    def seeds(self, name: str) -> list[tuple[int, Path]]:
+        """(seed, run folder) of a variant, in seed order."""
+        return sorted(self.dirs.get(name, []))
+
+    def evals(self, name: str) -> list[pd.DataFrame]:
+        """The evaluation tables of a variant's seeds."""
+        return [pd.read_csv(d / "evals.csv") for d in self.folders(name)]
+
+    def merge(self, other: "Runs") -> None:
+        """Add another family's runs."""
+        self.dirs.update(other.dirs)
+        self.failed += other.failed
+        self.wall_s += other.wall_s
+
+
+def run_family(scenario: Scenario, seeds: int, cache: Path, executor: str = "serial", workers: int | None = None,
+               progress: bool = True) -> Runs:
+    """Run every variant x seed of ``scenario`` into the cache (finished runs are reused)."""
+    from ..experiments.sweep import sweep
+
+    started = time.perf_counter()
+    res = sweep(scenario, seeds=seeds, executor=executor, workers=workers, out_dir=cache, progress=progress)
+    runs = Runs(wall_s=time.perf_counter() - started)
+    for row in res.table.itertuples(index=False):
+        if row.status == "complete":
+            runs.dirs.setdefault(row.variant, []).append((int(row.seed), cache / "runs" / row.key))
+        else:
+            runs.failed.append(f"{row.variant} seed {row.seed}: {row.error}")
+    return runs
+
+
+def cached_family(scenario: Scenario, seeds: int, cache: Path) -> Runs:
+    """The runs of ``scenario``'s variants x seeds already finished in the cache (nothing is run)."""
+    from ..experiments.sweep import expand
+
+    _, members = expand(scenario, seeds=seeds)
+    runs = Runs()
+    for m in members:
+        run_dir = cache / "runs" / m.key
+        try:
+            done = json.loads((run_dir / "summary.json").read_text()).get("status") == "complete"
+        except (OSError, ValueError):
+            done = False
+        if done:
+            runs.dirs.setdefault(m.params["variant"], []).append((int(m.seed), run_dir))
+        else:
+            runs.failed.append(f"{m.params['variant']} seed {m.seed}: not in the cache")
+    return runs
+
+
+# ---------------------------------------------------------------------------------------------
+# data tables
+
+
+def write_data(data: pd.DataFrame, path: Path) -> Path:
+    """Write a recipe's data CSV: floats to 6 significant digits (compact, and stable across platforms)."""
+    from ..files import write_atomic
+
+    write_atomic(path, data.to_csv(index=False, float_format="%.6g").encode())
+    return path
+
+
+def read_data(path: Path) -> pd.DataFrame:
+    """Read a recipe's data CSV; a one-line error when it is not there."""
+    try:
+        return pd.read_csv(path)
+    except FileNotFoundError:
+        raise ConfigError(f"--data: {path} does not exist (a recipe's data CSV: run the recipe, or use the "
+                          "committed figures/ folder)") from None
+    except (OSError, ValueError) as exc:
+        raise ConfigError(f"--data: {path} cannot be read as a CSV: {exc}") from None
+
+
+def eval_rows(runs: Runs, names: Iterable[str], columns: Sequence[str], **extra: Callable[[str], object]) -> pd.DataFrame:
+    """Evaluation curves of variants as one long table: variant, seed, then ``columns`` of evals.csv;
+    ``extra`` adds constant columns computed from the variant name."""
+    frames = []
+    for name in names:
+        for seed, d in runs.seeds(name):
+            e = pd.read_csv(d / "evals.csv")
+            f = e[[c for c in columns if c in e.columns]].copy()
+            f.insert(0, "seed", seed)
+            f.insert(0, "variant", name)
+            for col, fn in extra.items():
+                f[col] = fn(name)
+            frames.append(f)
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=["variant", "seed", *columns])
+
+
+def summaries(runs: Runs, names: Iterable[str], keys: Sequence[str]) -> pd.DataFrame:
+    """One row per run: variant, seed and ``keys`` of its summary.json (NaN where absent)."""
+    from ..jsonio import read_json
+
+    rows = []
+    for name in names:
+        for seed, d in runs.seeds(name):
+            s = read_json(d / "summary.json")
+            rows.append({"variant": name, "seed": seed, **{k: s.get(k, math.nan) for k in keys}})
+    return pd.DataFrame(rows, columns=["variant", "seed", *keys])
+
+
+def mean_column(runs: Runs, name: str, csv: str, column: str) -> list[float]:
+    """Per seed, the mean of one column of a run file (e.g. rounds.csv num_selected)."""
+    return [float(pd.read_csv(d / csv, usecols=[column])[column].mean()) for d in runs.folders(name)]
+
+
+# ---------------------------------------------------------------------------------------------
+# plotting helpers shared by the papers
+
+
+def pyplot():
+    """matplotlib.pyplot on the Agg backend (no display needed)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def save_figure(fig, path: Path, dpi: int = 120) -> Path:
+    """Lay out, write and close a figure; returns its path."""
+    fig.tight_layout()
+    fig.savefig(path, dpi=dpi, metadata={"Software": None})
+    pyplot().close(fig)
+    return path
+
+
+def fmt(x: float, digits: int = 3) -> str:
+    """A number for a Markdown table: ``digits`` significant digits, "n/a" for NaN."""
+    return "n/a" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{x:.{digits}g}"
+
+
+def mean_std(values: Sequence[float], digits: int = 3) -> str:
+    """"mean ± std" over seeds (population std; one seed: the value alone)."""
+    v = np.asarray([x for x in values if not math.isnan(x)], float)
+    if v.size == 0:
+        return "n/a"
+    return fmt(float(v.mean()), digits) if v.size == 1 else f"{v.mean():.{digits}g} ± {v.std():.2g}"
+
+
+# ---------------------------------------------------------------------------------------------
+# running recipes
+
+
+def reproduce(recipes: Sequence[Recipe], scale: str = "cpu", seeds: int = 3, out: str | Path = "runs/papers",
+              figures: str | Path | None = None, executor: str = "serial", workers: int | None = None,
+              overrides: Sequence[str] = (), progress: bool = True, run: bool = True,
+              data: str | Path | None = None) -> list[Report]:
+    """Run, collect and report recipes; return one Report per recipe.
+
+    Runs go to ``out/cache`` (shared by every recipe and call: finished runs are reused); each
+    recipe's data CSV, figures and report go to ``figures`` (default ``out/figures``). With
+    ``run=False`` nothing is run: the recipes use the runs already in the cache and list the
+    missing ones as failed. With ``data`` (a folder holding recipes' data CSVs, e.g. the committed
+    figures/) nothing is run or collected: the reports are drawn again from that data.
+    """
+    if scale not in SCALES:
+        raise ConfigError(f"--scale {scale!r}: must be one of {', '.join(SCALES)}")
+    if seeds < 1:
+        raise ConfigError(f"--seeds {seeds}: must be at least 1")
+    out = Path(out)
+    figures = Path(figures) if figures is not None else out / "figures"
+    figures.mkdir(parents=True, exist_ok=True)
+    if data is not None:
+        return [_report(r, read_data(Path(data) / r.data_file), figures, scale, []) for r in recipes]
+    families: dict[str, tuple[Scenario, dict]] = {}
+    for recipe in recipes:
+        for key, (base, variants) in recipe.families(scale, overrides).items():
+            families.setdefault(key, (base, {}))[1].update(variants)
+    runs = Runs()
+    for base, variants in families.values():
+        scenario = family(base, variants)
+        runs.merge(run_family(scenario, seeds, out / "cache", executor, workers, progress) if run
+                   else cached_family(scenario, seeds, out / "cache"))
+    reports = []
+    for recipe in recipes:
+        needed = recipe.variants(scale, overrides)
+        failed = [f for f in runs.failed if f.split(" seed ")[0] in needed]
+        # the report is drawn from the data as written, so that the data alone redraws it exactly
+        path = write_data(recipe.collect(runs, scale), figures / recipe.data_file)
+        reports.append(_report(recipe, read_data(path), figures, scale, failed))
+    return reports
+
+
+def _report(recipe: Recipe, table: pd.DataFrame, figures: Path, scale: str, failed: list[str]) -> Report:
+    """Draw a recipe's report from its data and write it (Markdown beside the figures, numbers as JSON)."""
+    started = time.perf_counter()
+    report = recipe.report(table, figures, scale)
+    report.wall_s = time.perf_counter() - started
+    report.failed = failed
+    # the report depends on the data alone, so the committed one can be compared with a redrawn one
+    text = [f"# {recipe.key}: {recipe.title}", "", f"Scale {scale}; data: {recipe.data_file} "
+            f"({table['seed'].nunique() if 'seed' in table else 0} seed(s)).", "", report.markdown]
+    if failed:
+        text += ["", "Failed or missing runs:", *(f"- {f}" for f in failed)]
+    md = figures / recipe.report_file
+    md.write_text("\n".join(text) + "\n", encoding="utf-8")
+    write_json_atomic(md.with_suffix(".json"), report.numbers)
+    report.outputs = [md, *report.outputs]
+    return report
