@@ -871,29 +871,30 @@ def _recipe(name: str, title: str, kind: str, cells_of: Callable[[Scale], list],
     return Recipe("lyapunov", name, title, makes, _families(kind, cells_of), collect, _report_with(analyse), cost)
 
 
-# CPU minutes of all runs (sum of the runs' wall times, one torch thread each): figures/README.md
+# CPU minutes of all runs of 3 seeds, one torch thread each (benchmarks/recipe_costs.py; cpu: the sum of the
+# runs' wall times in figures/README_lyapunov.md)
 RECIPES: list[Recipe] = [
     _recipe("fig2", "time to target vs computation time, m in {1, 5, 10}", "training",
             lambda s: [lyapunov("het", INF, m) for m in (1, 5, 10)], analyse_fig2, ("fig2.png",),
-            {"tiny": None, "cpu": 3.6}),
+            {"tiny": 0.09, "cpu": 3.6}),
     _recipe("fig3", "accuracy/loss vs time, lyapunov vs uniform, c = 0 and 2 s", "training", _fig3_cells,
-            analyse_fig3, ("fig3.png",), {"tiny": None, "cpu": 6.9}),
+            analyse_fig3, ("fig3.png",), {"tiny": 0.11, "cpu": 6.9}),
     _recipe("fig4", "α in {0, 1, ∞} at m = 10, 1 s computation", "training",
             lambda s: [c for a in (INF, 1.0, 0.0) for c in (lyapunov("het", a, 10), uniform("het", a, 10))],
-            analyse_fig4, ("fig4.png",), {"tiny": None, "cpu": 6.6}),
+            analyse_fig4, ("fig4.png",), {"tiny": 0.04, "cpu": 6.6}),
     _recipe("fig5", "accuracy/loss vs rounds (the runs of Fig. 3)", "training", _fig3_cells, analyse_fig5,
-            ("fig5.png",), {"tiny": None, "cpu": 6.9}),
+            ("fig5.png",), {"tiny": 0.04, "cpu": 6.9}),
     _recipe("fig6", "homogeneous channels, α in {∞, 1} (and the heterogeneous speed-ups beside)", "training",
             lambda s: [c for pair in _fig6_pairs() for c in pair], analyse_fig6, ("fig6.png",),
-            {"tiny": None, "cpu": 16.4}),
+            {"tiny": 0.13, "cpu": 16.4}),
     _recipe("fig7", "time-average power per round for V in {1, 100, 1e5} (timing only)", "timing",
-            _fig7_cells, analyse_fig7, ("fig7.png",), {"tiny": None, "cpu": 6.8}),
+            _fig7_cells, analyse_fig7, ("fig7.png",), {"tiny": 0.01, "cpu": 6.8}),
     _recipe("fig8", "selection frequency vs σ and distinct devices per round (timing only)", "timing",
-            _fig8_cells, analyse_fig8, ("fig8.png",), {"tiny": None, "cpu": 3.8}),
+            _fig8_cells, analyse_fig8, ("fig8.png",), {"tiny": 0.01, "cpu": 3.8}),
     _recipe("table1", "best (m, λ) per computation-time range, heterogeneous channels, α in {∞, 1, 0}",
             "training", _table_cells("het", (INF, 1.0, 0.0)), _table_recipe("table1", "het", (INF, 1.0, 0.0)),
-            ("table1.md", "table1.csv"), {"tiny": None, "cpu": 40.3}),
+            ("table1.md", "table1.csv"), {"tiny": 0.3, "cpu": 40.3}),
     _recipe("table2", "best (m, λ) per computation-time range, homogeneous channels, α in {∞, 1}",
             "training", _table_cells("hom", (INF, 1.0)), _table_recipe("table2", "hom", (INF, 1.0)),
-            ("table2.md", "table2.csv"), {"tiny": None, "cpu": 25.8}),
+            ("table2.md", "table2.csv"), {"tiny": 0.21, "cpu": 25.8}),
 ]
