@@ -20,6 +20,8 @@ reported (pytest -s prints it). FUZZ_SCALE=k multiplies the random cases by k (s
 """
 from __future__ import annotations
 
+import copy
+
 import dataclasses
 import datetime
 import math
@@ -254,8 +256,8 @@ def test_every_field_with_hostile_values(scratch):
 
 def random_value(rng: random.Random):
     roll = rng.random()
-    if roll < 0.6:
-        return rng.choice(HOSTILE)
+    if roll < 0.6:  # a copy: mutations write into tables, and a shared one could come to hold itself
+        return copy.deepcopy(rng.choice(HOSTILE))
     if roll < 0.75:
         return rng.choice([rng.uniform(-1e3, 1e3), 10.0 ** rng.uniform(-320, 308), rng.randint(-10, 10 ** 6)])
     if roll < 0.9:
