@@ -31,11 +31,12 @@ class _Inherited:
 INHERITED = _Inherited()
 
 
-def load_scenario(path: str | Path, overrides: Iterable[str] = ()) -> Scenario:
+def load_scenario(path: str | Path, overrides: Iterable[str] = (), environment: bool = True) -> Scenario:
     """Load a TOML scenario file, apply ``key.path=value`` overrides and validate everything.
 
     ``path`` is a file, or the name of a packaged scenario (``quickstart``, ``paper/training``;
-    ``wirelessfl scenarios`` lists them) when no such file exists. Parts given as import paths are looked up in the file's folder first; relative file paths of
+    ``wirelessfl scenarios`` lists them) when no such file exists. ``environment``: apply
+    $WIRELESSFL_SET after ``overrides`` (see environment_overrides). Parts given as import paths are looked up in the file's folder first; relative file paths of
     options (traces) are taken from there too.
     """
     path = Path(path)
@@ -57,12 +58,14 @@ def load_scenario(path: str | Path, overrides: Iterable[str] = ()) -> Scenario:
     except (ValueError, RecursionError) as exc:  # TOMLDecodeError, an int over 4300 digits, deep nesting
         raise ConfigError(f"scenario file {path} is not valid TOML: {exc}") from None
     data.setdefault("name", safe_name(path.stem))
-    return from_dict(data, [*overrides, *environment_overrides()], base_dir=path.resolve().parent)
+    extra = environment_overrides() if environment else []
+    return from_dict(data, [*overrides, *extra], base_dir=path.resolve().parent)
 
 
 def environment_overrides() -> list[str]:
     """Overrides from $WIRELESSFL_SET ("key=value;key=value"), applied after a file's own: a
-    documented hook to run every command at a small scale (the README's test uses it)."""
+    documented hook to run every command at a small scale (the README's test uses it). The papers'
+    recipes ignore it: ``wirelessfl reproduce --scale tiny`` is their small scale."""
     text = os.environ.get("WIRELESSFL_SET", "").strip()
     return [item.strip() for item in text.split(";") if item.strip()]
 

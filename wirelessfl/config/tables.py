@@ -6,8 +6,8 @@ sweep, ``held`` options of other parts for the members that name them.
 """
 from __future__ import annotations
 
+import copy
 import dataclasses
-import json
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
@@ -20,7 +20,7 @@ class PluginOptions(Mapping):
     plain dict copy)."""
 
     def __init__(self, data: Mapping | None = None):
-        self._data = json.loads(json.dumps(dict(data or {})))  # a deep copy of plain TOML values
+        self._data = copy.deepcopy(dict(data or {}))  # plain TOML values, any size (no JSON round trip)
 
     def __getitem__(self, key):
         return self._data[key]
@@ -35,14 +35,23 @@ class PluginOptions(Mapping):
         return isinstance(other, PluginOptions) and self._data == other._data
 
     def __hash__(self):
-        return hash(json.dumps(self._data, sort_keys=True, default=repr))
+        return hash(_frozen(self._data))
 
     def __repr__(self):
         return f"PluginOptions({self._data!r})"
 
     def to_dict(self) -> dict:
         """A deep copy as a plain dict (what the part receives)."""
-        return json.loads(json.dumps(self._data))
+        return copy.deepcopy(self._data)
+
+
+def _frozen(value):
+    """A hashable form of TOML values that equal values share (tables' key order does not count)."""
+    if isinstance(value, Mapping):
+        return tuple(sorted((str(k), _frozen(v)) for k, v in value.items()))
+    if isinstance(value, list):
+        return tuple(_frozen(v) for v in value)
+    return value
 
 
 def _part(default: str, kind: str, doc: str):

@@ -116,8 +116,9 @@ def family(base: Scenario, variants: dict[str, dict]) -> Scenario:
 
 
 def packaged(name: str, overrides: Iterable[str] = ()) -> Scenario:
-    """A packaged scenario (``paper/training``, ``studies/safari_tables``) with overrides."""
-    return load_scenario(name, list(overrides))
+    """A packaged scenario (``paper/training``, ``studies/safari_tables``) with overrides; a recipe's
+    runs are sized by its scale, so $WIRELESSFL_SET does not apply."""
+    return load_scenario(name, list(overrides), environment=False)
 
 
 @dataclass
