@@ -2,7 +2,7 @@
 import numpy as np
 import pytest
 
-from wirelessfl.learning import quadratic as quad
+from wirelessfl.papers import quadratic as quad
 
 
 def test_fedavg_closed_form_limit_point():

@@ -16,11 +16,11 @@ So E[x^r] follows a deterministic linear recursion and its fixed point is in clo
 (:func:`expected_fixed_point`); for small steps FedAvg's tends to
 sum |D_i|^2 c_i / sum |D_i|^2 (:func:`fedavg_limit_point`).
 
-Run ``python -m wirelessfl.learning.quadratic --out figures/fedshuffle_quadratic.png``.
+It is the paper's own synthetic benchmark, not a simulation: ``wirelessfl reproduce fedshuffle:fig1``
+(wirelessfl.papers.fedshuffle) runs it.
 """
 from __future__ import annotations
 
-import argparse
 from dataclasses import dataclass
 
 import numpy as np
@@ -243,51 +243,3 @@ def so_fixed_point(problem: QuadraticProblem | None = None, cohort: int = 2) -> 
         sel = np.array(sel)
         e[sel] += w[sel] / w[sel].sum() / len(cohorts)
     return e @ problem.centroids / e.sum()
-
-
-def main(argv=None) -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--out", default="figures/fedshuffle_quadratic.png")
-    ap.add_argument("--rounds", type=int, default=1000)
-    args = ap.parse_args(argv)
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, axes = plt.subplots(1, 4, figsize=(21, 4))
-    panels = [
-        (axes[0], "full participation, eta = 1/80", METHODS[:-1], dict(eta=1 / 80)),
-        (axes[1], "momentum 0.9 (MVR), full participation, eta = 1/80", METHODS[:-1], dict(eta=1 / 80, momentum=0.9)),
-        (axes[2], "2 of 3 clients uniformly, eta = 1/160", ("fedshuffle", "fedshuffle_so"), dict(eta=1 / 160, cohort=2)),
-    ]
-    is_problem = paper_problem((8, 1, 1))
-    for ax, title, methods, kw in panels:
-        for m in methods:
-            c = run_seeds(m, rounds=args.rounds, **kw)
-            mean, std = c.mean(0), c.std(0)
-            r = np.arange(c.shape[1])
-            ax.semilogy(r, mean, label=m)
-            ax.fill_between(r, c.min(0), c.max(0), alpha=0.2)  # range over seeds (log scale)
-            print(f"{title:52s} {m:14s} round 500: {mean[500]:.3g}  round {args.rounds}: {mean[-1]:.3g} +- {std[-1]:.2g}")
-        ax.set_title(title, fontsize=9)
-        ax.set_xlabel("round")
-        ax.set_ylabel(r"$\|x^r - x^\star\|^2$")
-        ax.legend(fontsize=8)
-    ax = axes[3]  # Fig. 1d: one FedShuffle client per round, uniform vs importance sampling
-    title = "1 of 3 clients (8, 1, 1 points): uniform vs IS"
-    for label, kw in (("uniform p=1/3, eta=1/500", dict(eta=1 / 500, probs=np.full(3, 1 / 3))),
-                      ("IS p=(.8,.1,.1), eta=1/300", dict(eta=1 / 300, probs=np.array([0.8, 0.1, 0.1])))):
-        c = run_seeds("fedshuffle", problem=is_problem, rounds=args.rounds, **kw)
-        ax.semilogy(c.mean(0), label=label)
-        print(f"{title:52s} {label:27s} round {args.rounds}: {c.mean(0)[-1]:.3g} +- {c.std(0)[-1]:.2g}")
-    ax.set_title(title, fontsize=9)
-    ax.set_xlabel("round")
-    ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(args.out, dpi=120)
-    print("wrote", args.out)
-
-
-if __name__ == "__main__":
-    main()
