@@ -15,6 +15,7 @@ PAPERS = {
     "lyapunov": "Perazzone et al., Communication-efficient device scheduling using Lyapunov optimization",
     "fair_selection": "Castillo et al., Fair submodular client selection (DivFL, SubTrunc, UnionFL)",
     "fedshuffle": "Horváth et al., FedShuffle: recipes for better use of local work",
+    "safari": "SAFARI: server-assisted federated learning under incomplete participation",
     "perfedavg": "Fallah et al., Personalized federated learning: a meta-learning approach (Per-FedAvg)",
 }
 """Paper module name -> the paper."""
