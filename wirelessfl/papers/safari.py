@@ -378,7 +378,7 @@ RECIPES: list[Recipe] = [
            ("safari_table3.png",), _table_families("table3"), _collect_tables("table3"), report_table3,
            {"tiny": 0.24, "cpu": None}),
     Recipe("safari", "tables67", "Tables 6-7: FedAvg against s/M and SAFARI with 1, 10, 20 % auxiliary data (M = 30)",
-           ("safari_tables67.png",), tables67_families, collect_tables67, report_tables67, {"tiny": 0.08, "cpu": None}),
+           ("safari_tables67.png",), tables67_families, collect_tables67, report_tables67, {"tiny": 0.08, "cpu": 5.7}),
     Recipe("safari", "wireless", "SAFARI against Lyapunov's starvation of weak devices (TDMA, 20 devices)",
            ("safari_wireless.png",), wireless_families, collect_wireless, report_wireless,
            {"tiny": 0.14, "cpu": None}),
