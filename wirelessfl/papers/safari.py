@@ -366,17 +366,18 @@ def report_wireless(data: pd.DataFrame, figures: Path, scale: str) -> Report:
 # ---------------------------------------------------------------------------------------------
 # the recipes of the paper
 
-# CPU minutes for 3 seeds, one torch thread (tiny: benchmarks/recipe_costs.py; cpu: not measured)
+# CPU minutes for 3 seeds, one torch thread (tiny: benchmarks/recipe_costs.py; cpu: the committed runs' wall
+# times, tables 1-3 three times their seed's)
 RECIPES: list[Recipe] = [
     Recipe("safari", "table1", "Table 1: FedAvg against p classes per client and s excluded clients (M = 10)",
            ("safari_table1.png",), _table_families("table1"), _collect_tables("table1"), report_table1,
-           {"tiny": 0.2, "cpu": None}),
+           {"tiny": 0.2, "cpu": 9.5}),
     Recipe("safari", "table2", "Table 2: SAFARI (n_T = 1000) minus FedAvg, and SAFARI's accuracy",
            ("safari_table2.png",), _table_families("table2"), _collect_tables("table2"), report_table2,
-           {"tiny": 0.23, "cpu": None}),
+           {"tiny": 0.23, "cpu": 16.8}),
     Recipe("safari", "table3", "Table 3: SAFARI minus FedAvg at s = 4 against the auxiliary set's size",
            ("safari_table3.png",), _table_families("table3"), _collect_tables("table3"), report_table3,
-           {"tiny": 0.24, "cpu": None}),
+           {"tiny": 0.24, "cpu": 12.6}),
     Recipe("safari", "tables67", "Tables 6-7: FedAvg against s/M and SAFARI with 1, 10, 20 % auxiliary data (M = 30)",
            ("safari_tables67.png",), tables67_families, collect_tables67, report_tables67, {"tiny": 0.08, "cpu": 5.7}),
     Recipe("safari", "wireless", "SAFARI against Lyapunov's starvation of weak devices (TDMA, 20 devices)",
