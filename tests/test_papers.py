@@ -57,6 +57,7 @@ def test_data_needs_no_run_and_must_exist(tmp_path, capsys):
     assert "--no-run" in capsys.readouterr().err
     assert main(["reproduce", "fig2", "--no-run", "--data", str(tmp_path), "--figures", str(tmp_path / "f")]) == 2
     assert "lyapunov_fig2.csv does not exist" in capsys.readouterr().err
+    assert not (tmp_path / "f").exists()  # a failed command leaves no folder behind
 
 
 @pytest.mark.parametrize("recipe", COMMITTED, ids=lambda r: r.key)

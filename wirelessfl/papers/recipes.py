@@ -296,9 +296,10 @@ def reproduce(recipes: Sequence[Recipe], scale: str = "cpu", seeds: int = 3, out
         raise ConfigError(f"--seeds {seeds}: must be at least 1")
     out = Path(out)
     figures = Path(figures) if figures is not None else out / "figures"
-    figures.mkdir(parents=True, exist_ok=True)
-    if data is not None:
-        return [_report(r, read_data(Path(data) / r.data_file), figures, scale, []) for r in recipes]
+    if data is not None:  # every data file is read before anything is written
+        tables = [(r, read_data(Path(data) / r.data_file)) for r in recipes]
+        figures.mkdir(parents=True, exist_ok=True)
+        return [_report(r, table, figures, scale, []) for r, table in tables]
     families: dict[str, tuple[Scenario, dict]] = {}
     for recipe in recipes:
         for key, (base, variants) in recipe.families(scale, overrides).items():
@@ -308,6 +309,7 @@ def reproduce(recipes: Sequence[Recipe], scale: str = "cpu", seeds: int = 3, out
         scenario = family(base, variants)
         runs.merge(run_family(scenario, seeds, out / "cache", executor, workers, progress) if run
                    else cached_family(scenario, seeds, out / "cache"))
+    figures.mkdir(parents=True, exist_ok=True)
     reports = []
     for recipe in recipes:
         needed = recipe.variants(scale, overrides)
