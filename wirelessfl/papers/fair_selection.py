@@ -473,16 +473,15 @@ def _table_recipe(name: str, title: str, cost: dict) -> Recipe:
 
 
 # CPU minutes of all runs of 3 seeds: cpu is the sum of the committed runs' wall times (one torch
-# thread each); tiny is the CPU time of a process running the recipe alone (data loading included).
+# thread each; the wireless study's one seed times 3); tiny is the CPU time of a process running the
+# recipe alone (data loading included).
 RECIPES: list[Recipe] = [
     _table_recipe("table1", "Random, Power-of-Choice, DivFL, SubTrunc, UnionFL: accuracy and dissimilarity",
-                  {"tiny": 0.12, "cpu": 61.2}),
-    _table_recipe("table2", "SubTrunc's lambda (distances normalised) against DivFL", {"tiny": 0.05, "cpu": 37.6}),
-    _table_recipe("table3", "UnionFL's window W in {2, 5, 10}", {"tiny": 0.06, "cpu": 34.7}),
-    # the phi = x runs' wall times were not kept
-    _table_recipe("table4", "SubTrunc's phi: ln(1 + x) against x", {"tiny": 0.06, "cpu": 5.3}),
+                  {"tiny": 0.12, "cpu": 7.5}),
+    _table_recipe("table2", "SubTrunc's lambda (distances normalised) against DivFL", {"tiny": 0.05, "cpu": 4.2}),
+    _table_recipe("table3", "UnionFL's window W in {2, 5, 10}", {"tiny": 0.06, "cpu": 4.2}),
+    _table_recipe("table4", "SubTrunc's phi: ln(1 + x) against x", {"tiny": 0.06, "cpu": 6.1}),
     Recipe("fair_selection", "wireless", "the strategies next to lyapunov and uniform on a TDMA uplink",
            ("fair_selection_wireless.png", "fair_selection_wireless.md"), wireless_families, collect_wireless, report_wireless,
-           # one seed was measured (24.6 min); three seeds cost about three times that
-           {"tiny": 0.12, "cpu": 73.8}),
+           {"tiny": 0.12, "cpu": 23.1}),
 ]
