@@ -26,10 +26,8 @@ scale at every scale except tiny.
 """
 from __future__ import annotations
 
-import json
 import math
-import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterable, Sequence
 
@@ -37,11 +35,10 @@ import numpy as np
 import pandas as pd
 
 from ..config import Scenario
-from ..experiments.analysis import markdown_table
-from ..sim.device_arrays import load_decisions
-from .recipes import Recipe, Report, Runs, packaged, pyplot, save_figure
 from ..experiments.analysis import (average_curves, best_setting_table, markdown_table, mean_time_to_target, on_grid,
-                       rolling_mean, shift_by_compute, speedup)
+                                    rolling_mean, shift_by_compute, speedup)
+from ..sim.device_arrays import load_decisions
+from .recipes import Recipe, Report, Runs, data_seeds, packaged, pyplot, save_figure
 
 
 INF = math.inf
@@ -360,9 +357,7 @@ class Context:
     @property
     def seeds(self) -> int:
         """How many seeds the data holds (per setting, at most)."""
-        if "seed" in self.data and len(self.data):
-            return int(self.data["seed"].nunique())
-        return int(self.data["seeds"].max()) if "seeds" in self.data and len(self.data) else 0
+        return data_seeds(self.data)
 
     def _of(self, name: str) -> pd.DataFrame:
         return self.data[self.data["variant"] == name] if len(self.data) else self.data

@@ -15,13 +15,11 @@ beside a figure redraws it (``reproduce NAME --no-run --data DIR``) without runn
 from __future__ import annotations
 
 import json
-import math
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterable, Sequence
 
-import numpy as np
 import pandas as pd
 
 from ..config import ConfigError, Scenario, from_dict, load_scenario, to_dict
@@ -206,39 +204,6 @@ def read_data(path: Path) -> pd.DataFrame:
         raise ConfigError(f"--data: {path} cannot be read as a CSV: {exc}") from None
 
 
-def eval_rows(runs: Runs, names: Iterable[str], columns: Sequence[str], **extra: Callable[[str], object]) -> pd.DataFrame:
-    """Evaluation curves of variants as one long table: variant, seed, then ``columns`` of evals.csv;
-    ``extra`` adds constant columns computed from the variant name."""
-    frames = []
-    for name in names:
-        for seed, d in runs.seeds(name):
-            e = pd.read_csv(d / "evals.csv")
-            f = e[[c for c in columns if c in e.columns]].copy()
-            f.insert(0, "seed", seed)
-            f.insert(0, "variant", name)
-            for col, fn in extra.items():
-                f[col] = fn(name)
-            frames.append(f)
-    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=["variant", "seed", *columns])
-
-
-def summaries(runs: Runs, names: Iterable[str], keys: Sequence[str]) -> pd.DataFrame:
-    """One row per run: variant, seed and ``keys`` of its summary.json (NaN where absent)."""
-    from ..jsonio import read_json
-
-    rows = []
-    for name in names:
-        for seed, d in runs.seeds(name):
-            s = read_json(d / "summary.json")
-            rows.append({"variant": name, "seed": seed, **{k: s.get(k, math.nan) for k in keys}})
-    return pd.DataFrame(rows, columns=["variant", "seed", *keys])
-
-
-def mean_column(runs: Runs, name: str, csv: str, column: str) -> list[float]:
-    """Per seed, the mean of one column of a run file (e.g. rounds.csv num_selected)."""
-    return [float(pd.read_csv(d / csv, usecols=[column])[column].mean()) for d in runs.folders(name)]
-
-
 # ---------------------------------------------------------------------------------------------
 # plotting helpers shared by the papers
 
@@ -259,19 +224,6 @@ def save_figure(fig, path: Path, dpi: int = 120) -> Path:
     fig.savefig(path, dpi=dpi, metadata={"Software": None})
     pyplot().close(fig)
     return path
-
-
-def fmt(x: float, digits: int = 3) -> str:
-    """A number for a Markdown table: ``digits`` significant digits, "n/a" for NaN."""
-    return "n/a" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{x:.{digits}g}"
-
-
-def mean_std(values: Sequence[float], digits: int = 3) -> str:
-    """"mean ± std" over seeds (population std; one seed: the value alone)."""
-    v = np.asarray([x for x in values if not math.isnan(x)], float)
-    if v.size == 0:
-        return "n/a"
-    return fmt(float(v.mean()), digits) if v.size == 1 else f"{v.mean():.{digits}g} ± {v.std():.2g}"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -320,6 +272,13 @@ def reproduce(recipes: Sequence[Recipe], scale: str = "cpu", seeds: int = 3, out
     return reports
 
 
+def data_seeds(table: pd.DataFrame) -> int:
+    """How many seeds a data table holds: its seed column, or the seeds a seed-averaged one counts."""
+    if "seed" in table and len(table):
+        return int(table["seed"].nunique())
+    return int(table["seeds"].max()) if "seeds" in table and len(table) else 0
+
+
 def _report(recipe: Recipe, table: pd.DataFrame, figures: Path, scale: str, failed: list[str]) -> Report:
     """Draw a recipe's report from its data and write it (Markdown beside the figures, numbers as JSON)."""
     started = time.perf_counter()
@@ -328,7 +287,7 @@ def _report(recipe: Recipe, table: pd.DataFrame, figures: Path, scale: str, fail
     report.failed = failed
     # the report depends on the data alone, so the committed one can be compared with a redrawn one
     text = [f"# {recipe.key}: {recipe.title}", "", f"Scale {scale}; data: {recipe.data_file} "
-            f"({table['seed'].nunique() if 'seed' in table else 0} seed(s)).", "", report.markdown]
+            f"({data_seeds(table)} seed(s)).", "", report.markdown]
     if failed:
         text += ["", "Failed or missing runs:", *(f"- {f}" for f in failed)]
     md = figures / recipe.report_file
