@@ -269,6 +269,7 @@ def reproduce(recipes: Sequence[Recipe], scale: str = "cpu", seeds: int = 3, out
         # the report is drawn from the data as written, so that the data alone redraws it exactly
         path = write_data(recipe.collect(runs, scale), figures / recipe.data_file)
         reports.append(_report(recipe, read_data(path), figures, scale, failed))
+        reports[-1].outputs.insert(0, path)
     return reports
 
 
