@@ -58,3 +58,26 @@ def test_every_table_setting_is_a_variant_with_its_step_size():
     epochs = variants["epochs-fednova-momentum0"]
     assert epochs["learning.local_epochs_max"] == 5 and epochs["learning.size_sigma"] == 0.0
     assert base.devices.count == 20 and base.learning.model == "mlp"
+
+
+def test_nn_at_tiny_scale_reports_what_its_runs_logged(tmp_path):
+    # the one recipe of this paper run end to end here: the simulator's runs, their data CSV, the report
+    from wirelessfl.papers.recipes import reproduce
+
+    nn = next(r for r in F.RECIPES if r.name == "nn")
+    report, = reproduce([nn], scale="tiny", seeds=1, out=tmp_path, progress=False)
+    assert not report.failed
+    data = pd.read_csv(tmp_path / "figures" / "fedshuffle_nn.csv")
+    assert sorted(data["method"].unique()) == sorted(F.NN_METHODS)
+    # the data holds every evaluation each run logged (evals.csv of its cached run folder)
+    runs = sorted((tmp_path / "cache" / "runs").glob("*/evals.csv"))
+    assert len(runs) == len(F.NN_METHODS)
+    assert len(data) == sum(len(pd.read_csv(f)) for f in runs)
+    logged_final_losses = sorted(pd.read_csv(f)["train_loss"].iloc[-1] for f in runs)
+    last = data[data["round"] == data["round"].max()]
+    assert np.allclose(sorted(last["train_loss"]), logged_final_losses, rtol=1e-5)
+    # the report's final training loss per method is the data's, recomputed here
+    shown = {row["method"]: float(row["train loss"]) for row in report.numbers["final"]}
+    for method, loss in last.groupby("method")["train_loss"].mean().items():
+        assert shown[method] == pytest.approx(loss, abs=5e-4)
+    assert (tmp_path / "figures" / "fedshuffle_nn.png").stat().st_size > 0
