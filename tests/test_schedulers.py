@@ -149,3 +149,19 @@ def test_draw_devices_inclusion_frequencies_match_q():
     assert np.all(np.abs(freq - q) <= 5 * np.sqrt(q * (1 - q) / reps) + 1e-12)
     assert sizes.mean() == pytest.approx(q.sum(), abs=5 * sizes.std() / math.sqrt(reps))
     assert 1 <= sizes.min() and sizes.max() <= m
+
+
+def test_draw_devices_draws_what_generator_choice_draws_from_the_same_stream():
+    # the fast path must consume the stream exactly as numpy's choice(p=...) does, or records change
+    ours, numpys = np.random.default_rng(3), np.random.default_rng(3)
+    weights = np.random.default_rng(4)
+    for trial in range(300):
+        omega = weights.dirichlet(np.full(50, 0.3)) * (0.5 if trial % 2 else 1.0)  # unnormalised too
+        omega[weights.random(50) < 0.3] = 0.0
+        if not omega.sum() > 0:
+            continue
+        m = int(weights.integers(1, 30))
+        expected = np.unique(numpys.choice(50, size=m, replace=True, p=omega / omega.sum()))
+        assert draw_devices(omega, m, ours).tolist() == expected.tolist()
+    with pytest.raises(ValueError, match="negative"):
+        draw_devices(np.array([0.5, -0.1, 0.6]), 2, ours)

@@ -6,10 +6,12 @@ RayleighFading (i.i.d.), GaussMarkovFading (correlated across rounds, has state)
 TraceChannel (measured gains replayed from a file). PathLossChannel multiplies any of them by
 distance path loss and log-normal shadowing (``channel.path_loss``). Link gives Shannon rates,
 airtimes, transmit energy and the downlink time; TDMA and FDMA give each selected device's airtime
-under that access scheme.
+under that access scheme and the round's uplink schedule (who is on the air when, who missed the
+deadline), computed in closed form.
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any, ClassVar, Protocol
 
@@ -381,9 +383,24 @@ class Link:
         return energy
 
 
+@dataclass
+class UplinkSchedule:
+    """What happened on the uplink in one round's computation-and-upload phase.
+
+    order: indices into the selected devices, in the order their uploads started; tx_start: when
+    each one's upload started (nan: it never started); arrived: its upload was complete by the
+    deadline; end_s: when the phase ended (the last upload, or the deadline if one was missed).
+    """
+
+    order: np.ndarray
+    tx_start: np.ndarray
+    arrived: np.ndarray
+    end_s: float
+
+
 class TDMA:
-    """Time division: one device at a time on the whole band (the engine queues them, first come first
-    served in order of computation completion); airtime = bits / (B log2(1 + g P / N0))."""
+    """Time division: one device at a time on the whole band, first come first served in order of
+    computation completion; airtime = bits / (B log2(1 + g P / N0))."""
 
     concurrent = False
 
@@ -393,6 +410,34 @@ class TDMA:
     def airtime_s(self, bits: float, gain: np.ndarray, power: np.ndarray) -> np.ndarray:
         """Airtime of each selected device, alone on the band."""
         return self.link.airtime_s(bits, gain, power)
+
+    def schedule(self, ready_s: np.ndarray, airtime_s: np.ndarray, deadline_s: float | None = None) -> UplinkSchedule:
+        """The single-transmitter queue: device i is ready at ready_s[i] (its computation ended) and
+        holds the band for airtime_s[i]; devices go on the air in order of readiness (ties: index
+        order) as soon as the band is free. Uploads not complete by ``deadline_s`` are dropped
+        (one that ends exactly then arrives; one that would start then or later never starts).
+
+        Each start and end is the same floating-point sum an event loop with a one-slot resource
+        computes (Lindley's recursion, one comparison per device).
+        """
+        order = np.argsort(ready_s, kind="stable")
+        k = ready_s.size
+        tx_start, arrived = np.full(k, np.nan), np.zeros(k, dtype=bool)
+        ready, air = ready_s.tolist(), airtime_s.tolist()
+        free = -math.inf  # when the band is next free
+        started = 0
+        for i in order.tolist():
+            start = ready[i] if ready[i] > free else free
+            end = start + air[i]
+            if deadline_s is not None and start >= deadline_s:
+                break  # later devices start later still
+            tx_start[i], started, free = start, started + 1, end
+            arrived[i] = deadline_s is None or end <= deadline_s
+            if not arrived[i]:
+                break  # it holds the band past the deadline
+        if deadline_s is not None and not arrived.all():
+            return UplinkSchedule(order[:started], tx_start, arrived, deadline_s)
+        return UplinkSchedule(order, tx_start, arrived, free if k else -math.inf)
 
 
 class FDMA:
@@ -417,6 +462,20 @@ class FDMA:
         rate = self.link.bandwidth_hz / k * np.log1p(snr) / np.log(2.0)  # exact also for snr < 1e-16
         with np.errstate(divide="ignore"):
             return bits / rate
+
+    def schedule(self, ready_s: np.ndarray, airtime_s: np.ndarray, deadline_s: float | None = None) -> UplinkSchedule:
+        """Every device on its own sub-band from the moment it is ready; see TDMA.schedule for the
+        deadline's rule."""
+        order = np.argsort(ready_s, kind="stable")
+        end = ready_s + airtime_s
+        if deadline_s is None:
+            return UplinkSchedule(order, ready_s.copy(), np.ones(ready_s.size, dtype=bool),
+                                  float(end.max(initial=-math.inf)))
+        started = ready_s < deadline_s
+        arrived = started & (end <= deadline_s)
+        if arrived.all():
+            return UplinkSchedule(order, ready_s.copy(), arrived, float(end.max(initial=-math.inf)))
+        return UplinkSchedule(order[started[order]], np.where(started, ready_s, np.nan), arrived, deadline_s)
 
 
 def make_access(cfg, link: Link):

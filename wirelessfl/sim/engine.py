@@ -4,13 +4,15 @@ Per round: channel draw -> availability -> the algorithm's plan (a client round,
 in which the server trains alone) -> the scheduler's probe (reports it wants before deciding;
 training runs deliver them) -> the scheduler's decision -> m draws (distinct set), or the set the
 scheduler chose itself (Decision.selected) -> downlink broadcast -> uploads that must precede the
-computation (Decision.pre_upload_bits, e.g. the probe's reports; through the same uplink) -> each
-selected device computes in parallel (its own process) -> uploads (TDMA: through a one-transmitter
-resource, first come first served in order of computation completion; FDMA: each on its own
-sub-band as soon as its computation ends) -> aggregation once every upload is in, or at the round
-deadline with the uploads that arrived by then. Learning happens at aggregation and takes no
-simulated time of its own: its duration is what the computation model stands for. No algorithm
-maths and no paper-specific code lives here: the parts come in through their protocols.
+computation (Decision.pre_upload_bits, e.g. the probe's reports; through the same uplink) -> every
+selected device computes in parallel from the same moment, and the access scheme queues their
+uploads (TDMA: one transmitter, first come first served in order of computation completion; FDMA:
+each on its own sub-band as soon as its computation ends) -> aggregation once every upload is in,
+or at the round deadline with the uploads that arrived by then. Each phase is one timeout on the
+clock: the uplink queue is computed in closed form by the access scheme (no process per device,
+which cost more than the decision itself). Learning happens at aggregation and takes no simulated
+time of its own: its duration is what the computation model stands for. No algorithm maths and no
+paper-specific code lives here: the parts come in through their protocols.
 """
 from __future__ import annotations
 
@@ -125,15 +127,6 @@ class EvalRule:
         return rounds_done % (self.every_rounds or 10) == 0
 
 
-class _Uploads:
-    """What happened to each selected device's upload in one round (filled by the device processes)."""
-
-    def __init__(self, k: int):
-        self.order: list[int] = []
-        self.tx_start = np.full(k, np.nan)
-        self.arrived = np.zeros(k, dtype=bool)
-
-
 STREAMS = ("channel", "selection", "compute", "availability", "round_type")
 """The engine's named random streams (wirelessfl.rng)."""
 
@@ -164,11 +157,8 @@ class Engine:
     def run(self) -> None:
         """Run until the stop rule fires (from where ``load_state`` left it, if it was called)."""
         self.env = simpy.Environment(initial_time=self._start_s)
-        # TDMA: one transmitter at a time; FDMA: every device has its own sub-band, no queue
-        self.uplink = None if self.parts.access.concurrent else simpy.Resource(self.env, capacity=1)
         if self.rounds_done == 0:
             self._evaluate()
-        # until the loop ends: a deadline timer left over from the last round must not move the clock
         self.env.run(until=self.env.process(self._loop()))
 
     @property
@@ -231,14 +221,13 @@ class Engine:
             selected = draw_devices(decision.omega, decision.m, self.streams["selection"], decision.replace)
         power = decision.power[selected]
         bits = p.upload_bits
-        piggy_s = np.zeros(len(selected))
+        piggy_s = 0.0
         if decision.piggyback_bits is not None:  # e.g. a refreshed gradient riding on the model upload
             extra = np.asarray(decision.piggyback_bits, dtype=float)[selected]
             bits = p.upload_bits + extra
-            piggy_s = np.where(extra > 0, p.access.airtime_s(extra, gains[selected], power), 0.0)
+            piggy_s = float(np.where(extra > 0, p.access.airtime_s(extra, gains[selected], power), 0.0).sum())
         airtime = p.access.airtime_s(bits, gains[selected], power)
         comp = p.compute.compute_times(selected, self.streams["compute"], round_idx=r)
-        log = _Uploads(len(selected))
 
         if p.downlink_s > 0:
             yield self.env.timeout(p.downlink_s)
@@ -246,29 +235,25 @@ class Engine:
         if decision.pre_upload_bits is not None:
             pre_s, pre_energy = yield from self._pre_uploads(decision, gains)
         t_compute = self.env.now
-        procs = [self.env.process(self._device(i, int(n), c, a, log))
-                 for i, (n, c, a) in enumerate(zip(selected, comp, airtime))]
-        everything = self.env.all_of(procs)
-        if p.round_deadline_s is None:
-            yield everything
-        else:
-            yield everything | self.env.timeout(max(t_start + p.round_deadline_s - self.env.now, 0.0))
-            if not everything.triggered:
-                # let uploads that end exactly at the deadline finish: they were scheduled before this
-                yield self.env.timeout(0)
-                for proc in procs:
-                    if proc.is_alive:
-                        proc.interrupt("deadline")
+        deadline_at = None
+        if p.round_deadline_s is not None:
+            deadline_at = t_compute + max(t_start + p.round_deadline_s - t_compute, 0.0)
+        # every selected device computes from t_compute on; the access scheme queues their uploads
+        uplink = p.access.schedule(t_compute + comp, airtime, deadline_at)
+        if uplink.end_s > t_compute:
+            yield self.env.timeout(uplink.end_s - t_compute)
         idle_s = yield from self._idle(t_start)
         t_end = self.env.now
 
-        arrived = log.arrived.copy()
-        # energy for what was actually done: a dropped upload spent power only while on the air,
-        # an interrupted computation the fraction it completed
-        on_air = np.where(arrived, airtime, np.where(np.isnan(log.tx_start), 0.0, t_end - log.tx_start))
-        with np.errstate(invalid="ignore", divide="ignore", over="ignore"):  # over: comp subnormal
-            done = np.where(comp > 0, np.clip((t_end - t_compute) / comp, 0.0, 1.0), 1.0)
-        comp_energy = p.compute.energy_j(selected, round_idx=r) * done
+        arrived = uplink.arrived
+        comp_energy = p.compute.energy_j(selected, round_idx=r)
+        if deadline_at is None:  # everything was done
+            on_air = airtime
+        else:  # energy for what was done: a dropped upload spent power only while on the air,
+            # an interrupted computation the fraction it completed
+            on_air = np.where(arrived, airtime, np.where(np.isnan(uplink.tx_start), 0.0, t_end - uplink.tx_start))
+            with np.errstate(invalid="ignore", divide="ignore", over="ignore"):  # over: comp subnormal
+                comp_energy = comp_energy * np.where(comp > 0, np.clip((t_end - t_compute) / comp, 0.0, 1.0), 1.0)
         metrics = {}
         if self.learner is not None:
             report = decision.report_with_upload
@@ -280,10 +265,10 @@ class Engine:
         self.on_round(RoundRecord(
             round=r, t_start=t_start, t_end=t_end, downlink_s=p.downlink_s,
             comp_s=float(comp.max(initial=0.0)), comm_s=float(airtime.sum()) + pre_s, selected=selected,
-            upload_order=np.asarray(log.order), airtime_s=airtime,
+            upload_order=selected[uplink.order], airtime_s=airtime,
             energy_j=np.where(on_air > 0, power * on_air, 0.0),
             gains=gains, decision=decision, compute_energy_j=comp_energy, arrived=arrived,
-            available=available, extra_airtime_s=pre_s + float(piggy_s.sum()), extra_energy_j=pre_energy,
+            available=available, extra_airtime_s=pre_s + piggy_s, extra_energy_j=pre_energy,
             metrics=metrics, idle_s=idle_s))
 
     def _idle(self, t_start: float):
@@ -305,13 +290,11 @@ class Engine:
         power = decision.power[senders]
         airtime = self.parts.access.airtime_s(pre_bits[senders], gains[senders], power)
         start = self.env.now
-        if self.uplink is None:
+        if self.parts.access.concurrent:
             yield self.env.timeout(float(airtime.max()))
-        else:
-            for a in airtime:
-                with self.uplink.request() as slot:
-                    yield slot
-                    yield self.env.timeout(float(a))
+        else:  # the band is free (nobody computes yet): one after another
+            for a in airtime.tolist():
+                yield self.env.timeout(a)
         return self.env.now - start, float(np.sum(power * airtime))
 
     def _server_round(self, state: RoundState, plan):
@@ -332,24 +315,6 @@ class Engine:
             selected=none, upload_order=none, airtime_s=np.empty(0), energy_j=np.empty(0), gains=state.gains,
             decision=decision, compute_energy_j=np.empty(0), arrived=np.empty(0, dtype=bool),
             available=state.available, server_round=True, server_s=plan.duration_s, metrics=metrics, idle_s=idle_s))
-
-    def _device(self, i: int, device: int, compute_s: float, airtime_s: float, log: _Uploads):
-        try:
-            yield self.env.timeout(compute_s)
-            if self.uplink is None:  # own sub-band: transmit at once
-                log.order.append(device)
-                log.tx_start[i] = self.env.now
-                yield self.env.timeout(airtime_s)
-                log.arrived[i] = True
-                return
-            with self.uplink.request() as slot:
-                yield slot
-                log.order.append(device)
-                log.tx_start[i] = self.env.now
-                yield self.env.timeout(airtime_s)
-                log.arrived[i] = True
-        except simpy.Interrupt:
-            pass  # the deadline passed: the upload is dropped (leaving the with-block frees the slot)
 
     def _evaluate(self) -> None:
         if self.learner is None:

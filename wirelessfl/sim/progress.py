@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import math
+import time
 
 
 class ProgressBar:
@@ -18,6 +19,7 @@ class ProgressBar:
         self.bar = tqdm(total=total, desc=scenario.name, unit="round", bar_format=fmt,
                         disable=not enabled, leave=False, mininterval=0.5, dynamic_ncols=True)
         self.acc = math.nan
+        self._shown_at = -math.inf
         self.training = not rc.timing_only  # timing-only runs have no accuracy to show
 
     def round(self, rec) -> None:
@@ -29,6 +31,10 @@ class ProgressBar:
             self.bar.update(1)
         if self.bar.disable:
             return
+        now = time.monotonic()
+        if now - self._shown_at < self.bar.mininterval and self.bar.n < self.bar.total:
+            return  # the bar shows what it has at most every mininterval: format only then
+        self._shown_at = now
         shown = {"round": rec.round + 1, "t": f"{rec.t_end:.1f}s"}
         if self.training:
             shown["acc"] = f"{self.acc:.3f}"
