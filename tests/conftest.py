@@ -1,11 +1,25 @@
 """Shared test helpers."""
 import json
+import os
 
 import pytest
 import torch
 
 from wirelessfl.sim import records as records_module
 from wirelessfl.experiments.run import resume, simulate
+
+
+@pytest.fixture(scope="session", autouse=True)
+def dataset_cache_of_the_session(tmp_path_factory):
+    """Decoded datasets are cached in a folder of the test session (subprocesses inherit it), not
+    in the user's cache: the first load decodes and stores, the others map the stored arrays."""
+    before = os.environ.get("WIRELESSFL_CACHE")
+    os.environ["WIRELESSFL_CACHE"] = str(tmp_path_factory.mktemp("cache"))
+    yield
+    if before is None:
+        os.environ.pop("WIRELESSFL_CACHE", None)
+    else:
+        os.environ["WIRELESSFL_CACHE"] = before
 
 
 @pytest.fixture(scope="module")

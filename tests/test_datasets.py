@@ -221,3 +221,62 @@ def test_synthetic_alpha_beta_make_devices_differ():
         return hists.max(axis=1).mean()  # mean share of each device's majority class
 
     assert label_spread(3.0, 3.0) > label_spread(0.0, 0.0)
+
+
+# --- the cache of decoded datasets ----------------------------------------------------------------
+
+
+def entries(root):
+    return sorted(p.name for p in (root / "datasets").iterdir()) if (root / "datasets").exists() else []
+
+
+def test_cached_dataset_equals_the_decoded_one_and_is_read_without_decoding(tmp_path, monkeypatch):
+    write_mnist_folder(tmp_path / "mnist", np.random.default_rng(5), n_train=9, n_test=5)
+    monkeypatch.setenv("WIRELESSFL_CACHE", str(tmp_path / "cache"))
+    first = load_dataset("mnist", data_dir=tmp_path)
+    assert len(entries(tmp_path / "cache")) == 1
+    monkeypatch.setenv("WIRELESSFL_CACHE", "off")
+    decoded = load_dataset("mnist", data_dir=tmp_path)
+    monkeypatch.setenv("WIRELESSFL_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setattr(D, "_decoded", lambda *a: pytest.fail("decoded although an entry exists"))
+    again = load_dataset("mnist", data_dir=tmp_path)
+    for key in ("x_train", "y_train", "x_test", "y_test"):
+        assert torch.equal(getattr(first, key), getattr(decoded, key))
+        assert torch.equal(getattr(again, key), getattr(decoded, key))
+        assert getattr(again, key).dtype == getattr(decoded, key).dtype
+    again.x_train[0] = 99.0  # copy-on-write: a caller's write never reaches the file
+    assert torch.equal(load_dataset("mnist", data_dir=tmp_path).x_train, decoded.x_train)
+
+
+def test_a_changed_source_file_makes_a_new_entry_with_the_new_data(tmp_path, monkeypatch):
+    rng = np.random.default_rng(6)
+    arrays = write_mnist_folder(tmp_path / "mnist", rng, n_train=9, n_test=5)
+    monkeypatch.setenv("WIRELESSFL_CACHE", str(tmp_path / "cache"))
+    before = load_dataset("mnist", data_dir=tmp_path)
+    labels = (arrays["train-labels-idx1-ubyte"] + 1) % 10  # same size, other bytes
+    write_idx(tmp_path / "mnist" / "train-labels-idx1-ubyte.gz", labels, gz=True)
+    after = load_dataset("mnist", data_dir=tmp_path)
+    assert after.y_train.tolist() == labels.tolist() != before.y_train.tolist()
+    assert len(entries(tmp_path / "cache")) == 2
+
+
+def test_a_damaged_entry_is_decoded_again_and_replaced(tmp_path, monkeypatch):
+    write_mnist_folder(tmp_path / "mnist", np.random.default_rng(7), n_train=9, n_test=5)
+    monkeypatch.setenv("WIRELESSFL_CACHE", str(tmp_path / "cache"))
+    good = load_dataset("mnist", data_dir=tmp_path)
+    (entry,) = (tmp_path / "cache" / "datasets").iterdir()
+    (entry / "x_train.npy").write_bytes((entry / "x_train.npy").read_bytes()[:100])  # truncated
+    assert torch.equal(load_dataset("mnist", data_dir=tmp_path).x_train, good.x_train)
+    assert np.load(entry / "x_train.npy").shape == tuple(good.x_train.shape)  # repaired
+
+
+def test_an_unusable_cache_folder_or_off_writes_nothing_and_still_loads(tmp_path, monkeypatch):
+    write_mnist_folder(tmp_path / "mnist", np.random.default_rng(8), n_train=9, n_test=5)
+    (tmp_path / "a-file").write_text("not a folder")
+    monkeypatch.setenv("WIRELESSFL_CACHE", str(tmp_path / "a-file"))
+    assert load_dataset("mnist", data_dir=tmp_path).x_train.shape == (9, 1, 28, 28)
+    monkeypatch.setenv("WIRELESSFL_CACHE", "off")
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    assert load_dataset("mnist", data_dir=tmp_path).x_train.shape == (9, 1, 28, 28)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a-file", "mnist"]

@@ -82,3 +82,19 @@ def test_eval_on_a_simulated_time_grid():
     eng.run()
     # rounds end at 7, 14, 21, 28, 35, 42: first boundary after 0, 10, 20, 30, 40
     assert [e["time_s"] for e in evals] == [0.0, 14.0, 21.0, 35.0, 42.0]
+
+
+def test_eval_at_start_false_skips_only_the_evaluation_at_time_zero():
+    from wirelessfl.config import from_dict
+    from wirelessfl.experiments.run import simulate
+
+    base = {"seed": 1, "run": {"rounds": 4, "eval_every_rounds": 2, "record_devices": False},
+            "devices": {"count": 6}, "scheduler": {"m": 2},
+            "learning": {"dataset": "synthetic", "model": "logreg", "samples_per_device": 20, "local_steps": 2}}
+    with_start = simulate(from_dict(base), progress=False)
+    without = simulate(from_dict(base, ["run.eval_at_start=false"]), progress=False)
+    assert with_start.evals["round"].tolist() == [0, 2, 4]
+    assert without.evals["round"].tolist() == [2, 4]
+    # evaluating changes nothing else: the same rounds and the same later evaluations
+    assert with_start.evals.iloc[1:].reset_index(drop=True).equals(without.evals)
+    assert with_start.rounds.equals(without.rounds)

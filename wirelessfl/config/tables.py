@@ -100,6 +100,8 @@ class RunConfig:
     stop_at_target: bool = option(False, doc="stop as soon as target_accuracy is reached")
     eval_every_rounds: int | None = option(None, ge=1, doc="evaluate every k rounds (default 10)")
     eval_every_s: float | None = option(None, gt=0, doc="evaluate every dt simulated seconds")
+    eval_at_start: bool = option(True, doc="evaluate the initial model at time 0 (the first point of the "
+                                 "accuracy curve); false: training starts at once")
     timing_only: bool = option(False, doc="run the event loop without training")
     checkpoint_every: int | None = option(None, ge=1, doc="write a checkpoint every k rounds")
     round_deadline_s: float | None = option(None, gt=0, doc="uploads not done this long after the "

@@ -10,9 +10,7 @@ from __future__ import annotations
 
 import warnings
 from pathlib import Path
-from typing import Callable
-
-import pandas as pd
+from typing import TYPE_CHECKING, Callable
 
 from ..config import ConfigError, Scenario, dumps, load_scenario
 from ..files import UnsafeOutput, check_output_folder, write_atomic
@@ -21,6 +19,9 @@ from ..learning import DatasetError
 from ..learning.learner import TrainingDiverged
 from ..sim.checkpoint import CHECKPOINT_NAME, ResumeError, load_checkpoint
 from ..sim.runner import Run, RunResult
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 __all__ = ["OutputExists", "RunResult", "TrainingDiverged", "load_run", "resume", "resume_variants", "run_variants",
            "simulate"]
@@ -119,6 +120,8 @@ def load_run(run_dir: str | Path) -> RunResult:
     summary_path = run_dir / "summary.json"
     summary = read_json(summary_path) if summary_path.exists() else {"status": "incomplete"}
 
+    import pandas as pd
+
     def read(name: str) -> pd.DataFrame:
         path = run_dir / name
         if not path.exists() or path.stat().st_size == 0:  # a run killed before its first row
@@ -147,6 +150,8 @@ def _run_member(member: Scenario, run_dir: Path | None, progress: bool, overwrit
     except Exception as exc:  # the run failed: keep going with the other variants
         if run_dir is not None and (run_dir / "summary.json").exists():
             return load_run(run_dir)
+        import pandas as pd
+
         return RunResult(pd.DataFrame(), pd.DataFrame(), pd.DataFrame(),
                          {"name": member.name, "status": "failed", "error": f"{type(exc).__name__}: {exc}"},
                          run_dir)

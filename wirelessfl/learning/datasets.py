@@ -10,11 +10,13 @@ Where files are looked for (first hit wins):
 2. otherwise ``$WIRELESSFL_DATA/<dataset folder>`` then ``$WIRELESSFL_DATA``;
 3. otherwise the Debian location ``/usr/share/datasets/<dataset folder>``.
 
+Decoded and normalised arrays are cached (see ``dataset_cache``): a run maps them into memory
+instead of decoding the files again.
+
 Dataset folders: ``fashion-mnist`` (or ``fashion_mnist``), ``mnist``, ``cifar10`` (or ``cifar-10``).
 """
 from __future__ import annotations
 
-import functools
 import gzip
 import io
 import os
@@ -30,6 +32,7 @@ import numpy as np
 import torch
 
 from . import DatasetError
+from .dataset_cache import cached_arrays
 
 __all__ = [
     "Dataset",
@@ -124,33 +127,44 @@ def load_dataset(name: str, data_dir: str | os.PathLike | None = None) -> Datase
         raise ValueError(f"unknown dataset {name!r}; allowed: {', '.join(DATASET_NAMES)}")
     location = _locate(name, data_dir)
     try:
-        xtr, ytr, xte, yte = _load_raw(name, str(location))
+        x_train, y_train, x_test, y_test = cached_arrays(name, _sources(name, location),
+                                                         lambda: _decoded(name, location))
     except (OSError, EOFError, ValueError, pickle.UnpicklingError, tarfile.TarError, zlib.error,
             struct.error, MemoryError, IndexError, KeyError, TypeError, AttributeError) as exc:
         reason = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:300]
         raise DatasetError(f"dataset {name!r} in {location} cannot be read: {reason}") from None
-    mean, std = _NORMALISATION[name]
     return Dataset(
         name=name,
-        x_train=_normalise(xtr, mean, std),
-        y_train=torch.from_numpy(ytr.astype(np.int64)),
-        x_test=_normalise(xte, mean, std),
-        y_test=torch.from_numpy(yte.astype(np.int64)),
+        x_train=torch.from_numpy(x_train),
+        y_train=torch.from_numpy(y_train),
+        x_test=torch.from_numpy(x_test),
+        y_test=torch.from_numpy(y_test),
         num_classes=10,
-        input_shape=tuple(int(s) for s in xtr.shape[1:]),
+        input_shape=tuple(int(s) for s in x_train.shape[1:]),
     )
 
 
-def _normalise(x: np.ndarray, mean: Sequence[float], std: Sequence[float]) -> torch.Tensor:
-    t = torch.from_numpy(x.astype(np.float32)).div_(255.0)  # astype copies: the cached array stays read-only
+def _decoded(name: str, location: Path) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The dataset's normalised images (float32) and labels (int64), decoded from its files."""
+    xtr, ytr, xte, yte = _load_raw(name, str(location))
+    mean, std = _NORMALISATION[name]
+    return _normalise(xtr, mean, std), ytr.astype(np.int64), _normalise(xte, mean, std), yte.astype(np.int64)
+
+
+def _sources(name: str, location: Path) -> list[Path]:
+    """The files the dataset at ``location`` is decoded from (what the cache's checksum covers)."""
+    if name == "cifar10":
+        return [location] if location.is_file() else [location / b for b in (*_CIFAR_TRAIN, _CIFAR_TEST)]
+    return list(_idx_files(location).values())
+
+
+def _normalise(x: np.ndarray, mean: Sequence[float], std: Sequence[float]) -> np.ndarray:
+    t = torch.from_numpy(x.astype(np.float32)).div_(255.0)  # astype copies: the decoded array stays read-only
     m = torch.tensor(mean, dtype=torch.float32).view(-1, 1, 1)
     s = torch.tensor(std, dtype=torch.float32).view(-1, 1, 1)
-    return t.sub_(m).div_(s)
+    return t.sub_(m).div_(s).numpy()
 
 
-# Decoded uint8 arrays, keyed by (name, resolved location); arrays are made read-only so that a
-# cached copy can never be changed by a caller.
-@functools.lru_cache(maxsize=4)
 def _load_raw(name: str, location: str) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     if name == "cifar10":
         arrays = _load_cifar10(Path(location))

@@ -21,7 +21,6 @@ from typing import Any, Callable
 import numpy as np
 
 from .base import inclusion_probability
-from .exact import solve_exact
 
 
 @dataclass(frozen=True)
@@ -71,13 +70,19 @@ def _validate(a, b, m):
     return float(a), b, int(m)
 
 
+def _exact(a, b, m, **opts):
+    from .exact import solve_exact  # scipy.special only when a selection is solved (0.2 s to import)
+
+    return solve_exact(a, b, m, **opts)
+
+
 def _manifold(a, b, m, **opts):
     from .manifold import solve_manifold  # pymanopt (and torch) only when asked for
 
     return solve_manifold(a, b, m, **opts)
 
 
-SOLVERS: dict[str, Callable] = {"exact": solve_exact, "manifold": _manifold}
+SOLVERS: dict[str, Callable] = {"exact": _exact, "manifold": _manifold}
 """The selection methods by name: each maps (a, b, m, **opts) to (omega, certificate)."""
 SELECTION_METHODS = tuple(SOLVERS)
 

@@ -108,10 +108,12 @@ class StopRule:
 
 @dataclass
 class EvalRule:
-    """Evaluate every k rounds or at the first round boundary after every dt simulated seconds."""
+    """Evaluate every k rounds or at the first round boundary after every dt simulated seconds
+    (and at time 0 unless ``at_start`` is false)."""
 
     every_rounds: int | None = None
     every_s: float | None = None
+    at_start: bool = True  # also at time 0, before the first round
     _next_s: float = field(default=0.0, init=False)
 
     def __post_init__(self):
@@ -157,7 +159,7 @@ class Engine:
     def run(self) -> None:
         """Run until the stop rule fires (from where ``load_state`` left it, if it was called)."""
         self.env = simpy.Environment(initial_time=self._start_s)
-        if self.rounds_done == 0:
+        if self.rounds_done == 0 and self.eval_rule.at_start:
             self._evaluate()
         self.env.run(until=self.env.process(self._loop()))
 
