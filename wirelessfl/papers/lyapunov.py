@@ -893,3 +893,8 @@ RECIPES: list[Recipe] = [
             "training", _table_cells("hom", (INF, 1.0)), _table_recipe("table2", "hom", (INF, 1.0)),
             ("table2.md", "table2.csv"), {"tiny": 0.21, "cpu": 20.6}),
 ]
+
+# the horizon, K = 10 and paper-rules studies (lyapunov_fidelity.py) are recipes of this paper too
+from .lyapunov_fidelity import RECIPES as _FIDELITY  # noqa: E402  (it imports this module's names)
+
+RECIPES += _FIDELITY
