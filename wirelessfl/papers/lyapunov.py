@@ -335,8 +335,23 @@ _ALPHA_COLOURS = {INF: "tab:blue", 1.0: "tab:orange", 0.0: "tab:red"}
 
 
 def _band(ax, avg: pd.DataFrame, x: str, label: str, colour: str, ls: str = "-") -> None:
-    ax.plot(avg[x], avg["mean"], color=colour, ls=ls, lw=1.5, label=label)
+    """A seed-averaged curve with its min-max band. Solid curves are drawn wide and underneath,
+    dashed ones thin, on top and with markers, so that a dashed curve on a solid one stays visible
+    (Fig. 3's uniform m = 1 lies on lyapunov m = 1)."""
+    solid = ls == "-"
+    ax.plot(avg[x], avg["mean"], color=colour, ls=ls, lw=2.6 if solid else 1.3, alpha=0.75 if solid else 1.0,
+            zorder=2 if solid else 3, label=label, marker=None if solid else "x", markersize=4,
+            markevery=max(len(avg) // 12, 1))
     ax.fill_between(avg[x], avg["min"], avg["max"], color=colour, alpha=0.15, lw=0)
+
+
+def _target_line(ax, target: float) -> None:
+    ax.axhline(target, color="grey", ls=":", lw=1, label=f"target {target:g}")
+
+
+def _caption(ctx: "Context") -> str:
+    """Scale and seeds, for every figure's title."""
+    return f"{ctx.scale.name} scale, {ctx.seeds} seed{'s' if ctx.seeds != 1 else ''}"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -441,7 +456,7 @@ def analyse_fig2(ctx: Context) -> Report:
         ax.axvline(lo, color="grey", ls=":", lw=1)
     ax.set_xlabel("computation time per round (s)")
     ax.set_ylabel(f"time to accuracy {target:g} (s)")
-    ax.set_title("Fig. 2: best m vs computation time (lyapunov, λ = 100)")
+    ax.set_title(f"Fig. 2: best m vs computation time (lyapunov, λ = 100; {_caption(ctx)})", fontsize=9)
     ax.grid(alpha=0.3)
     ax.legend()
     path = save_figure(fig, ctx.figures / "fig2.png")
@@ -469,7 +484,7 @@ def _convergence_figure(ctx: Context, cells: Sequence[Cell], path: Path, x: str,
             if metric == "accuracy":
                 targets = sorted({ctx.scale.target(cell) for cell in cells})
                 for t in targets:
-                    ax.axhline(t, color="grey", ls=":", lw=1)
+                    _target_line(ax, t)
                 ax.set_ylim(bottom=max(0.0, min(targets) - 0.25))
             ax.set_xlabel("simulated wall-clock time (s)" if x == "time" else "round")
             ax.set_ylabel("test accuracy" if metric == "accuracy" else "training loss")
@@ -479,7 +494,7 @@ def _convergence_figure(ctx: Context, cells: Sequence[Cell], path: Path, x: str,
             if metric == "train_loss":
                 ax.set_yscale("log")
         axes[0][0].legend(fontsize=8)
-    fig.suptitle(title, fontsize=10)
+    fig.suptitle(f"{title}; {_caption(ctx)}, band: min–max over seeds", fontsize=10)
     save_figure(fig, path, dpi=110)
 
 
@@ -625,7 +640,7 @@ def analyse_fig6(ctx: Context) -> Report:
                     _band(ax, avg, "time_s", f"{cell.policy} m={cell.m}", _M_COLOURS[cell.m],
                           "-" if cell.policy == "lyapunov" else "--")
             if metric == "accuracy":
-                ax.axhline(ctx.scale.targets[("hom", a)], color="grey", ls=":", lw=1)
+                _target_line(ax, ctx.scale.targets[("hom", a)])
                 ax.set_ylim(bottom=max(0.0, ctx.scale.targets[("hom", a)] - 0.25))
             else:
                 ax.set_yscale("log")
@@ -634,6 +649,8 @@ def analyse_fig6(ctx: Context) -> Report:
             ax.set_ylabel("test accuracy" if metric == "accuracy" else "training loss")
             ax.grid(alpha=0.3)
     axes[0][0].legend(fontsize=8)
+    fig.suptitle(f"Fig. 6 (solid: lyapunov λ = 100, dashed: uniform); {_caption(ctx)}, band: min–max over seeds",
+                 fontsize=10)
     path = save_figure(fig, ctx.figures / "fig6.png", dpi=110)
     table = _speedup_rows(ctx, _fig6_pairs(), 0.0)
     horizon = _horizon_rows(ctx, _fig6_pairs())
@@ -738,7 +755,10 @@ def analyse_fig7(ctx: Context) -> Report:
         curve = ctx.data[ctx.data["variant"] == cell.name] if len(ctx.data) else ctx.data
         if curve.empty:
             continue
-        ax.plot(curve["round"], curve["mean"], color=colours[cell.V], label=f"V = {cell.V:g} (device mean)")
+        # V = 1 and V = 100 coincide until the queues bind (about round 100): wide underneath, dashed on top
+        style = {1.0: {"lw": 3.4, "alpha": 0.5, "zorder": 2}, 100.0: {"lw": 1.4, "ls": "--", "zorder": 3}}
+        ax.plot(curve["round"], curve["mean"], color=colours[cell.V], label=f"V = {cell.V:g} (device mean)",
+                **style.get(cell.V, {"lw": 1.5, "zorder": 3}))
         ax.fill_between(curve["round"], curve["min"], curve["max"], color=colours[cell.V], alpha=0.12, lw=0)
         at = curve.set_index("round")
         last = int(curve["rounds"].iloc[0])
@@ -752,7 +772,7 @@ def analyse_fig7(ctx: Context) -> Report:
     ax.set_yscale("log")
     ax.set_xlabel("round T")
     ax.set_ylabel("(1/T) Σ P q (time-average power)")
-    ax.set_title("Fig. 7: convergence of the power constraint (m = 10, λ = 100)")
+    ax.set_title(f"Fig. 7: convergence of the power constraint (m = 10, λ = 100; {_caption(ctx)})", fontsize=9)
     ax.grid(alpha=0.3, which="both")
     ax.legend(fontsize=8)
     path = save_figure(fig, ctx.figures / "fig7.png")
@@ -820,7 +840,7 @@ def analyse_fig8(ctx: Context) -> Report:
     ax2.set_title("(b) devices per round")
     ax2.grid(alpha=0.3, axis="y")
     ax2.legend(fontsize=8)
-    fig.suptitle("Fig. 8: heterogeneous channels, m = 10, V = 100")
+    fig.suptitle(f"Fig. 8: heterogeneous channels, m = 10, V = 100; {_caption(ctx)}")
     path = save_figure(fig, ctx.figures / "fig8.png")
     table = pd.DataFrame(rows)
     md = ["Selection statistics:", "", markdown_table(table), "",
