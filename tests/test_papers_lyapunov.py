@@ -336,3 +336,39 @@ def test_speedup_rows_split_into_rounds_ratio_and_per_round_gain(tmp_path):
     assert (lo, hi) == (pytest.approx(100 / 48, rel=2e-3), pytest.approx(80 / 36, rel=2e-3))
     horizon = P._horizon_rows(ctx, [(ly, un)]).iloc[0]
     assert horizon["ratio (first 30)"] == pytest.approx(7.0) and horizon["ratio (to target)"] == pytest.approx(7.0)
+
+
+# --- the horizon study ----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("policy", ["lyapunov", "uniform"])
+def test_a_constant_computation_time_adds_itself_to_every_round_and_changes_nothing_else(policy):
+    # what lyapunov:horizon relies on to give the gain at c from the runs without computation
+    from wirelessfl.config import from_dict
+    from wirelessfl.experiments.run import simulate
+
+    def run(c):
+        return simulate(from_dict({"seed": 4, "run": {"rounds": 300, "timing_only": True, "record_devices": False},
+                                   "channel": {"profile": "linear"}, "devices": {"count": 30, "compute_s": c},
+                                   "link": {"model_bits": 32 * 555178, "p_max": "35 dB"},
+                                   "scheduler": {"name": policy, "m": 5}}), progress=False).rounds
+
+    base = run(0.0)
+    for c in (1.0, 2.0):
+        shifted = run(c)
+        assert shifted["selected"].tolist() == base["selected"].tolist()
+        assert shifted["upload_order"].tolist() == base["upload_order"].tolist()
+        lengths = (shifted.t_end - shifted.t_start).to_numpy()
+        assert np.allclose(lengths, (base.t_end - base.t_start).to_numpy() + c, rtol=1e-12, atol=1e-9)
+
+
+def test_horizon_gains_are_uniform_over_lyapunov_with_c_added_to_both():
+    from wirelessfl.papers.lyapunov_fidelity import COMPUTE_S, horizon_gains
+
+    data = pd.DataFrame([{"channel": "het", "m": 10, "compute_s": 0.0, "seed": s, "policy": p, "mean_round_s": v}
+                         for s, (u, ly) in enumerate([(3.0, 0.5), (4.0, 1.0)])
+                         for p, v in (("uniform", u), ("lyapunov", ly))])
+    gains = horizon_gains(data).set_index(["seed", "compute_s"])["gain"]
+    assert gains[(0, 0.0)] == 6.0 and gains[(1, 0.0)] == 4.0
+    assert gains[(0, 2.0)] == pytest.approx(5.0 / 2.5) and gains[(1, 1.0)] == pytest.approx(5.0 / 2.0)
+    assert len(gains) == 2 * len(COMPUTE_S)
