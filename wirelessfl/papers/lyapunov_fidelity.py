@@ -12,23 +12,23 @@ Three recipes beside the figures of ``lyapunov.py``:
 - ``lyapunov:paper_rules``: Fig. 7, Fig. 8 and the m = 1 and m = 10 cells of Fig. 3 run again with
   the paper's printed power rule (``power_rule = "paper"``, spec 002 erratum) and its selection
   solver (``solver = "manifold"``, pymanopt), beside the same runs with the defaults.
+
+Spreads over seeds follow recipes.SPREAD (population std).
 """
 from __future__ import annotations
 
 import dataclasses
-import math
 from typing import Sequence
 
-import numpy as np
 import pandas as pd
 
-from ..experiments.analysis import markdown_table, speedup
+from ..experiments.analysis import markdown_table
 from ..sim.device_arrays import load_decisions
 from .lyapunov import (INF, PAPER_NUMBERS, SCALES, SPEEDUP_LEGEND, HORIZON_LEGEND, Cell, Context, Scale,
                        TimingCell, _convergence_figure, _fig7_cells, _fig8_cells, _horizon_rows, _speedup_rows,
                        _timing_overrides, lyapunov, settle_round, time_average_power, timing_base, training_base,
                        training_data, uniform)
-from .recipes import Recipe, Report, Runs, pyplot, save_figure
+from .recipes import SPREAD, Recipe, Report, Runs, mean_std, pyplot, save_figure, seed_std
 
 # ---------------------------------------------------------------------------------------------
 # per-round gain at the paper's horizon (timing only)
@@ -116,15 +116,6 @@ def horizon_gains(data: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def mean_std(values) -> str:
-    """"mean ± sample std (n)": the spread convention of the fidelity reports (ddof = 1)."""
-    v = np.asarray(values, dtype=float)
-    v = v[~np.isnan(v)]
-    if v.size == 0:
-        return "n/a"
-    return f"{v.mean():.3g} ± {v.std(ddof=1):.2g} ({v.size})" if v.size > 1 else f"{v.mean():.3g} (1)"
-
-
 def analyse_horizon(ctx: Context) -> Report:
     """The per-round gain at the paper's horizon, against the paper's speed-ups."""
     gains = horizon_gains(ctx.data)
@@ -136,7 +127,7 @@ def analyse_horizon(ctx: Context) -> Report:
             g = sub[sub.compute_s == c]
             row[f"gain, c = {c:g} s"] = mean_std(g["gain"])
             numbers["gains"].append({"channel": channel, "m": m, "compute_s": c, "mean": float(g["gain"].mean()),
-                                     "std": float(g["gain"].std(ddof=1)) if len(g) > 1 else math.nan,
+                                     "std": seed_std(g["gain"]),
                                      "seeds": len(g), "uniform_s": float(g["uniform_s"].mean()),
                                      "lyapunov_s": float(g["lyapunov_s"].mean())})
         paper = [f"{PAPER_SPEEDUPS[(channel, mm, c)]:g}× (m = {mm}, c = {c:g})" for (ch, mm, c) in PAPER_SPEEDUPS
@@ -153,7 +144,7 @@ def analyse_horizon(ctx: Context) -> Report:
             g = gains[(gains.channel == channel) & (gains.m == m)].groupby("compute_s")["gain"]
             if not len(g.mean()):
                 continue
-            ax.errorbar(g.mean().index, g.mean().values, yerr=g.std(ddof=1).fillna(0).values, color=colours[m],
+            ax.errorbar(g.mean().index, g.mean().values, yerr=g.std(ddof=0).values, color=colours[m],
                         marker="o", capsize=3, label=f"m = {m}")
         for (ch, m, c), value in PAPER_SPEEDUPS.items():
             if ch == channel:
@@ -165,12 +156,13 @@ def analyse_horizon(ctx: Context) -> Report:
         ax.grid(alpha=0.3)
     axes[0].set_ylabel("per-round gain: uniform / lyapunov mean round length")
     axes[0].set_yscale("log")
-    axes[0].legend(fontsize=8, title="dots: mean ± sample std; ★: paper's speed-up", title_fontsize=7)
-    fig.suptitle(f"Per-round gain at the paper's horizons (timing only, λ = V = 100, {ctx.seeds} seeds; "
-                 "m = 1: 40,000 rounds, m = 5: 20,000, m = 10: 15,000)", fontsize=9)
+    axes[0].legend(fontsize=8, title="dots: mean ± std over seeds; ★: paper's speed-up", title_fontsize=7)
+    horizon = ", ".join(f"m = {m}: {int(r):,}" for m, r in ctx.data.groupby("m")["rounds"].max().items())
+    fig.suptitle(f"Per-round gain, timing only, λ = V = 100; {ctx.scale.name} scale, {ctx.seeds} seeds; "
+                 f"rounds: {horizon}", fontsize=9)
     path = save_figure(fig, ctx.figures / "lyapunov_horizon.png")
     md = ["Per-round gain (uniform's mean round length / lyapunov's, λ = 100, V = 100), timing only at the paper's "
-          "horizons, mean ± sample std over seeds (seed count in brackets), each seed pairing both policies on its "
+          f"horizons, mean ± {SPREAD} (seed count in brackets), each seed pairing both policies on its "
           "channel draws:", "", markdown_table(table), "",
           "Time to target = rounds × mean round length, so a speed-up is this gain times the rounds ratio (uniform's "
           "rounds to target / lyapunov's), which only training measures. The runs have no computation time; a "
@@ -342,7 +334,7 @@ def analyse_rules(ctx: Context) -> Report:
     md = ["Fig. 3's m = 1 and m = 10 cells (heterogeneous, α = ∞, c = 0) with the defaults (exact power rule, "
           "exact selection) and with the paper's printed power rule and pymanopt's manifold solver:", "",
           markdown_table(speed), "", SPEEDUP_LEGEND, "",
-          "Figs. 7 and 8 (timing only, m = 10), mean ± sample std over seeds (seed count in brackets):", "",
+          f"Figs. 7 and 8 (timing only, m = 10), mean ± {SPREAD} (seed count in brackets):", "",
           markdown_table(fig78)]
     return Report("paper_rules", [path], numbers, "\n".join(md))
 

@@ -273,6 +273,30 @@ def reproduce(recipes: Sequence[Recipe], scale: str = "cpu", seeds: int = 3, out
     return reports
 
 
+SPREAD = "std over seeds (population std, ddof = 0)"
+"""The one spread convention of every report: the population standard deviation of the per-seed values."""
+
+
+def seed_std(values) -> float:
+    """The spread of per-seed values (see SPREAD); NaN values are left out, NaN when none is left."""
+    import numpy as np
+
+    v = np.asarray(values, dtype=float)
+    v = v[~np.isnan(v)]
+    return float(v.std(ddof=0)) if v.size else float("nan")
+
+
+def mean_std(values, digits: int = 3) -> str:
+    """"mean ± std (n)" of per-seed values, std as SPREAD says, n the seeds counted."""
+    import numpy as np
+
+    v = np.asarray(values, dtype=float)
+    v = v[~np.isnan(v)]
+    if v.size == 0:
+        return "n/a"
+    return f"{v.mean():.{digits}g} ± {seed_std(v):.2g} ({v.size})"
+
+
 def data_seeds(table: pd.DataFrame) -> int:
     """How many seeds a data table holds: its seed column, or the seeds a seed-averaged one counts."""
     if "seed" in table and len(table):
