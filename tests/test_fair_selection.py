@@ -329,3 +329,51 @@ def test_unionfl_resume_restores_the_store_and_the_window(interrupted_and_resume
     full, resumed = interrupted_and_resumed(sc, after=5)
     assert full.rounds["extra_airtime_s"].iloc[0] > 0 and full.rounds["extra_airtime_s"].iloc[1] > 0
     assert_same_records(resumed, full)
+
+
+# --- the schedulers on a hand-computed instance (tests/test_submodular.py has the tables) -------------
+#
+# Gradients A = (0, 5), B = (0, -5), C = (0, 0), D = (12, 0), kappa = 2, naive greedy: DivFL's
+# optimum is {C, D} (G = 42). SubTrunc with lambda = 1, b = 8 and phi(loss) = (8, .5, .5, .5) takes
+# {A, D} (W = 37 + 8 = 45 against 42 + 1 = 43). UnionFL with mu = 10 and W = 1: round 0 has no history
+# and takes DivFL's {C, D}; in round 1, U = {C, D} and h = G - 10 |S cap U| = {A,B} 34, {A,C} 25,
+# {A,D} 27, {B,C} 25, {B,D} 27, {C,D} 22 -> {A, B}; in round 2, U = {A, B}: {C, D} 42 is unpenalised.
+
+HAND_VECTORS = np.array([[0.0, 5.0], [0.0, -5.0], [0.0, 0.0], [12.0, 0.0]])
+
+
+def hand_scheduler(name, losses=(8.0, 0.5, 0.5, 0.5), **kw):
+    store = ClientStore(4, 2)
+    store.update(np.arange(4), np.asarray(losses), HAND_VECTORS, round_idx=0)
+    return SubmodularScheduler(4, 2, 1.0, 10.0, store, name=name, greedy="naive", **kw)
+
+
+def hand_rounds(sched, rounds=3):
+    return [sched.decide(state(r, np.random.default_rng(0), n=4)).selected.tolist() for r in range(rounds)]
+
+
+def test_schedulers_on_the_hand_instance_choose_as_computed():
+    assert hand_rounds(hand_scheduler("divfl")) == [[2, 3]] * 3
+    assert hand_rounds(hand_scheduler("subtrunc", lam=1.0, budget=8.0, phi="identity")) == [[0, 3]] * 3
+    # phi = ln(1 + x) on losses e^phi - 1 gives the same phi, so the same choice
+    expm1 = np.expm1([8.0, 0.5, 0.5, 0.5])
+    assert hand_rounds(hand_scheduler("subtrunc", losses=expm1, lam=1.0, budget=8.0)) == [[0, 3]] * 3
+    assert hand_rounds(hand_scheduler("unionfl", mu=10.0, window=1)) == [[2, 3], [0, 1], [2, 3]]
+
+
+def test_subtrunc_on_the_hand_instance_is_divfl_when_the_budget_binds_or_lambda_is_0():
+    # b = 0.5 <= every phi: H = lambda b for every non-empty set, whatever lambda
+    assert hand_rounds(hand_scheduler("subtrunc", lam=100.0, budget=0.5, phi="identity")) == [[2, 3]] * 3
+    assert hand_rounds(hand_scheduler("subtrunc", lam=0.0, budget=8.0, phi="identity")) == [[2, 3]] * 3
+    assert hand_rounds(hand_scheduler("unionfl", mu=0.0, window=1)) == [[2, 3]] * 3
+
+
+def test_scheduler_trace_records_the_greedy_steps_without_changing_them():
+    sched = hand_scheduler("subtrunc", lam=1.0, budget=8.0, phi="identity")
+    sched.trace = []
+    assert hand_rounds(sched, 1) == [[0, 3]]
+    (entry,) = sched.trace
+    first, second = entry["steps"]
+    np.testing.assert_allclose(first["total"] - first["facility"], [8.0, 0.5, 0.5, 0.5])  # Delta_H
+    np.testing.assert_allclose(second["total"] - second["facility"], 0.0)  # F_S = b after A
+    assert [first["pick"], second["pick"]] == [0, 3] and entry["fresh_round"].tolist() == [0] * 4

@@ -156,3 +156,106 @@ def test_projected_store_keeps_distances_within_jl_tolerance():
     ratio = store.dist[off] / exact[off]
     assert np.all(np.abs(ratio - 1) < 0.2)  # JL: relative error O(1/sqrt(k)) = 0.05
     assert abs(ratio.mean() - 1) < 0.03
+
+
+# --- a hand-computed instance where SubTrunc and UnionFL must choose differently from DivFL --------
+#
+# Four clients with 2-D gradients A = (0, 5), B = (0, -5), C = (0, 0), D = (12, 0) (indices 0-3),
+# kappa = 2. Distances (3-4-5 and 5-12-13 triangles, exact in floating point):
+#     d_AB = 10, d_AC = 5, d_AD = 13, d_BC = 5, d_BD = 13, d_CD = 12;  D0 = max d = 13, n D0 = 52.
+# Gbar(S) = sum_i min_{j in S} d_ij (per client A, B, C, D), G(S) = 52 - Gbar(S):
+#     {A,B}: 0 + 0 + 5 + 13 = 18 -> 34      {B,C}: 5 + 0 + 0 + 12 = 17 -> 35
+#     {A,C}: 0 + 5 + 0 + 12 = 17 -> 35      {B,D}: 10 + 0 + 5 + 0 = 15 -> 37
+#     {A,D}: 0 + 10 + 5 + 0 = 15 -> 37      {C,D}: 5 + 5 + 0 + 0 = 10 -> 42   <- DivFL's optimum
+# SubTrunc, lambda = 1, b = 8, phi(loss) = (8, 0.5, 0.5, 0.5): F(S) = 8.5 for every pair with A (truncated
+# to 8), 1.0 for the others; W = G + min(8, F):
+#     {A,B}: 34 + 8 = 42   {A,C}: 35 + 8 = 43   {A,D}: 37 + 8 = 45 <- SubTrunc's optimum
+#     {B,C}: 35 + 1 = 36   {B,D}: 37 + 1 = 38   {C,D}: 42 + 1 = 43
+# UnionFL, mu = 10, U = {B, C} (e.g. last round's selection, W = 1): h = G - 10 |S cap U|:
+#     {A,B}: 34 - 10 = 24  {A,C}: 35 - 10 = 25  {A,D}: 37 <- UnionFL's optimum
+#     {B,C}: 35 - 20 = 15  {B,D}: 37 - 10 = 27  {C,D}: 42 - 10 = 32
+# Greedy (naive, exact here), first step: Delta_G(e | {}) = 52 - sum_i d_ie = 52 - (28, 28, 22, 38)
+# = (24, 24, 30, 14).
+#   DivFL:    C (30); then c = d(., C) = (5, 5, 0, 12): Delta_G = A 5, B 5, D 12 -> D.     {C, D}
+#   SubTrunc: Delta_H = min(8, phi_e) = (8, .5, .5, .5): totals (32, 24.5, 30.5, 14.5) -> A; then F = 8 = b,
+#             so Delta_H = 0 and c = d(., A) = (0, 10, 5, 13): Delta_G = B 10, C 5 + 5 + 1 = 11, D 13 -> D.  {A, D}
+#   UnionFL:  totals (24, 24 - 10, 30 - 10, 14) -> A; then B 10 - 10, C 11 - 10, D 13 -> D.     {A, D}
+
+HAND_G = np.array([[0.0, 5.0], [0.0, -5.0], [0.0, 0.0], [12.0, 0.0]])
+HAND_PHI = np.array([8.0, 0.5, 0.5, 0.5])
+HAND_UNION = np.array([False, True, True, False])
+PAIRS = [(0, 1), (0, 2), (0, 3), (1, 2), (1, 3), (2, 3)]
+HAND_VALUES = {  # the tables above, in PAIRS order
+    "divfl": [34, 35, 37, 35, 37, 42],
+    "subtrunc": [42, 43, 45, 36, 38, 43],
+    "unionfl": [24, 25, 37, 15, 27, 32],
+}
+
+
+def hand_objective(kind, lam=1.0, budget=8.0, mu=10.0):
+    d = pairwise_distances(HAND_G)
+    if kind == "subtrunc":
+        return SelectionObjective(d, phi_loss=HAND_PHI, lam=lam, budget=budget)
+    if kind == "unionfl":
+        return SelectionObjective(d, in_union=HAND_UNION, mu=mu)
+    return SelectionObjective(d)
+
+
+def hand_value(kind, S, lam=1.0, budget=8.0, mu=10.0):
+    d = pairwise_distances(HAND_G)
+    if kind == "subtrunc":
+        return subtrunc_value(d, S, HAND_PHI, lam, budget)
+    if kind == "unionfl":
+        return unionfl_value(d, S, HAND_UNION, mu)
+    return facility_location_value(d, S)
+
+
+def test_hand_instance_distances():
+    d = pairwise_distances(HAND_G)
+    expected = np.array([[0, 10, 5, 13], [10, 0, 5, 13], [5, 5, 0, 12], [13, 13, 12, 0]], dtype=float)
+    np.testing.assert_array_equal(d, expected)
+
+
+@pytest.mark.parametrize("kind, chosen", [("divfl", [2, 3]), ("subtrunc", [0, 3]), ("unionfl", [0, 3])])
+def test_hand_instance_objectives_and_exact_greedy(kind, chosen):
+    values = [hand_value(kind, list(S)) for S in PAIRS]
+    assert values == pytest.approx(HAND_VALUES[kind], abs=1e-12)  # the hand-computed tables
+    # brute force over all subsets of size kappa: a unique optimum, the one the comments name
+    best = PAIRS[int(np.argmax(values))]
+    assert sorted(values)[-1] > sorted(values)[-2] and list(best) == chosen
+    # exact (naive) greedy reaches it, and in the order the comments derive
+    picks = greedy(hand_objective(kind), 2)
+    assert sorted(picks.tolist()) == chosen
+    assert picks.tolist() == {"divfl": [2, 3], "subtrunc": [0, 3], "unionfl": [0, 3]}[kind]
+
+
+def test_hand_instance_step_gains_with_the_truncation_binding_after_the_first_pick():
+    steps = []
+    picks = greedy(hand_objective("subtrunc"), 2, trace=steps)
+    assert picks.tolist() == [0, 3]
+    assert steps[0]["candidates"].tolist() == [0, 1, 2, 3]
+    np.testing.assert_allclose(steps[0]["facility"], [24, 24, 30, 14], atol=1e-12)
+    np.testing.assert_allclose(steps[0]["total"], [32, 24.5, 30.5, 14.5], atol=1e-12)
+    # after A the loss mass is 8 = b: the fairness term adds nothing for any candidate
+    assert steps[1]["mass"] == 8.0 and steps[1]["candidates"].tolist() == [1, 2, 3]
+    np.testing.assert_allclose(steps[1]["facility"], [10, 11, 13], atol=1e-12)
+    np.testing.assert_allclose(steps[1]["total"], steps[1]["facility"], atol=1e-12)
+    # tracing changes nothing
+    assert greedy(hand_objective("subtrunc"), 2).tolist() == picks.tolist()
+
+
+def test_hand_instance_small_budget_gives_divfl_even_with_a_huge_lambda():
+    # b = 0.5 <= every phi: H(S) = 100 min(0.5, F(S)) = 50 for every non-empty S, so W = G + 50 and the
+    # optimum is DivFL's {C, D} (42 + 50). Untruncated, lambda = 100 would pick A first (24 + 800).
+    values = [hand_value("subtrunc", list(S), lam=100.0, budget=0.5) for S in PAIRS]
+    assert values == pytest.approx([v + 50 for v in HAND_VALUES["divfl"]], abs=1e-9)
+    assert greedy(hand_objective("subtrunc", lam=100.0, budget=0.5), 2).tolist() == [2, 3]
+    assert greedy(hand_objective("subtrunc", lam=100.0, budget=1e9), 2)[0] == 0
+
+
+def test_hand_instance_lambda_0_and_mu_0_give_divfl():
+    assert greedy(hand_objective("subtrunc", lam=0.0), 2).tolist() == [2, 3]
+    assert greedy(hand_objective("unionfl", mu=0.0), 2).tolist() == [2, 3]
+    # the paper's mu = 1 is too small to move this instance: h(C, D) = 41 > h(A, D) = 37
+    assert greedy(hand_objective("unionfl", mu=1.0), 2).tolist() == [2, 3]
+

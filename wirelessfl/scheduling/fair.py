@@ -279,6 +279,9 @@ class SubmodularScheduler(_FairBase):
         self._probed_round = -1  # the round whose probe asked every device (its decision pays for it)
         # the last `window` selections, one row each (-1 pads short rows): a plain array for checkpoints
         self.history = np.full((0, self.kappa), -1, dtype=np.int64)
+        # a list: each decision appends its greedy's steps (a diagnostic, see papers.fair_selection.gain_trace;
+        # not in checkpoints, no effect on the selection)
+        self.trace: list | None = None
 
     @classmethod
     def from_scenario(cls, scenario, options: DivFLOptions) -> "SubmodularScheduler":
@@ -354,8 +357,13 @@ class SubmodularScheduler(_FairBase):
         objective = SelectionObjective(dist, phi_loss=PHI[self.phi](self.store.losses), lam=self.lam,
                                        budget=self.budget, in_union=in_union, mu=self.mu)
         r = self.sample_size if self.greedy == "stochastic" else None
+        steps = [] if self.trace is not None else None
         sel = greedy(objective, self.kappa, eligible=avail, rng=_rng(state) if r is not None else None,
-                     sample_size=r)
+                     sample_size=r, trace=steps)
+        if steps is not None:
+            self.trace.append({"round": state.round, "steps": steps, "phi": objective.phi_loss.copy(),
+                               "fresh_round": self.store.fresh_round.copy(), "lam": self.lam,
+                               "budget": self.budget, "mu": self.mu})
         row = np.full(self.kappa, -1, dtype=np.int64)
         row[: sel.size] = sel
         keep = max(self.window, 1)

@@ -77,10 +77,15 @@ class SelectionObjective:
         self.mass = 0.0
         self.selected: list[int] = []
 
-    def gains(self, candidates: np.ndarray) -> np.ndarray:
-        """Delta(e | S) for each candidate e."""
+    def facility_gains(self, candidates: np.ndarray) -> np.ndarray:
+        """Delta_G(e | S) = sum_i max(0, c_i - d_ie): the facility-location part of the gain alone."""
         cand = np.asarray(candidates, dtype=np.int64)
-        gain = np.maximum(self.cover[:, None] - self.dist[:, cand], 0.0).sum(axis=0)
+        return np.maximum(self.cover[:, None] - self.dist[:, cand], 0.0).sum(axis=0)
+
+    def gains(self, candidates: np.ndarray) -> np.ndarray:
+        """Delta(e | S) for each candidate e: Delta_G plus SubTrunc's Delta_H minus UnionFL's penalty."""
+        cand = np.asarray(candidates, dtype=np.int64)
+        gain = self.facility_gains(cand)
         if self.lam:
             capped = min(self.budget, self.mass)
             gain = gain + self.lam * (np.minimum(self.budget, self.mass + self.phi_loss[cand]) - capped)
@@ -108,7 +113,8 @@ def sample_size_rule(num_devices: int, k: int) -> int:
 
 
 def greedy(objective: SelectionObjective, k: int, *, eligible: np.ndarray | None = None,
-           rng: np.random.Generator | None = None, sample_size: int | None = None) -> np.ndarray:
+           rng: np.random.Generator | None = None, sample_size: int | None = None,
+           trace: list | None = None) -> np.ndarray:
     """Pick k devices one at a time by the largest marginal gain; returns them in pick order.
 
     Stochastic greedy (spec 000 sec. 2.5) when ``sample_size`` r is given and r < |remaining|: each
@@ -116,6 +122,10 @@ def greedy(objective: SelectionObjective, k: int, *, eligible: np.ndarray | None
     ``rng``. The draws depend only on n, k and r, never on the gains, so objectives differing only in
     lam or mu consume the same random numbers. Ties go to the lowest device index. Always returns
     min(k, |eligible|) devices, also when the best gain is negative (UnionFL is not monotone).
+
+    ``trace``: a list to which each step appends what it saw (a diagnostic; it changes no pick):
+    the candidates, their facility-location gains Delta_G ("facility"), their whole gains
+    ("total": Delta_G plus the regularisers' part), the loss mass F_S before the step and the pick.
     """
     n = objective.dist.shape[0]
     remaining = np.arange(n) if eligible is None else np.flatnonzero(np.asarray(eligible, dtype=bool))
@@ -127,7 +137,11 @@ def greedy(objective: SelectionObjective, k: int, *, eligible: np.ndarray | None
             cand = np.sort(rng.choice(remaining, size=int(sample_size), replace=False))
         else:
             cand = remaining
-        e = int(cand[int(np.argmax(objective.gains(cand)))])  # argmax: first (lowest) on ties
+        total = objective.gains(cand)
+        e = int(cand[int(np.argmax(total))])  # argmax: first (lowest) on ties
+        if trace is not None:
+            trace.append({"candidates": np.array(cand), "facility": objective.facility_gains(cand),
+                          "total": total, "mass": objective.mass, "pick": e})
         objective.add(e)
         picks.append(e)
         remaining = remaining[remaining != e]
