@@ -38,13 +38,13 @@ def recipe_runs(name: str, cache: Path) -> Runs:
 
 
 def ci_cell(values) -> str:
-    """Mean ± 1.96 std / sqrt(n) in %, written out by hand."""
+    """Mean ± population std over seeds in %, written out by hand."""
     v = [100.0 * x for x in values]
     mean = sum(v) / len(v)
     if len(v) == 1:
         return f"{mean:.2f}"
-    var = sum((x - mean) ** 2 for x in v) / (len(v) - 1)
-    return f"{mean:.2f} ± {1.96 * math.sqrt(var / len(v)):.2f}"
+    var = sum((x - mean) ** 2 for x in v) / len(v)
+    return f"{mean:.2f} ± {math.sqrt(var):.2f}"
 
 
 @pytest.fixture(scope="module")
@@ -134,7 +134,7 @@ def test_table1_report_on_hand_made_data_orders_and_cites_the_paper():
                              "fedavg_steps": rnd * st.tau * P.steps_factor(method)})
     (row,) = P.table1_rows(pd.DataFrame(rows), "cpu")
     assert row["fedavg_mean"] == pytest.approx(82.0)
-    assert row["perfedavg_hf_ci95"] == pytest.approx(1.96 * 1.0 / math.sqrt(3))
+    assert row["perfedavg_hf_std"] == pytest.approx(math.sqrt(2 / 3))  # 85, 86, 87
     assert row["perfedavg_hf_minus_fedavg"] == pytest.approx(4.0)
     assert row["hf_fo_fedavg_ordered_seeds"] == "2/3"  # seed 1: FO 0.81 < FedAvg 0.82
     assert (row["fedavg_paper"], row["perfedavg_hf_paper"]) == ("75.96 ± 0.02", "79.85 ± 0.02")
