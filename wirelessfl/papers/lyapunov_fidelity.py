@@ -156,6 +156,8 @@ def analyse_horizon(ctx: Context) -> Report:
         ax.grid(alpha=0.3)
     axes[0].set_ylabel("per-round gain: uniform / lyapunov mean round length")
     axes[0].set_yscale("log")
+    axes[0].set_yticks([1, 1.5, 2, 3, 5, 8], labels=["1", "1.5", "2", "3", "5", "8"])
+    axes[0].minorticks_off()
     axes[0].legend(fontsize=8, title="dots: mean ± std over seeds; ★: paper's speed-up", title_fontsize=7)
     horizon = ", ".join(f"m = {m}: {int(r):,}" for m, r in ctx.data.groupby("m")["rounds"].max().items())
     fig.suptitle(f"Per-round gain, timing only, λ = V = 100; {ctx.scale.name} scale, {ctx.seeds} seeds; "
