@@ -424,22 +424,28 @@ class TDMA:
         """
         order = np.argsort(ready_s, kind="stable")
         k = ready_s.size
-        tx_start, arrived = np.full(k, np.nan), np.zeros(k, dtype=bool)
         ready, air = ready_s.tolist(), airtime_s.tolist()
+        if deadline_s is None:  # the usual round: everyone goes on the air in turn
+            starts, free = [0.0] * k, -math.inf
+            for i in order.tolist():
+                starts[i] = free = ready[i] if ready[i] > free else free
+                free = free + air[i]
+            return UplinkSchedule(order, np.array(starts), np.ones(k, dtype=bool), free)
+        tx_start, arrived = np.full(k, np.nan), np.zeros(k, dtype=bool)
         free = -math.inf  # when the band is next free
         started = 0
         for i in order.tolist():
             start = ready[i] if ready[i] > free else free
             end = start + air[i]
-            if deadline_s is not None and start >= deadline_s:
+            if start >= deadline_s:
                 break  # later devices start later still
             tx_start[i], started, free = start, started + 1, end
-            arrived[i] = deadline_s is None or end <= deadline_s
+            arrived[i] = end <= deadline_s
             if not arrived[i]:
                 break  # it holds the band past the deadline
-        if deadline_s is not None and not arrived.all():
+        if not arrived.all():
             return UplinkSchedule(order[:started], tx_start, arrived, deadline_s)
-        return UplinkSchedule(order, tx_start, arrived, free if k else -math.inf)
+        return UplinkSchedule(order, tx_start, arrived, free)
 
 
 class FDMA:

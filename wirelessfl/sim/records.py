@@ -135,12 +135,15 @@ class Recorder:
             "queue_mean": float(d.queue.sum() / d.queue.size),
             "objective": d.info.get("objective", math.nan),
         }
-        comp_energy = rec.compute_energy_j if rec.compute_energy_j is not None else np.zeros(len(sel))
-        arrived = rec.arrived if rec.arrived is not None else np.ones(len(sel), dtype=bool)
+        comp_energy = rec.compute_energy_j
+        comp_energy_sum = float(comp_energy.sum()) if comp_energy is not None else 0.0
+        arrived = rec.arrived
+        lost = None if arrived is None or arrived.all() else sel[~arrived]  # usually nobody
         available = rec.available
-        row.update(compute_energy_j=float(comp_energy.sum()),
+        row.update(compute_energy_j=comp_energy_sum,
                    num_available=self.num_devices if available is None else int(available.sum()),
-                   num_arrived=int(arrived.sum()), dropped=_ids(sel[~arrived]),
+                   num_arrived=len(sel) if lost is None else len(sel) - len(lost),
+                   dropped="" if lost is None else _ids(lost),
                    server_round=int(rec.server_round), server_s=rec.server_s,
                    extra_airtime_s=rec.extra_airtime_s, extra_energy_j=rec.extra_energy_j, idle_s=rec.idle_s)
         row.update(_numbers(d.info, "scheduler", skip=("objective",)))
@@ -148,8 +151,10 @@ class Recorder:
         self.rounds.append(row)
         self.selections[sel] += 1
         self.energy_j[sel] += rec.energy_j
-        self.compute_energy_j[sel] += comp_energy
-        self.dropped[sel[~arrived]] += 1
+        if comp_energy_sum != 0.0:
+            self.compute_energy_j[sel] += comp_energy
+        if lost is not None:
+            self.dropped[lost] += 1
         self.available_rounds += 1 if available is None else available
         self.expected_power_sum += d.power * d.q
         if self.arrays is not None:
