@@ -67,6 +67,8 @@ class Trainer:
     device: torch device for all tensors ("cpu", "cuda", ...).
     eval_train_samples: size of the fixed random subset of the devices' training data (their union)
         on which ``evaluate`` measures the training loss.
+    eval_batch_size: samples per forward pass when evaluating (512: on one CPU thread the small CNN
+        evaluates 1.7x faster than in batches of 2048, which spill out of the caches; the MLP the same).
     max_devices_per_batch: compute at most this many devices in one vmap call (bounds memory for
         large models or many selected devices; results do not depend on it). None: all at once.
     batching: "vmap" (all selected devices in one vectorised call per step), "loop" (one device
@@ -92,7 +94,7 @@ class Trainer:
         root_seed: int = 0,
         device: str | torch.device = "cpu",
         eval_train_samples: int = 10000,
-        eval_batch_size: int = 2048,
+        eval_batch_size: int = 512,
         max_devices_per_batch: int | None = None,
         batching: str = "auto",
         server_indices: np.ndarray | None = None,
