@@ -9,8 +9,8 @@ local IDX files (no downloads). Frameworks:
 
 * ``plain``: a sequential PyTorch loop, ``bare_fedavg_round`` of benchmarks/overhead_baseline.py;
 * ``wirelessfl``: ``simulate()`` with ``scheduler.name = "uniform"`` (m = 10, without replacement),
-  iid partition, no per-device records (it loads the data itself); a run always evaluates the
-  initial model (10,000 test and 10,000 training images) before round 1, so that is in its start-up;
+  iid partition, no per-device records, no evaluation (``run.eval_at_start = false``; it loads the
+  data itself, from its dataset cache after the first run);
 * ``flower``: ``flwr.simulation.run_simulation`` with the message API (``ServerApp``/``ClientApp``,
   ``flwr.serverapp.strategy.FedAvg``) on Ray, one actor of one CPU, so clients train one after another
   as in every other column;
@@ -32,7 +32,7 @@ median over the repeats are reported. After the last timed round each worker rep
 accuracy of its final model on the first 1,000 Fashion-MNIST test images (chance is 0.10), to show
 that it really trained. A framework that is not installed is reported and skipped.
 
-    python3 -m venv /work/peers-venv && . /work/peers-venv/bin/activate
+    python3 -m venv .venv-peers && . .venv-peers/bin/activate
     pip install torch==2.13.0 && pip install -e . && pip install -r benchmarks/peers-requirements.txt
     python benchmarks/peers.py                                   # all five, 3 repeats
     python benchmarks/peers.py --frameworks plain wirelessfl --rounds 20 --repeats 1
@@ -193,7 +193,8 @@ def worker_wirelessfl(rounds: int) -> float:
 
     scenario = from_dict({
         "name": "peers", "seed": 0,
-        "run": {"rounds": rounds, "eval_every_rounds": 10 ** 9, "record_devices": False, "threads": 1},
+        "run": {"rounds": rounds, "eval_every_rounds": 10 ** 9, "eval_at_start": False, "record_devices": False,
+                "threads": 1},
         "devices": {"count": CLIENTS},
         "scheduler": {"name": "uniform", "m": PER_ROUND, "sampling": "without_replacement"},
         "learning": {"dataset": "fashion_mnist", "data_dir": DATA_DIR, "model": "small_cnn", "partition": "iid",
