@@ -27,6 +27,7 @@ scale at every scale except tiny.
 from __future__ import annotations
 
 import math
+import textwrap
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterable, Sequence
@@ -494,7 +495,8 @@ def _convergence_figure(ctx: Context, cells: Sequence[Cell], path: Path, x: str,
             if metric == "train_loss":
                 ax.set_yscale("log")
         axes[0][0].legend(fontsize=8)
-    fig.suptitle(f"{title}; {_caption(ctx)}, band: min–max over seeds", fontsize=10)
+    width = fig.get_size_inches()[0]
+    fig.suptitle(textwrap.fill(f"{title}; {_caption(ctx)}, band: min–max over seeds", int(width * 11)), fontsize=10)
     save_figure(fig, path, dpi=110)
 
 

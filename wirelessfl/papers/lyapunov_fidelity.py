@@ -211,8 +211,7 @@ def analyse_k10(ctx: Context) -> Report:
     path = ctx.figures / "lyapunov_k10.png"
     cells = [c for pair in pairs for c in pair]
     _convergence_figure(ctx, [c for c in cells if c.channel == "het"], path, "time", (0.0,),
-                        f"K = 10 local steps, heterogeneous channels, α = ∞, {ctx.seeds} seeds "
-                        "(solid: lyapunov λ = 100, dashed: uniform; band: min–max over seeds)",
+                        "K = 10 local steps, heterogeneous channels, α = ∞ (solid: lyapunov λ = 100, dashed: uniform)",
                         lambda c: {1: "tab:blue", 10: "tab:green"}[c.m], lambda c: f"{c.policy} m={c.m}")
     md = ["Time to target (s) and speed-up with K = 10 local steps (the cpu scale otherwise), α = ∞, no "
           "computation time:", "", markdown_table(table), "", SPEEDUP_LEGEND, "", markdown_table(horizon), "",
