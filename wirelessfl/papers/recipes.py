@@ -294,6 +294,8 @@ def mean_std(values, digits: int = 3) -> str:
     v = v[~np.isnan(v)]
     if v.size == 0:
         return "n/a"
+    if v.size == 1:
+        return f"{v[0]:.{digits}g} (1)"
     return f"{v.mean():.{digits}g} ± {seed_std(v):.2g} ({v.size})"
 
 
