@@ -239,8 +239,10 @@ def training_base(scale: Scale, overrides: Iterable[str] = ()) -> Scenario:
 
 
 def timing_base(scale: Scale, overrides: Iterable[str] = ()) -> Scenario:
-    """scenarios/paper/timing.toml with the scale's overrides, then the user's."""
-    return packaged("paper/timing", [*scale.timing_overrides, *overrides])
+    """scenarios/paper/timing.toml with the scale's overrides, then those of the user's that a run
+    without training takes (not learning.*, not run.device)."""
+    timing = [o for o in overrides if not o.startswith(("learning.", "run.device"))]
+    return packaged("paper/timing", [*scale.timing_overrides, *timing])
 
 
 # ---------------------------------------------------------------------------------------------
@@ -869,8 +871,7 @@ def _families(kind: str, cells_of: Callable[[Scale], list]) -> Callable:
         if kind == "training":
             return {f"lyapunov/training/{scale_name}": (training_base(scale, overrides),
                                                         {c.name: scale.overrides(c) for c in cells_of(scale)})}
-        timing = [o for o in overrides if not o.startswith(("learning.", "run.device"))]
-        return {f"lyapunov/timing/{scale_name}": (timing_base(scale, timing),
+        return {f"lyapunov/timing/{scale_name}": (timing_base(scale, overrides),
                                                   {c.name: _timing_overrides(c) for c in cells_of(scale)})}
     return families
 

@@ -82,8 +82,7 @@ def horizon_cells(scale: str) -> list[HorizonCell]:
 
 
 def _horizon_families(scale: str, overrides: Sequence[str]):
-    timing = [o for o in overrides if not o.startswith(("learning.", "run.device"))]
-    base = timing_base(SCALES[scale], timing)
+    base = timing_base(SCALES[scale], overrides)
     return {f"lyapunov/horizon/{scale}": (base, {c.name: c.overrides() for c in horizon_cells(scale)})}
 
 
@@ -192,15 +191,18 @@ def _k10_pairs() -> list[tuple[Cell, Cell]]:
     return [(lyapunov(ch, INF, m), uniform(ch, INF, m)) for ch in CHANNELS for m in (1, 10)]
 
 
+def _k10_cells() -> list[Cell]:
+    return [c for pair in _k10_pairs() for c in pair]
+
+
 def _k10_families(scale: str, overrides: Sequence[str]):
     sc = K10_SCALES[scale]
-    cells = [c for pair in _k10_pairs() for c in pair]
     return {f"lyapunov/training_k10/{scale}": (training_base(sc, overrides),
-                                               {c.name: sc.overrides(c) for c in cells})}
+                                               {c.name: sc.overrides(c) for c in _k10_cells()})}
 
 
 def _collect_k10(runs: Runs, scale: str) -> pd.DataFrame:
-    return training_data(runs, K10_SCALES[scale], [c for pair in _k10_pairs() for c in pair])
+    return training_data(runs, K10_SCALES[scale], _k10_cells())
 
 
 def analyse_k10(ctx: Context) -> Report:
@@ -209,8 +211,7 @@ def analyse_k10(ctx: Context) -> Report:
     table = _speedup_rows(ctx, pairs, 0.0)
     horizon = _horizon_rows(ctx, pairs)
     path = ctx.figures / "lyapunov_k10.png"
-    cells = [c for pair in pairs for c in pair]
-    _convergence_figure(ctx, [c for c in cells if c.channel == "het"], path, "time", (0.0,),
+    _convergence_figure(ctx, [c for c in _k10_cells() if c.channel == "het"], path, "time", (0.0,),
                         "K = 10 local steps, heterogeneous channels, α = ∞ (solid: lyapunov λ = 100, dashed: uniform)",
                         lambda c: {1: "tab:blue", 10: "tab:green"}[c.m], lambda c: f"{c.policy} m={c.m}")
     md = ["Time to target (s) and speed-up with K = 10 local steps (the cpu scale otherwise), α = ∞, no "
@@ -249,9 +250,8 @@ def _rules_families(scale: str, overrides: Sequence[str]):
         for cell in _rules_timing_cells(sc):
             if cell.policy == "lyapunov" or rules == "defaults":
                 timing[_variant(cell.name, rules)] = {**_timing_overrides(cell), **extra}
-    timing_ov = [o for o in overrides if not o.startswith(("learning.", "run.device"))]
     return {f"lyapunov/training/{scale}": (training_base(sc, overrides), training),
-            f"lyapunov/timing/{scale}": (timing_base(sc, timing_ov), timing)}
+            f"lyapunov/timing/{scale}": (timing_base(sc, overrides), timing)}
 
 
 def _collect_rules(runs: Runs, scale: str) -> pd.DataFrame:
