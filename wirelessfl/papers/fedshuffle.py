@@ -25,7 +25,7 @@ import pandas as pd
 from ..config import from_dict
 from ..experiments.analysis import markdown_table
 from . import quadratic as quad
-from .recipes import Recipe, Report, Runs, pyplot, save_figure
+from .recipes import Recipe, Report, Runs, figure_caption, pyplot, save_figure
 
 # ---------------------------------------------------------------------------------------------
 # Fig. 1: the quadratic
@@ -92,7 +92,7 @@ def report_fig1(data: pd.DataFrame, figures: Path, scale: str) -> Report:
         ax.set_xlabel("round")
         ax.set_ylabel(r"$\|x^r - x^\star\|^2$ (mean over seeds)")
         ax.legend(fontsize=7)
-    path = save_figure(fig, figures / "fedshuffle_quadratic.png")
+    path = save_figure(fig, figures / "fedshuffle_quadratic.png", caption=figure_caption(scale, data))
     table = pd.DataFrame(rows)
     shown = table.assign(**{c: table[c].map(lambda v: f"{v:.2g}") for c in table.columns if c.startswith(("round", "last"))})
     md = [f"||x^r - x*||^2, mean over {int(data['seeds'].max())} seeds (bands in the figure: range over seeds):", "",
@@ -211,7 +211,7 @@ def report_tables(data: pd.DataFrame, figures: Path, scale: str) -> Report:
         ax.set_title(title, fontsize=9)
         ax.grid(alpha=0.3, axis="y")
         ax.legend(fontsize=8)
-    path = save_figure(fig, figures / "fedshuffle_tables.png")
+    path = save_figure(fig, figures / "fedshuffle_tables.png", caption=figure_caption(scale, data))
     lines += ["Paper: FedShuffle is the best of the five without and with momentum in both tables; momentum "
               "helps every method.", "", "![Tables 2 and 3](fedshuffle_tables.png)"]
     return Report("tables", [path], numbers, "\n".join(lines))
@@ -269,7 +269,7 @@ def report_nn(data: pd.DataFrame, figures: Path, scale: str) -> Report:
         ax.legend(fontsize=8)
     axes[0].set_yscale("log")
     axes[1].set_yscale("log")
-    path = save_figure(fig, figures / "fedshuffle_nn.png")
+    path = save_figure(fig, figures / "fedshuffle_nn.png", caption=figure_caption(scale, data))
     rounds = int(data["round"].max()) if len(data) else 0
     md = [f"Mean over seeds {sorted(int(s) for s in data['seed'].unique())} at round {rounds} (imbalanced sizes, "
           "one local epoch, lr 0.02, 0.1 s per local step):", "", markdown_table(pd.DataFrame(rows)), "",

@@ -34,7 +34,7 @@ import numpy as np
 import pandas as pd
 
 from ..learning.perfedavg import GRADIENT_EVALUATIONS
-from .recipes import SPREAD, Recipe, Report, Runs, packaged, pyplot, save_figure, seed_std
+from .recipes import SPREAD, Recipe, Report, Runs, figure_caption, packaged, pyplot, save_figure, seed_std
 
 # ---------------------------------------------------------------------------------------------
 # the paper's numbers
@@ -400,7 +400,7 @@ def table1_figure(data: pd.DataFrame, scale: str, path: Path) -> Path:
             axes[row][col].grid(alpha=0.3)
         axes[0][col].legend(fontsize=7)
     fig.suptitle("Per-FedAvg, Table 1 protocol (mean over seeds)", fontsize=10)
-    return save_figure(fig, path, dpi=110)
+    return save_figure(fig, path, dpi=110, caption=figure_caption(scale, data))
 
 
 TABLE1_NOTES = [
@@ -471,7 +471,7 @@ def report_equal_compute(data: pd.DataFrame, figures: Path, scale: str) -> Repor
     ax.set_title("Equal local computation", fontsize=10)
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
-    path = save_figure(fig, figures / "perfedavg_equal_compute.png", dpi=110)
+    path = save_figure(fig, figures / "perfedavg_equal_compute.png", dpi=110, caption=figure_caption(scale, data))
     md = [*lines, "", "Paper (Fig. 1a, MNIST): at equal runtime HF reaches a higher personalised accuracy than "
           "FedAvg + update.", "", "![personalised accuracy against local computation](perfedavg_equal_compute.png)"]
     return Report("equal_compute", [path], {"rows": rows}, "\n".join(md))
@@ -525,7 +525,7 @@ def wireless_markdown(rows: list[dict], ends_s: tuple[float, float]) -> list[str
     return lines
 
 
-def wireless_figure(data: pd.DataFrame, path: Path) -> Path:
+def wireless_figure(data: pd.DataFrame, path: Path, caption: str) -> Path:
     """Personalised accuracy against simulated time and against rounds, mean over seeds."""
     plt = pyplot()
     fig, axes = plt.subplots(1, 2, figsize=(10, 4))
@@ -544,14 +544,14 @@ def wireless_figure(data: pd.DataFrame, path: Path) -> Path:
         ax.grid(alpha=0.3)
     axes[0].legend(fontsize=8)
     fig.suptitle("Per-FedAvg over a TDMA uplink, Lyapunov scheduler (mean over seeds)", fontsize=10)
-    return save_figure(fig, path, dpi=110)
+    return save_figure(fig, path, dpi=110, caption=caption)
 
 
 def report_wireless(data: pd.DataFrame, figures: Path, scale: str) -> Report:
     """The wireless study's report: table, figure and numbers, from the data alone."""
     rows = wireless_rows(data)
     ends = (float(data["sim_time_s"].min()), float(data["sim_time_s"].max())) if len(data) else (0.0, 0.0)
-    path = wireless_figure(data, figures / "perfedavg_wireless.png")
+    path = wireless_figure(data, figures / "perfedavg_wireless.png", figure_caption(scale, data))
     md = [*wireless_markdown(rows, ends), "",
           "The paper has no wireless study. A Per-FedAvg round computes 2x (FO) or 4x (HF) as long as a FedAvg "
           "round, so within the same simulated time it runs fewer rounds.", "",

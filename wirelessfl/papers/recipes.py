@@ -218,9 +218,17 @@ def pyplot():
     return plt
 
 
-def save_figure(fig, path: Path, dpi: int = 120) -> Path:
-    """Lay out, write and close a figure; returns its path."""
+def figure_caption(scale: str, data: pd.DataFrame) -> str:
+    """What every figure says about itself: its scale and the seeds of its data."""
+    seeds = data_seeds(data)
+    return f"{scale} scale, {seeds} seed{'' if seeds == 1 else 's'}"
+
+
+def save_figure(fig, path: Path, dpi: int = 120, caption: str | None = None) -> Path:
+    """Lay out, write and close a figure (``caption``: a line at its bottom right); returns its path."""
     fig.tight_layout()
+    if caption:
+        fig.text(0.995, 0.003, caption, ha="right", va="bottom", fontsize=7, color="dimgrey")
     fig.savefig(path, dpi=dpi, metadata={"Software": None})
     pyplot().close(fig)
     return path

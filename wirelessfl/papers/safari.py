@@ -25,7 +25,7 @@ import pandas as pd
 
 from ..config import load_scenario
 from ..jsonio import read_json
-from .recipes import Recipe, Report, Runs, packaged, pyplot, save_figure
+from .recipes import Recipe, Report, Runs, figure_caption, packaged, pyplot, save_figure
 
 # ---------------------------------------------------------------------------------------------
 # Tables 1-3 (MNIST setting): M = 10, p in {10, 5, 2, 1}, s in {0, 2, 4}, m = 5
@@ -146,7 +146,8 @@ def report_table1(data: pd.DataFrame, figures: Path, scale: str) -> Report:
     table = summarise(data)
     md = [_legend(table), "", "**Table 1: FedAvg accuracy**", "",
           *_grid(table, S_VALUES, "s", lambda s, p: f"{_cell(table, 'fedavg', p, s, 0, 'acc')} | {PAPER_T1[(s, p)]:.2f}")]
-    path = _plot_accuracy(table, figures / "safari_table1.png", algorithms=("fedavg",))
+    path = _plot_accuracy(table, figures / "safari_table1.png", algorithms=("fedavg",),
+                          caption=figure_caption(scale, data))
     return Report("table1", [path], {"cells": table.to_dict("records")}, "\n".join(md + ["", "![](safari_table1.png)"]))
 
 
@@ -160,7 +161,8 @@ def report_table2(data: pd.DataFrame, figures: Path, scale: str) -> Report:
           "", f"**SAFARI accuracy (n_T = {AUX_MAX})**, paper = MNIST Table 8 (5-seed means)", "",
           *_grid(table, S_VALUES, "s", lambda s, p: f"{_cell(table, 'safari', p, s, AUX_MAX, 'acc')} | "
                  f"{PAPER_T8_SAFARI[(s, p)]:.2f}")]
-    path = _plot_accuracy(table, figures / "safari_table2.png", algorithms=("fedavg", "safari"))
+    path = _plot_accuracy(table, figures / "safari_table2.png", algorithms=("fedavg", "safari"),
+                          caption=figure_caption(scale, data))
     return Report("table2", [path], {"cells": table.to_dict("records")}, "\n".join(md + ["", "![](safari_table2.png)"]))
 
 
@@ -181,11 +183,11 @@ def report_table3(data: pd.DataFrame, figures: Path, scale: str) -> Report:
     ax.set(xscale="log", xlabel="auxiliary set size n_T", ylabel="SAFARI - FedAvg (points)",
            title="gain against n_T at s = 4")
     ax.legend(fontsize=7)
-    path = save_figure(fig, figures / "safari_table3.png")
+    path = save_figure(fig, figures / "safari_table3.png", caption=figure_caption(scale, data))
     return Report("table3", [path], {"cells": table.to_dict("records")}, "\n".join(md + ["", "![](safari_table3.png)"]))
 
 
-def _plot_accuracy(table: pd.DataFrame, path: Path, algorithms: Sequence[str]) -> Path:
+def _plot_accuracy(table: pd.DataFrame, path: Path, algorithms: Sequence[str], caption: str) -> Path:
     """Accuracy (mean of the last 5 evaluations) against s at p = 1 and 2, the paper's MNIST dashed."""
     plt = pyplot()
     fig, ax = plt.subplots(figsize=(6, 4.2))
@@ -203,7 +205,7 @@ def _plot_accuracy(table: pd.DataFrame, path: Path, algorithms: Sequence[str]) -
     ax.set(xlabel="excluded clients s (of M = 10)", ylabel="test accuracy % (mean of last 5 evals)",
            xticks=S_VALUES, ylim=(30, 95))
     ax.legend(fontsize=6.5, ncol=2, loc="lower left")
-    return save_figure(fig, path)
+    return save_figure(fig, path, caption=caption)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -275,7 +277,7 @@ def report_tables67(data: pd.DataFrame, figures: Path, scale: str) -> Report:
     ax.set(xlabel="excluded share s/M", ylabel="test accuracy % (mean of last 5 evals)",
            title="FedAvg loses accuracy as clients are excluded")
     ax.legend(fontsize=7)
-    path = save_figure(fig, figures / "safari_tables67.png")
+    path = save_figure(fig, figures / "safari_tables67.png", caption=figure_caption(scale, data))
     md += ["", "Paper (Tables 6-7, M = 150): FedAvg falls with s; at s/M = 0.6 SAFARI gains +1.3, +4.9 and +4.4 points "
            "with 1 %, 10 % and 20 % of the training set as auxiliary data.", "", "![](safari_tables67.png)"]
     return Report("tables67", [path], numbers, "\n".join(md))
@@ -357,7 +359,7 @@ def report_wireless(data: pd.DataFrame, figures: Path, scale: str) -> Report:
     ax.set(xlabel="simulated wall-clock time (s)", ylabel="test accuracy (%)", ylim=(0, 90),
            title="20 devices with one class each, TDMA, m = 10, V = 100")
     ax.legend(fontsize=7, loc="lower right")
-    path = save_figure(fig, figures / "safari_wireless.png")
+    path = save_figure(fig, figures / "safari_wireless.png", caption=figure_caption(scale, data))
     md = ["Mean ± std over seeds:", "", *lines, "", "The paper has no wireless study: Lyapunov's λ = 100 starves the "
           "weakest devices (and with them their classes); SAFARI's server rounds restore them.", "",
           "![](safari_wireless.png)"]
