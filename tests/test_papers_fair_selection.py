@@ -181,9 +181,10 @@ def test_distinct_in_windows_by_hand():
 def test_committed_table1_data_gives_the_documented_unionfl_row():
     data = pd.read_csv(Path(__file__).resolve().parents[1] / "figures" / "fair_selection_table1.csv")
     md = "\n".join(F.table_markdown("table1", data, "cpu"))
-    assert table_cells(md, "UnionFL")[1:6] == ["68.85 ± 2.16", "14.45 ± 0.95", "50.63 ± 2.60", "0.823 ± 0.066",
-                                               "39.4"]
-    assert table_cells(md, "SubTrunc")[6] == "3 of 3"
+    assert table_cells(md, "UnionFL")[1:6] == ["81.19 ± 1.50", "9.78 ± 3.37", "65.60 ± 7.47", "0.460 ± 0.019",
+                                               "39.2"]
+    assert table_cells(md, "SubTrunc")[6] == "0 of 5"  # at 200 rounds SubTrunc departs from DivFL in every seed
+    assert "200 rounds" in md
 
 
 def test_recipes_name_their_runs():
