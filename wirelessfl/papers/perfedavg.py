@@ -296,12 +296,6 @@ def seed_stats(values: Sequence[float]) -> tuple[float, float]:
     return float(v.mean()) if v.size else math.nan, std
 
 
-def mean_std(values: Sequence[float]) -> str:
-    """"mean ± half-width" in % with two decimals (the mean alone for one seed)."""
-    mean, std = seed_stats(values)
-    return f"{mean:.2f}" if math.isnan(std) else f"{mean:.2f} ± {std:.2f}"
-
-
 def table1_rows(data: pd.DataFrame, scale: str) -> list[dict]:
     """Per setting: each method's final personalised accuracy over seeds (mean, half-width), spread over
     devices and accuracy before adaptation, the gaps to FedAvg, the seeds in which HF > FO > FedAvg,
