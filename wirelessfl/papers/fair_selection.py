@@ -31,7 +31,7 @@ from typing import Sequence
 import numpy as np
 import pandas as pd
 
-from .recipes import Recipe, Report, Runs, packaged, pyplot, save_figure
+from .recipes import SPREAD, Recipe, Report, Runs, figure_caption, packaged, pyplot, save_figure
 
 # ---------------------------------------------------------------------------------------------
 # the paper's numbers (MNIST column): accuracy %, dissimilarity %
@@ -327,7 +327,7 @@ def table_markdown(name: str, data: pd.DataFrame, scale: str) -> list[str]:
     rounds = int(final["round"].max()) if len(final) else 0
     seeds = int(final["seed"].nunique()) if len(final) else 0
     lines = [f"## {title}", "", SETTING_TEXT[scale].format(rounds=rounds) + f", {seeds} seed(s) "
-             "(mean ± population std over seeds, at the last evaluation).", "",
+             f"(mean ± {SPREAD}, at the last evaluation).", "",
              f"| {key} | ours: acc % | ours: dissim % | ours: worst-10% acc % | ours: train loss | "
              "distinct devices / 5 rounds | DivFL's selections (seeds) | paper (MNIST): acc % | paper: dissim % |",
              "|---|---|---|---|---|---|---|---|---|"]
@@ -353,7 +353,7 @@ def _dodged_means(ax, runs: pd.DataFrame, x: str, y: str, offset: float, label: 
                 lw=1.4, label=label)
 
 
-def table_figure(name: str, data: pd.DataFrame, path: Path) -> Path:
+def table_figure(name: str, data: pd.DataFrame, path: Path, scale: str) -> Path:
     """Accuracy and dissimilarity against rounds, mean ± std over seeds, one line per setting (one
     point per setting where the data holds only the last evaluation)."""
     plt = pyplot()
@@ -375,7 +375,7 @@ def table_figure(name: str, data: pd.DataFrame, path: Path) -> Path:
         ax.grid(alpha=0.3)
     axes[0].legend(fontsize=8)
     fig.suptitle(f"Fair client selection, {TABLE_TITLES[name][0]} (mean ± std over seeds)", fontsize=10)
-    return save_figure(fig, path)
+    return save_figure(fig, path, caption=figure_caption(scale, data))
 
 
 TABLE_NOTES = {
@@ -392,7 +392,7 @@ TABLE_NOTES = {
 def report_table(name: str):
     """The report of one table: Markdown table, figure and numbers, from the data alone."""
     def report(data: pd.DataFrame, figures: Path, scale: str) -> Report:
-        path = table_figure(name, data, figures / f"fair_selection_{name}.png")
+        path = table_figure(name, data, figures / f"fair_selection_{name}.png", scale)
         md = [*table_markdown(name, data, scale), "", TABLE_NOTES[name], "",
               f"![accuracy and dissimilarity against rounds](fair_selection_{name}.png)"]
         return Report(name, [path], {"rows": table_rows(name, data)}, "\n".join(md))
@@ -400,7 +400,8 @@ def report_table(name: str):
 
 
 def wireless_rows(data: pd.DataFrame) -> list[dict]:
-    """Per strategy: totals and final numbers, mean over seeds."""
+    """Per strategy: totals and final numbers, mean over seeds (and the spread of the time and the
+    final numbers, as recipes.SPREAD says)."""
     final = final_rows(data)
     rows = []
     for variant in WIRELESS:
@@ -410,8 +411,10 @@ def wireless_rows(data: pd.DataFrame) -> list[dict]:
         mean = {c: float(runs[c].astype(float).mean()) for c in
                 ("rounds", "sim_time_s", "model_airtime_s", "extra_airtime_s", "bootstrap_s", "distinct_devices")}
         rows.append({"variant": variant, "seeds": len(runs), **mean,
+                     "sim_time_s_std": _stats(runs["sim_time_s"], 1.0)["std"],
                      **{c: float(100 * runs[c].astype(float).mean())
-                        for c in ("accuracy", "dissimilarity", "device_acc_p10")}})
+                        for c in ("accuracy", "dissimilarity", "device_acc_p10")},
+                     **{f"{c}_std": _stats(runs[c])["std"] for c in ("accuracy", "dissimilarity")}})
     return rows
 
 
@@ -420,18 +423,20 @@ def wireless_markdown(data: pd.DataFrame) -> list[str]:
     rows = wireless_rows(data)
     rounds = int(rows[0]["rounds"]) if rows else 0
     seeds = int(data["seed"].nunique()) if len(data) else 0
-    lines = [f"Mean over {seeds} seed(s), at the last evaluation.", "",
+    lines = [f"Mean over {seeds} seed(s) ± {SPREAD}, at the last evaluation.", "",
              f"| strategy | sim. time for {rounds} rounds (s) | of which model uploads (s) | extra uplink: "
              "bootstrap + piggy-back + losses (s) | of which bootstrap (s) | final acc % | dissim. pp | "
              "worst-10 % acc % | distinct devices |", "|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
-        lines.append(f"| {r['variant']} | {r['sim_time_s']:.1f} | {r['model_airtime_s']:.1f} | "
-                     f"{r['extra_airtime_s']:.3g} | {r['bootstrap_s']:.3g} | {r['accuracy']:.1f} | "
-                     f"{r['dissimilarity']:.1f} | {r['device_acc_p10']:.1f} | {r['distinct_devices']:.0f} |")
+        lines.append(f"| {r['variant']} | {r['sim_time_s']:.1f} ± {r['sim_time_s_std']:.1f} | "
+                     f"{r['model_airtime_s']:.1f} | {r['extra_airtime_s']:.3g} | {r['bootstrap_s']:.3g} | "
+                     f"{r['accuracy']:.1f} ± {r['accuracy_std']:.1f} | "
+                     f"{r['dissimilarity']:.1f} ± {r['dissimilarity_std']:.1f} | {r['device_acc_p10']:.1f} | "
+                     f"{r['distinct_devices']:.0f} |")
     return lines
 
 
-def wireless_figure(data: pd.DataFrame, path: Path) -> Path:
+def wireless_figure(data: pd.DataFrame, path: Path, scale: str) -> Path:
     """Accuracy and dissimilarity against simulated time, mean over seeds at each evaluation, one line
     per strategy (one point each where the data holds only the last evaluation)."""
     plt = pyplot()
@@ -452,12 +457,12 @@ def wireless_figure(data: pd.DataFrame, path: Path) -> Path:
         ax.grid(alpha=0.3)
     axes[0].legend(fontsize=8)
     fig.suptitle("Fair selection over a heterogeneous TDMA uplink (mean over seeds)")
-    return save_figure(fig, path)
+    return save_figure(fig, path, caption=figure_caption(scale, data))
 
 
 def report_wireless(data: pd.DataFrame, figures: Path, scale: str) -> Report:
     """The wireless study's report: table, figure and numbers, from the data alone."""
-    path = wireless_figure(data, figures / "fair_selection_wireless.png")
+    path = wireless_figure(data, figures / "fair_selection_wireless.png", scale)
     md = [*wireless_markdown(data), "",
           "Extra uplink: DivFL, SubTrunc and UnionFL upload every device's gradient and loss before round 0 "
           "(bootstrap) and piggy-back the selected devices' gradients on their model uploads; "
