@@ -39,7 +39,7 @@ from ..config import Scenario
 from ..experiments.analysis import (average_curves, best_setting_table, markdown_table, mean_time_to_target, on_grid,
                                     rolling_mean, shift_by_compute, speedup)
 from ..sim.device_arrays import load_decisions
-from .recipes import Recipe, Report, Runs, data_seeds, packaged, pyplot, save_figure
+from .recipes import SPREAD, Recipe, Report, Runs, data_seeds, packaged, pyplot, save_figure, seed_std
 
 
 INF = math.inf
@@ -532,7 +532,8 @@ def _speedup_rows(ctx: Context, pairs: Sequence[tuple[Cell, Cell]], compute_s: f
         rows.append({"case": _case(ly), "m": ly.m, "compute_s": compute_s,
                      "target": ctx.scale.target(ly), "lyapunov_s": t[ly.name], "uniform_s": t[un.name],
                      "speedup": overall,
-                     "seed_range": f"{min(per_seed):.3g}–{max(per_seed):.3g}" if per_seed else "n/a",
+                     "seed_mean": float(np.mean(per_seed)) if per_seed else math.nan,
+                     "seed_std": seed_std(per_seed),
                      "rounds_ratio": speedup(r_un, r_ly),
                      "per_round_gain": speedup(ctx.airtime(un.name, "to_target") + compute_s,
                                                ctx.airtime(ly.name, "to_target") + compute_s)})
@@ -559,9 +560,9 @@ HORIZON_LEGEND = ("Mean airtime per round (s, averaged over seeds) over the firs
                   "each policy needs to the target: the speed-ups are set by the second.")
 
 
-SPEEDUP_LEGEND = ("speedup = uniform_s / lyapunov_s of the seed-averaged curves; seed_range: min–max of the same "
-                  "ratio per seed (both policies on that seed's data and channels); rounds_ratio = rounds "
-                  "to target, uniform / lyapunov; per_round_gain = uniform / lyapunov mean round length "
+SPEEDUP_LEGEND = ("speedup = uniform_s / lyapunov_s of the seed-averaged curves; seed_mean, seed_std: mean and "
+                  f"{SPREAD} of the same ratio per seed (both policies on that seed's data and channels); "
+                  "rounds_ratio = rounds to target, uniform / lyapunov; per_round_gain = uniform / lyapunov mean round length "
                   "(airtime + computation) over the rounds each needs to the target; speedup ≈ "
                   "rounds_ratio × per_round_gain.")
 
