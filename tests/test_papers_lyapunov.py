@@ -373,3 +373,37 @@ def test_horizon_gains_are_uniform_over_lyapunov_with_c_added_to_both():
     assert gains[(0, 0.0)] == 6.0 and gains[(1, 0.0)] == 4.0
     assert gains[(0, 2.0)] == pytest.approx(5.0 / 2.5) and gains[(1, 1.0)] == pytest.approx(5.0 / 2.0)
     assert len(gains) == 2 * len(COMPUTE_S)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("channel", ["het", "hom"])
+def test_the_committed_horizon_gains_agree_with_a_direct_timing_only_run(channel):
+    """lyapunov:horizon's committed data went through the recipe's families, the sweep, the run cache
+    and its collector; here the same m = 10 cells (seed 0, 15,000 rounds) run straight through
+    simulate() from the paper's setting written out from spec 002 sec. 7, and the mean round lengths
+    and their ratio must be the committed ones (the CSV keeps 6 significant digits)."""
+    from wirelessfl.config import from_dict
+    from wirelessfl.experiments.run import simulate
+
+    committed = pd.read_csv(Path(__file__).resolve().parents[1] / "figures" / "lyapunov_horizon.csv")
+    channel_cfg = ({"profile": "linear", "sigma_min": 0.1, "sigma_max": 10.0, "gain_floor": 0.001} if channel == "het"
+                   else {"profile": "homogeneous", "sigma": 1.0, "gain_floor": 0.001})
+    mean_round = {}
+    for policy in ("lyapunov", "uniform"):
+        scheduler = {"name": policy, "m": 10, **({"V": 100.0, "lam": 100.0} if policy == "lyapunov" else {})}
+        scenario = from_dict({"seed": 0, "run": {"rounds": 15000, "timing_only": True, "record_devices": False},
+                              "channel": channel_cfg, "devices": {"count": 100, "compute_s": 0.0},
+                              "link": {"bandwidth_hz": 22e6, "noise_power": 1.0, "p_bar": 1.0, "p_max": "35 dB",
+                                       "model_bits": 32 * 555178},
+                              "scheduler": scheduler})
+        rounds = simulate(scenario, progress=False).rounds
+        mean_round[policy] = float((rounds.t_end - rounds.t_start).mean())
+        row = committed[(committed.channel == channel) & (committed.policy == policy) & (committed.m == 10)
+                        & (committed.seed == 0)]
+        assert len(row) == 1 and int(row.rounds.iloc[0]) == len(rounds) == 15000
+        assert mean_round[policy] == pytest.approx(float(row.mean_round_s.iloc[0]), rel=1e-5)
+    from wirelessfl.papers.lyapunov_fidelity import horizon_gains
+
+    gains = horizon_gains(committed)
+    gain = gains[(gains.channel == channel) & (gains.m == 10) & (gains.seed == 0) & (gains.compute_s == 0)]["gain"]
+    assert mean_round["uniform"] / mean_round["lyapunov"] == pytest.approx(float(gain.iloc[0]), rel=2e-5)
