@@ -14,9 +14,8 @@ sequence (so the report can say whether SubTrunc made exactly DivFL's selections
 the simulated time and its split into model uploads and extra uplink traffic for the wireless study.
 The tables are read at each run's last evaluation.
 
-Scales: "cpu" is the setting of the committed Table I (200 rounds of E = 5 steps at lr 0.1, evaluated
-every 20 rounds, losses and gradients probed on 200 of a device's 600 samples; the committed Tables
-II-IV are earlier runs of 40 rounds, evaluated every 10); "paper" is the same
+Scales: "cpu" is the setting of the committed Tables I-IV (200 rounds of E = 5 steps at lr 0.1, evaluated
+every 20 rounds, losses and gradients probed on 200 of a device's 600 samples); "paper" is the same
 with MNIST and all 600 samples (MNIST must be installed); "tiny" is 10 devices, kappa = 3, a few
 rounds of logistic regression, for tests.
 """
@@ -545,14 +544,14 @@ def _table_recipe(name: str, title: str, cost: dict) -> Recipe:
 # time of a process running the recipe alone (data loading included). Table I's 200-round runs took
 # 95 wall minutes for 5 seeds, run serially beside other work on 2 shared cores (per run: Random
 # 1.8, Power-of-Choice 5.4, DivFL 6.0, SubTrunc 3.2, UnionFL 2.7 minutes; DivFL's ran while the
-# machine was busiest). Tables II-IV have not been run at 200 rounds (their committed data are the
-# 40-round runs): at the same per-run cost about 3 x 3 runs x 3-6 minutes each, 30-55 minutes per table.
+# machine was busiest). Tables II-IV: the sum of their runs' wall times for seeds 0-2 at 200 rounds (run
+# serially at a load of 3-4 on 2 cores; runs shared with Table I counted in each table that uses them).
 RECIPES: list[Recipe] = [
     _table_recipe("table1", "Random, Power-of-Choice, DivFL, SubTrunc, UnionFL: accuracy and dissimilarity",
                   {"tiny": 0.12, "cpu": 57.1}),
-    _table_recipe("table2", "SubTrunc's lambda (distances normalised) against DivFL", {"tiny": 0.05}),
-    _table_recipe("table3", "UnionFL's window W in {2, 5, 10}", {"tiny": 0.06}),
-    _table_recipe("table4", "SubTrunc's phi: ln(1 + x) against x", {"tiny": 0.06}),
+    _table_recipe("table2", "SubTrunc's lambda (distances normalised) against DivFL", {"tiny": 0.05, "cpu": 45.3}),
+    _table_recipe("table3", "UnionFL's window W in {2, 5, 10}", {"tiny": 0.06, "cpu": 30.0}),
+    _table_recipe("table4", "SubTrunc's phi: ln(1 + x) against x", {"tiny": 0.06, "cpu": 16.1}),
     Recipe("fair_selection", "wireless", "the strategies next to lyapunov and uniform on a TDMA uplink",
            ("fair_selection_wireless.png", "fair_selection_wireless.md"), wireless_families, collect_wireless, report_wireless,
            {"tiny": 0.12, "cpu": 23.1}),
