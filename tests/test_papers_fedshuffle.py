@@ -46,7 +46,8 @@ def test_tables_report_is_the_mean_and_population_std_of_its_runs(tmp_path):
     report = F.report_tables(pd.DataFrame(rows), tmp_path, "cpu")
     # seeds 0 and 1 give 0.55 and 0.65 for FedShuffle without momentum: 60.00 ± 5.00 (population std)
     assert report.numbers["imbalanced fedshuffle momentum 0"] == pytest.approx(60.0)
-    assert "| fedshuffle | 60.00 ± 5.00 | 61.00 ± 5.00 | 1.000 ± 0.000 | 1.000 ± 0.000 | 59.57 | 67.63 |" in report.markdown
+    assert ("| fedshuffle | 60.00 ± 5.00 | 61.00 ± 5.00 | 1.000 ± 0.000 | 1.000 ± 0.000 | 59.57 | 67.63 |"
+            in report.markdown)
     assert "| fedshuffle_mvr |  |  |  |  |  |  |" in report.markdown  # no MVR runs: empty cells, not zeros
     # FedShuffle is 5 points above every other method in both seeds, in both settings
     assert report.markdown.count("highest accuracy of the five in 2 of 2 seeds without momentum and 2 of 2 with") == 2

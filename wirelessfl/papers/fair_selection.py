@@ -30,7 +30,7 @@ from typing import Sequence
 import numpy as np
 import pandas as pd
 
-from .recipes import SPREAD, Recipe, Report, Runs, figure_caption, packaged, pyplot, save_figure
+from .recipes import SPREAD, Recipe, Report, Runs, figure_caption, packaged, pyplot, save_figure, seed_std
 
 # ---------------------------------------------------------------------------------------------
 # the paper's numbers (MNIST column): accuracy %, dissimilarity %
@@ -281,7 +281,7 @@ def final_rows(data: pd.DataFrame) -> pd.DataFrame:
 def _stats(values: pd.Series, scale: float = 100.0) -> dict:
     """Mean and population std over seeds of ``values`` x ``scale`` (100: fractions to percent)."""
     v = values.astype(float) * scale
-    return {"mean": float(v.mean()), "std": float(v.std(ddof=0))}
+    return {"mean": float(v.mean()), "std": seed_std(v)}
 
 
 def _ms(values: pd.Series, scale: float = 100.0, digits: int = 2) -> str:
@@ -346,7 +346,7 @@ def table_markdown(name: str, data: pd.DataFrame, scale: str) -> list[str]:
 def _dodged_means(ax, runs: pd.DataFrame, x: str, y: str, offset: float, label: str) -> None:
     """Mean over seeds of ``y`` at each ``x`` with a ±std bar, shifted by ``offset`` so that settings
     evaluated at the same rounds stay apart."""
-    g = runs.groupby(x)[y].agg(["mean", lambda v: v.std(ddof=0)]).reset_index()
+    g = runs.groupby(x)[y].agg(["mean", seed_std]).reset_index()
     g.columns = [x, "mean", "std"]
     ax.errorbar(g[x] + offset, 100 * g["mean"], yerr=100 * g["std"].fillna(0.0), marker="o", ms=4, capsize=3,
                 lw=1.4, label=label)

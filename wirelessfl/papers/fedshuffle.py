@@ -290,7 +290,8 @@ def report_nn(data: pd.DataFrame, figures: Path, scale: str) -> Report:
     path = save_figure(fig, figures / "fedshuffle_nn.png", caption=figure_caption(scale, data))
     rounds = int(data["round"].max()) if len(data) else 0
     md = [f"Mean over seeds {sorted(int(s) for s in data['seed'].unique())} ± {SPREAD}, at round {rounds} "
-          "(imbalanced sizes, one local epoch, lr 0.02, 0.1 s per local step):", "", markdown_table(pd.DataFrame(rows)), "",
+          "(imbalanced sizes, one local epoch, lr 0.02, 0.1 s per local step):", "",
+          markdown_table(pd.DataFrame(rows)), "",
           "Paper (Table 2, Shakespeare, no momentum): FedShuffle > FedAvg > FedNova > FedAvgMin.", "",
           "![training loss and accuracy](fedshuffle_nn.png)"]
     return Report("nn", [path], {"final": rows}, "\n".join(md))

@@ -562,9 +562,9 @@ HORIZON_LEGEND = ("Mean airtime per round (s, averaged over seeds) over the firs
 
 SPEEDUP_LEGEND = ("speedup = uniform_s / lyapunov_s of the seed-averaged curves; seed_mean, seed_std: mean and "
                   f"{SPREAD} of the same ratio per seed (both policies on that seed's data and channels); "
-                  "rounds_ratio = rounds to target, uniform / lyapunov; per_round_gain = uniform / lyapunov mean round length "
-                  "(airtime + computation) over the rounds each needs to the target; speedup ≈ "
-                  "rounds_ratio × per_round_gain.")
+                  "rounds_ratio = rounds to target, uniform / lyapunov; per_round_gain = uniform / lyapunov "
+                  "mean round length (airtime + computation) over the rounds each needs to the target; "
+                  "speedup ≈ rounds_ratio × per_round_gain.")
 
 
 def analyse_fig3(ctx: Context) -> Report:

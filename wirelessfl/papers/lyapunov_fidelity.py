@@ -25,9 +25,9 @@ import pandas as pd
 from ..experiments.analysis import markdown_table
 from ..sim.device_arrays import load_decisions
 from .lyapunov import (INF, PAPER_NUMBERS, SCALES, SPEEDUP_LEGEND, HORIZON_LEGEND, Cell, Context, Scale,
-                       TimingCell, _caption, _convergence_figure, _fig7_cells, _fig8_cells, _horizon_rows, _speedup_rows,
-                       _timing_overrides, lyapunov, settle_round, time_average_power, timing_base, training_base,
-                       training_data, uniform)
+                       TimingCell, _caption, _convergence_figure, _fig7_cells, _fig8_cells, _horizon_rows,
+                       _speedup_rows, _timing_overrides, lyapunov, settle_round, time_average_power, timing_base,
+                       training_base, training_data, uniform)
 from .recipes import SPREAD, Recipe, Report, Runs, mean_std, pyplot, save_figure, seed_std
 
 # ---------------------------------------------------------------------------------------------
@@ -358,5 +358,6 @@ RECIPES: list[Recipe] = [
     Recipe("lyapunov", "k10", "the cpu scale with K = 10 local steps: speed-ups at a short horizon", ("lyapunov_k10.png",),
            _k10_families, _collect_k10, _report_with(analyse_k10, K10_SCALES), {"cpu": 24.8}),
     Recipe("lyapunov", "paper_rules", "Figs. 3 (m = 1, 10), 7 and 8 with the paper's power rule and manifold solver",
-           ("lyapunov_paper_rules.png",), _rules_families, _collect_rules, _report_with(analyse_rules, SCALES), {"cpu": 86.0}),
+           ("lyapunov_paper_rules.png",), _rules_families, _collect_rules, _report_with(analyse_rules, SCALES),
+           {"cpu": 86.0}),
 ]
