@@ -53,6 +53,7 @@ def test_gain_is_paired_by_seed():
     table = S.summarise(pd.DataFrame(rows))
     safari = table[table.algorithm == "safari"].iloc[0]
     assert safari.gain_final == pytest.approx((10.0 + 1.0) / 2)  # per seed, then averaged
+    assert safari.gain_final_std == pytest.approx(4.5)  # population std of the per-seed gains 10 and 1
     assert math.isnan(table[table.algorithm == "fedavg"].iloc[0].gain_final)
 
 

@@ -25,7 +25,7 @@ import pandas as pd
 
 from ..config import load_scenario
 from ..jsonio import read_json
-from .recipes import Recipe, Report, Runs, figure_caption, packaged, pyplot, save_figure
+from .recipes import SPREAD, Recipe, Report, Runs, figure_caption, packaged, pyplot, save_figure, seed_std
 
 # ---------------------------------------------------------------------------------------------
 # Tables 1-3 (MNIST setting): M = 10, p in {10, 5, 2, 1}, s in {0, 2, 4}, m = 5
@@ -95,19 +95,20 @@ def _collect_tables(which: str):
 
 def summarise(runs: pd.DataFrame) -> pd.DataFrame:
     """Mean and std over seeds per (algorithm, p, s, n_T), with SAFARI's gain over FedAvg of the same
-    seed (same partition and excluded set)."""
+    seed (same partition and excluded set): the mean and std of the per-seed gains."""
     g = runs.groupby(["algorithm", "p", "s", "n_T"])
     table = g[["final", "last5", "label_coverage"]].mean().add_suffix("_mean")
-    table = table.join(g[["final", "last5"]].std(ddof=0).add_suffix("_std")).join(g.size().rename("seeds"))
+    table = table.join(g[["final", "last5"]].agg(seed_std).add_suffix("_std")).join(g.size().rename("seeds"))
     table = table.reset_index()
     fed = runs[runs.algorithm == "fedavg"].set_index(["p", "s", "seed"])[["final", "last5"]]
     gains = []
     for r in table.itertuples():
         mine = runs[(runs.algorithm == r.algorithm) & (runs.p == r.p) & (runs.s == r.s) & (runs.n_T == r.n_T)]
-        d = [(x.final - fed.loc[(x.p, x.s, x.seed), "final"], x.last5 - fed.loc[(x.p, x.s, x.seed), "last5"])
-             for x in mine.itertuples() if r.algorithm != "fedavg" and (x.p, x.s, x.seed) in fed.index]
-        gains.append(tuple(np.mean(d, axis=0)) if d else (math.nan, math.nan))
-    table["gain_final"], table["gain_last5"] = zip(*gains) if gains else ((), ())
+        d = np.array([(x.final - fed.loc[(x.p, x.s, x.seed), "final"], x.last5 - fed.loc[(x.p, x.s, x.seed), "last5"])
+                      for x in mine.itertuples() if r.algorithm != "fedavg" and (x.p, x.s, x.seed) in fed.index])
+        gains.append((*d.mean(axis=0), seed_std(d[:, 0]), seed_std(d[:, 1])) if len(d) else (math.nan,) * 4)
+    columns = ["gain_final", "gain_last5", "gain_final_std", "gain_last5_std"]
+    table[columns] = pd.DataFrame(gains, columns=columns, index=table.index) if gains else math.nan
     return table
 
 
@@ -119,7 +120,8 @@ def _cell(table: pd.DataFrame, alg: str, p: int, s: int, n_t: int, what: str) ->
     if what == "acc":
         std = f" ± {r.last5_std:.1f}" if r.seeds > 1 else ""
         return f"{r.final_mean:.1f} / {r.last5_mean:.1f}{std}"
-    return f"{r.gain_final:+.1f} / {r.gain_last5:+.1f}"
+    std = f" ± {r.gain_last5_std:.1f}" if r.seeds > 1 else ""
+    return f"{r.gain_final:+.1f} / {r.gain_last5:+.1f}{std}"
 
 
 def _paper_gain(value) -> str:
@@ -137,8 +139,8 @@ def _grid(table: pd.DataFrame, rows, label: str, cell) -> list[str]:
 def _legend(table: pd.DataFrame) -> str:
     seeds = "/".join(str(int(c)) for c in sorted(set(table.seeds))) if len(table) else "0"
     return (f"Accuracies in %; ours = final accuracy / mean of the last 5 evaluations (every 10 rounds), mean over "
-            f"{seeds} seed(s) per cell; ± is the std over seeds of the last-5 mean, shown where a cell has more than "
-            "one seed. Paper = MNIST; M = 10 clients, m = 5 per round, logistic regression on Fashion-MNIST.")
+            f"{seeds} seed(s) per cell; ± is the {SPREAD} of the last-5 mean (of SAFARI's per-seed gain in the "
+            "gain tables), shown where a cell has more than one seed. Paper = MNIST; M = 10 clients, m = 5 per round, logistic regression on Fashion-MNIST.")
 
 
 def report_table1(data: pd.DataFrame, figures: Path, scale: str) -> Report:
@@ -177,10 +179,12 @@ def report_table3(data: pd.DataFrame, figures: Path, scale: str) -> Report:
     for p, color in ((1, "C3"), (2, "C0")):
         t = table[(table.algorithm == "safari") & (table.p == p) & (table.s == 4)].sort_values("n_T")
         if len(t):
-            ax.plot(t.n_T, t.gain_last5, color=color, marker="s", label=f"p={p} (FMNIST, last 5)")
+            # p = 1 and p = 2 a little apart so that their error bars do not overlap
+            ax.errorbar(t.n_T * (1.04 if p == 1 else 0.96), t.gain_last5, yerr=t.gain_last5_std.fillna(0), color=color, marker="s", capsize=3,
+                        label=f"p={p} (FMNIST, last 5)")
         ax.plot([50, 100, 500, 1000], [PAPER_T3[(n, p)] for n in (50, 100, 500, 1000)], color=color, ls="--",
                 marker="o", mfc="none", alpha=0.6, label=f"p={p} (paper, MNIST)")
-    ax.set(xscale="log", xlabel="auxiliary set size n_T", ylabel="SAFARI - FedAvg (points)",
+    ax.set(xscale="log", xlabel="auxiliary set size n_T", ylabel="SAFARI - FedAvg (points), mean ± std over seeds",
            title="gain against n_T at s = 4")
     ax.legend(fontsize=7)
     path = save_figure(fig, figures / "safari_table3.png", caption=figure_caption(scale, data))
