@@ -121,7 +121,7 @@ def test_table1_cells_recomputed_from_the_data_csv(tiny):
 
 
 def test_table1_report_on_hand_made_data_orders_and_cites_the_paper():
-    """Three seeds whose answers are known: means, half-widths, the ordering count and the paper's row."""
+    """Three seeds whose answers are known: means, population stds, the ordering count and the paper's row."""
     st = P.TABLE1_SCALES["cpu"].settings[0]  # fashion_mnist tau 10 alpha 0.01: the paper's MNIST row
     finals = {"fedavg": [0.80, 0.82, 0.84], "perfedavg_fo": [0.83, 0.81, 0.86], "perfedavg_hf": [0.85, 0.86, 0.87]}
     rows = []

@@ -164,6 +164,16 @@ def test_serial_sweep_table_resume_and_cli(tmp_path, capsys):
     assert "mean_time_avg_power" in text and "±" in text and len(text.strip().splitlines()) == 1 + 6
 
 
+def test_aggregate_gives_the_mean_and_population_std_over_seeds():
+    table = pd.DataFrame({"scheduler.V": [1.0, 1.0, 10.0, 10.0], "seed": [0, 1, 0, 1],
+                          "status": ["complete", "complete", "complete", "failed"],
+                          "mean_round_s": [1.0, 3.0, 5.0, 99.0]})
+    out = sw.aggregate(table, ["scheduler.V"]).set_index("scheduler.V")
+    assert out.loc[1.0, "mean_round_s_mean"] == 2.0
+    assert out.loc[1.0, "mean_round_s_std"] == 1.0  # population std of 1 and 3 (the sample std is 1.41)
+    assert out.loc[10.0, "seeds"] == 1 and out.loc[10.0, "mean_round_s_std"] == 0.0  # the failed run is left out
+
+
 def test_process_pool_matches_serial(tmp_path):
     serial = sw.sweep(scenario(), grid=GRID, seeds=2, out_dir=tmp_path / "a", progress=False)
     pool = sw.sweep(scenario(), grid=GRID, seeds=2, out_dir=tmp_path / "b", executor="process",

@@ -15,6 +15,18 @@ import numpy as np
 import pandas as pd
 
 
+SPREAD = "std over seeds (population std, ddof = 0)"
+"""The one spread convention of every report, sweep table and plot: the population standard deviation
+of the per-seed values."""
+
+
+def seed_std(values) -> float:
+    """The spread of per-seed values (see SPREAD); NaN values are left out, NaN when none is left."""
+    v = np.asarray(values, dtype=float)
+    v = v[~np.isnan(v)]
+    return float(v.std(ddof=0)) if v.size else float("nan")
+
+
 def on_grid(time_s: Sequence[float], values: Sequence[float], grid: np.ndarray) -> np.ndarray:
     """Linear interpolation of one run onto ``grid``; NaN past the run's last point."""
     t = np.asarray(time_s, dtype=float)

@@ -1,7 +1,7 @@
 """Figures of parameter studies: a metric against one grid parameter, or a heatmap over two.
 
 Both read a sweep's results table (see experiments.sweep) and use complete runs only. Lines show
-the mean over seeds with error bars of one sample standard deviation (none with a single seed).
+the mean over seeds with error bars of one std over seeds (analysis.SPREAD; none with a single seed).
 """
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
+from .analysis import seed_std  # noqa: E402
 from .sweep import load_table, sweep_parameters  # noqa: E402
 
 _LABELS = {
@@ -134,12 +135,12 @@ def _lines(ax, data: pd.DataFrame, x: str, y: str, hue: str | None, logy: bool |
     for k, (value, part) in enumerate(groups):
         label = None if hue is None else f"{hue.split('.')[-1]} = {_fmt(value)}"
         if part[x].isna().all():  # its part does not take x (uniform and V): one level across the axis
-            mean, std = part[y].mean(), part[y].std()
+            mean, std = part[y].mean(), seed_std(part[y])
             ax.axhline(mean, color=f"C{k}", lw=1.5, ls="--", label=f"{label or y} (does not take {x})")
             if np.isfinite(std) and std > 0:
                 ax.axhspan(mean - std, mean + std, color=f"C{k}", alpha=0.15)
             continue
-        stats = part.groupby(x, sort=True)[y].agg(["mean", "std", "count"])
+        stats = part.groupby(x, sort=True)[y].agg(["mean", seed_std, "count"]).rename(columns={"seed_std": "std"})
         err = stats["std"].fillna(0.0)  # one seed: no spread to show
         ax.errorbar(stats.index, stats["mean"], yerr=err, marker="o", ms=4, capsize=3, lw=1.5, label=label,
                     color=f"C{k}")
@@ -150,7 +151,7 @@ def _lines(ax, data: pd.DataFrame, x: str, y: str, hue: str | None, logy: bool |
     ax.set_xlabel(x)
     ax.set_ylabel(_label(y))
     seeds = data.groupby([c for c in (x, hue) if c])[y].count()
-    ax.set_title(f"mean ± std over {seeds.min()}" + (f"-{seeds.max()}" if seeds.max() != seeds.min() else "")
+    ax.set_title(f"mean ± population std over {seeds.min()}" + (f"-{seeds.max()}" if seeds.max() != seeds.min() else "")
                  + " seed" + ("s" if seeds.max() > 1 else ""), fontsize=9)
     ax.grid(alpha=0.3, which="both")
     if hue is not None:

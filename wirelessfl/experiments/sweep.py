@@ -44,6 +44,7 @@ import pandas as pd
 from ..config import ConfigError, Scenario, dumps, parse_value
 from ..plugins import KINDS, registry, source_file
 from ..jsonio import read_json, write_json_atomic
+from .analysis import seed_std
 from .executors import EXECUTE, read_summary
 
 METRICS = ["final_accuracy", "time_to_target_s", "mean_time_avg_power", "mean_distinct_per_round",
@@ -449,15 +450,16 @@ def sweep_parameters(sweep_dir: str | Path) -> list[str]:
 
 
 def aggregate(table: pd.DataFrame, parameters: Sequence[str]) -> pd.DataFrame:
-    """Mean and sample standard deviation over seeds of each metric, per grid point (complete runs)."""
+    """Mean and std over seeds (analysis.SPREAD) of each metric, per grid point (complete runs)."""
     done = table[table["status"] == "complete"]
     metrics = [c for c in METRICS if c in done]
     if not parameters:
         grouped = done.assign(_all=0).groupby("_all")
     else:
         grouped = done.groupby(list(parameters), sort=True, dropna=False)
-    out = grouped[metrics].agg(["mean", "std"])
-    out.columns = [f"{c}_{stat}" for c, stat in out.columns]
+    both = pd.concat([grouped[metrics].mean().add_suffix("_mean"), grouped[metrics].agg(seed_std).add_suffix("_std")],
+                     axis=1)
+    out = both[[f"{c}_{stat}" for c in metrics for stat in ("mean", "std")]]
     out.insert(0, "seeds", grouped.size())
     return out.reset_index(drop=not parameters)
 

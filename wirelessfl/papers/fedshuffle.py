@@ -83,14 +83,14 @@ def report_fig1(data: pd.DataFrame, figures: Path, scale: str) -> Report:
         of = data[data["panel"] == panel]
         for method, curve in of.groupby("method", sort=False):
             ax.semilogy(curve["round"], curve["mean"], label=method)
-            ax.fill_between(curve["round"], curve["min"], curve["max"], alpha=0.2)  # range over seeds
+            ax.fill_between(curve["round"], curve["min"], curve["max"], alpha=0.2)
             at = curve.set_index("round")["mean"]
             last = int(curve["round"].max())
             rows.append({"panel": panel, "method": method, "round 500": at.get(500, math.nan),
                          f"last round ({last})": at[last], "paper": PAPER_FIG1.get((panel, method), "")})
         ax.set_title(f"Fig. {panel}: {title}", fontsize=9)
         ax.set_xlabel("round")
-        ax.set_ylabel(r"$\|x^r - x^\star\|^2$ (mean over seeds)")
+        ax.set_ylabel(r"$\|x^r - x^\star\|^2$ (mean; band: range over seeds)")
         ax.legend(fontsize=7)
     path = save_figure(fig, figures / "fedshuffle_quadratic.png", caption=figure_caption(scale, data))
     table = pd.DataFrame(rows)

@@ -764,7 +764,8 @@ def analyse_fig7(ctx: Context) -> Report:
         style = {1.0: {"lw": 3.4, "alpha": 0.5, "zorder": 2}, 100.0: {"lw": 1.4, "ls": "--", "zorder": 3}}
         ax.plot(curve["round"], curve["mean"], color=colours[cell.V], label=f"V = {cell.V:g} (device mean)",
                 **style.get(cell.V, {"lw": 1.5, "zorder": 3}))
-        ax.fill_between(curve["round"], curve["min"], curve["max"], color=colours[cell.V], alpha=0.12, lw=0)
+        ax.fill_between(curve["round"], curve["min"], curve["max"], color=colours[cell.V], alpha=0.12, lw=0,
+                        label="band: range over devices" if not rows else None)
         at = curve.set_index("round")
         last = int(curve["rounds"].iloc[0])
         rows.append({"V": cell.V, "rounds": last, "mean_power_at_100": float(at.loc[min(100, last), "mean"]),

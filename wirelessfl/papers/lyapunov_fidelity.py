@@ -143,7 +143,7 @@ def analyse_horizon(ctx: Context) -> Report:
             g = gains[(gains.channel == channel) & (gains.m == m)].groupby("compute_s")["gain"]
             if not len(g.mean()):
                 continue
-            ax.errorbar(g.mean().index, g.mean().values, yerr=g.std(ddof=0).values, color=colours[m],
+            ax.errorbar(g.mean().index, g.mean().values, yerr=g.agg(seed_std).values, color=colours[m],
                         marker="o", capsize=3, label=f"m = {m}")
         for (ch, m, c), value in PAPER_SPEEDUPS.items():
             if ch == channel:

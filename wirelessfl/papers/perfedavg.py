@@ -297,7 +297,7 @@ def seed_stats(values: Sequence[float]) -> tuple[float, float]:
 
 
 def table1_rows(data: pd.DataFrame, scale: str) -> list[dict]:
-    """Per setting: each method's final personalised accuracy over seeds (mean, half-width), spread over
+    """Per setting: each method's final personalised accuracy over seeds (mean, population std), spread over
     devices and accuracy before adaptation, the gaps to FedAvg, the seeds in which HF > FO > FedAvg,
     and the paper's numbers."""
     final = final_rows(data)

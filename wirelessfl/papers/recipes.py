@@ -23,6 +23,7 @@ from typing import Callable, Iterable, Sequence
 import pandas as pd
 
 from ..config import ConfigError, Scenario, from_dict, load_scenario, to_dict
+from ..experiments.analysis import SPREAD, seed_std  # noqa: F401  (the papers' one spread convention)
 from ..jsonio import write_json_atomic
 
 SCALES = ("tiny", "cpu", "paper")
@@ -279,19 +280,6 @@ def reproduce(recipes: Sequence[Recipe], scale: str = "cpu", seeds: int = 3, out
         reports.append(_report(recipe, read_data(path), figures, scale, failed))
         reports[-1].outputs.insert(0, path)
     return reports
-
-
-SPREAD = "std over seeds (population std, ddof = 0)"
-"""The one spread convention of every report: the population standard deviation of the per-seed values."""
-
-
-def seed_std(values) -> float:
-    """The spread of per-seed values (see SPREAD); NaN values are left out, NaN when none is left."""
-    import numpy as np
-
-    v = np.asarray(values, dtype=float)
-    v = v[~np.isnan(v)]
-    return float(v.std(ddof=0)) if v.size else float("nan")
 
 
 def mean_std(values, digits: int = 3) -> str:

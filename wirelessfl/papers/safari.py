@@ -255,7 +255,7 @@ def collect_tables67(runs: Runs, scale: str) -> pd.DataFrame:
 def report_tables67(data: pd.DataFrame, figures: Path, scale: str) -> Report:
     """FedAvg against s and SAFARI at s/M = 0.6 against the auxiliary share, beside the paper's."""
     g = data.groupby(["algorithm", "s", "aux_share"])
-    mean, std = g[["final", "last5", "label_coverage"]].mean(), g[["final", "last5"]].std(ddof=0)
+    mean, std = g[["final", "last5", "label_coverage"]].mean(), g[["final", "last5"]].agg(seed_std)
     seeds = int(data["seed"].nunique()) if len(data) else 0
     md = [f"M = {M67} clients (paper 150, s scaled by s/M), p = 2 classes each, m = 10 per client round, one local "
           f"epoch (31 steps of 64 at the cpu scale), logistic regression, q = 0.8; {seeds} seed(s), mean ± std, accuracy in %.", "",
@@ -273,13 +273,20 @@ def report_tables67(data: pd.DataFrame, figures: Path, scale: str) -> Report:
         numbers[f"{name} s={s}"] = float(m.final)
     plt = pyplot()
     fig, ax = plt.subplots(figsize=(6, 4))
-    fed = data[data.algorithm == "fedavg"].groupby("s")["last5"].agg(["mean", "std"])
-    ax.errorbar(fed.index / M67, fed["mean"], yerr=fed["std"].fillna(0), marker="o", label="FedAvg")
-    saf = data[data.algorithm == "safari"].groupby("aux_share")["last5"].mean()
-    for share, value in saf.items():
-        ax.plot([18 / M67], [value], marker="s", ls="none", label=f"SAFARI {100 * share:.0f}% auxiliary")
-    ax.set(xlabel="excluded share s/M", ylabel="test accuracy % (mean of last 5 evals)",
-           title="FedAvg loses accuracy as clients are excluded")
+    fed = data[data.algorithm == "fedavg"].groupby("s")["last5"].agg(["mean", seed_std])
+    ax.errorbar(fed.index / M67, fed["mean"], yerr=fed["seed_std"].fillna(0), marker="o", capsize=3, color="C0",
+                label="FedAvg")
+    ax.plot([s / M67 for s in PAPER_FEDAVG], [float(v.split()[0]) for v in PAPER_FEDAVG.values()], color="C0",
+            ls="--", marker="o", mfc="none", alpha=0.6, label="FedAvg, paper (M = 150)")
+    saf = data[data.algorithm == "safari"].groupby("aux_share")["last5"].agg(["mean", seed_std])
+    for k, (share, row) in enumerate(saf.iterrows()):  # side by side at s/M = 0.6, so their bars stay apart
+        x = 18 / M67 + 0.02 * (k + 1)
+        ax.errorbar([x], [row["mean"]], yerr=[0 if math.isnan(row["seed_std"]) else row["seed_std"]], marker="s",
+                    capsize=3, ls="none", color=f"C{k + 1}", label=f"SAFARI {100 * share:.0f}% auxiliary")
+        ax.plot([x], [float(PAPER_SAFARI_S18[share].split()[0])], marker="s", mfc="none", ls="none",
+                color=f"C{k + 1}", alpha=0.6)
+    ax.set(xlabel="excluded share s/M", ylabel="test accuracy %, last-5 mean ± std",
+           title="FedAvg loses accuracy as clients are excluded (hollow: paper)")
     ax.legend(fontsize=7)
     path = save_figure(fig, figures / "safari_tables67.png", caption=figure_caption(scale, data))
     md += ["", "Paper (Tables 6-7, M = 150): FedAvg falls with s; at s/M = 0.6 SAFARI gains +1.3, +4.9 and +4.4 points "
@@ -341,10 +348,10 @@ def report_wireless(data: pd.DataFrame, figures: Path, scale: str) -> Report:
     for v in (v for v in LABELS if v in g.groups):
         r = g.get_group(v)
         ttt = r.time_to_target_s
-        ttt_s = (f"{ttt.mean():.0f} ± {ttt.std(ddof=0):.0f}" if ttt.notna().all()
+        ttt_s = (f"{ttt.mean():.0f} ± {seed_std(ttt):.0f}" if ttt.notna().all()
                  else f"{ttt.mean():.0f} ({ttt.notna().sum()}/{len(r)} reached)" if ttt.notna().any() else "not reached")
-        lines.append(f"| {LABELS[v]} | {len(r)} | {ttt_s} | {r.final.mean():.1f} ± {r.final.std(ddof=0):.1f} | "
-                     f"{r.late_mean.mean():.1f} ± {r.late_mean.std(ddof=0):.1f} | {r.late_min.mean():.1f} | "
+        lines.append(f"| {LABELS[v]} | {len(r)} | {ttt_s} | {r.final.mean():.1f} ± {seed_std(r.final):.1f} | "
+                     f"{r.late_mean.mean():.1f} ± {seed_std(r.late_mean):.1f} | {r.late_min.mean():.1f} | "
                      f"{r.rounds.mean():.0f} ({r.server_rounds.mean():.0f}) | {100 * r.ever_participated.mean():.0f}% | "
                      f"{100 * r.weak2_per_round.mean():.1f}% | {100 * r.weak2_share.mean():.1f}% | "
                      f"{r.weak2_per_100s.mean():.1f} |")
