@@ -455,8 +455,8 @@ def analyse_fig2(ctx: Context) -> Report:
         sub = times[times["setting"] == f"m={c.m}"]
         ax.plot(sub["compute_s"], sub["time_to_target_s"], color=_M_COLOURS[c.m], label=f"m = {c.m}")
     ranges = best_setting_table(times)
-    for lo in ranges["from_s"].iloc[1:]:
-        ax.axvline(lo, color="grey", ls=":", lw=1)
+    for k, lo in enumerate(ranges["from_s"].iloc[1:]):
+        ax.axvline(lo, color="grey", ls=":", lw=1, label="the best m changes" if k == 0 else None)
     ax.set_xlabel("computation time per round (s)")
     ax.set_ylabel(f"time to accuracy {target:g} (s)")
     ax.set_title(f"Fig. 2: best m vs computation time (lyapunov, λ = 100; {_caption(ctx)})", fontsize=9)
