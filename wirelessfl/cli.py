@@ -305,7 +305,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("table", help="print the results table of a sweep folder")
     p.add_argument("sweep_dir", help="sweep folder (with table.csv)")
     p.add_argument("--csv", action="store_true", help="CSV instead of a fixed-width table")
-    p.add_argument("--mean", action="store_true", help="mean and std over seeds per grid point")
+    p.add_argument("--mean", action="store_true", help="mean and population std (ddof = 0) over seeds per grid point")
     p.set_defaults(func=cmd_table)
     p = sub.add_parser("trace", help="record a scenario's channel gains, computation times and availability "
                        "as trace files (rounds x devices) to replay or replace with measurements")

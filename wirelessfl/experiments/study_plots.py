@@ -151,8 +151,8 @@ def _lines(ax, data: pd.DataFrame, x: str, y: str, hue: str | None, logy: bool |
     ax.set_xlabel(x)
     ax.set_ylabel(_label(y))
     seeds = data.groupby([c for c in (x, hue) if c])[y].count()
-    ax.set_title(f"mean ± population std over {seeds.min()}" + (f"-{seeds.max()}" if seeds.max() != seeds.min() else "")
-                 + " seed" + ("s" if seeds.max() > 1 else ""), fontsize=9)
+    counts = f"{seeds.min()}" + (f"-{seeds.max()}" if seeds.max() != seeds.min() else "")
+    ax.set_title(f"mean ± population std over {counts} seed" + ("s" if seeds.max() > 1 else ""), fontsize=9)
     ax.grid(alpha=0.3, which="both")
     if hue is not None:
         ax.legend(fontsize=8)
