@@ -39,18 +39,24 @@ def test_fig1_report_reads_the_data(fig1, tmp_path):
 
 
 def test_tables_report_is_the_mean_and_population_std_of_its_runs(tmp_path):
-    rows = [{"setting": s, "method": m, "momentum": mom, "seed": seed, "lr": 0.02,
+    rows = [{"setting": s, "method": m, "momentum": mom, "seed": seed, "lr": 0.02, "rounds": 37,
              "accuracy": 0.5 + 0.1 * seed + (0.05 if m == "fedshuffle" else 0.0) + (0.01 if mom else 0.0),
-             "train_loss": 1.0, "sim_time_s": 10.0}
+             "train_loss": 0.5 if m == "fedshuffle" else 1.0 - 0.1 * seed, "sim_time_s": 10.0}
             for s in F.SETTINGS for m in F.TABLE_METHODS for mom in (0.0, 0.9) for seed in (0, 1)]
     report = F.report_tables(pd.DataFrame(rows), tmp_path, "cpu")
+    assert report.markdown.startswith("37 rounds;")  # the runs' own round count, not the scale's
     # seeds 0 and 1 give 0.55 and 0.65 for FedShuffle without momentum: 60.00 ± 5.00 (population std)
     assert report.numbers["imbalanced fedshuffle momentum 0"] == pytest.approx(60.0)
-    assert ("| fedshuffle | 60.00 ± 5.00 | 61.00 ± 5.00 | 1.000 ± 0.000 | 1.000 ± 0.000 | 59.57 | 67.63 |"
+    assert ("| fedshuffle | 60.00 ± 5.00 | 61.00 ± 5.00 | 0.500 ± 0.000 | 0.500 ± 0.000 | 59.57 | 67.63 |"
             in report.markdown)
     assert "| fedshuffle_mvr |  |  |  |  |  |  |" in report.markdown  # no MVR runs: empty cells, not zeros
     # FedShuffle is 5 points above every other method in both seeds, in both settings
-    assert report.markdown.count("highest accuracy of the five in 2 of 2 seeds without momentum and 2 of 2 with") == 2
+    assert report.markdown.count("highest accuracy of the five in 2 of 2 seeds without momentum and 2 of 2 with, "
+                                 "and the lowest training loss in 2 of 2 and 2 of 2") == 2
+    assert "| fedavg_rr | 55.00 ± 5.00 | 56.00 ± 5.00 | 0.950 ± 0.050 |" in report.markdown
+    # FedShuffle is 5 points above FedAvgRR in each seed: the paired gap has no spread, the paper's is 59.57 - 48.61
+    assert ("FedShuffle − FedAvgRR in the same seed: +5.00 ± 0.00 points without momentum and +5.00 ± 0.00 with "
+            "(paper +10.96 and +2.99)") in report.markdown
 
 
 def test_every_table_setting_is_a_variant_with_its_step_size():

@@ -108,7 +108,9 @@ def report_fig1(data: pd.DataFrame, figures: Path, scale: str) -> Report:
 # Tables 2 and 3: the simulator's analogue
 
 TABLE_METHODS = ("fedavg_min", "fedavg_mean", "fedavg_rr", "fednova", "fedshuffle")
-MVR_LR = 0.002  # FedShuffleMVR diverged at lr 0.02 and 0.01 (imbalanced setting, rounds 11 and ~8)
+# FedShuffleMVR diverged at lr 0.02 and 0.01 (imbalanced setting, rounds 11 and ~8) and, over 200 rounds, at
+# 0.002 (rounds 115 and 145 of seeds 0 and 1)
+MVR_LR = 0.001
 SETTINGS = {"imbalanced": {"size_sigma": 0.8, "local_epochs": 1},
             "epochs": {"size_sigma": 0.0, "local_epochs": 2, "local_epochs_max": 5}}
 TITLES = {"imbalanced": "Table 2 analogue (imbalanced sizes; paper: Shakespeare)",
@@ -119,8 +121,8 @@ PAPER_TABLES = {"imbalanced": {"fedavg_min": (35.79, 51.13), "fedavg_mean": (36.
                 "epochs": {"fedavg_min": (48.49, 63.62), "fedavg_mean": (49.24, 64.75), "fedavg_rr": (50.29, 63.04),
                            "fednova": (50.63, 62.83), "fedshuffle": (51.97, 64.52)}}
 TABLE_SCALES = {"tiny": dict(rounds=4, count=6, samples=40, train=200),
-                "cpu": dict(rounds=100, count=20, samples=150, train=3000),
-                "paper": dict(rounds=100, count=20, samples=150, train=3000)}
+                "cpu": dict(rounds=200, count=20, samples=150, train=3000),
+                "paper": dict(rounds=200, count=20, samples=150, train=3000)}
 
 
 def table_base(scale: str, overrides: Sequence[str] = ()):
@@ -164,28 +166,43 @@ def tables_families(scale: str, overrides: Sequence[str]) -> dict:
 
 
 def collect_tables(runs: Runs, scale: str) -> pd.DataFrame:
-    """One row per finished run: its setting, method, momentum, seed, step size, the mean accuracy of
-    its last 3 evaluations, its final training loss and its simulated time."""
+    """One row per finished run: its setting, method, momentum, seed, step size, rounds, the mean accuracy
+    and training loss of its last 3 evaluations and its simulated time."""
     rows = []
     for setting, method, momentum in _table_runs():
         for seed, folder in runs.seeds(_variant(setting, method, momentum)):
             evals = pd.read_csv(folder / "evals.csv")
-            end = pd.read_csv(folder / "rounds.csv", usecols=["t_end"])["t_end"].iloc[-1]
+            ends = pd.read_csv(folder / "rounds.csv", usecols=["t_end"])["t_end"]
             rows.append({"setting": setting, "method": method, "momentum": momentum, "seed": seed,
-                         "lr": MVR_LR if method == "fedshuffle_mvr" else 0.02,
+                         "lr": MVR_LR if method == "fedshuffle_mvr" else 0.02, "rounds": len(ends),
                          "accuracy": float(evals["accuracy"].tail(3).mean()),
-                         "train_loss": float(evals["train_loss"].iloc[-1]), "sim_time_s": float(end)})
-    return pd.DataFrame(rows, columns=["setting", "method", "momentum", "seed", "lr", "accuracy", "train_loss",
-                                       "sim_time_s"])
+                         "train_loss": float(evals["train_loss"].tail(3).mean()), "sim_time_s": float(ends.iloc[-1])})
+    return pd.DataFrame(rows, columns=["setting", "method", "momentum", "seed", "lr", "rounds", "accuracy",
+                                       "train_loss", "sim_time_s"])
 
 
-def best_in_seeds(data: pd.DataFrame, setting: str, momentum: float, method: str = "fedshuffle") -> tuple[int, int]:
-    """(seeds in which ``method`` has the highest accuracy of TABLE_METHODS, seeds with all of them)."""
+def best_in_seeds(data: pd.DataFrame, setting: str, momentum: float, method: str = "fedshuffle",
+                  column: str = "accuracy") -> tuple[int, int]:
+    """(seeds in which ``method`` is the best of TABLE_METHODS, seeds with all of them): the highest
+    accuracy, or the lowest training loss when ``column`` is "train_loss"."""
     runs = data[(data["setting"] == setting) & (data["momentum"] == momentum) & data["method"].isin(TABLE_METHODS)]
-    by_seed = runs.pivot_table(index="seed", columns="method", values="accuracy").dropna()
+    by_seed = runs.pivot_table(index="seed", columns="method", values=column).dropna()
     if method not in by_seed.columns or by_seed.shape[1] < len(TABLE_METHODS):
         return 0, 0
-    return int((by_seed.idxmax(axis=1) == method).sum()), len(by_seed)
+    best = by_seed.idxmin(axis=1) if column == "train_loss" else by_seed.idxmax(axis=1)
+    return int((best == method).sum()), len(by_seed)
+
+
+def paired_gap(data: pd.DataFrame, setting: str, momentum: float, method: str = "fedshuffle",
+               baseline: str = "fedavg_rr") -> tuple[float, float]:
+    """Mean and std over seeds (SPREAD) of ``method``'s accuracy minus ``baseline``'s in the same seed, in
+    points: the seeds share the split and the selections, so the pair removes each seed's own level."""
+    runs = data[(data["setting"] == setting) & (data["momentum"] == momentum)]
+    by_seed = runs.pivot_table(index="seed", columns="method", values="accuracy")
+    if method not in by_seed or baseline not in by_seed:
+        return math.nan, math.nan
+    gap = 100 * (by_seed[method] - by_seed[baseline]).dropna()
+    return (float(gap.mean()), seed_std(gap)) if len(gap) else (math.nan, math.nan)
 
 
 def report_tables(data: pd.DataFrame, figures: Path, scale: str) -> Report:
@@ -193,13 +210,13 @@ def report_tables(data: pd.DataFrame, figures: Path, scale: str) -> Report:
     the paper's, how often FedShuffle is the best, and a figure of the accuracies."""
     stats = data.groupby(["setting", "method", "momentum"])[["accuracy", "train_loss"]].agg(["mean", seed_std])
     seeds = sorted(int(s) for s in data["seed"].unique())
-    rounds = TABLE_SCALES[scale]["rounds"]
-    lines = [f"{rounds} rounds; test accuracy (%), the mean of the last 3 evaluations, and the final training loss; "
+    rounds = int(data["rounds"].max()) if len(data) else TABLE_SCALES[scale]["rounds"]
+    lines = [f"{rounds} rounds; test accuracy (%) and training loss, each the mean of the last 3 evaluations; "
              f"mean over seeds {seeds} ± {SPREAD} (FedShuffleMVR with lr {MVR_LR}, the others 0.02).", ""]
     numbers: dict = {}
     plt = pyplot()
-    fig, axes = plt.subplots(1, 2, figsize=(11, 4))
-    for ax, (setting, title) in zip(axes, TITLES.items()):
+    fig, axes = plt.subplots(2, 2, figsize=(11, 7.5), sharex=True)
+    for (ax, ax_loss), (setting, title) in zip(axes.T, TITLES.items()):
         lines += [f"### {title}", "", "| method | ours: acc %, no momentum | ours: acc %, momentum 0.9 | "
                   "ours: train loss, no momentum | ours: train loss, momentum 0.9 | paper: acc %, no momentum | "
                   "paper: acc %, momentum |", "|---|---|---|---|---|---|---|"]
@@ -216,17 +233,33 @@ def report_tables(data: pd.DataFrame, figures: Path, scale: str) -> Report:
                 loss.append(f"{stats.loc[key, ('train_loss', 'mean')]:.3f} ± "
                             f"{stats.loc[key, ('train_loss', 'seed_std')]:.3f}")
                 numbers[f"{setting} {method} momentum {momentum:g}"] = float(mean)
+                label = ("no momentum", "momentum 0.9")[j] if k == 0 else None
                 ax.errorbar(k + (j - 0.5) * 0.3, mean, yerr=0 if math.isnan(std) else std, fmt="os"[j],
-                            color=f"C{j}", label=("no momentum", "momentum 0.9")[j] if k == 0 else None)
+                            color=f"C{j}", label=label)
+                ax_loss.errorbar(k + (j - 0.5) * 0.3, stats.loc[key, ("train_loss", "mean")],
+                                 yerr=np.nan_to_num(stats.loc[key, ("train_loss", "seed_std")]), fmt="os"[j],
+                                 color=f"C{j}", label=label)
             paper = PAPER_TABLES[setting].get(method, ("", ""))
             lines.append(f"| {method} | {acc[0]} | {acc[1]} | {loss[0]} | {loss[1]} | {paper[0]} | {paper[1]} |")
         wins = [best_in_seeds(data, setting, momentum) for momentum in (0.0, 0.9)]
+        lows = [best_in_seeds(data, setting, momentum, column="train_loss") for momentum in (0.0, 0.9)]
         lines += ["", f"FedShuffle has the highest accuracy of the five in {wins[0][0]} of {wins[0][1]} seeds without "
-                  f"momentum and {wins[1][0]} of {wins[1][1]} with.", ""]
-        ax.set_xticks(range(len(TABLE_METHODS) + 1), TABLE_METHODS + ("fedshuffle_mvr",), rotation=30, fontsize=8)
-        ax.set_ylabel("test accuracy % (last 3 evaluations)")
-        ax.set_title(title, fontsize=9)
-        ax.grid(alpha=0.3, axis="y")
+                  f"momentum and {wins[1][0]} of {wins[1][1]} with, and the lowest training loss in {lows[0][0]} of "
+                  f"{lows[0][1]} and {lows[1][0]} of {lows[1][1]}."]
+        gaps = [paired_gap(data, setting, momentum) for momentum in (0.0, 0.9)]
+        paper = [PAPER_TABLES[setting]["fedshuffle"][j] - PAPER_TABLES[setting]["fedavg_rr"][j] for j in (0, 1)]
+        lines += [f"FedShuffle − FedAvgRR in the same seed: {gaps[0][0]:+.2f} ± {gaps[0][1]:.2f} points without "
+                  f"momentum and {gaps[1][0]:+.2f} ± {gaps[1][1]:.2f} with (paper {paper[0]:+.2f} and {paper[1]:+.2f}).",
+                  ""]
+        numbers[f"{setting} fedshuffle - fedavg_rr"] = [g[0] for g in gaps]
+        ax_loss.set_xticks(range(len(TABLE_METHODS) + 1), TABLE_METHODS + ("fedshuffle_mvr",), rotation=30,
+                           fontsize=8)
+        ax.set_ylabel("test accuracy %, last 3 evaluations")
+        ax_loss.set_ylabel("training loss, last 3 evaluations")
+        ax_loss.set_yscale("log")
+        ax.set_title(f"{title}\nmean ± std over seeds", fontsize=9)
+        for a in (ax, ax_loss):
+            a.grid(alpha=0.3, axis="y", which="both")
         ax.legend(fontsize=8)
     path = save_figure(fig, figures / "fedshuffle_tables.png", caption=figure_caption(scale, data))
     lines += ["Paper: FedShuffle is the best of the five without and with momentum in both tables; momentum "
@@ -300,15 +333,15 @@ def report_nn(data: pd.DataFrame, figures: Path, scale: str) -> Report:
 # ---------------------------------------------------------------------------------------------
 # the recipes of the paper
 
-# CPU minutes for 3 seeds, one torch thread (tiny: benchmarks/recipe_costs.py; nn cpu: 1.5x the committed 2 seeds;
-# tables cpu: 1.5x the committed 2 seeds)
+# CPU minutes for 3 seeds, one torch thread (tiny: benchmarks/recipe_costs.py; cpu: the sum of the committed runs'
+# wall times, 2 worker processes on 2 cores at a load of 2-3)
 RECIPES: list[Recipe] = [
     Recipe("fedshuffle", "fig1", "the quadratic: ||x - x*||^2 against rounds, full and partial participation, "
            "momentum, importance sampling", ("fedshuffle_quadratic.png",), lambda scale, overrides: {},
            collect_fig1, report_fig1, {"tiny": 0.01, "cpu": 0.05, "paper": 0.05}),
     Recipe("fedshuffle", "nn", "a network on Fashion-MNIST: training loss against rounds and simulated time, "
-           "imbalanced sizes", ("fedshuffle_nn.png",), nn_families, collect_nn, report_nn, {"tiny": 0.1, "cpu": 4.5}),
+           "imbalanced sizes", ("fedshuffle_nn.png",), nn_families, collect_nn, report_nn, {"tiny": 0.1, "cpu": 6.2}),
     Recipe("fedshuffle", "tables", "Tables 2 and 3 analogue: every method without and with momentum, imbalanced "
            "sizes and random local epochs", ("fedshuffle_tables.png",), tables_families, collect_tables,
-           report_tables, {"tiny": 0.26, "cpu": 23.3}),
+           report_tables, {"tiny": 0.26, "cpu": 102}),
 ]
