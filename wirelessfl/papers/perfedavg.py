@@ -416,12 +416,11 @@ def report_table1(data: pd.DataFrame, figures: Path, scale: str) -> Report:
 
 def equal_compute_rows(data: pd.DataFrame, scale: str) -> list[dict]:
     """Per Per-FedAvg variant: its final personalised accuracy and its local computation budget, and
-    FedAvg's seed-averaged personalised accuracy at the same computation (interpolated between its
-    evaluations; NaN beyond its last)."""
+    FedAvg's personalised accuracy at the same computation (each seed's run interpolated between its
+    evaluations, NaN beyond its last; mean and std over seeds)."""
     fedavg = data[data["method"] == "fedavg"]
     if fedavg.empty:
         return []
-    ref = seed_mean_curve(fedavg, "fedavg_steps")
     rows = []
     for m in ("perfedavg_fo", "perfedavg_hf"):
         runs = data[data["method"] == m]
@@ -429,11 +428,12 @@ def equal_compute_rows(data: pd.DataFrame, scale: str) -> list[dict]:
             continue
         final = final_rows(runs)
         steps = float(final["fedavg_steps"].max())
-        at = np.interp(steps, ref["fedavg_steps"], ref["personal_accuracy"], right=math.nan)
+        at = [np.interp(steps, run["fedavg_steps"], run["personal_accuracy"], right=math.nan)
+              for _, run in fedavg.sort_values("eval_index").groupby("seed")]
+        (acc, acc_std), (ref, ref_std) = seed_stats(final["personal_accuracy"]), seed_stats(at)
         rows.append({"method": m, "rounds": int(final["round"].max()), "fedavg_steps": steps,
-                     "seeds": int(final["seed"].nunique()),
-                     "personal_accuracy": seed_stats(final["personal_accuracy"])[0],
-                     "fedavg_personal_accuracy_same_steps": float(at),
+                     "seeds": int(final["seed"].nunique()), "personal_accuracy": acc, "personal_accuracy_std": acc_std,
+                     "fedavg_personal_accuracy_same_steps": ref, "fedavg_personal_accuracy_same_steps_std": ref_std,
                      "fedavg_rounds_same_steps": steps / float(final["tau"].iloc[0])})
     return rows
 
@@ -445,12 +445,12 @@ def report_equal_compute(data: pd.DataFrame, figures: Path, scale: str) -> Repor
     lines = [f"{first.label}, tau = {first.tau}, alpha = {first.alpha:g}: Per-FedAvg's personalised accuracy "
              "(%) at the end of its Table 1 runs against FedAvg + update run for "
              f"{EQUAL_COMPUTE_FACTOR}x the rounds and read at the same local computation per participating device "
-             "(FedAvg steps: rounds x tau x 1, 2 or 4; mean over seeds).", "",
+             f"(FedAvg steps: rounds x tau x 1, 2 or 4; mean over seeds ± {SPREAD}).", "",
              "| method | rounds | FedAvg steps per device | seeds | personalised acc. | FedAvg + update at the "
              "same steps (its rounds) |", "|---|---|---|---|---|---|"]
     for r in rows:
         lines.append(f"| {LABELS[r['method']]} | {r['rounds']} | {r['fedavg_steps']:.0f} | {r['seeds']} | "
-                     f"{r['personal_accuracy']:.2f} | {r['fedavg_personal_accuracy_same_steps']:.2f} "
+                     f"{_cell(r, 'personal_accuracy')} | {_cell(r, 'fedavg_personal_accuracy_same_steps')} "
                      f"({r['fedavg_rounds_same_steps']:.0f}) |")
     plt = pyplot()
     fig, ax = plt.subplots(figsize=(6.4, 4.2))
@@ -491,15 +491,19 @@ def wireless_rows(data: pd.DataFrame) -> list[dict]:
                             ("global", last["accuracy"]), ("before_adaptation", last["local_accuracy"])):
             row[f"{key}_mean"], row[f"{key}_std"] = seed_stats(values)
         rows.append(row)
-    fedavg = next((r for r in rows if r["method"] == "fedavg"), None)
-    for r in rows:  # the headline: the personalised accuracy gained over FedAvg + update in the same time
-        r["personal_minus_fedavg"] = r["personal_mean"] - fedavg["personal_mean"] if fedavg else math.nan
+    # the headline: the personalised accuracy gained over FedAvg + update in the same time, paired by seed
+    by_seed = final.pivot_table(index="seed", columns="variant", values="personal_accuracy") if len(final) else None
+    for r in rows:
+        gain = (by_seed[r["method"]] - by_seed["fedavg"]).dropna() if by_seed is not None and "fedavg" in by_seed \
+            else pd.Series(dtype=float)
+        r["personal_minus_fedavg_mean"], r["personal_minus_fedavg_std"] = seed_stats(gain)
     return rows
 
 
-def _cell(row: dict, key: str) -> str:
-    std = row[f"{key}_std"]
-    return f"{row[f'{key}_mean']:.2f}" + ("" if math.isnan(std) else f" ± {std:.2f}")
+def _cell(row: dict, key: str, sign: str = "") -> str:
+    """"mean ± std" of ``key`` (stored as key_mean or key, and key_std); no ± for one seed."""
+    std, mean = row[f"{key}_std"], row.get(f"{key}_mean", row.get(key))
+    return f"{mean:{sign}.2f}" + ("" if math.isnan(std) else f" ± {std:.2f}")
 
 
 def wireless_markdown(rows: list[dict], ends_s: tuple[float, float]) -> list[str]:
@@ -513,9 +517,11 @@ def wireless_markdown(rows: list[dict], ends_s: tuple[float, float]) -> list[str
         lines.append(f"| {LABELS[r['method']]} | {r['seeds']} | {r['rounds']:.0f} | {r['comm_s']:.0f} / "
                      f"{r['comp_s']:.0f} | {_cell(r, 'personal')} | {_cell(r, 'personal_last5')} | "
                      f"{_cell(r, 'global')} | {_cell(r, 'before_adaptation')} |")
-    gains = [f"{LABELS[r['method']]} {r['personal_minus_fedavg']:+.2f}" for r in rows if r["method"] != "fedavg"]
-    if gains and not any(math.isnan(r["personal_minus_fedavg"]) for r in rows):
-        lines += ["", "Final personalised accuracy against FedAvg + update (points): " + ", ".join(gains) + "."]
+    gains = [f"{LABELS[r['method']]} {_cell(r, 'personal_minus_fedavg', sign='+')}" for r in rows
+             if r["method"] != "fedavg"]
+    if gains and not any(math.isnan(r["personal_minus_fedavg_mean"]) for r in rows):
+        lines += ["", "Final personalised accuracy against FedAvg + update in the same seed (points): "
+                  + ", ".join(gains) + "."]
     return lines
 
 
