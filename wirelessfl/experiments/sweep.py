@@ -459,8 +459,9 @@ def aggregate(table: pd.DataFrame, parameters: Sequence[str]) -> pd.DataFrame:
         grouped = done.groupby(list(parameters), sort=True, dropna=False)
     both = pd.concat([grouped[metrics].mean().add_suffix("_mean"), grouped[metrics].agg(seed_std).add_suffix("_std")],
                      axis=1)
-    out = both[[f"{c}_{stat}" for c in metrics for stat in ("mean", "std")]]
+    out = both[[f"{c}_{stat}" for c in metrics for stat in ("mean", "std")]].copy()
     out.insert(0, "seeds", grouped.size())
+    out.loc[out["seeds"] < 2, [f"{c}_std" for c in metrics]] = math.nan  # one seed: no spread to show
     return out.reset_index(drop=not parameters)
 
 
