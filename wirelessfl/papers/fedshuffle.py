@@ -181,14 +181,17 @@ def collect_tables(runs: Runs, scale: str) -> pd.DataFrame:
                                        "train_loss", "sim_time_s"])
 
 
+def _by_seed(data: pd.DataFrame, setting: str, momentum: float, column: str) -> pd.DataFrame:
+    """``column`` of one table column's runs, a row per seed and a column per method."""
+    runs = data[(data["setting"] == setting) & (data["momentum"] == momentum)]
+    return runs.pivot_table(index="seed", columns="method", values=column)
+
+
 def best_in_seeds(data: pd.DataFrame, setting: str, momentum: float, method: str = "fedshuffle",
                   column: str = "accuracy") -> tuple[int, int]:
     """(seeds in which ``method`` is the best of TABLE_METHODS, seeds with all of them): the highest
     accuracy, or the lowest training loss when ``column`` is "train_loss"."""
-    runs = data[(data["setting"] == setting) & (data["momentum"] == momentum) & data["method"].isin(TABLE_METHODS)]
-    by_seed = runs.pivot_table(index="seed", columns="method", values=column).dropna()
-    if method not in by_seed.columns or by_seed.shape[1] < len(TABLE_METHODS):
-        return 0, 0
+    by_seed = _by_seed(data, setting, momentum, column).reindex(columns=TABLE_METHODS).dropna()
     best = by_seed.idxmin(axis=1) if column == "train_loss" else by_seed.idxmax(axis=1)
     return int((best == method).sum()), len(by_seed)
 
@@ -197,10 +200,7 @@ def paired_gap(data: pd.DataFrame, setting: str, momentum: float, method: str = 
                baseline: str = "fedavg_rr") -> tuple[float, float]:
     """Mean and std over seeds (SPREAD) of ``method``'s accuracy minus ``baseline``'s in the same seed, in
     points: the seeds share the split and the selections, so the pair removes each seed's own level."""
-    runs = data[(data["setting"] == setting) & (data["momentum"] == momentum)]
-    by_seed = runs.pivot_table(index="seed", columns="method", values="accuracy")
-    if method not in by_seed or baseline not in by_seed:
-        return math.nan, math.nan
+    by_seed = _by_seed(data, setting, momentum, "accuracy").reindex(columns=[method, baseline])
     gap = 100 * (by_seed[method] - by_seed[baseline]).dropna()
     return (float(gap.mean()), seed_std(gap)) if len(gap) else (math.nan, math.nan)
 
@@ -234,7 +234,7 @@ def report_tables(data: pd.DataFrame, figures: Path, scale: str) -> Report:
                             f"{stats.loc[key, ('train_loss', 'seed_std')]:.3f}")
                 numbers[f"{setting} {method} momentum {momentum:g}"] = float(mean)
                 label = ("no momentum", "momentum 0.9")[j] if k == 0 else None
-                ax.errorbar(k + (j - 0.5) * 0.3, mean, yerr=0 if math.isnan(std) else std, fmt="os"[j],
+                ax.errorbar(k + (j - 0.5) * 0.3, mean, yerr=np.nan_to_num(std), fmt="os"[j],
                             color=f"C{j}", label=label)
                 ax_loss.errorbar(k + (j - 0.5) * 0.3, stats.loc[key, ("train_loss", "mean")],
                                  yerr=np.nan_to_num(stats.loc[key, ("train_loss", "seed_std")]), fmt="os"[j],
@@ -247,10 +247,10 @@ def report_tables(data: pd.DataFrame, figures: Path, scale: str) -> Report:
                   f"momentum and {wins[1][0]} of {wins[1][1]} with, and the lowest training loss in {lows[0][0]} of "
                   f"{lows[0][1]} and {lows[1][0]} of {lows[1][1]}."]
         gaps = [paired_gap(data, setting, momentum) for momentum in (0.0, 0.9)]
-        paper = [PAPER_TABLES[setting]["fedshuffle"][j] - PAPER_TABLES[setting]["fedavg_rr"][j] for j in (0, 1)]
+        paper_gaps = [PAPER_TABLES[setting]["fedshuffle"][j] - PAPER_TABLES[setting]["fedavg_rr"][j] for j in (0, 1)]
         lines += [f"FedShuffle − FedAvgRR in the same seed: {gaps[0][0]:+.2f} ± {gaps[0][1]:.2f} points without "
-                  f"momentum and {gaps[1][0]:+.2f} ± {gaps[1][1]:.2f} with (paper {paper[0]:+.2f} and {paper[1]:+.2f}).",
-                  ""]
+                  f"momentum and {gaps[1][0]:+.2f} ± {gaps[1][1]:.2f} with (paper {paper_gaps[0]:+.2f} and "
+                  f"{paper_gaps[1]:+.2f}).", ""]
         numbers[f"{setting} fedshuffle - fedavg_rr"] = [g[0] for g in gaps]
         ax_loss.set_xticks(range(len(TABLE_METHODS) + 1), TABLE_METHODS + ("fedshuffle_mvr",), rotation=30,
                            fontsize=8)

@@ -432,8 +432,8 @@ def equal_compute_rows(data: pd.DataFrame, scale: str) -> list[dict]:
               for _, run in fedavg.sort_values("eval_index").groupby("seed")]
         (acc, acc_std), (ref, ref_std) = seed_stats(final["personal_accuracy"]), seed_stats(at)
         rows.append({"method": m, "rounds": int(final["round"].max()), "fedavg_steps": steps,
-                     "seeds": int(final["seed"].nunique()), "personal_accuracy": acc, "personal_accuracy_std": acc_std,
-                     "fedavg_personal_accuracy_same_steps": ref, "fedavg_personal_accuracy_same_steps_std": ref_std,
+                     "seeds": int(final["seed"].nunique()), "personal_mean": acc, "personal_std": acc_std,
+                     "fedavg_same_steps_mean": ref, "fedavg_same_steps_std": ref_std,
                      "fedavg_rounds_same_steps": steps / float(final["tau"].iloc[0])})
     return rows
 
@@ -450,7 +450,7 @@ def report_equal_compute(data: pd.DataFrame, figures: Path, scale: str) -> Repor
              "same steps (its rounds) |", "|---|---|---|---|---|---|"]
     for r in rows:
         lines.append(f"| {LABELS[r['method']]} | {r['rounds']} | {r['fedavg_steps']:.0f} | {r['seeds']} | "
-                     f"{_cell(r, 'personal_accuracy')} | {_cell(r, 'fedavg_personal_accuracy_same_steps')} "
+                     f"{_cell(r, 'personal')} | {_cell(r, 'fedavg_same_steps')} "
                      f"({r['fedavg_rounds_same_steps']:.0f}) |")
     plt = pyplot()
     fig, ax = plt.subplots(figsize=(6.4, 4.2))
@@ -493,17 +493,16 @@ def wireless_rows(data: pd.DataFrame) -> list[dict]:
         rows.append(row)
     # the headline: the personalised accuracy gained over FedAvg + update in the same time, paired by seed
     by_seed = final.pivot_table(index="seed", columns="variant", values="personal_accuracy") if len(final) else None
-    for r in rows:
-        gain = (by_seed[r["method"]] - by_seed["fedavg"]).dropna() if by_seed is not None and "fedavg" in by_seed \
-            else pd.Series(dtype=float)
-        r["personal_minus_fedavg_mean"], r["personal_minus_fedavg_std"] = seed_stats(gain)
+    for r in rows:  # rows exist only where runs do, so by_seed is set here
+        gain = by_seed[r["method"]] - by_seed.get("fedavg", math.nan)
+        r["personal_minus_fedavg_mean"], r["personal_minus_fedavg_std"] = seed_stats(gain.dropna())
     return rows
 
 
 def _cell(row: dict, key: str, sign: str = "") -> str:
-    """"mean ± std" of ``key`` (stored as key_mean or key, and key_std); no ± for one seed."""
-    std, mean = row[f"{key}_std"], row.get(f"{key}_mean", row.get(key))
-    return f"{mean:{sign}.2f}" + ("" if math.isnan(std) else f" ± {std:.2f}")
+    """"mean ± std" of ``key`` (stored as key_mean and key_std); no ± for one seed."""
+    std = row[f"{key}_std"]
+    return f"{row[f'{key}_mean']:{sign}.2f}" + ("" if math.isnan(std) else f" ± {std:.2f}")
 
 
 def wireless_markdown(rows: list[dict], ends_s: tuple[float, float]) -> list[str]:

@@ -140,7 +140,8 @@ def _legend(table: pd.DataFrame) -> str:
     seeds = "/".join(str(int(c)) for c in sorted(set(table.seeds))) if len(table) else "0"
     return (f"Accuracies in %; ours = final accuracy / mean of the last 5 evaluations (every 10 rounds), mean over "
             f"{seeds} seed(s) per cell; ± is the {SPREAD} of the last-5 mean (of SAFARI's per-seed gain in the "
-            "gain tables), shown where a cell has more than one seed. Paper = MNIST; M = 10 clients, m = 5 per round, logistic regression on Fashion-MNIST.")
+            "gain tables), shown where a cell has more than one seed. Paper = MNIST; M = 10 clients, m = 5 per round, "
+            "logistic regression on Fashion-MNIST.")
 
 
 def report_table1(data: pd.DataFrame, figures: Path, scale: str) -> Report:
@@ -180,8 +181,8 @@ def report_table3(data: pd.DataFrame, figures: Path, scale: str) -> Report:
         t = table[(table.algorithm == "safari") & (table.p == p) & (table.s == 4)].sort_values("n_T")
         if len(t):
             # p = 1 and p = 2 a little apart so that their error bars do not overlap
-            ax.errorbar(t.n_T * (1.04 if p == 1 else 0.96), t.gain_last5, yerr=t.gain_last5_std.fillna(0), color=color, marker="s", capsize=3,
-                        label=f"p={p} (FMNIST, last 5)")
+            ax.errorbar(t.n_T * (1.04 if p == 1 else 0.96), t.gain_last5, yerr=t.gain_last5_std.fillna(0), color=color,
+                        marker="s", capsize=3, label=f"p={p} (FMNIST, last 5)")
         ax.plot([50, 100, 500, 1000], [PAPER_T3[(n, p)] for n in (50, 100, 500, 1000)], color=color, ls="--",
                 marker="o", mfc="none", alpha=0.6, label=f"p={p} (paper, MNIST)")
     ax.set(xscale="log", xlabel="auxiliary set size n_T", ylabel="SAFARI - FedAvg (points), mean ± std over seeds",
@@ -281,7 +282,7 @@ def report_tables67(data: pd.DataFrame, figures: Path, scale: str) -> Report:
     saf = data[data.algorithm == "safari"].groupby("aux_share")["last5"].agg(["mean", seed_std])
     for k, (share, row) in enumerate(saf.iterrows()):  # side by side at s/M = 0.6, so their bars stay apart
         x = 18 / M67 + 0.02 * (k + 1)
-        ax.errorbar([x], [row["mean"]], yerr=[0 if math.isnan(row["seed_std"]) else row["seed_std"]], marker="s",
+        ax.errorbar([x], [row["mean"]], yerr=[np.nan_to_num(row["seed_std"])], marker="s",
                     capsize=3, ls="none", color=f"C{k + 1}", label=f"SAFARI {100 * share:.0f}% auxiliary")
         ax.plot([x], [float(PAPER_SAFARI_S18[share].split()[0])], marker="s", mfc="none", ls="none",
                 color=f"C{k + 1}", alpha=0.6)
