@@ -1,13 +1,15 @@
-"""The four kinds of part a scenario names, and where their names come from.
+"""The kinds of part a scenario names, and where their names come from.
 
-A scenario picks a scheduler (``scheduler.name``), a learning algorithm (``learning.algorithm``), a
-fading channel (``channel.model``) and a computation model (``devices.compute``). Each value is
+A scenario picks a round protocol (``protocol.name``), a scheduler (``scheduler.name``), a learning
+algorithm (``learning.algorithm``), a fading channel (``channel.model``) and a computation model
+(``devices.compute``). Each value is
 
 * a built-in name, listed in the kind's :class:`Registry` next to the classes it names
-  (``wirelessfl.scheduling.SCHEDULERS``, ``wirelessfl.learning.ALGORITHMS``,
-  ``wirelessfl.wireless.CHANNELS``, ``wirelessfl.devices.COMPUTE``);
+  (``wirelessfl.sim.protocols.PROTOCOLS``, ``wirelessfl.scheduling.SCHEDULERS``,
+  ``wirelessfl.learning.ALGORITHMS``, ``wirelessfl.wireless.CHANNELS``, ``wirelessfl.devices.COMPUTE``);
 * a name an installed package registers under the kind's entry-point group
-  (``wirelessfl.schedulers``, ``wirelessfl.algorithms``, ``wirelessfl.channels``, ``wirelessfl.compute``);
+  (``wirelessfl.protocols``, ``wirelessfl.schedulers``, ``wirelessfl.algorithms``,
+  ``wirelessfl.channels``, ``wirelessfl.compute``);
 * or an import path ``"module.path:Name"``, looked up in the scenario file's folder first, then on
   ``sys.path``.
 
@@ -53,6 +55,8 @@ class Kind:
 
 
 KINDS: dict[str, Kind] = {k.name: k for k in (
+    Kind("protocol", "protocol", "name", "wirelessfl.protocols", "wirelessfl.sim.protocols:PROTOCOLS",
+         ("from_scenario",)),
     Kind("scheduler", "scheduler", "name", "wirelessfl.schedulers", "wirelessfl.scheduling:SCHEDULERS",
          ("from_scenario", "decide")),
     Kind("algorithm", "learning", "algorithm", "wirelessfl.algorithms", "wirelessfl.learning:ALGORITHMS",
@@ -249,7 +253,7 @@ def _load_import_path(ref: str, plugin_path: Sequence[str], where: str):
 
 
 def registry(kind: str) -> Registry:
-    """The Registry of a kind ("scheduler", "algorithm", "channel", "compute")."""
+    """The Registry of a kind ("protocol", "scheduler", "algorithm", "channel", "compute")."""
     return _import_attr(KINDS[kind].registry)
 
 

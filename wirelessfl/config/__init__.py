@@ -6,8 +6,8 @@ A scenario file has one table per concern ([run], [channel], [link], [devices], 
 (grids of values). Unknown keys, wrong types and out-of-range values raise ConfigError naming the
 field path, the value and what is allowed.
 
-Four tables name a part (see wirelessfl.plugins): ``scheduler.name``, ``learning.algorithm``,
-``channel.model`` and ``devices.compute``. The part's own options come from the table's
+Five tables name a part (see wirelessfl.plugins): ``protocol.name``, ``scheduler.name``,
+``learning.algorithm``, ``channel.model`` and ``devices.compute``. The part's own options come from the table's
 ``options`` sub-table, or, for options the part declares in its ``Options`` dataclass, from the
 table itself (``scheduler.V`` is ``scheduler.options.V``). Options the named part does not take are
 an error, except after an override that names another part (a variant, a grid value): the new part
@@ -15,11 +15,11 @@ keeps the options it shares with the old one and drops the others. This module d
 torch.
 """
 from .build import from_dict, load_scenario, parse_value
-from .tables import (ChannelConfig, DevicesConfig, LearningConfig, LinkConfig, PluginOptions, RunConfig, Scenario,
-                     SchedulerConfig)
+from .tables import (ChannelConfig, DevicesConfig, LearningConfig, LinkConfig, PluginOptions, ProtocolConfig,
+                     RunConfig, Scenario, SchedulerConfig)
 from .writing import dumps, to_dict
 from ..fields import ConfigError, FilePath, Power, option
 
 __all__ = ["ChannelConfig", "ConfigError", "DevicesConfig", "FilePath", "LearningConfig", "LinkConfig", "Power",
-           "PluginOptions", "RunConfig", "Scenario", "SchedulerConfig", "dumps", "from_dict", "load_scenario",
+           "PluginOptions", "ProtocolConfig", "RunConfig", "Scenario", "SchedulerConfig", "dumps", "from_dict", "load_scenario",
            "option", "parse_value", "to_dict"]

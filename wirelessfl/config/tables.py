@@ -1,7 +1,7 @@
 """The scenario's tables: frozen dataclasses with their fields, ranges and one-line descriptions.
 
-The four tables that name a part (``scheduler.name``, ``learning.algorithm``, ``channel.model``,
-``devices.compute``) also carry the part's ``options`` and, in a scenario with variants or a
+The five tables that name a part (``protocol.name``, ``scheduler.name``, ``learning.algorithm``,
+``channel.model``, ``devices.compute``) also carry the part's ``options`` and, in a scenario with variants or a
 sweep, ``held`` options of other parts for the members that name them.
 """
 from __future__ import annotations
@@ -183,6 +183,9 @@ class DevicesConfig(_PartTable):
                                 "model's time: unequal local work makes stragglers")
     p_on_to_off: float = option(0.0, ge=0, le=1, doc="per-round probability an available device leaves")
     p_off_to_on: float = option(1.0, gt=0, le=1, doc="per-round probability an unavailable one returns")
+    availability_period_s: float = option(1.0, gt=0, doc="event protocols: the availability chain (or trace "
+                                          "row) steps every this many simulated seconds, and a device that is "
+                                          "off after a step loses the update it was computing or uploading")
     availability_trace: FilePath | None = option(None, doc="CSV or .npy of rounds x devices, 1 = available "
                                                  "(replaces the Markov chain)")
     availability_trace_end: str = option("stop", choices=("stop", "cycle"),
@@ -193,6 +196,17 @@ class DevicesConfig(_PartTable):
                                  "stream, never take part")
     min_mean_snr_db: float | None = option(None, doc="devices whose mean SNR E|h|^2 p_bar / N0 (2 sigma^2 "
                                            "p_bar / N0 for Rayleigh) is below this never transmit")
+    options: Any = _options()
+    held: Any = _held()
+
+
+@dataclass(frozen=True)
+class ProtocolConfig(_PartTable):
+    """When the server aggregates: ``name`` (wirelessfl.sim.protocols.PROTOCOLS: "sync", "semi_sync",
+    "fedbuff", "fedasync", an installed plugin or 'module:Class') and its options."""
+
+    name: str = _part("sync", "protocol", "the round protocol: a built-in name, an installed plugin or "
+                      "'module:Class'")
     options: Any = _options()
     held: Any = _held()
 
@@ -271,6 +285,7 @@ class Scenario:
     channel: ChannelConfig = field(default_factory=ChannelConfig)
     link: LinkConfig = field(default_factory=LinkConfig)
     devices: DevicesConfig = field(default_factory=DevicesConfig)
+    protocol: ProtocolConfig = field(default_factory=ProtocolConfig)
     scheduler: SchedulerConfig = field(default_factory=SchedulerConfig)
     learning: LearningConfig = field(default_factory=LearningConfig)
     variants: tuple[tuple[str, tuple[tuple[str, Any], ...]], ...] = ()
@@ -319,7 +334,8 @@ class Scenario:
         return from_dict(to_dict(self), overrides)
 
     def part_name(self, kind: str) -> str:
-        """The name the scenario gives the part of ``kind`` ("scheduler", "algorithm", "channel", "compute")."""
+        """The name the scenario gives the part of ``kind`` ("protocol", "scheduler", "algorithm", "channel",
+        "compute")."""
         k = KINDS[kind]
         return getattr(getattr(self, k.table), k.key)
 
@@ -358,4 +374,4 @@ class Scenario:
 
 SPECIAL = ("variants", "sweep")
 TABLES = {"run": RunConfig, "channel": ChannelConfig, "link": LinkConfig, "devices": DevicesConfig,
-           "scheduler": SchedulerConfig, "learning": LearningConfig}
+          "protocol": ProtocolConfig, "scheduler": SchedulerConfig, "learning": LearningConfig}

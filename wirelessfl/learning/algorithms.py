@@ -29,10 +29,26 @@ from ..fields import ConfigError, option
 if TYPE_CHECKING:
     from .trainer import Trainer
 
-__all__ = ["AGGREGATIONS", "Algorithm", "FedAvg", "FedAvgOptions", "Safari", "SafariOptions", "ServerRound"]
+__all__ = ["AGGREGATIONS", "Algorithm", "FedAvg", "FedAvgOptions", "Safari", "SafariOptions", "ServerRound", "Updates"]
 
 
 AGGREGATIONS = ("unbiased", "mean", "data_size")
+
+
+@dataclass(frozen=True)
+class Updates:
+    """Updates an aggregation of an event protocol applies (see ``Algorithm.apply_updates``).
+
+    devices: (k,) the devices they came from (a device may appear twice); deltas: (k, d) tensor of
+    what each would move the model by (y - x_start; fedasync's mix: y - x_now); weights: (k,) the
+    protocol's weight of each (fedbuff: s(tau) / K x its server_lr, fedasync: alpha s(tau),
+    semi_sync's carried updates: s(tau) / m); staleness: (k,) versions between start and now.
+    """
+
+    devices: np.ndarray
+    deltas: Any
+    weights: np.ndarray
+    staleness: np.ndarray
 
 
 @dataclass(frozen=True)
@@ -61,6 +77,9 @@ class Algorithm(Protocol):
     """Model-sized vectors the server broadcasts per round."""
     compute_factor: float = 1.0
     """Cost of one local step relative to a FedAvg step: multiplies every device's computation time."""
+    asynchronous: ClassVar[bool] = False
+    """True: the algorithm can apply updates computed from an older model (fedbuff, fedasync,
+    semi_sync with late = "carry"); it then implements ``local_updates`` and ``apply_updates``."""
 
     @classmethod
     def from_scenario(cls, scenario, options) -> "Algorithm":
@@ -88,6 +107,17 @@ class Algorithm(Protocol):
         """The server's training in a server round; returns numbers to record."""
         return {}
 
+    def local_updates(self, trainer: "Trainer", devices: np.ndarray, round_idx: int):
+        """Event protocols: the devices' deltas y - x from the trainer's current model x (a (k, d)
+        tensor), without changing the model; ``round_idx`` keys their minibatches (the version they
+        started from)."""
+        raise NotImplementedError(f"{type(self).__name__} cannot train devices apart from a round")
+
+    def apply_updates(self, trainer: "Trainer", updates: Updates) -> dict[str, Any]:
+        """Event protocols: one aggregation of ``updates`` (maybe stale) into the model; returns
+        numbers to record."""
+        raise NotImplementedError(f"{type(self).__name__} cannot apply stale updates")
+
     def work_units(self, devices: np.ndarray, round_idx: int) -> np.ndarray | None:
         """Local steps of each device this round (scales work-proportional computation models and
         devices.step_time_s); None: learning.local_steps each."""
@@ -104,6 +134,11 @@ class Algorithm(Protocol):
 def _inclusion_probabilities(scenario) -> bool:
     """Whether the scenario's scheduler gives inclusion probabilities to weigh updates with."""
     return scenario.part("scheduler").inclusion_probabilities
+
+
+def applies_stale_updates(scenario) -> bool:
+    """Whether the scenario's round protocol applies updates computed from an older model."""
+    return scenario.part("protocol").stale_updates(scenario.options("protocol"))
 
 
 def require_inclusion_probabilities(scenario, algorithm: str) -> None:
@@ -141,6 +176,7 @@ class FedAvg(Algorithm):
     """
 
     Options = FedAvgOptions
+    asynchronous = True
 
     def __init__(self, server_lr: float = 1.0, aggregation: str = "unbiased", data_sizes=None):
         if aggregation not in AGGREGATIONS:
@@ -210,6 +246,16 @@ class FedAvg(Algorithm):
         """The devices' deltas y_K - x_t (plain local SGD; subclasses change the local rule)."""
         return trainer.local_updates(devices, round_idx)
 
+    def apply_updates(self, trainer: "Trainer", updates: Updates) -> dict:
+        """x <- x + global_lr sum_i w_i delta_i with the protocol's weights w_i (FedBuff's s(tau) / K,
+        ...); aggregation = "data_size" scales each by |D_i| over the mean |D| of the updates."""
+        weights = self.server_lr * np.asarray(updates.weights, dtype=np.float64)
+        if self.aggregation == "data_size" and len(weights):
+            sizes = self.data_sizes[np.asarray(updates.devices, dtype=np.int64)]
+            weights = weights * sizes / sizes.mean()
+        trainer.aggregate(updates.deltas, weights)
+        return {"num_trained": int(len(weights)), "weight_sum": float(weights.sum())}
+
 
 @dataclass(frozen=True)
 class SafariOptions(FedAvgOptions):
@@ -239,6 +285,7 @@ class Safari(FedAvg):
     """
 
     Options = SafariOptions
+    asynchronous = False  # its server rounds are rounds: no stale updates
 
     def __init__(self, aux_indices: np.ndarray | None = None, server_lr: float | None = None,
                  server_steps: int | None = None, global_lr: float = 1.0, aggregation: str = "unbiased",

@@ -51,7 +51,7 @@ import numpy as np
 
 from ..fields import ConfigError, option
 from ..rng import _seed_sequence
-from .algorithms import Algorithm, require_inclusion_probabilities
+from .algorithms import Algorithm, Updates, applies_stale_updates, require_inclusion_probabilities
 
 __all__ = ["FEDSHUFFLE_METHODS", "FedShuffleGen", "FedShuffleOptions", "make_fedshuffle_method"]
 
@@ -301,6 +301,28 @@ class FedShuffleGen(Algorithm):
         self.prev_params = x0.cpu().numpy()
 
     # ------------------------------------------------------------------------------------------
+    # event protocols (stale updates)
+
+    asynchronous = True  # without momentum, FedNova's tau_eff or cohort-wide work (see _Method.check)
+
+    def local_updates(self, trainer, devices: np.ndarray, round_idx: int):
+        """The devices' deltas from the current model: their own steps and step sizes."""
+        devices = np.asarray(devices, dtype=np.int64).reshape(-1)
+        steps, lrs = self.local_work(devices, round_idx)
+        return trainer.local_updates(devices, round_idx, local_steps=steps, lr=lrs)
+
+    def apply_updates(self, trainer, updates: Updates) -> dict:
+        """The protocol's weights times the data weights: N w_i (unbiased: w_i / p_i with p_i the
+        uniform share of the aggregation, folded into the protocol's 1 / K), or k w_i / sum w_j over
+        the k updates (the sum-one rules)."""
+        devices = np.asarray(updates.devices, dtype=np.int64)
+        w = self.weights[devices]
+        data = self.num_devices * w if self.aggregation == "unbiased" else len(w) * w / w.sum()
+        weights = self.server_lr * np.asarray(updates.weights, dtype=np.float64) * data
+        trainer.aggregate(updates.deltas, weights)
+        return {"num_trained": int(devices.size), "weight_sum": float(weights.sum())}
+
+    # ------------------------------------------------------------------------------------------
     # analysis
 
     def expected_coefficients(self, p: np.ndarray, cohorts: Sequence[Sequence[int]] | None = None,
@@ -405,6 +427,14 @@ class _Method(FedShuffleGen):
         if SETTINGS[cls.method].get("mvr") and options.momentum == 0:
             raise ConfigError(f"learning.momentum = 0: {cls.method} needs a momentum in (0, 1), e.g. 0.9")
         require_inclusion_probabilities(scenario, cls.method)
+        settings = SETTINGS[cls.method]
+        if applies_stale_updates(scenario) and (options.momentum > 0 or settings.get("nova")
+                                                 or settings.get("work", "epochs") != "epochs"):
+            why = ("its global momentum is the server state of a round" if options.momentum > 0
+                   else "its coefficients need the whole cohort of a round")
+            raise ConfigError(f"learning.algorithm = {cls.method!r}: {why}, which protocol.name = "
+                              f"{scenario.protocol.name!r} with stale updates does not have; use fedavg_rr or "
+                              "fedshuffle without momentum, or protocol.name = 'sync'")
 
 
 class FedAvgRR(_Method):

@@ -102,6 +102,34 @@ class FederatedLearner:
         self._check_finite(f"round {round_idx}", "learning.lr", self.trainer.lr)
         return dict(metrics or {})
 
+    @property
+    def params(self):
+        """The global model (a tensor replaced, not changed in place, at every aggregation)."""
+        return self.trainer.params
+
+    def local_updates(self, devices: np.ndarray, key: int):
+        """Event protocols: the devices' deltas from the current model by the algorithm's local rule
+        (minibatches keyed by ``key``), a (k, d) tensor; the model does not change."""
+        return self.algorithm.local_updates(self.trainer, np.asarray(devices, dtype=np.int64), key)
+
+    def apply_updates(self, devices: np.ndarray, deltas: list, weights: np.ndarray, staleness: np.ndarray,
+                      starts: list | None = None) -> dict:
+        """Event protocols: one aggregation of (possibly stale) updates by the algorithm. With
+        ``starts`` (fedasync's mix), each update moves the model toward the device's model
+        start + delta: the algorithm gets y - x instead of the delta."""
+        import torch
+
+        from .algorithms import Updates
+
+        stacked = torch.stack(deltas)
+        if starts is not None:
+            stacked = torch.stack(starts) + stacked - self.trainer.params
+        metrics = self.algorithm.apply_updates(self.trainer, Updates(np.asarray(devices, dtype=np.int64), stacked,
+                                                                     np.asarray(weights, dtype=float),
+                                                                     np.asarray(staleness)))
+        self._check_finite("an aggregation", "learning.lr", self.trainer.lr)
+        return dict(metrics or {})
+
     def server_round(self, round_idx: int) -> dict:
         """The algorithm's server round; its numbers."""
         metrics = self.algorithm.server_round(self.trainer, round_idx)

@@ -429,7 +429,9 @@ class Trainer:
         if deltas.ndim != 2 or deltas.shape[1] != self.num_params or deltas.shape[0] != w.numel():
             raise ValueError(f"need deltas (k, {self.num_params}) and k weights, got {tuple(deltas.shape)} and {w.numel()}")
         if w.numel():
-            self._params += w @ deltas.to(self.device)
+            # a new tensor, not an update in place: the event protocols keep earlier versions
+            # (the models devices started from) by reference
+            self._params = self._params + w @ deltas.to(self.device)
 
     # ------------------------------------------------------------------------------------------
     # evaluation

@@ -6,7 +6,8 @@ installed plugins and import paths. The pymanopt simplex manifold (``Simplex``) 
 use only, because importing pymanopt pulls in its autodiff backends (torch).
 """
 from ..plugins import Registry
-from .base import Decision, ReportRequest, Reports, RoundState, Scheduler, draw_devices, inclusion_probability
+from .base import (Decision, Dispatch, DispatchState, ReportRequest, Reports, RoundState, Scheduler, draw_devices,
+                   has_dispatch, inclusion_probability)
 from .power import POWER_RULES, optimal_power
 from .schedulers import LyapunovScheduler, UniformScheduler
 from .selection import SELECTION_METHODS, SelectionResult, selection_objective, solve_selection
@@ -24,6 +25,8 @@ SCHEDULERS = Registry("scheduler", "wirelessfl.scheduling:Scheduler", {
 
 __all__ = [
     "Decision",
+    "Dispatch",
+    "DispatchState",
     "LyapunovScheduler",
     "POWER_RULES",
     "ReportRequest",
@@ -36,6 +39,7 @@ __all__ = [
     "Simplex",
     "UniformScheduler",
     "draw_devices",
+    "has_dispatch",
     "inclusion_probability",
     "optimal_power",
     "selection_objective",

@@ -1,4 +1,5 @@
-"""The scheduler seam: what a scheduler sees each round, what it decides, and its protocol."""
+"""The scheduler seam: what a scheduler sees each round (or, under the event protocols, whenever a
+device may be started), what it decides, and its protocol."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -88,11 +89,55 @@ class Decision:
     replace: bool = True
 
 
+@dataclass(frozen=True)
+class DispatchState:
+    """The server's view when devices may be started under an event protocol (fedbuff, fedasync):
+    ``slots`` devices are wanted. No tensors, no SimPy. The arrays belong to the engine and are
+    read-only; they are not copied for each call.
+
+    time_s: the simulated clock. version: the server's model version (aggregations so far).
+    busy: (N,) devices in flight (they cannot be started again). available: (N,) mask of devices that
+        may be scheduled (None: all). last_applied: (N,) the version each device's last applied
+        update produced (0: never), so version - last_applied is how many aggregations the model
+        has gone without its data (its age).
+    mean_gains: (N,) E|h_n|^2, what the server knows of each channel ahead of a transmission whose
+        fading is drawn when it starts. model_bits, bandwidth_hz, noise_power: the uplink.
+    per_aggregation: updates per aggregation (fedbuff's K, fedasync's 1): a device's expected
+        uploads per aggregation are per_aggregation / N_available.
+    interval_s: mean time between aggregations so far (NaN before the second aggregation).
+    rng: the run's "selection" stream.
+    """
+
+    time_s: float
+    version: int
+    slots: int
+    busy: np.ndarray
+    available: np.ndarray | None
+    last_applied: np.ndarray
+    mean_gains: np.ndarray
+    model_bits: float
+    bandwidth_hz: float
+    noise_power: float
+    per_aggregation: float
+    interval_s: float
+    rng: np.random.Generator
+
+
+@dataclass(frozen=True)
+class Dispatch:
+    """Devices to start now (distinct, not busy, available) and the power each will transmit at;
+    info: numbers worth recording (the latest dispatch's become columns of rounds.csv)."""
+
+    devices: np.ndarray
+    power: np.ndarray
+    info: dict = field(default_factory=dict)
+
+
 class Scheduler(Protocol):
     """A scheduler: which devices transmit in a round and at what power. No torch, no SimPy.
 
     Required: ``from_scenario`` and ``decide``. Everything else is optional: subclass this protocol
-    to inherit the defaults below (no options, no state, no probe, no queues).
+    to inherit the defaults below (no options, no state, no probe, no queues, no dispatch rule).
     """
 
     Options: ClassVar[type | None] = None
@@ -124,6 +169,12 @@ class Scheduler(Protocol):
 
     def receive(self, reports: Reports) -> None:
         """Reports asked for by ``probe`` or ``Decision.report_with_upload``."""
+
+    def dispatch(self, state: DispatchState) -> Dispatch:
+        """Under the event protocols (fedbuff, fedasync): which idle, available device(s) to start
+        now, at most ``state.slots`` of them, and their transmit powers. A scheduler without this
+        rule runs under sync and semi_sync only."""
+        raise NotImplementedError(f"{type(self).__name__} has no dispatch rule")
 
     def skip_round(self, state: RoundState, drain: bool) -> np.ndarray | None:
         """A round that does not consult the scheduler (a server round). Returns the virtual queues
@@ -166,3 +217,8 @@ def draw_devices(omega: np.ndarray, m: int, rng: np.random.Generator, replace: b
     cdf /= cdf[-1]
     draws = cdf.searchsorted(rng.random(m), side="right")
     return np.array(sorted(set(draws.tolist())), dtype=np.int64)
+
+
+def has_dispatch(cls: type) -> bool:
+    """Whether a scheduler class has a dispatch rule of its own (not the protocol's default)."""
+    return getattr(cls, "dispatch", None) is not Scheduler.dispatch

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 from ..config import option
 from ..fields import require_memory
-from .base import Decision, RoundState, Scheduler, inclusion_probability
+from .base import Decision, Dispatch, DispatchState, RoundState, Scheduler, inclusion_probability
 from .power import POWER_RULES, check_gains, powers
 from .selection import SELECTION_METHODS, _solve_selection
 
@@ -54,6 +54,38 @@ def _availability(state: RoundState, n: int) -> np.ndarray | None:
     if avail.shape != (n,):
         raise ValueError(f"state.available must have shape ({n},), got {avail.shape}")
     return avail
+
+
+def idle_devices(state: DispatchState) -> np.ndarray:
+    """Mask of the devices that may be started: available and not in flight."""
+    return ~state.busy if state.available is None else state.available & ~state.busy
+
+
+def uniform_idle(state: DispatchState, p_bar: np.ndarray, p_max: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(devices, powers) for uniform dispatch (see UniformScheduler.dispatch)."""
+    n, busy, avail = state.busy.size, state.busy, state.available
+    eligible = None
+    if avail is None:
+        count, n_available = n - int(np.count_nonzero(busy)), n
+    else:
+        eligible = avail & ~busy
+        count, n_available = int(np.count_nonzero(eligible)), int(np.count_nonzero(avail))
+    k = min(int(state.slots), count)
+    if k <= 0:
+        return np.empty(0, dtype=np.int64), np.empty(0)
+    rng = state.rng
+    if 4 * count >= n and k <= 8:  # mostly idle: a few uniform draws find k of them
+        picked: list[int] = []
+        while len(picked) < k:
+            device = int(rng.random() * n)
+            if not busy[device] and (avail is None or avail[device]) and device not in picked:
+                picked.append(device)
+        devices = np.array(picked, dtype=np.int64)
+    else:
+        pool = np.flatnonzero(~busy if eligible is None else eligible)
+        devices = rng.choice(pool, size=k, replace=False)
+    scale = n_available / max(state.per_aggregation, 1e-300)
+    return devices, np.minimum(p_max[devices], p_bar[devices] * scale)
 
 
 def _check_m(m) -> int:
@@ -131,6 +163,13 @@ class UniformScheduler(Scheduler):
         power[avail] = np.minimum(self.p_max[avail], self.p_bar[avail] / q[avail])
         return Decision(omega=omega, q=q, power=power, queue=np.zeros(n), m=self.m,
                         info={"method": "uniform", "scheduled": count}, replace=self.replace)
+
+    def dispatch(self, state: DispatchState) -> Dispatch:
+        """``state.slots`` devices drawn uniformly without replacement from the idle, available ones,
+        each at P_n = min(Pmax, Pbar_n N_available / K): a device's expected uploads per aggregation
+        are K / N_available, so its expected power per aggregation is Pbar_n (the budget spent, as
+        the round rule spends it)."""
+        return Dispatch(*uniform_idle(state, self.p_bar, self.p_max), info={"method": "uniform"})
 
 
 class LyapunovScheduler(Scheduler):

@@ -20,9 +20,9 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Protocol
 
 import numpy as np
-import simpy
 
 from ..scheduling.base import Decision, ReportRequest, Reports, RoundState, draw_devices
+from .clock import Clock
 
 
 class Learner(Protocol):
@@ -86,6 +86,12 @@ class RoundRecord:
     extra_airtime_s: float = 0.0  # uplink time of traffic other than the models (pre-uploads, piggy-backs)
     extra_energy_j: float = 0.0   # transmit energy of the pre-round uploads (all devices that sent)
     metrics: dict = field(default_factory=dict)  # the algorithm's numbers of this round
+    ready_s: np.ndarray | None = None   # per selected device: when its computation ended
+    tx_start: np.ndarray | None = None  # per selected device: when its upload started (nan: never)
+    power: np.ndarray | None = None     # per selected device, where there is no round decision
+    q: np.ndarray | None = None         # likewise (NaN: dispatched, not drawn)
+    staleness: np.ndarray | None = None  # per update applied (None: all fresh, sync)
+    per_update: bool = False  # device totals come from the update records (event protocols)
 
 
 @dataclass
@@ -154,11 +160,11 @@ class Engine:
         self.on_round, self.on_eval, self.after_round = on_round, on_eval, after_round
         self.rounds_done = 0
         self._start_s = 0.0
-        self.env: simpy.Environment | None = None
+        self.env: Clock | None = None
 
     def run(self) -> None:
         """Run until the stop rule fires (from where ``load_state`` left it, if it was called)."""
-        self.env = simpy.Environment(initial_time=self._start_s)
+        self.env = Clock(initial_time=self._start_s)
         if self.rounds_done == 0 and self.eval_rule.at_start:
             self._evaluate()
         self.env.run(until=self.env.process(self._loop()))
@@ -241,9 +247,10 @@ class Engine:
         if p.round_deadline_s is not None:
             deadline_at = t_compute + max(t_start + p.round_deadline_s - t_compute, 0.0)
         # every selected device computes from t_compute on; the access scheme queues their uploads
-        uplink = p.access.schedule(t_compute + comp, airtime, deadline_at)
+        ready = t_compute + comp
+        uplink = p.access.schedule(ready, airtime, deadline_at)
         if uplink.end_s > t_compute:
-            yield self.env.timeout(uplink.end_s - t_compute)
+            yield self.env.at(uplink.end_s)
         idle_s = yield from self._idle(t_start)
         t_end = self.env.now
 
@@ -271,7 +278,7 @@ class Engine:
             energy_j=np.where(on_air > 0, power * on_air, 0.0),
             gains=gains, decision=decision, compute_energy_j=comp_energy, arrived=arrived,
             available=available, extra_airtime_s=pre_s + piggy_s, extra_energy_j=pre_energy,
-            metrics=metrics, idle_s=idle_s))
+            metrics=metrics, idle_s=idle_s, ready_s=ready, tx_start=uplink.tx_start))
 
     def _idle(self, t_start: float):
         """Let a round in which nothing took time last idle_round_s; returns the time added."""

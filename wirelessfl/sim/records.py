@@ -6,6 +6,12 @@ summary is written last, atomically: a run directory whose summary says "complet
 No file is opened before the run starts (``start``) or before a resume has checked that the
 checkpoint and the files on disk agree (``check_resume``): a failed resume leaves the folder as it was.
 
+updates.csv has one row per dispatched device (UPDATE_COLUMNS; under sync one per selected device
+and round), written when its update's fate is known: applied, dropped, lost, or still in flight when
+the run ended. Its rows are streamed and not kept in memory when the run has a folder, so a run of
+a million uploads keeps flat memory; a checkpoint remembers the file's length, and a resume cuts the
+file back to it.
+
 Besides ROUND_COLUMNS, rounds.csv has a column for every number in a round's Decision.info (the
 scheduler's facts) and in the dict the algorithm's round returned; a name that is already a column
 gets the prefix "scheduler_" or "algorithm_". A column first seen in a later round is added to the
@@ -28,14 +34,30 @@ from .engine import RoundRecord
 ROUND_COLUMNS = ["round", "t_start", "t_end", "downlink_s", "comp_s", "comm_s", "num_selected",
                  "selected", "upload_order", "airtime_s", "energy_j", "power_mean", "q_selected",
                  "queue_mean", "objective", "compute_energy_j", "num_available", "num_arrived", "dropped",
-                 "server_round", "server_s", "extra_airtime_s", "extra_energy_j", "idle_s"]
+                 "server_round", "server_s", "extra_airtime_s", "extra_energy_j", "idle_s",
+                 "num_updates", "staleness_mean", "staleness_max"]
 """energy_j is the round's transmit energy (P x time on the air), compute_energy_j its computation
 energy (0 unless the computation model has one); dropped lists the devices whose uploads missed the
 round deadline; server_round is 1 for a SAFARI server round (no device takes part) and server_s
 its server computation time (0 otherwise); extra_airtime_s is the uplink time of traffic other than
 the models (fair selection: bootstrap gradients, loss scalars, piggy-backed gradients; included in
 comm_s) and extra_energy_j the transmit energy of the pre-round uploads; idle_s is run.idle_round_s for a
-round in which nothing took time (nobody could be scheduled), else 0."""
+round in which nothing took time (nobody could be scheduled), else 0. A row is one aggregation (one
+server version): num_updates is the number of updates it applied and staleness_mean / staleness_max
+their staleness (the version applied to minus the version started from; 0 under sync). Under the
+event protocols (see wirelessfl.sim.events) selected lists the devices of the round (semi_sync) or of
+the updates applied (fedbuff, fedasync, in arrival order), and energy_j is their transmit energy up to
+the aggregation; every update's own energy is in updates.csv and in the device totals."""
+UPDATE_COLUMNS = ["update", "device", "version_started", "dispatch_s", "compute_end_s", "tx_start_s", "tx_end_s",
+                  "version_applied", "staleness", "outcome", "energy_j", "compute_energy_j", "airtime_s", "gain",
+                  "power"]
+"""One row per dispatched device: ``update`` numbers the dispatches from 0; times in simulated
+seconds (empty: the phase never began); version_applied and staleness are empty unless the update
+was applied; outcome is "applied", "stale" (older than the protocol's max_staleness), "late_dropped"
+(missed the round's deadline, or its first k, under late = "drop"), "offline" (the device left while
+computing or uploading) or "in_flight" (the run ended first); energy_j is the transmit energy spent
+(P x time on the air), compute_energy_j the computation energy (the part done, when it stopped early)."""
+OUTCOMES = ("applied", "stale", "late_dropped", "offline", "in_flight")
 EVAL_COLUMNS = ["round", "time_s", "accuracy", "test_loss", "train_loss",
                 # personalised evaluation (spec 004), empty unless run.personalised_eval is on
                 "personal_accuracy", "personal_accuracy_std", "local_accuracy", "personal_per_device",
@@ -74,8 +96,95 @@ def _numbers(values: dict, prefix: str, skip: tuple[str, ...] = ()) -> dict:
     return out
 
 
+def _cell(x) -> str:
+    """A number as updates.csv writes it: exact (repr), empty for NaN."""
+    return "" if x != x else float.__repr__(float(x))
+
+
+class UpdateLog:
+    """updates.csv: one line per update, appended as its fate becomes known. Without a folder the
+    rows stay in memory (``rows_in_memory``); with one they are only on disk, so memory stays flat."""
+
+    def __init__(self, path: Path | None):
+        self.path = path
+        self.rows = 0
+        self.in_memory: list[tuple] | None = [] if path is None else None
+        self._fh = None
+
+    def start(self) -> None:
+        """A new file holding the header."""
+        if self.path is not None:
+            write_atomic(self.path, ",".join(UPDATE_COLUMNS) + "\n")
+            self._fh = open_append(self.path)
+
+    def write(self, update: int, device: int, version_started: int, dispatch_s: float, compute_end_s: float,
+              tx_start_s: float, tx_end_s: float, version_applied: int, outcome: str, energy_j: float,
+              compute_energy_j: float, airtime_s: float, gain: float, power: float) -> None:
+        """One update's row; version_applied < 0: not applied (no staleness)."""
+        self.rows += 1
+        applied = version_applied >= 0
+        if self.in_memory is not None:
+            self.in_memory.append((update, device, version_started, dispatch_s, compute_end_s, tx_start_s, tx_end_s,
+                                   version_applied if applied else math.nan,
+                                   version_applied - version_started if applied else math.nan, outcome, energy_j,
+                                   compute_energy_j, airtime_s, gain, power))
+        if self._fh is not None:
+            self._fh.write(f"{update},{device},{version_started},{_cell(dispatch_s)},{_cell(compute_end_s)},"
+                           f"{_cell(tx_start_s)},{_cell(tx_end_s)},"
+                           + (f"{version_applied},{version_applied - version_started}," if applied else ",,")
+                           + f"{outcome},{_cell(energy_j)},{_cell(compute_energy_j)},{_cell(airtime_s)},"
+                             f"{_cell(gain)},{_cell(power)}\n")
+
+    def flush(self) -> None:
+        if self._fh is not None:
+            self._fh.flush()
+
+    def close(self) -> None:
+        if self._fh is not None:
+            self._fh.close()
+            self._fh = None
+
+    def state_dict(self) -> dict:
+        """How many rows, and how many bytes of the file, a checkpoint covers."""
+        self.flush()
+        size = self.path.stat().st_size if self.path is not None else 0
+        return {"rows": self.rows, "bytes": size,
+                "in_memory": list(map(list, self.in_memory)) if self.in_memory is not None else None}
+
+    def check(self, state: dict) -> str | None:
+        """Why the file cannot continue from ``state`` (None: it can)."""
+        if not isinstance(state, dict) or not isinstance(state.get("rows"), int):
+            return "the checkpoint has no count of update rows"
+        if self.path is None:
+            return None
+        if self.path.is_symlink():
+            return f"{self.path.name} is a symbolic link"
+        try:
+            size = self.path.stat().st_size
+        except OSError:
+            return f"{self.path.name} is missing"
+        if size < int(state.get("bytes", 0)):
+            return f"{self.path.name} is shorter ({size} bytes) than at the checkpoint ({state['bytes']} bytes)"
+        return None
+
+    def load_state(self, state: dict) -> None:
+        """Cut the file back to the checkpoint's rows and append from there."""
+        self.rows = int(state["rows"])
+        if self.in_memory is not None:
+            self.in_memory = [tuple(r) for r in (state.get("in_memory") or [])]
+        if self.path is not None:
+            self.close()
+            with open(self.path, "r+b") as fh:  # not a link: check() refused one
+                fh.truncate(int(state["bytes"]))
+            self._fh = open_append(self.path)
+
+
 class Recorder:
-    """Collects round and evaluation rows and per-device totals; streams them to ``out_dir``."""
+    """Collects round, evaluation and update rows and per-device totals; streams them to ``out_dir``.
+
+    Per-device totals come from the rounds (sync: ``on_round``) or, for the event protocols, from
+    the updates (``on_update``): a round record with ``per_update`` set leaves them alone.
+    """
 
     def __init__(self, num_devices: int, out_dir: Path | None = None, keep_device_arrays: bool = True):
         self.num_devices = num_devices
@@ -90,6 +199,8 @@ class Recorder:
         self.out_dir = out_dir
         self.arrays = (DeviceArrays(out_dir / DECISIONS, num_devices)
                        if keep_device_arrays and out_dir is not None else None)
+        self.updates = UpdateLog(out_dir / "updates.csv" if out_dir is not None else None)
+        self.update_stats = {"applied": 0, "staleness_sum": 0, "uploads": 0, "airtime_s": 0.0}
         self.round_columns = list(ROUND_COLUMNS)
         self._known = set(ROUND_COLUMNS)  # round_columns as a set: a row with a key outside it widens the file
         self._files = {}
@@ -102,6 +213,7 @@ class Recorder:
         self.out_dir.mkdir(parents=True, exist_ok=True)
         for name, cols in (("rounds", self.round_columns), ("evals", EVAL_COLUMNS)):
             self._open(name, cols, [])
+        self.updates.start()
         if self.arrays is not None:
             self.arrays.start()
 
@@ -123,6 +235,7 @@ class Recorder:
     def on_round(self, rec: RoundRecord) -> None:
         d = rec.decision
         sel = rec.selected
+        power = d.power[sel] if rec.power is None else rec.power
         row = {
             "round": rec.round, "t_start": rec.t_start, "t_end": rec.t_end,
             "downlink_s": rec.downlink_s, "comp_s": rec.comp_s, "comm_s": rec.comm_s,
@@ -130,9 +243,9 @@ class Recorder:
             "airtime_s": _floats(rec.airtime_s),
             "energy_j": float(rec.energy_j.sum()),
             # sum / size: np.mean's value at a fraction of its cost
-            "power_mean": float(d.power[sel].sum() / len(sel)) if len(sel) else 0.0,
-            "q_selected": _floats(d.q[sel]),
-            "queue_mean": float(d.queue.sum() / d.queue.size),
+            "power_mean": float(power.sum() / len(sel)) if len(sel) else 0.0,
+            "q_selected": _floats(d.q[sel]) if rec.q is None else _floats(rec.q),
+            "queue_mean": float(d.queue.sum() / d.queue.size) if d.queue.size else 0.0,
             "objective": d.info.get("objective", math.nan),
         }
         comp_energy = rec.compute_energy_j
@@ -140,27 +253,76 @@ class Recorder:
         arrived = rec.arrived
         lost = None if arrived is None or arrived.all() else sel[~arrived]  # usually nobody
         available = rec.available
+        staleness = rec.staleness
+        applied = len(sel) - (0 if lost is None else len(lost)) if staleness is None else len(staleness)
         row.update(compute_energy_j=comp_energy_sum,
                    num_available=self.num_devices if available is None else int(available.sum()),
                    num_arrived=len(sel) if lost is None else len(sel) - len(lost),
                    dropped="" if lost is None else _ids(lost),
                    server_round=int(rec.server_round), server_s=rec.server_s,
-                   extra_airtime_s=rec.extra_airtime_s, extra_energy_j=rec.extra_energy_j, idle_s=rec.idle_s)
+                   extra_airtime_s=rec.extra_airtime_s, extra_energy_j=rec.extra_energy_j, idle_s=rec.idle_s,
+                   num_updates=applied,
+                   staleness_mean=float(staleness.mean()) if staleness is not None and len(staleness) else 0.0,
+                   staleness_max=int(staleness.max()) if staleness is not None and len(staleness) else 0)
         row.update(_numbers(d.info, "scheduler", skip=("objective",)))
         row.update(_numbers(rec.metrics, "algorithm"))
         self.rounds.append(row)
-        self.selections[sel] += 1
-        self.energy_j[sel] += rec.energy_j
-        if comp_energy_sum != 0.0:
-            self.compute_energy_j[sel] += comp_energy
-        if lost is not None:
-            self.dropped[lost] += 1
         self.available_rounds += 1 if available is None else available
-        self.expected_power_sum += d.power * d.q
+        if not rec.per_update:
+            self.selections[sel] += 1
+            self.energy_j[sel] += rec.energy_j
+            if comp_energy_sum != 0.0:
+                self.compute_energy_j[sel] += comp_energy
+            if lost is not None:
+                self.dropped[lost] += 1
+            self.expected_power_sum += d.power * d.q
+            self._round_updates(rec)
         if self.arrays is not None:
             self.arrays.append({"gains": rec.gains, "omega": d.omega, "q": d.q, "power": d.power, "queue": d.queue,
                                 "available": np.ones(self.num_devices) if available is None else available})
         self._write("rounds", row)
+
+    def _round_updates(self, rec: RoundRecord) -> None:
+        """updates.csv rows of a sync round: one per selected device."""
+        if rec.server_round or not len(rec.selected):
+            return
+        d, r = rec.decision, rec.round
+        comp_energy = rec.compute_energy_j if rec.compute_energy_j is not None else np.zeros(len(rec.selected))
+        arrived = rec.arrived if rec.arrived is not None else np.ones(len(rec.selected), dtype=bool)
+        stats = self.update_stats
+        for i, (n, ready, start, air, e, ce, ok) in enumerate(zip(
+                rec.selected.tolist(), rec.ready_s.tolist(), rec.tx_start.tolist(), rec.airtime_s.tolist(),
+                rec.energy_j.tolist(), comp_energy.tolist(), arrived.tolist())):
+            end = start + air if ok else math.nan
+            self.updates.write(stats["uploads"], n, r, rec.t_start, ready, start, end, r if ok else -1,
+                               "applied" if ok else "late_dropped", e, ce, air, float(rec.gains[n]),
+                               float(d.power[n]))
+            stats["uploads"] += 1
+            if ok:
+                stats["applied"] += 1
+                stats["airtime_s"] += air
+            elif start == start:  # it was on the air until the deadline
+                stats["airtime_s"] += rec.t_end - start
+
+    def on_update(self, u) -> None:
+        """An event protocol's update whose fate is known (``u`` has the attributes of
+        wirelessfl.sim.events.Update): its row, and the per-device totals."""
+        n = u.device
+        self.selections[n] += 1
+        self.energy_j[n] += u.energy_j
+        self.compute_energy_j[n] += u.compute_energy_j
+        self.expected_power_sum[n] += u.power
+        stats = self.update_stats
+        stats["uploads"] += 1
+        if u.tx_start_s == u.tx_start_s:
+            stats["airtime_s"] += (u.tx_end_s if u.tx_end_s == u.tx_end_s else u.lost_s) - u.tx_start_s
+        if u.outcome == "applied":
+            stats["applied"] += 1
+            stats["staleness_sum"] += u.version_applied - u.version
+        elif u.outcome != "in_flight":
+            self.dropped[n] += 1
+        self.updates.write(u.seq, n, u.version, u.dispatch_s, u.compute_end_s, u.tx_start_s, u.tx_end_s,
+                           u.version_applied, u.outcome, u.energy_j, u.compute_energy_j, u.airtime_s, u.gain, u.power)
 
     def on_eval(self, row: dict) -> None:
         self.evals.append(row)
@@ -186,10 +348,11 @@ class Recorder:
         """Hand the rows written so far to the operating system (checkpoints call it first)."""
         for fh, _ in self._files.values():
             fh.flush()
+        self.updates.flush()
 
     def state_dict(self) -> dict:
         """The records so far (for checkpoints); the CSV rows and the per-device arrays are flushed
-        to disk first (of the arrays only their row count is kept)."""
+        to disk first (of the arrays only their row count is kept, of updates.csv its length)."""
         self.flush()
         if self.arrays is not None:
             self.arrays.flush()
@@ -201,7 +364,8 @@ class Recorder:
                 "energy_j": self.energy_j.copy(), "compute_energy_j": self.compute_energy_j.copy(),
                 "dropped": self.dropped.copy(), "available_rounds": self.available_rounds.copy(),
                 "expected_power_sum": self.expected_power_sum.copy(),
-                "device_rows": self.arrays.rows if self.arrays is not None else 0}
+                "device_rows": self.arrays.rows if self.arrays is not None else 0,
+                "updates": self.updates.state_dict(), "update_stats": dict(self.update_stats)}
 
     def check_resume(self, state: dict, rounds_done: int) -> str | None:
         """Why the checkpoint's records cannot continue this folder (None: they can); touches nothing.
@@ -219,6 +383,8 @@ class Recorder:
         for key in ("selections", "energy_j", "compute_energy_j", "dropped", "available_rounds", "expected_power_sum"):
             if np.shape(state.get(key)) != (self.num_devices,):
                 return f"the checkpoint's {key} is not one value per device ({self.num_devices})"
+        if "updates" not in state or not isinstance(state.get("update_stats"), dict):
+            return "the checkpoint has no update records (written by an earlier version)"
         if self.out_dir is None:
             return None
         for name in ("rounds.csv", "evals.csv"):
@@ -230,6 +396,9 @@ class Recorder:
             return "rounds.csv is missing or cannot be read"
         if disk[:rounds_done] != list(range(rounds_done)):
             return f"rounds.csv holds {len(disk)} rounds, not the checkpoint's first {rounds_done}"
+        problem = self.updates.check(state["updates"])
+        if problem is not None:
+            return problem
         if self.arrays is not None:
             device_rows = state.get("device_rows", 0)
             if device_rows != rounds_done:
@@ -239,10 +408,11 @@ class Recorder:
 
     def load_state(self, state: dict) -> None:
         """Restore records from a checkpoint (checked by check_resume) and cut the files on disk back
-        to them: rewrite the CSV files, drop the per-device rows written after it."""
+        to them: rewrite the CSV files, drop the per-device rows and update rows written after it."""
         self.rounds, self.evals = list(state["rounds"]), list(state["evals"])
         for key in ("selections", "energy_j", "compute_energy_j", "dropped", "available_rounds", "expected_power_sum"):
             setattr(self, key, np.asarray(state[key]).copy())
+        self.update_stats = dict(state["update_stats"])
         self.round_columns = _columns(self.rounds)
         self._known = set(self.round_columns)
         if self.out_dir is not None:
@@ -250,6 +420,7 @@ class Recorder:
             self._open("evals", EVAL_COLUMNS, self.evals)
             if self.arrays is not None:
                 self.arrays.resume(int(state["device_rows"]))
+        self.updates.load_state(state["updates"])
 
     def device_table(self, sigmas: np.ndarray, extra: dict[str, np.ndarray] | None = None) -> dict[str, np.ndarray]:
         """Per-device totals: selections, transmit and computation energy, dropped uploads, the fraction
@@ -266,6 +437,7 @@ class Recorder:
         for fh, _ in self._files.values():
             fh.close()
         self._files = {}
+        self.updates.close()
         if self.out_dir is None:
             return
         import pandas as pd

@@ -1,9 +1,11 @@
 """One run of a scenario: build every part through its registry, drive the engine, record, summarise.
 
-The runner is the one place that turns a scenario into objects: the four parts
+The runner is the one place that turns a scenario into objects: the parts
 (``scenario.part(kind).from_scenario(scenario, options)``), the learner (training runs), the link
-and access scheme, availability, the recorder and the progress bar. It checkpoints every
-``run.checkpoint_every`` rounds and continues from a checkpoint.
+and access scheme, availability, the recorder and the progress bar. The round protocol picks the
+engine: the closed-form rounds of sync (wirelessfl.sim.engine) or the event engine
+(wirelessfl.sim.events). It checkpoints every ``run.checkpoint_every`` aggregations and continues
+from a checkpoint.
 """
 from __future__ import annotations
 
@@ -21,6 +23,7 @@ from ..devices import WorkScaledCompute, build_availability
 from ..wireless import Link, build_channel, make_access, sigma_profile
 from .checkpoint import CHECKPOINT_NAME, ResumeError, save_checkpoint
 from .engine import STREAMS, Engine, EvalRule, Parts, RoundRecord, StopRule
+from .events import EventEngine
 from .progress import ProgressBar
 from .records import Recorder
 from .summary import summarise
@@ -87,19 +90,27 @@ class Run:
                                          step_time_s=dc.step_time_s, factor=self.algorithm.compute_factor)
         availability, self.excluded = self._availability()
         link = Link(scenario.link)
+        self.protocol = scenario.part("protocol").from_scenario(scenario, scenario.options("protocol"))
         parts = Parts(channel=self.channel, compute=self.compute, scheduler=self.scheduler, algorithm=self.algorithm,
                       access=make_access(scenario.link, link), num_devices=n,
                       upload_bits=self.bits * self.algorithm.upload_vectors,
                       downlink_s=link.downlink_time_s(self.bits * self.algorithm.broadcast_vectors),
                       availability=availability, round_deadline_s=rc.round_deadline_s, idle_round_s=rc.idle_round_s)
-        self.recorder = Recorder(n, run_dir, keep_device_arrays=rc.record_devices)
+        # per-device arrays are per round decision: the dispatch protocols have none
+        decisions = not self.protocol.event_driven or self.protocol.round_based
+        self.recorder = Recorder(n, run_dir, keep_device_arrays=rc.record_devices and decisions)
         self.resumed = False
         self.bar = ProgressBar(scenario, enabled=progress)
-        self.engine = Engine(parts, streams={name: rngs.stream(scenario.seed, name) for name in STREAMS},
-                             stop=StopRule(rc.rounds, rc.time_budget_s, rc.target_accuracy, rc.stop_at_target),
-                             evaluate=EvalRule(rc.eval_every_rounds, rc.eval_every_s, rc.eval_at_start),
-                             learner=self.learner,
-                             on_round=self._on_round, on_eval=self._on_eval, after_round=self._after_round)
+        common = dict(streams={name: rngs.stream(scenario.seed, name) for name in STREAMS},
+                      stop=StopRule(rc.rounds, rc.time_budget_s, rc.target_accuracy, rc.stop_at_target),
+                      evaluate=EvalRule(rc.eval_every_rounds, rc.eval_every_s, rc.eval_at_start),
+                      learner=self.learner, on_round=self._on_round, on_eval=self._on_eval,
+                      after_round=self._after_round)
+        if self.protocol.event_driven:
+            self.engine = EventEngine(parts, self.protocol, availability_period_s=dc.availability_period_s,
+                                      on_update=self.recorder.on_update, **common)
+        else:
+            self.engine = Engine(parts, **common)
 
     def _availability(self):
         """The availability model, with the devices that never take part removed (spec 003)."""
@@ -131,7 +142,7 @@ class Run:
         self.recorder.on_eval(row)
         self.bar.accuracy(row["accuracy"])
 
-    def _after_round(self, engine: Engine) -> None:
+    def _after_round(self, engine) -> None:
         every = self.scenario.run.checkpoint_every
         if every and self.run_dir is not None and engine.rounds_done % every == 0:
             save_checkpoint(self.run_dir / CHECKPOINT_NAME, self.state_dict())
@@ -210,7 +221,8 @@ class Run:
         extra = ({"distance_m": self.channel.path_loss.distances_m, "mean_gain": self.channel.mean_gain()}
                  if sc.channel.path_loss else None)
         devices = rec.device_table(sigma_profile(sc.channel, sc.devices.count), extra)
-        summary = summarise(sc, rec.rounds, rec.evals, devices, wall_time_s=wall_time_s, model_bits=self.bits)
+        summary = summarise(sc, rec.rounds, rec.evals, devices, wall_time_s=wall_time_s, model_bits=self.bits,
+                            updates=rec.update_stats, sim_time_s=self.engine.now)
         summary.update(status=status, error=error)
         # incomplete participation (spec 003): who could never take part, and the capacity
         # omega = share of devices that ever took part

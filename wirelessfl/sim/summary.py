@@ -7,21 +7,34 @@ import numpy as np
 
 
 def summarise(scenario, rounds: list[dict], evals: list[dict], devices: dict,
-              *, wall_time_s: float, model_bits: int) -> dict:
-    """Headline numbers of a run."""
+              *, wall_time_s: float, model_bits: int, updates: dict | None = None,
+              sim_time_s: float | None = None) -> dict:
+    """Headline numbers of a run. ``updates``: the recorder's counts over updates.csv (uploads,
+    applied, staleness_sum, airtime_s); ``sim_time_s``: where the clock stopped."""
     from ..config import to_dict
 
     options = to_dict(scenario).get("scheduler", {}).get("options", {})
     target = scenario.run.target_accuracy
     hit = next((e for e in evals if target is not None and e["accuracy"] >= target), None)
     n_rounds = len(rounds)
+    updates = updates or {}
+    applied = updates.get("applied", 0)
+    end_s = float(rounds[-1]["t_end"]) if rounds else 0.0
+    if sim_time_s is not None:
+        end_s = max(end_s, float(sim_time_s))
     return {
         "name": scenario.name, "seed": scenario.seed, "scheduler": scenario.scheduler.name,
         "algorithm": scenario.learning.algorithm, "access": scenario.link.access,
+        "protocol": scenario.protocol.name,
         # draws per round, for schedulers that have them
         "m": options.get("m"), "scheduler_options": options,
         "num_devices": scenario.devices.count, "model_bits": model_bits,
-        "rounds": n_rounds, "sim_time_s": float(rounds[-1]["t_end"]) if rounds else 0.0,
+        "rounds": n_rounds, "sim_time_s": end_s,
+        # one row of rounds.csv per aggregation (server version), under every protocol
+        "aggregations": n_rounds, "uploads": int(updates.get("uploads", 0)), "updates_applied": int(applied),
+        "mean_staleness": updates.get("staleness_sum", 0) / applied if applied else math.nan,
+        # share of the simulated time the uplink carried model uploads (FDMA: summed over devices)
+        "uplink_utilisation": updates.get("airtime_s", 0.0) / end_s if end_s > 0 else math.nan,
         "final_accuracy": evals[-1]["accuracy"] if evals else math.nan,
         "best_accuracy": max((e["accuracy"] for e in evals), default=math.nan),
         "final_dissimilarity": evals[-1].get("dissimilarity", math.nan) if evals else math.nan,

@@ -1,0 +1,49 @@
+"""The simulated clock: a SimPy environment that can also wake a process at an absolute time.
+
+``env.timeout(d)`` lands at ``now + d``, which is not always the time a model computed (``start +
+airtime``, say) to the last bit. Both engines wait with ``Clock.at(t)`` instead, so that a round's
+end is the same float however it was reached, and a run resumed from a checkpoint lands every
+pending event at exactly the time the uninterrupted run did.
+
+Ties: SimPy orders events of equal time by priority, then by the order they were scheduled. The
+event engine gives each of its events a priority of its own (``priority``: a rank and the update's
+dispatch number), so events at one instant happen in an order that a resumed run can rebuild, and
+every event SimPy makes itself at that instant (URGENT, NORMAL: resource grants, store hand-overs,
+process starts) happens first.
+"""
+from __future__ import annotations
+
+from heapq import heappush
+
+import simpy
+from simpy.core import NORMAL
+
+__all__ = ["CHECKPOINT", "Clock", "RANK_AVAILABILITY", "RANK_DEVICE", "RANK_STOP", "RANK_TIMER", "priority"]
+
+CHECKPOINT = 2
+"""Priority of the moment a checkpoint is taken: after SimPy's own events at that instant (nothing
+half-done), before any of the engine's."""
+RANK_DEVICE, RANK_TIMER, RANK_AVAILABILITY, RANK_STOP = range(4)
+"""At one instant: devices' events (by dispatch number), then the protocol's timers (a deadline
+after the uploads that end exactly then), then availability changes, then the end of the run."""
+_SPAN = 2 ** 62
+
+
+def priority(rank: int, seq: int = 0) -> int:
+    """The heap priority of an engine event: above SimPy's own (0, 1) and the checkpoint (2)."""
+    return 3 + rank * _SPAN + seq
+
+
+class Clock(simpy.Environment):
+    """A SimPy environment with :meth:`at`."""
+
+    def at(self, time: float, prio: int = NORMAL) -> simpy.Event:
+        """An event that fires at exactly ``time`` (>= now) with heap priority ``prio``."""
+        if time < self._now:
+            raise ValueError(f"cannot schedule an event at {time!r}, before now ({self._now!r})")
+        event = simpy.Event(self)
+        event._ok = True  # a Timeout's state: triggered, value None
+        event._value = None
+        # the environment's own queue, as Environment.schedule fills it, at time rather than now + delay
+        heappush(self._queue, (time, prio, next(self._eid), event))
+        return event

@@ -1,0 +1,360 @@
+"""Round protocols: when the server aggregates. A part, named by ``protocol.name``, like the scheduler.
+
+- ``sync`` (the default): rounds in closed form (wirelessfl.sim.engine). Every selected device starts
+  at the round's start; the round ends when every upload is in, or at ``run.round_deadline_s``.
+- ``semi_sync``: rounds on the event engine. The scheduler decides as under sync and the devices it
+  draws (m draws, the distinct ones) are dispatched; the server aggregates as soon as ``first_k`` of
+  their uploads are in (default all), or at the deadline. Uploads still under way are not thrown
+  away: with ``late = "carry"`` they go on contending for the uplink and are applied in a later
+  aggregation with their staleness; ``late = "drop"`` stops them.
+- ``fedbuff`` (Nguyen et al. 2022): at most ``concurrency`` devices train at any time; each finished
+  device uploads over the shared uplink; after ``buffer`` (K) updates the server applies
+  ``server_lr x (1 / K) sum_i s(tau_i) delta_i``; every slot that frees starts a device the
+  scheduler's ``dispatch`` rule picks.
+- ``fedasync`` (Xie et al. 2019): every arrival is mixed in at once,
+  x <- (1 - a) x + a y with a = alpha s(tau) and y the device's model.
+
+Staleness tau of an update = the server version it is applied to minus the version it started
+from (versions count aggregations from 0). The staleness function s is shared:
+``constant`` (1), ``polynomial`` ((1 + tau)^-a: FedBuff's 1 / sqrt(1 + tau) at a = 1/2) or ``hinge``
+(1 for tau <= b, else 1 / (a (tau - b) + 1)). Updates staler than ``max_staleness`` are dropped
+(outcome "stale").
+
+A protocol of your own fits :class:`RoundProtocol`: the event engine (wirelessfl.sim.events)
+calls ``start`` once, ``on_arrival`` for every update that reaches the server, ``on_lost`` for one
+whose device went offline, ``on_timer`` for a timer it armed, and ``on_round`` when a round it
+began has dispatched its devices; it acts through the engine's methods (``dispatch``, ``apply``,
+``discard``, ``timer``, ``begin_round``, ``end_round``; see docs/extending.md).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, ClassVar, Protocol
+
+import numpy as np
+
+from ..fields import ConfigError, option
+from ..plugins import Registry
+
+__all__ = ["FedAsync", "FedBuff", "PROTOCOLS", "RoundProtocol", "STALENESS", "SemiSync", "Sync", "staleness_weight"]
+
+STALENESS = ("constant", "polynomial", "hinge")
+
+
+def staleness_weight(kind: str, staleness, a: float, b: float) -> np.ndarray:
+    """s(tau) of each staleness: constant 1, polynomial (1 + tau)^-a, hinge 1 for tau <= b else
+    1 / (a (tau - b) + 1)."""
+    tau = np.asarray(staleness, dtype=float)
+    if kind == "constant":
+        return np.ones_like(tau)
+    if kind == "polynomial":
+        return (1.0 + tau) ** -a
+    if kind == "hinge":
+        return np.where(tau <= b, 1.0, 1.0 / (a * (tau - b) + 1.0))
+    raise ValueError(f"staleness = {kind!r}: must be one of {', '.join(STALENESS)}")
+
+
+class RoundProtocol(Protocol):
+    """When the server aggregates. Required: ``from_scenario``; an event protocol also overrides
+    ``start`` and ``on_arrival`` (subclass this protocol to inherit the rest).
+
+    Class attributes: ``event_driven`` (False only for the closed-form sync rounds), ``round_based``
+    (the scheduler decides per round, through ``begin_round``; otherwise devices are started one
+    free slot at a time through the scheduler's ``dispatch``), ``per_aggregation`` (updates an
+    aggregation applies, as the dispatch rule's power budget assumes).
+    """
+
+    Options: ClassVar[type | None] = None
+    """A dataclass of the protocol's own options, or None (options handed over as a dict)."""
+    event_driven: ClassVar[bool] = True
+    round_based: ClassVar[bool] = False
+    per_aggregation: float = 1.0
+
+    @classmethod
+    def from_scenario(cls, scenario, options) -> "RoundProtocol":
+        """Build the protocol for a run of ``scenario`` with its options."""
+        ...
+
+    @classmethod
+    def check(cls, scenario, options) -> None:
+        """Raise ConfigError if the scenario cannot run with this protocol."""
+
+    @classmethod
+    def stale_updates(cls, options) -> bool:
+        """Whether runs apply updates computed from an older model (the algorithm must then be
+        able to: ``Algorithm.asynchronous``)."""
+        return cls.event_driven and not cls.round_based
+
+    def start(self, server) -> None:
+        """The run begins (not called again when it resumes from a checkpoint)."""
+
+    def on_arrival(self, server, update) -> None:
+        """``update`` reached the server (``update.device``, ``.version``: the version it started
+        from, ``.round``); apply it (``server.apply``), keep it, or drop it (``server.discard``)."""
+
+    def on_lost(self, server, update) -> None:
+        """``update``'s device went offline before its upload was in (recorded already)."""
+
+    def on_timer(self, server, name: str) -> None:
+        """A timer armed with ``server.timer(name, at)`` fired."""
+
+    def on_round(self, server, round_) -> None:
+        """A round begun with ``server.begin_round()`` dispatched its devices (``round_.updates``)."""
+
+    def state_dict(self) -> dict[str, Any]:
+        """What the protocol holds between events (updates may appear in it: the engine stores
+        them), for checkpoints."""
+        return {}
+
+    def load_state(self, state: dict[str, Any]) -> None:
+        """Restore what ``state_dict`` returned."""
+
+
+def _require_stale_updates(scenario, name: str) -> None:
+    """ConfigError unless the scenario's algorithm can apply updates computed from older models."""
+    algorithm = scenario.part("algorithm")
+    if not getattr(algorithm, "asynchronous", False):
+        raise ConfigError(f"learning.algorithm = {scenario.learning.algorithm!r}: cannot apply updates computed "
+                          f"from an older model, which protocol.name = {name!r} does; use fedavg (or another "
+                          "algorithm that sets asynchronous = True), or protocol.name = 'sync'")
+
+
+def _require_dispatch(scenario, name: str) -> None:
+    from ..scheduling.base import has_dispatch
+
+    if not has_dispatch(scenario.part("scheduler")):
+        raise ConfigError(f"scheduler.name = {scenario.scheduler.name!r}: has no dispatch rule, which "
+                          f"protocol.name = {name!r} needs to start a device whenever a slot frees; use 'uniform' or "
+                          "'lyapunov', or protocol.name = 'sync' or 'semi_sync'")
+
+
+def _require_concurrency(scenario, concurrency: int) -> None:
+    n = scenario.devices.count
+    if concurrency > n:
+        raise ConfigError(f"protocol.concurrency = {concurrency}: at most devices.count = {n} devices can be "
+                          "in flight at once")
+
+
+@dataclass(frozen=True)
+class StalenessOptions:
+    """The staleness function and the oldest update applied (shared by the event protocols)."""
+
+    staleness: str = option("polynomial", choices=STALENESS, doc="s(tau): constant 1, polynomial (1 + tau)^-a, "
+                            "hinge 1 for tau <= b else 1 / (a (tau - b) + 1)")
+    staleness_a: float = option(0.5, ge=0, doc="a of the staleness function (0.5: FedBuff's 1 / sqrt(1 + tau))")
+    staleness_b: float = option(4.0, ge=0, doc="b of the hinge staleness function")
+    max_staleness: int | None = option(None, ge=0, doc="updates staler than this are dropped (outcome 'stale'); "
+                                       "default: none")
+
+    def weight(self, staleness) -> np.ndarray:
+        """s(tau) of each staleness."""
+        return staleness_weight(self.staleness, staleness, self.staleness_a, self.staleness_b)
+
+
+class Sync(RoundProtocol):
+    """Synchronous rounds, computed in closed form (wirelessfl.sim.engine)."""
+
+    event_driven = False
+
+    @classmethod
+    def from_scenario(cls, scenario, options) -> "Sync":
+        """Nothing to build: the sync engine runs the rounds."""
+        return cls()
+
+
+@dataclass(frozen=True)
+class SemiSyncOptions(StalenessOptions):
+    """Options of the semi-synchronous protocol."""
+
+    first_k: int | None = option(None, ge=1, doc="aggregate when this many of the round's uploads are in "
+                                 "(default: all of them, or at run.round_deadline_s)")
+    late: str = option("carry", choices=("carry", "drop"), doc="uploads still under way at the aggregation: "
+                       "carry (applied in a later aggregation with their staleness) or drop (stopped)")
+
+
+class SemiSync(RoundProtocol):
+    """First k of the round's uploads, then aggregate; late uploads carried over or dropped.
+
+    A carried update is applied after its aggregation's own updates, with weight s(tau) / m_r
+    (m_r: the distinct devices of its round), times the algorithm's server step size.
+    """
+
+    round_based = True
+    Options = SemiSyncOptions
+
+    def __init__(self, options: SemiSyncOptions, deadline_s: float | None):
+        self.options, self.deadline_s = options, deadline_s
+        self.current = None   # the round under way
+        self.on_time: list = []
+        self.carried: list = []
+
+    @classmethod
+    def from_scenario(cls, scenario, options: SemiSyncOptions) -> "SemiSync":
+        """first_k, late, the staleness function and run.round_deadline_s."""
+        return cls(options, scenario.run.round_deadline_s)
+
+    @classmethod
+    def stale_updates(cls, options: SemiSyncOptions) -> bool:
+        """Carried uploads are applied to a newer model."""
+        return options.late == "carry"
+
+    @classmethod
+    def check(cls, scenario, options: SemiSyncOptions) -> None:
+        """Carrying late uploads needs an algorithm that can apply stale updates."""
+        if options.late == "carry":
+            _require_stale_updates(scenario, "semi_sync")
+
+    def start(self, server) -> None:
+        server.begin_round()
+
+    def on_round(self, server, round_) -> None:
+        self.current = round_
+        if not round_.updates:  # nobody to wait for (the engine let the empty round take its time)
+            self._close(server)
+        elif self.deadline_s is not None:
+            # as under sync: measured from the round's start, but not before the computations begin
+            server.timer("deadline", max(round_.t_start + self.deadline_s, round_.compute_start_s))
+
+    def on_arrival(self, server, update) -> None:
+        if self.current is not None and update.round == self.current.index:
+            self.on_time.append(update)
+            need = len(self.current.updates) if self.options.first_k is None \
+                else min(self.options.first_k, len(self.current.updates))
+            if len(self.on_time) >= need:
+                self._close(server)
+        elif self.options.max_staleness is not None and server.version - update.version > self.options.max_staleness:
+            server.discard(update, "stale")
+        else:  # late, and carried (dropped uploads were stopped at their round's end)
+            self.carried.append(update)
+
+    def on_timer(self, server, name: str) -> None:
+        if name == "deadline":
+            self._close(server)
+
+    def _close(self, server) -> None:
+        server.cancel_timer("deadline")
+        round_, on_time, carried = self.current, self.on_time, self.carried
+        self.current, self.on_time, self.carried = None, [], []
+        late = [u for u in round_.updates if u.in_flight]
+        if late and self.options.late == "drop":
+            server.cancel(late, "late_dropped")
+        staleness = np.array([server.version - u.version for u in carried], dtype=float)
+        weights = self.options.weight(staleness) * np.array([u.share for u in carried])
+        server.end_round(round_, on_time, carried, weights)
+        server.begin_round()
+
+    def state_dict(self) -> dict:
+        return {"current": self.current, "on_time": list(self.on_time), "carried": list(self.carried)}
+
+    def load_state(self, state: dict) -> None:
+        self.current, self.on_time, self.carried = state["current"], list(state["on_time"]), list(state["carried"])
+
+
+@dataclass(frozen=True)
+class FedBuffOptions(StalenessOptions):
+    """Options of FedBuff."""
+
+    concurrency: int = option(10, ge=1, doc="devices training at any time")
+    buffer: int = option(10, ge=1, doc="K: updates per aggregation")
+    server_lr: float = option(1.0, gt=0, doc="server step size on the buffer's staleness-weighted mean")
+
+
+class FedBuff(RoundProtocol):
+    """Buffered asynchronous aggregation: x <- x + server_lr (1 / K) sum_i s(tau_i) delta_i."""
+
+    Options = FedBuffOptions
+
+    def __init__(self, options: FedBuffOptions):
+        self.options = options
+        self.per_aggregation = float(options.buffer)
+        self.buffer: list = []
+
+    @classmethod
+    def from_scenario(cls, scenario, options: FedBuffOptions) -> "FedBuff":
+        """Concurrency, buffer size, server step size and the staleness function."""
+        return cls(options)
+
+    @classmethod
+    def check(cls, scenario, options: FedBuffOptions) -> None:
+        """Stale updates, a dispatch rule and no more devices in flight than there are."""
+        _require_stale_updates(scenario, "fedbuff")
+        _require_dispatch(scenario, "fedbuff")
+        _require_concurrency(scenario, options.concurrency)
+
+    def start(self, server) -> None:
+        server.dispatch(self.options.concurrency)
+
+    def on_arrival(self, server, update) -> None:
+        o = self.options
+        if o.max_staleness is not None and server.version - update.version > o.max_staleness:
+            server.discard(update, "stale")
+        else:
+            self.buffer.append(update)
+            if len(self.buffer) >= o.buffer:
+                buffer, self.buffer = self.buffer, []
+                staleness = np.array([server.version - u.version for u in buffer], dtype=float)
+                server.apply(buffer, o.server_lr * o.weight(staleness) / o.buffer)
+        server.dispatch(1)  # the slot this device held
+
+    def on_lost(self, server, update) -> None:
+        server.dispatch(1)
+
+    def state_dict(self) -> dict:
+        return {"buffer": list(self.buffer)}
+
+    def load_state(self, state: dict) -> None:
+        self.buffer = list(state["buffer"])
+
+
+@dataclass(frozen=True)
+class FedAsyncOptions(StalenessOptions):
+    """Options of FedAsync."""
+
+    concurrency: int = option(10, ge=1, doc="devices training at any time")
+    alpha: float = option(0.6, gt=0, le=1, doc="mixing weight: a = alpha s(tau)")
+
+
+class FedAsync(RoundProtocol):
+    """Every arrival mixed in at once: x <- (1 - a) x + a y, a = alpha s(tau)."""
+
+    Options = FedAsyncOptions
+    keeps_start_model = True  # the mix needs the model the device started from
+
+    def __init__(self, options: FedAsyncOptions):
+        self.options = options
+
+    @classmethod
+    def from_scenario(cls, scenario, options: FedAsyncOptions) -> "FedAsync":
+        """Concurrency, alpha and the staleness function."""
+        return cls(options)
+
+    @classmethod
+    def check(cls, scenario, options: FedAsyncOptions) -> None:
+        """Stale updates, a dispatch rule and no more devices in flight than there are."""
+        _require_stale_updates(scenario, "fedasync")
+        _require_dispatch(scenario, "fedasync")
+        _require_concurrency(scenario, options.concurrency)
+
+    def start(self, server) -> None:
+        server.dispatch(self.options.concurrency)
+
+    def on_arrival(self, server, update) -> None:
+        o = self.options
+        staleness = server.version - update.version
+        if o.max_staleness is not None and staleness > o.max_staleness:
+            server.discard(update, "stale")
+        else:
+            server.apply([update], o.alpha * o.weight([staleness]), mix=True)
+        server.dispatch(1)
+
+    def on_lost(self, server, update) -> None:
+        server.dispatch(1)
+
+
+PROTOCOLS = Registry("protocol", "wirelessfl.sim.protocols:RoundProtocol", {
+    "sync": "wirelessfl.sim.protocols:Sync",
+    "semi_sync": "wirelessfl.sim.protocols:SemiSync",
+    "fedbuff": "wirelessfl.sim.protocols:FedBuff",
+    "fedasync": "wirelessfl.sim.protocols:FedAsync",
+})
+"""Built-in round protocols by the name ``protocol.name`` gives them."""

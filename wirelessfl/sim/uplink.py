@@ -1,0 +1,152 @@
+"""The shared uplink of the event engine: how updates that are ready to upload get the band.
+
+- :class:`TdmaUplink`: one transmitter, a ``simpy.Resource`` of capacity 1. Devices go on the air in
+  the order they asked (first come, first served; ties in the order the engine's events are ordered,
+  i.e. by dispatch number) and hold the whole band for their airtime bits / (B log2(1 + g P / N0)).
+- :class:`SharedBand` (FDMA): every device that is ready transmits at once, and the band is split
+  evenly among the devices on the air *at each moment*. With k of them on the air, device i sends at
+  (B / k) log2(1 + g_i P_i k / N0) bit/s (its sub-band of B / k carries noise N0 / k); when a device
+  joins or leaves, every rate changes from that instant on and each transmission keeps the bits it
+  has left. An upload ends when its last bit is sent. This is processor sharing with rates that
+  depend on each device's SNR; a device alone on the band gets all of it.
+
+Both hand an update's phase and times back on the update itself (``tx_start_s``, ``tx_end_s``,
+``airtime_s``), so a checkpoint taken between events can rebuild the queue exactly.
+"""
+from __future__ import annotations
+
+import math
+
+import simpy
+
+from .clock import RANK_DEVICE, priority
+
+__all__ = ["ON_AIR", "QUEUED", "SharedBand", "TdmaUplink", "make_uplink"]
+
+QUEUED, ON_AIR = 3, 4
+"""Phases of an update on the uplink (see wirelessfl.sim.events for the others)."""
+_LN2 = math.log(2.0)
+
+
+class TdmaUplink:
+    """One transmitter at a time on the whole band, first come first served."""
+
+    concurrent = False
+
+    def __init__(self, engine):
+        self.engine = engine
+        self.band = simpy.Resource(engine.env, capacity=1)
+
+    def transmit(self, u):
+        """The upload of ``u`` (a SimPy generator): wait for the band, then hold it for the airtime."""
+        env = self.engine.env
+        if u.phase != ON_AIR:
+            u.phase = QUEUED
+            if u.queue_seq < 0:  # a resumed request keeps its place
+                u.queue_seq = self.engine.next_queue_seq()
+        with self.band.request() as slot:  # released (or withdrawn) however the process leaves
+            yield slot
+            if u.phase != ON_AIR:  # a resumed upload that was on the air already has its times
+                u.phase = ON_AIR
+                self.engine.start_transmission(u)
+                u.tx_end_s = u.tx_start_s + u.airtime_s
+            yield env.at(u.tx_end_s, priority(RANK_DEVICE, u.seq))
+
+    def state_dict(self) -> dict:
+        return {}
+
+    def load_state(self, state: dict) -> None:
+        pass
+
+
+class SharedBand:
+    """FDMA as processor sharing: the band split evenly among the devices on the air, re-split
+    whenever one joins or leaves (see the module docstring)."""
+
+    concurrent = True
+
+    def __init__(self, engine):
+        self.engine = engine
+        link = engine.parts.access.link
+        self.bandwidth_hz, self.noise_power = link.bandwidth_hz, link.noise_power
+        self.active: list = []  # updates on the air, in the order they joined
+        self.t_last = engine.env.now  # when bits_left was last brought up to date
+        self._generation = 0  # a wake-up of an older generation is out of date
+
+    def _rate(self, u, k: int) -> float:
+        return self.bandwidth_hz / k * math.log1p(u.gain * u.power * k / self.noise_power) / _LN2
+
+    def transmit(self, u):
+        """The upload of ``u`` (a SimPy generator): on the air at once, done when its bits are sent."""
+        env = self.engine.env
+        if u.done is None:
+            u.done = env.event()
+        if u.phase != ON_AIR:
+            u.phase = ON_AIR
+            self.engine.start_transmission(u)
+            u.bits_left = float(u.bits)
+            self._advance()
+            self.active.append(u)
+            self._reschedule()
+        try:
+            yield u.done
+        except simpy.Interrupt:
+            self._advance()
+            self.active.remove(u)
+            self._reschedule()
+            raise
+
+    def _advance(self) -> None:
+        now = self.engine.env.now
+        dt = now - self.t_last
+        if dt > 0 and self.active:
+            k = len(self.active)
+            for u in self.active:
+                u.bits_left -= self._rate(u, k) * dt
+        self.t_last = now
+
+    def _reschedule(self) -> None:
+        """Wake at the next end of an upload at the current rates."""
+        self._generation += 1
+        if not self.active:
+            return
+        k = len(self.active)
+        best, when = None, math.inf
+        for u in self.active:
+            rate = self._rate(u, k)
+            end = self.t_last + max(u.bits_left, 0.0) / rate if rate > 0 else math.inf
+            if end < when:
+                best, when = u, end
+        if best is None:
+            return
+        env = self.engine.env
+        event = env.at(max(when, env.now), priority(RANK_DEVICE, best.seq))
+        generation = self._generation
+        event.callbacks.append(lambda _: self._finish(best, generation))
+
+    def _finish(self, u, generation: int) -> None:
+        if generation != self._generation:
+            return
+        self._advance()
+        self.active.remove(u)
+        u.bits_left = 0.0
+        u.tx_end_s = self.engine.env.now
+        u.airtime_s = u.tx_end_s - u.tx_start_s
+        u.done.succeed()
+        self._reschedule()
+
+    def state_dict(self) -> dict:
+        """The order of the uploads on the air and when their bits were last counted."""
+        return {"active": [u.seq for u in self.active], "t_last": self.t_last}
+
+    def load_state(self, state: dict) -> None:
+        """Restore the uploads on the air (after the engine restored the updates)."""
+        flying = self.engine.flying
+        self.active = [flying[seq] for seq in state["active"]]
+        self.t_last = float(state["t_last"])
+        self._reschedule()
+
+
+def make_uplink(engine):
+    """The event engine's uplink for the scenario's access scheme."""
+    return SharedBand(engine) if engine.parts.access.concurrent else TdmaUplink(engine)
