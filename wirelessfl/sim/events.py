@@ -432,8 +432,10 @@ class EventEngine:
             u.phase = FINISHED
         if not outcome in ("applied", "stale") and u.tx_end_s != u.tx_end_s:
             u.lost_s = t
-        end = u.tx_end_s if u.tx_end_s == u.tx_end_s else t
-        u.energy_j = u.power * (end - u.tx_start_s) if u.tx_start_s == u.tx_start_s else 0.0
+        if u.tx_end_s == u.tx_end_s:  # the whole upload: P x airtime
+            u.energy_j = u.power * u.airtime_s
+        else:  # on the air until now, or never
+            u.energy_j = u.power * (t - u.tx_start_s) if u.tx_start_s == u.tx_start_s else 0.0
         if t >= u.compute_end_s or not u.compute_s > 0:
             u.compute_energy_j = u.compute_energy_full_j
         else:

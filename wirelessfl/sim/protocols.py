@@ -220,12 +220,19 @@ class SemiSync(RoundProtocol):
             self.on_time.append(update)
             need = len(self.current.updates) if self.options.first_k is None \
                 else min(self.options.first_k, len(self.current.updates))
-            if len(self.on_time) >= need:
+            if len(self.on_time) >= need or self._nobody_left():
                 self._close(server)
         elif self.options.max_staleness is not None and server.version - update.version > self.options.max_staleness:
             server.discard(update, "stale")
         else:  # late, and carried (dropped uploads were stopped at their round's end)
             self.carried.append(update)
+
+    def on_lost(self, server, update) -> None:
+        if self.current is not None and update.round == self.current.index and self._nobody_left():
+            self._close(server)  # the round's other devices went offline: nothing more to wait for
+
+    def _nobody_left(self) -> bool:
+        return not any(u.in_flight for u in self.current.updates)
 
     def on_timer(self, server, name: str) -> None:
         if name == "deadline":

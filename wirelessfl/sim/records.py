@@ -275,8 +275,9 @@ class Recorder:
                 self.compute_energy_j[sel] += comp_energy
             if lost is not None:
                 self.dropped[lost] += 1
-            self.expected_power_sum += d.power * d.q
             self._round_updates(rec)
+        if rec.q is None:  # a round decision: its expected power P q (dispatched updates count their own)
+            self.expected_power_sum += d.power * d.q
         if self.arrays is not None:
             self.arrays.append({"gains": rec.gains, "omega": d.omega, "q": d.q, "power": d.power, "queue": d.queue,
                                 "available": np.ones(self.num_devices) if available is None else available})
@@ -311,7 +312,8 @@ class Recorder:
         self.selections[n] += 1
         self.energy_j[n] += u.energy_j
         self.compute_energy_j[n] += u.compute_energy_j
-        self.expected_power_sum[n] += u.power
+        if u.q != u.q:  # dispatched, not drawn: its power per aggregation (drawn ones: the round's P q)
+            self.expected_power_sum[n] += u.power
         stats = self.update_stats
         stats["uploads"] += 1
         if u.tx_start_s == u.tx_start_s:
