@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from ..config import option
 from ..fields import require_memory
 from .base import Decision, Dispatch, DispatchState, RoundState, Scheduler, inclusion_probability
+from .dispatch import DispatchQueues
 from .power import POWER_RULES, check_gains, powers
 from .selection import SELECTION_METHODS, _solve_selection
 
@@ -113,6 +114,8 @@ class LyapunovOptions:
     lam: float = option(100.0, ge=0, doc="weight of airtime against 1/q in the objective")
     power_rule: str = option("exact", choices=POWER_RULES, doc="exact: the minimiser; paper: the printed rule")
     solver: str = option("exact", choices=SELECTION_METHODS, doc="exact KKT solver or pymanopt on the simplex")
+    age_weight: float = option(1.0, ge=0, doc="event protocols' dispatch: weight mu of a device's age (aggregations "
+                               "since the model last had its data) against its airtime and power (docs/dispatch.md)")
 
 
 class UniformScheduler(Scheduler):
@@ -192,7 +195,7 @@ class LyapunovScheduler(Scheduler):
     """
 
     def __init__(self, num_devices: int, m: int, V: float, lam: float, p_bar, p_max,
-                 power_rule: str = "exact", solver: str = "exact"):
+                 power_rule: str = "exact", solver: str = "exact", age_weight: float = 1.0):
         self.num_devices = int(num_devices)
         if self.num_devices < 1:
             raise ValueError(f"num_devices must be >= 1, got {num_devices!r}")
@@ -212,6 +215,8 @@ class LyapunovScheduler(Scheduler):
         self.power_rule = power_rule
         self.solver = solver
         self.queue = np.zeros(self.num_devices)
+        self.age_weight = float(age_weight)
+        self.dispatch_queues = DispatchQueues(self.p_bar)
 
     Options = LyapunovOptions
 
@@ -225,7 +230,7 @@ class LyapunovScheduler(Scheduler):
         """The scheduler of spec 002 at the scenario's power budget, queues empty."""
         link = scenario.link
         return cls(scenario.devices.count, options.m, options.V, options.lam, link.p_bar, link.p_max,
-                   power_rule=options.power_rule, solver=options.solver)
+                   power_rule=options.power_rule, solver=options.solver, age_weight=options.age_weight)
 
     def reset(self) -> None:
         """Empty every virtual queue (start of a new run)."""
@@ -241,12 +246,24 @@ class LyapunovScheduler(Scheduler):
         return queue.copy()
 
     def state_dict(self) -> dict:
-        """The virtual queues."""
-        return {"queue": self.queue.copy()}
+        """The virtual queues (and the dispatch rule's power use in the current slot)."""
+        return {"queue": self.queue.copy(), "dispatch": self.dispatch_queues.state_dict()}
 
     def load_state(self, state: dict) -> None:
         """Restore the virtual queues."""
         self.queue = np.asarray(state["queue"], dtype=float).copy()
+        if "dispatch" in state:
+            self.dispatch_queues.load_state(state["dispatch"])
+
+    def dispatch(self, state: DispatchState) -> Dispatch:
+        """Event protocols: the ``state.slots`` idle, available devices of least drift-plus-penalty
+        cost V lam airtime + Z P - V mu age at their optimal power, with the queues updated once per
+        aggregation by the power each device's uploads of that slot use (docs/dispatch.md)."""
+        self.queue = self.dispatch_queues.advance(self.queue, state.version)
+        devices, power, info = self.dispatch_queues.choose(state, self.queue, self.p_max, V=self.V, lam=self.lam,
+                                                           mu=self.age_weight, rule=self.power_rule)
+        info["queue_mean"] = float(self.queue.mean())
+        return Dispatch(devices, power, info)
 
     def costs(self, state: RoundState, queue: np.ndarray, power: np.ndarray) -> np.ndarray:
         """b_n = V lam l / (B log2(1 + g P / N0)) + Z P; +inf for a device that cannot send."""

@@ -245,7 +245,8 @@ class Recorder:
             # sum / size: np.mean's value at a fraction of its cost
             "power_mean": float(power.sum() / len(sel)) if len(sel) else 0.0,
             "q_selected": _floats(d.q[sel]) if rec.q is None else _floats(rec.q),
-            "queue_mean": float(d.queue.sum() / d.queue.size) if d.queue.size else 0.0,
+            # no round decision (dispatch protocols): the dispatch rule's queues, if it keeps any
+            "queue_mean": float(d.queue.sum() / d.queue.size) if d.queue.size else d.info.get("queue_mean", 0.0),
             "objective": d.info.get("objective", math.nan),
         }
         comp_energy = rec.compute_energy_j
@@ -264,7 +265,7 @@ class Recorder:
                    num_updates=applied,
                    staleness_mean=float(staleness.mean()) if staleness is not None and len(staleness) else 0.0,
                    staleness_max=int(staleness.max()) if staleness is not None and len(staleness) else 0)
-        row.update(_numbers(d.info, "scheduler", skip=("objective",)))
+        row.update(_numbers(d.info, "scheduler", skip=("objective", "queue_mean")))
         row.update(_numbers(rec.metrics, "algorithm"))
         self.rounds.append(row)
         self.available_rounds += 1 if available is None else available

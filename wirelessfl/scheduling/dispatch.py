@@ -1,0 +1,83 @@
+"""Channel- and age-aware drift-plus-penalty dispatch for the event protocols (docs/dispatch.md).
+
+Slots are aggregations: device n's power use in the slot that ends at an aggregation is e_n, the
+sum of the transmit powers of its uploads started in that slot (the event counterpart of the round
+rule's P_n q_n), with the budget (1/T) sum_t e_n(t) <= Pbar_n. Its virtual queue is
+
+    Z_n <- max(Z_n + e_n - Pbar_n, 0)    at every aggregation.
+
+When s slots free, the rule starts the s idle, available devices with the smallest
+
+    J_n = min_{0 <= P <= Pmax} [ V lam l / (B log2(1 + g_n P / N0)) + Z_n P ]  -  V mu A_n,
+
+where g_n is the device's mean gain (the fading of the upload is drawn when it starts), the
+first term is the airtime its upload will hold the shared uplink, priced as the round rule prices
+it and minimised by the same Lambert-W power (wirelessfl.scheduling.power), and A_n = version -
+last_applied_n is the number of aggregations the model has gone without the device's data (its
+age). Ties go to the lower device index. mu = 0 is channel-aware dispatch alone.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from .base import DispatchState
+from .power import powers
+
+_LN2 = math.log(2.0)
+
+__all__ = ["DispatchQueues", "dispatch_costs"]
+
+
+def dispatch_costs(state: DispatchState, queue: np.ndarray, p_max: np.ndarray, *, V: float, lam: float,
+                   mu: float, rule: str = "exact") -> tuple[np.ndarray, np.ndarray]:
+    """(J_n, P_n) of every device (J = +inf where it cannot be started or cannot send)."""
+    gains = state.mean_gains
+    power = powers(gains, queue, p_max, V=V, lam=lam, model_bits=state.model_bits,
+                   bandwidth_hz=state.bandwidth_hz, noise_power=state.noise_power, rule=rule)
+    rate = np.log1p(gains * (power / state.noise_power))
+    c = V * lam * state.model_bits / state.bandwidth_hz * _LN2
+    with np.errstate(divide="ignore", over="ignore", invalid="ignore"):
+        airtime = np.where(rate > 0, c / rate if c else 0.0, np.inf)
+    cost = airtime + queue * power - V * mu * (state.version - state.last_applied)
+    eligible = ~state.busy if state.available is None else state.available & ~state.busy
+    return np.where(eligible, cost, np.inf), power
+
+
+class DispatchQueues:
+    """The power queues of the dispatch rule and the power spent in the current slot."""
+
+    def __init__(self, p_bar: np.ndarray):
+        self.p_bar = np.asarray(p_bar, dtype=float)
+        self.spent = np.zeros(self.p_bar.size)
+        self.version = 0
+
+    def advance(self, queue: np.ndarray, version: int) -> np.ndarray:
+        """The queues after the aggregations since the last call (one update per slot)."""
+        while self.version < version:
+            queue = np.maximum(queue + self.spent - self.p_bar, 0.0)
+            self.spent = np.zeros_like(self.spent)
+            self.version += 1
+        return queue
+
+    def choose(self, state: DispatchState, queue: np.ndarray, p_max: np.ndarray, *, V: float, lam: float,
+               mu: float, rule: str) -> tuple[np.ndarray, np.ndarray, dict]:
+        """(devices, powers, info) of the s = state.slots cheapest devices; their powers count
+        toward this slot's use."""
+        cost, power = dispatch_costs(state, queue, p_max, V=V, lam=lam, mu=mu, rule=rule)
+        finite = int(np.count_nonzero(np.isfinite(cost)))
+        k = min(int(state.slots), finite)
+        if k <= 0:
+            return np.empty(0, dtype=np.int64), np.empty(0), {"method": "lyapunov_dispatch", "dispatch_cost": math.nan}
+        order = np.argsort(cost, kind="stable")[:k]  # stable: ties to the lower index
+        self.spent[order] += power[order]
+        return order.astype(np.int64), power[order], {"method": "lyapunov_dispatch",
+                                                       "dispatch_cost": float(cost[order[0]])}
+
+    def state_dict(self) -> dict:
+        return {"spent": self.spent.copy(), "version": self.version}
+
+    def load_state(self, state: dict) -> None:
+        self.spent = np.asarray(state["spent"], dtype=float).copy()
+        self.version = int(state["version"])
