@@ -319,19 +319,25 @@ class EventEngine:
     def _lost(self, u: Update, outcome: str) -> None:
         if u.phase == FINISHED:
             return
-        del self.flying[u.seq]
-        self.busy[u.device] = False
-        u.phase = FINISHED
+        self._stop(u)
         self._settle(u, outcome, self.env.now)
         if outcome == "offline" and not self.stopping:
             self.protocol.on_lost(self, u)
 
+    def _stop(self, u: Update, outcome: str | None = None) -> None:
+        """``u`` stops where it is (its process is interrupted with ``outcome``, if given)."""
+        if outcome is not None:
+            u.process.interrupt(outcome)
+        del self.flying[u.seq]
+        self.busy[u.device] = False
+        u.phase = FINISHED
+
     def cancel(self, updates, outcome: str) -> None:
-        """Stop updates in flight (e.g. late uploads under late = "drop"); recorded with ``outcome``."""
+        """Stop updates in flight; recorded with ``outcome``."""
         for u in updates:
             if u.in_flight:
-                u.process.interrupt(outcome)
-                self._lost(u, outcome)
+                self._stop(u, outcome)
+                self._settle(u, outcome, self.env.now)
 
     def _tick(self, _=None) -> None:
         """An availability step: devices in flight that went offline are lost; waiting slots retried."""
@@ -430,7 +436,7 @@ class EventEngine:
         self.held.pop(u.seq, None)
         if u.phase >= ARRIVED or outcome == "applied":
             u.phase = FINISHED
-        if not outcome in ("applied", "stale") and u.tx_end_s != u.tx_end_s:
+        if outcome not in ("applied", "stale") and u.tx_end_s != u.tx_end_s:
             u.lost_s = t
         if u.tx_end_s == u.tx_end_s:  # the whole upload: P x airtime
             u.energy_j = u.power * u.airtime_s
@@ -573,12 +579,18 @@ class EventEngine:
         self._aggregated()
         self.begin_round()
 
-    def end_round(self, round_: Round, on_time: list, carried: list = (), carried_weights=()) -> None:
+    def end_round(self, round_: Round, on_time: list, carried: list = (), carried_weights=(), *,
+                  drop_late: bool = False) -> None:
         """Aggregate a round: the algorithm's round on the devices whose uploads are in
         (``on_time``), then the ``carried`` updates of earlier rounds with their weights. Devices of
-        this round still in flight keep going (their updates are computed now, from this round's
-        model). One row of rounds.csv, with the round's decision."""
+        this round still in flight are stopped (``drop_late``: outcome "late_dropped", as a sync
+        round's deadline drops them) or keep going (their updates are computed now, from this
+        round's model). One row of rounds.csv, with the round's decision."""
         p, r, now = self.parts, round_.index, self.env.now
+        dropped = {u.seq for u in round_.updates if u.in_flight} if drop_late else set()
+        for u in round_.updates:
+            if u.seq in dropped:
+                self._stop(u, "late_dropped")
         self._train_pending(exclude=on_time)  # late devices of this round: from this round's model
         selected = round_.selected
         arrived = np.isin(selected, [u.device for u in on_time])
@@ -599,10 +611,14 @@ class EventEngine:
                                                   [u.delta for u in carried], np.asarray(carried_weights, dtype=float),
                                                   staleness[len(on_time):], None)
                 metrics.update({f"carried_{k}": v for k, v in more.items()})
-        for u in sorted(on_time, key=lambda u: u.device) + carried:
-            u.version_applied = r
-            self.last_applied[u.device] = r + 1
-            self._settle(u, "applied", now)
+        fresh = {u.seq for u in on_time} | {u.seq for u in carried}
+        for u in round_.updates + carried:  # rows in the order sync writes them: the round's devices
+            if u.seq in dropped:
+                self._settle(u, "late_dropped", now)
+            elif u.seq in fresh:
+                u.version_applied = r
+                self.last_applied[u.device] = r + 1
+                self._settle(u, "applied", now)
         by_device = {u.device: u for u in round_.updates}
         ups = [by_device[n] for n in selected.tolist()]
         tx_start = np.array([u.tx_start_s for u in ups])

@@ -242,12 +242,9 @@ class SemiSync(RoundProtocol):
         server.cancel_timer("deadline")
         round_, on_time, carried = self.current, self.on_time, self.carried
         self.current, self.on_time, self.carried = None, [], []
-        late = [u for u in round_.updates if u.in_flight]
-        if late and self.options.late == "drop":
-            server.cancel(late, "late_dropped")
         staleness = np.array([server.version - u.version for u in carried], dtype=float)
         weights = self.options.weight(staleness) * np.array([u.share for u in carried])
-        server.end_round(round_, on_time, carried, weights)
+        server.end_round(round_, on_time, carried, weights, drop_late=self.options.late == "drop")
         server.begin_round()
 
     def state_dict(self) -> dict:

@@ -50,13 +50,14 @@ the updates applied (fedbuff, fedasync, in arrival order), and energy_j is their
 the aggregation; every update's own energy is in updates.csv and in the device totals."""
 UPDATE_COLUMNS = ["update", "device", "version_started", "dispatch_s", "compute_end_s", "tx_start_s", "tx_end_s",
                   "version_applied", "staleness", "outcome", "energy_j", "compute_energy_j", "airtime_s", "gain",
-                  "power"]
+                  "power", "lost_s"]
 """One row per dispatched device: ``update`` numbers the dispatches from 0; times in simulated
 seconds (empty: the phase never began); version_applied and staleness are empty unless the update
 was applied; outcome is "applied", "stale" (older than the protocol's max_staleness), "late_dropped"
 (missed the round's deadline, or its first k, under late = "drop"), "offline" (the device left while
 computing or uploading) or "in_flight" (the run ended first); energy_j is the transmit energy spent
-(P x time on the air), compute_energy_j the computation energy (the part done, when it stopped early)."""
+(P x time on the air), compute_energy_j the computation energy (the part done, when it stopped early);
+lost_s is when a device that went offline (or was stopped, or was still under way at the end) stopped."""
 OUTCOMES = ("applied", "stale", "late_dropped", "offline", "in_flight")
 EVAL_COLUMNS = ["round", "time_s", "accuracy", "test_loss", "train_loss",
                 # personalised evaluation (spec 004), empty unless run.personalised_eval is on
@@ -119,7 +120,7 @@ class UpdateLog:
 
     def write(self, update: int, device: int, version_started: int, dispatch_s: float, compute_end_s: float,
               tx_start_s: float, tx_end_s: float, version_applied: int, outcome: str, energy_j: float,
-              compute_energy_j: float, airtime_s: float, gain: float, power: float) -> None:
+              compute_energy_j: float, airtime_s: float, gain: float, power: float, lost_s: float = math.nan) -> None:
         """One update's row; version_applied < 0: not applied (no staleness)."""
         self.rows += 1
         applied = version_applied >= 0
@@ -127,13 +128,13 @@ class UpdateLog:
             self.in_memory.append((update, device, version_started, dispatch_s, compute_end_s, tx_start_s, tx_end_s,
                                    version_applied if applied else math.nan,
                                    version_applied - version_started if applied else math.nan, outcome, energy_j,
-                                   compute_energy_j, airtime_s, gain, power))
+                                   compute_energy_j, airtime_s, gain, power, lost_s))
         if self._fh is not None:
             self._fh.write(f"{update},{device},{version_started},{_cell(dispatch_s)},{_cell(compute_end_s)},"
                            f"{_cell(tx_start_s)},{_cell(tx_end_s)},"
                            + (f"{version_applied},{version_applied - version_started}," if applied else ",,")
                            + f"{outcome},{_cell(energy_j)},{_cell(compute_energy_j)},{_cell(airtime_s)},"
-                             f"{_cell(gain)},{_cell(power)}\n")
+                             f"{_cell(gain)},{_cell(power)},{_cell(lost_s)}\n")
 
     def flush(self) -> None:
         if self._fh is not None:
@@ -298,7 +299,7 @@ class Recorder:
             end = start + air if ok else math.nan
             self.updates.write(stats["uploads"], n, r, rec.t_start, ready, start, end, r if ok else -1,
                                "applied" if ok else "late_dropped", e, ce, air, float(rec.gains[n]),
-                               float(d.power[n]))
+                               float(d.power[n]), math.nan if ok else rec.t_end)
             stats["uploads"] += 1
             if ok:
                 stats["applied"] += 1
@@ -325,7 +326,8 @@ class Recorder:
         elif u.outcome != "in_flight":
             self.dropped[n] += 1
         self.updates.write(u.seq, n, u.version, u.dispatch_s, u.compute_end_s, u.tx_start_s, u.tx_end_s,
-                           u.version_applied, u.outcome, u.energy_j, u.compute_energy_j, u.airtime_s, u.gain, u.power)
+                           u.version_applied, u.outcome, u.energy_j, u.compute_energy_j, u.airtime_s, u.gain, u.power,
+                           u.lost_s)
 
     def on_eval(self, row: dict) -> None:
         self.evals.append(row)

@@ -36,13 +36,30 @@ __all__ = ["Run", "RunResult", "fairness_metrics", "personalised_eval"]
 
 @dataclass
 class RunResult:
-    """What a run produced: per-round rows, evaluation rows, per-device totals and a summary."""
+    """What a run produced: per-round (per-aggregation) rows, evaluation rows, per-device totals,
+    a summary, and ``updates``: one row per dispatched device (read from the run folder's
+    updates.csv when first asked for, or kept in memory by a run without a folder)."""
 
     rounds: pd.DataFrame
     evals: pd.DataFrame
     devices: pd.DataFrame
     summary: dict
     run_dir: Path | None = None
+    update_rows: list | None = None
+
+    @property
+    def updates(self) -> pd.DataFrame:
+        """updates.csv as a DataFrame (columns wirelessfl.sim.records.UPDATE_COLUMNS)."""
+        import pandas as pd
+
+        from .records import UPDATE_COLUMNS
+
+        if self.update_rows is not None:
+            return pd.DataFrame(self.update_rows, columns=UPDATE_COLUMNS)
+        path = self.run_dir / "updates.csv" if self.run_dir is not None else None
+        if path is None or not path.exists() or path.stat().st_size == 0:
+            return pd.DataFrame(columns=UPDATE_COLUMNS)
+        return pd.read_csv(path, keep_default_na=False, na_values=[""])
 
 
 def personalised_eval(scenario: Scenario) -> bool:
@@ -214,7 +231,7 @@ class Run:
         rec = self.recorder
         return RunResult(rounds=pd.DataFrame(rec.rounds, columns=rec.round_columns),
                          evals=pd.DataFrame(rec.evals), devices=pd.DataFrame(devices),
-                         summary=summary, run_dir=self.run_dir)
+                         summary=summary, run_dir=self.run_dir, update_rows=rec.updates.in_memory)
 
     def _close(self, wall_time_s: float, status: str, error: str | None) -> tuple[dict, dict]:
         rec, sc = self.recorder, self.scenario

@@ -49,8 +49,9 @@ class TdmaUplink:
             if u.phase != ON_AIR:  # a resumed upload that was on the air already has its times
                 u.phase = ON_AIR
                 self.engine.start_transmission(u)
-                u.tx_end_s = u.tx_start_s + u.airtime_s
-            yield env.at(u.tx_end_s, priority(RANK_DEVICE, u.seq))
+            end = u.tx_start_s + u.airtime_s
+            yield env.at(end, priority(RANK_DEVICE, u.seq))
+            u.tx_end_s = end
 
     def state_dict(self) -> dict:
         return {}
