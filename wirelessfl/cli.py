@@ -33,6 +33,14 @@ def _fmt_summary(name: str, s: dict) -> str:
     return ", ".join(parts)
 
 
+def _event_figures(runs: dict, out: Path, window=None, title=None) -> list[Path]:
+    """staleness.png and gantt.png, when a run's protocol is event-driven (or when asked)."""
+    from .experiments.plots import plot_gantt, plot_staleness
+
+    paths = [plot_staleness(runs, out, title=title), plot_gantt(runs, out, window=window, title=title)]
+    return [p for p in paths if p is not None]
+
+
 def _finish(results: dict, out: Path, title: str) -> int:
     """Print each variant's summary, draw the figures, and name the failed variants; the exit code."""
     from .experiments.plots import plot_runs, plot_timing
@@ -42,6 +50,8 @@ def _finish(results: dict, out: Path, title: str) -> int:
     done = {name: res for name, res in results.items() if not res.rounds.empty}
     training = any(not res.evals.empty for res in done.values())
     paths = plot_runs(done, out, title=title) if training else [plot_timing(done, out, title=title)] if done else []
+    if any(res.summary.get("protocol", "sync") != "sync" for res in done.values()):
+        paths += _event_figures(done, out, title=title)
     for path in paths:
         print(f"wrote {path}")
     print(f"results in {out}")
@@ -117,6 +127,10 @@ def cmd_plot(args) -> int:
         print(f"wrote {plot_round_times(runs, target)}")
         return 0
     out = Path(args.out) if args.out else Path(args.runs[0])
+    if args.events or args.window:
+        for path in _event_figures(runs, out, window=_window(args.window)):
+            print(f"wrote {path}")
+        return 0
     training = any(not run.evals.empty for run in runs.values())
     for path in plot_runs(runs, out, x=args.x or "time") if training else [plot_timing(runs, out)]:
         print(f"wrote {path}")
@@ -124,6 +138,19 @@ def cmd_plot(args) -> int:
     if energy is not None:
         print(f"wrote {energy}")
     return 0
+
+
+def _window(text: str | None) -> tuple[float, float] | None:
+    """--window START,END in simulated seconds."""
+    if text is None:
+        return None
+    try:
+        lo, hi = (float(v) for v in text.split(","))
+    except ValueError:
+        raise ConfigError(f"--window {text}: expected START,END in simulated seconds, e.g. 0,30") from None
+    if not (math.isfinite(lo) and math.isfinite(hi) and hi > lo):
+        raise ConfigError(f"--window {text}: END must be a finite number greater than START")
+    return lo, hi
 
 
 def _plot_study(args) -> int:
@@ -278,6 +305,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="sweep: log y axis or heatmap colours (default: lines get one when y spans two decades)")
     p.add_argument("--where", action="append", default=[], metavar="KEY=VALUE",
                    help="sweep: pin another parameter that varies (repeatable)")
+    p.add_argument("--events", action="store_true",
+                   help="runs: the staleness histogram and the Gantt chart of computations and uploads (updates.csv)")
+    p.add_argument("--window", metavar="START,END",
+                   help="runs: the Gantt chart's window in simulated seconds (default: until 40 uploads have ended)")
     p.add_argument("--round-times", action="store_true",
                    help="runs: simulated round times against downlink + max computation + sum of airtimes, "
                    "and the first two runs round by round (--out is then the PNG file)")

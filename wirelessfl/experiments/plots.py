@@ -212,3 +212,112 @@ def plot_round_times(runs: dict[str, RunResult], path: str | Path, title: str | 
     fig.savefig(path, dpi=120)
     plt.close(fig)
     return path
+
+
+def _updates(run: RunResult, columns: list[str]):
+    """The run's updates.csv (only ``columns``); an empty frame for runs written before it."""
+    import pandas as pd
+
+    if run.run_dir is not None and (run.run_dir / "updates.csv").exists():
+        try:
+            return pd.read_csv(run.run_dir / "updates.csv", usecols=columns)
+        except (ValueError, pd.errors.EmptyDataError):
+            return pd.DataFrame(columns=columns)
+    updates = run.updates
+    return updates[columns] if not updates.empty else pd.DataFrame(columns=columns)
+
+
+def plot_staleness(runs: dict[str, RunResult], out_dir: str | Path, title: str | None = None) -> Path | None:
+    """staleness.png: the share of applied updates at each staleness (versions between the model an
+    update started from and the one it was applied to), one set of bars per run. None: no updates."""
+    tables = {name: _updates(run, ["outcome", "staleness"]) for name, run in runs.items()}
+    tables = {name: t[t["outcome"] == "applied"] for name, t in tables.items() if not t.empty}
+    if not tables:
+        return None
+    top = int(max(t["staleness"].max() for t in tables.values() if len(t)) if any(len(t) for t in tables.values())
+              else 0)
+    shown = min(top, 40)
+    fig, ax = plt.subplots(figsize=(7.5, 4.2))
+    width = 0.8 / len(tables)
+    for k, (name, t) in enumerate(tables.items()):
+        s = t["staleness"].to_numpy(int)
+        share = np.bincount(np.minimum(s, shown), minlength=shown + 1) / max(s.size, 1)
+        label = f"{name} (mean {s.mean():.2f})" if s.size else name
+        ax.bar(np.arange(shown + 1) + (k - (len(tables) - 1) / 2) * width, share, width=width, label=label,
+               color=f"C{k}")
+    ax.set_xlabel("staleness of an applied update (versions)" + (f"; {shown} = {shown} or more" if top > shown else ""))
+    ax.set_ylabel("share of applied updates")
+    ax.grid(alpha=0.3, axis="y")
+    ax.legend(fontsize=8)
+    if title:
+        ax.set_title(title)
+    fig.tight_layout()
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    path = out_dir / "staleness.png"
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path
+
+
+GANTT_COLUMNS = ["device", "dispatch_s", "compute_end_s", "tx_start_s", "tx_end_s", "outcome", "lost_s"]
+
+
+def gantt_window(updates, uploads: int = 40) -> tuple[float, float]:
+    """The default window of the Gantt chart: from 0 until about ``uploads`` uploads have ended."""
+    ends = np.sort(updates["tx_end_s"].dropna().to_numpy(float))
+    return 0.0, float(ends[min(uploads, ends.size) - 1]) if ends.size else 1.0
+
+
+def plot_gantt(runs: dict[str, RunResult], out_dir: str | Path, window: tuple[float, float] | None = None,
+               title: str | None = None) -> Path | None:
+    """gantt.png: the event model as a picture, one panel per run. Each device is a row: its
+    download and computation (blue), its wait for the uplink (thin grey), its upload (orange; red when
+    it was lost or dropped), and the aggregations as vertical lines, over ``window`` (seconds;
+    default: until 40 uploads of the first run have ended). None: no run has updates."""
+    tables = {name: _updates(run, GANTT_COLUMNS) for name, run in runs.items()}
+    tables = {name: t for name, t in tables.items() if not t.empty}
+    if not tables:
+        return None
+    lo, hi = window if window is not None else gantt_window(next(iter(tables.values())))
+    fig, axes = plt.subplots(len(tables), 1, figsize=(11, 2.2 + 2.6 * len(tables)), sharex=True, squeeze=False)
+    for ax, (name, t) in zip(axes[:, 0], tables.items()):
+        end = t["tx_end_s"].fillna(t["lost_s"]).fillna(hi)
+        t = t[(t["dispatch_s"] <= hi) & (end >= lo)]
+        devices = np.sort(t["device"].unique())
+        row = {d: i for i, d in enumerate(devices)}
+        y = t["device"].map(row).to_numpy()
+        lost = t["outcome"].isin(["offline", "late_dropped", "stale"]).to_numpy()
+        comp_end = np.fmin(t["compute_end_s"].to_numpy(float), t["lost_s"].fillna(np.inf).to_numpy(float))
+        ax.hlines(y, t["dispatch_s"], comp_end, color="C0", lw=6, label="downlink + computation")
+        waiting = t["tx_start_s"].notna().to_numpy()
+        ax.hlines(y[waiting], t["compute_end_s"][waiting], t["tx_start_s"][waiting], color="0.6", lw=1.2,
+                  label="waiting for the uplink")
+        on_air_end = t["tx_end_s"].fillna(t["lost_s"]).to_numpy(float)
+        for bad, colour, label in ((False, "C1", "upload"), (True, "C3", "upload lost or dropped")):
+            sel = waiting & (lost == bad)
+            if sel.any():
+                ax.hlines(y[sel], t["tx_start_s"][sel], on_air_end[sel], color=colour, lw=6, label=label)
+        rounds = runs[name].rounds
+        if "t_end" in rounds:
+            for x in rounds["t_end"][(rounds["t_end"] >= lo) & (rounds["t_end"] <= hi)]:
+                ax.axvline(x, color="k", lw=0.6, alpha=0.4)
+        ax.set_yticks(range(len(devices)))
+        ax.set_yticklabels(devices, fontsize=6 if len(devices) > 20 else 8)
+        ax.set_ylabel("device")
+        protocol = runs[name].summary.get("protocol", "sync")
+        ax.set_title(f"{name} ({protocol}, {runs[name].summary.get('access', 'tdma')}); vertical lines: aggregations",
+                     fontsize=9, loc="left")
+        ax.set_xlim(lo, hi)
+        ax.grid(alpha=0.2, axis="x")
+    axes[0, 0].legend(fontsize=7, loc="upper right", ncol=4)
+    axes[-1, 0].set_xlabel("simulated time (s)")
+    if title:
+        fig.suptitle(title)
+    fig.tight_layout()
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    path = out_dir / "gantt.png"
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path

@@ -33,7 +33,7 @@ from typing import Any, ClassVar, Protocol
 
 import numpy as np
 
-from ..fields import ConfigError, option
+from ..fields import ConfigError, NoOptions, option
 from ..plugins import Registry
 
 __all__ = ["FedAsync", "FedBuff", "PROTOCOLS", "RoundProtocol", "STALENESS", "SemiSync", "Sync", "staleness_weight"]
@@ -155,6 +155,7 @@ class Sync(RoundProtocol):
     """Synchronous rounds, computed in closed form (wirelessfl.sim.engine)."""
 
     event_driven = False
+    Options = NoOptions
 
     @classmethod
     def from_scenario(cls, scenario, options) -> "Sync":
