@@ -493,7 +493,7 @@ def test_lyapunov_dispatch_picks_what_brute_force_picks():
         queue = sched.queue.copy()
         busy = rng.random(n) < 0.3
         busy[int(rng.integers(n))] = False
-        state = DispatchState(time_s=0.0, version=5, slots=1, busy=busy, available=None,
+        state = DispatchState(time_s=0.0, version=5, slots=1, busy=busy, num_busy=int(busy.sum()), available=None,
                               last_applied=rng.integers(0, 6, n), mean_gains=rng.uniform(0.01, 5, n),
                               model_bits=1e5, bandwidth_hz=1e6, noise_power=1.0, per_aggregation=2,
                               interval_s=1.0, rng=rng)
@@ -515,7 +515,7 @@ def test_lyapunov_dispatch_queues_follow_the_power_used_per_aggregation():
     def state(version, busy=()):
         mask = np.zeros(n, dtype=bool)
         mask[list(busy)] = True
-        return DispatchState(time_s=0.0, version=version, slots=1, busy=mask, available=None,
+        return DispatchState(time_s=0.0, version=version, slots=1, busy=mask, num_busy=int(mask.sum()), available=None,
                              last_applied=np.zeros(n, dtype=np.int64), mean_gains=np.array([1.0, 2.0, 3.0, 4.0]),
                              model_bits=1e5, bandwidth_hz=1e6, noise_power=1.0, per_aggregation=1,
                              interval_s=1.0, rng=rng)

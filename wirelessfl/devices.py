@@ -276,6 +276,11 @@ class WorkScaledCompute:
         scaled = self._scale(devices, round_idx)
         return times if scaled is None else times * scaled[1] + self.step_time_s * scaled[0]
 
+    @property
+    def has_energy(self) -> bool:
+        """Whether the base model has an energy model (ComputeModel's default has none: zeros)."""
+        return getattr(type(self.base), "energy_j", None) is not ComputeModel.energy_j
+
     def energy_j(self, devices: np.ndarray, round_idx: int = 0) -> np.ndarray:
         """The base model's energy, scaled like its time."""
         energy = self.base.energy_j(devices, round_idx=round_idx)

@@ -97,6 +97,8 @@ class RayleighFading(Channel):
 
     def draw_devices(self, rng: np.random.Generator, devices: np.ndarray) -> np.ndarray:
         """Gains of ``devices`` alone (i.i.d.: the others need no draw)."""
+        if len(devices) == 1:  # one upload starting: scalar draws cost a fifth of an array's
+            return np.array([max(rng.standard_exponential() * float(self._mean[devices[0]]), self.gain_floor)])
         return np.maximum(rng.standard_exponential(len(devices)) * self._mean[devices], self.gain_floor)
 
     def mean_gain(self) -> np.ndarray:

@@ -89,15 +89,16 @@ class Decision:
     replace: bool = True
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class DispatchState:
     """The server's view when devices may be started under an event protocol (fedbuff, fedasync):
-    ``slots`` devices are wanted. No tensors, no SimPy. The arrays belong to the engine and are
-    read-only; they are not copied for each call.
+    ``slots`` devices are wanted. No tensors, no SimPy. The engine keeps one and brings it up to date
+    before each call (a dispatch happens for every upload): read it during ``dispatch``, do not keep
+    it or change its arrays.
 
     time_s: the simulated clock. version: the server's model version (aggregations so far).
-    busy: (N,) devices in flight (they cannot be started again). available: (N,) mask of devices that
-        may be scheduled (None: all). last_applied: (N,) the version each device's last applied
+    busy: (N,) devices in flight (they cannot be started again); num_busy: how many. available: (N,)
+        mask of devices that may be scheduled (None: all). last_applied: (N,) the version each device's last applied
         update produced (0: never), so version - last_applied is how many aggregations the model
         has gone without its data (its age).
     mean_gains: (N,) E|h_n|^2, what the server knows of each channel ahead of a transmission whose
@@ -112,6 +113,7 @@ class DispatchState:
     version: int
     slots: int
     busy: np.ndarray
+    num_busy: int
     available: np.ndarray | None
     last_applied: np.ndarray
     mean_gains: np.ndarray
@@ -123,7 +125,7 @@ class DispatchState:
     rng: np.random.Generator
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class Dispatch:
     """Devices to start now (distinct, not busy, available) and the power each will transmit at;
     info: numbers worth recording (the latest dispatch's become columns of rounds.csv)."""

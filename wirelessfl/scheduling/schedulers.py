@@ -67,7 +67,7 @@ def uniform_idle(state: DispatchState, p_bar: np.ndarray, p_max: np.ndarray) -> 
     n, busy, avail = state.busy.size, state.busy, state.available
     eligible = None
     if avail is None:
-        count, n_available = n - int(np.count_nonzero(busy)), n
+        count, n_available = n - state.num_busy, n
     else:
         eligible = avail & ~busy
         count, n_available = int(np.count_nonzero(eligible)), int(np.count_nonzero(avail))
@@ -75,17 +75,17 @@ def uniform_idle(state: DispatchState, p_bar: np.ndarray, p_max: np.ndarray) -> 
     if k <= 0:
         return np.empty(0, dtype=np.int64), np.empty(0)
     rng = state.rng
-    if 4 * count >= n and k <= 8:  # mostly idle: a few uniform draws find k of them
+    scale = n_available / max(state.per_aggregation, 1e-300)
+    if 4 * count >= n and k <= 8:  # mostly idle: a few uniform draws find k of them (a dispatch per upload)
         picked: list[int] = []
         while len(picked) < k:
             device = int(rng.random() * n)
             if not busy[device] and (avail is None or avail[device]) and device not in picked:
                 picked.append(device)
-        devices = np.array(picked, dtype=np.int64)
-    else:
-        pool = np.flatnonzero(~busy if eligible is None else eligible)
-        devices = rng.choice(pool, size=k, replace=False)
-    scale = n_available / max(state.per_aggregation, 1e-300)
+        return (np.array(picked, dtype=np.int64),
+                np.array([min(float(p_max[d]), float(p_bar[d]) * scale) for d in picked]))
+    pool = np.flatnonzero(~busy if eligible is None else eligible)
+    devices = rng.choice(pool, size=k, replace=False)
     return devices, np.minimum(p_max[devices], p_bar[devices] * scale)
 
 

@@ -70,13 +70,22 @@ class Update:
                  "outcome", "version_applied", "lost_s", "delta", "start", "process", "done")
     SAVED = __slots__[:-4]  # the rest is rebuilt (delta and start are saved as tensors separately)
 
-    def __init__(self, **values):
-        for name in self.SAVED:
-            setattr(self, name, math.nan)
-        self.phase, self.queue_seq, self.outcome, self.version_applied = DOWNLINK, -1, "", -1
+    def __init__(self, seq=-1, device=-1, version=0, key=0, round=0, share=math.nan, q=math.nan,
+                 dispatch_s=math.nan, compute_start_s=math.nan, compute_s=math.nan, compute_end_s=math.nan,
+                 power=math.nan, bits=math.nan, gain=math.nan, airtime_s=math.nan, tx_start_s=math.nan,
+                 tx_end_s=math.nan, phase=DOWNLINK, queue_seq=-1, bits_left=math.nan,
+                 compute_energy_full_j=math.nan, energy_j=math.nan, compute_energy_j=math.nan, outcome="",
+                 version_applied=-1, lost_s=math.nan):
+        # one assignment each: an update is made for every dispatch
+        self.seq, self.device, self.version, self.key, self.round = seq, device, version, key, round
+        self.share, self.q, self.dispatch_s, self.compute_start_s = share, q, dispatch_s, compute_start_s
+        self.compute_s, self.compute_end_s, self.power, self.bits = compute_s, compute_end_s, power, bits
+        self.gain, self.airtime_s, self.tx_start_s, self.tx_end_s = gain, airtime_s, tx_start_s, tx_end_s
+        self.phase, self.queue_seq, self.bits_left = phase, queue_seq, bits_left
+        self.compute_energy_full_j, self.energy_j, self.compute_energy_j = \
+            compute_energy_full_j, energy_j, compute_energy_j
+        self.outcome, self.version_applied, self.lost_s = outcome, version_applied, lost_s
         self.delta = self.start = self.process = self.done = None
-        for name, value in values.items():
-            setattr(self, name, value)
 
     @property
     def in_flight(self) -> bool:
@@ -151,6 +160,16 @@ class EventEngine:
         gain = parts.channel.mean_gain()
         self.mean_gains = np.ones(n) if gain is None else np.asarray(gain, dtype=float)
         self.keep_start = bool(getattr(protocol, "keeps_start_model", False))
+        link = parts.access.link
+        self._airtime_factor = math.log(2.0) / link.bandwidth_hz  # airtime = bits ln2 / (B ln(1 + g P / N0))
+        self._noise_power = link.noise_power
+        self._energy = getattr(parts.compute, "has_energy", True)  # without an energy model: no call per dispatch
+        self._dispatch_state = DispatchState(
+            time_s=0.0, version=0, slots=0, busy=self.busy, num_busy=0, available=None,
+            last_applied=self.last_applied,
+            mean_gains=self.mean_gains, model_bits=parts.upload_bits, bandwidth_hz=link.bandwidth_hz,
+            noise_power=link.noise_power, per_aggregation=protocol.per_aggregation, interval_s=math.nan,
+            rng=streams["selection"])
         self.env: Clock | None = None
 
     # --- the run -----------------------------------------------------------------------------
@@ -253,45 +272,48 @@ class EventEngine:
         if self.stopping or self.wanted <= 0:
             return 0
         scheduler = self.parts.scheduler
-        state = DispatchState(
-            time_s=self.env.now, version=self.version, slots=self.wanted, busy=self.busy, available=self.available,
-            last_applied=self.last_applied, mean_gains=self.mean_gains, model_bits=self.parts.upload_bits,
-            bandwidth_hz=self.parts.access.link.bandwidth_hz, noise_power=self.parts.access.link.noise_power,
-            per_aggregation=self.protocol.per_aggregation,
-            interval_s=self.last_aggregation_s / self.version if self.version else math.nan,
-            rng=self.streams["selection"])
+        state = self._dispatch_state  # one object, brought up to date (arrays are the engine's own)
+        state.time_s, state.version, state.slots, state.available = self.env.now, self.version, self.wanted, \
+            self.available
+        state.busy, state.num_busy, state.last_applied = self.busy, len(self.flying), self.last_applied
+        state.interval_s = self.last_aggregation_s / self.version if self.version else math.nan
         choice = scheduler.dispatch(state)
-        devices = np.asarray(choice.devices, dtype=np.int64).reshape(-1)
-        if devices.size > self.wanted or (devices.size and (self.busy[devices].any() or (
-                self.available is not None and not self.available[devices].all())
-                or np.unique(devices).size != devices.size)):
-            raise ValueError(f"scheduler.name: {type(scheduler).__name__}.dispatch returned {devices.tolist()}: "
+        devices = choice.devices
+        if not (isinstance(devices, np.ndarray) and devices.dtype == np.int64 and devices.ndim == 1):
+            devices = np.asarray(devices, dtype=np.int64).reshape(-1)
+        chosen = devices.tolist()
+        if not chosen:
+            return 0
+        busy, available = self.busy, self.available
+        if len(chosen) > self.wanted or len(set(chosen)) != len(chosen) or any(busy[d] for d in chosen) or (
+                available is not None and not all(available[d] for d in chosen)):
+            raise ValueError(f"scheduler.name: {type(scheduler).__name__}.dispatch returned {chosen}: "
                              f"at most {self.wanted} distinct idle, available devices")
         self.dispatch_info = choice.info
-        power = np.asarray(choice.power, dtype=float).reshape(-1)
+        power = np.asarray(choice.power, dtype=float).reshape(-1).tolist()
         key = self.version
-        comp = self.parts.compute.compute_times(devices, self.streams["compute"], round_idx=key) \
-            if devices.size else np.empty(0)
-        for device, p, c in zip(devices.tolist(), power.tolist(), np.asarray(comp, dtype=float).tolist()):
-            self._launch(device, p, c, key=self._key(device), bits=self.parts.upload_bits)
-        self.wanted -= devices.size
-        return int(devices.size)
+        compute = self.parts.compute
+        comp = np.asarray(compute.compute_times(devices, self.streams["compute"], round_idx=key), dtype=float)
+        energy = (np.asarray(compute.energy_j(devices, round_idx=key), dtype=float).tolist() if self._energy
+                  else [0.0] * len(chosen))
+        for device, p, c, e in zip(chosen, power, comp.tolist(), energy):
+            self._launch(device, p, c, e, key=self._key(device), bits=self.parts.upload_bits)
+        self.wanted -= len(chosen)
+        return len(chosen)
 
     def _key(self, device: int) -> int:
         k = self._repeats.get(device, 0)
         self._repeats[device] = k + 1
         return self.version + k * _REPEAT
 
-    def _launch(self, device: int, power: float, compute_s: float, *, key: int, bits: float, round_=None,
-                gain: float = math.nan, airtime_s: float = math.nan, q: float = math.nan, share: float = math.nan,
-                compute_start_s: float | None = None) -> Update:
+    def _launch(self, device: int, power: float, compute_s: float, energy_j: float, *, key: int, bits: float,
+                round_=None, gain: float = math.nan, airtime_s: float = math.nan, q: float = math.nan,
+                share: float = math.nan, compute_start_s: float | None = None) -> Update:
         now = self.env.now
         start = now + self.parts.downlink_s if compute_start_s is None else compute_start_s
-        energy = self.parts.compute.energy_j(np.array([device]), round_idx=key)
-        u = Update(seq=self.next_seq, device=device, version=self.version, key=key,
-                   round=self.version if round_ is None else round_, share=share, q=q, dispatch_s=now,
-                   compute_start_s=start, compute_s=compute_s, compute_end_s=start + compute_s, power=power,
-                   bits=bits, gain=gain, airtime_s=airtime_s, compute_energy_full_j=float(energy[0]))
+        u = Update(self.next_seq, device, self.version, key, self.version if round_ is None else round_, share, q,
+                   now, start, compute_s, start + compute_s, power, bits, gain, airtime_s,
+                   compute_energy_full_j=energy_j)
         self.next_seq += 1
         self.flying[u.seq] = u
         self.busy[device] = True
@@ -311,8 +333,9 @@ class EventEngine:
         u.tx_start_s = self.env.now
         if u.gain != u.gain:
             u.gain = float(self.parts.channel.draw_devices(self.streams["channel"], np.array([u.device]))[0])
-        if not self.uplink.concurrent and u.airtime_s != u.airtime_s:
-            u.airtime_s = float(self.parts.access.airtime_s(u.bits, np.array([u.gain]), np.array([u.power]))[0])
+        if not self.uplink.concurrent and u.airtime_s != u.airtime_s:  # TDMA: the whole band
+            rate = math.log1p(u.gain * u.power / self._noise_power)
+            u.airtime_s = u.bits * self._airtime_factor / rate if rate > 0 else math.inf
 
     # --- losing devices ------------------------------------------------------------------------
 
@@ -538,12 +561,14 @@ class EventEngine:
                                       gains[selected], power)
                    if not p.access.concurrent else np.full(selected.size, math.nan))
         comp = np.asarray(p.compute.compute_times(selected, self.streams["compute"], round_idx=r), dtype=float)
+        energy = np.asarray(p.compute.energy_j(selected, round_idx=r), dtype=float)
         start = t + p.downlink_s
         round_ = self.round_ = Round(r, t, start, decision, selected, gains, available, comp, [])
         share = 1.0 / max(selected.size, 1)
         for i, device in enumerate(selected.tolist()):
             round_.updates.append(self._launch(
-                device, float(power[i]), float(comp[i]), key=self._key(device), bits=float(bits[i]), round_=r,
+                device, float(power[i]), float(comp[i]), float(energy[i]), key=self._key(device), bits=float(bits[i]),
+                round_=r,
                 gain=float(gains[device]), airtime_s=float(airtime[i]), q=float(decision.q[device]), share=share,
                 compute_start_s=start))
         if not selected.size:  # a round without devices still takes its time (downlink, or a frame)

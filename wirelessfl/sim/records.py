@@ -81,8 +81,11 @@ def _ids(values: np.ndarray) -> str:
     return " ".join(map(str, np.asarray(values, dtype=np.int64).tolist()))
 
 
+_G6 = "{:.6g}".format
+
+
 def _floats(values: np.ndarray) -> str:
-    return " ".join(f"{v:.6g}" for v in np.asarray(values, dtype=float).tolist())
+    return " ".join(map(_G6, np.asarray(values, dtype=float).tolist()))
 
 
 def _numbers(values: dict, prefix: str, skip: tuple[str, ...] = ()) -> dict:
@@ -97,9 +100,10 @@ def _numbers(values: dict, prefix: str, skip: tuple[str, ...] = ()) -> dict:
     return out
 
 
-def _cell(x) -> str:
-    """A number as updates.csv writes it: exact (repr), empty for NaN."""
-    return "" if x != x else float.__repr__(float(x))
+_ROW = "%d,%d,%d,%.12g,%.12g,%.12g,%.12g,%s,%s,%.12g,%.12g,%.12g,%.12g,%.12g,%.12g\n"
+"""An updates.csv row (UPDATE_COLUMNS; version_applied and staleness come as one cell). Numbers
+have 12 significant digits (a picosecond at a thousand simulated seconds): the shortest exact form
+costs three times as much, and a row is written for every upload (ten a round under sync)."""
 
 
 class UpdateLog:
@@ -130,11 +134,52 @@ class UpdateLog:
                                    version_applied - version_started if applied else math.nan, outcome, energy_j,
                                    compute_energy_j, airtime_s, gain, power, lost_s))
         if self._fh is not None:
-            self._fh.write(f"{update},{device},{version_started},{_cell(dispatch_s)},{_cell(compute_end_s)},"
-                           f"{_cell(tx_start_s)},{_cell(tx_end_s)},"
-                           + (f"{version_applied},{version_applied - version_started}," if applied else ",,")
-                           + f"{outcome},{_cell(energy_j)},{_cell(compute_energy_j)},{_cell(airtime_s)},"
-                             f"{_cell(gain)},{_cell(power)},{_cell(lost_s)}\n")
+            # one %-format per row (a row is written for every upload); NaN becomes empty (no outcome
+            # contains "nan")
+            self._fh.write((_ROW % (update, device, version_started, float(dispatch_s), float(compute_end_s),
+                                    float(tx_start_s), float(tx_end_s),
+                                    f"{version_applied},{version_applied - version_started}" if applied else ",",
+                                    outcome, float(energy_j), float(compute_energy_j), float(airtime_s), float(gain),
+                                    float(power), float(lost_s))).replace("nan", ""))
+
+    def write_round(self, first: int, devices: np.ndarray, version: int, dispatch_s: float, ready: np.ndarray,
+                    tx_start: np.ndarray, airtime: np.ndarray, arrived: np.ndarray, energy: np.ndarray,
+                    compute_energy: np.ndarray, gain: np.ndarray, power: np.ndarray, end_s: float) -> None:
+        """A sync round's rows at once (one per selected device, numbered from ``first``): applied
+        where it arrived, else dropped at the deadline ``end_s``. The arrays are kept, not copied."""
+        self.rows += len(devices)
+        if self.in_memory is not None:  # the round's columns, made rows only when asked for (rows_in_memory)
+            self.in_memory.append((first, devices, version, dispatch_s, ready, tx_start, airtime, arrived, energy,
+                                   compute_energy, gain, power, end_s))
+        if self._fh is not None:
+            ready, tx_start, airtime, energy, compute_energy, gain, power = (
+                a.tolist() for a in (ready, tx_start, airtime, energy, compute_energy, gain, power))
+            ends = [s + a if ok else math.nan for s, a, ok in zip(tx_start, airtime, arrived.tolist())]
+            fresh = f"{version},0"
+            self._fh.write("".join(
+                _ROW % (first + i, n, version, dispatch_s, ready[i], tx_start[i], ends[i],
+                        fresh if ends[i] == ends[i] else ",", "applied" if ends[i] == ends[i] else "late_dropped",
+                        energy[i], compute_energy[i], airtime[i], gain[i], power[i],
+                        math.nan if ends[i] == ends[i] else end_s)
+                for i, n in enumerate(devices.tolist())).replace("nan", ""))
+
+    def rows_in_memory(self) -> list[tuple] | None:
+        """The rows kept without a folder (UPDATE_COLUMNS), in the order they were written."""
+        if self.in_memory is None:
+            return None
+        rows = []
+        for item in self.in_memory:
+            if len(item) == len(UPDATE_COLUMNS):
+                rows.append(item)
+                continue
+            first, devices, version, dispatch_s, *columns, end = item
+            ready, tx_start, airtime, arrived, energy, ce, gain, power = (c.tolist() for c in columns)
+            rows.extend((first + i, n, version, dispatch_s, ready[i], tx_start[i],
+                         tx_start[i] + airtime[i] if ok else math.nan, version if ok else math.nan,
+                         0 if ok else math.nan, "applied" if ok else "late_dropped", energy[i], ce[i], airtime[i],
+                         gain[i], power[i], math.nan if ok else end)
+                        for i, (n, ok) in enumerate(zip(devices.tolist(), arrived)))
+        return rows
 
     def flush(self) -> None:
         if self._fh is not None:
@@ -149,8 +194,8 @@ class UpdateLog:
         """How many rows, and how many bytes of the file, a checkpoint covers."""
         self.flush()
         size = self.path.stat().st_size if self.path is not None else 0
-        return {"rows": self.rows, "bytes": size,
-                "in_memory": list(map(list, self.in_memory)) if self.in_memory is not None else None}
+        rows = self.rows_in_memory()
+        return {"rows": self.rows, "bytes": size, "in_memory": list(map(list, rows)) if rows is not None else None}
 
     def check(self, state: dict) -> str | None:
         """Why the file cannot continue from ``state`` (None: it can)."""
@@ -231,7 +276,7 @@ class Recorder:
         path = self.out_dir / f"{name}.csv"
         write_atomic(path, text.getvalue())
         fh = open_append(path)
-        self._files[name] = (fh, csv.DictWriter(fh, fieldnames=columns, extrasaction="ignore"))
+        self._files[name] = (fh, csv.writer(fh), list(columns))
 
     def on_round(self, rec: RoundRecord) -> None:
         d = rec.decision
@@ -287,25 +332,25 @@ class Recorder:
 
     def _round_updates(self, rec: RoundRecord) -> None:
         """updates.csv rows of a sync round: one per selected device."""
-        if rec.server_round or not len(rec.selected):
+        sel = rec.selected
+        if rec.server_round or not len(sel):
             return
-        d, r = rec.decision, rec.round
-        comp_energy = rec.compute_energy_j if rec.compute_energy_j is not None else np.zeros(len(rec.selected))
-        arrived = rec.arrived if rec.arrived is not None else np.ones(len(rec.selected), dtype=bool)
+        k = len(sel)
+        arrived = rec.arrived if rec.arrived is not None else np.ones(k, dtype=bool)
+        comp_energy = rec.compute_energy_j if rec.compute_energy_j is not None else np.zeros(k)
+        tx_start, airtime = rec.tx_start, rec.airtime_s
         stats = self.update_stats
-        for i, (n, ready, start, air, e, ce, ok) in enumerate(zip(
-                rec.selected.tolist(), rec.ready_s.tolist(), rec.tx_start.tolist(), rec.airtime_s.tolist(),
-                rec.energy_j.tolist(), comp_energy.tolist(), arrived.tolist())):
-            end = start + air if ok else math.nan
-            self.updates.write(stats["uploads"], n, r, rec.t_start, ready, start, end, r if ok else -1,
-                               "applied" if ok else "late_dropped", e, ce, air, float(rec.gains[n]),
-                               float(d.power[n]), math.nan if ok else rec.t_end)
-            stats["uploads"] += 1
-            if ok:
-                stats["applied"] += 1
-                stats["airtime_s"] += air
-            elif start == start:  # it was on the air until the deadline
-                stats["airtime_s"] += rec.t_end - start
+        self.updates.write_round(stats["uploads"], sel, rec.round, rec.t_start, rec.ready_s, tx_start, airtime,
+                                 arrived, rec.energy_j, comp_energy, rec.gains[sel], rec.decision.power[sel],
+                                 rec.t_end)
+        stats["uploads"] += k
+        if arrived.all():
+            stats["applied"] += k
+            stats["airtime_s"] += float(airtime.sum())
+        else:  # dropped uploads held the band until the deadline
+            stats["applied"] += int(arrived.sum())
+            on_air = np.where(arrived, airtime, np.where(np.isnan(tx_start), 0.0, rec.t_end - tx_start))
+            stats["airtime_s"] += float(on_air.sum())
 
     def on_update(self, u) -> None:
         """An event protocol's update whose fate is known (``u`` has the attributes of
@@ -342,8 +387,8 @@ class Recorder:
                 self._open("rounds", self.round_columns, self.rounds)
             return
         if name in self._files:
-            fh, writer = self._files[name]
-            writer.writerow(row)
+            fh, writer, columns = self._files[name]
+            writer.writerow([row.get(key, "") for key in columns])  # what csv.DictWriter writes, without its overhead
             now = time.monotonic()
             if name == "evals" or now - self._flushed_at >= FLUSH_EVERY_S:
                 self.flush()
@@ -351,7 +396,7 @@ class Recorder:
 
     def flush(self) -> None:
         """Hand the rows written so far to the operating system (checkpoints call it first)."""
-        for fh, _ in self._files.values():
+        for fh, *_ in self._files.values():
             fh.flush()
         self.updates.flush()
 
@@ -439,7 +484,7 @@ class Recorder:
 
     def close(self, summary: dict, devices: dict[str, np.ndarray]) -> None:
         """Write the device table, the rest of the per-device arrays and, last, the summary."""
-        for fh, _ in self._files.values():
+        for fh, *_ in self._files.values():
             fh.close()
         self._files = {}
         self.updates.close()

@@ -231,7 +231,7 @@ class Run:
         rec = self.recorder
         return RunResult(rounds=pd.DataFrame(rec.rounds, columns=rec.round_columns),
                          evals=pd.DataFrame(rec.evals), devices=pd.DataFrame(devices),
-                         summary=summary, run_dir=self.run_dir, update_rows=rec.updates.in_memory)
+                         summary=summary, run_dir=self.run_dir, update_rows=rec.updates.rows_in_memory())
 
     def _close(self, wall_time_s: float, status: str, error: str | None) -> tuple[dict, dict]:
         rec, sc = self.recorder, self.scenario

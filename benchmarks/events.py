@@ -1,0 +1,259 @@
+"""The event core's speed, as ratios measured in one run.
+
+1. fedbuff, timing only: N = 10,000 devices, concurrency 1,000, K = 100, a million uploads, against
+   a bare SimPy loop with the same processes (one per device in flight: computation, then a
+   one-transmitter resource, then a Store the server reads), the same resource and the same number
+   of events, and nothing else. Goal: within 2x of the bare loop. Memory: the peak resident memory
+   of each run, in a process of its own, at a tenth of the uploads and at all of them (flat: the
+   same peak).
+2. sync, timing only, N = 100, m = 10, Lyapunov: a round's CPU time against the channel draw and
+   scheduling decision inside it (goal <= 2x). With ``--baseline DIR`` (a checkout of an earlier
+   commit) the same rounds are timed with that code too, back to back, for the ratio against it.
+3. Training: CPU time per trained device under sync (m = 10) against per update under fedbuff
+   (concurrency 10, K = 10), the same MLP on Fashion-MNIST, no evaluation (goal <= 1.1x).
+
+    python benchmarks/events.py [--uploads 1000000] [--rounds 5000] [--baseline ../old-checkout]
+                                [--skip-fedbuff] [--skip-sync] [--skip-training]
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import resource
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+
+def peak_rss_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+# --- 1. fedbuff against a bare SimPy loop ---------------------------------------------------------
+
+
+def bare_simpy(devices: int, concurrency: int, k: int, uploads: int, airtime_s: float, seed: int = 0) -> int:
+    """The same processes, resource, store and event count as the engine's fedbuff run, doing
+    nothing else: returns the number of uploads (the engine's updates)."""
+    import simpy
+
+    env = simpy.Environment()
+    band = simpy.Resource(env, capacity=1)
+    store = simpy.Store(env)
+    rng = random.Random(seed)
+    busy = [False] * devices
+    state = {"uploads": 0, "buffer": 0, "version": 0}
+
+    def device(n):
+        yield env.timeout(rng.expovariate(1.0))        # computation
+        with band.request() as slot:                   # the uplink
+            yield slot
+            yield env.timeout(airtime_s)
+        busy[n] = False
+        yield store.put(n)
+
+    def start():
+        while True:
+            n = int(rng.random() * devices)
+            if not busy[n]:
+                busy[n] = True
+                env.process(device(n))
+                return
+
+    def server():
+        while state["uploads"] < uploads:
+            yield store.get()
+            state["uploads"] += 1
+            state["buffer"] += 1
+            if state["buffer"] == k:
+                state["buffer"], state["version"] = 0, state["version"] + 1
+            start()
+
+    for _ in range(concurrency):
+        start()
+    env.run(until=env.process(server()))
+    return state["uploads"]
+
+
+MODEL_BITS = 69
+"""With every gain at the floor 1e-3 and uniform dispatch's power min(Pmax, Pbar N / K) = 100, an
+upload takes 69 / (1e6 log2(1.1)) = 0.5 ms: the uplink is busy about half the time."""
+
+
+def airtime_s(devices: int, k: int) -> float:
+    """The engine's airtime of every upload in the fedbuff scenario below."""
+    import math
+
+    power = min(10 ** 3.5, 1.0 * devices / k)
+    return MODEL_BITS / (1e6 * math.log2(1 + 1e-3 * power))
+
+
+def fedbuff_scenario(devices: int, concurrency: int, k: int, uploads: int):
+    from wirelessfl.config import from_dict
+
+    return from_dict({"seed": 0, "run": {"rounds": uploads // k, "timing_only": True},
+                      "devices": {"count": devices, "compute": "shifted_exponential", "delay_mean_s": 1.0},
+                      "channel": {"sigma": 1e-6, "gain_floor": 1e-3},  # one gain: one airtime, as the bare loop
+                      "link": {"model_bits": MODEL_BITS, "bandwidth_hz": 1e6},
+                      "protocol": {"name": "fedbuff", "concurrency": concurrency, "buffer": k},
+                      "scheduler": {"name": "uniform"}})
+
+
+def child(kind: str, uploads: int) -> None:
+    """One measurement in this process: prints CPU seconds, uploads and peak memory."""
+    import tempfile
+
+    devices, concurrency, k = 10000, 1000, 100
+    start = time.process_time()
+    if kind == "bare":
+        done = bare_simpy(devices, concurrency, k, uploads, airtime_s=airtime_s(devices, k))
+    else:
+        from wirelessfl.experiments.run import simulate
+
+        with tempfile.TemporaryDirectory() as tmp:
+            res = simulate(fedbuff_scenario(devices, concurrency, k, uploads), Path(tmp) / "run", progress=False)
+            done = res.summary["uploads"]
+    print(f"{time.process_time() - start:.3f} {done} {peak_rss_mb():.0f}")
+
+
+def run_child(kind: str, uploads: int) -> tuple[float, int, float]:
+    out = subprocess.run([sys.executable, __file__, "--child", kind, str(uploads)], capture_output=True, text=True,
+                         check=True)
+    cpu, done, peak = out.stdout.split()
+    return float(cpu), int(done), float(peak)
+
+
+def fedbuff_against_bare(uploads: int) -> None:
+    print(f"1. fedbuff, timing only, N = 10,000, concurrency 1,000, K = 100, {uploads:,} uploads "
+          "(CPU s; each in its own process, back to back):")
+    results = {}
+    for kind in ("bare", "engine", "bare", "engine"):
+        cpu, done, peak = run_child(kind, uploads)
+        results.setdefault(kind, []).append((cpu, done, peak))
+        print(f"   {kind:6s} {cpu:8.1f} s  {done:,} uploads  {cpu / done * 1e6:6.1f} us/upload  peak {peak:.0f} MB")
+    bare, engine = (min(c for c, _, _ in results[k]) for k in ("bare", "engine"))
+    print(f"   engine / bare SimPy loop: {engine / bare:.2f}x (goal <= 2)")
+    small = run_child("engine", uploads // 10)
+    print(f"   peak memory at {uploads // 10:,} uploads {small[2]:.0f} MB, at {uploads:,} "
+          f"{max(p for _, _, p in results['engine']):.0f} MB (flat: memory does not grow with the uploads)")
+
+
+# --- 2. sync rounds against their decisions -------------------------------------------------------
+
+
+SYNC_CODE = r"""
+import sys, time
+import numpy as np
+from wirelessfl.config import from_dict
+from wirelessfl.experiments.run import simulate
+from wirelessfl.scheduling.base import RoundState
+from wirelessfl.sim.runner import Run
+rounds = int(sys.argv[1])
+sc = lambda r: from_dict({"seed": 0, "run": {"rounds": r, "timing_only": True, "record_devices": False},
+                          "channel": {"profile": "linear"}, "link": {"model_bits": 32 * 555178, "p_max": "35 dB"},
+                          "devices": {"count": 100}, "scheduler": {"name": "lyapunov", "m": 10, "V": 100.0, "lam": 100.0}})
+def decisions():
+    run = Run(sc(rounds), None, progress=False)
+    rng = np.random.default_rng(0)
+    start = time.process_time()
+    for r in range(rounds):
+        gains = run.channel.draw(rng)
+        run.scheduler.decide(RoundState(round=r, gains=gains, model_bits=run.bits, bandwidth_hz=22e6,
+                                        noise_power=1.0, rng=rng))
+    return time.process_time() - start
+def whole(out=None):
+    start = time.process_time()
+    simulate(sc(rounds), out, progress=False)
+    return time.process_time() - start
+import tempfile, pathlib
+whole(); d, w, f = [], [], []
+with tempfile.TemporaryDirectory() as tmp:
+    for i in range(3):
+        d.append(decisions()); w.append(whole()); f.append(whole(pathlib.Path(tmp) / str(i)))
+print(min(d), min(w), min(f))
+"""
+
+
+def sync_rounds(rounds: int, baseline: str | None) -> None:
+    print(f"2. sync, timing only, N = 100, m = 10, Lyapunov, {rounds} rounds (CPU s, min of 3):")
+    setups = [("this checkout", None)] + ([("baseline " + baseline, baseline)] if baseline else [])
+    times = {}
+    for _ in range(2):  # back to back, twice: the machine's speed drifts
+        for name, path in setups:
+            env = dict(os.environ)
+            if path is not None:
+                env["PYTHONPATH"] = str(Path(path).resolve())
+            out = subprocess.run([sys.executable, "-c", SYNC_CODE, str(rounds)], capture_output=True, text=True,
+                                 check=True, env=env, cwd=path or None)
+            new = tuple(map(float, out.stdout.split()))
+            times[name] = tuple(min(a, b) for a, b in zip(times.get(name, (np.inf,) * 3), new))
+    for name, (d, w, f) in times.items():
+        print(f"   {name}: decisions alone {d / rounds * 1e3:.3f} ms/round; whole round {w / rounds * 1e3:.3f} ms "
+              f"in memory ({w / d:.2f}x the decision; goal <= 2), {f / rounds * 1e3:.3f} ms with its records "
+              f"written to a folder ({f / d:.2f}x)")
+    if baseline:
+        now, before = times["this checkout"], times["baseline " + baseline]
+        print(f"   this checkout / baseline: {now[1] / before[1]:.3f}x in memory, {now[2] / before[2]:.3f}x to a "
+              "folder (goal <= 1.05; the folder now also gets updates.csv, a row per selected device)")
+
+
+# --- 3. training: per update against per trained device ---------------------------------------------
+
+
+def training(rounds: int) -> None:
+    import torch
+
+    from wirelessfl.config import from_dict
+    from wirelessfl.experiments.run import simulate
+
+    torch.set_num_threads(1)
+    base = {"seed": 0, "run": {"eval_every_rounds": 100000, "eval_at_start": False, "record_devices": False},
+            "devices": {"count": 100, "compute": "shifted_exponential"}, "channel": {"profile": "linear"},
+            "scheduler": {"name": "uniform", "m": 10},
+            "learning": {"model": "mlp", "eval_train_samples": 500, "lr": 0.05}}
+    cases = {"sync (m = 10)": {"protocol": {"name": "sync"}, "run": {**base["run"], "rounds": rounds}},
+             "fedbuff (C = 10, K = 10)": {"protocol": {"name": "fedbuff", "concurrency": 10, "buffer": 10},
+                                          "run": {**base["run"], "rounds": rounds}}}
+    per = {}
+    print(f"3. training, MLP on Fashion-MNIST, {rounds} aggregations (CPU s per trained device / applied update):")
+    for _ in range(2):
+        for name, over in cases.items():
+            sc = from_dict({**base, **over})
+            start = time.process_time()
+            res = simulate(sc, progress=False)
+            cpu = time.process_time() - start
+            per[name] = min(per.get(name, np.inf), cpu / res.summary["updates_applied"])
+    for name, value in per.items():
+        print(f"   {name}: {value * 1e3:.2f} ms")
+    a, b = per.values()
+    print(f"   fedbuff / sync: {b / a:.2f}x (goal <= 1.1)")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--uploads", type=int, default=1_000_000)
+    ap.add_argument("--rounds", type=int, default=5000)
+    ap.add_argument("--train-rounds", type=int, default=40)
+    ap.add_argument("--baseline", help="a checkout of an earlier commit, for the sync ratio against it")
+    ap.add_argument("--skip-fedbuff", action="store_true")
+    ap.add_argument("--skip-sync", action="store_true")
+    ap.add_argument("--skip-training", action="store_true")
+    ap.add_argument("--child", nargs=2, help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.child:
+        child(args.child[0], int(args.child[1]))
+        return
+    if not args.skip_fedbuff:
+        fedbuff_against_bare(args.uploads)
+    if not args.skip_sync:
+        sync_rounds(args.rounds, args.baseline)
+    if not args.skip_training:
+        training(args.train_rounds)
+
+
+if __name__ == "__main__":
+    main()
