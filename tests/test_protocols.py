@@ -555,3 +555,13 @@ def test_semi_sync_drop_runs_algorithms_that_cannot_apply_stale_updates(tmp_path
     assert res.summary["mean_staleness"] == 0.0
     assert set(res.updates.outcome) <= {"applied", "late_dropped", "in_flight"}
     assert (res.updates.outcome == "late_dropped").any()
+
+
+def test_event_figures_from_the_command_line(tmp_path):
+    simulate(scenario({"name": "fedbuff", "concurrency": 4, "buffer": 2}, rounds=20), tmp_path / "runs" / "fb",
+             progress=False)
+    simulate(scenario({"name": "sync"}, rounds=5), tmp_path / "runs" / "sync", progress=False)
+    out = tmp_path / "figs"
+    assert main(["plot", str(tmp_path / "runs"), "--events", "--window", "0,5", "--out", str(out)]) == 0
+    assert (out / "staleness.png").stat().st_size > 0 and (out / "gantt.png").stat().st_size > 0
+    assert main(["plot", str(tmp_path / "runs"), "--window", "5,1"]) == 2  # one line, exit 2

@@ -56,10 +56,10 @@ def run(cmd: str, cwd: Path) -> subprocess.CompletedProcess:
 @pytest.mark.slow
 def test_every_readme_command_and_code_block_runs_as_written(user_folder):
     bash = blocks("bash")
-    quick, session = bash[0], bash[1]
+    quick, session, events = bash[0], bash[1], bash[2]
     first = commands(quick)
     assert first == ["wirelessfl run scenarios/quickstart.toml"]  # the quick start's run
-    for cmd in first + commands(session):
+    for cmd in first + commands(session) + commands(events):
         run(cmd, user_folder)
     runs = user_folder / "runs"
     assert (runs / "quickstart" / "accuracy_vs_time.png").exists()
@@ -67,6 +67,9 @@ def test_every_readme_command_and_code_block_runs_as_written(user_folder):
     assert (runs / "quickstart" / "lyapunov" / "evals.csv").read_text().count("\n") > 2
     assert (runs / "quickstart" / "accuracy_vs_round.png").exists()
     assert (runs / "v_sweep" / "table.csv").exists() and (runs / "traces" / "gains.csv").exists()
+    for figure in ("accuracy_vs_time.png", "staleness.png", "gantt.png"):  # the asynchronous protocols' section
+        assert (runs / "async" / figure).exists(), figure
+    assert {"sync", "semi_sync", "fedbuff", "fedasync"} <= {p.name for p in (runs / "async").iterdir()}
     (python,) = blocks("python")
     (user_folder / "api.py").write_text(python)
     proc = subprocess.run([sys.executable, "api.py"], capture_output=True, text=True, cwd=user_folder,

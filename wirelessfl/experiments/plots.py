@@ -302,8 +302,9 @@ def plot_gantt(runs: dict[str, RunResult], out_dir: str | Path, window: tuple[fl
         if "t_end" in rounds:
             for x in rounds["t_end"][(rounds["t_end"] >= lo) & (rounds["t_end"] <= hi)]:
                 ax.axvline(x, color="k", lw=0.6, alpha=0.4)
-        ax.set_yticks(range(len(devices)))
-        ax.set_yticklabels(devices, fontsize=6 if len(devices) > 20 else 8)
+        step = max(1, -(-len(devices) // 25))  # at most about 25 labels
+        ax.set_yticks(range(0, len(devices), step))
+        ax.set_yticklabels(devices[::step], fontsize=7)
         ax.set_ylabel("device")
         protocol = runs[name].summary.get("protocol", "sync")
         ax.set_title(f"{name} ({protocol}, {runs[name].summary.get('access', 'tdma')}); vertical lines: aggregations",
