@@ -138,3 +138,39 @@ def test_fedprox_from_its_folder_with_mu_0_is_fedavg_and_records_mu(tmp_path):
         "--no-progress", cwd=tmp_path)
     assert not pd.read_csv(tmp_path / "mu" / "fedprox" / "evals.csv").equals(
         pd.read_csv(tmp_path / "mu" / "fedavg" / "evals.csv"))  # mu = 0.1 changes the model
+
+
+def test_the_guide_s_dispatch_rule_and_round_protocol_run_as_written(tmp_path):
+    """docs/extending.md's BestIdle dispatch rule and EveryK protocol, copied into files beside a
+    scenario that names both: every aggregation applies k updates of the best idle devices."""
+    import re
+
+    blocks = re.findall(r"```(\w+)\n(.*?)```", (ROOT / "docs" / "extending.md").read_text(), re.S)
+    python = [code for lang, code in blocks if lang == "python"]
+    (tmp_path / "best.py").write_text(next(code for code in python if "class BestIdle" in code))
+    (tmp_path / "everyk.py").write_text(next(code for code in python if "class EveryK" in code))
+    (tmp_path / "s.toml").write_text(
+        '[run]\nrounds = 30\ntiming_only = true\n[devices]\ncount = 20\ncompute = "shifted_exponential"\n'
+        '[channel]\nprofile = "linear"\n[link]\nmodel_bits = 100000\n'
+        '[protocol]\nname = "everyk:EveryK"\nconcurrency = 5\nk = 3\n[scheduler]\nname = "best:BestIdle"\n')
+    cli("run", tmp_path / "s.toml", "--out", tmp_path / "out", "--no-progress", cwd=tmp_path)
+    up = pd.read_csv(tmp_path / "out" / "s" / "updates.csv")
+    applied = up[up.outcome == "applied"]
+    assert (applied.groupby("version_applied").size() == 3).all() and applied.staleness.max() <= 2
+    assert set(up.device) <= set(range(14, 20))  # the best channels (sigma grows with the index)
+
+
+def test_fedprox_runs_under_fedbuff_and_its_mu_matters(tmp_path):
+    common = ["--set", "run.rounds=6", "--set", "run.eval_every_rounds=3", "--set", "devices.count=10",
+              "--set", "learning.samples_per_device=60", "--set", "learning.local_steps=3",
+              "--set", "protocol.name=fedbuff", "--set", "protocol.concurrency=4", "--set", "protocol.buffer=2",
+              "--no-progress"]
+    cli("run", EXAMPLES / "fedprox" / "fedprox.toml", *common, "--out", tmp_path / "a", cwd=tmp_path)
+    prox, avg = (pd.read_csv(tmp_path / "a" / name / "evals.csv") for name in ("fedprox", "fedavg"))
+    assert not prox.equals(avg)  # mu = 0.1 changes the model
+    cli("run", EXAMPLES / "fedprox" / "fedprox.toml", *common, "--set", "learning.mu=0.0", "--out", tmp_path / "b",
+        cwd=tmp_path)
+    prox, avg = (pd.read_csv(tmp_path / "b" / name / "evals.csv") for name in ("fedprox", "fedavg"))
+    pd.testing.assert_frame_equal(prox, avg)  # mu = 0 is FedAvg, stale updates and all
+    up = pd.read_csv(tmp_path / "b" / "fedprox" / "updates.csv")
+    assert (up[up.outcome == "applied"].groupby("version_applied").size() == 2).all()
