@@ -541,9 +541,11 @@ def test_lyapunov_dispatch_queues_follow_the_power_used_per_aggregation():
     ({"protocol": {"name": "fedbuff", "concurrency": 50}}, "protocol.concurrency = 50"),
     ({"protocol": {"name": "fedbuff", "staleness": "cubic"}}, "protocol.staleness"),
     ({"protocol": {"name": "sync", "buffer": 3}}, "protocol.buffer"),
+    ({"protocol": {"name": "fedasync"}, "run": {"rounds": 3, "round_deadline_s": 2.0}}, "run.round_deadline_s"),
 ])
 def test_protocols_refuse_what_they_cannot_run(tables, match):
-    data = {"run": {"rounds": 3}, "devices": {"count": 20}, **tables}
+    data = {"run": {"rounds": 3}, "devices": {"count": 20}}
+    data.update(tables)
     with pytest.raises(ConfigError, match=match):
         from_dict(data)
 

@@ -128,6 +128,14 @@ def _require_dispatch(scenario, name: str) -> None:
                           "'lyapunov', or protocol.name = 'sync' or 'semi_sync'")
 
 
+def _no_rounds(scenario, name: str) -> None:
+    """The dispatch protocols have no rounds: a round deadline would be ignored, so it is refused."""
+    if scenario.run.round_deadline_s is not None:
+        raise ConfigError(f"run.round_deadline_s = {scenario.run.round_deadline_s:g}: protocol.name = {name!r} has "
+                          "no rounds to end; drop it (protocol.max_staleness bounds how old an applied update may "
+                          "be), or use protocol.name = 'sync' or 'semi_sync'")
+
+
 def _require_concurrency(scenario, concurrency: int) -> None:
     n = scenario.devices.count
     if concurrency > n:
@@ -285,6 +293,7 @@ class FedBuff(RoundProtocol):
         _require_stale_updates(scenario, "fedbuff")
         _require_dispatch(scenario, "fedbuff")
         _require_concurrency(scenario, options.concurrency)
+        _no_rounds(scenario, "fedbuff")
 
     def start(self, server) -> None:
         server.dispatch(self.options.concurrency)
@@ -339,6 +348,7 @@ class FedAsync(RoundProtocol):
         _require_stale_updates(scenario, "fedasync")
         _require_dispatch(scenario, "fedasync")
         _require_concurrency(scenario, options.concurrency)
+        _no_rounds(scenario, "fedasync")
 
     def start(self, server) -> None:
         server.dispatch(self.options.concurrency)
