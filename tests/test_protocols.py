@@ -30,7 +30,7 @@ def scenario(protocol: dict, *, timing=True, rounds=12, devices=None, link=None,
             "devices": {"count": 12, "compute": "shifted_exponential", "delay_mean_s": 0.5, **(devices or {})},
             "channel": {"profile": "linear"},
             "link": {"model_bits": 100000, "bandwidth_hz": 1e6, "downlink_s": 0.05, **(link or {})},
-            "protocol": protocol, "scheduler": {"name": "uniform", "m": 4, **(scheduler or {})},
+            "protocol": protocol, "scheduler": scheduler or {"name": "uniform", "m": 4},
             "learning": dict(SMALL_LEARNING), **tables}
     return from_dict(data)
 
@@ -45,13 +45,24 @@ def files_equal(a, b, names=("rounds.csv", "updates.csv", "devices.csv", "evals.
 
 @pytest.mark.parametrize("timing", [True, False])
 def test_semi_sync_waiting_for_every_upload_equals_sync(tmp_path, timing, one_torch_thread):
-    sync = simulate(scenario({"name": "sync"}, timing=timing, scheduler={"name": "lyapunov"}), tmp_path / "sync",
+    sync = simulate(scenario({"name": "sync"}, timing=timing, scheduler={"name": "lyapunov", "m": 4}), tmp_path / "sync",
                     progress=False)
-    semi = simulate(scenario({"name": "semi_sync"}, timing=timing, scheduler={"name": "lyapunov"}),
+    semi = simulate(scenario({"name": "semi_sync"}, timing=timing, scheduler={"name": "lyapunov", "m": 4}),
                     tmp_path / "semi", progress=False)
     files_equal(tmp_path / "sync", tmp_path / "semi")
     assert sync.summary["rounds"] == semi.summary["rounds"] == 12
     assert semi.summary["mean_staleness"] == 0.0 and (timing or len(semi.evals) == 5)
+
+
+@pytest.mark.parametrize("scheduler", [{"name": "power_of_choice", "kappa": 3, "poc_candidates": 6},
+                                       {"name": "divfl", "kappa": 3}])
+def test_semi_sync_equals_sync_for_schedulers_that_probe_before_deciding(tmp_path, scheduler, one_torch_thread):
+    """Reports before the computation (losses, bootstrap gradients) go up the same uplink first."""
+    kw = dict(timing=False, rounds=6, scheduler=scheduler, learning={**SMALL_LEARNING, "model": "mlp"})
+    simulate(scenario({"name": "sync"}, **kw), tmp_path / "sync", progress=False)
+    semi = simulate(scenario({"name": "semi_sync"}, **kw), tmp_path / "semi", progress=False)
+    files_equal(tmp_path / "sync", tmp_path / "semi")
+    assert semi.rounds["extra_airtime_s"].iloc[0] > 0
 
 
 def test_semi_sync_dropping_late_uploads_at_the_deadline_equals_sync_with_that_deadline(tmp_path):
@@ -332,6 +343,7 @@ def test_devices_that_go_offline_mid_flight_are_lost_and_their_slots_refilled(tm
 
 
 PROTOCOLS = {"semi_sync": {"name": "semi_sync", "first_k": 2},
+             "semi_sync_probing": {"name": "semi_sync", "first_k": 2},
              "fedbuff": {"name": "fedbuff", "concurrency": 5, "buffer": 3, "max_staleness": 3},
              "fedasync": {"name": "fedasync", "concurrency": 4}}
 
@@ -361,8 +373,10 @@ def interrupt_and_resume(tmp_path, monkeypatch, sc, after):
 @pytest.mark.parametrize("name", sorted(PROTOCOLS))
 @pytest.mark.parametrize("access", ["tdma", "fdma"])
 def test_resume_mid_flight_gives_the_uninterrupted_records(tmp_path, monkeypatch, name, access):
+    probing = {"scheduler": {"name": "power_of_choice", "kappa": 3, "poc_candidates": 8}} \
+        if name.endswith("probing") else {}
     sc = scenario(PROTOCOLS[name], rounds=15, run={"checkpoint_every": 2}, link={"access": access},
-                  devices={"p_on_to_off": 0.1, "p_off_to_on": 0.5, "availability_period_s": 0.3})
+                  devices={"p_on_to_off": 0.1, "p_off_to_on": 0.5, "availability_period_s": 0.3}, **probing)
     full = interrupt_and_resume(tmp_path, monkeypatch, sc, after=7)
     assert full.updates.outcome.isin(["offline"]).any()
 

@@ -32,7 +32,7 @@ so that every pending event lands at the same time and in the same order (wirele
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 from typing import Any, Callable
 
 import numpy as np
@@ -45,10 +45,14 @@ from .uplink import ON_AIR, QUEUED, make_uplink
 
 __all__ = ["EventEngine", "EventStall", "Round", "Update"]
 
-DOWNLINK, COMPUTE, ARRIVED, FINISHED = 1, 2, 5, 6
-"""Phases of an update (QUEUED = 3 and ON_AIR = 4 are the uplink's)."""
+WAITING, DOWNLINK, COMPUTE, ARRIVED, FINISHED = 0, 1, 2, 5, 6
+"""Phases of an update (QUEUED = 3 and ON_AIR = 4 are the uplink's); WAITING: its round's uploads
+before the computation (the scheduler's probe reports) are still under way."""
 _REPEAT = 2 ** 32
 """A device started again from the same version trains with the key version + k x _REPEAT."""
+_REPORTS = 2 ** 60
+"""Reports (uploads before a round's computation) are numbered from here: dispatch numbers count
+model updates only, as under sync."""
 
 
 class EventStall(RuntimeError):
@@ -67,7 +71,7 @@ class Update:
     __slots__ = ("seq", "device", "version", "key", "round", "share", "q", "dispatch_s", "compute_start_s",
                  "compute_s", "compute_end_s", "power", "bits", "gain", "airtime_s", "tx_start_s", "tx_end_s",
                  "phase", "queue_seq", "bits_left", "compute_energy_full_j", "energy_j", "compute_energy_j",
-                 "outcome", "version_applied", "lost_s", "delta", "start", "process", "done")
+                 "outcome", "version_applied", "lost_s", "report", "delta", "start", "process", "done")
     SAVED = __slots__[:-4]  # the rest is rebuilt (delta and start are saved as tensors separately)
 
     def __init__(self, seq=-1, device=-1, version=0, key=0, round=0, share=math.nan, q=math.nan,
@@ -75,7 +79,7 @@ class Update:
                  power=math.nan, bits=math.nan, gain=math.nan, airtime_s=math.nan, tx_start_s=math.nan,
                  tx_end_s=math.nan, phase=DOWNLINK, queue_seq=-1, bits_left=math.nan,
                  compute_energy_full_j=math.nan, energy_j=math.nan, compute_energy_j=math.nan, outcome="",
-                 version_applied=-1, lost_s=math.nan):
+                 version_applied=-1, lost_s=math.nan, report=False):
         # one assignment each: an update is made for every dispatch
         self.seq, self.device, self.version, self.key, self.round = seq, device, version, key, round
         self.share, self.q, self.dispatch_s, self.compute_start_s = share, q, dispatch_s, compute_start_s
@@ -85,6 +89,7 @@ class Update:
         self.compute_energy_full_j, self.energy_j, self.compute_energy_j = \
             compute_energy_full_j, energy_j, compute_energy_j
         self.outcome, self.version_applied, self.lost_s = outcome, version_applied, lost_s
+        self.report = report  # an upload before the round's computation (a probe's report), not a model
         self.delta = self.start = self.process = self.done = None
 
     @property
@@ -110,6 +115,11 @@ class Round:
     comp: np.ndarray
     updates: list
     server_s: float = 0.0  # a server round's duration (no device takes part)
+    reports_left: int = 0  # uploads before the computation still under way
+    reports_s: float = 0.0  # how long they took (sync's pre-upload phase)
+    reports_energy: list = field(default_factory=list)  # transmit energy of each report
+    piggy_s: float = 0.0   # airtime of the bits riding on the model uploads
+    computing: Any = None  # the event the round's devices wait on while the reports go up (not saved)
 
 
 class EventEngine:
@@ -144,6 +154,7 @@ class EventEngine:
         self.available: np.ndarray | None = None
         self.wanted = 0  # slots the protocol asked for and no device could fill yet
         self.next_seq = 0
+        self._reports = 0
         self._queue_seq = 0
         self._repeats: dict[int, int] = {}
         self.last_aggregation_s = 0.0
@@ -226,7 +237,8 @@ class EventEngine:
         evaluated if it changed since the last evaluation."""
         now = self.env.now
         for u in sorted([*self.flying.values(), *self.held.values()], key=lambda u: u.seq):
-            self._settle(u, "in_flight", now)
+            if not u.report:
+                self._settle(u, "in_flight", now)
         self.flying.clear()
         self.held.clear()
         if self.learner is not None and (not self._evals_at or self._evals_at[-1] != self.version):
@@ -243,6 +255,8 @@ class EventEngine:
     def _fly(self, u: Update):
         env = self.env
         try:
+            if u.phase == WAITING:  # until the round's reports are up; then its computation is timed
+                yield self.round_.computing
             if u.phase == DOWNLINK:
                 if u.compute_start_s > env.now:
                     yield env.at(u.compute_start_s, priority(RANK_DEVICE, u.seq))
@@ -252,6 +266,9 @@ class EventEngine:
             yield from self.uplink.transmit(u)
         except simpy.Interrupt as stop:
             self._lost(u, stop.cause)  # nothing more if whoever interrupted settled it already
+            return
+        if u.report:
+            self._report_done(u)
             return
         u.phase = ARRIVED
         del self.flying[u.seq]
@@ -308,17 +325,25 @@ class EventEngine:
 
     def _launch(self, device: int, power: float, compute_s: float, energy_j: float, *, key: int, bits: float,
                 round_=None, gain: float = math.nan, airtime_s: float = math.nan, q: float = math.nan,
-                share: float = math.nan, compute_start_s: float | None = None) -> Update:
+                share: float = math.nan, compute_start_s: float | None = None, waiting: bool = False,
+                report: bool = False) -> Update:
         now = self.env.now
         start = now + self.parts.downlink_s if compute_start_s is None else compute_start_s
-        u = Update(self.next_seq, device, self.version, key, self.version if round_ is None else round_, share, q,
+        seq = _REPORTS + self._reports if report else self.next_seq
+        u = Update(seq, device, self.version, key, self.version if round_ is None else round_, share, q,
                    now, start, compute_s, start + compute_s, power, bits, gain, airtime_s,
-                   compute_energy_full_j=energy_j)
-        self.next_seq += 1
+                   compute_energy_full_j=energy_j, report=report)
+        if waiting:  # its computation starts when the round's reports are up
+            u.phase, u.compute_start_s, u.compute_end_s = WAITING, math.nan, math.nan
+        if report:
+            self._reports += 1
+        else:
+            self.next_seq += 1
         self.flying[u.seq] = u
-        self.busy[device] = True
-        if self.learner is not None:
-            self.untrained.append(u)
+        if not report:
+            self.busy[device] = True
+            if self.learner is not None:
+                self.untrained.append(u)
         u.process = self.env.process(self._fly(u))
         return u
 
@@ -342,6 +367,9 @@ class EventEngine:
     def _lost(self, u: Update, outcome: str) -> None:
         if u.phase == FINISHED:
             return
+        if u.report:  # a report lost: the round goes on without it
+            self._report_done(u, lost=True)
+            return
         self._stop(u)
         self._settle(u, outcome, self.env.now)
         if outcome == "offline" and not self.stopping:
@@ -352,8 +380,37 @@ class EventEngine:
         if outcome is not None:
             u.process.interrupt(outcome)
         del self.flying[u.seq]
-        self.busy[u.device] = False
+        if not u.report:
+            self.busy[u.device] = False
         u.phase = FINISHED
+
+    def _report_done(self, u: Update, lost: bool = False) -> None:
+        """One of the round's reports is up (or lost): when the last is, the computations begin."""
+        del self.flying[u.seq]
+        u.phase = FINISHED
+        round_ = self.round_
+        if u.tx_start_s == u.tx_start_s:  # P x time on the air, summed as sync sums them
+            on_air = u.airtime_s if u.tx_end_s == u.tx_end_s else self.env.now - u.tx_start_s
+            round_.reports_energy.append(u.power * on_air)
+        round_.reports_left -= 1
+        if round_.reports_left == 0:
+            self._start_computing(round_)
+
+    def _start_computing(self, round_: Round) -> None:
+        """The round's devices compute from now on (their reports are up)."""
+        now = self.env.now
+        round_.reports_s = now - round_.compute_start_s
+        round_.compute_start_s = now
+        for u in round_.updates:
+            if u.phase == WAITING:
+                u.compute_start_s, u.compute_end_s, u.phase = now, now + u.compute_s, COMPUTE
+        if round_.computing is not None:
+            round_.computing.succeed()
+            round_.computing = None
+        if not round_.updates:
+            self.timer("_empty_round_end", now if now > round_.t_start else now + self.parts.idle_round_s)
+        else:
+            self.protocol.on_round(self, round_)
 
     def cancel(self, updates, outcome: str) -> None:
         """Stop updates in flight; recorded with ``outcome``."""
@@ -543,34 +600,47 @@ class EventEngine:
         if request is not None and self.learner is not None:
             p.scheduler.receive(self.learner.reports(request, r))
         decision = p.scheduler.decide(state)
-        if decision.pre_upload_bits is not None and np.any(np.asarray(decision.pre_upload_bits) > 0):
-            from ..fields import ConfigError
-
-            raise ConfigError(f"scheduler.name = {type(p.scheduler).__name__}: asks for uploads before the round's "
-                              "computation (Decision.pre_upload_bits), which the event protocols do not time; "
-                              "use protocol.name = 'sync'")
         if decision.selected is not None:
             selected = np.unique(np.asarray(decision.selected, dtype=np.int64))
         else:
             selected = draw_devices(decision.omega, decision.m, self.streams["selection"], decision.replace)
         power = decision.power[selected]
         bits = np.full(selected.size, float(p.upload_bits))
-        if decision.piggyback_bits is not None:
-            bits = bits + np.asarray(decision.piggyback_bits, dtype=float)[selected]
+        concurrent = p.access.concurrent
+        piggy_s = 0.0
+        if decision.piggyback_bits is not None:  # e.g. a refreshed gradient riding on the model upload
+            extra = np.asarray(decision.piggyback_bits, dtype=float)[selected]
+            bits = bits + extra
+            if not concurrent:
+                piggy_s = float(np.where(extra > 0, p.access.airtime_s(extra, gains[selected], power), 0.0).sum())
         airtime = (p.access.airtime_s(bits if decision.piggyback_bits is not None else p.upload_bits,
                                       gains[selected], power)
-                   if not p.access.concurrent else np.full(selected.size, math.nan))
+                   if not concurrent else np.full(selected.size, math.nan))
         comp = np.asarray(p.compute.compute_times(selected, self.streams["compute"], round_idx=r), dtype=float)
         energy = np.asarray(p.compute.energy_j(selected, round_idx=r), dtype=float)
         start = t + p.downlink_s
-        round_ = self.round_ = Round(r, t, start, decision, selected, gains, available, comp, [])
+        round_ = self.round_ = Round(r, t, start, decision, selected, gains, available, comp, [], piggy_s=piggy_s)
+        # the probe's reports go up first (after the broadcast), through the same uplink, as under sync
+        pre = np.zeros(0) if decision.pre_upload_bits is None else np.asarray(decision.pre_upload_bits, dtype=float)
+        senders = np.flatnonzero(pre > 0)
+        if senders.size:
+            round_.reports_left = int(senders.size)
+            round_.computing = self.env.event()
+            pre_air = (p.access.airtime_s(pre[senders], gains[senders], decision.power[senders]) if not concurrent
+                       else np.full(senders.size, math.nan))
+            for i, device in enumerate(senders.tolist()):
+                self._launch(device, float(decision.power[device]), 0.0, 0.0, key=-1, bits=float(pre[device]),
+                             round_=r, gain=float(gains[device]), airtime_s=float(pre_air[i]), compute_start_s=start,
+                             report=True)
         share = 1.0 / max(selected.size, 1)
         for i, device in enumerate(selected.tolist()):
             round_.updates.append(self._launch(
                 device, float(power[i]), float(comp[i]), float(energy[i]), key=self._key(device), bits=float(bits[i]),
                 round_=r,
                 gain=float(gains[device]), airtime_s=float(airtime[i]), q=float(decision.q[device]), share=share,
-                compute_start_s=start))
+                compute_start_s=start, waiting=bool(senders.size)))
+        if senders.size:
+            return  # the computations and protocol.on_round wait for the reports
         if not selected.size:  # a round without devices still takes its time (downlink, or a frame)
             self.timer("_empty_round_end", start if p.downlink_s > 0 else t + p.idle_round_s)
             return
@@ -656,10 +726,12 @@ class EventEngine:
             comp_energy = full * np.where(comp > 0, np.clip((now - round_.compute_start_s) / comp, 0.0, 1.0), 1.0)
         started = ~np.isnan(tx_start)
         order = np.flatnonzero(started)[np.argsort(tx_start[started], kind="stable")]
-        idle = not selected.size and p.downlink_s == 0
+        idle = not selected.size and p.downlink_s == 0 and round_.reports_s == 0
         self.on_round(RoundRecord(
             round=r, t_start=round_.t_start, t_end=now, downlink_s=p.downlink_s,
-            comp_s=float(comp.max(initial=0.0)), comm_s=float(np.nansum(airtime)), selected=selected,
+            comp_s=float(comp.max(initial=0.0)), comm_s=float(np.nansum(airtime)) + round_.reports_s,
+            selected=selected, extra_airtime_s=round_.reports_s + round_.piggy_s,
+            extra_energy_j=float(np.sum(round_.reports_energy)) if round_.reports_energy else 0.0,
             upload_order=selected[order], airtime_s=airtime, energy_j=np.where(on_air > 0, power * on_air, 0.0),
             gains=round_.gains, decision=round_.decision, compute_energy_j=comp_energy, arrived=arrived,
             available=round_.available, metrics=metrics, idle_s=p.idle_round_s if idle else 0.0,
@@ -694,6 +766,7 @@ class EventEngine:
             "next_tick_s": self.next_tick_s, "updates": saved, "starts": [t for _, t in starts.values()],
             "untrained": [u.seq for u in self.untrained], "busy": self.busy.copy(),
             "last_applied": self.last_applied.copy(), "wanted": self.wanted, "next_seq": self.next_seq,
+            "reports": self._reports,
             "queue_seq": self._queue_seq, "repeats": [[k, v] for k, v in self._repeats.items()],
             "last_aggregation_s": self.last_aggregation_s, "dispatch_info": _numbers_only(self.dispatch_info),
             "timers": [[name, at, order] for name, (at, order) in self.timers.items()],
@@ -721,6 +794,7 @@ class EventEngine:
         self.last_applied = np.asarray(state["last_applied"], dtype=np.int64).copy()
         self.wanted, self.next_seq, self._queue_seq = int(state["wanted"]), int(state["next_seq"]), \
             int(state["queue_seq"])
+        self._reports = int(state["reports"])
         self._repeats = {int(k): int(v) for k, v in state["repeats"]}
         self.last_aggregation_s = float(state["last_aggregation_s"])
         self.dispatch_info = dict(state["dispatch_info"])
@@ -741,6 +815,8 @@ class EventEngine:
         self.held = {seq: u for seq, u in by_seq.items() if u.phase == ARRIVED}
         self.untrained = [by_seq[seq] for seq in state["untrained"]]
         self.round_ = _round_from(state["round"], by_seq)
+        if self.round_ is not None and self.round_.reports_left:
+            self.round_.computing = self.env.event()  # its devices wait for the reports again
         self.protocol.load_state(_decode(state["protocol"], by_seq, self.round_))
         # processes in the order they hold or asked for the uplink, then the rest: the same queue
         on_air = [u for u in self.flying.values() if u.phase == ON_AIR]
@@ -773,7 +849,8 @@ def _round_state(round_: Round | None) -> dict | None:
     return {"index": round_.index, "t_start": round_.t_start, "compute_start_s": round_.compute_start_s,
             "decision": decision, "selected": round_.selected, "gains": round_.gains,
             "available": round_.available, "comp": round_.comp, "updates": [u.seq for u in round_.updates],
-            "server_s": round_.server_s}
+            "server_s": round_.server_s, "reports_left": round_.reports_left, "reports_s": round_.reports_s,
+            "reports_energy": list(round_.reports_energy), "piggy_s": round_.piggy_s}
 
 
 def _round_from(state: dict | None, by_seq: dict) -> Round | None:
@@ -788,7 +865,8 @@ def _round_from(state: dict | None, by_seq: dict) -> Round | None:
     updates = [by_seq[seq] for seq in state["updates"]]
     return Round(state["index"], state["t_start"], state["compute_start_s"], decision,
                  np.asarray(state["selected"], dtype=np.int64), np.asarray(state["gains"]), state["available"],
-                 np.asarray(state["comp"], dtype=float), updates, state["server_s"])
+                 np.asarray(state["comp"], dtype=float), updates, state["server_s"], int(state["reports_left"]),
+                 float(state["reports_s"]), list(state["reports_energy"]), float(state["piggy_s"]))
 
 
 _UPDATE, _ROUND = "__update__", "__round__"
