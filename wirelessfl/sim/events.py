@@ -155,7 +155,7 @@ class EventEngine:
         self.wanted = 0  # slots the protocol asked for and no device could fill yet
         self.next_seq = 0
         self._reports = 0
-        self._queue_seq = 0
+        self.queue_seq = 0  # places in the uplink's queue (kept so a resume rebuilds the queue in order)
         self._repeats: dict[int, int] = {}
         self.last_aggregation_s = 0.0
         self.dispatch_info: dict = {}
@@ -175,6 +175,7 @@ class EventEngine:
         self._airtime_factor = math.log(2.0) / link.bandwidth_hz  # airtime = bits ln2 / (B ln(1 + g P / N0))
         self._noise_power = link.noise_power
         self._energy = getattr(parts.compute, "has_energy", True)  # without an energy model: no call per dispatch
+        self._one_device = np.zeros(1, dtype=np.int64)
         self._dispatch_state = DispatchState(
             time_s=0.0, version=0, slots=0, busy=self.busy, num_busy=0, available=None,
             last_applied=self.last_applied,
@@ -254,15 +255,16 @@ class EventEngine:
 
     def _fly(self, u: Update):
         env = self.env
+        prio = priority(RANK_DEVICE, u.seq)
         try:
             if u.phase == WAITING:  # until the round's reports are up; then its computation is timed
                 yield self.round_.computing
             if u.phase == DOWNLINK:
                 if u.compute_start_s > env.now:
-                    yield env.at(u.compute_start_s, priority(RANK_DEVICE, u.seq))
+                    yield env.at(u.compute_start_s, prio)
                 u.phase = COMPUTE
             if u.phase == COMPUTE:
-                yield env.at(u.compute_end_s, priority(RANK_DEVICE, u.seq))
+                yield env.at(u.compute_end_s, prio)
             yield from self.uplink.transmit(u)
         except simpy.Interrupt as stop:
             self._lost(u, stop.cause)  # nothing more if whoever interrupted settled it already
@@ -307,7 +309,7 @@ class EventEngine:
             raise ValueError(f"scheduler.name: {type(scheduler).__name__}.dispatch returned {chosen}: "
                              f"at most {self.wanted} distinct idle, available devices")
         self.dispatch_info = choice.info
-        power = np.asarray(choice.power, dtype=float).reshape(-1).tolist()
+        power = choice.power.tolist() if isinstance(choice.power, np.ndarray) else list(choice.power)
         key = self.version
         compute = self.parts.compute
         comp = np.asarray(compute.compute_times(devices, self.streams["compute"], round_idx=key), dtype=float)
@@ -347,17 +349,14 @@ class EventEngine:
         u.process = self.env.process(self._fly(u))
         return u
 
-    def next_queue_seq(self) -> int:
-        """The next place in the uplink's queue (kept so a resume rebuilds the queue in order)."""
-        self._queue_seq += 1
-        return self._queue_seq
-
     def start_transmission(self, u: Update) -> None:
         """``u`` goes on the air now: its gain (drawn now, unless its round drew it) and, under TDMA,
         its airtime bits / (B log2(1 + g P / N0))."""
         u.tx_start_s = self.env.now
         if u.gain != u.gain:
-            u.gain = float(self.parts.channel.draw_devices(self.streams["channel"], np.array([u.device]))[0])
+            one = self._one_device  # a reused one-element array: an upload starts for every update
+            one[0] = u.device
+            u.gain = float(self.parts.channel.draw_devices(self.streams["channel"], one)[0])
         if not self.uplink.concurrent and u.airtime_s != u.airtime_s:  # TDMA: the whole band
             rate = math.log1p(u.gain * u.power / self._noise_power)
             u.airtime_s = u.bits * self._airtime_factor / rate if rate > 0 else math.inf
@@ -767,7 +766,7 @@ class EventEngine:
             "untrained": [u.seq for u in self.untrained], "busy": self.busy.copy(),
             "last_applied": self.last_applied.copy(), "wanted": self.wanted, "next_seq": self.next_seq,
             "reports": self._reports,
-            "queue_seq": self._queue_seq, "repeats": [[k, v] for k, v in self._repeats.items()],
+            "queue_seq": self.queue_seq, "repeats": [[k, v] for k, v in self._repeats.items()],
             "last_aggregation_s": self.last_aggregation_s, "dispatch_info": _numbers_only(self.dispatch_info),
             "timers": [[name, at, order] for name, (at, order) in self.timers.items()],
             "round": _round_state(self.round_), "drain": getattr(self, "_drain", False),
@@ -792,7 +791,7 @@ class EventEngine:
         self.next_tick_s = None if state["next_tick_s"] is None else float(state["next_tick_s"])
         self.busy = np.asarray(state["busy"], dtype=bool).copy()
         self.last_applied = np.asarray(state["last_applied"], dtype=np.int64).copy()
-        self.wanted, self.next_seq, self._queue_seq = int(state["wanted"]), int(state["next_seq"]), \
+        self.wanted, self.next_seq, self.queue_seq = int(state["wanted"]), int(state["next_seq"]), \
             int(state["queue_seq"])
         self._reports = int(state["reports"])
         self._repeats = {int(k): int(v) for k, v in state["repeats"]}

@@ -39,16 +39,18 @@ class TdmaUplink:
 
     def transmit(self, u):
         """The upload of ``u`` (a SimPy generator): wait for the band, then hold it for the airtime."""
-        env = self.engine.env
+        engine = self.engine
+        env = engine.env
         if u.phase != ON_AIR:
             u.phase = QUEUED
             if u.queue_seq < 0:  # a resumed request keeps its place
-                u.queue_seq = self.engine.next_queue_seq()
+                engine.queue_seq += 1
+                u.queue_seq = engine.queue_seq
         with self.band.request() as slot:  # released (or withdrawn) however the process leaves
             yield slot
             if u.phase != ON_AIR:  # a resumed upload that was on the air already has its times
                 u.phase = ON_AIR
-                self.engine.start_transmission(u)
+                engine.start_transmission(u)
             end = u.tx_start_s + u.airtime_s
             yield env.at(end, priority(RANK_DEVICE, u.seq))
             u.tx_end_s = end
