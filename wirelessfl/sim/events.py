@@ -28,26 +28,29 @@ Checkpoints are taken between events (after SimPy's own events of that instant):
 flight with its phase, times and draws, the uplink's queue, the protocol's and scheduler's state,
 the armed timers and every random stream are saved explicitly, and a resume rebuilds the processes
 so that every pending event lands at the same time and in the same order (wirelessfl.sim.clock).
+
+Modules: this one (the run, the processes, dispatch, losses, timers, aggregation), rounds.py (the
+round machinery of round-based protocols), flight.py (an update's and a round's data), uplink.py
+(TDMA and FDMA), event_state.py (checkpoints), clock.py (absolute times and event order).
 """
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field, fields
-from typing import Any, Callable
+from typing import Callable
 
 import numpy as np
 import simpy
 
-from ..scheduling.base import Decision, DispatchState, ReportRequest, RoundState, draw_devices
+from ..scheduling.base import Decision, DispatchState
 from .clock import CHECKPOINT, RANK_AVAILABILITY, RANK_DEVICE, RANK_STOP, RANK_TIMER, Clock, priority
 from .engine import STREAMS, EvalRule, Parts, RoundRecord, StopRule
-from .uplink import ON_AIR, QUEUED, make_uplink
+from .event_state import engine_state, load_engine_state, restore
+from .flight import ARRIVED, COMPUTE, DOWNLINK, FINISHED, WAITING, Round, Update
+from .rounds import RoundMachinery
+from .uplink import make_uplink
 
 __all__ = ["EventEngine", "EventStall", "Round", "Update"]
 
-WAITING, DOWNLINK, COMPUTE, ARRIVED, FINISHED = 0, 1, 2, 5, 6
-"""Phases of an update (QUEUED = 3 and ON_AIR = 4 are the uplink's); WAITING: its round's uploads
-before the computation (the scheduler's probe reports) are still under way."""
 _REPEAT = 2 ** 32
 """A device started again from the same version trains with the key version + k x _REPEAT."""
 _REPORTS = 2 ** 60
@@ -59,70 +62,7 @@ class EventStall(RuntimeError):
     """The protocol left nothing to happen: no device in flight and no timer armed."""
 
 
-class Update:
-    """One dispatched device, from its dispatch to its update's fate (an updates.csv row).
-
-    seq: dispatch number; version: the server version it started from; key: the key of its
-    minibatch and work draws; round: its round (round-based protocols; else its version);
-    share: its weight as a carried update (1 / distinct devices of its round); q: its inclusion
-    probability (NaN when dispatched, not drawn). Times in simulated seconds (NaN: not yet).
-    """
-
-    __slots__ = ("seq", "device", "version", "key", "round", "share", "q", "dispatch_s", "compute_start_s",
-                 "compute_s", "compute_end_s", "power", "bits", "gain", "airtime_s", "tx_start_s", "tx_end_s",
-                 "phase", "queue_seq", "bits_left", "compute_energy_full_j", "energy_j", "compute_energy_j",
-                 "outcome", "version_applied", "lost_s", "report", "delta", "start", "process", "done")
-    SAVED = __slots__[:-4]  # the rest is rebuilt (delta and start are saved as tensors separately)
-
-    def __init__(self, seq=-1, device=-1, version=0, key=0, round=0, share=math.nan, q=math.nan,
-                 dispatch_s=math.nan, compute_start_s=math.nan, compute_s=math.nan, compute_end_s=math.nan,
-                 power=math.nan, bits=math.nan, gain=math.nan, airtime_s=math.nan, tx_start_s=math.nan,
-                 tx_end_s=math.nan, phase=DOWNLINK, queue_seq=-1, bits_left=math.nan,
-                 compute_energy_full_j=math.nan, energy_j=math.nan, compute_energy_j=math.nan, outcome="",
-                 version_applied=-1, lost_s=math.nan, report=False):
-        # one assignment each: an update is made for every dispatch
-        self.seq, self.device, self.version, self.key, self.round = seq, device, version, key, round
-        self.share, self.q, self.dispatch_s, self.compute_start_s = share, q, dispatch_s, compute_start_s
-        self.compute_s, self.compute_end_s, self.power, self.bits = compute_s, compute_end_s, power, bits
-        self.gain, self.airtime_s, self.tx_start_s, self.tx_end_s = gain, airtime_s, tx_start_s, tx_end_s
-        self.phase, self.queue_seq, self.bits_left = phase, queue_seq, bits_left
-        self.compute_energy_full_j, self.energy_j, self.compute_energy_j = \
-            compute_energy_full_j, energy_j, compute_energy_j
-        self.outcome, self.version_applied, self.lost_s = outcome, version_applied, lost_s
-        self.report = report  # an upload before the round's computation (a probe's report), not a model
-        self.delta = self.start = self.process = self.done = None
-
-    @property
-    def in_flight(self) -> bool:
-        """Still computing or uploading (not arrived, not lost)."""
-        return self.phase < ARRIVED
-
-    def __repr__(self) -> str:
-        return f"Update(seq={self.seq}, device={self.device}, version={self.version}, phase={self.phase})"
-
-
-@dataclass
-class Round:
-    """A round of a round-based protocol: its decision and the updates it dispatched."""
-
-    index: int
-    t_start: float
-    compute_start_s: float
-    decision: Decision | None
-    selected: np.ndarray
-    gains: np.ndarray
-    available: np.ndarray | None
-    comp: np.ndarray
-    updates: list
-    server_s: float = 0.0  # a server round's duration (no device takes part)
-    reports_left: int = 0  # uploads before the computation still under way
-    reports_s: float = 0.0  # how long they took (sync's pre-upload phase)
-    reports_energy: list = field(default_factory=list)  # transmit energy of each report
-    piggy_s: float = 0.0   # airtime of the bits riding on the model uploads
-    computing: Any = None  # the event the round's devices wait on while the reports go up (not saved)
-
-
-class EventEngine:
+class EventEngine(RoundMachinery):
     """Runs an event-driven protocol on a SimPy clock; reports each aggregation, evaluation and
     update to callbacks (the same ones as the sync Engine, plus ``on_update``).
 
@@ -160,7 +100,9 @@ class EventEngine:
         self.last_aggregation_s = 0.0
         self.dispatch_info: dict = {}
         self.round_: Round | None = None
-        self.timers: dict[str, tuple[float, int]] = {}
+        self.timers: dict[str, tuple[float, int]] = {}  # name: (time, the order it was armed in)
+        self._timer_seq = 0
+        self._drain = False  # the current server round counts as a slot of zero consumption
         self._timer_events: dict[str, simpy.Event] = {}
         self.next_tick_s: float | None = None
         self._start_s = 0.0
@@ -210,6 +152,9 @@ class EventEngine:
                 self.next_tick_s = self.availability_period_s
             if self.eval_rule.at_start:
                 self._evaluate()
+            if self.stop.done(0, env.now):  # e.g. the target reached by the initial model, as under sync
+                self.stopping = True
+                return
             self.protocol.start(self)
         if self.next_tick_s is not None:
             self._arm_tick()
@@ -310,15 +255,26 @@ class EventEngine:
                              f"at most {self.wanted} distinct idle, available devices")
         self.dispatch_info = choice.info
         power = choice.power.tolist() if isinstance(choice.power, np.ndarray) else list(choice.power)
-        key = self.version
+        keys = [self._key(device) for device in chosen]
+        if len(set(keys)) == 1:  # the usual case: one call for the devices started now
+            comp, energy = self._work(devices, keys[0])
+        else:  # a device started again from this version: its own key (its own draws of local work)
+            comp, energy = [], []
+            for i, key in enumerate(keys):
+                c, e = self._work(devices[i:i + 1], key)
+                comp, energy = comp + c, energy + e
+        for device, p, c, e, key in zip(chosen, power, comp, energy, keys):
+            self._launch(device, p, c, e, key=key, bits=self.parts.upload_bits)
+        self.wanted -= len(chosen)
+        return len(chosen)
+
+    def _work(self, devices: np.ndarray, key: int) -> tuple[list, list]:
+        """(computation times, computation energies) of devices started now with work key ``key``."""
         compute = self.parts.compute
         comp = np.asarray(compute.compute_times(devices, self.streams["compute"], round_idx=key), dtype=float)
         energy = (np.asarray(compute.energy_j(devices, round_idx=key), dtype=float).tolist() if self._energy
-                  else [0.0] * len(chosen))
-        for device, p, c, e in zip(chosen, power, comp.tolist(), energy):
-            self._launch(device, p, c, e, key=self._key(device), bits=self.parts.upload_bits)
-        self.wanted -= len(chosen)
-        return len(chosen)
+                  else [0.0] * len(devices))
+        return comp.tolist(), energy
 
     def _key(self, device: int) -> int:
         k = self._repeats.get(device, 0)
@@ -383,34 +339,6 @@ class EventEngine:
             self.busy[u.device] = False
         u.phase = FINISHED
 
-    def _report_done(self, u: Update, lost: bool = False) -> None:
-        """One of the round's reports is up (or lost): when the last is, the computations begin."""
-        del self.flying[u.seq]
-        u.phase = FINISHED
-        round_ = self.round_
-        if u.tx_start_s == u.tx_start_s:  # P x time on the air, summed as sync sums them
-            on_air = u.airtime_s if u.tx_end_s == u.tx_end_s else self.env.now - u.tx_start_s
-            round_.reports_energy.append(u.power * on_air)
-        round_.reports_left -= 1
-        if round_.reports_left == 0:
-            self._start_computing(round_)
-
-    def _start_computing(self, round_: Round) -> None:
-        """The round's devices compute from now on (their reports are up)."""
-        now = self.env.now
-        round_.reports_s = now - round_.compute_start_s
-        round_.compute_start_s = now
-        for u in round_.updates:
-            if u.phase == WAITING:
-                u.compute_start_s, u.compute_end_s, u.phase = now, now + u.compute_s, COMPUTE
-        if round_.computing is not None:
-            round_.computing.succeed()
-            round_.computing = None
-        if not round_.updates:
-            self.timer("_empty_round_end", now if now > round_.t_start else now + self.parts.idle_round_s)
-        else:
-            self.protocol.on_round(self, round_)
-
     def cancel(self, updates, outcome: str) -> None:
         """Stop updates in flight; recorded with ``outcome``."""
         for u in updates:
@@ -441,7 +369,8 @@ class EventEngine:
         """Call the protocol's ``on_timer(server, name)`` at simulated time ``at`` (replaces a timer
         of that name). Names starting with "_" are the engine's own."""
         self.cancel_timer(name)
-        self.timers[name] = (float(at), len(self.timers))
+        self.timers[name] = (float(at), self._timer_seq)
+        self._timer_seq += 1
         self._arm_timer(name)
 
     def _arm_timer(self, name: str) -> None:
@@ -535,12 +464,14 @@ class EventEngine:
         self.on_round(RoundRecord(
             round=self.version, t_start=self.last_aggregation_s, t_end=self.env.now,
             downlink_s=self.parts.downlink_s, comp_s=max((u.compute_s for u in updates), default=0.0),
-            comm_s=float(airtime.sum()), selected=sel, upload_order=sel, airtime_s=airtime,
+            # selected: the updates applied, in arrival order (their upload order and q say nothing
+            # more: updates.csv has every upload)
+            comm_s=float(airtime.sum()), selected=sel, upload_order=np.empty(0, dtype=np.int64), airtime_s=airtime,
             energy_j=np.array([u.energy_j for u in updates]), gains=empty,
             decision=Decision(omega=empty, q=empty, power=empty, queue=empty, m=0, info=self.dispatch_info),
             compute_energy_j=np.array([u.compute_energy_j for u in updates]), arrived=np.ones(sel.size, dtype=bool),
             available=self.available, metrics=metrics, power=np.array([u.power for u in updates]),
-            q=np.full(sel.size, math.nan), staleness=staleness, per_update=True))
+            q=empty, staleness=staleness, per_update=True))
 
     def _aggregated(self) -> None:
         """The version is done: count it, evaluate if due, stop or checkpoint."""
@@ -570,327 +501,15 @@ class EventEngine:
         self._evals_at = [*self._evals_at[-1:], self.version]
         self.on_eval({"round": self.version, "time_s": float(self.env.now), **metrics})
 
-    # --- rounds (round-based protocols) --------------------------------------------------------
-
-    def begin_round(self) -> None:
-        """Start round r = version as sync does: draw the round's gains, ask the algorithm for a
-        server round, else the scheduler's decision (probe and reports first), draw its devices and
-        dispatch them, each at the round's gain; then ``protocol.on_round``. Devices in flight
-        cannot be drawn again (they are unavailable to the decision)."""
-        if self.stopping:
-            return
-        p, r, t = self.parts, self.version, self.env.now
-        gains = p.channel.draw(self.streams["channel"])
-        available = self.available
-        if self.busy.any():
-            available = ~self.busy if available is None else available & ~self.busy
-        state = RoundState(round=r, gains=gains, model_bits=p.upload_bits, bandwidth_hz=p.access.link.bandwidth_hz,
-                           noise_power=p.access.link.noise_power, available=available,
-                           rng=self.streams["selection"], time_s=t)
-        plan = p.algorithm.plan_round(r, self.streams["round_type"])
-        if plan is not None:
-            end = t + plan.duration_s if plan.duration_s > 0 else t + p.idle_round_s
-            self.round_ = Round(r, t, t, None, np.empty(0, dtype=np.int64), gains, available, np.empty(0), [],
-                                server_s=plan.duration_s)
-            self._drain = plan.drain
-            self.timer("_server_round_end", end)
-            return
-        request = p.scheduler.probe(state)
-        if request is not None and self.learner is not None:
-            p.scheduler.receive(self.learner.reports(request, r))
-        decision = p.scheduler.decide(state)
-        if decision.selected is not None:
-            selected = np.unique(np.asarray(decision.selected, dtype=np.int64))
-        else:
-            selected = draw_devices(decision.omega, decision.m, self.streams["selection"], decision.replace)
-        power = decision.power[selected]
-        bits = np.full(selected.size, float(p.upload_bits))
-        concurrent = p.access.concurrent
-        piggy_s = 0.0
-        if decision.piggyback_bits is not None:  # e.g. a refreshed gradient riding on the model upload
-            extra = np.asarray(decision.piggyback_bits, dtype=float)[selected]
-            bits = bits + extra
-            if not concurrent:
-                piggy_s = float(np.where(extra > 0, p.access.airtime_s(extra, gains[selected], power), 0.0).sum())
-        airtime = (p.access.airtime_s(bits if decision.piggyback_bits is not None else p.upload_bits,
-                                      gains[selected], power)
-                   if not concurrent else np.full(selected.size, math.nan))
-        comp = np.asarray(p.compute.compute_times(selected, self.streams["compute"], round_idx=r), dtype=float)
-        energy = np.asarray(p.compute.energy_j(selected, round_idx=r), dtype=float)
-        start = t + p.downlink_s
-        round_ = self.round_ = Round(r, t, start, decision, selected, gains, available, comp, [], piggy_s=piggy_s)
-        # the probe's reports go up first (after the broadcast), through the same uplink, as under sync
-        pre = np.zeros(0) if decision.pre_upload_bits is None else np.asarray(decision.pre_upload_bits, dtype=float)
-        senders = np.flatnonzero(pre > 0)
-        if senders.size:
-            round_.reports_left = int(senders.size)
-            round_.computing = self.env.event()
-            pre_air = (p.access.airtime_s(pre[senders], gains[senders], decision.power[senders]) if not concurrent
-                       else np.full(senders.size, math.nan))
-            for i, device in enumerate(senders.tolist()):
-                self._launch(device, float(decision.power[device]), 0.0, 0.0, key=-1, bits=float(pre[device]),
-                             round_=r, gain=float(gains[device]), airtime_s=float(pre_air[i]), compute_start_s=start,
-                             report=True)
-        share = 1.0 / max(selected.size, 1)
-        for i, device in enumerate(selected.tolist()):
-            round_.updates.append(self._launch(
-                device, float(power[i]), float(comp[i]), float(energy[i]), key=self._key(device), bits=float(bits[i]),
-                round_=r,
-                gain=float(gains[device]), airtime_s=float(airtime[i]), q=float(decision.q[device]), share=share,
-                compute_start_s=start, waiting=bool(senders.size)))
-        if senders.size:
-            return  # the computations and protocol.on_round wait for the reports
-        if not selected.size:  # a round without devices still takes its time (downlink, or a frame)
-            self.timer("_empty_round_end", start if p.downlink_s > 0 else t + p.idle_round_s)
-            return
-        self.protocol.on_round(self, round_)
-
-    def _empty_round_end(self) -> None:
-        self.protocol.on_round(self, self.round_)
-
-    def _server_round_end(self) -> None:
-        """A round in which the server trained alone (SAFARI): no airtime, no device energy."""
-        round_ = self.round_
-        metrics = self.learner.server_round(round_.index) if self.learner is not None else {}
-        n = self.num_devices
-        state = RoundState(round=round_.index, gains=round_.gains, model_bits=self.parts.upload_bits,
-                           bandwidth_hz=self.parts.access.link.bandwidth_hz,
-                           noise_power=self.parts.access.link.noise_power, available=round_.available,
-                           rng=self.streams["selection"], time_s=round_.t_start)
-        queue = self.parts.scheduler.skip_round(state, self._drain)
-        decision = Decision(omega=np.zeros(n), q=np.zeros(n), power=np.zeros(n),
-                            queue=np.zeros(n) if queue is None else np.asarray(queue, dtype=float), m=0,
-                            info={"method": "server_round"})
-        none = np.empty(0, dtype=np.int64)
-        duration = round_.server_s
-        self.on_round(RoundRecord(
-            round=round_.index, t_start=round_.t_start, t_end=self.env.now, downlink_s=0.0, comp_s=0.0, comm_s=0.0,
-            selected=none, upload_order=none, airtime_s=np.empty(0), energy_j=np.empty(0), gains=round_.gains,
-            decision=decision, compute_energy_j=np.empty(0), arrived=np.empty(0, dtype=bool),
-            available=round_.available, server_round=True, server_s=duration, metrics=metrics,
-            idle_s=0.0 if duration > 0 else self.parts.idle_round_s, per_update=True))
-        self.round_ = None
-        self._aggregated()
-        self.begin_round()
-
-    def end_round(self, round_: Round, on_time: list, carried: list = (), carried_weights=(), *,
-                  drop_late: bool = False) -> None:
-        """Aggregate a round: the algorithm's round on the devices whose uploads are in
-        (``on_time``), then the ``carried`` updates of earlier rounds with their weights. Devices of
-        this round still in flight are stopped (``drop_late``: outcome "late_dropped", as a sync
-        round's deadline drops them) or keep going (their updates are computed now, from this
-        round's model). One row of rounds.csv, with the round's decision."""
-        p, r, now = self.parts, round_.index, self.env.now
-        dropped = {u.seq for u in round_.updates if u.in_flight} if drop_late else set()
-        for u in round_.updates:
-            if u.seq in dropped:
-                self._stop(u, "late_dropped")
-        self._train_pending(exclude=on_time)  # late devices of this round: from this round's model
-        selected = round_.selected
-        arrived = np.isin(selected, [u.device for u in on_time])
-        metrics = {}
-        if self.learner is not None:
-            report = round_.decision.report_with_upload
-            if report is not None:
-                on_upload = np.intersect1d(np.asarray(report.devices, dtype=np.int64), selected[arrived])
-                p.scheduler.receive(self.learner.reports(
-                    ReportRequest(on_upload, report.gradients, report.max_samples), r))
-            metrics = self.learner.train_round(selected[arrived], round_.decision, r)
-        carried = list(carried)
-        staleness = np.zeros(len(on_time) + len(carried), dtype=np.int64)
-        if carried:
-            staleness[len(on_time):] = [self.version - u.version for u in carried]
-            if self.learner is not None:
-                more = self.learner.apply_updates(np.array([u.device for u in carried], dtype=np.int64),
-                                                  [u.delta for u in carried], np.asarray(carried_weights, dtype=float),
-                                                  staleness[len(on_time):], None)
-                metrics.update({f"carried_{k}": v for k, v in more.items()})
-        fresh = {u.seq for u in on_time} | {u.seq for u in carried}
-        for u in round_.updates + carried:  # rows in the order sync writes them: the round's devices
-            if u.seq in dropped:
-                self._settle(u, "late_dropped", now)
-            elif u.seq in fresh:
-                u.version_applied = r
-                self.last_applied[u.device] = r + 1
-                self._settle(u, "applied", now)
-        by_device = {u.device: u for u in round_.updates}
-        ups = [by_device[n] for n in selected.tolist()]
-        tx_start = np.array([u.tx_start_s for u in ups])
-        airtime = np.array([u.airtime_s for u in ups])
-        power = np.array([u.power for u in ups])
-        on_air = np.where(arrived, airtime, np.where(np.isnan(tx_start), 0.0, now - tx_start))
-        full = np.array([u.compute_energy_full_j for u in ups])
-        comp = round_.comp
-        with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
-            comp_energy = full * np.where(comp > 0, np.clip((now - round_.compute_start_s) / comp, 0.0, 1.0), 1.0)
-        started = ~np.isnan(tx_start)
-        order = np.flatnonzero(started)[np.argsort(tx_start[started], kind="stable")]
-        idle = not selected.size and p.downlink_s == 0 and round_.reports_s == 0
-        self.on_round(RoundRecord(
-            round=r, t_start=round_.t_start, t_end=now, downlink_s=p.downlink_s,
-            comp_s=float(comp.max(initial=0.0)), comm_s=float(np.nansum(airtime)) + round_.reports_s,
-            selected=selected, extra_airtime_s=round_.reports_s + round_.piggy_s,
-            extra_energy_j=float(np.sum(round_.reports_energy)) if round_.reports_energy else 0.0,
-            upload_order=selected[order], airtime_s=airtime, energy_j=np.where(on_air > 0, power * on_air, 0.0),
-            gains=round_.gains, decision=round_.decision, compute_energy_j=comp_energy, arrived=arrived,
-            available=round_.available, metrics=metrics, idle_s=p.idle_round_s if idle else 0.0,
-            staleness=staleness, per_update=True))
-        self.round_ = None
-        self._aggregated()
-
     # --- checkpoints ---------------------------------------------------------------------------
 
     def state_dict(self) -> dict:
         """Everything the engine needs to continue exactly where it is (taken between events)."""
-        updates = {**self.flying, **self.held}
-        if self.round_ is not None:  # the round's finished updates too: its record needs them
-            updates.update({u.seq: u for u in self.round_.updates})
-        starts: dict[int, Any] = {}
-        saved = []
-        for u in updates.values():
-            row = {name: getattr(u, name) for name in Update.SAVED}
-            row["delta"] = u.delta
-            if u.start is not None:
-                starts.setdefault(id(u.start), (len(starts), u.start))
-                row["start"] = starts[id(u.start)][0]
-            saved.append(row)
-        availability = self.parts.availability
-        return {
-            "rounds_done": self.version, "now_s": self.now, "eval_next_s": self.eval_rule._next_s,
-            "target_reached": self.stop.reached, "evals_at": list(self._evals_at),
-            "streams": {name: g.bit_generator.state for name, g in self.streams.items()},
-            "channel": self.parts.channel.state_dict(),
-            "availability": availability.state_dict() if availability is not None else None,
-            "available": None if self.available is None else self.available.copy(),
-            "next_tick_s": self.next_tick_s, "updates": saved, "starts": [t for _, t in starts.values()],
-            "untrained": [u.seq for u in self.untrained], "busy": self.busy.copy(),
-            "last_applied": self.last_applied.copy(), "wanted": self.wanted, "next_seq": self.next_seq,
-            "reports": self._reports,
-            "queue_seq": self.queue_seq, "repeats": [[k, v] for k, v in self._repeats.items()],
-            "last_aggregation_s": self.last_aggregation_s, "dispatch_info": _numbers_only(self.dispatch_info),
-            "timers": [[name, at, order] for name, (at, order) in self.timers.items()],
-            "round": _round_state(self.round_), "drain": getattr(self, "_drain", False),
-            "uplink": self.uplink.state_dict(),
-            "protocol": _encode(self.protocol.state_dict()),
-        }
+        return engine_state(self)
 
     def load_state(self, state: dict) -> None:
         """Continue from a state_dict (call before run)."""
-        self.version = int(state["rounds_done"])
-        self._start_s = float(state["now_s"])
-        self.eval_rule._next_s = float(state["eval_next_s"])
-        self.stop.reached = bool(state["target_reached"])
-        self._evals_at = list(state["evals_at"])
-        for name, g in self.streams.items():
-            if name in state["streams"]:
-                g.bit_generator.state = state["streams"][name]
-        self.parts.channel.load_state(state["channel"])
-        if self.parts.availability is not None and state.get("availability") is not None:
-            self.parts.availability.load_state(state["availability"])
-        self.available = None if state["available"] is None else np.asarray(state["available"], dtype=bool)
-        self.next_tick_s = None if state["next_tick_s"] is None else float(state["next_tick_s"])
-        self.busy = np.asarray(state["busy"], dtype=bool).copy()
-        self.last_applied = np.asarray(state["last_applied"], dtype=np.int64).copy()
-        self.wanted, self.next_seq, self.queue_seq = int(state["wanted"]), int(state["next_seq"]), \
-            int(state["queue_seq"])
-        self._reports = int(state["reports"])
-        self._repeats = {int(k): int(v) for k, v in state["repeats"]}
-        self.last_aggregation_s = float(state["last_aggregation_s"])
-        self.dispatch_info = dict(state["dispatch_info"])
-        self._drain = bool(state["drain"])
-        self._restored = state
+        load_engine_state(self, state)
 
     def _restore(self, state: dict) -> None:
-        """Rebuild updates, processes, the uplink's queue, the round and the timers (run() calls it)."""
-        starts = state["starts"]
-        by_seq: dict[int, Update] = {}
-        for row in state["updates"]:
-            u = Update(**{name: row[name] for name in Update.SAVED})
-            u.delta = row.get("delta")
-            if "start" in row:
-                u.start = starts[row["start"]]
-            by_seq[u.seq] = u
-        self.flying = {seq: u for seq, u in by_seq.items() if u.phase < ARRIVED}
-        self.held = {seq: u for seq, u in by_seq.items() if u.phase == ARRIVED}
-        self.untrained = [by_seq[seq] for seq in state["untrained"]]
-        self.round_ = _round_from(state["round"], by_seq)
-        if self.round_ is not None and self.round_.reports_left:
-            self.round_.computing = self.env.event()  # its devices wait for the reports again
-        self.protocol.load_state(_decode(state["protocol"], by_seq, self.round_))
-        # processes in the order they hold or asked for the uplink, then the rest: the same queue
-        on_air = [u for u in self.flying.values() if u.phase == ON_AIR]
-        queued = sorted((u for u in self.flying.values() if u.phase == QUEUED), key=lambda u: u.queue_seq)
-        rest = [u for u in self.flying.values() if u.phase < QUEUED]
-        for u in on_air + queued + rest:
-            u.process = self.env.process(self._fly(u))
-        self.uplink.load_state(state["uplink"])
-        for name, at, order in state["timers"]:
-            self.timers[name] = (float(at), int(order))
-            self._arm_timer(name)
-        self._restored = None
-
-
-def _numbers_only(info: dict) -> dict:
-    return {k: v for k, v in info.items() if isinstance(v, (int, float, str, bool))}
-
-
-def _round_state(round_: Round | None) -> dict | None:
-    if round_ is None:
-        return None
-    d = round_.decision
-    decision = None if d is None else {f.name: getattr(d, f.name) for f in fields(d)}
-    if decision is not None and decision["report_with_upload"] is not None:
-        rq = decision["report_with_upload"]
-        decision["report_with_upload"] = {"devices": rq.devices, "gradients": rq.gradients,
-                                          "max_samples": rq.max_samples}
-    if decision is not None:
-        decision["info"] = _numbers_only(decision["info"])
-    return {"index": round_.index, "t_start": round_.t_start, "compute_start_s": round_.compute_start_s,
-            "decision": decision, "selected": round_.selected, "gains": round_.gains,
-            "available": round_.available, "comp": round_.comp, "updates": [u.seq for u in round_.updates],
-            "server_s": round_.server_s, "reports_left": round_.reports_left, "reports_s": round_.reports_s,
-            "reports_energy": list(round_.reports_energy), "piggy_s": round_.piggy_s}
-
-
-def _round_from(state: dict | None, by_seq: dict) -> Round | None:
-    if state is None:
-        return None
-    decision = state["decision"]
-    if decision is not None:
-        decision = dict(decision)
-        if decision["report_with_upload"] is not None:
-            decision["report_with_upload"] = ReportRequest(**decision["report_with_upload"])
-        decision = Decision(**decision)
-    updates = [by_seq[seq] for seq in state["updates"]]
-    return Round(state["index"], state["t_start"], state["compute_start_s"], decision,
-                 np.asarray(state["selected"], dtype=np.int64), np.asarray(state["gains"]), state["available"],
-                 np.asarray(state["comp"], dtype=float), updates, state["server_s"], int(state["reports_left"]),
-                 float(state["reports_s"]), list(state["reports_energy"]), float(state["piggy_s"]))
-
-
-_UPDATE, _ROUND = "__update__", "__round__"
-
-
-def _encode(value):
-    """A protocol's state with updates and the round as markers (the engine saves those itself)."""
-    if isinstance(value, Update):
-        return {_UPDATE: value.seq}
-    if isinstance(value, Round):
-        return {_ROUND: value.index}
-    if isinstance(value, dict):
-        return {k: _encode(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_encode(v) for v in value]
-    return value
-
-
-def _decode(value, by_seq: dict, round_: Round | None):
-    if isinstance(value, dict):
-        if set(value) == {_UPDATE}:
-            return by_seq[value[_UPDATE]]
-        if set(value) == {_ROUND}:
-            return round_
-        return {k: _decode(v, by_seq, round_) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_decode(v, by_seq, round_) for v in value]
-    return value
+        restore(self, state)

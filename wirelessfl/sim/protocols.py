@@ -218,8 +218,8 @@ class SemiSync(RoundProtocol):
 
     def on_round(self, server, round_) -> None:
         self.current = round_
-        if not round_.updates:  # nobody to wait for (the engine let the empty round take its time)
-            self._close(server)
+        if not round_.updates or self._nobody_left():  # nobody to wait for (an empty round took its time;
+            self._close(server)                          # devices that went offline during the reports)
         elif self.deadline_s is not None:
             # as under sync: measured from the round's start, but not before the computations begin
             server.timer("deadline", max(round_.t_start + self.deadline_s, round_.compute_start_s))

@@ -46,8 +46,9 @@ round in which nothing took time (nobody could be scheduled), else 0. A row is o
 server version): num_updates is the number of updates it applied and staleness_mean / staleness_max
 their staleness (the version applied to minus the version started from; 0 under sync). Under the
 event protocols (see wirelessfl.sim.events) selected lists the devices of the round (semi_sync) or of
-the updates applied (fedbuff, fedasync, in arrival order), and energy_j is their transmit energy up to
-the aggregation; every update's own energy is in updates.csv and in the device totals."""
+the updates applied (fedbuff, fedasync, in arrival order; upload_order and q_selected are then empty),
+and energy_j is their transmit energy up to the aggregation; every update's own energy is in
+updates.csv and in the device totals."""
 UPDATE_COLUMNS = ["update", "device", "version_started", "dispatch_s", "compute_end_s", "tx_start_s", "tx_end_s",
                   "version_applied", "staleness", "outcome", "energy_j", "compute_energy_j", "airtime_s", "gain",
                   "power", "lost_s"]

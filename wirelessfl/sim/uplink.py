@@ -20,11 +20,10 @@ import math
 import simpy
 
 from .clock import RANK_DEVICE, priority
+from .flight import ON_AIR, QUEUED
 
-__all__ = ["ON_AIR", "QUEUED", "SharedBand", "TdmaUplink", "make_uplink"]
+__all__ = ["SharedBand", "TdmaUplink", "make_uplink"]
 
-QUEUED, ON_AIR = 3, 4
-"""Phases of an update on the uplink (see wirelessfl.sim.events for the others)."""
 _LN2 = math.log(2.0)
 
 

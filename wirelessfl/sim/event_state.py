@@ -1,0 +1,176 @@
+"""Checkpoints of the event engine: its state as plain data (numbers, lists, arrays, tensors), and
+the rebuild of its processes from it. SimPy generators cannot be pickled, so every update in flight
+or held (phase, times, draws, delta), the uplink's queue, the round under way, the armed timers and
+every random stream are saved explicitly; a resume recreates the processes in the order they held
+or asked for the uplink, so the same queue forms again and every pending event lands at the same
+time and in the same order (wirelessfl.sim.clock)."""
+from __future__ import annotations
+
+from dataclasses import fields
+from typing import Any
+
+import numpy as np
+
+from ..scheduling.base import Decision, ReportRequest
+from .flight import ARRIVED, ON_AIR, QUEUED, Round, Update
+
+__all__ = ["engine_state", "load_engine_state", "restore"]
+
+
+def engine_state(engine) -> dict:
+    """Everything the engine needs to continue exactly where it is (taken between events)."""
+    updates = {**engine.flying, **engine.held}
+    if engine.round_ is not None:  # the round's finished updates too: its record needs them
+        updates.update({u.seq: u for u in engine.round_.updates})
+    starts: dict[int, Any] = {}
+    saved = []
+    for u in updates.values():
+        row = {name: getattr(u, name) for name in Update.SAVED}
+        row["delta"] = u.delta
+        if u.start is not None:
+            starts.setdefault(id(u.start), (len(starts), u.start))
+            row["start"] = starts[id(u.start)][0]
+        saved.append(row)
+    availability = engine.parts.availability
+    return {
+        "rounds_done": engine.version, "now_s": engine.now, "eval_next_s": engine.eval_rule._next_s,
+        "target_reached": engine.stop.reached, "evals_at": list(engine._evals_at),
+        "streams": {name: g.bit_generator.state for name, g in engine.streams.items()},
+        "channel": engine.parts.channel.state_dict(),
+        "availability": availability.state_dict() if availability is not None else None,
+        "available": None if engine.available is None else engine.available.copy(),
+        "next_tick_s": engine.next_tick_s, "updates": saved, "starts": [t for _, t in starts.values()],
+        "untrained": [u.seq for u in engine.untrained], "busy": engine.busy.copy(),
+        "last_applied": engine.last_applied.copy(), "wanted": engine.wanted, "next_seq": engine.next_seq,
+        "reports": engine._reports,
+        "queue_seq": engine.queue_seq, "repeats": [[k, v] for k, v in engine._repeats.items()],
+        "last_aggregation_s": engine.last_aggregation_s, "dispatch_info": _numbers_only(engine.dispatch_info),
+        "timers": [[name, at, order] for name, (at, order) in engine.timers.items()], "timer_seq": engine._timer_seq,
+        "round": _round_state(engine.round_), "drain": engine._drain,
+        "uplink": engine.uplink.state_dict(),
+        "protocol": _encode(engine.protocol.state_dict()),
+    }
+
+
+def load_engine_state(engine, state: dict) -> None:
+    """Continue from a state_dict (call before run)."""
+    engine.version = int(state["rounds_done"])
+    engine._start_s = float(state["now_s"])
+    engine.eval_rule._next_s = float(state["eval_next_s"])
+    engine.stop.reached = bool(state["target_reached"])
+    engine._evals_at = list(state["evals_at"])
+    for name, g in engine.streams.items():
+        if name in state["streams"]:
+            g.bit_generator.state = state["streams"][name]
+    engine.parts.channel.load_state(state["channel"])
+    if engine.parts.availability is not None and state.get("availability") is not None:
+        engine.parts.availability.load_state(state["availability"])
+    engine.available = None if state["available"] is None else np.asarray(state["available"], dtype=bool)
+    engine.next_tick_s = None if state["next_tick_s"] is None else float(state["next_tick_s"])
+    engine.busy = np.asarray(state["busy"], dtype=bool).copy()
+    engine.last_applied = np.asarray(state["last_applied"], dtype=np.int64).copy()
+    engine.wanted, engine.next_seq, engine.queue_seq = int(state["wanted"]), int(state["next_seq"]), \
+        int(state["queue_seq"])
+    engine._reports = int(state["reports"])
+    engine._repeats = {int(k): int(v) for k, v in state["repeats"]}
+    engine.last_aggregation_s = float(state["last_aggregation_s"])
+    engine.dispatch_info = dict(state["dispatch_info"])
+    engine._drain = bool(state["drain"])
+    engine._timer_seq = int(state["timer_seq"])
+    engine._restored = state
+
+
+def restore(engine, state: dict) -> None:
+    """Rebuild updates, processes, the uplink's queue, the round and the timers (run() calls it)."""
+    starts = state["starts"]
+    by_seq: dict[int, Update] = {}
+    for row in state["updates"]:
+        u = Update(**{name: row[name] for name in Update.SAVED})
+        u.delta = row.get("delta")
+        if "start" in row:
+            u.start = starts[row["start"]]
+        by_seq[u.seq] = u
+    engine.flying = {seq: u for seq, u in by_seq.items() if u.phase < ARRIVED}
+    engine.held = {seq: u for seq, u in by_seq.items() if u.phase == ARRIVED}
+    engine.untrained = [by_seq[seq] for seq in state["untrained"]]
+    engine.round_ = _round_from(state["round"], by_seq)
+    if engine.round_ is not None and engine.round_.reports_left:
+        engine.round_.computing = engine.env.event()  # its devices wait for the reports again
+    engine.protocol.load_state(_decode(state["protocol"], by_seq, engine.round_))
+    # processes in the order they hold or asked for the uplink, then the rest: the same queue
+    on_air = [u for u in engine.flying.values() if u.phase == ON_AIR]
+    queued = sorted((u for u in engine.flying.values() if u.phase == QUEUED), key=lambda u: u.queue_seq)
+    rest = [u for u in engine.flying.values() if u.phase < QUEUED]
+    for u in on_air + queued + rest:
+        u.process = engine.env.process(engine._fly(u))
+    engine.uplink.load_state(state["uplink"])
+    for name, at, order in state["timers"]:
+        engine.timers[name] = (float(at), int(order))
+        engine._arm_timer(name)
+    engine._restored = None
+
+
+def _numbers_only(info: dict) -> dict:
+    return {k: v for k, v in info.items() if isinstance(v, (int, float, str, bool))}
+
+
+def _round_state(round_: Round | None) -> dict | None:
+    if round_ is None:
+        return None
+    d = round_.decision
+    decision = None if d is None else {f.name: getattr(d, f.name) for f in fields(d)}
+    if decision is not None and decision["report_with_upload"] is not None:
+        rq = decision["report_with_upload"]
+        decision["report_with_upload"] = {"devices": rq.devices, "gradients": rq.gradients,
+                                          "max_samples": rq.max_samples}
+    if decision is not None:
+        decision["info"] = _numbers_only(decision["info"])
+    return {"index": round_.index, "t_start": round_.t_start, "compute_start_s": round_.compute_start_s,
+            "decision": decision, "selected": round_.selected, "gains": round_.gains,
+            "available": round_.available, "comp": round_.comp, "updates": [u.seq for u in round_.updates],
+            "server_s": round_.server_s, "reports_left": round_.reports_left, "reports_s": round_.reports_s,
+            "reports_energy": list(round_.reports_energy), "piggy_s": round_.piggy_s}
+
+
+def _round_from(state: dict | None, by_seq: dict) -> Round | None:
+    if state is None:
+        return None
+    decision = state["decision"]
+    if decision is not None:
+        decision = dict(decision)
+        if decision["report_with_upload"] is not None:
+            decision["report_with_upload"] = ReportRequest(**decision["report_with_upload"])
+        decision = Decision(**decision)
+    updates = [by_seq[seq] for seq in state["updates"]]
+    return Round(state["index"], state["t_start"], state["compute_start_s"], decision,
+                 np.asarray(state["selected"], dtype=np.int64), np.asarray(state["gains"]), state["available"],
+                 np.asarray(state["comp"], dtype=float), updates, state["server_s"], int(state["reports_left"]),
+                 float(state["reports_s"]), list(state["reports_energy"]), float(state["piggy_s"]))
+
+
+_UPDATE, _ROUND = "__update__", "__round__"
+
+
+def _encode(value):
+    """A protocol's state with updates and the round as markers (the engine saves those itself)."""
+    if isinstance(value, Update):
+        return {_UPDATE: value.seq}
+    if isinstance(value, Round):
+        return {_ROUND: value.index}
+    if isinstance(value, dict):
+        return {k: _encode(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_encode(v) for v in value]
+    return value
+
+
+def _decode(value, by_seq: dict, round_: Round | None):
+    if isinstance(value, dict):
+        if set(value) == {_UPDATE}:
+            return by_seq[value[_UPDATE]]
+        if set(value) == {_ROUND}:
+            return round_
+        return {k: _decode(v, by_seq, round_) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_decode(v, by_seq, round_) for v in value]
+    return value
