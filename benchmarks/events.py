@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import random
 import resource
 import subprocess
 import sys
@@ -151,34 +150,14 @@ def fedbuff_against_bare(uploads: int) -> None:
 
 
 SYNC_CODE = r"""
-import sys, time
-import numpy as np
-from wirelessfl.config import from_dict
-from wirelessfl.experiments.run import simulate
-from wirelessfl.scheduling.base import RoundState
-from wirelessfl.sim.runner import Run
+import sys, tempfile, pathlib
+sys.path.insert(0, "benchmarks")
+from scale import decisions_alone, whole_run   # the same measurements as benchmarks/scale.py
 rounds = int(sys.argv[1])
-sc = lambda r: from_dict({"seed": 0, "run": {"rounds": r, "timing_only": True, "record_devices": False},
-                          "channel": {"profile": "linear"}, "link": {"model_bits": 32 * 555178, "p_max": "35 dB"},
-                          "devices": {"count": 100}, "scheduler": {"name": "lyapunov", "m": 10, "V": 100.0, "lam": 100.0}})
-def decisions():
-    run = Run(sc(rounds), None, progress=False)
-    rng = np.random.default_rng(0)
-    start = time.process_time()
-    for r in range(rounds):
-        gains = run.channel.draw(rng)
-        run.scheduler.decide(RoundState(round=r, gains=gains, model_bits=run.bits, bandwidth_hz=22e6,
-                                        noise_power=1.0, rng=rng))
-    return time.process_time() - start
-def whole(out=None):
-    start = time.process_time()
-    simulate(sc(rounds), out, progress=False)
-    return time.process_time() - start
-import tempfile, pathlib
-whole(); d, w, f = [], [], []
+whole_run(50); d, w, f = [], [], []
 with tempfile.TemporaryDirectory() as tmp:
     for i in range(3):
-        d.append(decisions()); w.append(whole()); f.append(whole(pathlib.Path(tmp) / str(i)))
+        d.append(decisions_alone(rounds)); w.append(whole_run(rounds)); f.append(whole_run(rounds, pathlib.Path(tmp) / str(i)))
 print(min(d), min(w), min(f))
 """
 
@@ -193,7 +172,7 @@ def sync_rounds(rounds: int, baseline: str | None) -> None:
             if path is not None:
                 env["PYTHONPATH"] = str(Path(path).resolve())
             out = subprocess.run([sys.executable, "-c", SYNC_CODE, str(rounds)], capture_output=True, text=True,
-                                 check=True, env=env, cwd=path or None)
+                                 check=True, env=env, cwd=path or Path(__file__).resolve().parents[1])
             new = tuple(map(float, out.stdout.split()))
             times[name] = tuple(min(a, b) for a, b in zip(times.get(name, (np.inf,) * 3), new))
     for name, (d, w, f) in times.items():

@@ -15,8 +15,7 @@ import torch
 
 from wirelessfl.cli import main
 from wirelessfl.config import ConfigError, from_dict
-from wirelessfl.experiments.run import load_run, resume, simulate
-from wirelessfl.sim import records as records_module
+from wirelessfl.experiments.run import simulate
 from wirelessfl.sim.protocols import FedAsync, FedAsyncOptions, SemiSync, SemiSyncOptions, staleness_weight
 
 SMALL_LEARNING = {"model": "logreg", "samples_per_device": 60, "eval_train_samples": 200, "local_steps": 3,
@@ -348,23 +347,9 @@ PROTOCOLS = {"semi_sync": {"name": "semi_sync", "first_k": 2},
              "fedasync": {"name": "fedasync", "concurrency": 4}}
 
 
-def interrupt_and_resume(tmp_path, monkeypatch, sc, after):
-    full = simulate(sc, tmp_path / "full", progress=False)
-    real = records_module.Recorder.on_round
-    calls = {"n": 0}
-
-    def stop_after(self, rec):
-        calls["n"] += 1
-        if calls["n"] == after + 1:
-            raise KeyboardInterrupt
-        return real(self, rec)
-
-    monkeypatch.setattr(records_module.Recorder, "on_round", stop_after)
-    with pytest.raises(KeyboardInterrupt):
-        simulate(sc, tmp_path / "cut", progress=False)
-    monkeypatch.setattr(records_module.Recorder, "on_round", real)
-    assert json.loads((tmp_path / "cut" / "summary.json").read_text())["status"] == "interrupted"
-    resumed = resume(tmp_path / "cut", progress=False)
+def resumed_equals_full(tmp_path, interrupted_and_resumed, sc, after):
+    """Ctrl-C after ``after`` aggregations, then --resume: every record file equals the uninterrupted run's."""
+    full, resumed = interrupted_and_resumed(sc, after=after)
     assert resumed.summary["status"] == "complete"
     files_equal(tmp_path / "full", tmp_path / "cut")
     return full
@@ -372,20 +357,20 @@ def interrupt_and_resume(tmp_path, monkeypatch, sc, after):
 
 @pytest.mark.parametrize("name", sorted(PROTOCOLS))
 @pytest.mark.parametrize("access", ["tdma", "fdma"])
-def test_resume_mid_flight_gives_the_uninterrupted_records(tmp_path, monkeypatch, name, access):
+def test_resume_mid_flight_gives_the_uninterrupted_records(tmp_path, interrupted_and_resumed, name, access):
     probing = {"scheduler": {"name": "power_of_choice", "kappa": 3, "poc_candidates": 8}} \
         if name.endswith("probing") else {}
     sc = scenario(PROTOCOLS[name], rounds=15, run={"checkpoint_every": 2}, link={"access": access},
                   devices={"p_on_to_off": 0.1, "p_off_to_on": 0.5, "availability_period_s": 0.3}, **probing)
-    full = interrupt_and_resume(tmp_path, monkeypatch, sc, after=7)
+    full = resumed_equals_full(tmp_path, interrupted_and_resumed, sc, after=7)
     assert full.updates.outcome.isin(["offline"]).any()
 
 
 @pytest.mark.parametrize("name", sorted(PROTOCOLS))
-def test_resume_mid_flight_of_a_training_run_gives_the_uninterrupted_records(tmp_path, monkeypatch, name,
-                                                                             one_torch_thread):
+def test_resume_mid_flight_of_a_training_run_gives_the_uninterrupted_records(tmp_path, interrupted_and_resumed,
+                                                                             name, one_torch_thread):
     sc = scenario(PROTOCOLS[name], timing=False, rounds=10, run={"checkpoint_every": 3})
-    interrupt_and_resume(tmp_path, monkeypatch, sc, after=5)
+    resumed_equals_full(tmp_path, interrupted_and_resumed, sc, after=5)
 
 
 @pytest.mark.slow

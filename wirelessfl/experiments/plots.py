@@ -16,6 +16,17 @@ _X = {"time": ("time_s", "simulated wall-clock time (s)"), "round": ("round", "r
 _Y = {"accuracy": "test accuracy", "train_loss": "training loss", "test_loss": "test loss"}
 
 
+def _save(fig, out_dir: str | Path, name: str) -> Path:
+    """Lay out ``fig``, write it as ``out_dir/name`` and close it; returns the path."""
+    fig.tight_layout()
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    path = out_dir / name
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path
+
+
 def find_runs(paths: list[str | Path]) -> dict[str, RunResult]:
     """Runs under the given paths: each path is a run directory or a folder of run directories."""
     runs: dict[str, RunResult] = {}
@@ -99,13 +110,7 @@ def plot_timing(runs: dict[str, RunResult], out_dir: str | Path, title: str | No
             ax.legend(fontsize=8)
     if title:
         fig.suptitle(f"{title} (timing only)")
-    fig.tight_layout()
-    out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    path = out_dir / "timing.png"
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return path
+    return _save(fig, out_dir, "timing.png")
 
 
 def has_energy(run: RunResult) -> bool:
@@ -144,13 +149,7 @@ def plot_energy(runs: dict[str, RunResult], out_dir: str | Path, title: str | No
         ax.grid(alpha=0.3)
     if title:
         fig.suptitle(title)
-    fig.tight_layout()
-    out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    path = out_dir / "energy.png"
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return path
+    return _save(fig, out_dir, "energy.png")
 
 
 def no_overlap_round_s(rounds) -> np.ndarray:
@@ -251,13 +250,7 @@ def plot_staleness(runs: dict[str, RunResult], out_dir: str | Path, title: str |
     ax.legend(fontsize=8)
     if title:
         ax.set_title(title)
-    fig.tight_layout()
-    out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    path = out_dir / "staleness.png"
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return path
+    return _save(fig, out_dir, "staleness.png")
 
 
 GANTT_COLUMNS = ["device", "dispatch_s", "compute_end_s", "tx_start_s", "tx_end_s", "outcome", "lost_s"]
@@ -315,10 +308,4 @@ def plot_gantt(runs: dict[str, RunResult], out_dir: str | Path, window: tuple[fl
     axes[-1, 0].set_xlabel("simulated time (s)")
     if title:
         fig.suptitle(title)
-    fig.tight_layout()
-    out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    path = out_dir / "gantt.png"
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return path
+    return _save(fig, out_dir, "gantt.png")

@@ -326,9 +326,14 @@ class Engine:
             available=state.available, server_round=True, server_s=plan.duration_s, metrics=metrics, idle_s=idle_s))
 
     def _evaluate(self) -> None:
-        if self.learner is None:
-            return
-        metrics = self.learner.evaluate()
-        if self.stop.target_accuracy is not None and metrics["accuracy"] >= self.stop.target_accuracy:
-            self.stop.reached = True
-        self.on_eval({"round": self.rounds_done, "time_s": float(self.env.now), **metrics})
+        evaluate(self.learner, self.stop, self.on_eval, self.rounds_done, float(self.env.now))
+
+
+def evaluate(learner, stop: StopRule, on_eval: Callable[[dict], None], rounds_done: int, now_s: float) -> None:
+    """Evaluate the model (training runs), note whether the target is reached, report the row."""
+    if learner is None:
+        return
+    metrics = learner.evaluate()
+    if stop.target_accuracy is not None and metrics["accuracy"] >= stop.target_accuracy:
+        stop.reached = True
+    on_eval({"round": rounds_done, "time_s": now_s, **metrics})

@@ -43,7 +43,7 @@ import simpy
 
 from ..scheduling.base import Decision, DispatchState
 from .clock import CHECKPOINT, RANK_AVAILABILITY, RANK_DEVICE, RANK_STOP, RANK_TIMER, Clock, priority
-from .engine import STREAMS, EvalRule, Parts, RoundRecord, StopRule
+from .engine import STREAMS, EvalRule, Parts, RoundRecord, StopRule, evaluate
 from .event_state import engine_state, load_engine_state, restore
 from .flight import ARRIVED, COMPUTE, DOWNLINK, FINISHED, WAITING, Round, Update
 from .rounds import RoundMachinery
@@ -493,13 +493,9 @@ class EventEngine(RoundMachinery):
             self.after_round(self)
 
     def _evaluate(self) -> None:
-        if self.learner is None:
-            return
-        metrics = self.learner.evaluate()
-        if self.stop.target_accuracy is not None and metrics["accuracy"] >= self.stop.target_accuracy:
-            self.stop.reached = True
-        self._evals_at = [*self._evals_at[-1:], self.version]
-        self.on_eval({"round": self.version, "time_s": float(self.env.now), **metrics})
+        if self.learner is not None:
+            self._evals_at = [*self._evals_at[-1:], self.version]
+            evaluate(self.learner, self.stop, self.on_eval, self.version, float(self.env.now))
 
     # --- checkpoints ---------------------------------------------------------------------------
 

@@ -264,54 +264,78 @@ class SemiSync(RoundProtocol):
 
 
 @dataclass(frozen=True)
-class FedBuffOptions(StalenessOptions):
-    """Options of FedBuff."""
+class DispatchOptions(StalenessOptions):
+    """Options shared by the protocols that start a device whenever a slot frees."""
 
     concurrency: int = option(10, ge=1, doc="devices training at any time")
-    buffer: int = option(10, ge=1, doc="K: updates per aggregation")
-    server_lr: float = option(1.0, gt=0, doc="server step size on the buffer's staleness-weighted mean")
 
 
-class FedBuff(RoundProtocol):
-    """Buffered asynchronous aggregation: x <- x + server_lr (1 / K) sum_i s(tau_i) delta_i."""
+class _Dispatching(RoundProtocol):
+    """``concurrency`` devices in flight, a new one whenever a slot frees; updates staler than
+    ``max_staleness`` dropped on arrival. Subclasses say what an arrival does (``_take``)."""
 
-    Options = FedBuffOptions
+    name: ClassVar[str] = ""
 
-    def __init__(self, options: FedBuffOptions):
+    def __init__(self, options):
         self.options = options
-        self.per_aggregation = float(options.buffer)
-        self.buffer: list = []
 
     @classmethod
-    def from_scenario(cls, scenario, options: FedBuffOptions) -> "FedBuff":
-        """Concurrency, buffer size, server step size and the staleness function."""
+    def from_scenario(cls, scenario, options):
+        """The protocol with its options."""
         return cls(options)
 
     @classmethod
-    def check(cls, scenario, options: FedBuffOptions) -> None:
-        """Stale updates, a dispatch rule and no more devices in flight than there are."""
-        _require_stale_updates(scenario, "fedbuff")
-        _require_dispatch(scenario, "fedbuff")
+    def check(cls, scenario, options) -> None:
+        """Stale updates, a dispatch rule, no more devices in flight than there are, no rounds."""
+        _require_stale_updates(scenario, cls.name)
+        _require_dispatch(scenario, cls.name)
         _require_concurrency(scenario, options.concurrency)
-        _no_rounds(scenario, "fedbuff")
+        _no_rounds(scenario, cls.name)
 
     def start(self, server) -> None:
         server.dispatch(self.options.concurrency)
 
     def on_arrival(self, server, update) -> None:
-        o = self.options
-        if o.max_staleness is not None and server.version - update.version > o.max_staleness:
+        max_staleness = self.options.max_staleness
+        if max_staleness is not None and server.version - update.version > max_staleness:
             server.discard(update, "stale")
         else:
-            self.buffer.append(update)
-            if len(self.buffer) >= o.buffer:
-                buffer, self.buffer = self.buffer, []
-                staleness = np.array([server.version - u.version for u in buffer], dtype=float)
-                server.apply(buffer, o.server_lr * o.weight(staleness) / o.buffer)
+            self._take(server, update)
         server.dispatch(1)  # the slot this device held
+
+    def _take(self, server, update) -> None:
+        raise NotImplementedError
 
     def on_lost(self, server, update) -> None:
         server.dispatch(1)
+
+
+@dataclass(frozen=True)
+class FedBuffOptions(DispatchOptions):
+    """Options of FedBuff."""
+
+    buffer: int = option(10, ge=1, doc="K: updates per aggregation")
+    server_lr: float = option(1.0, gt=0, doc="server step size on the buffer's staleness-weighted mean")
+
+
+class FedBuff(_Dispatching):
+    """Buffered asynchronous aggregation: x <- x + server_lr (1 / K) sum_i s(tau_i) delta_i."""
+
+    Options = FedBuffOptions
+    name = "fedbuff"
+
+    def __init__(self, options: FedBuffOptions):
+        super().__init__(options)
+        self.per_aggregation = float(options.buffer)
+        self.buffer: list = []
+
+    def _take(self, server, update) -> None:
+        o = self.options
+        self.buffer.append(update)
+        if len(self.buffer) >= o.buffer:
+            buffer, self.buffer = self.buffer, []
+            staleness = np.array([server.version - u.version for u in buffer], dtype=float)
+            server.apply(buffer, o.server_lr * o.weight(staleness) / o.buffer)
 
     def state_dict(self) -> dict:
         return {"buffer": list(self.buffer)}
@@ -321,49 +345,22 @@ class FedBuff(RoundProtocol):
 
 
 @dataclass(frozen=True)
-class FedAsyncOptions(StalenessOptions):
+class FedAsyncOptions(DispatchOptions):
     """Options of FedAsync."""
 
-    concurrency: int = option(10, ge=1, doc="devices training at any time")
     alpha: float = option(0.6, gt=0, le=1, doc="mixing weight: a = alpha s(tau)")
 
 
-class FedAsync(RoundProtocol):
+class FedAsync(_Dispatching):
     """Every arrival mixed in at once: x <- (1 - a) x + a y, a = alpha s(tau)."""
 
     Options = FedAsyncOptions
+    name = "fedasync"
     keeps_start_model = True  # the mix needs the model the device started from
 
-    def __init__(self, options: FedAsyncOptions):
-        self.options = options
-
-    @classmethod
-    def from_scenario(cls, scenario, options: FedAsyncOptions) -> "FedAsync":
-        """Concurrency, alpha and the staleness function."""
-        return cls(options)
-
-    @classmethod
-    def check(cls, scenario, options: FedAsyncOptions) -> None:
-        """Stale updates, a dispatch rule and no more devices in flight than there are."""
-        _require_stale_updates(scenario, "fedasync")
-        _require_dispatch(scenario, "fedasync")
-        _require_concurrency(scenario, options.concurrency)
-        _no_rounds(scenario, "fedasync")
-
-    def start(self, server) -> None:
-        server.dispatch(self.options.concurrency)
-
-    def on_arrival(self, server, update) -> None:
+    def _take(self, server, update) -> None:
         o = self.options
-        staleness = server.version - update.version
-        if o.max_staleness is not None and staleness > o.max_staleness:
-            server.discard(update, "stale")
-        else:
-            server.apply([update], o.alpha * o.weight([staleness]), mix=True)
-        server.dispatch(1)
-
-    def on_lost(self, server, update) -> None:
-        server.dispatch(1)
+        server.apply([update], o.alpha * o.weight([server.version - update.version]), mix=True)
 
 
 PROTOCOLS = Registry("protocol", "wirelessfl.sim.protocols:RoundProtocol", {
