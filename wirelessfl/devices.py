@@ -256,10 +256,14 @@ class WorkScaledCompute:
                  factor: float = 1.0):
         self.base, self.steps_fn = base, steps_fn
         self.ref_steps, self.step_time_s, self.factor = max(int(ref_steps), 1), float(step_time_s), factor
+        if steps_fn is None and factor == 1 and self.step_time_s == 0:
+            # nothing scales (steps_fn None: the algorithm gives every device a FedAvg round's work):
+            # the base model's own methods, without a call in between (one per dispatched device)
+            self.compute_times, self.energy_j = base.compute_times, base.energy_j
 
     def _scale(self, devices: np.ndarray, round_idx: int) -> tuple[np.ndarray, np.ndarray] | None:
         """(w_n, s_n) of each device; None where nothing scales (a FedAvg round, no step time)."""
-        steps = self.steps_fn(np.asarray(devices, dtype=np.int64), round_idx)
+        steps = None if self.steps_fn is None else self.steps_fn(np.asarray(devices, dtype=np.int64), round_idx)
         if steps is None and self.factor == 1 and self.step_time_s == 0:
             return None
         if steps is None:

@@ -136,6 +136,12 @@ def _inclusion_probabilities(scenario) -> bool:
     return scenario.part("scheduler").inclusion_probabilities
 
 
+def scales_work(algorithm) -> bool:
+    """Whether the algorithm gives devices other work than a FedAvg round's (it has its own
+    ``work_units``), so computation times must be scaled."""
+    return getattr(type(algorithm), "work_units", None) is not Algorithm.work_units
+
+
 def applies_stale_updates(scenario) -> bool:
     """Whether the scenario's round protocol applies updates computed from an older model."""
     return scenario.part("protocol").stale_updates(scenario.options("protocol"))

@@ -249,14 +249,18 @@ class EventEngine(RoundMachinery):
         if not chosen:
             return 0
         busy, available = self.busy, self.available
-        if len(chosen) > self.wanted or len(set(chosen)) != len(chosen) or any(busy[d] for d in chosen) or (
-                available is not None and not all(available[d] for d in chosen)):
+        if len(chosen) == 1:  # the usual dispatch, once per upload: one device to check
+            bad = busy[chosen[0]] or (available is not None and not available[chosen[0]])
+        else:
+            bad = len(chosen) > self.wanted or len(set(chosen)) != len(chosen) or any(busy[d] for d in chosen) or (
+                available is not None and not all(available[d] for d in chosen))
+        if bad:
             raise ValueError(f"scheduler.name: {type(scheduler).__name__}.dispatch returned {chosen}: "
                              f"at most {self.wanted} distinct idle, available devices")
         self.dispatch_info = choice.info
         power = choice.power.tolist() if isinstance(choice.power, np.ndarray) else list(choice.power)
         keys = [self._key(device) for device in chosen]
-        if len(set(keys)) == 1:  # the usual case: one call for the devices started now
+        if len(keys) == 1 or len(set(keys)) == 1:  # the usual case: one call for the devices started now
             comp, energy = self._work(devices, keys[0])
         else:  # a device started again from this version: its own key (its own draws of local work)
             comp, energy = [], []

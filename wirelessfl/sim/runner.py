@@ -103,8 +103,11 @@ class Run:
         # rebuilds it from the seed, so it is not part of the checkpoint
         self.channel = build_channel(scenario, rngs.stream(scenario.seed, "cell"))
         base = scenario.part("compute").from_scenario(scenario, scenario.options("compute"))
-        self.compute = WorkScaledCompute(base, self.algorithm.work_units, ref_steps=lc.local_steps,
-                                         step_time_s=dc.step_time_s, factor=self.algorithm.compute_factor)
+        from ..learning.algorithms import scales_work
+
+        self.compute = WorkScaledCompute(base, self.algorithm.work_units if scales_work(self.algorithm) else None,
+                                         ref_steps=lc.local_steps, step_time_s=dc.step_time_s,
+                                         factor=self.algorithm.compute_factor)
         availability, self.excluded = self._availability()
         link = Link(scenario.link)
         self.protocol = scenario.part("protocol").from_scenario(scenario, scenario.options("protocol"))
