@@ -109,13 +109,18 @@ costs three times as much, and a row is written for every upload (ten a round un
 
 class UpdateLog:
     """updates.csv: one line per update, appended as its fate becomes known. Without a folder the
-    rows stay in memory (``rows_in_memory``); with one they are only on disk, so memory stays flat."""
+    rows stay in memory (``rows_in_memory``); with one they are only on disk, so memory stays flat.
+    Single rows (the event protocols') wait in a short buffer and are formatted a chunk at a time."""
+
+    CHUNK = 1024
+    """Rows formatted and written at once (a flush, a checkpoint or the end writes the rest)."""
 
     def __init__(self, path: Path | None):
         self.path = path
         self.rows = 0
         self.in_memory: list[tuple] | None = [] if path is None else None
         self._fh = None
+        self._pending: list[tuple] = []
 
     def start(self) -> None:
         """A new file holding the header."""
@@ -126,7 +131,7 @@ class UpdateLog:
     def write(self, update: int, device: int, version_started: int, dispatch_s: float, compute_end_s: float,
               tx_start_s: float, tx_end_s: float, version_applied: int, outcome: str, energy_j: float,
               compute_energy_j: float, airtime_s: float, gain: float, power: float, lost_s: float = math.nan) -> None:
-        """One update's row; version_applied < 0: not applied (no staleness)."""
+        """One update's row (numbers as Python ints and floats); version_applied < 0: not applied."""
         self.rows += 1
         applied = version_applied >= 0
         if self.in_memory is not None:
@@ -135,13 +140,16 @@ class UpdateLog:
                                    version_applied - version_started if applied else math.nan, outcome, energy_j,
                                    compute_energy_j, airtime_s, gain, power, lost_s))
         if self._fh is not None:
-            # one %-format per row (a row is written for every upload); NaN becomes empty (no outcome
-            # contains "nan")
-            self._fh.write((_ROW % (update, device, version_started, float(dispatch_s), float(compute_end_s),
-                                    float(tx_start_s), float(tx_end_s),
-                                    f"{version_applied},{version_applied - version_started}" if applied else ",",
-                                    outcome, float(energy_j), float(compute_energy_j), float(airtime_s), float(gain),
-                                    float(power), float(lost_s))).replace("nan", ""))
+            self._pending.append((update, device, version_started, dispatch_s, compute_end_s, tx_start_s, tx_end_s,
+                                  f"{version_applied},{version_applied - version_started}" if applied else ",",
+                                  outcome, energy_j, compute_energy_j, airtime_s, gain, power, lost_s))
+            if len(self._pending) >= self.CHUNK:
+                self._write_pending()
+
+    def _write_pending(self) -> None:
+        # one %-format per row; NaN becomes empty (no outcome contains "nan")
+        self._fh.write("".join([_ROW % row for row in self._pending]).replace("nan", ""))
+        self._pending = []
 
     def write_round(self, first: int, devices: np.ndarray, version: int, dispatch_s: float, ready: np.ndarray,
                     tx_start: np.ndarray, airtime: np.ndarray, arrived: np.ndarray, energy: np.ndarray,
@@ -153,6 +161,8 @@ class UpdateLog:
             self.in_memory.append((first, devices, version, dispatch_s, ready, tx_start, airtime, arrived, energy,
                                    compute_energy, gain, power, end_s))
         if self._fh is not None:
+            if self._pending:
+                self._write_pending()
             ready, tx_start, airtime, energy, compute_energy, gain, power = (
                 a.tolist() for a in (ready, tx_start, airtime, energy, compute_energy, gain, power))
             ends = [s + a if ok else math.nan for s, a, ok in zip(tx_start, airtime, arrived.tolist())]
@@ -184,10 +194,13 @@ class UpdateLog:
 
     def flush(self) -> None:
         if self._fh is not None:
+            if self._pending:
+                self._write_pending()
             self._fh.flush()
 
     def close(self) -> None:
         if self._fh is not None:
+            self.flush()
             self._fh.close()
             self._fh = None
 
@@ -243,6 +256,7 @@ class Recorder:
         self.dropped = np.zeros(num_devices, dtype=np.int64)
         self.available_rounds = np.zeros(num_devices, dtype=np.int64)
         self.expected_power_sum = np.zeros(num_devices)  # sum over rounds of P q (Fig. 7)
+        self._device_pending: list[tuple] = []  # updates' totals not yet added to the arrays above
         self.out_dir = out_dir
         self.arrays = (DeviceArrays(out_dir / DECISIONS, num_devices)
                        if keep_device_arrays and out_dir is not None else None)
@@ -355,13 +369,7 @@ class Recorder:
 
     def on_update(self, u) -> None:
         """An event protocol's update whose fate is known (``u`` has the attributes of
-        wirelessfl.sim.events.Update): its row, and the per-device totals."""
-        n = u.device
-        self.selections[n] += 1
-        self.energy_j[n] += u.energy_j
-        self.compute_energy_j[n] += u.compute_energy_j
-        if u.q != u.q:  # dispatched, not drawn: its power per aggregation (drawn ones: the round's P q)
-            self.expected_power_sum[n] += u.power
+        wirelessfl.sim.flight.Update): its row, and the per-device totals."""
         stats = self.update_stats
         stats["uploads"] += 1
         if u.tx_start_s == u.tx_start_s:
@@ -369,11 +377,28 @@ class Recorder:
         if u.outcome == "applied":
             stats["applied"] += 1
             stats["staleness_sum"] += u.version_applied - u.version
-        elif u.outcome != "in_flight":
-            self.dropped[n] += 1
-        self.updates.write(u.seq, n, u.version, u.dispatch_s, u.compute_end_s, u.tx_start_s, u.tx_end_s,
+        # dispatched, not drawn: its power counts toward the time average (drawn ones: the round's P q)
+        self._device_pending.append((u.device, u.energy_j, u.compute_energy_j, u.power if u.q != u.q else 0.0,
+                                     u.outcome != "applied" and u.outcome != "in_flight"))
+        if len(self._device_pending) >= 4096:
+            self._fold_device_totals()
+        self.updates.write(u.seq, u.device, u.version, u.dispatch_s, u.compute_end_s, u.tx_start_s, u.tx_end_s,
                            u.version_applied, u.outcome, u.energy_j, u.compute_energy_j, u.airtime_s, u.gain, u.power,
                            u.lost_s)
+
+    def _fold_device_totals(self) -> None:
+        """Add the updates' totals kept since the last fold to the per-device arrays (in order, so
+        each device's sums are the ones a running total gives)."""
+        if not self._device_pending:
+            return
+        devices, energy, compute_energy, power, dropped = zip(*self._device_pending)
+        self._device_pending = []
+        idx = np.asarray(devices, dtype=np.int64)
+        np.add.at(self.selections, idx, 1)
+        np.add.at(self.energy_j, idx, energy)
+        np.add.at(self.compute_energy_j, idx, compute_energy)
+        np.add.at(self.expected_power_sum, idx, power)
+        np.add.at(self.dropped, idx, np.asarray(dropped, dtype=np.int64))
 
     def on_eval(self, row: dict) -> None:
         self.evals.append(row)
@@ -405,6 +430,7 @@ class Recorder:
         """The records so far (for checkpoints); the CSV rows and the per-device arrays are flushed
         to disk first (of the arrays only their row count is kept, of updates.csv its length)."""
         self.flush()
+        self._fold_device_totals()
         if self.arrays is not None:
             self.arrays.flush()
 
@@ -476,6 +502,7 @@ class Recorder:
     def device_table(self, sigmas: np.ndarray, extra: dict[str, np.ndarray] | None = None) -> dict[str, np.ndarray]:
         """Per-device totals: selections, transmit and computation energy, dropped uploads, the fraction
         of rounds available and time-average expected power; ``extra`` adds columns (e.g. distance_m)."""
+        self._fold_device_totals()
         n_rounds = max(len(self.rounds), 1)
         return {"device": np.arange(self.num_devices), "sigma": sigmas, **(extra or {}),
                 "selections": self.selections, "selection_rate": self.selections / n_rounds,
