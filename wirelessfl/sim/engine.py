@@ -1,4 +1,6 @@
-"""The SimPy event loop: when things happen in one round, and the loop over rounds.
+"""The closed-form engine of the sync protocol: when things happen in one round, and the loop over
+rounds. (The other protocols run on the event engine, wirelessfl.sim.events, which reuses the
+records, stop and evaluation rules defined here.)
 
 Per round: channel draw -> availability -> the algorithm's plan (a client round, or a server round
 in which the server trains alone) -> the scheduler's probe (reports it wants before deciding;
@@ -41,7 +43,7 @@ class Learner(Protocol):
 class Parts:
     """Everything a run simulates, built by the runner from the scenario.
 
-    channel, compute, scheduler, algorithm: the four parts (see wirelessfl.plugins); access: TDMA or
+    channel, compute, scheduler, algorithm: parts (see wirelessfl.plugins); access: TDMA or
     FDMA over the link; availability: None (always available) or a model with ``step(rng)``;
     upload_bits: one device's upload per round; downlink_s: the broadcast's duration;
     round_deadline_s: uploads not done this long after the round started are dropped;
