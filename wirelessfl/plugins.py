@@ -1,15 +1,16 @@
 """The kinds of part a scenario names, and where their names come from.
 
 A scenario picks a round protocol (``protocol.name``), a scheduler (``scheduler.name``), a learning
-algorithm (``learning.algorithm``), a fading channel (``channel.model``) and a computation model
-(``devices.compute``). Each value is
+algorithm (``learning.algorithm``), a fading channel (``channel.model``), a computation model
+(``devices.compute``) and an access scheme (``link.access``). Each value is
 
 * a built-in name, listed in the kind's :class:`Registry` next to the classes it names
   (``wirelessfl.sim.protocols.PROTOCOLS``, ``wirelessfl.scheduling.SCHEDULERS``,
-  ``wirelessfl.learning.ALGORITHMS``, ``wirelessfl.wireless.CHANNELS``, ``wirelessfl.devices.COMPUTE``);
+  ``wirelessfl.learning.ALGORITHMS``, ``wirelessfl.wireless.CHANNELS``, ``wirelessfl.devices.COMPUTE``,
+  ``wirelessfl.access.ACCESS``);
 * a name an installed package registers under the kind's entry-point group
   (``wirelessfl.protocols``, ``wirelessfl.schedulers``, ``wirelessfl.algorithms``,
-  ``wirelessfl.channels``, ``wirelessfl.compute``);
+  ``wirelessfl.channels``, ``wirelessfl.compute``, ``wirelessfl.access``);
 * or an import path ``"module.path:Name"``, looked up in the scenario file's folder first, then on
   ``sys.path``.
 
@@ -65,6 +66,8 @@ KINDS: dict[str, Kind] = {k.name: k for k in (
          ("from_scenario", "draw")),
     Kind("compute", "devices", "compute", "wirelessfl.compute", "wirelessfl.devices:COMPUTE",
          ("from_scenario", "compute_times")),
+    Kind("access", "link", "access", "wirelessfl.access", "wirelessfl.access:ACCESS",
+         ("from_scenario", "airtime_s", "schedule")),
 )}
 """The kinds by name. The engine, the runner, the recorder and the config know parts only through these."""
 
@@ -253,7 +256,7 @@ def _load_import_path(ref: str, plugin_path: Sequence[str], where: str):
 
 
 def registry(kind: str) -> Registry:
-    """The Registry of a kind ("protocol", "scheduler", "algorithm", "channel", "compute")."""
+    """The Registry of a kind ("protocol", "scheduler", "algorithm", "channel", "compute", "access")."""
     return _import_attr(KINDS[kind].registry)
 
 

@@ -1,7 +1,7 @@
 """The scenario's tables: frozen dataclasses with their fields, ranges and one-line descriptions.
 
-The five tables that name a part (``protocol.name``, ``scheduler.name``, ``learning.algorithm``,
-``channel.model``, ``devices.compute``) also carry the part's ``options`` and, in a scenario with variants or a
+The six tables that name a part (``protocol.name``, ``scheduler.name``, ``learning.algorithm``,
+``channel.model``, ``devices.compute``, ``link.access``) also carry the part's ``options`` and, in a scenario with variants or a
 sweep, ``held`` options of other parts for the members that name them.
 """
 from __future__ import annotations
@@ -154,11 +154,14 @@ class ChannelConfig(_PartTable):
 
 
 @dataclass(frozen=True)
-class LinkConfig:
-    """Uplink: rate B log2(1 + g P / N0), airtime = model bits / rate, energy = P x airtime."""
+class LinkConfig(_PartTable):
+    """Uplink: rate B log2(1 + g P / N0), airtime = model bits / rate, energy = P x airtime; ``access``
+    names how uploads share it (wirelessfl.access.ACCESS: "tdma", "tdma_slotted", "fdma", an installed
+    plugin or 'module:Class')."""
 
-    access: str = option("tdma", choices=("tdma", "fdma"),
-                         doc="tdma: one device at a time on the whole band; fdma: band split evenly")
+    access: str = _part("tdma", "access", "the access scheme: tdma (one device at a time on the whole band), "
+                        "tdma_slotted (in slots and frames), fdma (band split evenly), an installed plugin or "
+                        "'module:Class'")
     bandwidth_hz: float = option(22e6, gt=0)
     noise_power: Power = option(1.0, gt=0, doc="N0 (linear, or a string in dB)")
     p_bar: Power = option(1.0, gt=0, doc="time-average power budget per device")
@@ -166,6 +169,8 @@ class LinkConfig:
     downlink_s: float = option(0.0, ge=0, doc="fixed broadcast time of the global model per round")
     downlink_rate_bps: float | None = option(None, gt=0, doc="adds model_bits / rate to downlink_s")
     model_bits: int | None = option(None, ge=1, doc="upload size; default 32 x model parameters")
+    options: Any = _options()
+    held: Any = _held()
 
 @dataclass(frozen=True)
 class DevicesConfig(_PartTable):

@@ -90,6 +90,7 @@ class RoundRecord:
     metrics: dict = field(default_factory=dict)  # the algorithm's numbers of this round
     ready_s: np.ndarray | None = None   # per selected device: when its computation ended
     tx_start: np.ndarray | None = None  # per selected device: when its upload started (nan: never)
+    tx_end: np.ndarray | None = None    # and ended, where that is not tx_start + airtime (None: it is)
     power: np.ndarray | None = None     # per selected device, where there is no round decision
     q: np.ndarray | None = None         # likewise (NaN: dispatched, not drawn)
     staleness: np.ndarray | None = None  # per update applied (None: all fresh, sync)
@@ -280,7 +281,7 @@ class Engine:
             energy_j=np.where(on_air > 0, power * on_air, 0.0),
             gains=gains, decision=decision, compute_energy_j=comp_energy, arrived=arrived,
             available=available, extra_airtime_s=pre_s + piggy_s, extra_energy_j=pre_energy,
-            metrics=metrics, idle_s=idle_s, ready_s=ready, tx_start=uplink.tx_start))
+            metrics=metrics, idle_s=idle_s, ready_s=ready, tx_start=uplink.tx_start, tx_end=uplink.tx_end))
 
     def _idle(self, t_start: float):
         """Let a round in which nothing took time last idle_round_s; returns the time added."""

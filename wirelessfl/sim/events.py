@@ -47,7 +47,6 @@ from .engine import STREAMS, EvalRule, Parts, RoundRecord, StopRule, evaluate
 from .event_state import engine_state, load_engine_state, restore
 from .flight import ARRIVED, COMPUTE, DOWNLINK, FINISHED, WAITING, Round, Update
 from .rounds import RoundMachinery
-from .uplink import make_uplink
 
 __all__ = ["EventEngine", "EventStall", "Round", "Update"]
 
@@ -114,8 +113,6 @@ class EventEngine(RoundMachinery):
         self.mean_gains = np.ones(n) if gain is None else np.asarray(gain, dtype=float)
         self.keep_start = bool(getattr(protocol, "keeps_start_model", False))
         link = parts.access.link
-        self._airtime_factor = math.log(2.0) / link.bandwidth_hz  # airtime = bits ln2 / (B ln(1 + g P / N0))
-        self._noise_power = link.noise_power
         self._energy = getattr(parts.compute, "has_energy", True)  # without an energy model: no call per dispatch
         self._one_device = np.zeros(1, dtype=np.int64)
         self._dispatch_state = DispatchState(
@@ -142,7 +139,7 @@ class EventEngine(RoundMachinery):
         """Run until the stop rule fires (from where ``load_state`` left it, if it was called)."""
         env = self.env = Clock(initial_time=self._start_s)
         self.store = simpy.Store(env)
-        self.uplink = make_uplink(self)
+        self.uplink = self.parts.access.event_uplink(self)
         self._done = env.event()
         if self._restored is not None:
             self._restore(self._restored)
@@ -310,16 +307,15 @@ class EventEngine(RoundMachinery):
         return u
 
     def start_transmission(self, u: Update) -> None:
-        """``u`` goes on the air now: its gain (drawn now, unless its round drew it) and, under TDMA,
-        its airtime bits / (B log2(1 + g P / N0))."""
+        """``u`` goes on the air now: its gain (drawn now, unless its round drew it) and its time on
+        the air as the access scheme says (NaN under FDMA: the shared band decides as it goes)."""
         u.tx_start_s = self.env.now
         if u.gain != u.gain:
             one = self._one_device  # a reused one-element array: an upload starts for every update
             one[0] = u.device
             u.gain = float(self.parts.channel.draw_devices(self.streams["channel"], one)[0])
-        if not self.uplink.concurrent and u.airtime_s != u.airtime_s:  # TDMA: the whole band
-            rate = math.log1p(u.gain * u.power / self._noise_power)
-            u.airtime_s = u.bits * self._airtime_factor / rate if rate > 0 else math.inf
+        if u.airtime_s != u.airtime_s:
+            u.airtime_s = self.parts.access.upload_s(u.bits, u.gain, u.power)
 
     # --- losing devices ------------------------------------------------------------------------
 

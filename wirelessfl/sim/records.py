@@ -153,19 +153,22 @@ class UpdateLog:
 
     def write_round(self, first: int, devices: np.ndarray, version: int, dispatch_s: float, ready: np.ndarray,
                     tx_start: np.ndarray, airtime: np.ndarray, arrived: np.ndarray, energy: np.ndarray,
-                    compute_energy: np.ndarray, gain: np.ndarray, power: np.ndarray, end_s: float) -> None:
+                    compute_energy: np.ndarray, gain: np.ndarray, power: np.ndarray, end_s: float,
+                    tx_end: np.ndarray | None = None) -> None:
         """A sync round's rows at once (one per selected device, numbered from ``first``): applied
-        where it arrived, else dropped at the deadline ``end_s``. The arrays are kept, not copied."""
+        where it arrived, else dropped at the deadline ``end_s``; ``tx_end``: the uploads' ends where
+        they are not tx_start + airtime. The arrays are kept, not copied."""
         self.rows += len(devices)
+        if tx_end is None:
+            tx_end = np.where(arrived, tx_start + airtime, np.nan)
         if self.in_memory is not None:  # the round's columns, made rows only when asked for (rows_in_memory)
-            self.in_memory.append((first, devices, version, dispatch_s, ready, tx_start, airtime, arrived, energy,
-                                   compute_energy, gain, power, end_s))
+            self.in_memory.append((first, devices, version, dispatch_s, ready, tx_start, tx_end, airtime, arrived,
+                                   energy, compute_energy, gain, power, end_s))
         if self._fh is not None:
             if self._pending:
                 self._write_pending()
-            ready, tx_start, airtime, energy, compute_energy, gain, power = (
-                a.tolist() for a in (ready, tx_start, airtime, energy, compute_energy, gain, power))
-            ends = [s + a if ok else math.nan for s, a, ok in zip(tx_start, airtime, arrived.tolist())]
+            ready, tx_start, ends, airtime, energy, compute_energy, gain, power = (
+                a.tolist() for a in (ready, tx_start, tx_end, airtime, energy, compute_energy, gain, power))
             fresh = f"{version},0"
             self._fh.write("".join(
                 _ROW % (first + i, n, version, dispatch_s, ready[i], tx_start[i], ends[i],
@@ -184,9 +187,8 @@ class UpdateLog:
                 rows.append(item)
                 continue
             first, devices, version, dispatch_s, *columns, end = item
-            ready, tx_start, airtime, arrived, energy, ce, gain, power = (c.tolist() for c in columns)
-            rows.extend((first + i, n, version, dispatch_s, ready[i], tx_start[i],
-                         tx_start[i] + airtime[i] if ok else math.nan, version if ok else math.nan,
+            ready, tx_start, tx_end, airtime, arrived, energy, ce, gain, power = (c.tolist() for c in columns)
+            rows.extend((first + i, n, version, dispatch_s, ready[i], tx_start[i], tx_end[i], version if ok else math.nan,
                          0 if ok else math.nan, "applied" if ok else "late_dropped", energy[i], ce[i], airtime[i],
                          gain[i], power[i], math.nan if ok else end)
                         for i, (n, ok) in enumerate(zip(devices.tolist(), arrived)))
@@ -357,7 +359,7 @@ class Recorder:
         stats = self.update_stats
         self.updates.write_round(stats["uploads"], sel, rec.round, rec.t_start, rec.ready_s, tx_start, airtime,
                                  arrived, rec.energy_j, comp_energy, rec.gains[sel], rec.decision.power[sel],
-                                 rec.t_end)
+                                 rec.t_end, rec.tx_end)
         stats["uploads"] += k
         if arrived.all():
             stats["applied"] += k

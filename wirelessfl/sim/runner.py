@@ -20,7 +20,8 @@ import numpy as np
 from .. import rng as rngs
 from ..config import ConfigError, Scenario
 from ..devices import WorkScaledCompute, build_availability
-from ..wireless import Link, build_channel, make_access, sigma_profile
+from ..access import Link
+from ..wireless import build_channel, sigma_profile
 from .checkpoint import CHECKPOINT_NAME, ResumeError, save_checkpoint
 from .engine import STREAMS, Engine, EvalRule, Parts, RoundRecord, StopRule
 from .events import EventEngine
@@ -112,7 +113,8 @@ class Run:
         link = Link(scenario.link)
         self.protocol = scenario.part("protocol").from_scenario(scenario, scenario.options("protocol"))
         parts = Parts(channel=self.channel, compute=self.compute, scheduler=self.scheduler, algorithm=self.algorithm,
-                      access=make_access(scenario.link, link), num_devices=n,
+                      access=scenario.part("access").from_scenario(scenario, scenario.options("access")),
+                      num_devices=n,
                       upload_bits=self.bits * self.algorithm.upload_vectors,
                       downlink_s=link.downlink_time_s(self.bits * self.algorithm.broadcast_vectors),
                       availability=availability, round_deadline_s=rc.round_deadline_s, idle_round_s=rc.idle_round_s)

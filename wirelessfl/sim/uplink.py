@@ -22,7 +22,7 @@ import simpy
 from .clock import RANK_DEVICE, priority
 from .flight import ON_AIR, QUEUED
 
-__all__ = ["SharedBand", "TdmaUplink", "make_uplink"]
+__all__ = ["SharedBand", "SlottedUplink", "TdmaUplink"]
 
 _LN2 = math.log(2.0)
 
@@ -149,6 +149,40 @@ class SharedBand:
         self._reschedule()
 
 
-def make_uplink(engine):
-    """The event engine's uplink for the scenario's access scheme."""
-    return SharedBand(engine) if engine.parts.access.concurrent else TdmaUplink(engine)
+class SlottedUplink(TdmaUplink):
+    """One transmitter in slots (wirelessfl.access.SlottedTDMA): a device that gets the band waits
+    for the first free slot boundary, then holds whole slots; the same queue as the closed form."""
+
+    def __init__(self, engine):
+        super().__init__(engine)
+        self.slots = engine.parts.access
+        self.free = 0  # the first slot no upload holds
+
+    def transmit(self, u):
+        """The upload of ``u`` (a SimPy generator): the band, then the next free slot, then its slots."""
+        engine, slots = self.engine, self.slots
+        env = engine.env
+        if u.phase != ON_AIR:
+            u.phase = QUEUED
+            if u.queue_seq < 0:
+                engine.queue_seq += 1
+                u.queue_seq = engine.queue_seq
+        with self.band.request() as slot:
+            yield slot
+            if u.phase != ON_AIR:
+                j = max(slots.next_slot(env.now), self.free)
+                start = slots.slot_start(j)
+                if start > env.now:  # holding the band until its slot begins
+                    yield env.at(start, priority(RANK_DEVICE, u.seq))
+                u.phase = ON_AIR
+                engine.start_transmission(u)
+                self.free = j + slots.slots(u.airtime_s)
+            end = slots.slot_end(self.free - slots.slots(u.airtime_s), slots.slots(u.airtime_s))
+            yield env.at(end, priority(RANK_DEVICE, u.seq))
+            u.tx_end_s = end
+
+    def state_dict(self) -> dict:
+        return {"free": self.free}
+
+    def load_state(self, state: dict) -> None:
+        self.free = int(state["free"])

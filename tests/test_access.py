@@ -1,0 +1,127 @@
+"""The access scheme as a part (link.access): slotted TDMA against hand computations, its event uplink
+against its closed form, the records of a slotted run, and an access scheme from the user's folder."""
+from __future__ import annotations
+
+import textwrap
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from wirelessfl.access import ACCESS, SlottedTDMA, TDMA, Link
+from wirelessfl.cli import main
+from wirelessfl.config import ConfigError, LinkConfig, from_dict
+from wirelessfl.experiments.run import simulate
+
+SLOTS = {"access": "tdma_slotted", "slot_s": 0.01, "slots_per_frame": 4, "guard_s": 0.005}
+
+
+def slotted(**options) -> SlottedTDMA:
+    o = {"slot_s": 0.01, "slots_per_frame": 4, "guard_s": 0.005, **options}
+    return SlottedTDMA(Link(LinkConfig(bandwidth_hz=1e6)), o["slot_s"], o["slots_per_frame"], o["guard_s"])
+
+
+def test_slot_boundaries_by_hand():
+    s = slotted()  # a frame: 5 ms of guard, then 4 slots of 10 ms (45 ms)
+    assert [s.slot_start(j) for j in range(6)] == pytest.approx([0.005, 0.015, 0.025, 0.035, 0.050, 0.060])
+    assert [s.next_slot(t) for t in (0.0, 0.005, 0.0051, 0.035, 0.036, 0.045, 0.0499)] == [0, 0, 1, 3, 4, 4, 4]
+    assert s.slot_end(2, 3) == pytest.approx(0.06)  # slots 2, 3 and 4 (across the next frame's guard)
+
+
+def test_slotted_round_by_hand():
+    s = slotted()
+    # A is ready at 0 and needs 3 slots, B at 12 ms and needs 2: A holds slots 0-2 (5 to 35 ms), B
+    # slots 3 and 4, the second after the next frame's guard (35 to 45, 50 to 60 ms)
+    got = s.schedule(np.array([0.0, 0.012]), np.array([0.03, 0.02]))
+    np.testing.assert_allclose(got.tx_start, [0.005, 0.035])
+    assert got.end_s == pytest.approx(0.06) and got.arrived.all() and got.order.tolist() == [0, 1]
+    # a deadline at 55 ms: B started, holds the band till then, and is dropped
+    cut = s.schedule(np.array([0.0, 0.012]), np.array([0.03, 0.02]), deadline_s=0.055)
+    assert cut.arrived.tolist() == [True, False] and cut.end_s == 0.055
+
+
+def test_slotted_airtime_is_whole_slots_of_the_shannon_airtime():
+    s = slotted()
+    gain, power = np.array([1.0, 0.01]), np.array([1.0, 1.0])
+    bare = TDMA(s.link).airtime_s(24000.0, gain, power)
+    np.testing.assert_allclose(s.airtime_s(24000.0, gain, power), np.ceil(bare / 0.01) * 0.01)
+    assert s.upload_s(24000.0, 0.01, 1.0) == pytest.approx(float(np.ceil(bare[1] / 0.01) * 0.01))
+
+
+def scenario(protocol: dict, link: dict, rounds=15):
+    return from_dict({"seed": 2, "run": {"rounds": rounds, "timing_only": True},
+                      "devices": {"count": 12, "compute": "shifted_exponential", "delay_mean_s": 0.3},
+                      "channel": {"profile": "linear"}, "link": {"model_bits": 30000, "bandwidth_hz": 1e6, **link},
+                      "protocol": protocol, "scheduler": {"name": "uniform", "m": 5}})
+
+
+def test_slotted_event_uplink_gives_the_closed_form_s_records(tmp_path):
+    """semi_sync waiting for every upload equals sync: here it checks SlottedUplink against the
+    closed-form SlottedTDMA.schedule, round for round."""
+    simulate(scenario({"name": "sync"}, SLOTS), tmp_path / "sync", progress=False)
+    simulate(scenario({"name": "semi_sync"}, SLOTS), tmp_path / "semi", progress=False)
+    for name in ("rounds.csv", "updates.csv", "devices.csv"):
+        assert (tmp_path / "sync" / name).read_text() == (tmp_path / "semi" / name).read_text(), name
+
+
+def test_slotted_uploads_start_on_slot_boundaries_and_never_overlap(tmp_path):
+    res = simulate(scenario({"name": "fedbuff", "concurrency": 5, "buffer": 2}, SLOTS, rounds=40), tmp_path / "fb",
+                   progress=False)
+    up = res.updates.dropna(subset=["tx_start_s"]).sort_values("tx_start_s")
+    frame = 0.005 + 4 * 0.01
+    within = (up.tx_start_s % frame - 0.005) / 0.01
+    np.testing.assert_allclose(within, np.round(within), atol=1e-6)  # 12 digits in updates.csv
+    assert ((np.round(within) >= 0) & (np.round(within) < 4)).all()
+    assert (up.tx_start_s.to_numpy()[1:] >= up.tx_end_s.to_numpy()[:-1] - 1e-9).all()
+    # each upload holds whole slots: its span is its slots plus the guards it crosses
+    slots = np.round(up.airtime_s / 0.01)
+    assert np.allclose(up.airtime_s, slots * 0.01) and (up.tx_end_s - up.tx_start_s >= up.airtime_s - 1e-9).all()
+
+
+def test_an_access_scheme_from_the_user_s_folder(tmp_path):
+    (tmp_path / "halfband.py").write_text(textwrap.dedent("""
+        import dataclasses
+
+        from wirelessfl.access import TDMA, Link
+
+
+        class HalfBand(TDMA):
+            '''TDMA on half the configured bandwidth.'''
+
+            @classmethod
+            def from_scenario(cls, scenario, options):
+                cfg = dataclasses.replace(scenario.link, bandwidth_hz=scenario.link.bandwidth_hz / 2)
+                return cls(Link(cfg))
+        """))
+    body = textwrap.dedent("""
+        seed = 1
+        [run]
+        rounds = 6
+        timing_only = true
+        [devices]
+        count = 8
+        [link]
+        access = "{access}"
+        model_bits = 100000
+        bandwidth_hz = 1e6
+        [scheduler]
+        name = "uniform"
+        m = 3
+        """)
+    for access in ("tdma", "halfband:HalfBand"):
+        (tmp_path / f"{access.split(':')[0]}.toml").write_text(body.format(access=access))
+        name = access.split(":")[0]
+        assert main(["run", str(tmp_path / f"{name}.toml"), "--out", str(tmp_path / "out" / name),
+                     "--no-progress"]) == 0
+    full, half = (pd.read_csv(tmp_path / "out" / name / name / "updates.csv") for name in ("tdma", "halfband"))
+    np.testing.assert_allclose(half.airtime_s, 2 * full.airtime_s, rtol=1e-9)  # same draws, half the rate
+
+
+def test_access_names_and_options_are_checked():
+    assert {"tdma", "tdma_slotted", "fdma"} <= set(ACCESS.names())
+    with pytest.raises(ConfigError, match="link.access = 'cdma'"):
+        from_dict({"run": {"rounds": 1}, "link": {"access": "cdma"}})
+    with pytest.raises(ConfigError, match="link.slot_s"):
+        from_dict({"run": {"rounds": 1}, "link": {"access": "tdma_slotted", "slot_s": 0}})
+    with pytest.raises(ConfigError, match="link.slot_s"):
+        from_dict({"run": {"rounds": 1}, "link": {"access": "tdma", "slot_s": 0.01}})  # not a tdma option

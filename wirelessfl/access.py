@@ -1,0 +1,357 @@
+"""The uplink and how uploads share it: the link's rates, and the access schemes, a part named by
+``link.access``.
+
+An access scheme fits :class:`AccessScheme`: ``airtime_s(bits, gains, powers)`` gives the time on
+the air of the k devices that send in a round (sync), ``schedule(ready_s, airtime_s, deadline_s)``
+the round's uplink in closed form (who goes on the air when, who misses the deadline), and, for
+the event protocols, ``upload_s(bits, gain, power)`` one upload's time on the air when it starts
+and ``event_uplink(engine)`` the SimPy uplink the devices in flight contend for. ``ACCESS`` names
+the built-ins besides installed plugins (entry-point group ``wirelessfl.access``) and import paths:
+
+- ``tdma``: one device at a time on the whole band, first come first served.
+- ``tdma_slotted``: the same in slots: frames of ``slots_per_frame`` slots of ``slot_s`` seconds,
+  each frame opened by ``guard_s`` seconds in which nobody sends. An upload holds whole slots,
+  consecutive ones (across frames if need be), starting at a slot boundary.
+- ``fdma``: the band split evenly among the devices sending.
+
+Knows nothing of learning. The scheduler's airtime cost assumes the whole band whatever the scheme.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, ClassVar, Protocol
+
+import numpy as np
+
+from .fields import ConfigError, NoOptions, option
+from .plugins import Registry
+
+__all__ = ["ACCESS", "AccessScheme", "FDMA", "Link", "SlottedTDMA", "TDMA", "UplinkSchedule"]
+
+
+class Link:
+    """Shannon-rate uplink: rate = B log2(1 + g P / N0); airtime = bits / rate; energy = P airtime."""
+
+    def __init__(self, cfg):
+        self.bandwidth_hz = cfg.bandwidth_hz
+        self.noise_power = cfg.noise_power
+        self.downlink_s = cfg.downlink_s
+        self.downlink_rate_bps = cfg.downlink_rate_bps
+
+    def downlink_time_s(self, bits: float) -> float:
+        """Broadcast time of the global model: downlink_s plus bits / downlink_rate_bps if a rate is set.
+
+        The two add up: downlink_s stands for fixed per-round overheads (synchronisation, signalling).
+        """
+        return self.downlink_s + (bits / self.downlink_rate_bps if self.downlink_rate_bps else 0.0)
+
+    def rate_bps(self, gain: np.ndarray, power: np.ndarray) -> np.ndarray:
+        """Achievable rate in bit/s of each device at the given gain and transmit power."""
+        # log1p: log2(1 + x) rounds to 0 for x below 1.1e-16, which made a positive power's airtime inf
+        snr = np.asarray(gain) * np.asarray(power) / self.noise_power
+        return self.bandwidth_hz * np.log1p(snr) / np.log(2.0)
+
+    def airtime_s(self, bits: float, gain: np.ndarray, power: np.ndarray) -> np.ndarray:
+        """Seconds to send ``bits`` (inf where the rate is zero, i.e. zero power)."""
+        with np.errstate(divide="ignore"):
+            return bits / self.rate_bps(gain, power)
+
+    def energy_j(self, bits: float, gain: np.ndarray, power: np.ndarray) -> np.ndarray:
+        """Transmit energy P x airtime (0 where nothing is sent)."""
+        gain, power = np.broadcast_arrays(np.asarray(gain, dtype=float), np.asarray(power, dtype=float))
+        sending = power > 0
+        energy = np.zeros(power.shape)
+        energy[sending] = power[sending] * self.airtime_s(bits, gain[sending], power[sending])
+        return energy
+
+
+@dataclass
+class UplinkSchedule:
+    """What happened on the uplink in one round's computation-and-upload phase.
+
+    order: indices into the selected devices, in the order their uploads started; tx_start: when
+    each one's upload started (nan: it never started); arrived: its upload was complete by the
+    deadline; end_s: when the phase ended (the last upload, or the deadline if one was missed);
+    tx_end: when each upload ended, where that is not tx_start + airtime (slots across a guard);
+    None: it is.
+    """
+
+    order: np.ndarray
+    tx_start: np.ndarray
+    arrived: np.ndarray
+    end_s: float
+    tx_end: np.ndarray | None = None
+
+
+class AccessScheme(Protocol):
+    """How uploads share the uplink. Required: ``from_scenario``, ``airtime_s`` and ``schedule``;
+    subclass to inherit the rest. An instance has ``link``, its :class:`Link` (bandwidth, noise):
+    the engines and the schedulers' round state read them there."""
+
+    Options: ClassVar[type | None] = None
+    """A dataclass of the scheme's own options, or None (options handed over as a dict)."""
+    concurrent: ClassVar[bool] = False
+    """True: several devices send at once (the event engine shares the band among them); False:
+    one at a time (the event engine queues them for one transmitter)."""
+
+    @classmethod
+    def from_scenario(cls, scenario, options) -> "AccessScheme":
+        """Build the scheme for ``scenario`` (its [link] table) with its options."""
+        ...
+
+    def airtime_s(self, bits, gain: np.ndarray, power: np.ndarray) -> np.ndarray:
+        """Time on the air of each of the k = len(gain) devices that send in a round."""
+        ...
+
+    def schedule(self, ready_s: np.ndarray, airtime_s: np.ndarray, deadline_s: float | None = None) -> UplinkSchedule:
+        """A sync round's uplink in closed form: device i is ready at ready_s[i] and needs airtime_s[i]."""
+        ...
+
+    @classmethod
+    def check(cls, scenario, options) -> None:
+        """Raise ConfigError if the scenario cannot run with this scheme."""
+
+    def upload_s(self, bits: float, gain: float, power: float) -> float:
+        """Event protocols: one upload's time on the air as it starts (NaN: the event uplink
+        decides as it goes, as FDMA's shared band does)."""
+        return float(self.airtime_s(bits, np.array([gain]), np.array([power]))[0])
+
+    def event_uplink(self, engine):
+        """Event protocols: the uplink the devices in flight contend for (default: one
+        transmitter, or the shared band when ``concurrent``)."""
+        from .sim.uplink import SharedBand, TdmaUplink
+
+        return SharedBand(engine) if self.concurrent else TdmaUplink(engine)
+
+    def state_dict(self) -> dict[str, Any]:
+        """The scheme's memory, for checkpoints."""
+        return {}
+
+    def load_state(self, state: dict[str, Any]) -> None:
+        """Restore what ``state_dict`` returned."""
+
+
+class TDMA(AccessScheme):
+    """Time division: one device at a time on the whole band, first come first served in order of
+    computation completion; airtime = bits / (B log2(1 + g P / N0))."""
+
+    Options = NoOptions
+    concurrent = False
+
+    def __init__(self, link: Link):
+        self.link = link
+        self._factor = math.log(2.0) / link.bandwidth_hz  # airtime = bits ln2 / (B ln(1 + g P / N0))
+
+    @classmethod
+    def from_scenario(cls, scenario, options) -> "TDMA":
+        """One transmitter on the scenario's link."""
+        return cls(Link(scenario.link))
+
+    def upload_s(self, bits: float, gain: float, power: float) -> float:
+        """One upload's airtime on the whole band (the scalar form of airtime_s)."""
+        rate = math.log1p(gain * power / self.link.noise_power)
+        return bits * self._factor / rate if rate > 0 else math.inf
+
+    def airtime_s(self, bits: float, gain: np.ndarray, power: np.ndarray) -> np.ndarray:
+        """Airtime of each selected device, alone on the band."""
+        return self.link.airtime_s(bits, gain, power)
+
+    def schedule(self, ready_s: np.ndarray, airtime_s: np.ndarray, deadline_s: float | None = None) -> UplinkSchedule:
+        """The single-transmitter queue: device i is ready at ready_s[i] (its computation ended) and
+        holds the band for airtime_s[i]; devices go on the air in order of readiness (ties: index
+        order) as soon as the band is free. Uploads not complete by ``deadline_s`` are dropped
+        (one that ends exactly then arrives; one that would start then or later never starts).
+
+        Each start and end is the same floating-point sum an event loop with a one-slot resource
+        computes (Lindley's recursion, one comparison per device).
+        """
+        order = np.argsort(ready_s, kind="stable")
+        k = ready_s.size
+        ready, air = ready_s.tolist(), airtime_s.tolist()
+        if deadline_s is None:  # the usual round: everyone goes on the air in turn
+            starts, free = [0.0] * k, -math.inf
+            for i in order.tolist():
+                starts[i] = free = ready[i] if ready[i] > free else free
+                free = free + air[i]
+            return UplinkSchedule(order, np.array(starts), np.ones(k, dtype=bool), free)
+        tx_start, arrived = np.full(k, np.nan), np.zeros(k, dtype=bool)
+        free = -math.inf  # when the band is next free
+        started = 0
+        for i in order.tolist():
+            start = ready[i] if ready[i] > free else free
+            end = start + air[i]
+            if start >= deadline_s:
+                break  # later devices start later still
+            tx_start[i], started, free = start, started + 1, end
+            arrived[i] = end <= deadline_s
+            if not arrived[i]:
+                break  # it holds the band past the deadline
+        if not arrived.all():
+            return UplinkSchedule(order[:started], tx_start, arrived, deadline_s)
+        return UplinkSchedule(order, tx_start, arrived, free)
+
+
+class FDMA(AccessScheme):
+    """Frequency division: the k selected devices each get B / k and transmit at once.
+
+    Thermal noise has a flat spectral density, so a sub-band of B / k carries noise N0 / k:
+    rate = (B / k) log2(1 + g P k / N0) and airtime = bits / rate. Under sync the split is fixed for
+    the round (a device that finishes early does not hand its sub-band to the others); each device
+    starts as soon as its computation ends. Under the event protocols the band is re-split among the
+    devices on the air as they come and go (wirelessfl.sim.uplink.SharedBand).
+    """
+
+    Options = NoOptions
+    concurrent = True
+
+    def __init__(self, link: Link):
+        self.link = link
+
+    @classmethod
+    def from_scenario(cls, scenario, options) -> "FDMA":
+        """The scenario's band, split among the devices sending."""
+        return cls(Link(scenario.link))
+
+    def upload_s(self, bits: float, gain: float, power: float) -> float:
+        """Not known when an upload starts: the band's share changes as others come and go."""
+        return math.nan
+
+    def airtime_s(self, bits: float, gain: np.ndarray, power: np.ndarray) -> np.ndarray:
+        """Airtime of each of the k = len(gain) selected devices on its B / k sub-band."""
+        gain, power = np.broadcast_arrays(np.asarray(gain, dtype=float), np.asarray(power, dtype=float))
+        k = max(gain.size, 1)
+        snr = gain * power * k / self.link.noise_power
+        rate = self.link.bandwidth_hz / k * np.log1p(snr) / np.log(2.0)  # exact also for snr < 1e-16
+        with np.errstate(divide="ignore"):
+            return bits / rate
+
+    def schedule(self, ready_s: np.ndarray, airtime_s: np.ndarray, deadline_s: float | None = None) -> UplinkSchedule:
+        """Every device on its own sub-band from the moment it is ready; see TDMA.schedule for the
+        deadline's rule."""
+        order = np.argsort(ready_s, kind="stable")
+        end = ready_s + airtime_s
+        if deadline_s is None:
+            return UplinkSchedule(order, ready_s.copy(), np.ones(ready_s.size, dtype=bool),
+                                  float(end.max(initial=-math.inf)))
+        started = ready_s < deadline_s
+        arrived = started & (end <= deadline_s)
+        if arrived.all():
+            return UplinkSchedule(order, ready_s.copy(), arrived, float(end.max(initial=-math.inf)))
+        return UplinkSchedule(order[started[order]], np.where(started, ready_s, np.nan), arrived, deadline_s)
+
+
+
+
+@dataclass(frozen=True)
+class SlottedOptions:
+    """Options of slotted TDMA."""
+
+    slot_s: float = option(1e-3, gt=0, doc="length of a slot (seconds)")
+    slots_per_frame: int = option(10, ge=1, doc="slots in a frame")
+    guard_s: float = option(0.0, ge=0, doc="time at the start of every frame in which nobody sends")
+
+
+class SlottedTDMA(TDMA):
+    """TDMA in slots. Time is cut into frames of guard_s + S slot_s seconds (S = slots_per_frame):
+    slot j is the (j mod S)-th slot of frame j // S and starts at (j // S)(guard_s + S slot_s) +
+    guard_s + (j mod S) slot_s. An upload needs n = ceil(bits / (rate slot_s)) slots (rate = B log2(1 +
+    g P / N0)); it holds n consecutive slots, from the first free slot boundary at or after the
+    moment it is ready, and across frames if it must (pausing over a guard). Its time on the air is
+    n slot_s; it ends when its last slot does."""
+
+    Options = SlottedOptions
+
+    def __init__(self, link: Link, slot_s: float, slots_per_frame: int, guard_s: float = 0.0):
+        super().__init__(link)
+        self.slot_s, self.slots_per_frame, self.guard_s = float(slot_s), int(slots_per_frame), float(guard_s)
+        self.frame_s = self.guard_s + self.slots_per_frame * self.slot_s
+
+    @classmethod
+    def from_scenario(cls, scenario, options: SlottedOptions) -> "SlottedTDMA":
+        """Slots and frames from the options, on the scenario's link."""
+        return cls(Link(scenario.link), options.slot_s, options.slots_per_frame, options.guard_s)
+
+    @classmethod
+    def check(cls, scenario, options: SlottedOptions) -> None:
+        """A slot must not be vanishingly short against a frame (slot counts stay exact integers)."""
+        if options.slot_s * 1e12 < options.guard_s:
+            raise ConfigError(f"link.guard_s = {options.guard_s:g}: more than 1e12 slots of link.slot_s = "
+                              f"{options.slot_s:g}")
+
+    def slot_start(self, j: int) -> float:
+        """When slot j starts."""
+        frame, s = divmod(int(j), self.slots_per_frame)
+        return frame * self.frame_s + self.guard_s + s * self.slot_s
+
+    def slot_end(self, j: int, n: int) -> float:
+        """When n slots from slot j end (the end of slot j + n - 1)."""
+        return self.slot_start(j + n - 1) + self.slot_s
+
+    def next_slot(self, t: float) -> int:
+        """The first slot starting at or after t (a start within a billionth of a slot of t counts)."""
+        frame = max(int(math.floor(t / self.frame_s)), 0)
+        within = t - frame * self.frame_s - self.guard_s
+        s = max(int(math.ceil(within / self.slot_s - 1e-9)), 0)
+        j = frame * self.slots_per_frame + min(s, self.slots_per_frame)
+        tolerance = 1e-9 * self.slot_s
+        while self.slot_start(j) < t - tolerance:
+            j += 1
+        while j > 0 and self.slot_start(j - 1) >= t - tolerance:
+            j -= 1
+        return j
+
+    def slots(self, airtime_s: float) -> int:
+        """The slots an upload of this airtime holds (airtime_s returns whole slots)."""
+        return max(int(round(airtime_s / self.slot_s)), 1)
+
+    def airtime_s(self, bits, gain: np.ndarray, power: np.ndarray) -> np.ndarray:
+        """n slot_s for each device, n = ceil(bits / (rate slot_s)) (inf where it cannot send)."""
+        bare = self.link.airtime_s(bits, gain, power)
+        with np.errstate(invalid="ignore"):
+            n = np.maximum(np.ceil(bare / self.slot_s - 1e-9), 1.0)
+        return np.where(np.isfinite(bare), n * self.slot_s, np.inf)
+
+    def upload_s(self, bits: float, gain: float, power: float) -> float:
+        """One upload's whole slots."""
+        bare = super().upload_s(bits, gain, power)
+        return max(math.ceil(bare / self.slot_s - 1e-9), 1) * self.slot_s if math.isfinite(bare) else math.inf
+
+    def schedule(self, ready_s: np.ndarray, airtime_s: np.ndarray, deadline_s: float | None = None) -> UplinkSchedule:
+        """TDMA's queue on slot boundaries: each upload starts at the first free slot at or after it
+        is ready and holds its slots; the deadline's rule is TDMA's (an upload that would start at
+        or after it never starts; one that ends after it is dropped and holds the band till then)."""
+        order = np.argsort(ready_s, kind="stable")
+        k = ready_s.size
+        ready, air = ready_s.tolist(), airtime_s.tolist()
+        tx_start, tx_end, arrived = np.full(k, np.nan), np.full(k, np.nan), np.zeros(k, dtype=bool)
+        free, end, started = 0, -math.inf, 0
+        for i in order.tolist():
+            j = max(self.next_slot(ready[i]), free)
+            start = self.slot_start(j)
+            if deadline_s is not None and start >= deadline_s:
+                break
+            n = self.slots(air[i])
+            end, free = self.slot_end(j, n), j + n
+            tx_start[i], started = start, started + 1
+            arrived[i] = deadline_s is None or end <= deadline_s
+            if not arrived[i]:
+                break
+            tx_end[i] = end
+        if arrived.all():
+            return UplinkSchedule(order, tx_start, arrived, end if k else -math.inf, tx_end)
+        return UplinkSchedule(order[:started], tx_start, arrived, deadline_s, tx_end)
+
+    def event_uplink(self, engine):
+        """One transmitter whose uploads start on slot boundaries."""
+        from .sim.uplink import SlottedUplink
+
+        return SlottedUplink(engine)
+
+
+ACCESS = Registry("access", "wirelessfl.access:AccessScheme", {
+    "tdma": "wirelessfl.access:TDMA",
+    "tdma_slotted": "wirelessfl.access:SlottedTDMA",
+    "fdma": "wirelessfl.access:FDMA",
+})
+"""Built-in access schemes by the name ``link.access`` gives them."""
