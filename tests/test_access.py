@@ -125,3 +125,76 @@ def test_access_names_and_options_are_checked():
         from_dict({"run": {"rounds": 1}, "link": {"access": "tdma_slotted", "slot_s": 0}})
     with pytest.raises(ConfigError, match="link.slot_s"):
         from_dict({"run": {"rounds": 1}, "link": {"access": "tdma", "slot_s": 0.01}})  # not a tdma option
+
+
+# --- packets, errors and retransmissions (link.packet_bits, link.errors, link.max_attempts) ---------
+
+
+def packet_scenario(protocol: dict, link: dict, rounds: int, m=5):
+    """Every gain at the 1e-3 floor and uniform power: one SNR for every transmission."""
+    return from_dict({"seed": 4, "run": {"rounds": rounds, "timing_only": True},
+                      "devices": {"count": 40, "compute": "shifted_exponential", "delay_mean_s": 0.2},
+                      "channel": {"sigma": 1e-6, "gain_floor": 1e-3},
+                      "link": {"model_bits": 20000, "bandwidth_hz": 1e6, **link},
+                      "protocol": protocol, "scheduler": {"name": "uniform", "m": m}})
+
+
+PROTOCOLS = [{"name": "sync"}, {"name": "fedbuff", "concurrency": 6, "buffer": 3}]
+
+
+@pytest.mark.parametrize("protocol", PROTOCOLS, ids=lambda p: p["name"])
+def test_retransmissions_are_geometric_with_mean_one_over_one_minus_per(tmp_path, protocol):
+    res = simulate(packet_scenario(protocol, {"errors": "waterfall", "waterfall_m": 0.005, "max_attempts": 100},
+                                   rounds=400 if protocol["name"] == "sync" else 700), tmp_path / "r", progress=False)
+    up = res.updates[res.updates.attempts > 0]
+    snr = float(up.gain.iloc[0] * up.power.iloc[0] / 1.0)
+    assert np.allclose(up.gain * up.power, snr)  # one SNR: every transmission fails with the same PER
+    per = 1 - np.exp(-0.005 / snr)
+    assert 0.2 < per < 0.6
+    attempts = up.attempts.to_numpy()
+    assert len(attempts) > 1500
+    assert attempts.mean() == pytest.approx(1 / (1 - per), rel=0.05)
+    for k in range(1, 5):  # P(k transmissions) = PER^(k-1) (1 - PER)
+        assert np.mean(attempts == k) == pytest.approx(per ** (k - 1) * (1 - per), abs=0.03)
+    # each transmission takes bits / capacity: the time on the air is attempts x that
+    capacity = 1e6 * np.log2(1 + snr)
+    done = up[up.outcome == "applied"]
+    np.testing.assert_allclose(done.airtime_s, done.attempts * 20000 / capacity, rtol=1e-9)
+    assert set(up.outcome) <= {"applied", "in_flight"}
+
+
+@pytest.mark.parametrize("protocol", PROTOCOLS, ids=lambda p: p["name"])
+def test_uploads_that_exhaust_their_attempts_are_lost_and_never_aggregated(tmp_path, protocol):
+    res = simulate(packet_scenario(protocol, {"errors": "waterfall", "waterfall_m": 0.01, "max_attempts": 2,
+                                              "packet_bits": 10000}, rounds=150), tmp_path / "r", progress=False)
+    up = res.updates
+    lost, applied = up[up.outcome == "lost"], up[up.outcome == "applied"]
+    assert len(lost) > 20 and len(applied) > 20
+    assert lost.version_applied.isna().all() and lost.tx_end_s.isna().all()
+    assert (lost.attempts >= 2).all() and (lost.attempts <= 4).all()  # two packets, two tries each
+    np.testing.assert_allclose(lost.lost_s, lost.tx_start_s + lost.airtime_s, rtol=1e-9)  # gave up then
+    per_version = applied.groupby("version_applied").size()
+    rounds = res.rounds.set_index("round")
+    assert (rounds.loc[per_version.index, "num_updates"] == per_version).all()  # only the applied count
+    if protocol["name"] == "fedbuff":
+        assert (per_version == 3).all()
+    else:
+        assert not rounds.dropped.eq("").all()  # sync rounds list the lost devices as dropped
+
+
+def test_a_fixed_rate_above_the_capacity_is_an_outage_below_it_a_clean_send(tmp_path):
+    lossy = simulate(packet_scenario({"name": "sync"}, {"rate_bps": 1e6, "errors": "outage", "max_attempts": 3},
+                                     rounds=5), tmp_path / "a", progress=False)
+    assert (lossy.updates.outcome == "lost").all() and (lossy.updates.attempts == 3).all()
+    assert lossy.summary["updates_applied"] == 0  # the capacity at SNR 0.008 is about 12 kbit/s
+    clean = simulate(packet_scenario({"name": "sync"}, {"rate_bps": 1e3, "errors": "outage"}, rounds=5),
+                     tmp_path / "b", progress=False)
+    assert (clean.updates.outcome == "applied").all()
+    np.testing.assert_allclose(clean.updates.airtime_s, 20000 / 1e3)  # bits at the fixed rate
+
+
+def test_packets_refused_where_they_are_not_modelled():
+    with pytest.raises(ConfigError, match="link.rate_bps"):
+        from_dict({"run": {"rounds": 1}, "link": {"errors": "outage"}})
+    with pytest.raises(ConfigError, match="link.access = 'fdma'"):
+        from_dict({"run": {"rounds": 1}, "link": {"access": "fdma", "errors": "waterfall"}})

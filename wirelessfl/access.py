@@ -38,6 +38,49 @@ class Link:
         self.noise_power = cfg.noise_power
         self.downlink_s = cfg.downlink_s
         self.downlink_rate_bps = cfg.downlink_rate_bps
+        self.packet_bits, self.fixed_rate_bps = cfg.packet_bits, cfg.rate_bps
+        self.errors, self.waterfall_m, self.max_attempts = cfg.errors, cfg.waterfall_m, cfg.max_attempts
+
+    @property
+    def packets_on(self) -> bool:
+        """Whether uploads go in packets that may fail (packet_bits, a fixed rate or an error model
+        set); otherwise an upload is one transmission at the capacity and always arrives."""
+        return self.packet_bits is not None or self.fixed_rate_bps is not None or self.errors != "none"
+
+    def packet_sizes(self, bits: float) -> list[float]:
+        """The packets of an upload of ``bits`` (the last one shorter)."""
+        if self.packet_bits is None or bits <= self.packet_bits:
+            return [float(bits)]
+        whole, rest = divmod(float(bits), self.packet_bits)
+        return [float(self.packet_bits)] * int(whole) + ([rest] if rest > 0 else [])
+
+    def attempt(self, bits: float, gain: float, power: float, u: float) -> tuple[float, bool]:
+        """One transmission of a packet of ``bits``: (its seconds on the air, whether it got through).
+        At the fixed rate, or at the capacity B log2(1 + SNR); outage: fails when the capacity is below
+        the rate; waterfall: fails with probability 1 - exp(-m / SNR) (``u``: a uniform draw)."""
+        snr = gain * power / self.noise_power
+        capacity = self.bandwidth_hz * math.log1p(snr) / math.log(2.0)
+        rate = self.fixed_rate_bps if self.fixed_rate_bps is not None else capacity
+        seconds = bits / rate if rate > 0 else math.inf
+        if self.errors == "outage":
+            return seconds, capacity >= rate
+        if self.errors == "waterfall":
+            return seconds, snr > 0 and u >= -math.expm1(-self.waterfall_m / snr)
+        return seconds, True
+
+    def send(self, bits: float, gain: float, power: float, rng: np.random.Generator) -> tuple[float, int, bool]:
+        """An upload at one gain (a sync round's block), packet after packet, each retried up to
+        max_attempts times: (seconds on the air, transmissions, whether every packet got through)."""
+        seconds, attempts = 0.0, 0
+        for size in self.packet_sizes(bits):
+            for _ in range(self.max_attempts):
+                took, ok = self.attempt(size, gain, power, rng.random() if self.errors == "waterfall" else 1.0)
+                seconds, attempts = seconds + took, attempts + 1
+                if ok:
+                    break
+            else:
+                return seconds, attempts, False
+        return seconds, attempts, True
 
     def downlink_time_s(self, bits: float) -> float:
         """Broadcast time of the global model: downlink_s plus bits / downlink_rate_bps if a rate is set.
@@ -82,6 +125,13 @@ class UplinkSchedule:
     arrived: np.ndarray
     end_s: float
     tx_end: np.ndarray | None = None
+
+
+def _one_transmitter_for_packets(scenario) -> None:
+    if Link(scenario.link).packets_on:
+        raise ConfigError(f"link.access = {scenario.link.access!r}: packets, a fixed rate and packet errors "
+                          "(link.packet_bits, link.rate_bps, link.errors) are modelled under link.access = 'tdma' "
+                          "only")
 
 
 class AccessScheme(Protocol):
@@ -213,6 +263,11 @@ class FDMA(AccessScheme):
         """The scenario's band, split among the devices sending."""
         return cls(Link(scenario.link))
 
+    @classmethod
+    def check(cls, scenario, options) -> None:
+        """Packets and their errors are modelled on one transmitter (tdma) only."""
+        _one_transmitter_for_packets(scenario)
+
     def upload_s(self, bits: float, gain: float, power: float) -> float:
         """Not known when an upload starts: the band's share changes as others come and go."""
         return math.nan
@@ -274,7 +329,9 @@ class SlottedTDMA(TDMA):
 
     @classmethod
     def check(cls, scenario, options: SlottedOptions) -> None:
-        """A slot must not be vanishingly short against a frame (slot counts stay exact integers)."""
+        """A slot must not be vanishingly short against a frame (slot counts stay exact integers);
+        packets and their errors are modelled on plain tdma only."""
+        _one_transmitter_for_packets(scenario)
         if options.slot_s * 1e12 < options.guard_s:
             raise ConfigError(f"link.guard_s = {options.guard_s:g}: more than 1e12 slots of link.slot_s = "
                               f"{options.slot_s:g}")

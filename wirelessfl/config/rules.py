@@ -69,6 +69,9 @@ def cross_check(s) -> None:
             raise ConfigError(f"learning.partition = {s.learning.partition!r}: the synthetic dataset has its "
                               "own split over devices; use another dataset")
     _check_scale(s)
+    if s.link.errors == "outage" and s.link.rate_bps is None:
+        raise ConfigError("link.errors = 'outage': needs link.rate_bps (at the adaptive rate the capacity always "
+                          "suffices, so nothing would fail)")
     if s.link.p_max < s.link.p_bar:
         raise ConfigError(f"link.p_max = {s.link.p_max:g}: must be >= link.p_bar = {s.link.p_bar:g}")
     for kind in KINDS.values():

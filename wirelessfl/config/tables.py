@@ -169,6 +169,15 @@ class LinkConfig(_PartTable):
     downlink_s: float = option(0.0, ge=0, doc="fixed broadcast time of the global model per round")
     downlink_rate_bps: float | None = option(None, gt=0, doc="adds model_bits / rate to downlink_s")
     model_bits: int | None = option(None, ge=1, doc="upload size; default 32 x model parameters")
+    packet_bits: int | None = option(None, ge=1, doc="an upload is sent in packets of this many bits (the last "
+                                     "one shorter); default: one packet")
+    rate_bps: float | None = option(None, gt=0, doc="fixed transmission rate of the packets; default: each "
+                                    "transmission at the capacity B log2(1 + g P / N0) of its channel")
+    errors: str = option("none", choices=("none", "outage", "waterfall"),
+                         doc="packet errors: none; outage (a packet fails when the capacity is below the fixed "
+                             "rate); waterfall (fails with PER = 1 - exp(-m / SNR))")
+    waterfall_m: float = option(1.0, gt=0, doc="m of the waterfall error model")
+    max_attempts: int = option(1, ge=1, doc="transmissions of a packet (ARQ) before its upload is lost")
     options: Any = _options()
     held: Any = _held()
 

@@ -91,6 +91,8 @@ class RoundRecord:
     ready_s: np.ndarray | None = None   # per selected device: when its computation ended
     tx_start: np.ndarray | None = None  # per selected device: when its upload started (nan: never)
     tx_end: np.ndarray | None = None    # and ended, where that is not tx_start + airtime (None: it is)
+    attempts: np.ndarray | None = None  # per selected device: transmissions of its packets (None: one each)
+    delivered: np.ndarray | None = None  # whether its packets all got through (None: all did)
     power: np.ndarray | None = None     # per selected device, where there is no round decision
     q: np.ndarray | None = None         # likewise (NaN: dispatched, not drawn)
     staleness: np.ndarray | None = None  # per update applied (None: all fresh, sync)
@@ -138,7 +140,7 @@ class EvalRule:
         return rounds_done % (self.every_rounds or 10) == 0
 
 
-STREAMS = ("channel", "selection", "compute", "availability", "round_type")
+STREAMS = ("channel", "selection", "compute", "availability", "round_type", "link")
 """The engine's named random streams (wirelessfl.rng)."""
 
 
@@ -237,7 +239,11 @@ class Engine:
             extra = np.asarray(decision.piggyback_bits, dtype=float)[selected]
             bits = p.upload_bits + extra
             piggy_s = float(np.where(extra > 0, p.access.airtime_s(extra, gains[selected], power), 0.0).sum())
-        airtime = p.access.airtime_s(bits, gains[selected], power)
+        delivered = attempts = None
+        if p.access.link.packets_on:  # packets retried at the round's gain; some uploads may be lost
+            airtime, attempts, delivered = self._send(bits, gains[selected], power)
+        else:
+            airtime = p.access.airtime_s(bits, gains[selected], power)
         comp = p.compute.compute_times(selected, self.streams["compute"], round_idx=r)
 
         if p.downlink_s > 0:
@@ -257,13 +263,14 @@ class Engine:
         idle_s = yield from self._idle(t_start)
         t_end = self.env.now
 
-        arrived = uplink.arrived
+        arrived = uplink.arrived if delivered is None else uplink.arrived & delivered  # lost uploads do not count
         comp_energy = p.compute.energy_j(selected, round_idx=r)
         if deadline_at is None:  # everything was done
             on_air = airtime
         else:  # energy for what was done: a dropped upload spent power only while on the air,
             # an interrupted computation the fraction it completed
-            on_air = np.where(arrived, airtime, np.where(np.isnan(uplink.tx_start), 0.0, t_end - uplink.tx_start))
+            on_air = np.where(uplink.arrived, airtime,
+                              np.where(np.isnan(uplink.tx_start), 0.0, t_end - uplink.tx_start))
             with np.errstate(invalid="ignore", divide="ignore", over="ignore"):  # over: comp subnormal
                 comp_energy = comp_energy * np.where(comp > 0, np.clip((t_end - t_compute) / comp, 0.0, 1.0), 1.0)
         metrics = {}
@@ -281,7 +288,18 @@ class Engine:
             energy_j=np.where(on_air > 0, power * on_air, 0.0),
             gains=gains, decision=decision, compute_energy_j=comp_energy, arrived=arrived,
             available=available, extra_airtime_s=pre_s + piggy_s, extra_energy_j=pre_energy,
-            metrics=metrics, idle_s=idle_s, ready_s=ready, tx_start=uplink.tx_start, tx_end=uplink.tx_end))
+            metrics=metrics, idle_s=idle_s, ready_s=ready, tx_start=uplink.tx_start, tx_end=uplink.tx_end,
+            attempts=attempts, delivered=delivered))
+
+    def _send(self, bits, gains: np.ndarray, power: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Each selected device's upload in packets at the round's gain (wirelessfl.access.Link.send):
+        (time on the air, transmissions, whether it got through), from the "link" stream."""
+        link, rng = self.parts.access.link, self.streams["link"]
+        sent = [link.send(b, g, pw, rng) for b, g, pw in zip(np.broadcast_to(bits, gains.shape).tolist(),
+                                                             gains.tolist(), power.tolist())]
+        airtime, attempts, delivered = (np.array(column) for column in zip(*sent)) if sent else \
+            (np.empty(0), np.empty(0, dtype=np.int64), np.empty(0, dtype=bool))
+        return airtime.astype(float), attempts.astype(np.int64), delivered.astype(bool)
 
     def _idle(self, t_start: float):
         """Let a round in which nothing took time last idle_round_s; returns the time added."""

@@ -85,7 +85,9 @@ def restore(engine, state: dict) -> None:
     starts = state["starts"]
     by_seq: dict[int, Update] = {}
     for row in state["updates"]:
-        u = Update(**{name: row[name] for name in Update.SAVED})
+        u = Update()
+        for name in Update.SAVED:
+            setattr(u, name, row[name])
         u.delta = row.get("delta")
         if "start" in row:
             u.start = starts[row["start"]]

@@ -115,6 +115,7 @@ class EventEngine(RoundMachinery):
         link = parts.access.link
         self._energy = getattr(parts.compute, "has_energy", True)  # without an energy model: no call per dispatch
         self._one_device = np.zeros(1, dtype=np.int64)
+        self.packets_on = link.packets_on  # uploads in packets that may fail (wirelessfl.access.Link)
         self._dispatch_state = DispatchState(
             time_s=0.0, version=0, slots=0, busy=self.busy, num_busy=0, available=None,
             last_applied=self.last_applied,
@@ -207,9 +208,12 @@ class EventEngine(RoundMachinery):
                 u.phase = COMPUTE
             if u.phase == COMPUTE:
                 yield env.at(u.compute_end_s, prio)
-            yield from self.uplink.transmit(u)
+            delivered = yield from self.uplink.transmit(u)
         except simpy.Interrupt as stop:
             self._lost(u, stop.cause)  # nothing more if whoever interrupted settled it already
+            return
+        if delivered is False:  # a packet failed link.max_attempts times
+            self._lost(u, "lost")
             return
         if u.report:
             self._report_done(u)
@@ -285,13 +289,13 @@ class EventEngine(RoundMachinery):
     def _launch(self, device: int, power: float, compute_s: float, energy_j: float, *, key: int, bits: float,
                 round_=None, gain: float = math.nan, airtime_s: float = math.nan, q: float = math.nan,
                 share: float = math.nan, compute_start_s: float | None = None, waiting: bool = False,
-                report: bool = False) -> Update:
+                report: bool = False, round_gain: bool = False) -> Update:
         now = self.env.now
         start = now + self.parts.downlink_s if compute_start_s is None else compute_start_s
         seq = _REPORTS + self._reports if report else self.next_seq
         u = Update(seq, device, self.version, key, self.version if round_ is None else round_, share, q,
                    now, start, compute_s, start + compute_s, power, bits, gain, airtime_s,
-                   compute_energy_full_j=energy_j, report=report)
+                   compute_energy_full_j=energy_j, report=report, round_gain=round_gain)
         if waiting:  # its computation starts when the round's reports are up
             u.phase, u.compute_start_s, u.compute_end_s = WAITING, math.nan, math.nan
         if report:
@@ -311,11 +315,15 @@ class EventEngine(RoundMachinery):
         the air as the access scheme says (NaN under FDMA: the shared band decides as it goes)."""
         u.tx_start_s = self.env.now
         if u.gain != u.gain:
-            one = self._one_device  # a reused one-element array: an upload starts for every update
-            one[0] = u.device
-            u.gain = float(self.parts.channel.draw_devices(self.streams["channel"], one)[0])
+            u.gain = self.draw_gain(u.device)
         if u.airtime_s != u.airtime_s:
             u.airtime_s = self.parts.access.upload_s(u.bits, u.gain, u.power)
+
+    def draw_gain(self, device: int) -> float:
+        """A fresh gain of ``device`` (the channel's "channel" stream), as a transmission begins."""
+        one = self._one_device  # a reused one-element array: a transmission begins for every upload
+        one[0] = device
+        return float(self.parts.channel.draw_devices(self.streams["channel"], one)[0])
 
     # --- losing devices ------------------------------------------------------------------------
 
@@ -327,7 +335,7 @@ class EventEngine(RoundMachinery):
             return
         self._stop(u)
         self._settle(u, outcome, self.env.now)
-        if outcome == "offline" and not self.stopping:
+        if outcome in ("offline", "lost") and not self.stopping:
             self.protocol.on_lost(self, u)
 
     def _stop(self, u: Update, outcome: str | None = None) -> None:

@@ -30,7 +30,8 @@ class Update:
     __slots__ = ("seq", "device", "version", "key", "round", "share", "q", "dispatch_s", "compute_start_s",
                  "compute_s", "compute_end_s", "power", "bits", "gain", "airtime_s", "tx_start_s", "tx_end_s",
                  "phase", "queue_seq", "bits_left", "compute_energy_full_j", "energy_j", "compute_energy_j",
-                 "outcome", "version_applied", "lost_s", "report", "delta", "start", "process", "done")
+                 "outcome", "version_applied", "lost_s", "report", "attempts", "packet", "tries", "attempt_start_s",
+                 "attempt_end_s", "attempt_ok", "round_gain", "delta", "start", "process", "done")
     SAVED = __slots__[:-4]  # the rest is rebuilt (delta and start are saved as tensors separately)
 
     def __init__(self, seq=-1, device=-1, version=0, key=0, round=0, share=math.nan, q=math.nan,
@@ -38,7 +39,7 @@ class Update:
                  power=math.nan, bits=math.nan, gain=math.nan, airtime_s=math.nan, tx_start_s=math.nan,
                  tx_end_s=math.nan, phase=DOWNLINK, queue_seq=-1, bits_left=math.nan,
                  compute_energy_full_j=math.nan, energy_j=math.nan, compute_energy_j=math.nan, outcome="",
-                 version_applied=-1, lost_s=math.nan, report=False):
+                 version_applied=-1, lost_s=math.nan, report=False, round_gain=False):
         # one assignment each: an update is made for every dispatch
         self.seq, self.device, self.version, self.key, self.round = seq, device, version, key, round
         self.share, self.q, self.dispatch_s, self.compute_start_s = share, q, dispatch_s, compute_start_s
@@ -49,6 +50,11 @@ class Update:
             compute_energy_full_j, energy_j, compute_energy_j
         self.outcome, self.version_applied, self.lost_s = outcome, version_applied, lost_s
         self.report = report  # an upload before the round's computation (a probe's report), not a model
+        # packets (link.packet_bits, link.errors): transmissions so far, the packet being sent and its
+        # tries, the transmission under way; round_gain: every transmission at the round's gain
+        self.attempts, self.packet, self.tries = 0, 0, 0
+        self.attempt_start_s = self.attempt_end_s = math.nan
+        self.attempt_ok, self.round_gain = False, round_gain
         self.delta = self.start = self.process = self.done = None
 
     @property

@@ -51,15 +51,16 @@ and energy_j is their transmit energy up to the aggregation; every update's own 
 updates.csv and in the device totals."""
 UPDATE_COLUMNS = ["update", "device", "version_started", "dispatch_s", "compute_end_s", "tx_start_s", "tx_end_s",
                   "version_applied", "staleness", "outcome", "energy_j", "compute_energy_j", "airtime_s", "gain",
-                  "power", "lost_s"]
+                  "power", "lost_s", "attempts"]
 """One row per dispatched device: ``update`` numbers the dispatches from 0; times in simulated
 seconds (empty: the phase never began); version_applied and staleness are empty unless the update
 was applied; outcome is "applied", "stale" (older than the protocol's max_staleness), "late_dropped"
 (missed the round's deadline, or its first k, under late = "drop"), "offline" (the device left while
-computing or uploading) or "in_flight" (the run ended first); energy_j is the transmit energy spent
+computing or uploading), "lost" (a packet failed link.max_attempts times) or "in_flight" (the run
+ended first); attempts counts its packets' transmissions (retries included); energy_j is the transmit energy spent
 (P x time on the air), compute_energy_j the computation energy (the part done, when it stopped early);
 lost_s is when a device that went offline (or was stopped, or was still under way at the end) stopped."""
-OUTCOMES = ("applied", "stale", "late_dropped", "offline", "in_flight")
+OUTCOMES = ("applied", "stale", "late_dropped", "offline", "lost", "in_flight")
 EVAL_COLUMNS = ["round", "time_s", "accuracy", "test_loss", "train_loss",
                 # personalised evaluation (spec 004), empty unless run.personalised_eval is on
                 "personal_accuracy", "personal_accuracy_std", "local_accuracy", "personal_per_device",
@@ -101,7 +102,7 @@ def _numbers(values: dict, prefix: str, skip: tuple[str, ...] = ()) -> dict:
     return out
 
 
-_ROW = "%d,%d,%d,%.12g,%.12g,%.12g,%.12g,%s,%s,%.12g,%.12g,%.12g,%.12g,%.12g,%.12g\n"
+_ROW = "%d,%d,%d,%.12g,%.12g,%.12g,%.12g,%s,%s,%.12g,%.12g,%.12g,%.12g,%.12g,%.12g,%d\n"
 """An updates.csv row (UPDATE_COLUMNS; version_applied and staleness come as one cell). Numbers
 have 12 significant digits (a picosecond at a thousand simulated seconds): the shortest exact form
 costs three times as much, and a row is written for every upload (ten a round under sync)."""
@@ -130,7 +131,8 @@ class UpdateLog:
 
     def write(self, update: int, device: int, version_started: int, dispatch_s: float, compute_end_s: float,
               tx_start_s: float, tx_end_s: float, version_applied: int, outcome: str, energy_j: float,
-              compute_energy_j: float, airtime_s: float, gain: float, power: float, lost_s: float = math.nan) -> None:
+              compute_energy_j: float, airtime_s: float, gain: float, power: float, lost_s: float = math.nan,
+              attempts: int = 1) -> None:
         """One update's row (numbers as Python ints and floats); version_applied < 0: not applied."""
         self.rows += 1
         applied = version_applied >= 0
@@ -138,11 +140,11 @@ class UpdateLog:
             self.in_memory.append((update, device, version_started, dispatch_s, compute_end_s, tx_start_s, tx_end_s,
                                    version_applied if applied else math.nan,
                                    version_applied - version_started if applied else math.nan, outcome, energy_j,
-                                   compute_energy_j, airtime_s, gain, power, lost_s))
+                                   compute_energy_j, airtime_s, gain, power, lost_s, attempts))
         if self._fh is not None:
             self._pending.append((update, device, version_started, dispatch_s, compute_end_s, tx_start_s, tx_end_s,
                                   f"{version_applied},{version_applied - version_started}" if applied else ",",
-                                  outcome, energy_j, compute_energy_j, airtime_s, gain, power, lost_s))
+                                  outcome, energy_j, compute_energy_j, airtime_s, gain, power, lost_s, attempts))
             if len(self._pending) >= self.CHUNK:
                 self._write_pending()
 
@@ -154,27 +156,36 @@ class UpdateLog:
     def write_round(self, first: int, devices: np.ndarray, version: int, dispatch_s: float, ready: np.ndarray,
                     tx_start: np.ndarray, airtime: np.ndarray, arrived: np.ndarray, energy: np.ndarray,
                     compute_energy: np.ndarray, gain: np.ndarray, power: np.ndarray, end_s: float,
-                    tx_end: np.ndarray | None = None) -> None:
+                    tx_end: np.ndarray | None = None, attempts: np.ndarray | None = None,
+                    delivered: np.ndarray | None = None) -> None:
         """A sync round's rows at once (one per selected device, numbered from ``first``): applied
-        where it arrived, else dropped at the deadline ``end_s``; ``tx_end``: the uploads' ends where
-        they are not tx_start + airtime. The arrays are kept, not copied."""
+        where it arrived; lost where its packets did not all get through (``delivered`` False; it gave
+        up when its transmissions ended); else dropped at the deadline ``end_s``. ``tx_end``: the
+        uploads' ends where they are not tx_start + airtime; ``attempts``: transmissions (default one).
+        The arrays are kept, not copied."""
         self.rows += len(devices)
-        if tx_end is None:
-            tx_end = np.where(arrived, tx_start + airtime, np.nan)
+        full_end = tx_start + airtime if tx_end is None else tx_end
+        with np.errstate(invalid="ignore"):
+            done = full_end <= end_s  # its transmissions ended before the round did (NaN: never began)
+        began = ~np.isnan(tx_start)  # a device cut by the deadline before its turn sent nothing
+        attempts = began.astype(np.int64) if attempts is None else np.where(began, attempts, 0)
+        outcome = np.where(arrived, "applied", np.where(done, "lost", "late_dropped"))
+        lost_s = np.where(arrived, np.nan, np.where(done, full_end, end_s))  # when it gave up, or was cut
+        ends = np.where(arrived, full_end, np.nan)
         if self.in_memory is not None:  # the round's columns, made rows only when asked for (rows_in_memory)
-            self.in_memory.append((first, devices, version, dispatch_s, ready, tx_start, tx_end, airtime, arrived,
-                                   energy, compute_energy, gain, power, end_s))
+            self.in_memory.append((first, devices, version, dispatch_s, ready, tx_start, ends, airtime, arrived,
+                                   outcome, energy, compute_energy, gain, power, lost_s, attempts))
         if self._fh is not None:
             if self._pending:
                 self._write_pending()
-            ready, tx_start, ends, airtime, energy, compute_energy, gain, power = (
-                a.tolist() for a in (ready, tx_start, tx_end, airtime, energy, compute_energy, gain, power))
+            ready, tx_start, ends, airtime, energy, compute_energy, gain, power, lost_s, attempts, outcome, ok = (
+                a.tolist() for a in (ready, tx_start, ends, airtime, energy, compute_energy, gain, power, lost_s,
+                                     attempts, outcome, arrived))
             fresh = f"{version},0"
             self._fh.write("".join(
-                _ROW % (first + i, n, version, dispatch_s, ready[i], tx_start[i], ends[i],
-                        fresh if ends[i] == ends[i] else ",", "applied" if ends[i] == ends[i] else "late_dropped",
-                        energy[i], compute_energy[i], airtime[i], gain[i], power[i],
-                        math.nan if ends[i] == ends[i] else end_s)
+                _ROW % (first + i, n, version, dispatch_s, ready[i], tx_start[i], ends[i], fresh if ok[i] else ",",
+                        outcome[i], energy[i], compute_energy[i], airtime[i], gain[i], power[i], lost_s[i],
+                        attempts[i])
                 for i, n in enumerate(devices.tolist())).replace("nan", ""))
 
     def rows_in_memory(self) -> list[tuple] | None:
@@ -186,11 +197,12 @@ class UpdateLog:
             if len(item) == len(UPDATE_COLUMNS):
                 rows.append(item)
                 continue
-            first, devices, version, dispatch_s, *columns, end = item
-            ready, tx_start, tx_end, airtime, arrived, energy, ce, gain, power = (c.tolist() for c in columns)
-            rows.extend((first + i, n, version, dispatch_s, ready[i], tx_start[i], tx_end[i], version if ok else math.nan,
-                         0 if ok else math.nan, "applied" if ok else "late_dropped", energy[i], ce[i], airtime[i],
-                         gain[i], power[i], math.nan if ok else end)
+            first, devices, version, dispatch_s, *columns = item
+            ready, tx_start, ends, airtime, arrived, outcome, energy, ce, gain, power, lost_s, attempts = (
+                c.tolist() for c in columns)
+            rows.extend((first + i, n, version, dispatch_s, ready[i], tx_start[i], ends[i], version if ok else math.nan,
+                         0 if ok else math.nan, outcome[i], energy[i], ce[i], airtime[i], gain[i], power[i], lost_s[i],
+                         attempts[i])
                         for i, (n, ok) in enumerate(zip(devices.tolist(), arrived)))
         return rows
 
@@ -359,14 +371,17 @@ class Recorder:
         stats = self.update_stats
         self.updates.write_round(stats["uploads"], sel, rec.round, rec.t_start, rec.ready_s, tx_start, airtime,
                                  arrived, rec.energy_j, comp_energy, rec.gains[sel], rec.decision.power[sel],
-                                 rec.t_end, rec.tx_end)
+                                 rec.t_end, rec.tx_end, rec.attempts, rec.delivered)
         stats["uploads"] += k
         if arrived.all():
             stats["applied"] += k
             stats["airtime_s"] += float(airtime.sum())
-        else:  # dropped uploads held the band until the deadline
+        else:  # lost uploads held the band for their transmissions, dropped ones until the deadline
             stats["applied"] += int(arrived.sum())
-            on_air = np.where(arrived, airtime, np.where(np.isnan(tx_start), 0.0, rec.t_end - tx_start))
+            full_end = tx_start + airtime if rec.tx_end is None else rec.tx_end
+            with np.errstate(invalid="ignore"):
+                on_air = np.where(full_end <= rec.t_end, airtime,
+                                  np.where(np.isnan(tx_start), 0.0, rec.t_end - tx_start))
             stats["airtime_s"] += float(on_air.sum())
 
     def on_update(self, u) -> None:
@@ -386,7 +401,7 @@ class Recorder:
             self._fold_device_totals()
         self.updates.write(u.seq, u.device, u.version, u.dispatch_s, u.compute_end_s, u.tx_start_s, u.tx_end_s,
                            u.version_applied, u.outcome, u.energy_j, u.compute_energy_j, u.airtime_s, u.gain, u.power,
-                           u.lost_s)
+                           u.lost_s, u.attempts)
 
     def _fold_device_totals(self) -> None:
         """Add the updates' totals kept since the last fold to the per-device arrays (in order, so

@@ -75,14 +75,14 @@ class RoundMachinery:
             for i, device in enumerate(senders.tolist()):
                 self._launch(device, float(decision.power[device]), 0.0, 0.0, key=-1, bits=float(pre[device]),
                              round_=r, gain=float(gains[device]), airtime_s=float(pre_air[i]), compute_start_s=start,
-                             report=True)
+                             report=True, round_gain=True)
         share = 1.0 / max(selected.size, 1)
         for i, device in enumerate(selected.tolist()):
             round_.updates.append(self._launch(
                 device, float(power[i]), float(comp[i]), float(energy[i]), key=self._key(device), bits=float(bits[i]),
                 round_=r,
                 gain=float(gains[device]), airtime_s=float(airtime[i]), q=float(decision.q[device]), share=share,
-                compute_start_s=start, waiting=bool(senders.size)))
+                compute_start_s=start, waiting=bool(senders.size), round_gain=True))
         if senders.size:
             return  # the computations and protocol.on_round wait for the reports
         if not selected.size:  # a round without devices still takes its time (downlink, or a frame)

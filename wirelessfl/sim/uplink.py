@@ -50,9 +50,41 @@ class TdmaUplink:
             if u.phase != ON_AIR:  # a resumed upload that was on the air already has its times
                 u.phase = ON_AIR
                 engine.start_transmission(u)
+            if engine.packets_on:
+                return (yield from self._packets(u))
+            u.attempts = 1
             end = u.tx_start_s + u.airtime_s
             yield env.at(end, priority(RANK_DEVICE, u.seq))
             u.tx_end_s = end
+        return True
+
+    def _packets(self, u):
+        """The upload in packets on the band this device holds: each transmission at the fixed rate
+        or its channel's capacity, a failed packet sent again (each retry at the channel of its own
+        moment, or at the round's gain) up to link.max_attempts times. Returns whether it got through."""
+        engine = self.engine
+        env, link, rng = engine.env, engine.parts.access.link, engine.streams["link"]
+        sizes = link.packet_sizes(u.bits)
+        prio = priority(RANK_DEVICE, u.seq)
+        if u.attempts == 0:
+            u.airtime_s = 0.0  # the time on the air, summed over the transmissions
+        while u.packet < len(sizes):
+            if u.attempt_end_s != u.attempt_end_s:  # a transmission begins (a resumed one is under way)
+                if u.attempts > 0 and not u.round_gain:
+                    u.gain = engine.draw_gain(u.device)
+                took, ok = link.attempt(sizes[u.packet], u.gain, u.power,
+                                        rng.random() if link.errors == "waterfall" else 1.0)
+                u.attempt_start_s, u.attempt_end_s, u.attempt_ok = env.now, env.now + took, ok
+                u.attempts, u.tries = u.attempts + 1, u.tries + 1
+            yield env.at(u.attempt_end_s, prio)
+            u.airtime_s += u.attempt_end_s - u.attempt_start_s
+            u.attempt_end_s = math.nan
+            if u.attempt_ok:
+                u.packet, u.tries = u.packet + 1, 0
+            elif u.tries >= link.max_attempts:
+                return False
+        u.tx_end_s = env.now
+        return True
 
     def state_dict(self) -> dict:
         return {}
@@ -86,7 +118,7 @@ class SharedBand:
         if u.phase != ON_AIR:
             u.phase = ON_AIR
             self.engine.start_transmission(u)
-            u.bits_left = float(u.bits)
+            u.bits_left, u.attempts = float(u.bits), 1
             self._advance()
             self.active.append(u)
             self._reschedule()
@@ -177,9 +209,11 @@ class SlottedUplink(TdmaUplink):
                 u.phase = ON_AIR
                 engine.start_transmission(u)
                 self.free = j + slots.slots(u.airtime_s)
+            u.attempts = 1
             end = slots.slot_end(self.free - slots.slots(u.airtime_s), slots.slots(u.airtime_s))
             yield env.at(end, priority(RANK_DEVICE, u.seq))
             u.tx_end_s = end
+        return True
 
     def state_dict(self) -> dict:
         return {"free": self.free}
