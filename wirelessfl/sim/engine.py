@@ -92,7 +92,6 @@ class RoundRecord:
     tx_start: np.ndarray | None = None  # per selected device: when its upload started (nan: never)
     tx_end: np.ndarray | None = None    # and ended, where that is not tx_start + airtime (None: it is)
     attempts: np.ndarray | None = None  # per selected device: transmissions of its packets (None: one each)
-    delivered: np.ndarray | None = None  # whether its packets all got through (None: all did)
     power: np.ndarray | None = None     # per selected device, where there is no round decision
     q: np.ndarray | None = None         # likewise (NaN: dispatched, not drawn)
     staleness: np.ndarray | None = None  # per update applied (None: all fresh, sync)
@@ -289,7 +288,7 @@ class Engine:
             gains=gains, decision=decision, compute_energy_j=comp_energy, arrived=arrived,
             available=available, extra_airtime_s=pre_s + piggy_s, extra_energy_j=pre_energy,
             metrics=metrics, idle_s=idle_s, ready_s=ready, tx_start=uplink.tx_start, tx_end=uplink.tx_end,
-            attempts=attempts, delivered=delivered))
+            attempts=attempts))
 
     def _send(self, bits, gains: np.ndarray, power: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Each selected device's upload in packets at the round's gain (wirelessfl.access.Link.send):

@@ -108,6 +108,29 @@ have 12 significant digits (a picosecond at a thousand simulated seconds): the s
 costs three times as much, and a row is written for every upload (ten a round under sync)."""
 
 
+def _round_rows(item: tuple) -> list[tuple]:
+    """The UPDATE_COLUMNS rows of a sync round written by UpdateLog.write_round (version_applied and
+    staleness NaN where not applied)."""
+    first, devices, version, dispatch_s, ready, tx_start, tx_end, airtime, arrived, energy, compute_energy, gain, \
+        power, end_s, attempts = item
+    full_end = (tx_start + airtime if tx_end is None else tx_end).tolist()
+    ready, start, air, ok, energy, compute_energy, gain, power = (
+        a.tolist() for a in (ready, tx_start, airtime, arrived, energy, compute_energy, gain, power))
+    tries = [int(t == t) for t in start] if attempts is None else attempts.tolist()
+    rows = []
+    for i, n in enumerate(devices.tolist()):
+        if ok[i]:
+            outcome, end, lost = "applied", full_end[i], math.nan
+        elif full_end[i] <= end_s:  # its transmissions ended: its packets failed, it gave up then
+            outcome, end, lost = "lost", math.nan, full_end[i]
+        else:  # cut by the deadline (before its turn: it sent nothing)
+            outcome, end, lost = "late_dropped", math.nan, end_s
+        rows.append((first + i, n, version, dispatch_s, ready[i], start[i], end, version if ok[i] else math.nan,
+                     0 if ok[i] else math.nan, outcome, energy[i], compute_energy[i], air[i], gain[i], power[i], lost,
+                     tries[i] if start[i] == start[i] else 0))
+    return rows
+
+
 class UpdateLog:
     """updates.csv: one line per update, appended as its fate becomes known. Without a folder the
     rows stay in memory (``rows_in_memory``); with one they are only on disk, so memory stays flat.
@@ -156,37 +179,22 @@ class UpdateLog:
     def write_round(self, first: int, devices: np.ndarray, version: int, dispatch_s: float, ready: np.ndarray,
                     tx_start: np.ndarray, airtime: np.ndarray, arrived: np.ndarray, energy: np.ndarray,
                     compute_energy: np.ndarray, gain: np.ndarray, power: np.ndarray, end_s: float,
-                    tx_end: np.ndarray | None = None, attempts: np.ndarray | None = None,
-                    delivered: np.ndarray | None = None) -> None:
+                    tx_end: np.ndarray | None = None, attempts: np.ndarray | None = None) -> None:
         """A sync round's rows at once (one per selected device, numbered from ``first``): applied
-        where it arrived; lost where its packets did not all get through (``delivered`` False; it gave
-        up when its transmissions ended); else dropped at the deadline ``end_s``. ``tx_end``: the
-        uploads' ends where they are not tx_start + airtime; ``attempts``: transmissions (default one).
-        The arrays are kept, not copied."""
+        where it arrived; lost where its transmissions ended but it did not arrive (its packets failed;
+        it gave up then); else dropped at the deadline ``end_s``. ``tx_end``: the uploads' ends where
+        they are not tx_start + airtime; ``attempts``: transmissions (default one for those that
+        began). The arrays are kept, not copied; rows are made from them when needed (_round_rows)."""
         self.rows += len(devices)
-        full_end = tx_start + airtime if tx_end is None else tx_end
-        with np.errstate(invalid="ignore"):
-            done = full_end <= end_s  # its transmissions ended before the round did (NaN: never began)
-        began = ~np.isnan(tx_start)  # a device cut by the deadline before its turn sent nothing
-        attempts = began.astype(np.int64) if attempts is None else np.where(began, attempts, 0)
-        outcome = np.where(arrived, "applied", np.where(done, "lost", "late_dropped"))
-        lost_s = np.where(arrived, np.nan, np.where(done, full_end, end_s))  # when it gave up, or was cut
-        ends = np.where(arrived, full_end, np.nan)
-        if self.in_memory is not None:  # the round's columns, made rows only when asked for (rows_in_memory)
-            self.in_memory.append((first, devices, version, dispatch_s, ready, tx_start, ends, airtime, arrived,
-                                   outcome, energy, compute_energy, gain, power, lost_s, attempts))
+        item = (first, devices, version, dispatch_s, ready, tx_start, tx_end, airtime, arrived, energy, compute_energy,
+                gain, power, end_s, attempts)
+        if self.in_memory is not None:
+            self.in_memory.append(item)
         if self._fh is not None:
             if self._pending:
                 self._write_pending()
-            ready, tx_start, ends, airtime, energy, compute_energy, gain, power, lost_s, attempts, outcome, ok = (
-                a.tolist() for a in (ready, tx_start, ends, airtime, energy, compute_energy, gain, power, lost_s,
-                                     attempts, outcome, arrived))
-            fresh = f"{version},0"
-            self._fh.write("".join(
-                _ROW % (first + i, n, version, dispatch_s, ready[i], tx_start[i], ends[i], fresh if ok[i] else ",",
-                        outcome[i], energy[i], compute_energy[i], airtime[i], gain[i], power[i], lost_s[i],
-                        attempts[i])
-                for i, n in enumerate(devices.tolist())).replace("nan", ""))
+            self._fh.write("".join([_ROW % (*row[:7], f"{row[7]},0" if row[7] == row[7] else ",", *row[9:])
+                                    for row in _round_rows(item)]).replace("nan", ""))
 
     def rows_in_memory(self) -> list[tuple] | None:
         """The rows kept without a folder (UPDATE_COLUMNS), in the order they were written."""
@@ -194,16 +202,7 @@ class UpdateLog:
             return None
         rows = []
         for item in self.in_memory:
-            if len(item) == len(UPDATE_COLUMNS):
-                rows.append(item)
-                continue
-            first, devices, version, dispatch_s, *columns = item
-            ready, tx_start, ends, airtime, arrived, outcome, energy, ce, gain, power, lost_s, attempts = (
-                c.tolist() for c in columns)
-            rows.extend((first + i, n, version, dispatch_s, ready[i], tx_start[i], ends[i], version if ok else math.nan,
-                         0 if ok else math.nan, outcome[i], energy[i], ce[i], airtime[i], gain[i], power[i], lost_s[i],
-                         attempts[i])
-                        for i, (n, ok) in enumerate(zip(devices.tolist(), arrived)))
+            rows.extend([item] if len(item) == len(UPDATE_COLUMNS) else _round_rows(item))
         return rows
 
     def flush(self) -> None:
@@ -371,7 +370,7 @@ class Recorder:
         stats = self.update_stats
         self.updates.write_round(stats["uploads"], sel, rec.round, rec.t_start, rec.ready_s, tx_start, airtime,
                                  arrived, rec.energy_j, comp_energy, rec.gains[sel], rec.decision.power[sel],
-                                 rec.t_end, rec.tx_end, rec.attempts, rec.delivered)
+                                 rec.t_end, rec.tx_end, rec.attempts)
         stats["uploads"] += k
         if arrived.all():
             stats["applied"] += k
