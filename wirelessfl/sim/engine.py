@@ -164,6 +164,7 @@ class Engine:
         self.on_round, self.on_eval, self.after_round = on_round, on_eval, after_round
         self.rounds_done = 0
         self._start_s = 0.0
+        self._packets = parts.access.link.packets_on  # uploads in packets that may fail
         self.env: Clock | None = None
 
     def run(self) -> None:
@@ -239,7 +240,7 @@ class Engine:
             bits = p.upload_bits + extra
             piggy_s = float(np.where(extra > 0, p.access.airtime_s(extra, gains[selected], power), 0.0).sum())
         delivered = attempts = None
-        if p.access.link.packets_on:  # packets retried at the round's gain; some uploads may be lost
+        if self._packets:  # packets retried at the round's gain; some uploads may be lost
             airtime, attempts, delivered = self._send(bits, gains[selected], power)
         else:
             airtime = p.access.airtime_s(bits, gains[selected], power)
