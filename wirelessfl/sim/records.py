@@ -190,11 +190,21 @@ class UpdateLog:
                 gain, power, end_s, attempts)
         if self.in_memory is not None:
             self.in_memory.append(item)
-        if self._fh is not None:
-            if self._pending:
-                self._write_pending()
-            self._fh.write("".join([_ROW % (*row[:7], f"{row[7]},0" if row[7] == row[7] else ",", *row[9:])
-                                    for row in _round_rows(item)]).replace("nan", ""))
+        if self._fh is None:
+            return
+        if self._pending:
+            self._write_pending()
+        if tx_end is None and attempts is None and arrived.all():  # the usual round: every upload in, once
+            ready, start, air, energy, compute_energy, gain, power = (
+                a.tolist() for a in (ready, tx_start, airtime, energy, compute_energy, gain, power))
+            cell = f"{version},0"
+            text = "".join([_ROW % (first + i, n, version, dispatch_s, ready[i], start[i], start[i] + air[i], cell,
+                                    "applied", energy[i], compute_energy[i], air[i], gain[i], power[i], math.nan, 1)
+                            for i, n in enumerate(devices.tolist())])
+        else:
+            text = "".join([_ROW % (*row[:7], f"{row[7]},0" if row[7] == row[7] else ",", *row[9:])
+                            for row in _round_rows(item)])
+        self._fh.write(text.replace("nan", ""))
 
     def rows_in_memory(self) -> list[tuple] | None:
         """The rows kept without a folder (UPDATE_COLUMNS), in the order they were written."""
