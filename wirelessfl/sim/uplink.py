@@ -40,11 +40,7 @@ class TdmaUplink:
         """The upload of ``u`` (a SimPy generator): wait for the band, then hold it for the airtime."""
         engine = self.engine
         env = engine.env
-        if u.phase != ON_AIR:
-            u.phase = QUEUED
-            if u.queue_seq < 0:  # a resumed request keeps its place
-                engine.queue_seq += 1
-                u.queue_seq = engine.queue_seq
+        self._queue(u)
         with self.band.request() as slot:  # released (or withdrawn) however the process leaves
             yield slot
             if u.phase != ON_AIR:  # a resumed upload that was on the air already has its times
@@ -57,6 +53,14 @@ class TdmaUplink:
             yield env.at(end, priority(RANK_DEVICE, u.seq))
             u.tx_end_s = end
         return True
+
+    def _queue(self, u) -> None:
+        """``u`` asks for the band: its place in the queue (a resumed request keeps its place)."""
+        if u.phase != ON_AIR:
+            u.phase = QUEUED
+            if u.queue_seq < 0:
+                self.engine.queue_seq += 1
+                u.queue_seq = self.engine.queue_seq
 
     def _packets(self, u):
         """The upload in packets on the band this device holds: each transmission at the fixed rate
@@ -194,11 +198,7 @@ class SlottedUplink(TdmaUplink):
         """The upload of ``u`` (a SimPy generator): the band, then the next free slot, then its slots."""
         engine, slots = self.engine, self.slots
         env = engine.env
-        if u.phase != ON_AIR:
-            u.phase = QUEUED
-            if u.queue_seq < 0:
-                engine.queue_seq += 1
-                u.queue_seq = engine.queue_seq
+        self._queue(u)
         with self.band.request() as slot:
             yield slot
             if u.phase != ON_AIR:
