@@ -72,6 +72,12 @@ def cross_check(s) -> None:
     if s.link.errors == "outage" and s.link.rate_bps is None:
         raise ConfigError("link.errors = 'outage': needs link.rate_bps (at the adaptive rate the capacity always "
                           "suffices, so nothing would fail)")
+    if s.channel.coherence_s is not None or s.devices.speed_mps:
+        field = "channel.coherence_s" if s.channel.coherence_s is not None else "devices.speed_mps"
+        if s.link.access != "tdma" or s.link.packet_bits is not None or s.link.rate_bps is not None \
+                or s.link.errors != "none":
+            raise ConfigError(f"{field}: fading within an upload is modelled for whole uploads at the adaptive rate "
+                              "under link.access = 'tdma' (no packets, fixed rate or packet errors)")
     if s.link.p_max < s.link.p_bar:
         raise ConfigError(f"link.p_max = {s.link.p_max:g}: must be >= link.p_bar = {s.link.p_bar:g}")
     for kind in KINDS.values():

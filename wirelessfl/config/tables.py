@@ -140,6 +140,9 @@ class ChannelConfig(_PartTable):
     sigma_max: float = option(10.0, gt=0, doc="sigma of device N-1 (linear)")
     sigmas: tuple[float, ...] = option((), gt=0, doc="one sigma per device (list)")
     gain_floor: float = option(1e-3, ge=0, doc="lower clip of the fading |h|^2 (before path loss)")
+    coherence_s: float | None = option(None, gt=0, doc="fading within an upload: a long upload's channel changes "
+                                       "every this many seconds (default: one gain per upload; with "
+                                       "devices.speed_mps, 0.423 / f_D)")
     path_loss: bool = option(False, doc="multiply the fading gain by distance path loss and shadowing")
     cell_radius_m: float = option(100.0, gt=0, doc="devices are drawn uniformly in this disc")
     positions_m: tuple[tuple[float, ...], ...] = option((), doc="one [x, y] per device (else drawn)")
@@ -169,6 +172,7 @@ class LinkConfig(_PartTable):
     downlink_s: float = option(0.0, ge=0, doc="fixed broadcast time of the global model per round")
     downlink_rate_bps: float | None = option(None, gt=0, doc="adds model_bits / rate to downlink_s")
     model_bits: int | None = option(None, ge=1, doc="upload size; default 32 x model parameters")
+    carrier_hz: float = option(2e9, gt=0, doc="carrier frequency (with devices.speed_mps: the Doppler shift)")
     packet_bits: int | None = option(None, ge=1, doc="an upload is sent in packets of this many bits (the last "
                                      "one shorter); default: one packet")
     rate_bps: float | None = option(None, gt=0, doc="fixed transmission rate of the packets; default: each "
@@ -195,6 +199,8 @@ class DevicesConfig(_PartTable):
                          "plugin or 'module:Class'")
     step_time_s: float = option(0.0, ge=0, doc="computation time per local step, added to the "
                                 "model's time: unequal local work makes stragglers")
+    speed_mps: float = option(0.0, ge=0, doc="device speed: with link.carrier_hz the Doppler f_D = v f_c / c sets "
+                              "the correlation J0(2 pi f_D T_c) of the fading from one coherence time to the next")
     p_on_to_off: float = option(0.0, ge=0, le=1, doc="per-round probability an available device leaves")
     p_off_to_on: float = option(1.0, gt=0, le=1, doc="per-round probability an unavailable one returns")
     availability_period_s: float = option(1.0, gt=0, doc="event protocols: the availability chain (or trace "

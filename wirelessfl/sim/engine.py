@@ -61,6 +61,7 @@ class Parts:
     availability: Any = None
     round_deadline_s: float | None = None
     idle_round_s: float = 0.01
+    fading: Any = None  # wirelessfl.fading.BlockFading: the channel changes within an upload (None: it does not)
 
 
 @dataclass
@@ -139,7 +140,7 @@ class EvalRule:
         return rounds_done % (self.every_rounds or 10) == 0
 
 
-STREAMS = ("channel", "selection", "compute", "availability", "round_type", "link")
+STREAMS = ("channel", "selection", "compute", "availability", "round_type", "link", "fading")
 """The engine's named random streams (wirelessfl.rng)."""
 
 
@@ -242,6 +243,8 @@ class Engine:
         delivered = attempts = None
         if self._packets:  # packets retried at the round's gain; some uploads may be lost
             airtime, attempts, delivered = self._send(bits, gains[selected], power)
+        elif p.fading is not None:  # the channel changes every coherence time of a long upload
+            airtime = p.fading.upload_times(bits, gains[selected], power, selected, self.streams["fading"])
         else:
             airtime = p.access.airtime_s(bits, gains[selected], power)
         comp = p.compute.compute_times(selected, self.streams["compute"], round_idx=r)

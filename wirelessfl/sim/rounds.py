@@ -57,9 +57,13 @@ class RoundMachinery:
             bits = bits + extra
             if not concurrent:
                 piggy_s = float(np.where(extra > 0, p.access.airtime_s(extra, gains[selected], power), 0.0).sum())
-        airtime = (p.access.airtime_s(bits if decision.piggyback_bits is not None else p.upload_bits,
-                                      gains[selected], power)
-                   if not concurrent else np.full(selected.size, math.nan))
+        if concurrent:
+            airtime = np.full(selected.size, math.nan)
+        elif p.fading is not None and not self.packets_on:  # as sync draws it: the round's uploads at once
+            airtime = p.fading.upload_times(bits, gains[selected], power, selected, self.streams["fading"])
+        else:
+            airtime = p.access.airtime_s(bits if decision.piggyback_bits is not None else p.upload_bits,
+                                         gains[selected], power)
         comp = np.asarray(p.compute.compute_times(selected, self.streams["compute"], round_idx=r), dtype=float)
         energy = np.asarray(p.compute.energy_j(selected, round_idx=r), dtype=float)
         start = t + p.downlink_s

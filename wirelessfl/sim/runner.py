@@ -21,6 +21,7 @@ from .. import rng as rngs
 from ..config import ConfigError, Scenario
 from ..devices import WorkScaledCompute, build_availability
 from ..access import Link
+from ..fading import block_fading
 from ..wireless import build_channel, sigma_profile
 from .checkpoint import CHECKPOINT_NAME, ResumeError, save_checkpoint
 from .engine import STREAMS, Engine, EvalRule, Parts, RoundRecord, StopRule
@@ -117,7 +118,8 @@ class Run:
                       num_devices=n,
                       upload_bits=self.bits * self.algorithm.upload_vectors,
                       downlink_s=link.downlink_time_s(self.bits * self.algorithm.broadcast_vectors),
-                      availability=availability, round_deadline_s=rc.round_deadline_s, idle_round_s=rc.idle_round_s)
+                      availability=availability, round_deadline_s=rc.round_deadline_s, idle_round_s=rc.idle_round_s,
+                      fading=block_fading(scenario, self.channel))
         # per-device arrays are per round decision: the dispatch protocols have none
         decisions = not self.protocol.event_driven or self.protocol.round_based
         self.recorder = Recorder(n, run_dir, keep_device_arrays=rc.record_devices and decisions)

@@ -1,0 +1,99 @@
+"""Fading within an upload: the channel of a long upload changes every coherence time.
+
+By default an upload sees one gain (the round's draw under sync, a draw as it starts under the event
+protocols). With ``channel.coherence_s`` (T_c), or with a speed (``devices.speed_mps``, v) and a
+carrier (``link.carrier_hz``, f_c), the upload is cut into blocks of T_c: block 0 has the upload's
+gain, and each next block's complex amplitude follows one Gauss-Markov step
+
+    h_{k+1} = rho h_k + sqrt(1 - rho^2) w_k,    w_k ~ CN(0, E|h|^2),
+
+so every block is Rayleigh with the device's mean gain and the block-to-block correlation of h is
+rho. With a speed, f_D = v f_c / c (the maximum Doppler shift), T_c defaults to 0.423 / f_D, and
+rho = J0(2 pi f_D T_c), the Clarke/Jakes autocorrelation of the amplitude at lag T_c; without one,
+the blocks are independent (rho = 0). The phase of block 0 is drawn uniformly (only |h|^2 is known).
+
+At the adaptive rate (the default) an upload lasts until the bits sent at each block's capacity
+B log2(1 + g_k P / N0) add up to its size. Knows nothing of learning.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from scipy.special import j0
+
+__all__ = ["BlockFading", "SPEED_OF_LIGHT", "block_fading"]
+
+SPEED_OF_LIGHT = 299_792_458.0
+MAX_BLOCKS = 10_000_000
+"""An upload longer than this many coherence times is refused (it would never end in practice)."""
+
+
+class BlockFading:
+    """Upload times over blocks of ``coherence_s`` with block-to-block correlation ``rho`` (see the
+    module docstring); ``mean_gains``: E|h_n|^2 of every device; ``floors``: each device's lowest gain."""
+
+    def __init__(self, coherence_s: float, rho: float, mean_gains: np.ndarray, floors: np.ndarray,
+                 bandwidth_hz: float, noise_power: float):
+        self.coherence_s, self.rho = float(coherence_s), float(rho)
+        self.mean_gains, self.floors = np.asarray(mean_gains, dtype=float), np.asarray(floors, dtype=float)
+        self.bandwidth_hz, self.noise_power = float(bandwidth_hz), float(noise_power)
+        self._innovation = math.sqrt(max(1.0 - self.rho ** 2, 0.0))
+
+    def block_gains(self, device: int, gain: float, rng: np.random.Generator):
+        """The gains of the blocks of an upload that starts at ``gain`` (an endless generator)."""
+        mean, floor = float(self.mean_gains[device]), float(self.floors[device])
+        phase = 2 * math.pi * rng.random()
+        h = math.sqrt(gain) * complex(math.cos(phase), math.sin(phase))
+        yield gain
+        scale = math.sqrt(mean / 2.0) * self._innovation  # per real dimension of w
+        while True:
+            w = rng.standard_normal(2) * scale
+            h = self.rho * h + complex(w[0], w[1])
+            yield max(abs(h) ** 2, floor)
+
+    def upload_s(self, bits: float, gain: float, power: float, device: int, rng: np.random.Generator) -> float:
+        """Seconds until ``bits`` are sent at each block's capacity, from a first block at ``gain``."""
+        left, elapsed = float(bits), 0.0
+        log2 = math.log(2.0)
+        for k, g in enumerate(self.block_gains(device, gain, rng)):
+            rate = self.bandwidth_hz * math.log1p(g * power / self.noise_power) / log2
+            if rate * self.coherence_s >= left:
+                return elapsed + left / rate
+            left -= rate * self.coherence_s
+            elapsed += self.coherence_s
+            if k >= MAX_BLOCKS:
+                raise RuntimeError(f"device {device}: an upload of {bits:g} bits spans more than {MAX_BLOCKS} "
+                                   "coherence times (channel.coherence_s)")
+        raise AssertionError("unreachable")
+
+    def upload_times(self, bits, gains: np.ndarray, power: np.ndarray, devices: np.ndarray,
+                     rng: np.random.Generator) -> np.ndarray:
+        """``upload_s`` of each of ``devices`` (a sync round's uploads, in device order)."""
+        bits = np.broadcast_to(np.asarray(bits, dtype=float), gains.shape)
+        return np.array([self.upload_s(b, g, p, n, rng) for b, g, p, n in
+                         zip(bits.tolist(), gains.tolist(), power.tolist(), devices.tolist())])
+
+
+def doppler_hz(speed_mps: float, carrier_hz: float) -> float:
+    """The maximum Doppler shift f_D = v f_c / c."""
+    return speed_mps * carrier_hz / SPEED_OF_LIGHT
+
+
+def block_fading(scenario, channel) -> BlockFading | None:
+    """The scenario's fading within an upload (None: one gain per upload, the default)."""
+    coherence, speed = scenario.channel.coherence_s, scenario.devices.speed_mps
+    if coherence is None and not speed:
+        return None
+    from .wireless import sigma_profile
+
+    f_d = doppler_hz(speed, scenario.link.carrier_hz) if speed else 0.0
+    coherence = coherence if coherence is not None else 0.423 / f_d
+    rho = float(j0(2 * math.pi * f_d * coherence)) if speed else 0.0
+    n = scenario.devices.count
+    mean = channel.mean_gain()
+    sigmas = sigma_profile(scenario.channel, n)
+    if mean is None:
+        mean = 2.0 * sigmas ** 2
+    floors = scenario.channel.gain_floor * np.asarray(mean, dtype=float) / (2.0 * sigmas ** 2)
+    return BlockFading(coherence, rho, mean, floors, scenario.link.bandwidth_hz, scenario.link.noise_power)
