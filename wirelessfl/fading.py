@@ -20,7 +20,6 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from scipy.special import j0
 
 __all__ = ["BlockFading", "SPEED_OF_LIGHT", "block_fading"]
 
@@ -89,7 +88,11 @@ def block_fading(scenario, channel) -> BlockFading | None:
 
     f_d = doppler_hz(speed, scenario.link.carrier_hz) if speed else 0.0
     coherence = coherence if coherence is not None else 0.423 / f_d
-    rho = float(j0(2 * math.pi * f_d * coherence)) if speed else 0.0
+    rho = 0.0
+    if speed:
+        from scipy.special import j0  # imported when asked for: scipy costs every run a third of a second
+
+        rho = float(j0(2 * math.pi * f_d * coherence))
     n = scenario.devices.count
     mean = channel.mean_gain()
     sigmas = sigma_profile(scenario.channel, n)
