@@ -575,3 +575,40 @@ def test_event_figures_from_the_command_line(tmp_path):
     assert main(["plot", str(tmp_path / "runs"), "--events", "--window", "0,5", "--out", str(out)]) == 0
     assert (out / "staleness.png").stat().st_size > 0 and (out / "gantt.png").stat().st_size > 0
     assert main(["plot", str(tmp_path / "runs"), "--window", "5,1"]) == 2  # one line, exit 2
+
+
+def test_algorithms_hear_what_the_uplink_did_before_each_aggregation(tmp_path, one_torch_thread):
+    """Algorithm.uplink gets the devices, gains, powers and arrivals of the updates it aggregates:
+    the same as updates.csv says, under sync and fedbuff."""
+    from wirelessfl.learning.algorithms import FedAvg
+
+    heard = []
+
+    class Listening(FedAvg):
+        def uplink(self, facts):
+            heard.append(facts)
+
+    import wirelessfl.learning.algorithms as algorithms_module
+
+    algorithms_module.Listening = Listening
+    try:
+        for name, protocol in (("sync", {"name": "sync"}), ("fedbuff", {"name": "fedbuff", "concurrency": 4,
+                                                                        "buffer": 2})):
+            heard.clear()
+            sc = scenario(protocol, timing=False, rounds=5, run={"round_deadline_s": 1.5} if name == "sync" else None,
+                          learning={**SMALL_LEARNING, "algorithm": "wirelessfl.learning.algorithms:Listening"})
+            res = simulate(sc, tmp_path / name, progress=False)
+            up = res.updates
+            assert len(heard) == 5
+            for version, facts in enumerate(heard):
+                rows = up[(up.version_started == version)] if name == "sync" else up[up.version_applied == version]
+                if name == "sync":
+                    assert facts.devices.tolist() == rows.device.tolist()
+                    assert facts.arrived.tolist() == (rows.outcome == "applied").tolist()
+                else:
+                    assert sorted(facts.devices.tolist()) == sorted(rows.device.tolist()) and facts.arrived.all()
+                np.testing.assert_allclose(np.sort(facts.gains), np.sort(rows.gain), rtol=1e-9)
+                np.testing.assert_allclose(np.sort(facts.power), np.sort(rows.power), rtol=1e-9)
+                assert facts.noise_var == 0.0
+    finally:
+        del algorithms_module.Listening

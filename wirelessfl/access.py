@@ -27,7 +27,7 @@ import numpy as np
 from .fields import ConfigError, NoOptions, option
 from .plugins import Registry
 
-__all__ = ["ACCESS", "AccessScheme", "FDMA", "Link", "SlottedTDMA", "TDMA", "UplinkSchedule"]
+__all__ = ["ACCESS", "AccessScheme", "FDMA", "Link", "SlottedTDMA", "TDMA", "UplinkFacts", "UplinkSchedule"]
 
 
 class Link:
@@ -125,6 +125,20 @@ class UplinkSchedule:
     arrived: np.ndarray
     end_s: float
     tx_end: np.ndarray | None = None
+
+
+@dataclass(frozen=True)
+class UplinkFacts:
+    """What the uplink did for the updates of one aggregation (``Algorithm.uplink`` receives it):
+    devices (k,); gains |h|^2 (k,) each upload's first gain; power (k,); arrived (k,) whether the
+    update reached the server; noise_var, the variance the channel adds to the aggregate (0: the
+    updates arrive exactly; an over-the-air scheme would set it)."""
+
+    devices: np.ndarray
+    gains: np.ndarray
+    power: np.ndarray
+    arrived: np.ndarray
+    noise_var: float = 0.0
 
 
 def _one_transmitter_for_packets(scenario) -> None:

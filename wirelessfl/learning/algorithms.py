@@ -118,6 +118,12 @@ class Algorithm(Protocol):
         numbers to record."""
         raise NotImplementedError(f"{type(self).__name__} cannot apply stale updates")
 
+    def uplink(self, facts) -> None:
+        """Called before each aggregation with what the uplink did for its updates
+        (wirelessfl.access.UplinkFacts: devices, gains, power, arrived, noise_var): an algorithm whose
+        aggregation depends on the radio (over-the-air noise, channel-aware weights) keeps what it
+        needs. Default: nothing."""
+
     def work_units(self, devices: np.ndarray, round_idx: int) -> np.ndarray | None:
         """Local steps of each device this round (scales work-proportional computation models and
         devices.step_time_s); None: learning.local_steps each."""

@@ -23,6 +23,7 @@ from typing import Any, Callable, Protocol
 
 import numpy as np
 
+from ..access import UplinkFacts
 from ..scheduling.base import Decision, ReportRequest, Reports, RoundState, draw_devices
 from .clock import Clock
 
@@ -283,7 +284,8 @@ class Engine:
                 on_upload = np.intersect1d(np.asarray(report.devices, dtype=np.int64), selected[arrived])
                 p.scheduler.receive(self.learner.reports(
                     ReportRequest(on_upload, report.gradients, report.max_samples), r))
-            metrics = self.learner.train_round(selected[arrived], decision, r)
+            metrics = self.learner.train_round(selected[arrived], decision, r,
+                                               UplinkFacts(selected, gains[selected], power, arrived))
         self.on_round(RoundRecord(
             round=r, t_start=t_start, t_end=t_end, downlink_s=p.downlink_s,
             comp_s=float(comp.max(initial=0.0)), comm_s=float(airtime.sum()) + pre_s, selected=selected,

@@ -41,6 +41,7 @@ from typing import Callable
 import numpy as np
 import simpy
 
+from ..access import UplinkFacts
 from ..scheduling.base import Decision, DispatchState
 from .clock import CHECKPOINT, RANK_AVAILABILITY, RANK_DEVICE, RANK_STOP, RANK_TIMER, Clock, priority
 from .engine import STREAMS, EvalRule, Parts, RoundRecord, StopRule, evaluate
@@ -433,9 +434,11 @@ class EventEngine(RoundMachinery):
         staleness = np.array([v - u.version for u in updates], dtype=np.int64)
         metrics = {}
         if self.learner is not None and updates:
-            metrics = self.learner.apply_updates(np.array([u.device for u in updates], dtype=np.int64),
-                                                 [u.delta for u in updates], np.asarray(weights, dtype=float),
-                                                 staleness, [u.start for u in updates] if mix else None)
+            devices = np.array([u.device for u in updates], dtype=np.int64)
+            facts = UplinkFacts(devices, np.array([u.gain for u in updates]), np.array([u.power for u in updates]),
+                                np.ones(len(updates), dtype=bool))
+            metrics = self.learner.apply_updates(devices, [u.delta for u in updates], np.asarray(weights, dtype=float),
+                                                 staleness, [u.start for u in updates] if mix else None, facts)
         now = self.env.now
         for u in updates:
             u.version_applied = v

@@ -7,6 +7,7 @@ import math
 
 import numpy as np
 
+from ..access import UplinkFacts
 from ..scheduling.base import Decision, ReportRequest, RoundState, draw_devices
 from .engine import RoundRecord
 from .flight import COMPUTE, FINISHED, WAITING, Round, Update
@@ -137,6 +138,8 @@ class RoundMachinery:
         self._train_pending(exclude=on_time)  # late devices of this round: from this round's model
         selected = round_.selected
         arrived = np.isin(selected, [u.device for u in on_time])
+        ups = [{u.device: u for u in round_.updates}[n] for n in selected.tolist()]  # in selected order
+        power = np.array([u.power for u in ups])
         metrics = {}
         if self.learner is not None:
             report = round_.decision.report_with_upload
@@ -144,15 +147,19 @@ class RoundMachinery:
                 on_upload = np.intersect1d(np.asarray(report.devices, dtype=np.int64), selected[arrived])
                 p.scheduler.receive(self.learner.reports(
                     ReportRequest(on_upload, report.gradients, report.max_samples), r))
-            metrics = self.learner.train_round(selected[arrived], round_.decision, r)
+            metrics = self.learner.train_round(selected[arrived], round_.decision, r, UplinkFacts(
+                selected, np.array([u.gain for u in ups]), power, arrived))
         carried = list(carried)
         staleness = np.zeros(len(on_time) + len(carried), dtype=np.int64)
         if carried:
             staleness[len(on_time):] = [self.version - u.version for u in carried]
             if self.learner is not None:
-                more = self.learner.apply_updates(np.array([u.device for u in carried], dtype=np.int64),
-                                                  [u.delta for u in carried], np.asarray(carried_weights, dtype=float),
-                                                  staleness[len(on_time):], None)
+                devices = np.array([u.device for u in carried], dtype=np.int64)
+                more = self.learner.apply_updates(devices, [u.delta for u in carried],
+                                                  np.asarray(carried_weights, dtype=float), staleness[len(on_time):],
+                                                  None, UplinkFacts(devices, np.array([u.gain for u in carried]),
+                                                                    np.array([u.power for u in carried]),
+                                                                    np.ones(len(carried), dtype=bool)))
                 metrics.update({f"carried_{k}": v for k, v in more.items()})
         fresh = {u.seq for u in on_time} | {u.seq for u in carried}
         for u in round_.updates + carried:  # rows in the order sync writes them: the round's devices
@@ -162,11 +169,8 @@ class RoundMachinery:
                 u.version_applied = r
                 self.last_applied[u.device] = r + 1
                 self._settle(u, "applied", now)
-        by_device = {u.device: u for u in round_.updates}
-        ups = [by_device[n] for n in selected.tolist()]
         tx_start = np.array([u.tx_start_s for u in ups])
         airtime = np.array([u.airtime_s for u in ups])
-        power = np.array([u.power for u in ups])
         on_air = np.where(arrived, airtime, np.where(np.isnan(tx_start), 0.0, now - tx_start))
         full = np.array([u.compute_energy_full_j for u in ups])
         comp = round_.comp
