@@ -96,11 +96,12 @@ class FederatedLearner:
         """32 x the model's parameters."""
         return self.trainer.model_bits
 
-    def train_round(self, selected: np.ndarray, decision: Decision, round_idx: int, facts=None) -> dict:
-        """The algorithm's client round on the devices whose uploads arrived (``facts``: what the
-        uplink did, handed to ``Algorithm.uplink`` first); its numbers."""
-        if facts is not None:
-            self.algorithm.uplink(facts)
+    def uplink(self, facts) -> None:
+        """What the uplink did for the coming aggregation, handed to ``Algorithm.uplink``."""
+        self.algorithm.uplink(facts)
+
+    def train_round(self, selected: np.ndarray, decision: Decision, round_idx: int) -> dict:
+        """The algorithm's client round on the devices whose uploads arrived; its numbers."""
         metrics = self.algorithm.round(self.trainer, selected, decision.q, self.num_devices, round_idx)
         self._check_finite(f"round {round_idx}", "learning.lr", self.trainer.lr)
         return dict(metrics or {})
@@ -116,17 +117,14 @@ class FederatedLearner:
         return self.algorithm.local_updates(self.trainer, np.asarray(devices, dtype=np.int64), key)
 
     def apply_updates(self, devices: np.ndarray, deltas: list, weights: np.ndarray, staleness: np.ndarray,
-                      starts: list | None = None, facts=None) -> dict:
+                      starts: list | None = None) -> dict:
         """Event protocols: one aggregation of (possibly stale) updates by the algorithm. With
         ``starts`` (fedasync's mix), each update moves the model toward the device's model
-        start + delta: the algorithm gets y - x instead of the delta; ``facts``: what the uplink did
-        (handed to ``Algorithm.uplink`` first)."""
+        start + delta: the algorithm gets y - x instead of the delta."""
         import torch
 
         from .algorithms import Updates
 
-        if facts is not None:
-            self.algorithm.uplink(facts)
         stacked = torch.stack(deltas)
         if starts is not None:
             stacked = torch.stack(starts) + stacked - self.trainer.params

@@ -39,6 +39,16 @@ class Learner(Protocol):
 
     def evaluate(self) -> dict: ...
 
+    # Optional: ``uplink(facts: UplinkFacts)``, told what the uplink did before every aggregation.
+
+
+def tell_uplink(learner, facts: UplinkFacts) -> None:
+    """Hand the uplink's facts to a learner that wants them (``uplink`` is optional, so learners
+    written before it keep working)."""
+    hook = getattr(learner, "uplink", None)
+    if hook is not None:
+        hook(facts)
+
 
 @dataclass
 class Parts:
@@ -284,8 +294,8 @@ class Engine:
                 on_upload = np.intersect1d(np.asarray(report.devices, dtype=np.int64), selected[arrived])
                 p.scheduler.receive(self.learner.reports(
                     ReportRequest(on_upload, report.gradients, report.max_samples), r))
-            metrics = self.learner.train_round(selected[arrived], decision, r,
-                                               UplinkFacts(selected, gains[selected], power, arrived))
+            tell_uplink(self.learner, UplinkFacts(selected, gains[selected], power, arrived))
+            metrics = self.learner.train_round(selected[arrived], decision, r)
         self.on_round(RoundRecord(
             round=r, t_start=t_start, t_end=t_end, downlink_s=p.downlink_s,
             comp_s=float(comp.max(initial=0.0)), comm_s=float(airtime.sum()) + pre_s, selected=selected,

@@ -41,12 +41,11 @@ from typing import Callable
 import numpy as np
 import simpy
 
-from ..access import UplinkFacts
 from ..scheduling.base import Decision, DispatchState
 from .clock import CHECKPOINT, RANK_AVAILABILITY, RANK_DEVICE, RANK_STOP, RANK_TIMER, Clock, priority
-from .engine import STREAMS, EvalRule, Parts, RoundRecord, StopRule, evaluate
+from .engine import STREAMS, EvalRule, Parts, RoundRecord, StopRule, evaluate, tell_uplink
 from .event_state import engine_state, load_engine_state, restore
-from .flight import ARRIVED, COMPUTE, DOWNLINK, FINISHED, WAITING, Round, Update
+from .flight import ARRIVED, COMPUTE, DOWNLINK, FINISHED, WAITING, Round, Update, arrived_facts
 from .rounds import RoundMachinery
 
 __all__ = ["EventEngine", "EventStall", "Round", "Update"]
@@ -435,10 +434,9 @@ class EventEngine(RoundMachinery):
         metrics = {}
         if self.learner is not None and updates:
             devices = np.array([u.device for u in updates], dtype=np.int64)
-            facts = UplinkFacts(devices, np.array([u.gain for u in updates]), np.array([u.power for u in updates]),
-                                np.ones(len(updates), dtype=bool))
+            tell_uplink(self.learner, arrived_facts(updates))
             metrics = self.learner.apply_updates(devices, [u.delta for u in updates], np.asarray(weights, dtype=float),
-                                                 staleness, [u.start for u in updates] if mix else None, facts)
+                                                 staleness, [u.start for u in updates] if mix else None)
         now = self.env.now
         for u in updates:
             u.version_applied = v

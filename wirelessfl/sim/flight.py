@@ -8,6 +8,7 @@ from typing import Any
 
 import numpy as np
 
+from ..access import UplinkFacts
 from ..scheduling.base import Decision
 
 __all__ = ["ARRIVED", "COMPUTE", "DOWNLINK", "FINISHED", "ON_AIR", "QUEUED", "Round", "Update", "WAITING"]
@@ -85,3 +86,9 @@ class Round:
     reports_energy: list = field(default_factory=list)  # transmit energy of each report
     piggy_s: float = 0.0   # airtime of the bits riding on the model uploads
     computing: Any = None  # the event the round's devices wait on while the reports go up (not saved)
+
+
+def arrived_facts(updates: list[Update]) -> UplinkFacts:
+    """The uplink's facts for updates that all arrived (an event aggregation's inputs)."""
+    return UplinkFacts(np.array([u.device for u in updates], dtype=np.int64), np.array([u.gain for u in updates]),
+                       np.array([u.power for u in updates]), np.ones(len(updates), dtype=bool))

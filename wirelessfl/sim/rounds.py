@@ -9,8 +9,8 @@ import numpy as np
 
 from ..access import UplinkFacts
 from ..scheduling.base import Decision, ReportRequest, RoundState, draw_devices
-from .engine import RoundRecord
-from .flight import COMPUTE, FINISHED, WAITING, Round, Update
+from .engine import RoundRecord, tell_uplink
+from .flight import COMPUTE, FINISHED, WAITING, Round, Update, arrived_facts
 
 __all__ = ["RoundMachinery"]
 
@@ -147,19 +147,17 @@ class RoundMachinery:
                 on_upload = np.intersect1d(np.asarray(report.devices, dtype=np.int64), selected[arrived])
                 p.scheduler.receive(self.learner.reports(
                     ReportRequest(on_upload, report.gradients, report.max_samples), r))
-            metrics = self.learner.train_round(selected[arrived], round_.decision, r, UplinkFacts(
-                selected, np.array([u.gain for u in ups]), power, arrived))
+            tell_uplink(self.learner, UplinkFacts(selected, np.array([u.gain for u in ups]), power, arrived))
+            metrics = self.learner.train_round(selected[arrived], round_.decision, r)
         carried = list(carried)
         staleness = np.zeros(len(on_time) + len(carried), dtype=np.int64)
         if carried:
             staleness[len(on_time):] = [self.version - u.version for u in carried]
             if self.learner is not None:
                 devices = np.array([u.device for u in carried], dtype=np.int64)
+                tell_uplink(self.learner, arrived_facts(carried))
                 more = self.learner.apply_updates(devices, [u.delta for u in carried],
-                                                  np.asarray(carried_weights, dtype=float), staleness[len(on_time):],
-                                                  None, UplinkFacts(devices, np.array([u.gain for u in carried]),
-                                                                    np.array([u.power for u in carried]),
-                                                                    np.ones(len(carried), dtype=bool)))
+                                                  np.asarray(carried_weights, dtype=float), staleness[len(on_time):])
                 metrics.update({f"carried_{k}": v for k, v in more.items()})
         fresh = {u.seq for u in on_time} | {u.seq for u in carried}
         for u in round_.updates + carried:  # rows in the order sync writes them: the round's devices
