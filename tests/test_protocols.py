@@ -356,7 +356,7 @@ def resumed_equals_full(tmp_path, interrupted_and_resumed, sc, after):
 
 
 @pytest.mark.parametrize("name", sorted(PROTOCOLS))
-@pytest.mark.parametrize("access", ["tdma", "fdma", "tdma_slotted"])
+@pytest.mark.parametrize("access", ["tdma", "fdma", "tdma_slotted", "ofdma"])
 def test_resume_mid_flight_gives_the_uninterrupted_records(tmp_path, interrupted_and_resumed, name, access):
     probing = {"scheduler": {"name": "power_of_choice", "kappa": 3, "poc_candidates": 8}} \
         if name.endswith("probing") else {}

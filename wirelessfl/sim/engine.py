@@ -151,6 +151,24 @@ class EvalRule:
         return rounds_done % (self.every_rounds or 10) == 0
 
 
+def parts_state(parts: Parts) -> dict:
+    """The memory of the parts that keep one (channel, availability, access scheme), for checkpoints."""
+    availability, access_state = parts.availability, getattr(parts.access, "state_dict", None)
+    return {"channel": parts.channel.state_dict(),
+            "availability": availability.state_dict() if availability is not None else None,
+            "access": access_state() if access_state is not None else {}}
+
+
+def load_parts_state(parts: Parts, state: dict) -> None:
+    """Restore what :func:`parts_state` returned (a checkpoint from before a part kept memory
+    leaves that part fresh)."""
+    parts.channel.load_state(state["channel"])
+    if parts.availability is not None and state.get("availability") is not None:
+        parts.availability.load_state(state["availability"])
+    if state.get("access") and hasattr(parts.access, "load_state"):
+        parts.access.load_state(state["access"])
+
+
 STREAMS = ("channel", "selection", "compute", "availability", "round_type", "link", "fading")
 """The engine's named random streams (wirelessfl.rng)."""
 
@@ -194,12 +212,10 @@ class Engine:
     def state_dict(self) -> dict:
         """Everything the loop needs to continue exactly where it is (between rounds): its counters,
         every random stream, and the memory of the channel and the availability model."""
-        availability = self.parts.availability
         return {"rounds_done": self.rounds_done, "now_s": self.now,
                 "eval_next_s": self.eval_rule._next_s, "target_reached": self.stop.reached,
                 "streams": {name: g.bit_generator.state for name, g in self.streams.items()},
-                "channel": self.parts.channel.state_dict(),
-                "availability": availability.state_dict() if availability is not None else None}
+                **parts_state(self.parts)}
 
     def load_state(self, state: dict) -> None:
         """Continue from a state_dict (call before run)."""
@@ -210,9 +226,7 @@ class Engine:
         for name, g in self.streams.items():
             if name in state["streams"]:  # a stream added since the checkpoint was written starts fresh
                 g.bit_generator.state = state["streams"][name]
-        self.parts.channel.load_state(state["channel"])
-        if self.parts.availability is not None and state.get("availability") is not None:
-            self.parts.availability.load_state(state["availability"])
+        load_parts_state(self.parts, state)
 
     # --- processes -----------------------------------------------------------------------------
 

@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 
 from ..scheduling.base import Decision, ReportRequest
+from .engine import load_parts_state, parts_state
 from .flight import ARRIVED, ON_AIR, QUEUED, Round, Update
 
 __all__ = ["engine_state", "load_engine_state", "restore"]
@@ -31,13 +32,11 @@ def engine_state(engine) -> dict:
             starts.setdefault(id(u.start), (len(starts), u.start))
             row["start"] = starts[id(u.start)][0]
         saved.append(row)
-    availability = engine.parts.availability
     return {
         "rounds_done": engine.version, "now_s": engine.now, "eval_next_s": engine.eval_rule._next_s,
         "target_reached": engine.stop.reached, "evals_at": list(engine._evals_at),
         "streams": {name: g.bit_generator.state for name, g in engine.streams.items()},
-        "channel": engine.parts.channel.state_dict(),
-        "availability": availability.state_dict() if availability is not None else None,
+        **parts_state(engine.parts),
         "available": None if engine.available is None else engine.available.copy(),
         "next_tick_s": engine.next_tick_s, "updates": saved, "starts": [t for _, t in starts.values()],
         "untrained": [u.seq for u in engine.untrained], "busy": engine.busy.copy(),
@@ -62,9 +61,7 @@ def load_engine_state(engine, state: dict) -> None:
     for name, g in engine.streams.items():
         if name in state["streams"]:
             g.bit_generator.state = state["streams"][name]
-    engine.parts.channel.load_state(state["channel"])
-    if engine.parts.availability is not None and state.get("availability") is not None:
-        engine.parts.availability.load_state(state["availability"])
+    load_parts_state(engine.parts, state)
     engine.available = None if state["available"] is None else np.asarray(state["available"], dtype=bool)
     engine.next_tick_s = None if state["next_tick_s"] is None else float(state["next_tick_s"])
     engine.busy = np.asarray(state["busy"], dtype=bool).copy()

@@ -3,12 +3,13 @@
 - :class:`TdmaUplink`: one transmitter, a ``simpy.Resource`` of capacity 1. Devices go on the air in
   the order they asked (first come, first served; ties in the order the engine's events are ordered,
   i.e. by dispatch number) and hold the whole band for their airtime bits / (B log2(1 + g P / N0)).
-- :class:`SharedBand` (FDMA): every device that is ready transmits at once, and the band is split
-  evenly among the devices on the air *at each moment*. With k of them on the air, device i sends at
-  (B / k) log2(1 + g_i P_i k / N0) bit/s (its sub-band of B / k carries noise N0 / k); when a device
-  joins or leaves, every rate changes from that instant on and each transmission keeps the bits it
-  has left. An upload ends when its last bit is sent. This is processor sharing with rates that
-  depend on each device's SNR; a device alone on the band gets all of it.
+- :class:`SharedBand` (FDMA, OFDMA): every device that is ready transmits at once, and the band is
+  shared among the devices on the air *at each moment*. Under FDMA, with k of them on the air,
+  device i sends at (B / k) log2(1 + g_i P_i k / N0) bit/s (its sub-band of B / k carries noise
+  N0 / k); under OFDMA at the rate its blocks give it (wirelessfl.access.OFDMA). When a device joins
+  or leaves, every rate changes from that instant on and each transmission keeps the bits it has
+  left. An upload ends when its last bit is sent. This is processor sharing with rates that depend
+  on each device's SNR; a device alone on the band gets all of it.
 
 Both hand an update's phase and times back on the update itself (``tx_start_s``, ``tx_end_s``,
 ``airtime_s``), so a checkpoint taken between events can rebuild the queue exactly.
@@ -17,6 +18,7 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import simpy
 
 from .clock import RANK_DEVICE, priority
@@ -24,7 +26,6 @@ from .flight import ON_AIR, QUEUED
 
 __all__ = ["SharedBand", "SlottedUplink", "TdmaUplink"]
 
-_LN2 = math.log(2.0)
 
 
 class TdmaUplink:
@@ -98,21 +99,20 @@ class TdmaUplink:
 
 
 class SharedBand:
-    """FDMA as processor sharing: the band split evenly among the devices on the air, re-split
-    whenever one joins or leaves (see the module docstring)."""
+    """Devices on the air at once, sharing the band (FDMA, OFDMA): the access scheme's rates for the
+    devices on the air (``rates_bps``), worked out again whenever one joins or leaves (see the
+    module docstring)."""
 
     concurrent = True
 
     def __init__(self, engine):
         self.engine = engine
-        link = engine.parts.access.link
-        self.bandwidth_hz, self.noise_power = link.bandwidth_hz, link.noise_power
+        self.scheme = engine.parts.access
         self.active: list = []  # updates on the air, in the order they joined
+        self.fading: dict[int, np.ndarray] = {}  # an upload's block factors, drawn as it went on the air
         self.t_last = engine.env.now  # when bits_left was last brought up to date
+        self.rates: list[float] = []  # of the active updates, since t_last
         self._generation = 0  # a wake-up of an older generation is out of date
-
-    def _rate(self, u, k: int) -> float:
-        return self.bandwidth_hz / k * math.log1p(u.gain * u.power * k / self.noise_power) / _LN2
 
     def transmit(self, u):
         """The upload of ``u`` (a SimPy generator): on the air at once, done when its bits are sent."""
@@ -123,6 +123,9 @@ class SharedBand:
             u.phase = ON_AIR
             self.engine.start_transmission(u)
             u.bits_left, u.attempts = float(u.bits), 1
+            fading = self.scheme.block_fading(1)
+            if fading is not None:
+                self.fading[u.seq] = fading[0]
             self._advance()
             self.active.append(u)
             self._reschedule()
@@ -130,28 +133,34 @@ class SharedBand:
             yield u.done
         except simpy.Interrupt:
             self._advance()
-            self.active.remove(u)
+            self._leave(u)
             self._reschedule()
             raise
+
+    def _leave(self, u) -> None:
+        self.active.remove(u)
+        self.fading.pop(u.seq, None)
 
     def _advance(self) -> None:
         now = self.engine.env.now
         dt = now - self.t_last
-        if dt > 0 and self.active:
-            k = len(self.active)
-            for u in self.active:
-                u.bits_left -= self._rate(u, k) * dt
+        if dt > 0:
+            for u, rate in zip(self.active, self.rates):
+                u.bits_left -= rate * dt
         self.t_last = now
 
     def _reschedule(self) -> None:
-        """Wake at the next end of an upload at the current rates."""
+        """The rates of the devices on the air now; wake at the next end of an upload at them."""
         self._generation += 1
-        if not self.active:
+        active = self.active
+        if not active:
+            self.rates = []
             return
-        k = len(self.active)
+        fading = np.array([self.fading[u.seq] for u in active]) if self.fading else None
+        self.rates = self.scheme.rates_bps(np.array([u.gain for u in active]), np.array([u.power for u in active]),
+                                           fading).tolist()
         best, when = None, math.inf
-        for u in self.active:
-            rate = self._rate(u, k)
+        for u, rate in zip(active, self.rates):
             end = self.t_last + max(u.bits_left, 0.0) / rate if rate > 0 else math.inf
             if end < when:
                 best, when = u, end
@@ -166,7 +175,7 @@ class SharedBand:
         if generation != self._generation:
             return
         self._advance()
-        self.active.remove(u)
+        self._leave(u)
         u.bits_left = 0.0
         u.tx_end_s = self.engine.env.now
         u.airtime_s = u.tx_end_s - u.tx_start_s
@@ -174,13 +183,15 @@ class SharedBand:
         self._reschedule()
 
     def state_dict(self) -> dict:
-        """The order of the uploads on the air and when their bits were last counted."""
-        return {"active": [u.seq for u in self.active], "t_last": self.t_last}
+        """The order of the uploads on the air, their block factors and when their bits were last counted."""
+        return {"active": [u.seq for u in self.active], "t_last": self.t_last,
+                "fading": {seq: f.tolist() for seq, f in self.fading.items()}}
 
     def load_state(self, state: dict) -> None:
         """Restore the uploads on the air (after the engine restored the updates)."""
         flying = self.engine.flying
         self.active = [flying[seq] for seq in state["active"]]
+        self.fading = {int(seq): np.array(f) for seq, f in state.get("fading", {}).items()}
         self.t_last = float(state["t_last"])
         self._reschedule()
 
