@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from wirelessfl.access import ACCESS, FDMA, OFDMA, SlottedTDMA, TDMA, Link
+from wirelessfl.access import ACCESS, AirComp, FDMA, OFDMA, SlottedTDMA, TDMA, Link
 from wirelessfl.cli import main
 from wirelessfl.config import ConfigError, LinkConfig, from_dict
 from wirelessfl.experiments.run import simulate
@@ -306,3 +306,93 @@ def test_ofdma_sync_run_resumed_gives_the_uninterrupted_records(tmp_path, interr
     assert resumed.summary["status"] == "complete"
     for name in ("rounds.csv", "updates.csv", "devices.csv"):
         assert (tmp_path / "full" / name).read_text() == (tmp_path / "cut" / name).read_text(), name
+
+
+# --- over-the-air aggregation (link.access = "aircomp") ---------------------------------------------
+
+
+def test_aircomp_schedule_by_hand():
+    s = AirComp(Link(LinkConfig(bandwidth_hz=1e6)))
+    ready, air = np.array([0.1, 0.5, 0.3, 0.2]), np.array([0.05, 0.05, 0.0, 0.05])  # device 2 is silent
+    got = s.schedule(ready, air)
+    assert got.arrived.tolist() == [True, True, False, True] and got.order.tolist() == [0, 3, 1]
+    np.testing.assert_allclose(got.tx_start, [0.5, 0.5, np.nan, 0.5])  # together, when the last is ready
+    assert got.end_s == pytest.approx(0.55)
+    # a deadline at 0.4: devices 0 and 3 can finish by then (ready by 0.35), device 1 cannot
+    cut = s.schedule(ready, air, deadline_s=0.4)
+    assert cut.arrived.tolist() == [True, False, False, True]
+    np.testing.assert_allclose(cut.tx_start, [0.2, np.nan, np.nan, 0.2])
+    assert cut.end_s == 0.4  # the server waited for device 1 till the deadline
+    nobody = s.schedule(ready, np.zeros(4))
+    assert not nobody.arrived.any() and nobody.end_s == 0.5  # the round still waits for the computations
+
+
+def aircomp_scenario(link: dict, rounds=40, m=8, run=None, **more):
+    return from_dict({"seed": 5, "run": {"rounds": rounds, "timing_only": True, **(run or {})},
+                      "devices": {"count": 20, "compute": "shifted_exponential", "delay_mean_s": 0.3},
+                      "channel": {"profile": "linear"},
+                      "link": {"model_bits": 320000, "bandwidth_hz": 1e6, "p_max": 50.0, "access": "aircomp", **link},
+                      "scheduler": {"name": "uniform", "m": m}, **more})
+
+
+def test_aircomp_inverts_the_channel_truncates_and_sends_once_for_all(tmp_path):
+    res = simulate(aircomp_scenario({"truncation_gain": 0.5}), tmp_path / "a", progress=False)
+    up = res.updates
+    silent, sent = up[up.outcome == "silent"], up[up.outcome == "applied"]
+    assert len(silent) > 10 and len(sent) > 100 and len(silent) + len(sent) == len(up)
+    assert (silent.gain < 0.5).all() and (sent.gain >= 0.5).all()
+    assert (silent.energy_j == 0).all() and (silent.power == 0).all() and silent.tx_start_s.isna().all()
+    rho0 = 50.0 * 0.5
+    np.testing.assert_allclose(sent.power, rho0 / sent.gain, rtol=1e-9)  # all arrive at power rho0
+    assert (sent.power <= 50.0 * (1 + 1e-9)).all()
+    np.testing.assert_allclose(sent.airtime_s, 320000 / 32 / 1e6, rtol=1e-9)  # one parameter per symbol
+    np.testing.assert_allclose(sent.energy_j, sent.power * sent.airtime_s, rtol=1e-9)
+    for _, rnd in sent.groupby("version_applied"):  # one joint transmission, when the last sender is ready
+        assert rnd.tx_start_s.nunique() == 1
+        assert rnd.tx_start_s.iloc[0] == pytest.approx(rnd.compute_end_s.max(), abs=1e-9)
+
+
+def test_aircomp_upload_time_does_not_grow_with_the_devices_tdma_s_does(tmp_path):
+    def upload_phase(access, m):
+        link = {"access": access, **({"truncation_gain": 1e-3} if access == "aircomp" else {})}
+        res = simulate(aircomp_scenario(link, rounds=30, m=m),
+                       tmp_path / f"{access}{m}", progress=False)
+        up = res.updates[res.updates.outcome == "applied"]
+        per_round = up.groupby("version_applied")
+        return float((per_round.tx_end_s.max() - per_round.compute_end_s.max()).clip(lower=0).mean())
+
+    assert upload_phase("aircomp", 16) == pytest.approx(upload_phase("aircomp", 2), rel=1e-9)
+    assert upload_phase("tdma", 16) > 2 * upload_phase("tdma", 2)
+
+
+def test_aircomp_refusals():
+    with pytest.raises(ConfigError, match="link.access = 'aircomp'.*protocol.name = 'sync'"):
+        from_dict({"run": {"rounds": 1}, "link": {"access": "aircomp"},
+                   "protocol": {"name": "fedbuff", "concurrency": 4, "buffer": 2}})
+    with pytest.raises(ConfigError, match="link.access = 'aircomp'"):
+        from_dict({"run": {"rounds": 1}, "link": {"access": "aircomp", "errors": "waterfall"}})
+    with pytest.raises(ConfigError, match="link.truncation_gain"):
+        from_dict({"run": {"rounds": 1}, "link": {"access": "aircomp", "truncation_gain": 0}})
+
+
+SMALL_TRAINING = {"dataset": "fashion_mnist", "model": "logreg", "samples_per_device": 60, "eval_train_samples": 200,
+                  "local_steps": 3, "batch_size": 8, "lr": 0.05}
+
+
+def test_aircomp_noise_reaches_the_model_and_a_resume_draws_it_again(tmp_path, interrupted_and_resumed):
+    """The same rounds (same draws, same silent devices, same powers) at a receive SNR rho0 / N0 of
+    2.5e7 and of 2.5e-5: the low one's noise, 4e4 times the updates' power over K^2, wrecks the
+    model; the high one's leaves it learning. The noise is keyed by the aggregation, so a resumed
+    run draws it again."""
+    def run(noise_power, name, **run):
+        sc = aircomp_scenario({"truncation_gain": 0.5, "noise_power": noise_power}, rounds=8, learning=SMALL_TRAINING,
+                              run={"timing_only": False, "eval_every_rounds": 4, **run})
+        return sc if name is None else simulate(sc, tmp_path / name, progress=False)
+
+    clean, noisy = run(1e-6, "clean"), run(1e6, "noisy")
+    pd.testing.assert_frame_equal(clean.updates, noisy.updates)
+    assert clean.evals.accuracy.iloc[-1] > 0.5
+    assert noisy.evals.accuracy.iloc[-1] < clean.evals.accuracy.iloc[-1] - 0.2
+    full, resumed = interrupted_and_resumed(run(1e2, None, checkpoint_every=2), after=5)
+    assert resumed.summary["status"] == "complete"
+    assert (tmp_path / "full" / "evals.csv").read_text() == (tmp_path / "cut" / "evals.csv").read_text()

@@ -217,6 +217,7 @@ class QuadraticTrainer:
         self.device, self.num_params = torch.device("cpu"), self.centres.shape[1]
         self._params = self.params
         self._aggregate = Trainer.aggregate
+        self.aggregate_noise_var, self.aggregations = 0.0, 0  # what Trainer.aggregate reads and counts
 
     def descend(self, x, n):
         for _ in range(self.steps):

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import copy
+import math
 import importlib.util
 from pathlib import Path
 
@@ -240,3 +241,42 @@ def test_fedavg_on_synthetic_with_logreg():
     for r in range(5):
         FedAvg().round(tr, np.arange(10), np.ones(10), 10, r)
     assert tr.evaluate()["train_loss"] < 0.8 * before
+
+
+def test_over_the_air_aggregate_error_matches_the_channel_and_its_closed_form(data):
+    """AirComp: K devices invert their channels (b_k = sqrt(rho0) / h_k) and send their updates
+    normalised to unit power; the server receives sqrt(rho0) sum_k s_k + z, z ~ N(0, N0), and takes
+    y / (sqrt(rho0) K), scaled back. A Monte Carlo of that channel and the trainer's noisy aggregate
+    both give an error of variance N0 / (rho0 K^2) x the updates' power per entry."""
+    from wirelessfl.access import AirComp, Link
+    from wirelessfl.config import LinkConfig
+
+    k, n0, sigma = 6, 2.0, 0.3
+    scheme = AirComp(Link(LinkConfig(noise_power=n0)), truncation_gain=0.5, p_max=8.0)  # rho0 = 4
+    facts = scheme.uplink_facts(np.arange(k), np.ones(k), np.ones(k), np.ones(k, dtype=bool))
+    closed = n0 / (4.0 * k * k)
+    assert facts.noise_var == pytest.approx(closed, rel=1e-12)
+
+    rng = np.random.default_rng(0)
+    x = rng.normal(0.0, sigma, (200_000, k))  # one entry of each device's update per trial
+    h = rng.rayleigh(1.0, x.shape)
+    received = (h * (np.sqrt(4.0) / h) * (x / sigma)).sum(axis=1) + rng.normal(0.0, np.sqrt(n0), len(x))
+    estimate = received / (np.sqrt(4.0) * k) * sigma
+    assert np.var(estimate - x.mean(axis=1)) == pytest.approx(closed * sigma ** 2, rel=0.02)
+
+    tr = make(data, "logreg")
+    deltas = sigma * torch.randn(k, tr.num_params, generator=torch.Generator().manual_seed(1))
+    errors = []
+    for _ in range(40):
+        x0 = tr.params.clone()
+        tr.aggregate_noise_var = facts.noise_var
+        tr.aggregate(deltas, np.full(k, 1.0 / k))
+        errors.append(tr.params - x0 - deltas.mean(0))
+    errors = torch.stack(errors).double()
+    power = float(deltas.double().square().mean())
+    assert float(errors.var()) == pytest.approx(closed * power, rel=0.03)
+    assert abs(float(errors.mean())) < 4 * math.sqrt(closed * power / errors.numel())
+    assert abs(float(torch.corrcoef(errors[:2])[0, 1])) < 0.1  # fresh noise every aggregation
+    x0 = tr.params.clone()
+    tr.aggregate(deltas, np.full(k, 1.0 / k))  # the noise was for one aggregate only
+    torch.testing.assert_close(tr.params, x0 + deltas.mean(0))

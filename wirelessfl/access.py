@@ -15,6 +15,8 @@ the built-ins besides installed plugins (entry-point group ``wirelessfl.access``
 - ``fdma``: the band split evenly among the devices sending.
 - ``ofdma``: the band in ``resource_blocks`` blocks with a gain each, shared by an allocation rule
   (``equal`` or ``greedy``; see :class:`OFDMA`).
+- ``aircomp``: every device of a round at once, truncated channel inversion, the server receiving
+  the sum of the updates plus noise (see :class:`AirComp`).
 
 Knows nothing of learning. The scheduler's airtime cost assumes the whole band whatever the scheme.
 """
@@ -29,7 +31,7 @@ import numpy as np
 from .fields import ConfigError, NoOptions, option
 from .plugins import Registry
 
-__all__ = ["ACCESS", "AccessScheme", "FDMA", "Link", "OFDMA", "SlottedTDMA", "TDMA", "UplinkFacts", "UplinkSchedule"]
+__all__ = ["ACCESS", "AccessScheme", "AirComp", "FDMA", "Link", "OFDMA", "SlottedTDMA", "TDMA", "UplinkFacts", "UplinkSchedule"]
 
 
 class Link:
@@ -133,8 +135,10 @@ class UplinkSchedule:
 class UplinkFacts:
     """What the uplink did for the updates of one aggregation (``Algorithm.uplink`` receives it):
     devices (k,); gains |h|^2 (k,) each upload's first gain; power (k,); arrived (k,) whether the
-    update reached the server; noise_var, the variance the channel adds to the aggregate (0: the
-    updates arrive exactly; an over-the-air scheme would set it)."""
+    update reached the server; noise_var, the variance of the noise the channel adds to each entry
+    of the aggregate, in units of the updates' mean power per entry (0: the updates arrive exactly;
+    ``aircomp``: 1 / (K^2 SNR) over K devices at receive SNR rho0 / N0). The trainer adds that noise
+    to the next aggregate (wirelessfl.learning.trainer.Trainer.aggregate)."""
 
     devices: np.ndarray
     gains: np.ndarray
@@ -182,6 +186,16 @@ class AccessScheme(Protocol):
         """Event protocols: one upload's time on the air as it starts (NaN: the event uplink
         decides as it goes, as FDMA's shared band does)."""
         return float(self.airtime_s(bits, np.array([gain]), np.array([power]))[0])
+
+    def transmit_power(self, gain: np.ndarray, power: np.ndarray) -> np.ndarray:
+        """Rounds (sync, semi_sync): the power each selected device transmits at, from its gain and
+        the scheduler's power (default: the scheduler's; aircomp: channel inversion)."""
+        return power
+
+    def uplink_facts(self, devices: np.ndarray, gains: np.ndarray, power: np.ndarray,
+                     arrived: np.ndarray) -> UplinkFacts:
+        """What the uplink did for one aggregation (default: the updates arrive exactly)."""
+        return UplinkFacts(devices, gains, power, arrived)
 
     def rates_bps(self, gain: np.ndarray, power: np.ndarray, fading: np.ndarray | None = None) -> np.ndarray:
         """Concurrent schemes: the rate of each of the k = len(gain) devices on the air together
@@ -426,6 +440,101 @@ class OFDMA(FDMA):
 
 
 @dataclass(frozen=True)
+class AirCompOptions:
+    """Options of over-the-air aggregation."""
+
+    truncation_gain: float = option(0.1, gt=0, doc="|h|^2 below which a device stays silent (truncated channel "
+                                                   "inversion); the receive power is rho0 = link.p_max x this")
+    bits_per_symbol: float = option(32.0, gt=0, doc="upload bits carried by one analog channel use (32: one "
+                                                    "float32 parameter per symbol)")
+
+
+class AirComp(AccessScheme):
+    """Over-the-air computation: every selected device sends at once on the whole band, and the
+    server receives the sum of their signals (Zhu, Wang & Huang, 2019).
+
+    Truncated channel inversion: a device with |h_k|^2 >= g_th (``truncation_gain``) transmits at
+    power rho0 / |h_k|^2 with rho0 = p_max g_th (so no device exceeds link.p_max), and arrives at
+    the server with power rho0; a device below g_th stays silent (outcome "silent", no energy).
+    The server receives y = sqrt(rho0) sum_k x_k + z, z ~ N(0, N0) per channel use, and estimates
+    the mean as y / (sqrt(rho0) K) over the K devices that sent: the aggregate is exact plus noise
+    of variance N0 / (rho0 K^2) per entry. The devices normalise their updates to unit mean power
+    per entry before sending (the server scales back), so that noise is relative to the updates'
+    power: ``UplinkFacts.noise_var`` = 1 / (K^2 rho0 / N0), and the trainer adds it to the
+    aggregate (weighted as the algorithm weighs the updates).
+
+    The upload takes (bits / bits_per_symbol) / B seconds, one parameter per channel use, for
+    every device at once: it does not grow with K. The transmission starts when the last sending
+    device is ready; with a round deadline, devices not ready by deadline - airtime stay out.
+    Modelled under protocol.name = "sync".
+    """
+
+    Options = AirCompOptions
+    concurrent = True
+
+    def __init__(self, link: Link, truncation_gain: float = 0.1, p_max: float = 10 ** 3.5,
+                 bits_per_symbol: float = 32.0):
+        self.link = link
+        self.truncation_gain, self.bits_per_symbol = float(truncation_gain), float(bits_per_symbol)
+        self.rho0 = float(p_max) * self.truncation_gain
+
+    @classmethod
+    def from_scenario(cls, scenario, options: AirCompOptions) -> "AirComp":
+        """The threshold from the options, the power limit from link.p_max."""
+        return cls(Link(scenario.link), options.truncation_gain, scenario.link.p_max, options.bits_per_symbol)
+
+    @classmethod
+    def check(cls, scenario, options: AirCompOptions) -> None:
+        """Every device of a round sends at once: sync rounds, whole uploads (no packets)."""
+        _one_transmitter_for_packets(scenario)
+        if scenario.protocol.name != "sync":
+            raise ConfigError(f"link.access = 'aircomp': every device of a round sends at once, modelled under "
+                              f"protocol.name = 'sync' only (got {scenario.protocol.name!r})")
+
+    def transmit_power(self, gain: np.ndarray, power: np.ndarray) -> np.ndarray:
+        """rho0 / |h|^2 where |h|^2 >= g_th, else 0 (silent); the scheduler's power is not used."""
+        gain = np.asarray(gain, dtype=float)
+        with np.errstate(divide="ignore"):
+            return np.where(gain >= self.truncation_gain, self.rho0 / gain, 0.0)
+
+    def airtime_s(self, bits, gain: np.ndarray, power: np.ndarray) -> np.ndarray:
+        """(bits / bits_per_symbol) / B for a device that sends (power > 0); 0 for a silent one."""
+        seconds = np.asarray(bits, dtype=float) / self.bits_per_symbol / self.link.bandwidth_hz
+        return np.where(np.asarray(power, dtype=float) > 0, seconds, 0.0)
+
+    def upload_s(self, bits: float, gain: float, power: float) -> float:
+        """Not defined alone: the devices send together."""
+        return math.nan
+
+    def schedule(self, ready_s: np.ndarray, airtime_s: np.ndarray, deadline_s: float | None = None) -> UplinkSchedule:
+        """One joint transmission of the devices that send (airtime > 0): it starts when the last of
+        them is ready (with a deadline: the last of those ready by deadline - airtime) and lasts
+        their airtime. A silent device never goes on the air and does not arrive."""
+        k = ready_s.size
+        sending = airtime_s > 0
+        if deadline_s is not None:
+            sending &= ready_s + airtime_s <= deadline_s
+        tx_start, arrived = np.full(k, np.nan), sending.copy()
+        order = np.flatnonzero(sending)[np.argsort(ready_s[sending], kind="stable")]
+        if not sending.any():
+            end = float(ready_s.max(initial=-math.inf))
+        else:
+            start = float(ready_s[sending].max())
+            tx_start[sending] = start
+            end = start + float(airtime_s[sending].max())
+        if deadline_s is not None and ((airtime_s > 0) & ~sending).any():
+            end = deadline_s  # someone who would have sent missed it: the round runs to the deadline
+        return UplinkSchedule(order, tx_start, arrived, end)
+
+    def uplink_facts(self, devices: np.ndarray, gains: np.ndarray, power: np.ndarray,
+                     arrived: np.ndarray) -> UplinkFacts:
+        """The aggregate's noise: 1 / (K^2 rho0 / N0) relative to the updates' power (K senders)."""
+        k = int(np.count_nonzero(arrived))
+        noise = self.link.noise_power / (self.rho0 * k * k) if k else 0.0
+        return UplinkFacts(devices, gains, power, arrived, noise)
+
+
+@dataclass(frozen=True)
 class SlottedOptions:
     """Options of slotted TDMA."""
 
@@ -538,5 +647,6 @@ ACCESS = Registry("access", "wirelessfl.access:AccessScheme", {
     "tdma_slotted": "wirelessfl.access:SlottedTDMA",
     "fdma": "wirelessfl.access:FDMA",
     "ofdma": "wirelessfl.access:OFDMA",
+    "aircomp": "wirelessfl.access:AirComp",
 })
 """Built-in access schemes by the name ``link.access`` gives them."""

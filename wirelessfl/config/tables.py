@@ -159,12 +159,12 @@ class ChannelConfig(_PartTable):
 @dataclass(frozen=True)
 class LinkConfig(_PartTable):
     """Uplink: rate B log2(1 + g P / N0), airtime = model bits / rate, energy = P x airtime; ``access``
-    names how uploads share it (wirelessfl.access.ACCESS: "tdma", "tdma_slotted", "fdma", "ofdma", an installed
+    names how uploads share it (wirelessfl.access.ACCESS: "tdma", "tdma_slotted", "fdma", "ofdma", "aircomp", an installed
     plugin or 'module:Class')."""
 
     access: str = _part("tdma", "access", "the access scheme: tdma (one device at a time on the whole band), "
                         "tdma_slotted (in slots and frames), fdma (band split evenly), ofdma (resource blocks with "
-                        "a gain each), an installed plugin or "
+                        "a gain each), aircomp (over-the-air sum of the updates), an installed plugin or "
                         "'module:Class'")
     bandwidth_hz: float = option(22e6, gt=0)
     noise_power: Power = option(1.0, gt=0, doc="N0 (linear, or a string in dB)")

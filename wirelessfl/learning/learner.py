@@ -97,7 +97,9 @@ class FederatedLearner:
         return self.trainer.model_bits
 
     def uplink(self, facts) -> None:
-        """What the uplink did for the coming aggregation, handed to ``Algorithm.uplink``."""
+        """What the uplink did for the coming aggregation: its noise goes to the trainer's next
+        aggregate, the facts to ``Algorithm.uplink``."""
+        self.trainer.aggregate_noise_var = float(facts.noise_var)
         self.algorithm.uplink(facts)
 
     def train_round(self, selected: np.ndarray, decision: Decision, round_idx: int) -> dict:
@@ -162,12 +164,13 @@ class FederatedLearner:
         return float(seen.size / self.trainer.dataset.num_classes)
 
     def state_dict(self) -> dict:
-        """The global model (the algorithm's state is saved by the runner)."""
-        return {"params": self.trainer.params.clone()}
+        """The global model and how many aggregations made it (the algorithm's state is saved by the runner)."""
+        return {"params": self.trainer.params.clone(), "aggregations": self.trainer.aggregations}
 
     def load_state(self, state: dict) -> None:
         """Restore the global model."""
         self.trainer.params = state["params"]
+        self.trainer.aggregations = int(state.get("aggregations", 0))
 
     def evaluate(self) -> dict:
         """Test accuracy and losses, plus personalised and fairness metrics where they are on."""

@@ -133,6 +133,10 @@ class Trainer:
         self._shapes = [p.shape for _, p in named]
         self._numels = [p.numel() for _, p in named]
         self._params = torch.cat([p.detach().reshape(-1) for _, p in named]).to(torch.float32).clone()
+        # over-the-air aggregation: noise for the next aggregate (wirelessfl.access.UplinkFacts.noise_var),
+        # drawn from the "aircomp" stream keyed by the number of aggregations so far
+        self.aggregate_noise_var = 0.0
+        self.aggregations = 0
         self.num_params = int(self._params.numel())
         self.model_bits = 32 * self.num_params
 
@@ -423,15 +427,35 @@ class Trainer:
         return torch.cat(out).numpy() if out else np.zeros(0, dtype=bool)
 
     def aggregate(self, deltas: torch.Tensor, weights: Sequence[float] | np.ndarray | torch.Tensor) -> None:
-        """x_{t+1} = x_t + sum_k weights[k] * deltas[k] (the algorithm chooses the weights)."""
+        """x_{t+1} = x_t + sum_k weights[k] * deltas[k] (the algorithm chooses the weights), plus the
+        channel's noise when the uplink set ``aggregate_noise_var`` (see :meth:`aggregate_noise`)."""
         w = torch.as_tensor(np.asarray(weights, dtype=np.float32) if not isinstance(weights, torch.Tensor) else weights)
         w = w.to(dtype=torch.float32, device=self.device).reshape(-1)
         if deltas.ndim != 2 or deltas.shape[1] != self.num_params or deltas.shape[0] != w.numel():
             raise ValueError(f"need deltas (k, {self.num_params}) and k weights, got {tuple(deltas.shape)} and {w.numel()}")
         if w.numel():
+            deltas = deltas.to(self.device)
+            step = w @ deltas
+            if self.aggregate_noise_var > 0:
+                step = step + self.aggregate_noise(deltas, w)
             # a new tensor, not an update in place: the event protocols keep earlier versions
             # (the models devices started from) by reference
-            self._params = self._params + w @ deltas.to(self.device)
+            self._params = self._params + step
+        self.aggregate_noise_var = 0.0
+        self.aggregations += 1
+
+    def aggregate_noise(self, deltas: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
+        """Gaussian noise on every entry of the aggregate, of variance aggregate_noise_var x P, where P
+        is the mean power per entry of the updates as the devices send them (k w_k delta_k, so
+        that their mean is the aggregate): an over-the-air sum of updates normalised to unit power
+        and scaled back at the server."""
+        sent = deltas * (weights.numel() * weights)[:, None]
+        power = float(sent.square().mean())
+        base = _seed_sequence(self.root_seed, "aircomp")
+        rng = np.random.Generator(np.random.PCG64(np.random.SeedSequence(
+            base.entropy, spawn_key=(*base.spawn_key, self.aggregations))))
+        noise = torch.from_numpy(rng.standard_normal(self.num_params, dtype=np.float32)).to(self.device)
+        return noise * math.sqrt(self.aggregate_noise_var * power)
 
     # ------------------------------------------------------------------------------------------
     # evaluation

@@ -104,7 +104,7 @@ class RoundRecord:
     tx_start: np.ndarray | None = None  # per selected device: when its upload started (nan: never)
     tx_end: np.ndarray | None = None    # and ended, where that is not tx_start + airtime (None: it is)
     attempts: np.ndarray | None = None  # per selected device: transmissions of its packets (None: one each)
-    power: np.ndarray | None = None     # per selected device, where there is no round decision
+    power: np.ndarray | None = None     # per selected device, the power it sent at (None: the decision's)
     q: np.ndarray | None = None         # likewise (NaN: dispatched, not drawn)
     staleness: np.ndarray | None = None  # per update applied (None: all fresh, sync)
     per_update: bool = False  # device totals come from the update records (event protocols)
@@ -258,7 +258,8 @@ class Engine:
             selected = np.unique(np.asarray(decision.selected, dtype=np.int64))
         else:
             selected = draw_devices(decision.omega, decision.m, self.streams["selection"], decision.replace)
-        power = decision.power[selected]
+        decision_power = decision.power[selected]
+        power = p.access.transmit_power(gains[selected], decision_power)
         bits = p.upload_bits
         piggy_s = 0.0
         if decision.piggyback_bits is not None:  # e.g. a refreshed gradient riding on the model upload
@@ -308,7 +309,7 @@ class Engine:
                 on_upload = np.intersect1d(np.asarray(report.devices, dtype=np.int64), selected[arrived])
                 p.scheduler.receive(self.learner.reports(
                     ReportRequest(on_upload, report.gradients, report.max_samples), r))
-            tell_uplink(self.learner, UplinkFacts(selected, gains[selected], power, arrived))
+            tell_uplink(self.learner, p.access.uplink_facts(selected, gains[selected], power, arrived))
             metrics = self.learner.train_round(selected[arrived], decision, r)
         self.on_round(RoundRecord(
             round=r, t_start=t_start, t_end=t_end, downlink_s=p.downlink_s,
@@ -318,7 +319,7 @@ class Engine:
             gains=gains, decision=decision, compute_energy_j=comp_energy, arrived=arrived,
             available=available, extra_airtime_s=pre_s + piggy_s, extra_energy_j=pre_energy,
             metrics=metrics, idle_s=idle_s, ready_s=ready, tx_start=uplink.tx_start, tx_end=uplink.tx_end,
-            attempts=attempts))
+            attempts=attempts, power=None if power is decision_power else power))
 
     def _send(self, bits, gains: np.ndarray, power: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Each selected device's upload in packets at the round's gain (wirelessfl.access.Link.send):

@@ -434,7 +434,7 @@ class EventEngine(RoundMachinery):
         metrics = {}
         if self.learner is not None and updates:
             devices = np.array([u.device for u in updates], dtype=np.int64)
-            tell_uplink(self.learner, arrived_facts(updates))
+            tell_uplink(self.learner, arrived_facts(updates, self.parts.access))
             metrics = self.learner.apply_updates(devices, [u.delta for u in updates], np.asarray(weights, dtype=float),
                                                  staleness, [u.start for u in updates] if mix else None)
         now = self.env.now

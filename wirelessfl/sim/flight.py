@@ -88,7 +88,9 @@ class Round:
     computing: Any = None  # the event the round's devices wait on while the reports go up (not saved)
 
 
-def arrived_facts(updates: list[Update]) -> UplinkFacts:
-    """The uplink's facts for updates that all arrived (an event aggregation's inputs)."""
-    return UplinkFacts(np.array([u.device for u in updates], dtype=np.int64), np.array([u.gain for u in updates]),
-                       np.array([u.power for u in updates]), np.ones(len(updates), dtype=bool))
+def arrived_facts(updates: list[Update], access) -> UplinkFacts:
+    """The uplink's facts, as the access scheme states them, for updates that all arrived (an event
+    aggregation's inputs)."""
+    return access.uplink_facts(np.array([u.device for u in updates], dtype=np.int64),
+                               np.array([u.gain for u in updates]), np.array([u.power for u in updates]),
+                               np.ones(len(updates), dtype=bool))

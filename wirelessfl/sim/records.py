@@ -56,11 +56,11 @@ UPDATE_COLUMNS = ["update", "device", "version_started", "dispatch_s", "compute_
 seconds (empty: the phase never began); version_applied and staleness are empty unless the update
 was applied; outcome is "applied", "stale" (older than the protocol's max_staleness), "late_dropped"
 (missed the round's deadline, or its first k, under late = "drop"), "offline" (the device left while
-computing or uploading), "lost" (a packet failed link.max_attempts times) or "in_flight" (the run
-ended first); attempts counts its packets' transmissions (retries included); energy_j is the transmit energy spent
+computing or uploading), "lost" (a packet failed link.max_attempts times), "silent" (it did not
+send: aircomp's truncation) or "in_flight" (the run ended first); attempts counts its packets' transmissions (retries included); energy_j is the transmit energy spent
 (P x time on the air), compute_energy_j the computation energy (the part done, when it stopped early);
 lost_s is when a device that went offline (or was stopped, or was still under way at the end) stopped."""
-OUTCOMES = ("applied", "stale", "late_dropped", "offline", "lost", "in_flight")
+OUTCOMES = ("applied", "stale", "late_dropped", "offline", "lost", "silent", "in_flight")
 EVAL_COLUMNS = ["round", "time_s", "accuracy", "test_loss", "train_loss",
                 # personalised evaluation (spec 004), empty unless run.personalised_eval is on
                 "personal_accuracy", "personal_accuracy_std", "local_accuracy", "personal_per_device",
@@ -121,6 +121,8 @@ def _round_rows(item: tuple) -> list[tuple]:
     for i, n in enumerate(devices.tolist()):
         if ok[i]:
             outcome, end, lost = "applied", full_end[i], math.nan
+        elif air[i] == 0:  # it never sent (aircomp: below the truncation gain)
+            outcome, end, lost = "silent", math.nan, math.nan
         elif full_end[i] <= end_s:  # its transmissions ended: its packets failed, it gave up then
             outcome, end, lost = "lost", math.nan, full_end[i]
         else:  # cut by the deadline (before its turn: it sent nothing)
@@ -379,7 +381,8 @@ class Recorder:
         tx_start, airtime = rec.tx_start, rec.airtime_s
         stats = self.update_stats
         self.updates.write_round(stats["uploads"], sel, rec.round, rec.t_start, rec.ready_s, tx_start, airtime,
-                                 arrived, rec.energy_j, comp_energy, rec.gains[sel], rec.decision.power[sel],
+                                 arrived, rec.energy_j, comp_energy, rec.gains[sel],
+                                 rec.decision.power[sel] if rec.power is None else rec.power,
                                  rec.t_end, rec.tx_end, rec.attempts)
         stats["uploads"] += k
         if arrived.all():

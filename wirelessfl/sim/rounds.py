@@ -7,7 +7,6 @@ import math
 
 import numpy as np
 
-from ..access import UplinkFacts
 from ..scheduling.base import Decision, ReportRequest, RoundState, draw_devices
 from .engine import RoundRecord, tell_uplink
 from .flight import COMPUTE, FINISHED, WAITING, Round, Update, arrived_facts
@@ -49,7 +48,7 @@ class RoundMachinery:
             selected = np.unique(np.asarray(decision.selected, dtype=np.int64))
         else:
             selected = draw_devices(decision.omega, decision.m, self.streams["selection"], decision.replace)
-        power = decision.power[selected]
+        power = p.access.transmit_power(gains[selected], decision.power[selected])
         bits = np.full(selected.size, float(p.upload_bits))
         concurrent = p.access.concurrent
         piggy_s = 0.0
@@ -147,7 +146,7 @@ class RoundMachinery:
                 on_upload = np.intersect1d(np.asarray(report.devices, dtype=np.int64), selected[arrived])
                 p.scheduler.receive(self.learner.reports(
                     ReportRequest(on_upload, report.gradients, report.max_samples), r))
-            tell_uplink(self.learner, UplinkFacts(selected, np.array([u.gain for u in ups]), power, arrived))
+            tell_uplink(self.learner, p.access.uplink_facts(selected, np.array([u.gain for u in ups]), power, arrived))
             metrics = self.learner.train_round(selected[arrived], round_.decision, r)
         carried = list(carried)
         staleness = np.zeros(len(on_time) + len(carried), dtype=np.int64)
@@ -155,7 +154,7 @@ class RoundMachinery:
             staleness[len(on_time):] = [self.version - u.version for u in carried]
             if self.learner is not None:
                 devices = np.array([u.device for u in carried], dtype=np.int64)
-                tell_uplink(self.learner, arrived_facts(carried))
+                tell_uplink(self.learner, arrived_facts(carried, p.access))
                 more = self.learner.apply_updates(devices, [u.delta for u in carried],
                                                   np.asarray(carried_weights, dtype=float), staleness[len(on_time):])
                 metrics.update({f"carried_{k}": v for k, v in more.items()})
