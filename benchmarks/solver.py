@@ -58,7 +58,7 @@ def bench(n: int, seed: int, with_manifold: bool):
         queue = exact.queue.copy()
         power = timed("power", lambda: optimal_power(gains, queue, V=PAPER["V"], lam=PAPER["lam"],
                                                     p_max=PAPER["p_max"], **LINK))
-        b = exact.costs(state, queue, power)
+        _, b = exact.costs(state, queue)
         d_exact = timed("decide exact", lambda: exact.decide(state))
         routes[route_label(d_exact.info["certificate"]["route"])] += 1
         timed("solve exact", lambda: solve_selection(a, b, PAPER["m"], method="exact"))

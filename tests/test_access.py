@@ -396,3 +396,88 @@ def test_aircomp_noise_reaches_the_model_and_a_resume_draws_it_again(tmp_path, i
     full, resumed = interrupted_and_resumed(run(1e2, None, checkpoint_every=2), after=5)
     assert resumed.summary["status"] == "complete"
     assert (tmp_path / "full" / "evals.csv").read_text() == (tmp_path / "cut" / "evals.csv").read_text()
+
+
+# --- the schedulers price airtime as the access scheme says ---------------------------------------
+
+def brute_force_power(g, z, p_max, V, lam, bits, band, noise):
+    """argmin over a fine grid of V lam bits / (band log2(1 + g P / noise)) + z P on (0, p_max]."""
+    grid = np.linspace(p_max * 1e-6, p_max, 400_001)
+    cost = V * lam * bits / (band * np.log2(1 + g * grid / noise)) + z * grid
+    return grid[np.argmin(cost)]
+
+
+def lyapunov_round(access, m=4, n=6, seed=3):
+    from wirelessfl.scheduling.base import RoundState
+    from wirelessfl.scheduling.schedulers import LyapunovScheduler
+
+    rng = np.random.default_rng(seed)
+    sched = LyapunovScheduler(n, m, V=50.0, lam=20.0, p_bar=1.0, p_max=100.0)
+    sched.queue = rng.uniform(0.5, 3.0, n)
+    gains = rng.uniform(0.02, 2.0, n)
+    state = RoundState(round=0, gains=gains, model_bits=2e5, bandwidth_hz=1e6, noise_power=1.0, access=access)
+    return sched, gains, sched.queue.copy(), sched.decide(state)
+
+
+@pytest.mark.parametrize("scheme", ["fdma", "ofdma", "tdma", "tdma_slotted"])
+def test_lyapunov_powers_are_the_brute_force_minimisers_at_the_scheme_s_share_of_the_band(scheme):
+    link = Link(LinkConfig(bandwidth_hz=1e6, noise_power=1.0))
+    access = {"fdma": FDMA(link), "ofdma": OFDMA(link, 8), "tdma": TDMA(link), "tdma_slotted": slotted()}[scheme]
+    m = 4
+    # fdma and ofdma: m devices on B / m each, noise N0 / m; slotted: the band less the guards (40 of 45 ms)
+    band, noise = {"fdma": (1e6 / m, 1.0 / m), "ofdma": (1e6 / m, 1.0 / m), "tdma": (1e6, 1.0),
+                   "tdma_slotted": (1e6 * 40 / 45, 1.0)}[scheme]
+    sched, gains, z, decision = lyapunov_round(access, m=m)
+    for n in range(gains.size):
+        p = brute_force_power(gains[n], z[n], 100.0, 50.0, 20.0, 2e5, band, noise)
+        assert decision.power[n] == pytest.approx(p, rel=1e-4, abs=1e-3)
+    # and the selection weights b are those of that airtime
+    b = 50.0 * 20.0 * 2e5 / (band * np.log2(1 + gains * decision.power / noise)) + z * decision.power
+    from wirelessfl.scheduling.selection import solve_selection
+    np.testing.assert_allclose(decision.q, solve_selection(50.0 / gains.size, b, m).q, rtol=1e-9)
+
+
+def test_fdma_prices_airtime_higher_than_tdma_so_the_queues_cost_less_power():
+    link = Link(LinkConfig(bandwidth_hz=1e6, noise_power=1.0))
+    _, _, _, on_tdma = lyapunov_round(TDMA(link))
+    _, _, _, on_fdma = lyapunov_round(FDMA(link))
+    # a share B / m of the band makes airtime dearer, and power buys it back: more power everywhere
+    assert (on_fdma.power >= on_tdma.power).all() and (on_fdma.power > on_tdma.power).any()
+
+
+def test_lyapunov_under_aircomp_charges_the_inversion_s_power_and_never_picks_a_silent_device():
+    link = Link(LinkConfig(bandwidth_hz=1e6, noise_power=1.0))
+    air = AirComp(link, truncation_gain=0.5, p_max=100.0)
+    sched, gains, z, decision = lyapunov_round(air)
+    below = gains < 0.5
+    assert below.any() and (~below).any()
+    np.testing.assert_allclose(decision.power[~below], 50.0 / gains[~below])  # rho0 / g, rho0 = 100 x 0.5
+    assert (decision.q[below] == 0).all() and (decision.q[~below] > 0).all()
+    # every sender costs the same airtime (one joint upload), so b differs only by Z P
+    t = 2e5 / 32 / 1e6
+    from wirelessfl.scheduling.selection import solve_selection
+    b = 50.0 * 20.0 * t + z[~below] * decision.power[~below]
+    np.testing.assert_allclose(decision.q[~below], solve_selection(50.0 / gains.size, b, 4).q, rtol=1e-9)
+    # the queues grow by the power really sent
+    np.testing.assert_allclose(sched.queue, np.maximum(z + decision.power * decision.q - 1.0, 0.0))
+
+
+def test_dispatch_prices_a_share_for_every_device_in_flight():
+    from wirelessfl.scheduling.base import DispatchState
+    from wirelessfl.scheduling.dispatch import dispatch_costs
+
+    link = Link(LinkConfig(bandwidth_hz=1e6, noise_power=1.0))
+    n = 5
+    gains = np.linspace(0.1, 1.5, n)
+    busy = np.array([True, True, False, False, False])
+    state = DispatchState(time_s=0.0, version=3, slots=1, busy=busy, num_busy=2, available=None,
+                          last_applied=np.zeros(n, dtype=int), mean_gains=gains, model_bits=2e5, bandwidth_hz=1e6,
+                          noise_power=1.0, per_aggregation=1.0, interval_s=math.nan, rng=np.random.default_rng(0),
+                          access=FDMA(link))
+    z = np.full(n, 2.0)
+    cost, power = dispatch_costs(state, z, np.full(n, 100.0), V=50.0, lam=20.0, mu=0.0)
+    k = 3  # two in flight and the one to start
+    for i in range(2, n):
+        p = brute_force_power(gains[i], 2.0, 100.0, 50.0, 20.0, 2e5, 1e6 / k, 1.0 / k)
+        assert power[i] == pytest.approx(p, rel=1e-4, abs=1e-3)
+    assert np.isinf(cost[:2]).all()

@@ -18,7 +18,11 @@ the built-ins besides installed plugins (entry-point group ``wirelessfl.access``
 - ``aircomp``: every device of a round at once, truncated channel inversion, the server receiving
   the sum of the updates plus noise (see :class:`AirComp`).
 
-Knows nothing of learning. The scheduler's airtime cost assumes the whole band whatever the scheme.
+Schedulers that price airtime (the Lyapunov rules) ask the scheme how: ``pricing(bits, k)`` gives
+the band and noise one of k devices sending together sees (fdma, ofdma: B / k and N0 / k), or a
+fixed airtime (aircomp), and ``transmit_power`` the power a device will really send at.
+
+Knows nothing of learning.
 """
 from __future__ import annotations
 
@@ -31,7 +35,7 @@ import numpy as np
 from .fields import ConfigError, NoOptions, option
 from .plugins import Registry
 
-__all__ = ["ACCESS", "AccessScheme", "AirComp", "FDMA", "Link", "OFDMA", "SlottedTDMA", "TDMA", "UplinkFacts", "UplinkSchedule"]
+__all__ = ["ACCESS", "AccessScheme", "AirComp", "AirtimePrice", "FDMA", "Link", "OFDMA", "SlottedTDMA", "TDMA", "UplinkFacts", "UplinkSchedule"]
 
 
 class Link:
@@ -147,6 +151,17 @@ class UplinkFacts:
     noise_var: float = 0.0
 
 
+@dataclass(frozen=True)
+class AirtimePrice:
+    """How a scheduler prices one upload's airtime under an access scheme: as
+    bits / (bandwidth_hz log2(1 + g P / noise_power)), the form whose cost the Lambert-W power rule
+    minimises, or, when ``fixed_s`` is set, as fixed_s for every device that sends (P > 0)."""
+
+    bandwidth_hz: float
+    noise_power: float
+    fixed_s: float | None = None
+
+
 def _one_transmitter_for_packets(scenario) -> None:
     if Link(scenario.link).packets_on:
         raise ConfigError(f"link.access = {scenario.link.access!r}: packets, a fixed rate and packet errors "
@@ -191,6 +206,11 @@ class AccessScheme(Protocol):
         """Rounds (sync, semi_sync): the power each selected device transmits at, from its gain and
         the scheduler's power (default: the scheduler's; aircomp: channel inversion)."""
         return power
+
+    def pricing(self, bits: float, k: int) -> AirtimePrice:
+        """How a scheduler prices one upload of ``bits`` when k devices send together (default: the
+        whole band, as one transmitter at a time has it)."""
+        return AirtimePrice(self.link.bandwidth_hz, self.link.noise_power)
 
     def uplink_facts(self, devices: np.ndarray, gains: np.ndarray, power: np.ndarray,
                      arrived: np.ndarray) -> UplinkFacts:
@@ -312,6 +332,11 @@ class FDMA(AccessScheme):
     def upload_s(self, bits: float, gain: float, power: float) -> float:
         """Not known when an upload starts: the band's share changes as others come and go."""
         return math.nan
+
+    def pricing(self, bits: float, k: int) -> AirtimePrice:
+        """A share B / k of the band with its noise N0 / k (on average, ofdma's equal shares too)."""
+        k = max(int(k), 1)
+        return AirtimePrice(self.link.bandwidth_hz / k, self.link.noise_power / k)
 
     def rates_bps(self, gain: np.ndarray, power: np.ndarray, fading: np.ndarray | None = None) -> np.ndarray:
         """The rate of each of the k = len(gain) devices sending at once, on B / k each."""
@@ -506,6 +531,11 @@ class AirComp(AccessScheme):
         """Not defined alone: the devices send together."""
         return math.nan
 
+    def pricing(self, bits: float, k: int) -> AirtimePrice:
+        """One joint upload of fixed length, whatever the gain and power (those are the inversion's)."""
+        return AirtimePrice(self.link.bandwidth_hz, self.link.noise_power,
+                            float(bits) / self.bits_per_symbol / self.link.bandwidth_hz)
+
     def schedule(self, ready_s: np.ndarray, airtime_s: np.ndarray, deadline_s: float | None = None) -> UplinkSchedule:
         """One joint transmission of the devices that send (airtime > 0): it starts when the last of
         them is ready (with a deadline: the last of those ready by deadline - airtime) and lasts
@@ -571,6 +601,11 @@ class SlottedTDMA(TDMA):
         if options.slot_s * 1e12 < options.guard_s:
             raise ConfigError(f"link.guard_s = {options.guard_s:g}: more than 1e12 slots of link.slot_s = "
                               f"{options.slot_s:g}")
+
+    def pricing(self, bits: float, k: int) -> AirtimePrice:
+        """The whole band less the guards' share of each frame."""
+        usable = self.slots_per_frame * self.slot_s / self.frame_s
+        return AirtimePrice(self.link.bandwidth_hz * usable, self.link.noise_power)
 
     def slot_start(self, j: int) -> float:
         """When slot j starts."""

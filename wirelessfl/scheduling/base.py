@@ -18,6 +18,9 @@ class RoundState:
     bandwidth_hz, noise_power: the uplink's B and N0.
     available: boolean mask of devices that may be scheduled (None: all of them).
     rng: the engine's "selection" stream, for schedulers that draw at random themselves.
+    access: the access scheme (wirelessfl.access.AccessScheme), for schedulers that price airtime
+        (``access.pricing``) or need the power a device really sends at (``access.transmit_power``);
+        None: one transmitter on the whole band B.
     """
 
     round: int
@@ -28,6 +31,7 @@ class RoundState:
     available: np.ndarray | None = None
     rng: np.random.Generator | None = None
     time_s: float = 0.0
+    access: Any = None
 
 
 @dataclass(frozen=True)
@@ -107,6 +111,7 @@ class DispatchState:
         uploads per aggregation are per_aggregation / N_available.
     interval_s: mean time between aggregations so far (NaN before the second aggregation).
     rng: the run's "selection" stream.
+    access: the access scheme, as in RoundState.
     """
 
     time_s: float
@@ -123,6 +128,7 @@ class DispatchState:
     per_aggregation: float
     interval_s: float
     rng: np.random.Generator
+    access: Any = None
 
 
 @dataclass(slots=True)

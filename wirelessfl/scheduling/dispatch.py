@@ -12,7 +12,8 @@ When s slots free, the rule starts the s idle, available devices with the smalle
 
 where g_n is the device's mean gain (the fading of the upload is drawn when it starts), the
 first term is the airtime its upload will hold the shared uplink, priced as the round rule prices
-it and minimised by the same Lambert-W power (wirelessfl.scheduling.power), and A_n = version -
+it and minimised by the same Lambert-W power (wirelessfl.scheduling.pricing: under fdma and ofdma
+each of the devices in flight is charged a B / k share of the band), and A_n = version -
 last_applied_n is the number of aggregations the model has gone without the device's data (its
 age). Ties go to the lower device index. mu = 0 is channel-aware dispatch alone.
 """
@@ -23,23 +24,19 @@ import math
 import numpy as np
 
 from .base import DispatchState
-from .power import powers
-
-_LN2 = math.log(2.0)
+from .pricing import priced_power_and_airtime
 
 __all__ = ["DispatchQueues", "dispatch_costs"]
 
 
 def dispatch_costs(state: DispatchState, queue: np.ndarray, p_max: np.ndarray, *, V: float, lam: float,
                    mu: float, rule: str = "exact") -> tuple[np.ndarray, np.ndarray]:
-    """(J_n, P_n) of every device (J = +inf where it cannot be started or cannot send)."""
-    gains = state.mean_gains
-    power = powers(gains, queue, p_max, V=V, lam=lam, model_bits=state.model_bits,
-                   bandwidth_hz=state.bandwidth_hz, noise_power=state.noise_power, rule=rule)
-    rate = np.log1p(gains * (power / state.noise_power))
-    c = V * lam * state.model_bits / state.bandwidth_hz * _LN2
-    with np.errstate(divide="ignore", over="ignore", invalid="ignore"):
-        airtime = np.where(rate > 0, c / rate if c else 0.0, np.inf)
+    """(J_n, P_n) of every device (J = +inf where it cannot be started or cannot send). The airtime
+    is priced as the access scheme says for the devices in flight once these start sending together
+    (an upper bound on those on the air at once)."""
+    in_flight = int(state.num_busy) + int(state.slots)
+    power, airtime = priced_power_and_airtime(state, state.mean_gains, queue, p_max, V=V, lam=lam,
+                                              k=max(in_flight, 1), rule=rule)
     cost = airtime + queue * power - V * mu * (state.version - state.last_applied)
     eligible = ~state.busy if state.available is None else state.available & ~state.busy
     return np.where(eligible, cost, np.inf), power

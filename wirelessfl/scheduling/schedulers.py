@@ -21,7 +21,8 @@ from ..config import option
 from ..fields import require_memory
 from .base import Decision, Dispatch, DispatchState, RoundState, Scheduler, inclusion_probability
 from .dispatch import DispatchQueues
-from .power import POWER_RULES, check_gains, powers
+from .power import POWER_RULES, check_gains
+from .pricing import priced_power_and_airtime
 from .selection import SELECTION_METHODS, _solve_selection
 
 _LN2 = math.log(2.0)
@@ -270,29 +271,21 @@ class LyapunovScheduler(Scheduler):
         info["queue_mean"] = float(self.queue.mean())
         return Dispatch(devices, power, info)
 
-    def costs(self, state: RoundState, queue: np.ndarray, power: np.ndarray) -> np.ndarray:
-        """b_n = V lam l / (B log2(1 + g P / N0)) + Z P; +inf for a device that cannot send."""
-        # ln(1 + snr), accurate for tiny snr; c / log2(1 + snr) = c ln2 / ln(1 + snr).
-        rate = np.log1p(np.asarray(state.gains, dtype=float) * (power / state.noise_power))
-        c = self.V * self.lam * state.model_bits / state.bandwidth_hz * _LN2
-        if c == 0.0:
-            airtime = np.where(rate > 0, 0.0, np.inf)
-        else:
-            with np.errstate(divide="ignore", over="ignore"):
-                airtime = c / rate  # rate 0 (no power, or below rounding): +inf
-        return airtime + queue * power
+    def costs(self, state: RoundState, queue: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(P, b): the powers and b_n = V lam airtime_n + Z P, +inf for a device that cannot send;
+        airtime priced as the access scheme says for m devices sending together
+        (wirelessfl.scheduling.pricing)."""
+        power, airtime = priced_power_and_airtime(state, np.asarray(state.gains, dtype=float), queue, self.p_max,
+                                                  V=self.V, lam=self.lam, k=self.m, rule=self.power_rule)
+        return power, airtime + queue * power
 
     def decide(self, state: RoundState) -> Decision:
         """Powers, selection probabilities and the queue update for one round."""
         n, m = self.num_devices, self.m
         avail = _availability(state, n)
-        gains = np.asarray(state.gains, dtype=float)
-        check_gains(gains)
+        check_gains(np.asarray(state.gains, dtype=float))
         z = self.queue  # replaced, never written in place, below
-        power = powers(gains, z, self.p_max, V=self.V, lam=self.lam, model_bits=state.model_bits,
-                       bandwidth_hz=state.bandwidth_hz, noise_power=state.noise_power,
-                       rule=self.power_rule)
-        b = self.costs(state, z, power)
+        power, b = self.costs(state, z)
         eligible = b < np.inf
         if avail is not None:
             eligible &= avail

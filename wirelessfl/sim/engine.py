@@ -245,7 +245,7 @@ class Engine:
         available = p.availability.step(self.streams["availability"]) if p.availability is not None else None
         state = RoundState(round=r, gains=gains, model_bits=p.upload_bits, bandwidth_hz=p.access.link.bandwidth_hz,
                            noise_power=p.access.link.noise_power, available=available,
-                           rng=self.streams["selection"], time_s=t_start)
+                           rng=self.streams["selection"], time_s=t_start, access=p.access)
         plan = p.algorithm.plan_round(r, self.streams["round_type"])
         if plan is not None:
             yield from self._server_round(state, plan)

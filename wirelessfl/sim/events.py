@@ -121,7 +121,7 @@ class EventEngine(RoundMachinery):
             last_applied=self.last_applied,
             mean_gains=self.mean_gains, model_bits=parts.upload_bits, bandwidth_hz=link.bandwidth_hz,
             noise_power=link.noise_power, per_aggregation=protocol.per_aggregation, interval_s=math.nan,
-            rng=streams["selection"])
+            rng=streams["selection"], access=parts.access)
         self.env: Clock | None = None
 
     # --- the run -----------------------------------------------------------------------------

@@ -31,7 +31,7 @@ class RoundMachinery:
             available = ~self.busy if available is None else available & ~self.busy
         state = RoundState(round=r, gains=gains, model_bits=p.upload_bits, bandwidth_hz=p.access.link.bandwidth_hz,
                            noise_power=p.access.link.noise_power, available=available,
-                           rng=self.streams["selection"], time_s=t)
+                           rng=self.streams["selection"], time_s=t, access=p.access)
         plan = p.algorithm.plan_round(r, self.streams["round_type"])
         if plan is not None:
             end = t + plan.duration_s if plan.duration_s > 0 else t + p.idle_round_s
@@ -105,7 +105,8 @@ class RoundMachinery:
         state = RoundState(round=round_.index, gains=round_.gains, model_bits=self.parts.upload_bits,
                            bandwidth_hz=self.parts.access.link.bandwidth_hz,
                            noise_power=self.parts.access.link.noise_power, available=round_.available,
-                           rng=self.streams["selection"], time_s=round_.t_start)
+                           rng=self.streams["selection"], time_s=round_.t_start,
+                           access=self.parts.access)
         queue = self.parts.scheduler.skip_round(state, self._drain)
         decision = Decision(omega=np.zeros(n), q=np.zeros(n), power=np.zeros(n),
                             queue=np.zeros(n) if queue is None else np.asarray(queue, dtype=float), m=0,
