@@ -33,15 +33,21 @@ class BlockFading:
     module docstring); ``mean_gains``: E|h_n|^2 of every device; ``floors``: each device's lowest gain."""
 
     def __init__(self, coherence_s: float, rho: float, mean_gains: np.ndarray, floors: np.ndarray,
-                 bandwidth_hz: float, noise_power: float):
+                 bandwidth_hz: float, noise_power: float, path_loss=None):
         self.coherence_s, self.rho = float(coherence_s), float(rho)
         self.mean_gains, self.floors = np.asarray(mean_gains, dtype=float), np.asarray(floors, dtype=float)
         self.bandwidth_hz, self.noise_power = float(bandwidth_hz), float(noise_power)
         self._innovation = math.sqrt(max(1.0 - self.rho ** 2, 0.0))
+        # moving devices: the mean and the floor follow the path loss of where the device is now
+        self.path_loss = path_loss
+        self._distance_gain0 = None if path_loss is None else path_loss.distance_gain.copy()
 
     def block_gains(self, device: int, gain: float, rng: np.random.Generator):
         """The gains of the blocks of an upload that starts at ``gain`` (an endless generator)."""
         mean, floor = float(self.mean_gains[device]), float(self.floors[device])
+        if self.path_loss is not None:
+            moved = float(self.path_loss.distance_gain[device] / self._distance_gain0[device])
+            mean, floor = mean * moved, floor * moved
         phase = 2 * math.pi * rng.random()
         h = math.sqrt(gain) * complex(math.cos(phase), math.sin(phase))
         yield gain
@@ -99,4 +105,6 @@ def block_fading(scenario, channel) -> BlockFading | None:
     if mean is None:
         mean = 2.0 * sigmas ** 2
     floors = scenario.channel.gain_floor * np.asarray(mean, dtype=float) / (2.0 * sigmas ** 2)
-    return BlockFading(coherence, rho, mean, floors, scenario.link.bandwidth_hz, scenario.link.noise_power)
+    moving = getattr(channel, "mobility", None) is not None
+    return BlockFading(coherence, rho, mean, floors, scenario.link.bandwidth_hz, scenario.link.noise_power,
+                       channel.path_loss if moving else None)

@@ -16,9 +16,13 @@ def _seed_sequence(root_seed: int, name: str) -> np.random.SeedSequence:
     return np.random.SeedSequence(entropy=int(root_seed), spawn_key=(zlib.crc32(name.encode()),))
 
 
-def stream(root_seed: int, name: str) -> np.random.Generator:
-    """Return the numpy Generator for the stream ``name`` under ``root_seed``."""
-    return np.random.Generator(np.random.PCG64(_seed_sequence(root_seed, name)))
+def stream(root_seed: int, name: str, *keys: int) -> np.random.Generator:
+    """Return the numpy Generator for the stream ``name`` under ``root_seed``; ``keys`` (non-negative
+    integers) name independent children of it, e.g. one per device and segment of its path."""
+    seq = _seed_sequence(root_seed, name)
+    if keys:
+        seq = np.random.SeedSequence(seq.entropy, spawn_key=(*seq.spawn_key, *(int(k) for k in keys)))
+    return np.random.Generator(np.random.PCG64(seq))
 
 
 def torch_generator(root_seed: int, name: str):

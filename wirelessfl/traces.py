@@ -141,6 +141,9 @@ def record_traces(scenario, rounds: int, out_dir: str | Path, fmt: str = "csv") 
 
     if rounds < 1 or not math.isfinite(rounds):
         raise ConfigError(f"rounds = {rounds}: must be >= 1")
+    if scenario.devices.mobility != "static":
+        raise ConfigError(f"devices.mobility = {scenario.devices.mobility!r}: a trace has rounds, not a clock, so it "
+                          "cannot follow moving devices; record one with devices.mobility = 'static'")
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     n = scenario.devices.count

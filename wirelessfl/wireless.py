@@ -4,7 +4,8 @@ A channel fits :class:`Channel`: ``draw(rng)`` gives one round's gains |h_n|^2. 
 the built-ins ``channel.model`` accepts besides installed plugins and import paths:
 RayleighFading (i.i.d.), GaussMarkovFading (correlated across rounds, has state), RicianFading and
 TraceChannel (measured gains replayed from a file). PathLossChannel multiplies any of them by
-distance path loss and log-normal shadowing (``channel.path_loss``). The link (Shannon rates,
+distance path loss and log-normal shadowing (``channel.path_loss``), of positions that move with
+``devices.mobility`` (wirelessfl.mobility: the engines tell the channel the clock, ``set_time``). The link (Shannon rates,
 airtimes, energy, the downlink) and the access schemes are in wirelessfl.access.
 """
 from __future__ import annotations
@@ -15,6 +16,7 @@ from typing import Any, ClassVar, Protocol
 import numpy as np
 
 from .fields import FilePath, NoOptions, option
+from .mobility import Mobility
 from .plugins import Registry
 from .traces import Trace
 
@@ -49,6 +51,14 @@ class Channel(Protocol):
 
     def mean_gain(self) -> np.ndarray | None:
         """E|h_n|^2 of every device (for devices.min_mean_snr_db and devices.csv); None: unknown."""
+        return None
+
+    def set_time(self, time_s: float) -> None:
+        """The clock, before every draw (a round's start, an upload's start): channels that change
+        with time, such as moving devices' path loss, move to it. Default: nothing."""
+
+    def positions_m(self) -> np.ndarray | None:
+        """Every device's position (N, 2) at the last ``set_time`` (None: the channel has none)."""
         return None
 
     def state_dict(self) -> dict[str, Any]:
@@ -219,14 +229,22 @@ class PathLoss:
 
     def __init__(self, positions_m: np.ndarray, *, reference_gain: float, reference_distance_m: float,
                  exponent: float, shadowing_db: float, per_round: bool, rng: np.random.Generator):
-        self.positions_m = np.asarray(positions_m, dtype=float).reshape(-1, 2)
-        self.distances_m = np.hypot(self.positions_m[:, 0], self.positions_m[:, 1])
-        d = np.maximum(self.distances_m, reference_distance_m)
-        self.distance_gain = reference_gain * (d / reference_distance_m) ** (-exponent)
+        self.reference_gain, self.reference_distance_m = float(reference_gain), float(reference_distance_m)
+        self.exponent = float(exponent)
+        self.move(positions_m)
         self.shadowing_db = float(shadowing_db)
         self.per_round = per_round
-        self.device_shadow_db = (np.zeros(d.size) if per_round or shadowing_db == 0
-                                 else rng.normal(0.0, shadowing_db, d.size))
+        n = self.distances_m.size
+        self.device_shadow_db = (np.zeros(n) if per_round or shadowing_db == 0
+                                 else rng.normal(0.0, shadowing_db, n))
+
+    def move(self, positions_m: np.ndarray) -> None:
+        """The devices are now at ``positions_m`` (N, 2): distances and distance gains follow (a
+        device's shadowing stays its own)."""
+        self.positions_m = np.asarray(positions_m, dtype=float).reshape(-1, 2)
+        self.distances_m = np.hypot(self.positions_m[:, 0], self.positions_m[:, 1])
+        d = np.maximum(self.distances_m, self.reference_distance_m)
+        self.distance_gain = self.reference_gain * (d / self.reference_distance_m) ** (-self.exponent)
 
     def scale(self, rng: np.random.Generator, devices: np.ndarray | None = None) -> np.ndarray:
         """This round's large-scale gain of every device (or of ``devices``)."""
@@ -254,8 +272,18 @@ class PathLossChannel(Channel):
     The fading's gain floor applies to |h|^2 before path loss, so it stays a relative deep-fade clip.
     """
 
-    def __init__(self, fading, path_loss: PathLoss):
+    def __init__(self, fading, path_loss: PathLoss, mobility=None):
         self.fading, self.path_loss = fading, path_loss
+        self.mobility = mobility if mobility is not None and mobility.moving else None
+
+    def set_time(self, time_s: float) -> None:
+        """Moving devices (wirelessfl.mobility): the path loss of their positions at ``time_s``."""
+        if self.mobility is not None and time_s != self.mobility.now:
+            self.path_loss.move(self.mobility.positions(time_s))
+
+    def positions_m(self) -> np.ndarray:
+        """Where the devices are (their positions at the last ``set_time``)."""
+        return self.path_loss.positions_m
 
     def draw(self, rng: np.random.Generator) -> np.ndarray:
         """One round's gains (the fading is drawn first, then any per-round shadowing)."""
@@ -361,7 +389,10 @@ def build_channel(scenario, rng: np.random.Generator | None = None) -> Channel:
                          reference_gain=10.0 ** (cfg.reference_gain_db / 10.0),
                          reference_distance_m=cfg.reference_distance_m, exponent=cfg.path_loss_exponent,
                          shadowing_db=cfg.shadowing_db, per_round=cfg.shadowing == "per_round", rng=rng)
-    return PathLossChannel(fading, path_loss)
+    dc = scenario.devices
+    mobility = (Mobility(positions, cfg.cell_radius_m, dc.speed_mps, dc.mobility, scenario.seed)
+                if dc.mobility != "static" else None)
+    return PathLossChannel(fading, path_loss, mobility)
 
 
 # The link and the access schemes live in wirelessfl.access (link.access names a part of its own);

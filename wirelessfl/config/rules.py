@@ -72,12 +72,15 @@ def cross_check(s) -> None:
     if s.link.errors == "outage" and s.link.rate_bps is None:
         raise ConfigError("link.errors = 'outage': needs link.rate_bps (at the adaptive rate the capacity always "
                           "suffices, so nothing would fail)")
+    if s.devices.mobility != "static":
+        _check_mobility(s)
     if s.channel.coherence_s is not None or s.devices.speed_mps:
         field = "channel.coherence_s" if s.channel.coherence_s is not None else "devices.speed_mps"
         if s.link.access != "tdma" or s.link.packet_bits is not None or s.link.rate_bps is not None \
                 or s.link.errors != "none":
-            raise ConfigError(f"{field}: fading within an upload is modelled for whole uploads at the adaptive rate "
-                              "under link.access = 'tdma' (no packets, fixed rate or packet errors)")
+            raise ConfigError(f"{field}: fading within an upload (a moving device's channel changes while it "
+                              "sends) is modelled for whole uploads at the adaptive rate under link.access = 'tdma' "
+                              "(no packets, fixed rate or packet errors)")
     if s.link.p_max < s.link.p_bar:
         raise ConfigError(f"link.p_max = {s.link.p_max:g}: must be >= link.p_bar = {s.link.p_bar:g}")
     for kind in KINDS.values():
@@ -153,3 +156,16 @@ def _check_part(s, kind) -> None:
     except (ValueError, TypeError, OSError) as exc:
         name = s.part_name(kind.name)
         raise ConfigError(f"{kind.field} = {name!r}: {type(exc).__name__}: {exc}".replace("\n", " ")) from None
+
+
+def _check_mobility(s) -> None:
+    """Moving devices need a cell (path loss), a speed, and starting points inside the cell."""
+    what = f"devices.mobility = {s.devices.mobility!r}"
+    if not s.channel.path_loss:
+        raise ConfigError(f"{what}: devices move in the cell and their path loss follows; set channel.path_loss = true")
+    if not s.devices.speed_mps > 0:
+        raise ConfigError(f"{what}: needs devices.speed_mps > 0")
+    for i, xy in enumerate(s.channel.positions_m):
+        if math.hypot(*xy) > s.channel.cell_radius_m:
+            raise ConfigError(f"channel.positions_m[{i}] = {list(xy)!r}: outside the cell of channel.cell_radius_m = "
+                              f"{s.channel.cell_radius_m:g} in which {what} moves the devices")

@@ -202,6 +202,10 @@ class DevicesConfig(_PartTable):
                                 "model's time: unequal local work makes stragglers")
     speed_mps: float = option(0.0, ge=0, doc="device speed: with link.carrier_hz the Doppler f_D = v f_c / c sets "
                               "the correlation J0(2 pi f_D T_c) of the fading from one coherence time to the next")
+    mobility: str = option("static", choices=("static", "constant_velocity", "random_waypoint"),
+                           doc="how devices move in the cell at speed_mps (needs channel.path_loss): "
+                               "static, constant_velocity (one direction, reflected at the cell's edge) or "
+                               "random_waypoint (straight to uniform points of the cell, no pause)")
     p_on_to_off: float = option(0.0, ge=0, le=1, doc="per-round probability an available device leaves")
     p_off_to_on: float = option(1.0, gt=0, le=1, doc="per-round probability an unavailable one returns")
     availability_period_s: float = option(1.0, gt=0, doc="event protocols: the availability chain (or trace "

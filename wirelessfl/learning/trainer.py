@@ -451,9 +451,7 @@ class Trainer:
         and scaled back at the server."""
         sent = deltas * (weights.numel() * weights)[:, None]
         power = float(sent.square().mean())
-        base = _seed_sequence(self.root_seed, "aircomp")
-        rng = np.random.Generator(np.random.PCG64(np.random.SeedSequence(
-            base.entropy, spawn_key=(*base.spawn_key, self.aggregations))))
+        rng = stream(self.root_seed, "aircomp", self.aggregations)
         noise = torch.from_numpy(rng.standard_normal(self.num_params, dtype=np.float32)).to(self.device)
         return noise * math.sqrt(self.aggregate_noise_var * power)
 

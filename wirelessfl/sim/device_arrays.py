@@ -1,4 +1,5 @@
-"""Per-round arrays of every device (gains, omega, q, P, Z, availability), streamed to decisions.h5.
+"""Per-round arrays of every device (gains, omega, q, P, Z, availability; positions when devices
+move), streamed to decisions.h5.
 
 One HDF5 dataset per key, rounds x devices float32, appended every few rounds while the run goes:
 memory stays flat however many rounds a run has (N = 10,000 devices: 240 KB a round). HDF5 through
@@ -38,10 +39,13 @@ def rounds_per_write(num_devices: int) -> int:
 
 class DeviceArrays:
     """Appends one row per round of every key to ``path``, ``every`` rounds at a time (default:
-    ``rounds_per_write``); the HDF5 chunks are ``every`` rounds long."""
+    ``rounds_per_write``); the HDF5 chunks are ``every`` rounds long. ``extra``: more keys, each with
+    the shape of a device's entry (``{"positions": (2,)}``: rounds x devices x 2)."""
 
-    def __init__(self, path: Path, num_devices: int, every: int | None = None):
+    def __init__(self, path: Path, num_devices: int, every: int | None = None,
+                 extra: dict[str, tuple[int, ...]] | None = None):
         self.path, self.num_devices = Path(path), int(num_devices)
+        self.shapes = {key: () for key in ARRAY_KEYS} | dict(extra or {})
         self.every = int(every) if every is not None else rounds_per_write(self.num_devices)
         self.rows = 0  # rows in the file
         self._buffer: list[dict[str, np.ndarray]] = []
@@ -59,9 +63,9 @@ class DeviceArrays:
         if path.is_symlink():
             raise UnsafeOutput(f"{path}: is a symbolic link; a run writes its files itself")
         fh = h5py.File(path, "w", libver="latest")
-        for key in ARRAY_KEYS:
-            fh.create_dataset(key, shape=(0, self.num_devices), maxshape=(None, self.num_devices),
-                              dtype="f4", chunks=(self.every, self.num_devices))
+        for key, entry in self.shapes.items():
+            fh.create_dataset(key, shape=(0, self.num_devices, *entry), maxshape=(None, self.num_devices, *entry),
+                              dtype="f4", chunks=(self.every, self.num_devices, *entry))
         return fh
 
     def check(self, rows: int) -> str | None:
@@ -76,7 +80,7 @@ class DeviceArrays:
             import h5py
 
             with h5py.File(self.path, "r", libver="latest", swmr=True) as fh:
-                short = [k for k in ARRAY_KEYS if k not in fh or fh[k].shape[0] < rows
+                short = [k for k in self.shapes if k not in fh or fh[k].shape[0] < rows
                          or fh[k].shape[1] != self.num_devices]
         except OSError as exc:
             return f"{self.path.name} cannot be read ({exc})"
@@ -96,7 +100,7 @@ class DeviceArrays:
         tmp.unlink(missing_ok=True)
         new = self._create(tmp)
         with h5py.File(self.path, "r", libver="latest", swmr=True) as old:
-            for key in ARRAY_KEYS:
+            for key in self.shapes:
                 new[key].resize(rows, axis=0)
                 for start in range(0, rows, 1024):  # in blocks: memory stays flat
                     new[key][start:start + 1024] = old[key][start:min(start + 1024, rows)]
@@ -117,7 +121,7 @@ class DeviceArrays:
         if not self._buffer or self._file is None:
             return
         n = len(self._buffer)
-        for key in ARRAY_KEYS:
+        for key in self.shapes:
             dataset = self._file[key]
             dataset.resize(self.rows + n, axis=0)
             dataset[self.rows:] = np.stack([row[key] for row in self._buffer]).astype(np.float32)
@@ -138,15 +142,16 @@ class DeviceArrays:
             self._file = None
 
 
-def load_decisions(run_dir: str | Path, keys=ARRAY_KEYS) -> dict[str, np.ndarray]:
-    """The per-round arrays of a run (rounds x devices) as numpy arrays."""
+def load_decisions(run_dir: str | Path, keys=None) -> dict[str, np.ndarray]:
+    """The per-round arrays of a run (rounds x devices; ``positions``, when devices move: rounds x
+    devices x 2, in metres) as numpy arrays; ``keys``: only these (default: all)."""
     run_dir = Path(run_dir)
     if (run_dir / DECISIONS).exists():
         import h5py
 
         with h5py.File(run_dir / DECISIONS, "r", libver="latest", swmr=True) as fh:
-            return {k: fh[k][()] for k in keys if k in fh}
+            return {k: fh[k][()] for k in (fh.keys() if keys is None else keys) if k in fh}
     if (run_dir / "decisions.npz").exists():  # runs written before decisions.h5
         with np.load(run_dir / "decisions.npz", allow_pickle=False) as data:
-            return {k: data[k] for k in keys if k in data}
+            return {k: data[k] for k in (ARRAY_KEYS if keys is None else keys) if k in data}
     raise FileNotFoundError(f"{run_dir}: no {DECISIONS} (was the run made with run.record_devices = false?)")

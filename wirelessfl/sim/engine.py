@@ -241,6 +241,7 @@ class Engine:
     def _round(self, r: int):
         p = self.parts
         t_start = self.env.now
+        p.channel.set_time(t_start)
         gains = p.channel.draw(self.streams["channel"])
         available = p.availability.step(self.streams["availability"]) if p.availability is not None else None
         state = RoundState(round=r, gains=gains, model_bits=p.upload_bits, bandwidth_hz=p.access.link.bandwidth_hz,

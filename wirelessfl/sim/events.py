@@ -110,7 +110,9 @@ class EventEngine(RoundMachinery):
         self._evals_at: list[int] = []  # the versions of the last two evaluations
         self.stopping = False
         gain = parts.channel.mean_gain()
-        self.mean_gains = np.ones(n) if gain is None else np.asarray(gain, dtype=float)
+        self.mean_gains = np.ones(n) if gain is None else np.array(gain, dtype=float)
+        # moving devices: the dispatch rule sees the mean gains of where they are
+        self.moving = getattr(parts.channel, "mobility", None) is not None
         self.keep_start = bool(getattr(protocol, "keeps_start_model", False))
         link = parts.access.link
         self._energy = getattr(parts.compute, "has_energy", True)  # without an energy model: no call per dispatch
@@ -238,6 +240,9 @@ class EventEngine(RoundMachinery):
             return 0
         scheduler = self.parts.scheduler
         state = self._dispatch_state  # one object, brought up to date (arrays are the engine's own)
+        if self.moving:
+            self.parts.channel.set_time(self.env.now)
+            self.mean_gains[:] = self.parts.channel.mean_gain()
         state.time_s, state.version, state.slots, state.available = self.env.now, self.version, self.wanted, \
             self.available
         state.busy, state.num_busy, state.last_applied = self.busy, len(self.flying), self.last_applied
@@ -325,7 +330,9 @@ class EventEngine(RoundMachinery):
         """A fresh gain of ``device`` (the channel's "channel" stream), as a transmission begins."""
         one = self._one_device  # a reused one-element array: a transmission begins for every upload
         one[0] = device
-        return float(self.parts.channel.draw_devices(self.streams["channel"], one)[0])
+        channel = self.parts.channel
+        channel.set_time(self.env.now)
+        return float(channel.draw_devices(self.streams["channel"], one)[0])
 
     # --- losing devices ------------------------------------------------------------------------
 

@@ -271,8 +271,13 @@ class Recorder:
     the updates (``on_update``): a round record with ``per_update`` set leaves them alone.
     """
 
-    def __init__(self, num_devices: int, out_dir: Path | None = None, keep_device_arrays: bool = True):
+    def __init__(self, num_devices: int, out_dir: Path | None = None, keep_device_arrays: bool = True,
+                 positions=None):
         self.num_devices = num_devices
+        # moving devices: where they are at each record (a callable giving (N, 2) metres), kept in
+        # decisions.h5 and averaged into devices.csv's distance_m
+        self.positions = positions
+        self.distance_sum = np.zeros(num_devices)
         self.rounds: list[dict] = []
         self.evals: list[dict] = []
         self.selections = np.zeros(num_devices, dtype=np.int64)
@@ -283,7 +288,7 @@ class Recorder:
         self.expected_power_sum = np.zeros(num_devices)  # sum over rounds of P q (Fig. 7)
         self._device_pending: list[tuple] = []  # updates' totals not yet added to the arrays above
         self.out_dir = out_dir
-        self.arrays = (DeviceArrays(out_dir / DECISIONS, num_devices)
+        self.arrays = (DeviceArrays(out_dir / DECISIONS, num_devices, extra={"positions": (2,)} if positions else None)
                        if keep_device_arrays and out_dir is not None else None)
         self.updates = UpdateLog(out_dir / "updates.csv" if out_dir is not None else None)
         self.update_stats = {"applied": 0, "staleness_sum": 0, "uploads": 0, "airtime_s": 0.0}
@@ -365,9 +370,15 @@ class Recorder:
             self._round_updates(rec)
         if rec.q is None:  # a round decision: its expected power P q (dispatched updates count their own)
             self.expected_power_sum += d.power * d.q
+        where = self.positions() if self.positions is not None else None
+        if where is not None:
+            self.distance_sum += np.hypot(where[:, 0], where[:, 1])
         if self.arrays is not None:
-            self.arrays.append({"gains": rec.gains, "omega": d.omega, "q": d.q, "power": d.power, "queue": d.queue,
-                                "available": np.ones(self.num_devices) if available is None else available})
+            arrays = {"gains": rec.gains, "omega": d.omega, "q": d.q, "power": d.power, "queue": d.queue,
+                      "available": np.ones(self.num_devices) if available is None else available}
+            if where is not None:
+                arrays["positions"] = where
+            self.arrays.append(arrays)
         self._write("rounds", row)
 
     def _round_updates(self, rec: RoundRecord) -> None:
@@ -469,7 +480,7 @@ class Recorder:
         return {"rounds": plain(self.rounds), "evals": plain(self.evals), "selections": self.selections.copy(),
                 "energy_j": self.energy_j.copy(), "compute_energy_j": self.compute_energy_j.copy(),
                 "dropped": self.dropped.copy(), "available_rounds": self.available_rounds.copy(),
-                "expected_power_sum": self.expected_power_sum.copy(),
+                "expected_power_sum": self.expected_power_sum.copy(), "distance_sum": self.distance_sum.copy(),
                 "device_rows": self.arrays.rows if self.arrays is not None else 0,
                 "updates": self.updates.state_dict(), "update_stats": dict(self.update_stats)}
 
@@ -519,6 +530,7 @@ class Recorder:
         for key in ("selections", "energy_j", "compute_energy_j", "dropped", "available_rounds", "expected_power_sum"):
             setattr(self, key, np.asarray(state[key]).copy())
         self.update_stats = dict(state["update_stats"])
+        self.distance_sum = np.asarray(state.get("distance_sum", np.zeros(self.num_devices)), dtype=float).copy()
         self.round_columns = _columns(self.rounds)
         self._known = set(self.round_columns)
         if self.out_dir is not None:

@@ -25,6 +25,7 @@ class RoundMachinery:
         if self.stopping:
             return
         p, r, t = self.parts, self.version, self.env.now
+        p.channel.set_time(t)
         gains = p.channel.draw(self.streams["channel"])
         available = self.available
         if self.busy.any():

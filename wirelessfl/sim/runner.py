@@ -122,7 +122,9 @@ class Run:
                       fading=block_fading(scenario, self.channel))
         # per-device arrays are per round decision: the dispatch protocols have none
         decisions = not self.protocol.event_driven or self.protocol.round_based
-        self.recorder = Recorder(n, run_dir, keep_device_arrays=rc.record_devices and decisions)
+        moving = getattr(self.channel, "mobility", None) is not None
+        self.recorder = Recorder(n, run_dir, keep_device_arrays=rc.record_devices and decisions,
+                                 positions=self.channel.positions_m if moving else None)
         self.resumed = False
         self.bar = ProgressBar(scenario, enabled=progress)
         common = dict(streams={name: rngs.stream(scenario.seed, name) for name in STREAMS},
@@ -242,8 +244,11 @@ class Run:
 
     def _close(self, wall_time_s: float, status: str, error: str | None) -> tuple[dict, dict]:
         rec, sc = self.recorder, self.scenario
-        extra = ({"distance_m": self.channel.path_loss.distances_m, "mean_gain": self.channel.mean_gain()}
-                 if sc.channel.path_loss else None)
+        extra = None
+        if sc.channel.path_loss:  # moving devices: their mean distance over the records
+            distance = (rec.distance_sum / max(len(rec.rounds), 1) if rec.positions is not None
+                        else self.channel.path_loss.distances_m)
+            extra = {"distance_m": distance, "mean_gain": self.channel.mean_gain()}
         devices = rec.device_table(sigma_profile(sc.channel, sc.devices.count), extra)
         summary = summarise(sc, rec.rounds, rec.evals, devices, wall_time_s=wall_time_s, model_bits=self.bits,
                             updates=rec.update_stats, sim_time_s=self.engine.now)
