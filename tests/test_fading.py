@@ -70,6 +70,30 @@ def test_an_upload_lasts_until_the_rate_integrated_over_its_blocks_gives_its_bit
         assert got == pytest.approx(t, abs=2e-6), seed
 
 
+def test_at_a_fixed_rate_blocks_below_it_are_outages_that_carry_nothing():
+    rate, tc, mean, power = 2e6, 0.01, 1.0, 1.0
+    fading = BlockFading(tc, 0.0, mean_gains=np.array([mean]), floors=np.array([1e-9]), bandwidth_hz=1e6,
+                         noise_power=1.0, fixed_rate_bps=rate)
+    threshold = (2 ** (rate / 1e6) - 1) / power  # the capacity reaches the rate from this gain on (3)
+    for seed in range(10):  # by hand: whole blocks at the rate where the capacity reaches it
+        got = fading.upload_s(1e5, 0.5, power, 0, np.random.default_rng(seed))
+        blocks, left, t = fading.block_gains(0, 0.5, np.random.default_rng(seed)), 1e5, 0.0
+        while True:
+            sent = rate * tc if next(blocks) >= threshold else 0.0
+            if sent >= left:
+                t += left / rate
+                break
+            left, t = left - sent, t + tc
+        assert got == pytest.approx(t, rel=1e-12)
+    # independent Rayleigh blocks: an upload of b blocks' worth needs b good ones, each good with
+    # probability exp(-threshold / mean), so it lasts b T_c / that on average (first block included)
+    rng = np.random.default_rng(0)
+    b = 4
+    times = [fading.upload_s(b * rate * tc, rng.exponential(mean), power, 0, rng) for _ in range(20000)]
+    p_good = math.exp(-threshold / mean)
+    assert np.mean(times) == pytest.approx(b * tc / p_good, rel=0.03)
+
+
 def test_fading_within_an_upload_under_sync_and_semi_sync(tmp_path):
     one = simulate(scenario(), tmp_path / "one", progress=False)
     blocks = simulate(scenario(speed_mps=60 / 3.6), tmp_path / "sync", progress=False)
@@ -95,6 +119,24 @@ def test_fading_within_an_upload_is_refused_where_it_is_not_modelled():
         from_dict({"run": {"rounds": 1}, "devices": {"speed_mps": 10.0}, "link": {"access": "fdma"}})
     with pytest.raises(ConfigError, match="channel.coherence_s"):
         from_dict({"run": {"rounds": 1}, "channel": {"coherence_s": 0.01}, "link": {"packet_bits": 1000}})
+    with pytest.raises(ConfigError, match="channel.coherence_s"):
+        from_dict({"run": {"rounds": 1}, "channel": {"coherence_s": 0.01},
+                   "link": {"rate_bps": 1e6, "errors": "waterfall"}})
+
+
+def test_a_fixed_rate_with_fading_within_uploads_runs_under_sync_and_fedbuff(tmp_path):
+    """The engines hand a fixed rate to the fading (not to the packet path): whole uploads, one
+    transmission each, none lost, at least bits / rate on the air."""
+    for protocol in ("sync", "fedbuff"):
+        sc = scenario(protocol, rounds=12, coherence_s=0.005).replace("link.rate_bps=300000", "channel.sigma_min=0.5")
+        up = simulate(sc, tmp_path / protocol, progress=False).updates.dropna(subset=["tx_end_s"])
+        assert len(up) > 10 and (up.outcome == "applied").all() and (up.attempts == 1).all()
+        assert (up.airtime_s >= 2e6 / 3e5 * (1 - 1e-9)).all()
+        assert (up.airtime_s > 2e6 / 3e5 * 1.05).any()  # some blocks were outages
+    # a rate the weakest device's blocks (almost) never reach: one line, not an endless upload
+    sc = scenario("sync", rounds=2, coherence_s=0.005).replace("link.rate_bps=300000")
+    with pytest.raises(ValueError, match=r"link.rate_bps = 300000: device 0 reaches that rate .* lower the rate"):
+        simulate(sc, tmp_path / "never", progress=False)
 
 
 def test_resume_mid_flight_with_fading_within_uploads(tmp_path, interrupted_and_resumed):

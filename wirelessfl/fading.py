@@ -13,7 +13,9 @@ rho = J0(2 pi f_D T_c), the Clarke/Jakes autocorrelation of the amplitude at lag
 the blocks are independent (rho = 0). The phase of block 0 is drawn uniformly (only |h|^2 is known).
 
 At the adaptive rate (the default) an upload lasts until the bits sent at each block's capacity
-B log2(1 + g_k P / N0) add up to its size. Knows nothing of learning.
+B log2(1 + g_k P / N0) add up to its size. At a fixed rate R (``link.rate_bps``) a block whose
+capacity reaches R carries R T_c bits and one below it is an outage that carries none (the device
+still sends, and spends its energy), until the upload's bits are through. Knows nothing of learning.
 """
 from __future__ import annotations
 
@@ -33,10 +35,11 @@ class BlockFading:
     module docstring); ``mean_gains``: E|h_n|^2 of every device; ``floors``: each device's lowest gain."""
 
     def __init__(self, coherence_s: float, rho: float, mean_gains: np.ndarray, floors: np.ndarray,
-                 bandwidth_hz: float, noise_power: float, path_loss=None):
+                 bandwidth_hz: float, noise_power: float, path_loss=None, fixed_rate_bps: float | None = None):
         self.coherence_s, self.rho = float(coherence_s), float(rho)
         self.mean_gains, self.floors = np.asarray(mean_gains, dtype=float), np.asarray(floors, dtype=float)
         self.bandwidth_hz, self.noise_power = float(bandwidth_hz), float(noise_power)
+        self.fixed_rate_bps = None if fixed_rate_bps is None else float(fixed_rate_bps)
         self._innovation = math.sqrt(max(1.0 - self.rho ** 2, 0.0))
         # moving devices: the mean and the floor follow the path loss of where the device is now
         self.path_loss = path_loss
@@ -58,11 +61,18 @@ class BlockFading:
             yield max(abs(h) ** 2, floor)
 
     def upload_s(self, bits: float, gain: float, power: float, device: int, rng: np.random.Generator) -> float:
-        """Seconds until ``bits`` are sent at each block's capacity, from a first block at ``gain``."""
+        """Seconds until ``bits`` are sent at each block's capacity (with a fixed rate: at that rate in
+        the blocks whose capacity reaches it, nothing in the others, which are outages), from a first
+        block at ``gain``."""
         left, elapsed = float(bits), 0.0
         log2 = math.log(2.0)
+        fixed = self.fixed_rate_bps
+        if fixed is not None:
+            self._check_reachable(bits, power, device)
         for k, g in enumerate(self.block_gains(device, gain, rng)):
             rate = self.bandwidth_hz * math.log1p(g * power / self.noise_power) / log2
+            if fixed is not None:
+                rate = fixed if rate >= fixed else 0.0
             if rate * self.coherence_s >= left:
                 return elapsed + left / rate
             left -= rate * self.coherence_s
@@ -71,6 +81,21 @@ class BlockFading:
                 raise RuntimeError(f"device {device}: an upload of {bits:g} bits spans more than {MAX_BLOCKS} "
                                    "coherence times (channel.coherence_s)")
         raise AssertionError("unreachable")
+
+    def _check_reachable(self, bits: float, power: float, device: int) -> None:
+        """Refuse, in one line, an upload at the fixed rate that would need more than MAX_BLOCKS blocks
+        on average: a block reaches the rate with probability exp(-g_min / E|h|^2) (Rayleigh)."""
+        mean = float(self.mean_gains[device])
+        if self.path_loss is not None:
+            mean *= float(self.path_loss.distance_gain[device] / self._distance_gain0[device])
+        g_min = math.expm1(self.fixed_rate_bps / self.bandwidth_hz * math.log(2.0)) * self.noise_power / power \
+            if power > 0 else math.inf
+        good = math.exp(-g_min / mean) if mean > 0 else 0.0
+        needed = math.ceil(bits / (self.fixed_rate_bps * self.coherence_s))
+        if good * MAX_BLOCKS < needed:
+            raise ValueError(f"link.rate_bps = {self.fixed_rate_bps:g}: device {device} reaches that rate in a block "
+                             f"with probability {good:.3g} (mean gain {mean:.3g}, power {power:.3g}); its upload "
+                             f"would last more than {MAX_BLOCKS} coherence times: lower the rate")
 
     def upload_times(self, bits, gains: np.ndarray, power: np.ndarray, devices: np.ndarray,
                      rng: np.random.Generator) -> np.ndarray:
@@ -107,4 +132,4 @@ def block_fading(scenario, channel) -> BlockFading | None:
     floors = scenario.channel.gain_floor * np.asarray(mean, dtype=float) / (2.0 * sigmas ** 2)
     moving = getattr(channel, "mobility", None) is not None
     return BlockFading(coherence, rho, mean, floors, scenario.link.bandwidth_hz, scenario.link.noise_power,
-                       channel.path_loss if moving else None)
+                       channel.path_loss if moving else None, scenario.link.rate_bps)

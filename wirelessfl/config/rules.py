@@ -76,11 +76,10 @@ def cross_check(s) -> None:
         _check_mobility(s)
     if s.channel.coherence_s is not None or s.devices.speed_mps:
         field = "channel.coherence_s" if s.channel.coherence_s is not None else "devices.speed_mps"
-        if s.link.access != "tdma" or s.link.packet_bits is not None or s.link.rate_bps is not None \
-                or s.link.errors != "none":
+        if s.link.access != "tdma" or s.link.packet_bits is not None or s.link.errors != "none":
             raise ConfigError(f"{field}: fading within an upload (a moving device's channel changes while it "
-                              "sends) is modelled for whole uploads at the adaptive rate under link.access = 'tdma' "
-                              "(no packets, fixed rate or packet errors)")
+                              "sends) is modelled for whole uploads, at the adaptive rate or at link.rate_bps, "
+                              "under link.access = 'tdma' (no packets or packet errors)")
     if s.link.p_max < s.link.p_bar:
         raise ConfigError(f"link.p_max = {s.link.p_max:g}: must be >= link.p_bar = {s.link.p_bar:g}")
     for kind in KINDS.values():

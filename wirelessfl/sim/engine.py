@@ -194,7 +194,8 @@ class Engine:
         self.on_round, self.on_eval, self.after_round = on_round, on_eval, after_round
         self.rounds_done = 0
         self._start_s = 0.0
-        self._packets = parts.access.link.packets_on  # uploads in packets that may fail
+        # uploads in packets that may fail (a fixed rate alone, with fading within an upload, is the fading's)
+        self._packets = parts.access.link.packets_on and parts.fading is None
         self.env: Clock | None = None
 
     def run(self) -> None:

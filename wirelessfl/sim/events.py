@@ -117,7 +117,9 @@ class EventEngine(RoundMachinery):
         link = parts.access.link
         self._energy = getattr(parts.compute, "has_energy", True)  # without an energy model: no call per dispatch
         self._one_device = np.zeros(1, dtype=np.int64)
-        self.packets_on = link.packets_on  # uploads in packets that may fail (wirelessfl.access.Link)
+        # uploads in packets that may fail (wirelessfl.access.Link; a fixed rate alone, with fading within
+        # an upload, is the fading's)
+        self.packets_on = link.packets_on and parts.fading is None
         self._dispatch_state = DispatchState(
             time_s=0.0, version=0, slots=0, busy=self.busy, num_busy=0, available=None,
             last_applied=self.last_applied,
