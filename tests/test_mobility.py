@@ -123,6 +123,9 @@ def test_sync_gains_follow_the_recorded_positions_and_devices_csv_has_their_mean
     replay = Mobility(start, 60.0, 20.0, "random_waypoint", seed=4)
     np.testing.assert_allclose(np.stack([replay.positions(t) for t in starts]), xy, atol=1e-3)
     np.testing.assert_allclose(res.devices["distance_m"], np.hypot(xy[..., 0], xy[..., 1]).mean(axis=0), rtol=1e-5)
+    from wirelessfl import load_run
+
+    np.testing.assert_array_equal(load_run(tmp_path / "run").decisions["positions"], xy)
 
 
 def test_event_uploads_see_the_path_loss_of_where_the_device_is_when_it_sends(tmp_path):

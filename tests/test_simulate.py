@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 
 from wirelessfl import load_run, simulate
-from wirelessfl.config import from_dict
+from wirelessfl.config import from_dict, to_dict
 from wirelessfl import load_decisions
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -185,3 +185,18 @@ def test_summary_is_strict_json_and_reads_back_with_its_missing_numbers(tmp_path
     assert strict["time_to_target_s"] is None and strict["non_finite"]["time_to_target_s"] == "nan"
     assert math.isnan(res.summary["time_to_target_s"]) and math.isnan(load_run(tmp_path / "r").summary["time_to_target_s"])
     assert "non_finite" not in load_run(tmp_path / "r").summary
+
+
+@pytest.mark.parametrize("stop", [{"rounds": 3, "eval_every_rounds": 10}, {"time_budget_s": 5.0, "eval_every_s": 100.0}],
+                         ids=["rounds", "time_budget"])
+def test_the_final_model_is_evaluated_whichever_rule_stops_the_run(tmp_path, stop):
+    """The summary's accuracy is the final model's, not that of the last scheduled evaluation."""
+    sc = learning_scenario()
+    run = {k: v for k, v in to_dict(sc)["run"].items() if k not in ("rounds", "eval_every_rounds")}
+    sc = from_dict({**to_dict(sc), "run": {**run, **stop}})
+    res = simulate(sc, tmp_path / "run", progress=False)
+    rounds = len(res.rounds)
+    assert res.evals["round"].tolist() == [0, rounds]  # at the start and at the end, once
+    assert res.evals["time_s"].iloc[-1] == pytest.approx(res.rounds["t_end"].iloc[-1])
+    assert res.summary["final_accuracy"] == res.evals["accuracy"].iloc[-1]
+    assert res.summary["final_accuracy"] > res.evals["accuracy"].iloc[0] + 0.1  # trained, not the initial model

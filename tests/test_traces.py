@@ -133,3 +133,26 @@ def test_relative_trace_paths_are_taken_from_the_scenarios_folder(tmp_path):
         load_scenario(folder / "s.toml")
     with pytest.raises(ConfigError, match=r"^channel.trace = .*no such file"):
         from_dict({"run": {"rounds": 1}, "channel": {"model": "trace", "trace": "missing.csv"}})
+
+
+def test_a_trace_is_never_overwritten_unasked_and_never_written_through_a_link(tmp_path):
+    (tmp_path / "s.toml").write_text(SCENARIO)
+    cmd = [sys.executable, "-m", "wirelessfl.cli", "trace", str(tmp_path / "s.toml"), "--rounds", "5",
+           "--out", str(tmp_path / "tr")]
+    assert subprocess.run(cmd, capture_output=True, text=True).returncode == 0
+    first = (tmp_path / "tr" / "gains.csv").read_text()
+    again = subprocess.run([*cmd[:-3], "7", *cmd[-2:]], capture_output=True, text=True)
+    assert again.returncode == 2 and "--overwrite" in again.stderr and len(again.stderr.strip().splitlines()) == 1
+    assert (tmp_path / "tr" / "gains.csv").read_text() == first
+    # --overwrite replaces them; a link planted where a file goes is replaced, not written through
+    victim = tmp_path / "victim.csv"
+    victim.write_text("keep me")
+    (tmp_path / "tr" / "gains.csv").unlink()
+    (tmp_path / "tr" / "gains.csv").symlink_to(victim)
+    for planted in (".gains.csv.tmp", ".compute_s.csv.tmp"):
+        (tmp_path / "tr" / planted).symlink_to(victim)
+    done = subprocess.run([*cmd[:-3], "7", *cmd[-2:], "--overwrite"], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert victim.read_text() == "keep me"
+    assert not (tmp_path / "tr" / "gains.csv").is_symlink()
+    assert len(np.loadtxt(tmp_path / "tr" / "gains.csv", delimiter=",", skiprows=1)) == 7

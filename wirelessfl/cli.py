@@ -230,7 +230,7 @@ def cmd_trace(args) -> int:
     if args.variant is None and len(members) > 1:
         raise ConfigError(f"trace: {args.scenario} has variants ({names}); pick one with --variant")
     member = members[args.variant] if args.variant is not None else next(iter(members.values()))
-    for path in record_traces(member, args.rounds, args.out, fmt=args.format).values():
+    for path in record_traces(member, args.rounds, args.out, fmt=args.format, overwrite=args.overwrite).values():
         print(f"wrote {path}")
     return 0
 
@@ -346,6 +346,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--format", choices=("csv", "npy"), default="csv", help="file format (default csv)")
     p.add_argument("--variant", help="the variant to record, for a scenario with variants")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a field (repeatable)")
+    p.add_argument("--overwrite", action="store_true", help="replace trace files already in --out")
     p.set_defaults(func=cmd_trace)
 
     p = sub.add_parser("scenarios", help="list the scenarios shipped with the package (run one by name)")

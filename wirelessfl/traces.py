@@ -11,6 +11,7 @@ from __future__ import annotations
 import csv
 import math
 import os
+import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -116,25 +117,28 @@ def write_trace(path: str | Path, values: np.ndarray, header: str = "device") ->
     """Write a rounds x devices array as .npy or as CSV (columns named ``{header}_{n}``), atomically."""
     path = Path(path)
     values = np.asarray(values)
-    tmp = path.with_name(f".{path.name}.tmp")
+    # a fresh temporary name, created exclusively: never a file or link that was there before
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     if path.suffix == ".npy":
-        with open(tmp, "wb") as fh:
+        with os.fdopen(fd, "wb") as fh:
             np.save(fh, values)
     else:
-        with open(tmp, "w", newline="") as fh:
+        with os.fdopen(fd, "w", newline="") as fh:
             writer = csv.writer(fh)
             writer.writerow([f"{header}_{n}" for n in range(values.shape[1])])
             fmt = (lambda v: str(int(v))) if values.dtype == bool else (lambda v: repr(float(v)))
             writer.writerows([fmt(v) for v in row] for row in values)
-    os.replace(tmp, path)
+    os.replace(tmp, path)  # replaces a link at path itself, never what it points to
     return path
 
 
-def record_traces(scenario, rounds: int, out_dir: str | Path, fmt: str = "csv") -> dict[str, Path]:
+def record_traces(scenario, rounds: int, out_dir: str | Path, fmt: str = "csv",
+                  overwrite: bool = False) -> dict[str, Path]:
     """Record ``rounds`` rounds of the scenario's channel gains (path loss included), every device's
     computation time and its availability, with the run's own random streams, into
     ``out_dir/gains.FMT``, ``compute_s.FMT`` and ``available.FMT``. Replaying gains.FMT with
-    ``channel.model = "trace"`` (and path_loss off) gives the channel of a run of the scenario."""
+    ``channel.model = "trace"`` (and path_loss off) gives the channel of a run of the scenario.
+    Files already there are replaced only with ``overwrite``."""
     from . import rng as rngs
     from .devices import build_availability
     from .wireless import build_channel
@@ -145,6 +149,10 @@ def record_traces(scenario, rounds: int, out_dir: str | Path, fmt: str = "csv") 
         raise ConfigError(f"devices.mobility = {scenario.devices.mobility!r}: a trace has rounds, not a clock, so it "
                           "cannot follow moving devices; record one with devices.mobility = 'static'")
     out = Path(out_dir)
+    there = [out / f"{name}.{fmt}" for name in ("gains", "compute_s", "available")
+             if os.path.lexists(out / f"{name}.{fmt}")]
+    if there and not overwrite:
+        raise ConfigError(f"trace: {there[0]} exists; pass --overwrite (overwrite=True) to replace the traces in {out}")
     out.mkdir(parents=True, exist_ok=True)
     n = scenario.devices.count
     channel = build_channel(scenario, rngs.stream(scenario.seed, "cell"))

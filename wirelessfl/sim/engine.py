@@ -194,6 +194,7 @@ class Engine:
         self.on_round, self.on_eval, self.after_round = on_round, on_eval, after_round
         self.rounds_done = 0
         self._start_s = 0.0
+        self._evaluated_at: int | None = None  # the rounds done at the last evaluation
         # uploads in packets that may fail (a fixed rate alone, with fading within an upload, is the fading's)
         self._packets = parts.access.link.packets_on and parts.fading is None
         self.env: Clock | None = None
@@ -213,7 +214,7 @@ class Engine:
     def state_dict(self) -> dict:
         """Everything the loop needs to continue exactly where it is (between rounds): its counters,
         every random stream, and the memory of the channel and the availability model."""
-        return {"rounds_done": self.rounds_done, "now_s": self.now,
+        return {"rounds_done": self.rounds_done, "now_s": self.now, "evaluated_at": self._evaluated_at,
                 "eval_next_s": self.eval_rule._next_s, "target_reached": self.stop.reached,
                 "streams": {name: g.bit_generator.state for name, g in self.streams.items()},
                 **parts_state(self.parts)}
@@ -221,6 +222,7 @@ class Engine:
     def load_state(self, state: dict) -> None:
         """Continue from a state_dict (call before run)."""
         self.rounds_done = int(state["rounds_done"])
+        self._evaluated_at = state.get("evaluated_at")
         self._start_s = float(state["now_s"])
         self.eval_rule._next_s = float(state["eval_next_s"])
         self.stop.reached = bool(state["target_reached"])
@@ -238,6 +240,8 @@ class Engine:
             if self.learner is not None and self.eval_rule.due(self.rounds_done, self.env.now):
                 self._evaluate()
             self.after_round(self)
+        if self.learner is not None and self._evaluated_at != self.rounds_done:
+            self._evaluate()  # the final model, whichever rule stopped the run
 
     def _round(self, r: int):
         p = self.parts
@@ -379,6 +383,7 @@ class Engine:
             available=state.available, server_round=True, server_s=plan.duration_s, metrics=metrics, idle_s=idle_s))
 
     def _evaluate(self) -> None:
+        self._evaluated_at = self.rounds_done
         evaluate(self.learner, self.stop, self.on_eval, self.rounds_done, float(self.env.now))
 
 

@@ -63,6 +63,16 @@ class RunResult:
             return pd.DataFrame(columns=UPDATE_COLUMNS)
         return pd.read_csv(path, keep_default_na=False, na_values=[""])
 
+    @property
+    def decisions(self) -> dict[str, np.ndarray]:
+        """decisions.h5's per-round arrays of every device (gains, omega, q, power, queue,
+        available; positions when devices move), read when asked for (wirelessfl.load_decisions)."""
+        if self.run_dir is None:
+            raise FileNotFoundError("a run without a folder keeps no per-device arrays")
+        from .device_arrays import load_decisions
+
+        return load_decisions(self.run_dir)
+
 
 def personalised_eval(scenario: Scenario) -> bool:
     """run.personalised_eval, or by default: on for algorithms that ask for it (Per-FedAvg) and for
