@@ -49,6 +49,11 @@ class Channel(Protocol):
         be drawn alone (i.i.d. fading), which makes each upload O(1) instead of O(N)."""
         return self.draw(rng)[devices]
 
+    def draw_one(self, rng: np.random.Generator, device: int) -> float:
+        """One device's gain as a float (an upload starting under the event protocols). Default:
+        ``draw_devices`` of that device alone."""
+        return float(self.draw_devices(rng, np.array([device]))[0])
+
     def mean_gain(self) -> np.ndarray | None:
         """E|h_n|^2 of every device (for devices.min_mean_snr_db and devices.csv); None: unknown."""
         return None
@@ -90,6 +95,7 @@ class RayleighFading(Channel):
         self.sigmas = np.asarray(sigmas, dtype=float)
         self.gain_floor = gain_floor
         self._mean = 2.0 * self.sigmas ** 2
+        self._mean_list = self._mean.tolist()  # Python floats: indexing them is cheaper than an array
 
     @classmethod
     def from_scenario(cls, scenario, options) -> "RayleighFading":
@@ -104,9 +110,13 @@ class RayleighFading(Channel):
 
     def draw_devices(self, rng: np.random.Generator, devices: np.ndarray) -> np.ndarray:
         """Gains of ``devices`` alone (i.i.d.: the others need no draw)."""
-        if len(devices) == 1:  # one upload starting: scalar draws cost a fifth of an array's
-            return np.array([max(rng.standard_exponential() * float(self._mean[devices[0]]), self.gain_floor)])
+        if len(devices) == 1:
+            return np.array([self.draw_one(rng, int(devices[0]))])
         return np.maximum(rng.standard_exponential(len(devices)) * self._mean[devices], self.gain_floor)
+
+    def draw_one(self, rng: np.random.Generator, device: int) -> float:
+        """One device's gain: a scalar draw costs a fifth of an array's (the same number)."""
+        return max(rng.standard_exponential() * self._mean_list[device], self.gain_floor)
 
     def mean_gain(self) -> np.ndarray:
         """E|h_n|^2 = 2 sigma_n^2 (ignoring the floor)."""
@@ -293,7 +303,6 @@ class PathLossChannel(Channel):
     def draw_devices(self, rng: np.random.Generator, devices: np.ndarray) -> np.ndarray:
         """Gains of ``devices`` alone: the fading's, then their shadowing."""
         return self.fading.draw_devices(rng, devices) * self.path_loss.scale(rng, devices)
-
     def mean_gain(self) -> np.ndarray | None:
         """Long-run mean gain of each device: PathLoss.mean_scale x E|h|^2 (ignoring the floor)."""
         fading = self.fading.mean_gain()

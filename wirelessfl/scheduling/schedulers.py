@@ -63,6 +63,9 @@ def idle_devices(state: DispatchState) -> np.ndarray:
     return ~state.busy if state.available is None else state.available & ~state.busy
 
 
+_UNIFORM_INFO = {"method": "uniform"}  # one dict for every dispatch (read, never changed)
+
+
 def uniform_idle(state: DispatchState, p_bar: np.ndarray, p_max: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(devices, powers) for uniform dispatch (see UniformScheduler.dispatch)."""
     n, busy, avail = state.busy.size, state.busy, state.available
@@ -178,7 +181,7 @@ class UniformScheduler(Scheduler):
         each at P_n = min(Pmax, Pbar_n N_available / K): a device's expected uploads per aggregation
         are K / N_available, so its expected power per aggregation is Pbar_n (the budget spent, as
         the round rule spends it)."""
-        return Dispatch(*uniform_idle(state, self.p_bar, self.p_max), info={"method": "uniform"})
+        return Dispatch(*uniform_idle(state, self.p_bar, self.p_max), info=_UNIFORM_INFO)
 
 
 class LyapunovScheduler(Scheduler):

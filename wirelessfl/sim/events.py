@@ -50,6 +50,7 @@ from .rounds import RoundMachinery
 
 __all__ = ["EventEngine", "EventStall", "Round", "Update"]
 
+_INT64 = np.dtype(np.int64)  # a dispatch of these needs no conversion
 _REPEAT = 2 ** 32
 """A device started again from the same version trains with the key version + k x _REPEAT."""
 _REPORTS = 2 ** 60
@@ -116,7 +117,6 @@ class EventEngine(RoundMachinery):
         self.keep_start = bool(getattr(protocol, "keeps_start_model", False))
         link = parts.access.link
         self._energy = getattr(parts.compute, "has_energy", True)  # without an energy model: no call per dispatch
-        self._one_device = np.zeros(1, dtype=np.int64)
         # uploads in packets that may fail (wirelessfl.access.Link; a fixed rate alone, with fading within
         # an upload, is the fading's)
         self.packets_on = link.packets_on and parts.fading is None
@@ -251,20 +251,25 @@ class EventEngine(RoundMachinery):
         state.interval_s = self.last_aggregation_s / self.version if self.version else math.nan
         choice = scheduler.dispatch(state)
         devices = choice.devices
-        if not (isinstance(devices, np.ndarray) and devices.dtype == np.int64 and devices.ndim == 1):
+        if not (type(devices) is np.ndarray and devices.dtype is _INT64 and devices.ndim == 1):
             devices = np.asarray(devices, dtype=np.int64).reshape(-1)
         chosen = devices.tolist()
         if not chosen:
             return 0
         busy, available = self.busy, self.available
-        if len(chosen) == 1:  # the usual dispatch, once per upload: one device to check
-            bad = busy[chosen[0]] or (available is not None and not available[chosen[0]])
-        else:
-            bad = len(chosen) > self.wanted or len(set(chosen)) != len(chosen) or any(busy[d] for d in chosen) or (
-                available is not None and not all(available[d] for d in chosen))
-        if bad:
-            raise ValueError(f"scheduler.name: {type(scheduler).__name__}.dispatch returned {chosen}: "
-                             f"at most {self.wanted} distinct idle, available devices")
+        if len(chosen) == 1:  # the usual dispatch, once per upload: one device, one launch
+            device = chosen[0]
+            if busy[device] or (available is not None and not available[device]):
+                self._bad_dispatch(chosen)
+            self.dispatch_info = choice.info
+            key = self._key(device)
+            comp, energy = self._work(devices, key)
+            self._launch(device, float(choice.power[0]), comp[0], energy[0], key=key, bits=self.parts.upload_bits)
+            self.wanted -= 1
+            return 1
+        if len(chosen) > self.wanted or len(set(chosen)) != len(chosen) or any(busy[d] for d in chosen) or (
+                available is not None and not all(available[d] for d in chosen)):
+            self._bad_dispatch(chosen)
         self.dispatch_info = choice.info
         power = choice.power.tolist() if isinstance(choice.power, np.ndarray) else list(choice.power)
         keys = [self._key(device) for device in chosen]
@@ -279,6 +284,10 @@ class EventEngine(RoundMachinery):
             self._launch(device, p, c, e, key=key, bits=self.parts.upload_bits)
         self.wanted -= len(chosen)
         return len(chosen)
+
+    def _bad_dispatch(self, chosen: list) -> None:
+        raise ValueError(f"scheduler.name: {type(self.parts.scheduler).__name__}.dispatch returned {chosen}: "
+                         f"at most {self.wanted} distinct idle, available devices")
 
     def _work(self, devices: np.ndarray, key: int) -> tuple[list, list]:
         """(computation times, computation energies) of devices started now with work key ``key``."""
@@ -330,11 +339,9 @@ class EventEngine(RoundMachinery):
 
     def draw_gain(self, device: int) -> float:
         """A fresh gain of ``device`` (the channel's "channel" stream), as a transmission begins."""
-        one = self._one_device  # a reused one-element array: a transmission begins for every upload
-        one[0] = device
         channel = self.parts.channel
         channel.set_time(self.env.now)
-        return float(channel.draw_devices(self.streams["channel"], one)[0])
+        return channel.draw_one(self.streams["channel"], device)
 
     # --- losing devices ------------------------------------------------------------------------
 
