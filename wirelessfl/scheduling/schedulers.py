@@ -81,10 +81,11 @@ def uniform_idle(state: DispatchState, p_bar: np.ndarray, p_max: np.ndarray) -> 
     rng = state.rng
     scale = n_available / max(state.per_aggregation, 1e-300)
     if k == 1 and 4 * count >= n:  # one slot freed, most devices idle: the usual dispatch, once per upload
+        random = rng.random
         while True:
-            device = int(rng.random() * n)
+            device = int(random() * n)
             if not busy[device] and (avail is None or avail[device]):
-                return np.array([device]), np.array([min(float(p_max[device]), float(p_bar[device]) * scale)])
+                return np.array([device]), np.array([min(p_max.item(device), p_bar.item(device) * scale)])
     if 4 * count >= n and k <= 8:  # mostly idle: a few uniform draws find k of them
         picked: list[int] = []
         while len(picked) < k:
