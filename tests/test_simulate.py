@@ -200,3 +200,35 @@ def test_the_final_model_is_evaluated_whichever_rule_stops_the_run(tmp_path, sto
     assert res.evals["time_s"].iloc[-1] == pytest.approx(res.rounds["t_end"].iloc[-1])
     assert res.summary["final_accuracy"] == res.evals["accuracy"].iloc[-1]
     assert res.summary["final_accuracy"] > res.evals["accuracy"].iloc[0] + 0.1  # trained, not the initial model
+
+
+def test_one_writer_per_run_folder(tmp_path):
+    """A run, resume or overwrite of a folder another process is writing to is refused in one line,
+    and the writer's files are untouched; once it has ended the folder is free again."""
+    from wirelessfl import resume
+    from wirelessfl.files import FolderBusy
+
+    sc = timing_scenario(run__rounds=5)
+    out = tmp_path / "run"
+    simulate(sc, out, progress=False)
+    before = (out / "rounds.csv").read_text()
+    holder = subprocess.Popen([sys.executable, "-c", "import fcntl, sys, time; fh = open(sys.argv[1], 'w'); "
+                               "fcntl.flock(fh, fcntl.LOCK_EX); print('held', flush=True); time.sleep(60)",
+                               str(out / ".lock")], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        for attempt in (lambda: simulate(sc, out, progress=False, overwrite=True),
+                        lambda: simulate(sc.replace("seed=9"), out, progress=False, overwrite=True),
+                        lambda: resume(out, progress=False)):
+            with pytest.raises(FolderBusy, match=f"{out}: another run is writing to this folder"):
+                attempt()
+        cli = subprocess.run([sys.executable, "-m", "wirelessfl.cli", "run", "--resume", str(out), "--no-progress"],
+                             capture_output=True, text=True)
+        assert cli.returncode == 2 and cli.stderr.strip().count("\n") == 0
+        assert "another run is writing to this folder" in cli.stderr
+        assert (out / "rounds.csv").read_text() == before
+    finally:
+        holder.kill()
+        holder.wait()
+    again = simulate(sc, out, progress=False, overwrite=True)  # the lock died with its holder
+    assert again.summary["status"] == "complete" and (out / "rounds.csv").read_text() == before

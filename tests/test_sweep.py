@@ -354,3 +354,32 @@ def test_variants_are_a_parameter(tmp_path):
     assert res.failed == 0 and json.loads((tmp_path / "s/sweep.json").read_text())["variants"] == ["lyap", "unif"]
     names = {json.loads((tmp_path / "s/runs" / k / "summary.json").read_text())["scheduler"] for k in table["key"]}
     assert names == {"lyapunov", "uniform"}
+
+
+def test_a_finished_sweep_is_not_replaced_by_another_unasked(tmp_path, capsys):
+    from wirelessfl.experiments.run import OutputExists
+
+    out = tmp_path / "sw"
+    first = sw.sweep(scenario(), grid=GRID, out_dir=out, progress=False)
+    kept = {name: (out / name).read_text() for name in ("table.csv", "sweep.json", "scenario.toml")}
+    # the same sweep again, with more seeds: it continues (the finished runs are reused)
+    more = sw.sweep(scenario(), grid=GRID, seeds=2, out_dir=out, progress=False)
+    assert more.skipped == len(first.table) and len(more.table) == 2 * len(first.table)
+    kept["table.csv"] = (out / "table.csv").read_text()
+    kept["sweep.json"] = (out / "sweep.json").read_text()
+    # another grid, another scenario: refused, nothing touched
+    for other in (lambda: sw.sweep(scenario(), grid=["scheduler.V=5"], out_dir=out, progress=False),
+                  lambda: sw.sweep(scenario(seed=7), grid=GRID, out_dir=out, progress=False),
+                  lambda: sw.sweep(scenario(run={"rounds": 21}), grid=GRID, out_dir=out, progress=False)):
+        with pytest.raises(OutputExists, match="another scenario or grid.*--overwrite"):
+            other()
+        assert {name: (out / name).read_text() for name in kept} == kept
+    # the CLI says so in one line, exit 2; --overwrite replaces the table
+    (tmp_path / "s.toml").write_text(dumps(scenario()))
+    assert cli.main(["sweep", str(tmp_path / "s.toml"), "--grid", "scheduler.V=5", "--out", str(out),
+                     "--no-progress"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--overwrite" in err[0]
+    assert cli.main(["sweep", str(tmp_path / "s.toml"), "--grid", "scheduler.V=5", "--out", str(out),
+                     "--no-progress", "--overwrite"]) == 0
+    assert pd.read_csv(out / "table.csv")["scheduler.V"].tolist() == [5]

@@ -190,7 +190,7 @@ def cmd_sweep(args) -> int:
             warnings.simplefilter("ignore", UserWarning)  # failed runs are reported below
             res = sweep(scenario, grid=args.grid, seeds=args.seeds, executor=executor, workers=args.workers,
                         address=args.address, out_dir=args.out, progress=not args.no_progress,
-                        timing_only=True if args.timing_only else None)
+                        timing_only=True if args.timing_only else None, overwrite=args.overwrite)
     except SweepFailed as exc:
         print(f"wirelessfl: error: {exc}", file=sys.stderr)
         return 1
@@ -327,6 +327,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--workers", type=int, help="processes for process/dask (default: one per core)")
     p.add_argument("--address", help="Dask scheduler address, e.g. tcp://host:8786 (default: a local cluster)")
     p.add_argument("--out", help="sweep folder (default runs/NAME-sweep); rerun to resume")
+    p.add_argument("--overwrite", action="store_true",
+                   help="replace the table of a sweep of another scenario or grid in --out")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                    help="override a field of the base scenario (repeatable)")
     p.add_argument("--timing-only", action="store_true", help="simulate timing and scheduling without training")

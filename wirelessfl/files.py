@@ -9,11 +9,44 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-__all__ = ["UnsafeOutput", "check_output_folder", "open_append", "open_new", "write_atomic"]
+__all__ = ["FolderBusy", "FolderLock", "UnsafeOutput", "check_output_folder", "open_append", "open_new",
+           "write_atomic"]
 
 
 class UnsafeOutput(ValueError):
     """An output path is not a writable folder, or a run file is a symbolic link."""
+
+
+class FolderBusy(UnsafeOutput, RuntimeError):
+    """Another process is writing to the folder (a run, a resume or a sweep holds its lock)."""
+
+
+class FolderLock:
+    """An exclusive lock on FOLDER/.lock for as long as the ``with`` block lasts: one writer per run
+    or sweep folder. The kernel releases it when the holder dies, even by SIGKILL, so a stale lock
+    file never blocks anyone. ``who``: what the message calls the other writer."""
+
+    def __init__(self, folder: Path, who: str = "another run"):
+        self.path, self.who = Path(folder) / ".lock", who
+        self.fh = None
+
+    def __enter__(self) -> "FolderLock":
+        _refuse_link(self.path)
+        fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW, 0o644)
+        self.fh = os.fdopen(fd, "w")
+        try:
+            import fcntl
+
+            fcntl.flock(self.fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except ImportError:  # pragma: no cover - not POSIX
+            pass
+        except OSError:
+            self.fh.close()
+            raise FolderBusy(f"{self.path.parent}: {self.who} is writing to this folder; wait for it to end") from None
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.fh.close()
 
 
 def check_output_folder(path: Path, what: str = "--out") -> None:

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Callable
 
 from ..config import ConfigError, Scenario, dumps, load_scenario
-from ..files import UnsafeOutput, check_output_folder, write_atomic
+from ..files import FolderLock, UnsafeOutput, check_output_folder, write_atomic
 from ..jsonio import read_json, write_json_atomic
 from ..learning import DatasetError
 from ..learning.learner import TrainingDiverged
@@ -82,20 +82,28 @@ def simulate(scenario: Scenario, out_dir: str | Path | None = None, progress: bo
     if timing_only is not None and timing_only != scenario.run.timing_only:
         scenario = scenario.replace(f"run.timing_only={'true' if timing_only else 'false'}")
     run_dir = Path(out_dir) if out_dir is not None else None
-    if run_dir is not None:
-        check_output_folder(run_dir)
-        state = run_state(run_dir, scenario)
+    if run_dir is None:
+        return Run(scenario, None, progress).execute()
+    check_output_folder(run_dir)
+    if run_dir.exists():  # refuse early, before loading data, what the locked check below would refuse
+        with FolderLock(run_dir):
+            state = run_state(run_dir, scenario)
+        if state == "complete" and not overwrite:
+            return load_run(run_dir)
+        if state not in ("absent", "complete") and not overwrite:
+            raise _refuse(run_dir, state)
+    run = Run(scenario, run_dir, progress)  # loads the data: a missing dataset writes nothing
+    run_dir.mkdir(parents=True, exist_ok=True)
+    with FolderLock(run_dir):  # one writer: a second run, resume or overwrite of this folder is refused
+        state = run_state(run_dir, scenario)  # again: another writer may have finished meanwhile
         if state == "complete" and not overwrite:
             return load_run(run_dir)
         if state != "absent":
             if not overwrite:
                 raise _refuse(run_dir, state)
             _clear(run_dir)
-    run = Run(scenario, run_dir, progress)  # loads the data: a missing dataset writes nothing
-    if run_dir is not None:
-        run_dir.mkdir(parents=True, exist_ok=True)
         write_atomic(run_dir / "scenario.toml", dumps(scenario))  # whole or absent, never empty
-    return run.execute()
+        return run.execute()
 
 
 def resume(run_dir: str | Path, progress: bool = True) -> RunResult:
@@ -104,14 +112,17 @@ def resume(run_dir: str | Path, progress: bool = True) -> RunResult:
     A complete run is returned as it is; a run without a checkpoint starts again from round 0.
     """
     run_dir = Path(run_dir)
-    done = load_run(run_dir)
-    if done.summary.get("status") == "complete":
-        return done
-    scenario = load_scenario(run_dir / "scenario.toml")
-    run = Run(scenario, run_dir, progress)
-    if (run_dir / CHECKPOINT_NAME).exists():
-        run.load_state(load_checkpoint(run_dir / CHECKPOINT_NAME))
-    return run.execute()
+    if not run_dir.is_dir():
+        raise FileNotFoundError(f"{run_dir}: no run folder to resume")
+    with FolderLock(run_dir):  # one writer: a second resume, or a run into this folder, is refused
+        done = load_run(run_dir)
+        if done.summary.get("status") == "complete":
+            return done
+        scenario = load_scenario(run_dir / "scenario.toml")
+        run = Run(scenario, run_dir, progress)
+        if (run_dir / CHECKPOINT_NAME).exists():
+            run.load_state(load_checkpoint(run_dir / CHECKPOINT_NAME))
+        return run.execute()
 
 
 def load_run(run_dir: str | Path) -> RunResult:

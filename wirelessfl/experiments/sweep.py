@@ -46,6 +46,7 @@ from ..plugins import KINDS, registry, source_file
 from ..jsonio import read_json, write_json_atomic
 from .analysis import seed_std
 from .executors import EXECUTE, read_summary
+from ..files import FolderLock
 
 METRICS = ["final_accuracy", "time_to_target_s", "mean_time_avg_power", "mean_distinct_per_round",
            "total_energy_j", "total_compute_energy_j", "dropped_uploads", "sim_time_s", "rounds",
@@ -298,6 +299,24 @@ def _write_text_atomic(path: Path, text: str) -> None:
     os.replace(tmp, path)
 
 
+def _refuse_another_sweep(out: Path, scenario_toml: str, keys_values, timing_only, overwrite: bool) -> None:
+    """OutputExists if ``out`` holds a sweep of another scenario or grid (and not ``overwrite``)."""
+    from .run import OutputExists
+
+    info_path, toml_path = out / "sweep.json", out / "scenario.toml"
+    if overwrite or not info_path.exists():
+        return
+    try:
+        info = read_json(info_path)
+        same = (toml_path.read_text() == scenario_toml and info.get("timing_only") == timing_only
+                and info.get("grid") == [[k, list(v)] for k, v in keys_values])
+    except (OSError, ValueError):
+        same = False
+    if not same:
+        raise OutputExists(f"{out}: holds a sweep of another scenario or grid; choose another folder (--out), or "
+                           "replace its table (--overwrite; runs the two share are reused)")
+
+
 def _clean_tmp(runs_dir: Path) -> None:
     """Remove temporary run folders left by killed sweeps (we hold the sweep lock: none is live)."""
     for path in runs_dir.iterdir():
@@ -305,34 +324,10 @@ def _clean_tmp(runs_dir: Path) -> None:
             shutil.rmtree(path, ignore_errors=True)
 
 
-class _Lock:
-    """An exclusive lock on OUT/.lock; the kernel releases it when the holder dies, even by SIGKILL."""
-
-    def __init__(self, out_dir: Path):
-        self.path = out_dir / ".lock"
-        self.fh = None
-
-    def __enter__(self):
-        self.fh = open(self.path, "w")
-        try:
-            import fcntl
-
-            fcntl.flock(self.fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except ImportError:  # pragma: no cover - not POSIX
-            pass
-        except OSError:
-            self.fh.close()
-            raise RuntimeError(f"{self.path.parent}: another sweep is writing to this folder") from None
-        return self
-
-    def __exit__(self, *exc):
-        self.fh.close()
-
-
 def sweep(scenario: Scenario, grid=None, seeds: int | Sequence[int] = 1, executor: str = "serial",
           workers: int | None = None, address: str | None = None,
           out_dir: str | Path | None = None, progress: bool = True,
-          timing_only: bool | None = None) -> SweepResult:
+          timing_only: bool | None = None, overwrite: bool = False) -> SweepResult:
     """Run every member of a parameter study and collect one results table.
 
     scenario: the base scenario; its ``[sweep]`` table is the grid, ``grid`` adds keys or replaces
@@ -344,6 +339,9 @@ def sweep(scenario: Scenario, grid=None, seeds: int | Sequence[int] = 1, executo
     out_dir: the sweep folder (default ``runs/<name>-sweep``); see the module docstring for its
         layout. Re-running the same call resumes: finished runs are skipped.
     timing_only: True sets ``run.timing_only = true`` in every member (and so in its key).
+    overwrite: a folder holding a sweep of another scenario or grid is refused (OutputExists) unless
+        this is set; its table, sweep.json and scenario.toml are then replaced (runs both share are
+        reused). The same sweep with other seeds or another executor just continues.
 
     Returns a SweepResult whose table has one row per member: every grid key (and "variant" when
     the scenario has variants), "seed", "status" (complete, failed or pending), the METRICS, the
@@ -360,7 +358,8 @@ def sweep(scenario: Scenario, grid=None, seeds: int | Sequence[int] = 1, executo
     runs_dir, failed_dir = out / "runs", out / "failed"  # failed/ only once a run has failed
     runs_dir.mkdir(parents=True, exist_ok=True)
 
-    with _Lock(out):
+    with FolderLock(out, "another sweep"):
+        _refuse_another_sweep(out, dumps(scenario), keys_values, timing_only, overwrite)
         _clean_tmp(runs_dir)
         _write_text_atomic(out / "scenario.toml", dumps(scenario))
         write_json_atomic(out / "sweep.json", {

@@ -153,7 +153,9 @@ def run_family(scenario: Scenario, seeds: int, cache: Path, executor: str = "ser
     from ..experiments.sweep import sweep
 
     started = time.perf_counter()
-    res = sweep(scenario, seeds=seeds, executor=executor, workers=workers, out_dir=cache, progress=progress)
+    # the cache holds the runs of every family of a recipe: its table is the latest family's
+    res = sweep(scenario, seeds=seeds, executor=executor, workers=workers, out_dir=cache, progress=progress,
+                overwrite=True)
     runs = Runs(wall_s=time.perf_counter() - started)
     for row in res.table.itertuples(index=False):
         if row.status == "complete":
