@@ -113,3 +113,38 @@ def test_divergence_stops_with_a_clear_error_and_keeps_records(tmp_path):
     run = load_run(tmp_path / "run")
     assert run.summary["status"] == "failed" and "diverged" in run.summary["error"]
     assert len(run.rounds) == run.summary["rounds"] >= 0
+
+
+def test_a_checkpoint_of_another_scenario_is_refused_and_the_folder_left_as_it_was(tmp_path, monkeypatch):
+    """Same N and shapes, another seed or V: the arrays fit, the scenario does not."""
+    from wirelessfl.config import dumps
+    from wirelessfl.sim.checkpoint import ResumeError
+    from wirelessfl.sim import records as records_module
+
+    def cut(name, sc):
+        calls = {"n": 0}
+        real = records_module.Recorder.on_round
+
+        def stop_after(self, rec):
+            calls["n"] += 1
+            if calls["n"] == 8:
+                raise KeyboardInterrupt
+            return real(self, rec)
+
+        monkeypatch.setattr(records_module.Recorder, "on_round", stop_after)
+        with pytest.raises(KeyboardInterrupt):
+            simulate(sc, tmp_path / name, progress=False)
+        monkeypatch.setattr(records_module.Recorder, "on_round", real)
+
+    timing = scenario(timing_only=True, rounds=20, checkpoint_every=2)
+    cut("a", timing)
+    cut("b", timing.replace("scheduler.V=7"))
+    # b's checkpoint in a's folder; then a's own checkpoint with a's scenario.toml edited
+    (tmp_path / "a" / "checkpoint.pt").write_bytes((tmp_path / "b" / "checkpoint.pt").read_bytes())
+    files = {p.name: p.read_bytes() for p in (tmp_path / "a").iterdir() if p.is_file()}
+    with pytest.raises(ResumeError, match="written for another scenario"):
+        resume(tmp_path / "a", progress=False)
+    assert {p.name: p.read_bytes() for p in (tmp_path / "a").iterdir() if p.is_file()} == files
+    (tmp_path / "b" / "scenario.toml").write_text(dumps(timing.replace("seed=6", "scheduler.V=7")))
+    with pytest.raises(ResumeError, match="written for another scenario"):
+        resume(tmp_path / "b", progress=False)

@@ -188,7 +188,17 @@ class Run:
         return {"engine": self.engine.state_dict(), "scheduler": self.scheduler.state_dict(),
                 "algorithm": self.algorithm.state_dict(), "compute": self.compute.state_dict(),
                 "learner": self.learner.state_dict() if self.learner is not None else None,
-                "records": self.recorder.state_dict()}
+                "records": self.recorder.state_dict(), "scenario_sha256": self.scenario_sha256}
+
+    @property
+    def scenario_sha256(self) -> str:
+        """The hash of the resolved scenario (as scenario.toml writes it): a checkpoint carries it,
+        and a resume refuses one written for another scenario."""
+        import hashlib
+
+        from ..config import dumps
+
+        return hashlib.sha256(dumps(self.scenario).encode()).hexdigest()
 
     def load_state(self, state: dict) -> None:
         """Continue from ``state_dict`` (call before ``execute``). Everything is checked before any
@@ -198,6 +208,9 @@ class Run:
         keys = ("engine", "scheduler", "algorithm", "compute", "learner", "records")
         if not isinstance(state, dict) or any(k not in state for k in keys):
             raise ResumeError(f"{where}: the checkpoint lacks {', '.join(k for k in keys if k not in (state or {}))}")
+        if state.get("scenario_sha256", self.scenario_sha256) != self.scenario_sha256:
+            raise ResumeError(f"{where}: the checkpoint was written for another scenario (scenario.toml was changed "
+                              "since, or the checkpoint is another run's); the folder is left as it was")
         try:
             rounds_done = int(state["engine"]["rounds_done"])
             problem = self.recorder.check_resume(state["records"], rounds_done)
