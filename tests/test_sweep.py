@@ -362,7 +362,8 @@ def test_a_finished_sweep_is_not_replaced_by_another_unasked(tmp_path, capsys):
     out = tmp_path / "sw"
     first = sw.sweep(scenario(), grid=GRID, out_dir=out, progress=False)
     kept = {name: (out / name).read_text() for name in ("table.csv", "sweep.json", "scenario.toml")}
-    # the same sweep again, with more seeds: it continues (the finished runs are reused)
+    # the same sweep again, with more seeds: it continues (the finished runs are reused; a grid that
+    # extends it too: test_serial_sweep_table_resume_and_cli)
     more = sw.sweep(scenario(), grid=GRID, seeds=2, out_dir=out, progress=False)
     assert more.skipped == len(first.table) and len(more.table) == 2 * len(first.table)
     kept["table.csv"] = (out / "table.csv").read_text()

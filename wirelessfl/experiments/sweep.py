@@ -300,17 +300,20 @@ def _write_text_atomic(path: Path, text: str) -> None:
 
 
 def _refuse_another_sweep(out: Path, scenario_toml: str, keys_values, timing_only, overwrite: bool) -> None:
-    """OutputExists if ``out`` holds a sweep of another scenario or grid (and not ``overwrite``)."""
+    """OutputExists if ``out`` holds a sweep of another scenario, or of a grid this one does not
+    contain (and not ``overwrite``): its table would lose rows. A grid that extends it is fine."""
     from .run import OutputExists
 
     info_path, toml_path = out / "sweep.json", out / "scenario.toml"
     if overwrite or not info_path.exists():
         return
+    new = {k: list(v) for k, v in keys_values}
     try:
         info = read_json(info_path)
+        old = {k: list(v) for k, v in info.get("grid", [])}
         same = (toml_path.read_text() == scenario_toml and info.get("timing_only") == timing_only
-                and info.get("grid") == [[k, list(v)] for k, v in keys_values])
-    except (OSError, ValueError):
+                and old.keys() == new.keys() and all(v in new[k] for k, values in old.items() for v in values))
+    except (OSError, ValueError, TypeError):
         same = False
     if not same:
         raise OutputExists(f"{out}: holds a sweep of another scenario or grid; choose another folder (--out), or "
@@ -339,9 +342,10 @@ def sweep(scenario: Scenario, grid=None, seeds: int | Sequence[int] = 1, executo
     out_dir: the sweep folder (default ``runs/<name>-sweep``); see the module docstring for its
         layout. Re-running the same call resumes: finished runs are skipped.
     timing_only: True sets ``run.timing_only = true`` in every member (and so in its key).
-    overwrite: a folder holding a sweep of another scenario or grid is refused (OutputExists) unless
-        this is set; its table, sweep.json and scenario.toml are then replaced (runs both share are
-        reused). The same sweep with other seeds or another executor just continues.
+    overwrite: a folder holding a sweep of another scenario, or of a grid this one does not contain,
+        is refused (OutputExists) unless this is set; its table, sweep.json and scenario.toml are then
+        replaced (runs both share are reused). The same sweep with other seeds, a grid that extends
+        it, or another executor just continues.
 
     Returns a SweepResult whose table has one row per member: every grid key (and "variant" when
     the scenario has variants), "seed", "status" (complete, failed or pending), the METRICS, the
