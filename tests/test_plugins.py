@@ -369,3 +369,115 @@ def test_resume_finds_the_plugin_from_any_working_folder(tmp_path):
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd="/")
     assert proc.returncode == 0 and proc.stdout.strip() == "complete", proc.stderr
     assert resume(run, progress=False).summary["status"] == "complete"
+
+
+# --- the engine checks what the user's parts hand it -------------------------------------------
+
+BROKEN = '''
+import numpy as np
+
+from wirelessfl.scheduling import Decision, Dispatch, Scheduler
+from wirelessfl.wireless import RayleighFading, sigma_profile
+
+
+class Bad(Scheduler):
+    """Uniform, except for the field ``what`` breaks in round 2 (or at every dispatch)."""
+
+    def __init__(self, n, what):
+        self.n, self.what, self.calls = n, what, 0
+
+    @classmethod
+    def from_scenario(cls, scenario, options):
+        return cls(scenario.devices.count, options["what"])
+
+    def decide(self, state):
+        n = self.n
+        avail = np.ones(n, dtype=bool) if state.available is None else state.available
+        omega, q, power, queue = avail / avail.sum(), np.where(avail, 0.25, 0.0), np.ones(n), np.zeros(n)
+        selected = None
+        if state.round == 2:
+            if self.what == "nan_power":
+                power[3] = np.nan
+            elif self.what == "short_q":
+                q = q[:-1]
+            elif self.what == "omega_sum":
+                omega = omega * 2
+            elif self.what == "out_of_range":
+                selected = np.array([0, n + 4])
+            elif self.what == "unavailable":
+                selected = np.array([1, 5])
+        return Decision(omega=omega, q=q, power=power, queue=queue, m=3, selected=selected)
+
+    def dispatch(self, state):
+        idle = np.flatnonzero(~state.busy)[: state.slots]
+        return Dispatch(idle, np.full(idle.size, -1.0 if self.what == "negative_dispatch" else 1.0))
+
+
+class Broken(RayleighFading):
+    """Rayleigh, except one device's gain is ``bad`` from the third draw on."""
+
+    Options = None  # its options arrive as a dict
+
+    def __init__(self, sigmas, floor, bad):
+        super().__init__(sigmas, floor)
+        self.bad, self.draws = bad, 0
+
+    @classmethod
+    def from_scenario(cls, scenario, options):
+        return cls(sigma_profile(scenario.channel, scenario.devices.count), 1e-3, float(options["bad"]))
+
+    def draw(self, rng):
+        self.draws += 1
+        gains = super().draw(rng)
+        if self.draws >= 3:
+            gains[4] = self.bad
+        return gains
+
+    def draw_one(self, rng, device):
+        self.draws += 1
+        return self.bad if self.draws >= 3 else super().draw_one(rng, device)
+'''
+
+
+@pytest.mark.parametrize("what, words", [
+    ("nan_power", r"Decision.power\[3\] = nan: must be finite and >= 0"),
+    ("short_q", r"Decision.q has shape \(11,\); need one entry per device, \(12,\)"),
+    ("omega_sum", r"Decision.omega sums to 2.0"),
+    ("out_of_range", r"Decision.selected holds device 16: devices are 0..11"),
+    ("unavailable", r"Decision.selected holds device 5, which is not available this round"),
+])
+def test_a_users_decision_is_checked_in_one_line_naming_part_field_and_round(tmp_path, what, words):
+    folder = write_plugins(tmp_path / "m", broken_mod=BROKEN)
+    text = scenario_text(f'name = "broken_mod:Bad"\n[scheduler.options]\nwhat = "{what}"')
+    if what == "unavailable":  # device 5 never available
+        text = text.replace("[devices]\ncount = 12", "[devices]\ncount = 12\nexcluded = [5]")
+    (folder / "s.toml").write_text(text)
+    with pytest.raises(ValueError, match=rf"scheduler broken_mod:Bad, round 2: {words}"):
+        simulate(load_scenario(folder / "s.toml"), tmp_path / "run", progress=False)
+    rounds = pd.read_csv(tmp_path / "run" / "rounds.csv")
+    assert len(rounds) == 2  # the rounds before it are kept
+    summary = json.loads((tmp_path / "run" / "summary.json").read_text())
+    assert summary["status"] == "failed" and "Decision." in summary["error"]
+
+
+@pytest.mark.parametrize("protocol", ["sync", "fedbuff"])
+@pytest.mark.parametrize("bad", ["-1.0", "nan"])
+def test_a_users_gains_are_checked_under_sync_and_the_event_protocols(tmp_path, protocol, bad):
+    folder = write_plugins(tmp_path / "m", broken_mod=BROKEN)
+    text = scenario_text('name = "uniform"\nm = 3').replace(
+        '[channel]\nprofile = "linear"',
+        f'[channel]\nmodel = "broken_mod:Broken"\nprofile = "linear"\n[channel.options]\nbad = "{bad}"')
+    text += f'\n[protocol]\nname = "{protocol}"\n'
+    (folder / "s.toml").write_text(text)
+    where = "round 2: gains\\[4\\]" if protocol == "sync" else "t = .* s: the gain of device \\d+"
+    with pytest.raises(ValueError, match=rf"channel broken_mod:Broken, {where}.*: must be finite and > 0"):
+        simulate(load_scenario(folder / "s.toml"), tmp_path / "run", progress=False)
+
+
+def test_a_users_dispatch_power_is_checked(tmp_path):
+    folder = write_plugins(tmp_path / "m", broken_mod=BROKEN)
+    text = scenario_text('name = "broken_mod:Bad"\n[scheduler.options]\nwhat = "negative_dispatch"')
+    text += '\n[protocol]\nname = "fedbuff"\n'
+    (folder / "s.toml").write_text(text)
+    with pytest.raises(ValueError, match=r"scheduler broken_mod:Bad, t = 0 s: Dispatch.power of device 0 is -1.0"):
+        simulate(load_scenario(folder / "s.toml"), tmp_path / "run", progress=False)

@@ -25,6 +25,7 @@ import numpy as np
 
 from ..access import UplinkFacts
 from ..scheduling.base import Decision, ReportRequest, Reports, RoundState, draw_devices
+from .checks import PartChecks
 from .clock import Clock
 
 
@@ -197,6 +198,7 @@ class Engine:
         self._evaluated_at: int | None = None  # the rounds done at the last evaluation
         # uploads in packets that may fail (a fixed rate alone, with fading within an upload, is the fading's)
         self._packets = parts.access.link.packets_on and parts.fading is None
+        self.checks = PartChecks(parts)  # the user's scheduler and channel: their outputs are checked
         self.env: Clock | None = None
 
     def run(self) -> None:
@@ -247,7 +249,7 @@ class Engine:
         p = self.parts
         t_start = self.env.now
         p.channel.set_time(t_start)
-        gains = p.channel.draw(self.streams["channel"])
+        gains = self.checks.gains(p.channel.draw(self.streams["channel"]), f"round {r}")
         available = p.availability.step(self.streams["availability"]) if p.availability is not None else None
         state = RoundState(round=r, gains=gains, model_bits=p.upload_bits, bandwidth_hz=p.access.link.bandwidth_hz,
                            noise_power=p.access.link.noise_power, available=available,
@@ -260,6 +262,7 @@ class Engine:
         if request is not None and self.learner is not None:
             p.scheduler.receive(self.learner.reports(request, r))
         decision = p.scheduler.decide(state)
+        self.checks.decision(decision, available, f"round {r}")
         if decision.selected is not None:  # the scheduler chose the devices itself
             selected = np.unique(np.asarray(decision.selected, dtype=np.int64))
         else:

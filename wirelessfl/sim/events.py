@@ -42,6 +42,7 @@ import numpy as np
 import simpy
 
 from ..scheduling.base import Decision, DispatchState
+from .checks import PartChecks
 from .clock import CHECKPOINT, RANK_AVAILABILITY, RANK_DEVICE, RANK_STOP, RANK_TIMER, Clock, priority
 from .engine import STREAMS, EvalRule, Parts, RoundRecord, StopRule, evaluate, tell_uplink
 from .event_state import engine_state, load_engine_state, restore
@@ -120,6 +121,7 @@ class EventEngine(RoundMachinery):
         # uploads in packets that may fail (wirelessfl.access.Link; a fixed rate alone, with fading within
         # an upload, is the fading's)
         self.packets_on = link.packets_on and parts.fading is None
+        self.checks = PartChecks(parts)  # the user's scheduler and channel: their outputs are checked
         self._dispatch_state = DispatchState(
             time_s=0.0, version=0, slots=0, busy=self.busy, num_busy=0, available=None,
             last_applied=self.last_applied,
@@ -264,7 +266,10 @@ class EventEngine(RoundMachinery):
             self.dispatch_info = choice.info
             key = self._key(device)
             comp, energy = self._work(devices, key)
-            self._launch(device, float(choice.power[0]), comp[0], energy[0], key=key, bits=self.parts.upload_bits)
+            power = float(choice.power[0])
+            if self.checks.scheduler is not None:
+                self.checks.dispatch_power(power, device, f"t = {self.env.now:.6g} s")
+            self._launch(device, power, comp[0], energy[0], key=key, bits=self.parts.upload_bits)
             self.wanted -= 1
             return 1
         if len(chosen) > self.wanted or len(set(chosen)) != len(chosen) or any(busy[d] for d in chosen) or (
@@ -272,6 +277,11 @@ class EventEngine(RoundMachinery):
             self._bad_dispatch(chosen)
         self.dispatch_info = choice.info
         power = choice.power.tolist() if isinstance(choice.power, np.ndarray) else list(choice.power)
+        if self.checks.scheduler is not None:
+            if len(power) != len(chosen):
+                self._bad_dispatch(chosen)
+            for device, p in zip(chosen, power):
+                self.checks.dispatch_power(float(p), device, f"t = {self.env.now:.6g} s")
         keys = [self._key(device) for device in chosen]
         if len(keys) == 1 or len(set(keys)) == 1:  # the usual case: one call for the devices started now
             comp, energy = self._work(devices, keys[0])
@@ -341,7 +351,8 @@ class EventEngine(RoundMachinery):
         """A fresh gain of ``device`` (the channel's "channel" stream), as a transmission begins."""
         channel = self.parts.channel
         channel.set_time(self.env.now)
-        return channel.draw_one(self.streams["channel"], device)
+        gain = channel.draw_one(self.streams["channel"], device)
+        return gain if self.checks.channel is None else self.checks.gain(gain, device, f"t = {self.env.now:.6g} s")
 
     # --- losing devices ------------------------------------------------------------------------
 

@@ -26,7 +26,7 @@ class RoundMachinery:
             return
         p, r, t = self.parts, self.version, self.env.now
         p.channel.set_time(t)
-        gains = p.channel.draw(self.streams["channel"])
+        gains = self.checks.gains(p.channel.draw(self.streams["channel"]), f"round {r}")
         available = self.available
         if self.busy.any():
             available = ~self.busy if available is None else available & ~self.busy
@@ -45,6 +45,7 @@ class RoundMachinery:
         if request is not None and self.learner is not None:
             p.scheduler.receive(self.learner.reports(request, r))
         decision = p.scheduler.decide(state)
+        self.checks.decision(decision, available, f"round {r}")
         if decision.selected is not None:
             selected = np.unique(np.asarray(decision.selected, dtype=np.int64))
         else:
