@@ -481,3 +481,44 @@ def test_a_users_dispatch_power_is_checked(tmp_path):
     (folder / "s.toml").write_text(text)
     with pytest.raises(ValueError, match=r"scheduler broken_mod:Bad, t = 0 s: Dispatch.power of device 0 is -1.0"):
         simulate(load_scenario(folder / "s.toml"), tmp_path / "run", progress=False)
+
+
+EXITS = '''
+import sys
+
+from wirelessfl.scheduling.schedulers import UniformScheduler
+
+
+class Quits(UniformScheduler):
+    """Uniform, until round 2, where it calls sys.exit(0)."""
+
+    def decide(self, state):
+        if state.round == 2:
+            sys.exit(0)
+        return super().decide(state)
+'''
+
+
+def test_a_plugin_that_calls_sys_exit_fails_the_run_with_its_traceback_in_error_log(tmp_path):
+    folder = write_plugins(tmp_path / "m", exits_mod=EXITS)
+    (folder / "s.toml").write_text(scenario_text('name = "exits_mod:Quits"\nm = 3'))
+    proc = subprocess.run([sys.executable, "-m", "wirelessfl.cli", "run", str(folder / "s.toml"), "--out",
+                           str(tmp_path / "out"), "--no-progress"], capture_output=True, text=True)
+    assert proc.returncode == 1, proc.stderr
+    line = [ln for ln in proc.stderr.splitlines() if "did not complete" in ln]
+    assert len(line) == 1 and "sys.exit(0)" in line[0] and "error.log" in line[0]
+    run = next((tmp_path / "out").glob("*/summary.json")).parent
+    summary = json.loads((run / "summary.json").read_text())
+    assert summary["status"] == "failed" and "sys.exit(0)" in summary["error"]
+    assert "in decide" in (run / "error.log").read_text()
+    assert len(pd.read_csv(run / "rounds.csv")) == 2
+
+
+def test_a_plugin_module_that_calls_sys_exit_as_it_loads_is_a_one_line_error(tmp_path):
+    folder = write_plugins(tmp_path / "m", quits_at_import="import sys\nsys.exit(0)\n")
+    (folder / "s.toml").write_text(scenario_text('name = "quits_at_import:Anything"'))
+    proc = subprocess.run([sys.executable, "-m", "wirelessfl.cli", "run", str(folder / "s.toml"), "--out",
+                           str(tmp_path / "out"), "--no-progress"], capture_output=True, text=True)
+    assert proc.returncode == 2
+    assert proc.stderr.strip().count("\n") == 0 and "quits_at_import called sys.exit(0)" in proc.stderr
+    assert not (tmp_path / "out").exists()

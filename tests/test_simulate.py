@@ -94,6 +94,10 @@ def test_failed_run_keeps_records_and_says_so(tmp_path, monkeypatch):
     summary = json.loads((tmp_path / "run" / "summary.json").read_text())
     assert summary["status"] == "failed" and "boom" in summary["error"]
     assert len(pd.read_csv(tmp_path / "run" / "rounds.csv")) == 2
+    # the whole traceback, down to where it was raised, beside the one line
+    assert summary["error_log"] == "error.log"
+    log = (tmp_path / "run" / "error.log").read_text()
+    assert log.startswith("Traceback") and "in flaky" in log and log.strip().endswith("RuntimeError: boom")
 
 
 def test_cli_run_writes_runs_and_figures(tmp_path):

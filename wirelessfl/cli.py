@@ -57,8 +57,16 @@ def _finish(results: dict, out: Path, title: str) -> int:
     print(f"results in {out}")
     failed = [name for name, res in results.items() if res.summary.get("status") != "complete"]
     for name in failed:
-        print(f"wirelessfl: {name} did not complete: {results[name].summary.get('error')}", file=sys.stderr)
+        print(f"wirelessfl: {name} did not complete: {_failure(results[name])}", file=sys.stderr)
     return 1 if failed else 0
+
+
+def _failure(result) -> str:
+    """A failed run's one line: its error, and where its traceback is."""
+    summary = result.summary
+    log = summary.get("error_log")
+    where = f" (traceback in {result.run_dir / log})" if log and result.run_dir is not None else ""
+    return f"{summary.get('error')}{where}"
 
 
 def cmd_run(args) -> int:
@@ -108,7 +116,7 @@ def _resume(args) -> int:
         print(_fmt_summary(name, res.summary))
     failed = [name for name, res in results.items() if res.summary.get("status") != "complete"]
     for name in failed:
-        print(f"wirelessfl: {name} did not complete: {results[name].summary.get('error')}", file=sys.stderr)
+        print(f"wirelessfl: {name} did not complete: {_failure(results[name])}", file=sys.stderr)
     return 1 if failed else 0
 
 

@@ -123,7 +123,7 @@ class Registry:
                                   f"or give an import path 'module:Class' (see docs/extending.md)")
             try:
                 cls = entry.load()
-            except Exception as exc:  # whatever the plugin's import raises
+            except (Exception, SystemExit) as exc:  # whatever the plugin's import raises
                 raise PluginError(f"{where}: loading the installed plugin {entry.value} failed: "
                                   f"{_one_line(exc)}") from None
         self.check_fits(cls, where)
@@ -241,6 +241,8 @@ def _load_import_path(ref: str, plugin_path: Sequence[str], where: str):
         raise PluginError(f"{where}: importing {module_name} failed: {_one_line(exc)}") from None
     except Exception as exc:  # a syntax error, or whatever the module raises at import
         raise PluginError(f"{where}: importing {module_name} failed: {_one_line(exc)}") from None
+    except SystemExit as exc:  # a module that ends the program as it loads: a failed import, not a run
+        raise PluginError(f"{where}: importing {module_name} called sys.exit({exc.code!r})") from None
     obj = module
     for part in attr.split("."):
         if not hasattr(obj, part):

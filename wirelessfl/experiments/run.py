@@ -18,7 +18,7 @@ from ..jsonio import read_json, write_json_atomic
 from ..learning import DatasetError
 from ..learning.learner import TrainingDiverged
 from ..sim.checkpoint import CHECKPOINT_NAME, ResumeError, load_checkpoint
-from ..sim.runner import Run, RunResult
+from ..sim.runner import ERROR_LOG, Run, RunResult
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -26,8 +26,8 @@ if TYPE_CHECKING:
 __all__ = ["OutputExists", "RunResult", "TrainingDiverged", "load_run", "resume", "resume_variants", "run_variants",
            "simulate"]
 
-RUN_FILES = ("scenario.toml", "rounds.csv", "evals.csv", "devices.csv", "decisions.h5", "decisions.npz",
-             "summary.json", CHECKPOINT_NAME)
+RUN_FILES = ("scenario.toml", "rounds.csv", "evals.csv", "updates.csv", "devices.csv", "decisions.h5",
+             "decisions.npz", "summary.json", CHECKPOINT_NAME, ERROR_LOG)
 """The files a run writes into its folder (and the only ones ``overwrite`` removes)."""
 
 

@@ -23,6 +23,7 @@ from ..devices import WorkScaledCompute, build_availability
 from ..access import Link
 from ..fading import block_fading
 from ..wireless import build_channel, sigma_profile
+from ..files import write_atomic
 from .checkpoint import CHECKPOINT_NAME, ResumeError, save_checkpoint
 from .engine import STREAMS, Engine, EvalRule, Parts, RoundRecord, StopRule
 from .events import EventEngine
@@ -33,7 +34,10 @@ from .summary import summarise
 if TYPE_CHECKING:
     import pandas as pd
 
-__all__ = ["Run", "RunResult", "fairness_metrics", "personalised_eval"]
+__all__ = ["ERROR_LOG", "Run", "RunResult", "fairness_metrics", "personalised_eval"]
+
+ERROR_LOG = "error.log"
+"""Where a failed run writes the traceback of its error (summary.json names it)."""
 
 
 @dataclass
@@ -234,7 +238,7 @@ class Run:
     def execute(self) -> RunResult:
         """Run to the end (or until interrupted), then write the device table and the summary."""
         started = time.perf_counter()
-        status, error = "complete", None
+        status, error, error_log = "complete", None, None
         # Float reductions depend on the thread count: fix it per run so a run gives the same
         # records serially, in a process pool or on a cluster.
         threads = None
@@ -250,6 +254,15 @@ class Run:
         except BaseException as exc:  # record what happened, keep what was written, then re-raise
             status = "interrupted" if isinstance(exc, KeyboardInterrupt) else "failed"
             error = f"{type(exc).__name__}: {exc}"
+            if isinstance(exc, SystemExit):
+                error = f"RuntimeError: a part called sys.exit({exc.code!r}) during the run"
+            if status == "failed" and self.run_dir is not None:  # the whole story, beside the one line
+                import traceback
+
+                write_atomic(self.run_dir / ERROR_LOG, traceback.format_exc())
+                error_log = ERROR_LOG
+            if isinstance(exc, SystemExit):  # a part's sys.exit() fails the run; it does not end the program
+                raise RuntimeError(error.removeprefix("RuntimeError: ")) from None
             raise
         finally:
             if threads is not None:
@@ -257,7 +270,7 @@ class Run:
 
                 torch.set_num_threads(threads)
             self.bar.close()
-            summary, devices = self._close(time.perf_counter() - started, status, error)
+            summary, devices = self._close(time.perf_counter() - started, status, error, error_log)
         import pandas as pd  # not before the first round: 0.3 s of start-up
 
         rec = self.recorder
@@ -265,7 +278,8 @@ class Run:
                          evals=pd.DataFrame(rec.evals), devices=pd.DataFrame(devices),
                          summary=summary, run_dir=self.run_dir, update_rows=rec.updates.rows_in_memory())
 
-    def _close(self, wall_time_s: float, status: str, error: str | None) -> tuple[dict, dict]:
+    def _close(self, wall_time_s: float, status: str, error: str | None,
+               error_log: str | None = None) -> tuple[dict, dict]:
         rec, sc = self.recorder, self.scenario
         extra = None
         if sc.channel.path_loss:  # moving devices: their mean distance over the records
@@ -276,6 +290,8 @@ class Run:
         summary = summarise(sc, rec.rounds, rec.evals, devices, wall_time_s=wall_time_s, model_bits=self.bits,
                             updates=rec.update_stats, sim_time_s=self.engine.now)
         summary.update(status=status, error=error)
+        if error_log is not None:
+            summary["error_log"] = error_log  # the traceback, in the run folder
         # incomplete participation (spec 003): who could never take part, and the capacity
         # omega = share of devices that ever took part
         summary.update(excluded=[int(i) for i in np.flatnonzero(self.excluded)],
