@@ -522,3 +522,45 @@ def test_a_plugin_module_that_calls_sys_exit_as_it_loads_is_a_one_line_error(tmp
     assert proc.returncode == 2
     assert proc.stderr.strip().count("\n") == 0 and "quits_at_import called sys.exit(0)" in proc.stderr
     assert not (tmp_path / "out").exists()
+
+
+PLAIN = '''
+import numpy as np
+
+
+class PlainTopK:
+    """No base class: only the required members; the optional ones come from the protocol."""
+
+    def __init__(self, n, k):
+        self.n, self.k = n, k
+
+    @classmethod
+    def from_scenario(cls, scenario, options):
+        return cls(scenario.devices.count, 3)
+
+    def decide(self, state):
+        from wirelessfl.scheduling import Decision
+
+        n = self.n
+        chosen = np.argsort(-np.asarray(state.gains))[: self.k]
+        return Decision(omega=np.full(n, 1 / n), q=np.full(n, self.k / n), power=np.ones(n), queue=np.zeros(n),
+                        m=self.k, selected=chosen)
+
+
+class NoDecide:
+    @classmethod
+    def from_scenario(cls, scenario, options):
+        return cls()
+'''
+
+
+def test_a_plain_class_with_the_required_members_gets_the_protocols_defaults(tmp_path):
+    folder = write_plugins(tmp_path / "m", plain_mod=PLAIN)
+    (folder / "s.toml").write_text(scenario_text('name = "plain_mod:PlainTopK"'))
+    res = simulate(load_scenario(folder / "s.toml"), tmp_path / "run", progress=False)
+    gains = load_decisions(tmp_path / "run")["gains"]
+    for chosen, g in zip(selected_rows(res.rounds), gains):
+        assert sorted(chosen) == sorted(np.argsort(-g)[:3].tolist())  # its own rule ran
+    (folder / "t.toml").write_text(scenario_text('name = "plain_mod:NoDecide"'))
+    with pytest.raises(ConfigError, match="NoDecide does not fit the scheduler protocol: it lacks decide"):
+        load_scenario(folder / "t.toml")

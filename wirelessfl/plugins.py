@@ -126,9 +126,25 @@ class Registry:
             except (Exception, SystemExit) as exc:  # whatever the plugin's import raises
                 raise PluginError(f"{where}: loading the installed plugin {entry.value} failed: "
                                   f"{_one_line(exc)}") from None
-        self.check_fits(cls, where)
+        cls = self.fitted(cls, where)
         self._loaded[key] = cls
         return cls
+
+    def fitted(self, cls, where: str) -> type:
+        """``cls`` if it has every member of the protocol; a class that defines the required ones but
+        not all the optional ones gets the protocol's defaults for those (a subclass of both, under
+        its own name); PluginError if a required member is missing."""
+        protocol = self.protocol
+        if not isinstance(cls, type):
+            self.check_fits(cls, where)
+        if all(hasattr(cls, m) for m in _members(protocol)) or any(
+                m not in dir(cls) or _is_stub(cls, protocol, m) for m in self.kind.required):
+            self.check_fits(cls, where)
+            return cls
+        fitted = type(cls.__name__, (cls, protocol), {"__module__": cls.__module__, "__qualname__": cls.__qualname__,
+                                                       "__doc__": cls.__doc__})
+        self.check_fits(fitted, where)
+        return fitted
 
     def check_fits(self, cls, where: str) -> None:
         """PluginError unless ``cls`` is a class with every member of the protocol (required ones
@@ -144,7 +160,7 @@ class Registry:
             raise PluginError(f"{where}: {cls.__name__} does not fit the {self.kind.name} protocol: it lacks "
                               f"{', '.join(required)}" + (f"; subclass {public} to inherit the optional parts"
                                                           if optional else "; see docs/extending.md"))
-        if optional:
+        if optional:  # only a class that could not take the protocol's defaults (see fitted)
             raise PluginError(f"{where}: {cls.__name__} lacks the optional parts {', '.join(optional)}; "
                               f"subclass {public} to inherit their defaults")
 
