@@ -235,7 +235,7 @@ def test_a_stateful_plugin_resumes_to_the_uninterrupted_records(tmp_path, interr
 
 
 def test_options_without_a_dataclass_arrive_as_a_dict(tmp_path):
-    folder = write_plugins(tmp_path / "p", plain_mod=PLAIN)
+    folder = write_plugins(tmp_path / "p", plain_class_mod=PLAIN)
     text = scenario_text('name = "plain_mod:EveryOther"\n[scheduler.options]\nstride = 2\nlabel = "x"')
     (folder / "s.toml").write_text(text)
     res = simulate(load_scenario(folder / "s.toml"), progress=False)
@@ -555,12 +555,12 @@ class NoDecide:
 
 
 def test_a_plain_class_with_the_required_members_gets_the_protocols_defaults(tmp_path):
-    folder = write_plugins(tmp_path / "m", plain_mod=PLAIN)
-    (folder / "s.toml").write_text(scenario_text('name = "plain_mod:PlainTopK"'))
+    folder = write_plugins(tmp_path / "m", plain_class_mod=PLAIN)
+    (folder / "s.toml").write_text(scenario_text('name = "plain_class_mod:PlainTopK"'))
     res = simulate(load_scenario(folder / "s.toml"), tmp_path / "run", progress=False)
     gains = load_decisions(tmp_path / "run")["gains"]
     for chosen, g in zip(selected_rows(res.rounds), gains):
         assert sorted(chosen) == sorted(np.argsort(-g)[:3].tolist())  # its own rule ran
-    (folder / "t.toml").write_text(scenario_text('name = "plain_mod:NoDecide"'))
+    (folder / "t.toml").write_text(scenario_text('name = "plain_class_mod:NoDecide"'))
     with pytest.raises(ConfigError, match="NoDecide does not fit the scheduler protocol: it lacks decide"):
         load_scenario(folder / "t.toml")
