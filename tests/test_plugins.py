@@ -235,7 +235,7 @@ def test_a_stateful_plugin_resumes_to_the_uninterrupted_records(tmp_path, interr
 
 
 def test_options_without_a_dataclass_arrive_as_a_dict(tmp_path):
-    folder = write_plugins(tmp_path / "p", plain_class_mod=PLAIN)
+    folder = write_plugins(tmp_path / "p", plain_mod=PLAIN)
     text = scenario_text('name = "plain_mod:EveryOther"\n[scheduler.options]\nstride = 2\nlabel = "x"')
     (folder / "s.toml").write_text(text)
     res = simulate(load_scenario(folder / "s.toml"), progress=False)
@@ -524,7 +524,7 @@ def test_a_plugin_module_that_calls_sys_exit_as_it_loads_is_a_one_line_error(tmp
     assert not (tmp_path / "out").exists()
 
 
-PLAIN = '''
+PLAIN_CLASS = '''
 import numpy as np
 
 
@@ -555,7 +555,7 @@ class NoDecide:
 
 
 def test_a_plain_class_with_the_required_members_gets_the_protocols_defaults(tmp_path):
-    folder = write_plugins(tmp_path / "m", plain_class_mod=PLAIN)
+    folder = write_plugins(tmp_path / "m", plain_class_mod=PLAIN_CLASS)
     (folder / "s.toml").write_text(scenario_text('name = "plain_class_mod:PlainTopK"'))
     res = simulate(load_scenario(folder / "s.toml"), tmp_path / "run", progress=False)
     gains = load_decisions(tmp_path / "run")["gains"]
