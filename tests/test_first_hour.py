@@ -7,6 +7,7 @@ import json
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
 
 import pandas as pd
@@ -168,3 +169,16 @@ def test_output_exists_from_python(folder):
     run_variants(scenario, folder / "o", progress=False)
     with pytest.raises(OutputExists, match="holds the runs of another scenario"):
         run_variants(scenario.replace("seed=9"), folder / "o", progress=False)
+
+
+def test_the_package_imports_from_the_folder_that_holds_a_clone_named_wirelessfl(tmp_path):
+    """With the clone at ~/wirelessfl and a script run from ~, ``import wirelessfl`` must find the
+    package, not the clone's folder as an empty namespace package (pyproject.toml's package-dir makes
+    the editable install a path entry for this; a plain install works too)."""
+    import wirelessfl
+
+    root = Path(wirelessfl.__file__).resolve().parents[1]
+    (tmp_path / "wirelessfl").symlink_to(root, target_is_directory=True)
+    proc = subprocess.run([sys.executable, "-c", "import wirelessfl; print(wirelessfl.load_scenario.__name__)"],
+                          cwd=tmp_path, capture_output=True, text=True)
+    assert proc.returncode == 0 and proc.stdout.strip() == "load_scenario", proc.stderr
