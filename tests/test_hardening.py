@@ -239,3 +239,28 @@ def test_summary_with_non_finite_numbers_is_strict_json(tmp_path):
     assert "NaN" not in text and "Infinity" not in text
     assert json.loads(text)["non_finite"]["label_coverage"] == "nan"
     assert np.isnan(res.summary["label_coverage"])
+
+
+def _cli(*args, cwd=None):
+    return subprocess.run([sys.executable, "-m", "wirelessfl.cli", *args], capture_output=True, text=True, cwd=cwd)
+
+
+def test_the_run_command_s_ambiguous_forms_are_one_line_errors(tmp_path):
+    (tmp_path / "s.toml").write_text("[run]\nrounds = 2\ntiming_only = true\n[devices]\ncount = 4\n")
+    assert _cli("run", str(tmp_path / "s.toml"), "--out", str(tmp_path / "out"), "--no-progress").returncode == 0
+    run_dir = tmp_path / "out"
+    # SCENARIO and --resume together: which one? say so, do not ignore one
+    both = _cli("run", str(tmp_path / "s.toml"), "--resume", str(run_dir))
+    assert both.returncode == 2 and "not both" in both.stderr and both.stderr.strip().count("\n") == 0
+    # a run folder given as the scenario: point to --resume
+    folder = _cli("run", str(run_dir))
+    assert folder.returncode == 2 and f"wirelessfl run --resume {run_dir}" in folder.stderr
+    assert folder.stderr.strip().count("\n") == 0
+
+
+def test_a_grid_key_given_twice_is_refused(tmp_path):
+    from wirelessfl.experiments.sweep import parse_grid
+
+    with pytest.raises(ConfigError, match="grid scheduler.V: given twice"):
+        parse_grid(["scheduler.V=1,10", "scheduler.lam=1", "scheduler.V=100"])
+    assert parse_grid(["scheduler.V=1,10", "scheduler.lam=1"]) == [("scheduler.V", (1, 10)), ("scheduler.lam", (1,))]

@@ -70,10 +70,17 @@ def _failure(result) -> str:
 
 
 def cmd_run(args) -> int:
+    if args.resume and args.scenario:
+        raise ConfigError(f"run: give a SCENARIO file or --resume RUN_DIR, not both (--resume continues the run "
+                          f"with the scenario.toml in {args.resume})")
     if args.resume:
         return _resume(args)
     if not args.scenario:
         raise ConfigError("run: give a SCENARIO file, or --resume RUN_DIR")
+    if Path(args.scenario).is_dir():
+        hint = (f"; continue the run in it with: wirelessfl run --resume {args.scenario}"
+                if any(Path(args.scenario).glob("**/scenario.toml")) else "")
+        raise ConfigError(f"run: {args.scenario} is a folder, not a scenario file{hint}")
     overrides = list(args.set)
     if args.seed is not None:
         overrides.append(f"seed={args.seed}")

@@ -57,7 +57,8 @@ def _refuse(run_dir: Path, state: str) -> OutputExists:
         what = "holds a run of another scenario"
     else:
         what = f"holds an interrupted run of this scenario (continue it with: wirelessfl run --resume {run_dir})"
-    return OutputExists(f"{run_dir}: {what}; choose another output folder (--out), or overwrite it (--overwrite)")
+    return OutputExists(f"{run_dir}: {what}; choose another output folder (--out, out_dir=), or overwrite it "
+                        "(--overwrite, overwrite=True)")
 
 
 def _clear(run_dir: Path) -> None:

@@ -133,6 +133,9 @@ def parse_grid(grid: Mapping[str, Sequence] | Iterable[str | tuple[str, Sequence
             raise ConfigError("grid seed: seeds are not a grid key; use seeds=N (--seeds N)")
         if not values:
             raise ConfigError(f"grid {key}: needs at least one value")
+        if key in out:
+            raise ConfigError(f"grid {key}: given twice ({', '.join(map(str, out[key]))} and "
+                              f"{', '.join(map(str, values))}); list every value once: {key}=V1,V2,...")
         out[key] = values
     return list(out.items())
 
