@@ -148,3 +148,29 @@ def test_a_checkpoint_of_another_scenario_is_refused_and_the_folder_left_as_it_w
     (tmp_path / "b" / "scenario.toml").write_text(dumps(timing.replace("seed=6", "scheduler.V=7")))
     with pytest.raises(ResumeError, match="written for another scenario"):
         resume(tmp_path / "b", progress=False)
+
+
+def test_a_resumed_run_s_wall_time_counts_the_time_before_the_interruption(tmp_path, monkeypatch):
+    from wirelessfl.sim.checkpoint import save_checkpoint
+    from wirelessfl.sim import records as records_module
+
+    calls = {"n": 0}
+    real = records_module.Recorder.on_round
+
+    def stop_after(self, rec):
+        calls["n"] += 1
+        if calls["n"] == 8:
+            raise KeyboardInterrupt
+        return real(self, rec)
+
+    monkeypatch.setattr(records_module.Recorder, "on_round", stop_after)
+    with pytest.raises(KeyboardInterrupt):
+        simulate(scenario(timing_only=True, rounds=20, checkpoint_every=2), tmp_path / "run", progress=False)
+    monkeypatch.setattr(records_module.Recorder, "on_round", real)
+    state = load_checkpoint(tmp_path / "run" / "checkpoint.pt")
+    assert 0 < state["wall_time_s"] < 1000
+    state["wall_time_s"] = 1000.0  # as if the first attempt had taken that long
+    save_checkpoint(tmp_path / "run" / "checkpoint.pt", state)
+    resumed = resume(tmp_path / "run", progress=False)
+    assert resumed.summary["status"] == "complete"
+    assert 1000.0 < resumed.summary["wall_time_s"] < 1000.0 + 60

@@ -140,6 +140,7 @@ class Run:
         self.recorder = Recorder(n, run_dir, keep_device_arrays=rc.record_devices and decisions,
                                  positions=self.channel.positions_m if moving else None)
         self.resumed = False
+        self._wall_before, self._started = 0.0, time.perf_counter()  # wall time of earlier attempts (resume)
         self.bar = ProgressBar(scenario, enabled=progress)
         common = dict(streams={name: rngs.stream(scenario.seed, name) for name in STREAMS},
                       stop=StopRule(rc.rounds, rc.time_budget_s, rc.target_accuracy, rc.stop_at_target),
@@ -192,7 +193,9 @@ class Run:
         return {"engine": self.engine.state_dict(), "scheduler": self.scheduler.state_dict(),
                 "algorithm": self.algorithm.state_dict(), "compute": self.compute.state_dict(),
                 "learner": self.learner.state_dict() if self.learner is not None else None,
-                "records": self.recorder.state_dict(), "scenario_sha256": self.scenario_sha256}
+                "records": self.recorder.state_dict(), "scenario_sha256": self.scenario_sha256,
+                # the wall time spent so far, so a resumed run's summary counts all of it
+                "wall_time_s": self._wall_before + time.perf_counter() - self._started}
 
     @property
     def scenario_sha256(self) -> str:
@@ -232,12 +235,13 @@ class Run:
         if problem is not None:
             raise ResumeError(f"{where}: {problem}; the folder is left as it was")
         self.recorder.load_state(state["records"])  # the first change on disk
+        self._wall_before = float(state.get("wall_time_s", 0.0))
         self.resumed = True
         self.bar.bar.update(state["engine"]["now_s"] if self.bar.by_time else state["engine"]["rounds_done"])
 
     def execute(self) -> RunResult:
         """Run to the end (or until interrupted), then write the device table and the summary."""
-        started = time.perf_counter()
+        started = self._started = time.perf_counter()
         status, error, error_log = "complete", None, None
         # Float reductions depend on the thread count: fix it per run so a run gives the same
         # records serially, in a process pool or on a cluster.
@@ -270,7 +274,7 @@ class Run:
 
                 torch.set_num_threads(threads)
             self.bar.close()
-            summary, devices = self._close(time.perf_counter() - started, status, error, error_log)
+            summary, devices = self._close(self._wall_before + time.perf_counter() - started, status, error, error_log)
         import pandas as pd  # not before the first round: 0.3 s of start-up
 
         rec = self.recorder
