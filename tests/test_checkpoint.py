@@ -7,6 +7,7 @@ import subprocess
 import sys
 import time
 
+import numpy as np
 import pandas as pd
 import pytest
 import torch
@@ -174,3 +175,23 @@ def test_a_resumed_run_s_wall_time_counts_the_time_before_the_interruption(tmp_p
     resumed = resume(tmp_path / "run", progress=False)
     assert resumed.summary["status"] == "complete"
     assert 1000.0 < resumed.summary["wall_time_s"] < 1000.0 + 60
+
+
+def test_a_state_the_checkpoint_cannot_store_is_refused_at_the_first_checkpoint(tmp_path, monkeypatch):
+    """Before, it was written at every checkpoint and refused only at resume: the run was lost."""
+    from wirelessfl.scheduling.schedulers import LyapunovScheduler
+    from wirelessfl.sim.checkpoint import CheckpointError, to_checkpoint
+
+    class Memo:
+        pass
+
+    real = LyapunovScheduler.state_dict
+    monkeypatch.setattr(LyapunovScheduler, "state_dict", lambda self: {**real(self), "history": [1.0, Memo()]})
+    with pytest.raises(CheckpointError, match=r"scheduler's state\['history'\]\[1\] is a .*Memo: a checkpoint holds"):
+        simulate(scenario(timing_only=True, rounds=10, checkpoint_every=2), tmp_path / "run", progress=False)
+    assert not (tmp_path / "run" / "checkpoint.pt").exists()
+    assert len(pd.read_csv(tmp_path / "run" / "rounds.csv")) == 2  # the rounds before it are kept
+    with pytest.raises(CheckpointError, match=r"algorithm's state\['names'\] is a numpy array of <U1"):
+        to_checkpoint({"algorithm": {"names": np.array(["a", "b"])}})
+    back = to_checkpoint({"compute": {"x": np.arange(3), "t": (1, 2.5, None, "s"), 4: True}})
+    assert back["compute"]["t"] == (1, 2.5, None, "s") and back["compute"][4] is True

@@ -21,23 +21,40 @@ CHECKPOINT_NAME = "checkpoint.pt"
 
 class ResumeError(ValueError):
     """A checkpoint cannot continue its run folder; the folder was left as it was."""
+
+
+class CheckpointError(TypeError):
+    """A part's state holds something a checkpoint cannot store (refused when it is written, so a run
+    never writes checkpoints it could not resume from)."""
+
+
 _NDARRAY = "__ndarray__"
+_PLAIN = (bool, int, float, complex, str, type(None))
+_HOLDS = "a checkpoint holds numbers, strings, None, numeric numpy arrays, tensors, lists, tuples and dicts"
 
 
-def to_checkpoint(value: Any) -> Any:
+def to_checkpoint(value: Any, where: str = "the state") -> Any:
     """``value`` with every numpy array (and numpy scalar) replaced by what the weights-only loader
-    reads back: tensors tagged as arrays, plain Python numbers."""
-    if isinstance(value, np.ndarray):
-        import torch
+    reads back: tensors tagged as arrays, plain Python numbers. CheckpointError, naming the part
+    (the top-level key) and the key path, for anything the loader would refuse."""
+    import torch
 
+    if isinstance(value, np.ndarray):
+        if value.dtype.kind not in "biufc":
+            raise CheckpointError(f"{where} is a numpy array of {value.dtype}: {_HOLDS}")
         return {_NDARRAY: torch.from_numpy(np.array(value))}
     if isinstance(value, np.generic):
         return value.item()
     if isinstance(value, dict):
-        return {k: to_checkpoint(v) for k, v in value.items()}
+        for k in value:
+            if not isinstance(k, (str, int)):
+                raise CheckpointError(f"{where} has the key {k!r} ({type(k).__name__}): keys are strings or integers")
+        return {k: to_checkpoint(v, f"{where}[{k!r}]" if where != "the state" else f"{k}'s state") for k, v in value.items()}
     if isinstance(value, (list, tuple)):
-        return type(value)(to_checkpoint(v) for v in value)
-    return value
+        return type(value)(to_checkpoint(v, f"{where}[{i}]") for i, v in enumerate(value))
+    if isinstance(value, (torch.Tensor, *_PLAIN)):
+        return value
+    raise CheckpointError(f"{where} is a {type(value).__module__}.{type(value).__qualname__}: {_HOLDS}")
 
 
 def from_checkpoint(value: Any) -> Any:
