@@ -103,8 +103,11 @@ def test_a_short_trace_stops_the_run_or_cycles(tmp_path):
 
 @pytest.mark.parametrize("content, words", [
     ("device_0,device_1\n1.0,2.0\n", "has 2 columns: must have one per device (devices.count = 3)"),
-    ("1.0,2.0,3.0\n1.0,x,3.0\n", "line 2 is not a row of numbers"),
-    ("1.0,2.0,3.0\n1.0,2.0\n", "rows have different numbers of columns"),
+    ("1.0,2.0,3.0\n1.0,x,3.0\n", "line 2, column 2: 'x' is not a number"),
+    ("1.0,2.0,3.0\n1.0,2.0\n", "line 2 has 2 columns, the rows before it 3"),
+    ("a,b,c\nd,e,f\n1.0,2.0,3.0\n", "line 2, column 1: 'd' is not a number"),  # one header line only
+    ("1.0,1_000,3.0\n", "line 1, column 2: '1_000' is not a number"),
+    ("1.0,2.0,0x10\n", "line 1, column 3: '0x10' is not a number"),
     ("1.0,0.0,3.0\n", "every value must be > 0"),
     ("1.0,nan,3.0\n", "not finite"),
     ("# only a comment\n", "must hold a table of rounds x devices"),
@@ -156,3 +159,10 @@ def test_a_trace_is_never_overwritten_unasked_and_never_written_through_a_link(t
     assert victim.read_text() == "keep me"
     assert not (tmp_path / "tr" / "gains.csv").is_symlink()
     assert len(np.loadtxt(tmp_path / "tr" / "gains.csv", delimiter=",", skiprows=1)) == 7
+
+
+def test_a_complex_npy_trace_is_refused_not_cut_to_its_real_part(tmp_path):
+    np.save(tmp_path / "g.npy", np.ones((4, 3), dtype=complex) * (1 + 2j))
+    with pytest.raises(ConfigError, match="holds complex128 values; a trace holds real numbers"):
+        from_dict({"run": {"rounds": 2, "timing_only": True}, "devices": {"count": 3},
+                   "channel": {"model": "trace", "trace": str(tmp_path / "g.npy")}})

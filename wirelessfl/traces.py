@@ -11,6 +11,7 @@ from __future__ import annotations
 import csv
 import math
 import os
+import re
 import tempfile
 from pathlib import Path
 
@@ -83,6 +84,8 @@ def _load(path: Path, field: str) -> np.ndarray:
     try:
         if path.suffix == ".npy":
             values = np.load(path, allow_pickle=False)
+            if values.dtype.kind not in "biuf":  # complex, strings: asarray(float) would drop or fail
+                raise ConfigError(f"{where}: holds {values.dtype} values; a trace holds real numbers")
         else:
             values = _read_csv(path, where)
         values = np.asarray(values, dtype=float)
@@ -97,20 +100,36 @@ def _load(path: Path, field: str) -> np.ndarray:
 
 
 def _read_csv(path: Path, where: str) -> np.ndarray:
-    rows = []
+    """Strict: blank and '#' lines aside, one optional header line (the first, of names only), then
+    numbers only,
+    written as plain decimals ("1e-3", "nan" and "inf" are numbers; "1_000" and "0x10" are not)."""
+    rows, header_seen = [], False
     with open(path, newline="") as fh:
         for lineno, cells in enumerate(csv.reader(fh), start=1):
             if not cells or cells[0].lstrip().startswith("#"):
                 continue
-            try:
-                rows.append([float(c) for c in cells])
-            except ValueError:
-                if rows:
-                    raise ConfigError(f"{where}: line {lineno} is not a row of numbers") from None
-                continue  # the header line
-    if len({len(r) for r in rows}) > 1:
-        raise ConfigError(f"{where}: rows have different numbers of columns")
+            numbers = [_number(c) for c in cells]
+            if None in numbers:
+                # a header: the first line, and names only (a row with a bad number is a bad row)
+                if rows or header_seen or any(n is not None for n in numbers):
+                    col = numbers.index(None)
+                    raise ConfigError(f"{where}: line {lineno}, column {col + 1}: {cells[col]!r} is not a number")
+                header_seen = True
+                continue
+            if rows and len(numbers) != len(rows[0]):
+                raise ConfigError(f"{where}: line {lineno} has {len(numbers)} columns, the rows before it "
+                                  f"{len(rows[0])}")
+            rows.append(numbers)
     return np.array(rows, dtype=float).reshape(len(rows), -1 if rows else 0)
+
+
+_DECIMAL = re.compile(r"\s*[+-]?((\d+\.?\d*|\.\d+)([eE][+-]?\d+)?|nan|inf|infinity)\s*", re.IGNORECASE)
+
+
+def _number(cell: str) -> float | None:
+    """The cell as a float when it is a plain decimal number, else None (Python's float() would also
+    take "1_000")."""
+    return float(cell) if _DECIMAL.fullmatch(cell) else None
 
 
 def write_trace(path: str | Path, values: np.ndarray, header: str = "device") -> Path:
