@@ -182,3 +182,20 @@ def test_the_package_imports_from_the_folder_that_holds_a_clone_named_wirelessfl
     proc = subprocess.run([sys.executable, "-c", "import wirelessfl; print(wirelessfl.load_scenario.__name__)"],
                           cwd=tmp_path, capture_output=True, text=True)
     assert proc.returncode == 0 and proc.stdout.strip() == "load_scenario", proc.stderr
+
+
+def test_timing_png_draws_the_power_budget_the_devices_are_held_to(tmp_path, monkeypatch):
+    from wirelessfl.config import from_dict
+    from wirelessfl.experiments import plots
+    from wirelessfl.experiments.run import simulate
+
+    sc = from_dict({"run": {"rounds": 30, "timing_only": True}, "devices": {"count": 8},
+                    "link": {"model_bits": 100000, "p_bar": 0.5}, "scheduler": {"name": "lyapunov", "m": 3}})
+    res = simulate(sc, tmp_path / "run", progress=False)
+    assert res.summary["p_bar"] == 0.5
+    seen = {}
+    monkeypatch.setattr(plots, "_save", lambda fig, out_dir, name: seen.setdefault("fig", fig))
+    plots.plot_timing({"run": res}, tmp_path)
+    power_axis = seen["fig"].axes[3]
+    budget = [ln for ln in power_axis.get_lines() if "budget" in ln.get_label()]
+    assert len(budget) == 1 and set(budget[0].get_ydata()) == {0.5}

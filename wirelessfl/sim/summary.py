@@ -29,6 +29,7 @@ def summarise(scenario, rounds: list[dict], evals: list[dict], devices: dict,
         # draws per round, for schedulers that have them
         "m": options.get("m"), "scheduler_options": options,
         "num_devices": scenario.devices.count, "model_bits": model_bits,
+        "p_bar": scenario.link.p_bar,  # the power budget, a long-run average per device
         "rounds": n_rounds, "sim_time_s": end_s,
         # one row of rounds.csv per aggregation (server version), under every protocol
         "aggregations": n_rounds, "uploads": int(updates.get("uploads", 0)), "updates_applied": int(applied),
