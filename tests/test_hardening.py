@@ -205,6 +205,8 @@ def test_a_run_in_which_nobody_can_ever_be_scheduled_ends(tmp_path):
     ({"devices": {"compute": "cpu", "kappa": 1e300}}, "computation energy kappa f^2 c S of a round is not a finite"),
     ({"channel": {"path_loss": True, "reference_gain_db": -4000.0}}, "leaves the range of numbers"),
     ({"name": "x" * 300}, "becomes a folder name"),
+    ({"learning": {"samples_per_device": 10 ** 12}}, "learning.samples_per_device = 1000000000000: 100 devices x"),
+    ({"run": {"rounds": 3, "threads": 5000}}, "run.threads = 5000: more than 4 x this machine's"),
 ])
 def test_absurd_inputs_are_one_line_errors_before_anything_runs(tmp_path, setting, words):
     data = {"run": {"rounds": 3}}
@@ -264,3 +266,15 @@ def test_a_grid_key_given_twice_is_refused(tmp_path):
     with pytest.raises(ConfigError, match="grid scheduler.V: given twice"):
         parse_grid(["scheduler.V=1,10", "scheduler.lam=1", "scheduler.V=100"])
     assert parse_grid(["scheduler.V=1,10", "scheduler.lam=1"]) == [("scheduler.V", (1, 10)), ("scheduler.lam", (1,))]
+
+
+def test_absurd_sweep_seeds_and_trace_rounds_are_refused_before_allocating(tmp_path):
+    from wirelessfl.experiments.sweep import expand
+    from wirelessfl.traces import record_traces
+
+    sc = from_dict({"run": {"rounds": 2, "timing_only": True}, "devices": {"count": 4}})
+    with pytest.raises(ConfigError, match=r"seeds = 100000000000: a sweep of 100,000,000,000 runs needs about"):
+        expand(sc, ["scheduler.V=1"], seeds=10 ** 11)
+    with pytest.raises(ConfigError, match=r"--rounds = 1000000000000: recording 1,000,000,000,000 rounds of 4 devices"):
+        record_traces(sc, 10 ** 12, tmp_path / "t")
+    assert not (tmp_path / "t").exists()

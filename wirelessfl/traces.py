@@ -17,7 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .fields import ConfigError
+from .fields import ConfigError, require_memory
 
 __all__ = ["Trace", "TraceExhausted", "record_traces", "write_trace"]
 
@@ -164,6 +164,8 @@ def record_traces(scenario, rounds: int, out_dir: str | Path, fmt: str = "csv",
 
     if rounds < 1 or not math.isfinite(rounds):
         raise ConfigError(f"rounds = {rounds}: must be >= 1")
+    n = scenario.devices.count
+    require_memory("--rounds", rounds, 3 * 16.0 * rounds * n, f"recording {rounds:,} rounds of {n:,} devices")
     if scenario.devices.mobility != "static":
         raise ConfigError(f"devices.mobility = {scenario.devices.mobility!r}: a trace has rounds, not a clock, so it "
                           "cannot follow moving devices; record one with devices.mobility = 'static'")

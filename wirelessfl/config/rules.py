@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import os
 
 from ..fields import ConfigError, require_memory
 from ..plugins import KINDS
@@ -111,6 +112,13 @@ def _check_scale(s) -> None:
     """Absurd sizes are refused before anything runs, with the memory they would need."""
     n = s.devices.count
     require_memory("devices.count", n, n * PER_DEVICE_BYTES, f"a run with {n} devices")
+    if not s.run.timing_only:  # every device's sample indices, at least
+        spd = s.learning.samples_per_device
+        require_memory("learning.samples_per_device", spd, 8.0 * n * spd, f"{n} devices x {spd:,} samples")
+    cores = os.cpu_count() or 1
+    if s.run.threads > 4 * cores:
+        raise ConfigError(f"run.threads = {s.run.threads}: more than 4 x this machine's {cores} cores; the threads "
+                          "would only contend")
     if s.run.rounds is not None:
         require_memory("run.rounds", s.run.rounds, s.run.rounds * PER_ROUND_BYTES,
                        f"keeping the records of {s.run.rounds} rounds")

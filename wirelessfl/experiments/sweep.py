@@ -42,6 +42,7 @@ from typing import Any, Iterable, Mapping, Sequence
 import pandas as pd
 
 from ..config import ConfigError, Scenario, dumps, parse_value
+from ..fields import require_memory
 from ..plugins import KINDS, registry, source_file
 from ..jsonio import read_json, write_json_atomic
 from .analysis import seed_std
@@ -148,6 +149,11 @@ def merge_grid(base: Sequence[tuple[str, tuple]], extra: Sequence[tuple[str, tup
     return list(merged.items())
 
 
+MEMBER_BYTES = 20_000
+"""Memory a sweep holds per member before it runs (its scenario, TOML and row): sizes the refusal of
+absurd seed counts."""
+
+
 def _seed_list(scenario: Scenario, seeds: int | Sequence[int]) -> list[int]:
     if isinstance(seeds, bool):
         raise ConfigError(f"seeds = {seeds!r}: must be a positive integer or a list of seeds")
@@ -195,8 +201,11 @@ def expand(scenario: Scenario, grid=None, seeds: int | Sequence[int] = 1,
         for i, value in enumerate(values):
             if any(value == other for other in values[:i]):
                 raise ConfigError(f"grid {key}: value {value!r} is listed twice")
-    seed_list = _seed_list(scenario, seeds)
     variants = list(scenario.variants) if scenario.variants else [(None, ())]
+    points = len(variants) * math.prod(len(values) for _, values in keys_values)
+    count = seeds if isinstance(seeds, int) and not isinstance(seeds, bool) else 1
+    require_memory("seeds", seeds, points * count * MEMBER_BYTES, f"a sweep of {points * count:,} runs")
+    seed_list = _seed_list(scenario, seeds)
     extra = [("run.timing_only", True)] if timing_only else []
     # parts first: whether another key applies depends on the part it belongs to
     order = sorted(range(len(keys_values)), key=lambda i: keys_values[i][0] not in _PART_FIELDS)
