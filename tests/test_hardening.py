@@ -278,3 +278,16 @@ def test_absurd_sweep_seeds_and_trace_rounds_are_refused_before_allocating(tmp_p
     with pytest.raises(ConfigError, match=r"--rounds = 1000000000000: recording 1,000,000,000,000 rounds of 4 devices"):
         record_traces(sc, 10 ** 12, tmp_path / "t")
     assert not (tmp_path / "t").exists()
+
+
+@pytest.mark.parametrize("protocol", ["sync", "fedbuff"])
+def test_a_clock_that_leaves_the_floats_stops_the_run_instead_of_completing_it(tmp_path, protocol):
+    from wirelessfl.sim.engine import NonFiniteTime
+
+    sc = from_dict({"run": {"rounds": 5, "timing_only": True}, "devices": {"count": 4, "compute_s": 1e308},
+                    "link": {"model_bits": 1000}, "scheduler": {"name": "uniform", "m": 2},
+                    "protocol": {"name": protocol, **({"concurrency": 2, "buffer": 1} if protocol == "fedbuff" else {})}})
+    with pytest.raises(NonFiniteTime, match="the simulated clock became inf"):
+        simulate(sc, tmp_path / "run", progress=False)
+    summary = __import__("json").loads((tmp_path / "run" / "summary.json").read_text())
+    assert summary["status"] == "failed"

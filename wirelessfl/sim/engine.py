@@ -18,6 +18,7 @@ paper-specific code lives here: the parts come in through their protocols.
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any, Callable, Protocol
 
@@ -239,6 +240,8 @@ class Engine:
         while not self.stop.done(self.rounds_done, self.env.now):
             yield from self._round(self.rounds_done)
             self.rounds_done += 1
+            if not math.isfinite(self.env.now):
+                raise_non_finite_clock(self.env.now, f"round {self.rounds_done - 1}")
             if self.learner is not None and self.eval_rule.due(self.rounds_done, self.env.now):
                 self._evaluate()
             self.after_round(self)
@@ -388,6 +391,16 @@ class Engine:
     def _evaluate(self) -> None:
         self._evaluated_at = self.rounds_done
         evaluate(self.learner, self.stop, self.on_eval, self.rounds_done, float(self.env.now))
+
+
+class NonFiniteTime(ValueError):
+    """The simulated clock left the floating-point numbers (a time or size near 1e308, an upload that
+    never ends): the run stops instead of saying "complete" with an infinite clock."""
+
+
+def raise_non_finite_clock(now: float, when: str) -> None:
+    raise NonFiniteTime(f"the simulated clock became {now} at the end of {when}: a time, size or rate in the "
+                        "scenario is too large for floating point (near 1e308), or an upload never ends")
 
 
 def evaluate(learner, stop: StopRule, on_eval: Callable[[dict], None], rounds_done: int, now_s: float) -> None:

@@ -44,7 +44,7 @@ import simpy
 from ..scheduling.base import Decision, DispatchState
 from .checks import PartChecks
 from .clock import CHECKPOINT, RANK_AVAILABILITY, RANK_DEVICE, RANK_STOP, RANK_TIMER, Clock, priority
-from .engine import STREAMS, EvalRule, Parts, RoundRecord, StopRule, evaluate, tell_uplink
+from .engine import STREAMS, EvalRule, Parts, RoundRecord, StopRule, evaluate, raise_non_finite_clock, tell_uplink
 from .event_state import engine_state, load_engine_state, restore
 from .flight import ARRIVED, COMPUTE, DOWNLINK, FINISHED, WAITING, Round, Update, arrived_facts
 from .rounds import RoundMachinery
@@ -514,6 +514,8 @@ class EventEngine(RoundMachinery):
     def _aggregated(self) -> None:
         """The version is done: count it, evaluate if due, stop or checkpoint."""
         self.version += 1
+        if not math.isfinite(self.env.now):
+            raise_non_finite_clock(self.env.now, f"aggregation {self.version}")
         self._repeats = {}
         self.last_aggregation_s = self.env.now
         if self.learner is not None and self.eval_rule.due(self.version, self.env.now):
