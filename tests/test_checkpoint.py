@@ -116,43 +116,8 @@ def test_divergence_stops_with_a_clear_error_and_keeps_records(tmp_path):
     assert len(run.rounds) == run.summary["rounds"] >= 0
 
 
-def test_a_checkpoint_of_another_scenario_is_refused_and_the_folder_left_as_it_was(tmp_path, monkeypatch):
-    """Same N and shapes, another seed or V: the arrays fit, the scenario does not."""
-    from wirelessfl.config import dumps
-    from wirelessfl.sim.checkpoint import ResumeError
-    from wirelessfl.sim import records as records_module
-
-    def cut(name, sc):
-        calls = {"n": 0}
-        real = records_module.Recorder.on_round
-
-        def stop_after(self, rec):
-            calls["n"] += 1
-            if calls["n"] == 8:
-                raise KeyboardInterrupt
-            return real(self, rec)
-
-        monkeypatch.setattr(records_module.Recorder, "on_round", stop_after)
-        with pytest.raises(KeyboardInterrupt):
-            simulate(sc, tmp_path / name, progress=False)
-        monkeypatch.setattr(records_module.Recorder, "on_round", real)
-
-    timing = scenario(timing_only=True, rounds=20, checkpoint_every=2)
-    cut("a", timing)
-    cut("b", timing.replace("scheduler.V=7"))
-    # b's checkpoint in a's folder; then a's own checkpoint with a's scenario.toml edited
-    (tmp_path / "a" / "checkpoint.pt").write_bytes((tmp_path / "b" / "checkpoint.pt").read_bytes())
-    files = {p.name: p.read_bytes() for p in (tmp_path / "a").iterdir() if p.is_file()}
-    with pytest.raises(ResumeError, match="written for another scenario"):
-        resume(tmp_path / "a", progress=False)
-    assert {p.name: p.read_bytes() for p in (tmp_path / "a").iterdir() if p.is_file()} == files
-    (tmp_path / "b" / "scenario.toml").write_text(dumps(timing.replace("seed=6", "scheduler.V=7")))
-    with pytest.raises(ResumeError, match="written for another scenario"):
-        resume(tmp_path / "b", progress=False)
-
-
-def test_a_resumed_run_s_wall_time_counts_the_time_before_the_interruption(tmp_path, monkeypatch):
-    from wirelessfl.sim.checkpoint import save_checkpoint
+def interrupted_after_7_rounds(monkeypatch, sc, out) -> None:
+    """Run ``sc`` into ``out`` with Ctrl-C as the 8th round is recorded."""
     from wirelessfl.sim import records as records_module
 
     calls = {"n": 0}
@@ -166,8 +131,34 @@ def test_a_resumed_run_s_wall_time_counts_the_time_before_the_interruption(tmp_p
 
     monkeypatch.setattr(records_module.Recorder, "on_round", stop_after)
     with pytest.raises(KeyboardInterrupt):
-        simulate(scenario(timing_only=True, rounds=20, checkpoint_every=2), tmp_path / "run", progress=False)
+        simulate(sc, out, progress=False)
     monkeypatch.setattr(records_module.Recorder, "on_round", real)
+
+
+def test_a_checkpoint_of_another_scenario_is_refused_and_the_folder_left_as_it_was(tmp_path, monkeypatch):
+    """Same N and shapes, another seed or V: the arrays fit, the scenario does not."""
+    from wirelessfl.config import dumps
+    from wirelessfl.sim.checkpoint import ResumeError
+
+    timing = scenario(timing_only=True, rounds=20, checkpoint_every=2)
+    interrupted_after_7_rounds(monkeypatch, timing, tmp_path / "a")
+    interrupted_after_7_rounds(monkeypatch, timing.replace("scheduler.V=7"), tmp_path / "b")
+    # b's checkpoint in a's folder; then a's own checkpoint with a's scenario.toml edited
+    (tmp_path / "a" / "checkpoint.pt").write_bytes((tmp_path / "b" / "checkpoint.pt").read_bytes())
+    files = {p.name: p.read_bytes() for p in (tmp_path / "a").iterdir() if p.is_file()}
+    with pytest.raises(ResumeError, match="written for another scenario"):
+        resume(tmp_path / "a", progress=False)
+    assert {p.name: p.read_bytes() for p in (tmp_path / "a").iterdir() if p.is_file()} == files
+    (tmp_path / "b" / "scenario.toml").write_text(dumps(timing.replace("seed=6", "scheduler.V=7")))
+    with pytest.raises(ResumeError, match="written for another scenario"):
+        resume(tmp_path / "b", progress=False)
+
+
+def test_a_resumed_run_s_wall_time_counts_the_time_before_the_interruption(tmp_path, monkeypatch):
+    from wirelessfl.sim.checkpoint import save_checkpoint
+
+    interrupted_after_7_rounds(monkeypatch, scenario(timing_only=True, rounds=20, checkpoint_every=2),
+                               tmp_path / "run")
     state = load_checkpoint(tmp_path / "run" / "checkpoint.pt")
     assert 0 < state["wall_time_s"] < 1000
     state["wall_time_s"] = 1000.0  # as if the first attempt had taken that long
