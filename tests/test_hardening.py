@@ -280,6 +280,7 @@ def test_absurd_sweep_seeds_and_trace_rounds_are_refused_before_allocating(tmp_p
     assert not (tmp_path / "t").exists()
 
 
+@pytest.mark.filterwarnings("ignore:overflow encountered")  # 1e308 + 1e308, on purpose
 @pytest.mark.parametrize("protocol", ["sync", "fedbuff"])
 def test_a_clock_that_leaves_the_floats_stops_the_run_instead_of_completing_it(tmp_path, protocol):
     from wirelessfl.sim.engine import NonFiniteTime
