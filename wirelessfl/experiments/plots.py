@@ -98,7 +98,8 @@ def plot_timing(runs: dict[str, RunResult], out_dir: str | Path, title: str | No
         ax_pow.plot(d["device"], d["time_avg_power"], color=colour, lw=1.2, marker=".", label=name)
     budgets = sorted({float(run.summary["p_bar"]) for run in runs.values() if run.summary.get("p_bar") is not None})
     for p_bar in budgets:  # the long-run average each device's expected power must meet
-        ax_pow.axhline(p_bar, color="grey", ls="--", lw=1, label=f"budget P̄ = {p_bar:g}")
+        # on top: a scheduler that spends exactly the budget (uniform) would hide it
+        ax_pow.axhline(p_bar, color="black", ls="--", lw=1.2, zorder=5, label=f"budget P̄ = {p_bar:g}")
     ax_len.set_ylabel("round length, running mean (s)")
     ax_air.set_ylabel("airtime per round, running mean (s)")
     ax_dev.set_ylabel("distinct devices per round, running mean")
