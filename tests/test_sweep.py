@@ -198,6 +198,7 @@ def test_dask_local_cluster_matches_serial(tmp_path):
     assert dask.failed == 0, dask.table["error"].tolist()
     same_results(serial.table, dask.table)
     same_results(serial.table, sw.load_table(tmp_path / "b"))
+    assert (tmp_path / "b" / ".dask-scratch").is_dir()  # the workers' scratch space, inside the sweep folder
 
 
 # --- failures and crashes -------------------------------------------------------------------

@@ -188,8 +188,11 @@ def _dask(todo: list[tuple[int, "Member"]], runs_dir: Path, workers, address):
     else:
         workers = workers or cores()
         threads = max(1, cores() // workers)
+        # the workers' scratch space inside the sweep folder, not /tmp/dask-scratch-space: a sweep
+        # writes nothing outside the folder the user named (the dataset cache aside)
         cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
-                               dashboard_address=None, silence_logs=logging.ERROR)
+                               dashboard_address=None, silence_logs=logging.ERROR,
+                               local_directory=str(runs_dir.parent / ".dask-scratch"))
         client = Client(cluster)
     return _dask_results(client, cluster, threads, todo, runs_dir)
 
