@@ -199,3 +199,19 @@ def test_timing_png_draws_the_power_budget_the_devices_are_held_to(tmp_path, mon
     power_axis = seen["fig"].axes[3]
     budget = [ln for ln in power_axis.get_lines() if "budget" in ln.get_label()]
     assert len(budget) == 1 and set(budget[0].get_ydata()) == {0.5}
+
+
+def test_plot_titles_its_figures_with_what_it_plotted(tmp_path, monkeypatch):
+    from wirelessfl import cli as cli_module
+    from wirelessfl.experiments import plots
+
+    (tmp_path / "s.toml").write_text("[run]\nrounds = 3\neval_every_rounds = 1\n[devices]\ncount = 6\n"
+                                     "[learning]\nmodel = \"logreg\"\nsamples_per_device = 20\nlocal_steps = 1\n"
+                                     "eval_train_samples = 100\n")
+    assert cli_module.main(["run", str(tmp_path / "s.toml"), "--out", str(tmp_path / "cell"), "--no-progress"]) == 0
+    titles = []
+    real = plots.plt.Axes.set_title
+    monkeypatch.setattr(plots.plt.Axes, "set_title", lambda self, label, *a, **k: (titles.append(label),
+                                                                                    real(self, label, *a, **k))[1])
+    assert cli_module.main(["plot", str(tmp_path / "cell"), "--x", "round", "--out", str(tmp_path / "figs")]) == 0
+    assert "cell" in titles and (tmp_path / "figs" / "accuracy_vs_round.png").exists()

@@ -147,7 +147,9 @@ def cmd_plot(args) -> int:
             print(f"wrote {path}")
         return 0
     training = any(not run.evals.empty for run in runs.values())
-    for path in plot_runs(runs, out, x=args.x or "time") if training else [plot_timing(runs, out)]:
+    title = ", ".join(Path(p).resolve().name for p in args.runs)  # what was plotted, as run does
+    for path in (plot_runs(runs, out, x=args.x or "time", title=title) if training
+                 else [plot_timing(runs, out, title=title)]):
         print(f"wrote {path}")
     energy = plot_energy(runs, out)
     if energy is not None:
