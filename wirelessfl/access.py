@@ -522,10 +522,13 @@ class AirComp(AccessScheme):
         with np.errstate(divide="ignore"):
             return np.where(gain >= self.truncation_gain, self.rho0 / gain, 0.0)
 
+    def joint_s(self, bits):
+        """The joint upload's length: (bits / bits_per_symbol) / B, one parameter per channel use."""
+        return np.asarray(bits, dtype=float) / self.bits_per_symbol / self.link.bandwidth_hz
+
     def airtime_s(self, bits, gain: np.ndarray, power: np.ndarray) -> np.ndarray:
-        """(bits / bits_per_symbol) / B for a device that sends (power > 0); 0 for a silent one."""
-        seconds = np.asarray(bits, dtype=float) / self.bits_per_symbol / self.link.bandwidth_hz
-        return np.where(np.asarray(power, dtype=float) > 0, seconds, 0.0)
+        """The joint upload's length for a device that sends (power > 0); 0 for a silent one."""
+        return np.where(np.asarray(power, dtype=float) > 0, self.joint_s(bits), 0.0)
 
     def upload_s(self, bits: float, gain: float, power: float) -> float:
         """Not defined alone: the devices send together."""
@@ -533,8 +536,7 @@ class AirComp(AccessScheme):
 
     def pricing(self, bits: float, k: int) -> AirtimePrice:
         """One joint upload of fixed length, whatever the gain and power (those are the inversion's)."""
-        return AirtimePrice(self.link.bandwidth_hz, self.link.noise_power,
-                            float(bits) / self.bits_per_symbol / self.link.bandwidth_hz)
+        return AirtimePrice(self.link.bandwidth_hz, self.link.noise_power, float(self.joint_s(bits)))
 
     def schedule(self, ready_s: np.ndarray, airtime_s: np.ndarray, deadline_s: float | None = None) -> UplinkSchedule:
         """One joint transmission of the devices that send (airtime > 0): it starts when the last of

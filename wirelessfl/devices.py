@@ -238,7 +238,7 @@ COMPUTE = Registry("compute", "wirelessfl.devices:ComputeModel", {
 
 
 class WorkScaledCompute:
-    """A computation model scaled by each device's local work (spec 001 sec. 4: unequal local work).
+    """A computation model scaled by each device's local work (docs/papers/fedshuffle.md: unequal local work).
 
     With steps_n = ``steps_fn(devices, round_idx)`` (None: ``ref_steps`` each, a FedAvg round's)
     and ``factor`` the cost of one step relative to a FedAvg step (Per-FedAvg: 2 or 4),

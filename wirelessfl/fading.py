@@ -45,12 +45,17 @@ class BlockFading:
         self.path_loss = path_loss
         self._distance_gain0 = None if path_loss is None else path_loss.distance_gain.copy()
 
-    def block_gains(self, device: int, gain: float, rng: np.random.Generator):
-        """The gains of the blocks of an upload that starts at ``gain`` (an endless generator)."""
+    def _mean_and_floor(self, device: int) -> tuple[float, float]:
+        """The device's E|h|^2 and lowest gain where it is now (they scale with its path loss)."""
         mean, floor = float(self.mean_gains[device]), float(self.floors[device])
         if self.path_loss is not None:
             moved = float(self.path_loss.distance_gain[device] / self._distance_gain0[device])
             mean, floor = mean * moved, floor * moved
+        return mean, floor
+
+    def block_gains(self, device: int, gain: float, rng: np.random.Generator):
+        """The gains of the blocks of an upload that starts at ``gain`` (an endless generator)."""
+        mean, floor = self._mean_and_floor(device)
         phase = 2 * math.pi * rng.random()
         h = math.sqrt(gain) * complex(math.cos(phase), math.sin(phase))
         yield gain
@@ -85,9 +90,7 @@ class BlockFading:
     def _check_reachable(self, bits: float, power: float, device: int) -> None:
         """Refuse, in one line, an upload at the fixed rate that would need more than MAX_BLOCKS blocks
         on average: a block reaches the rate with probability exp(-g_min / E|h|^2) (Rayleigh)."""
-        mean = float(self.mean_gains[device])
-        if self.path_loss is not None:
-            mean *= float(self.path_loss.distance_gain[device] / self._distance_gain0[device])
+        mean = self._mean_and_floor(device)[0]
         g_min = math.expm1(self.fixed_rate_bps / self.bandwidth_hz * math.log(2.0)) * self.noise_power / power \
             if power > 0 else math.inf
         good = math.exp(-g_min / mean) if mean > 0 else 0.0
@@ -115,7 +118,7 @@ def block_fading(scenario, channel) -> BlockFading | None:
     coherence, speed = scenario.channel.coherence_s, scenario.devices.speed_mps
     if coherence is None and not speed:
         return None
-    from .wireless import sigma_profile
+    from .wireless import moving, sigma_profile
 
     f_d = doppler_hz(speed, scenario.link.carrier_hz) if speed else 0.0
     coherence = coherence if coherence is not None else 0.423 / f_d
@@ -130,6 +133,5 @@ def block_fading(scenario, channel) -> BlockFading | None:
     if mean is None:
         mean = 2.0 * sigmas ** 2
     floors = scenario.channel.gain_floor * np.asarray(mean, dtype=float) / (2.0 * sigmas ** 2)
-    moving = getattr(channel, "mobility", None) is not None
     return BlockFading(coherence, rho, mean, floors, scenario.link.bandwidth_hz, scenario.link.noise_power,
-                       channel.path_loss if moving else None, scenario.link.rate_bps)
+                       channel.path_loss if moving(channel) else None, scenario.link.rate_bps)

@@ -131,38 +131,32 @@ class Registry:
         return cls
 
     def fitted(self, cls, where: str) -> type:
-        """``cls`` if it has every member of the protocol; a class that defines the required ones but
-        not all the optional ones gets the protocol's defaults for those (a subclass of both, under
-        its own name); PluginError if a required member is missing."""
-        protocol = self.protocol
-        if not isinstance(cls, type):
-            self.check_fits(cls, where)
-        if all(hasattr(cls, m) for m in _members(protocol)) or any(
-                m not in dir(cls) or _is_stub(cls, protocol, m) for m in self.kind.required):
-            self.check_fits(cls, where)
-            return cls
-        fitted = type(cls.__name__, (cls, protocol), {"__module__": cls.__module__, "__qualname__": cls.__qualname__,
-                                                       "__doc__": cls.__doc__})
-        self.check_fits(fitted, where)
-        return fitted
+        """``cls``, made to fit the protocol: a class that lacks some of its members runs as a subclass
+        of both, under its own name, so it gets the protocol's defaults; PluginError if it is not a
+        class or lacks a required member."""
+        protocol, public = self.protocol, self._protocol.replace(":", ".")
+        missing = [m for m in _members(protocol) if not hasattr(cls, m)] if isinstance(cls, type) else []
+        if missing:
+            try:
+                cls = type(cls.__name__, (cls, protocol), {"__module__": cls.__module__,
+                                                           "__qualname__": cls.__qualname__, "__doc__": cls.__doc__})
+            except TypeError as exc:  # e.g. a metaclass of its own
+                raise PluginError(f"{where}: {cls.__name__} lacks {', '.join(missing)} and cannot take the protocol's "
+                                  f"defaults ({exc}); subclass {public}") from None
+        self.check_fits(cls, where)
+        return cls
 
     def check_fits(self, cls, where: str) -> None:
-        """PluginError unless ``cls`` is a class with every member of the protocol (required ones
-        defined by the class itself, not only declared by the protocol)."""
+        """PluginError unless ``cls`` is a class whose required members are its own (not the
+        protocol's bodiless declarations)."""
         protocol, public = self.protocol, self._protocol.replace(":", ".")
         if not isinstance(cls, type):
             raise PluginError(f"{where}: names a {type(cls).__name__}, not a class; a {self.kind.name} is a class "
                               f"that fits {public}")
-        missing = [m for m in _members(protocol) if not hasattr(cls, m)]
-        required = [m for m in self.kind.required if m in missing or _is_stub(cls, protocol, m)]
-        optional = [m for m in missing if m not in required]
+        required = [m for m in self.kind.required if not hasattr(cls, m) or _is_stub(cls, protocol, m)]
         if required:
             raise PluginError(f"{where}: {cls.__name__} does not fit the {self.kind.name} protocol: it lacks "
-                              f"{', '.join(required)}" + (f"; subclass {public} to inherit the optional parts"
-                                                          if optional else "; see docs/extending.md"))
-        if optional:  # only a class that could not take the protocol's defaults (see fitted)
-            raise PluginError(f"{where}: {cls.__name__} lacks the optional parts {', '.join(optional)}; "
-                              f"subclass {public} to inherit their defaults")
+                              f"{', '.join(required)}; see docs/extending.md")
 
 
 def _members(protocol: type) -> list[str]:

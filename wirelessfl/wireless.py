@@ -74,6 +74,11 @@ class Channel(Protocol):
         """Restore what ``state_dict`` returned."""
 
 
+def moving(channel) -> bool:
+    """Whether the channel's devices move (a path-loss channel with devices.mobility other than static)."""
+    return getattr(channel, "mobility", None) is not None
+
+
 def sigma_profile(cfg, num_devices: int) -> np.ndarray:
     """Per-device Rayleigh scale sigma_n: homogeneous, linear from sigma_min to sigma_max, or a list."""
     if cfg.profile == "homogeneous":

@@ -216,7 +216,7 @@ class DevicesConfig(_PartTable):
     availability_trace_end: str = option("stop", choices=("stop", "cycle"),
                                          doc="when the trace runs out: stop with an error, or start over")
     excluded: tuple[int, ...] = option((), ge=0, doc="devices that never take part (incomplete "
-                                       "participation, spec 003): never available to the scheduler")
+                                       "participation, docs/papers/safari.md): never available to the scheduler")
     excluded_count: int = option(0, ge=0, doc="this many more devices, drawn once from the 'exclusion' "
                                  "stream, never take part")
     min_mean_snr_db: float | None = option(None, doc="devices whose mean SNR E|h|^2 p_bar / N0 (2 sigma^2 "
@@ -261,7 +261,7 @@ class LearningConfig(_PartTable):
                             doc="perfedavg_groups: Per-FedAvg's Table 2 layout, 10 groups, type-A devices "
                                 "hold samples_per_device = 5a samples (a of classes 0-4), type-B devices a/2 "
                                 "of class j and 2a of class j+5; _single: type-B devices hold class j+5 only; "
-                                "classes_per_device: the SAFARI paper's non-iid index p (spec 003 A4), "
+                                "classes_per_device: the SAFARI paper's non-iid index p (docs/papers/safari.md), "
                                 "each device holds learning.classes_per_device classes, each class "
                                 "is held by p N / 10 devices and split evenly among them")
     classes_per_device: int = option(2, ge=1, le=10, doc="classes_per_device: p distinct classes per "

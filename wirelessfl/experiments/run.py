@@ -61,6 +61,14 @@ def _refuse(run_dir: Path, state: str) -> OutputExists:
                         "(--overwrite, overwrite=True)")
 
 
+def _allowed_state(run_dir: Path, scenario: Scenario, overwrite: bool) -> str:
+    """run_state, refusing (OutputExists) a folder this run may only replace with ``overwrite``."""
+    state = run_state(run_dir, scenario)
+    if state not in ("absent", "complete") and not overwrite:
+        raise _refuse(run_dir, state)
+    return state
+
+
 def _clear(run_dir: Path) -> None:
     for name in RUN_FILES:
         (run_dir / name).unlink(missing_ok=True)
@@ -88,20 +96,16 @@ def simulate(scenario: Scenario, out_dir: str | Path | None = None, progress: bo
     check_output_folder(run_dir)
     if run_dir.exists():  # refuse early, before loading data, what the locked check below would refuse
         with FolderLock(run_dir):
-            state = run_state(run_dir, scenario)
+            state = _allowed_state(run_dir, scenario, overwrite)
         if state == "complete" and not overwrite:
             return load_run(run_dir)
-        if state not in ("absent", "complete") and not overwrite:
-            raise _refuse(run_dir, state)
     run = Run(scenario, run_dir, progress)  # loads the data: a missing dataset writes nothing
     run_dir.mkdir(parents=True, exist_ok=True)
     with FolderLock(run_dir):  # one writer: a second run, resume or overwrite of this folder is refused
-        state = run_state(run_dir, scenario)  # again: another writer may have finished meanwhile
+        state = _allowed_state(run_dir, scenario, overwrite)  # again: another writer may have finished
         if state == "complete" and not overwrite:
             return load_run(run_dir)
         if state != "absent":
-            if not overwrite:
-                raise _refuse(run_dir, state)
             _clear(run_dir)
         write_atomic(run_dir / "scenario.toml", dumps(scenario))  # whole or absent, never empty
         return run.execute()

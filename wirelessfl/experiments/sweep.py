@@ -43,11 +43,11 @@ import pandas as pd
 
 from ..config import ConfigError, Scenario, dumps, parse_value
 from ..fields import require_memory
+from ..files import FolderLock
 from ..plugins import KINDS, registry, source_file
 from ..jsonio import read_json, write_json_atomic
 from .analysis import seed_std
 from .executors import EXECUTE, read_summary
-from ..files import FolderLock
 
 METRICS = ["final_accuracy", "time_to_target_s", "mean_time_avg_power", "mean_distinct_per_round",
            "total_energy_j", "total_compute_energy_j", "dropped_uploads", "sim_time_s", "rounds",
@@ -203,7 +203,7 @@ def expand(scenario: Scenario, grid=None, seeds: int | Sequence[int] = 1,
                 raise ConfigError(f"grid {key}: value {value!r} is listed twice")
     variants = list(scenario.variants) if scenario.variants else [(None, ())]
     points = len(variants) * math.prod(len(values) for _, values in keys_values)
-    count = seeds if isinstance(seeds, int) and not isinstance(seeds, bool) else 1
+    count = seeds if isinstance(seeds, int) else len(seeds)  # a bad value is refused by _seed_list below
     require_memory("seeds", seeds, points * count * MEMBER_BYTES, f"a sweep of {points * count:,} runs")
     seed_list = _seed_list(scenario, seeds)
     extra = [("run.timing_only", True)] if timing_only else []

@@ -42,6 +42,7 @@ import numpy as np
 import simpy
 
 from ..scheduling.base import Decision, DispatchState
+from ..wireless import moving
 from .checks import PartChecks
 from .clock import CHECKPOINT, RANK_AVAILABILITY, RANK_DEVICE, RANK_STOP, RANK_TIMER, Clock, priority
 from .engine import STREAMS, EvalRule, Parts, RoundRecord, StopRule, evaluate, raise_non_finite_clock, tell_uplink
@@ -114,7 +115,7 @@ class EventEngine(RoundMachinery):
         gain = parts.channel.mean_gain()
         self.mean_gains = np.ones(n) if gain is None else np.array(gain, dtype=float)
         # moving devices: the dispatch rule sees the mean gains of where they are
-        self.moving = getattr(parts.channel, "mobility", None) is not None
+        self.moving = moving(parts.channel)
         self.keep_start = bool(getattr(protocol, "keeps_start_model", False))
         link = parts.access.link
         self._energy = getattr(parts.compute, "has_energy", True)  # without an energy model: no call per dispatch

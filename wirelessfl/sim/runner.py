@@ -22,7 +22,7 @@ from ..config import ConfigError, Scenario
 from ..devices import WorkScaledCompute, build_availability
 from ..access import Link
 from ..fading import block_fading
-from ..wireless import build_channel, sigma_profile
+from ..wireless import build_channel, moving, sigma_profile
 from ..files import write_atomic
 from .checkpoint import CHECKPOINT_NAME, ResumeError, save_checkpoint
 from .engine import STREAMS, Engine, EvalRule, Parts, RoundRecord, StopRule
@@ -136,9 +136,8 @@ class Run:
                       fading=block_fading(scenario, self.channel))
         # per-device arrays are per round decision: the dispatch protocols have none
         decisions = not self.protocol.event_driven or self.protocol.round_based
-        moving = getattr(self.channel, "mobility", None) is not None
         self.recorder = Recorder(n, run_dir, keep_device_arrays=rc.record_devices and decisions,
-                                 positions=self.channel.positions_m if moving else None)
+                                 positions=self.channel.positions_m if moving(self.channel) else None)
         self.resumed = False
         self._wall_before, self._started = 0.0, time.perf_counter()  # wall time of earlier attempts (resume)
         self.bar = ProgressBar(scenario, enabled=progress)
@@ -195,7 +194,11 @@ class Run:
                 "learner": self.learner.state_dict() if self.learner is not None else None,
                 "records": self.recorder.state_dict(), "scenario_sha256": self.scenario_sha256,
                 # the wall time spent so far, so a resumed run's summary counts all of it
-                "wall_time_s": self._wall_before + time.perf_counter() - self._started}
+                "wall_time_s": self._wall_s()}
+
+    def _wall_s(self) -> float:
+        """Wall-clock seconds the run has taken, earlier attempts (before a resume) included."""
+        return self._wall_before + time.perf_counter() - self._started
 
     @property
     def scenario_sha256(self) -> str:
@@ -241,7 +244,7 @@ class Run:
 
     def execute(self) -> RunResult:
         """Run to the end (or until interrupted), then write the device table and the summary."""
-        started = self._started = time.perf_counter()
+        self._started = time.perf_counter()
         status, error, error_log = "complete", None, None
         # Float reductions depend on the thread count: fix it per run so a run gives the same
         # records serially, in a process pool or on a cluster.
@@ -257,16 +260,17 @@ class Run:
             self.engine.run()
         except BaseException as exc:  # record what happened, keep what was written, then re-raise
             status = "interrupted" if isinstance(exc, KeyboardInterrupt) else "failed"
-            error = f"{type(exc).__name__}: {exc}"
-            if isinstance(exc, SystemExit):
-                error = f"RuntimeError: a part called sys.exit({exc.code!r}) during the run"
+            # a part's sys.exit() fails the run; it does not end the program
+            failure = RuntimeError(f"a part called sys.exit({exc.code!r}) during the run") \
+                if isinstance(exc, SystemExit) else exc
+            error = f"{type(failure).__name__}: {failure}"
             if status == "failed" and self.run_dir is not None:  # the whole story, beside the one line
                 import traceback
 
                 write_atomic(self.run_dir / ERROR_LOG, traceback.format_exc())
                 error_log = ERROR_LOG
-            if isinstance(exc, SystemExit):  # a part's sys.exit() fails the run; it does not end the program
-                raise RuntimeError(error.removeprefix("RuntimeError: ")) from None
+            if failure is not exc:
+                raise failure from None
             raise
         finally:
             if threads is not None:
@@ -274,7 +278,7 @@ class Run:
 
                 torch.set_num_threads(threads)
             self.bar.close()
-            summary, devices = self._close(self._wall_before + time.perf_counter() - started, status, error, error_log)
+            summary, devices = self._close(self._wall_s(), status, error, error_log)
         import pandas as pd  # not before the first round: 0.3 s of start-up
 
         rec = self.recorder
