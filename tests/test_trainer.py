@@ -86,7 +86,8 @@ def test_auto_batching_takes_the_measured_faster_path_and_matches_the_loop(data,
     assert [cnn.batching_for(k) for k in (1, 5, 20)] == ["loop"] * 3
     assert [mlp.batching_for(k) for k in (1, 4, 5, 20)] == ["loop", "loop", "vmap", "vmap"]
     monkeypatch.setattr(mlp, "device", torch.device("cuda"))  # the rule only, no tensor moves
-    assert mlp.batching_for(1) == "vmap"
+    # On an H200: the loop for one or two devices, one batched call from three on.
+    assert [mlp.batching_for(k) for k in (1, 2, 3, 100)] == ["loop", "loop", "vmap", "vmap"]
     monkeypatch.undo()
     devices = [0, 1, 2, 3, 4, 5]
     torch.testing.assert_close(mlp.local_updates(devices, 1),
@@ -162,10 +163,13 @@ def test_evaluate(data):
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
-def test_cuda_matches_cpu(data):
-    cpu, gpu = make(data), make(data, device="cuda")
+@pytest.mark.parametrize("batching", ["loop", "vmap"])
+def test_cuda_matches_cpu_and_repeats_bit_for_bit(data, batching):
+    cpu, gpu = make(data), make(data, device="cuda", batching=batching)
     torch.testing.assert_close(gpu.params.cpu(), cpu.params)
-    torch.testing.assert_close(gpu.local_updates([1, 3], 0).cpu(), cpu.local_updates([1, 3], 0), rtol=1e-3, atol=1e-5)
+    first = gpu.local_updates([1, 3, 4], 0)
+    torch.testing.assert_close(first.cpu(), cpu.local_updates([1, 3, 4], 0), rtol=1e-4, atol=1e-6)
+    assert torch.equal(gpu.local_updates([1, 3, 4], 0), first)  # deterministic cuDNN algorithms
     FedAvg().round(gpu, np.array([1, 3]), np.ones(8), 8, 0)
     assert gpu.params.device.type == "cuda" and 0 <= gpu.evaluate()["accuracy"] <= 1
 
@@ -280,3 +284,26 @@ def test_over_the_air_aggregate_error_matches_the_channel_and_its_closed_form(da
     x0 = tr.params.clone()
     tr.aggregate(deltas, np.full(k, 1.0 / k))  # the noise was for one aggregate only
     torch.testing.assert_close(tr.params, x0 + deltas.mean(0))
+
+
+def test_cuda_calls_run_cudnn_in_float32_deterministic_and_restore_the_callers_flags(data, monkeypatch):
+    """TF32 convolutions put a CUDA run 1e-3 off the CPU's; autotuned algorithms vary between runs."""
+    seen = []
+    tr = make(data, "mlp")
+    def flags():
+        cudnn = torch.backends.cudnn
+        return cudnn.allow_tf32, cudnn.deterministic, cudnn.benchmark, torch.get_float32_matmul_precision()
+
+    monkeypatch.setattr(tr, "_loss_acc", lambda *a, **k: seen.append(flags()) or (0.0, 0.0))
+    precision = torch.get_float32_matmul_precision()
+    torch.set_float32_matmul_precision("high")  # a caller that allows TF32 matrix products
+    try:
+        before = flags()
+        tr.evaluate()
+        assert seen[-1] == before  # the CPU path leaves the flags alone
+        monkeypatch.setattr(tr, "device", torch.device("cuda"))  # the flags only; evaluate's work is stubbed
+        tr.evaluate()
+        assert seen[-1] == (False, True, False, "highest")
+        assert flags() == before
+    finally:
+        torch.set_float32_matmul_precision(precision)

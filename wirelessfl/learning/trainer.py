@@ -15,6 +15,7 @@ comes from the "model_init" torch generator; nothing global is seeded or read.
 """
 from __future__ import annotations
 
+import functools
 import math
 from typing import Callable, Sequence
 
@@ -56,6 +57,31 @@ class LocalDirection:
         if self.drift is not None:
             g = g + self.drift
         return g
+
+
+def _float32_kernels(method):
+    """Run a Trainer method with cuDNN in plain float32 and deterministic on CUDA.
+
+    PyTorch lets cuDNN use TF32 (10-bit mantissa) convolutions and pick its algorithms by timing by
+    default, and a process may allow TF32 matrix products (``torch.set_float32_matmul_precision``):
+    on an H200 one round's updates then differ from the CPU's by 1e-3 (5% of the largest update)
+    and may change from run to run. Off, a run matches the CPU to float32 rounding and repeats bit
+    for bit, as the same scenario and seed must. Scoped to the call: the caller's settings are
+    restored after it.
+    """
+    @functools.wraps(method)
+    def wrapper(self, *args, **kwargs):
+        if self.device.type != "cuda":
+            return method(self, *args, **kwargs)
+        matmul = torch.get_float32_matmul_precision()
+        torch.set_float32_matmul_precision("highest")
+        try:
+            with torch.backends.cudnn.flags(enabled=torch.backends.cudnn.enabled, benchmark=False,
+                                            deterministic=True, allow_tf32=False):
+                return method(self, *args, **kwargs)
+        finally:
+            torch.set_float32_matmul_precision(matmul)
+    return wrapper
 
 
 class Trainer:
@@ -179,10 +205,12 @@ class Trainer:
             for name, piece, shape in zip(self._names, torch.split(flat, self._numels), self._shapes)
         }
 
+    @_float32_kernels
     def loss(self, flat: torch.Tensor, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
         """Mean cross-entropy of the model with parameters ``flat`` on the batch (x, y)."""
         return F.cross_entropy(functional_call(self.model, self.unflatten(flat), (x,)), y)
 
+    @_float32_kernels
     def grad(self, flat: torch.Tensor, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
         """Gradient of :meth:`loss` at ``flat`` on the batch (x, y), a flat vector."""
         return self._grad(flat, x, y)
@@ -196,6 +224,7 @@ class Trainer:
             (g,) = torch.autograd.grad(self.loss(leaf, x, y), leaf)
         return g
 
+    @_float32_kernels
     def hvp(self, flat: torch.Tensor, v: torch.Tensor, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
         """Hessian-vector product of :meth:`loss` at ``flat`` on (x, y) with ``v`` (forward-over-reverse:
         the directional derivative of the gradient along v), a flat vector."""
@@ -235,6 +264,7 @@ class Trainer:
         order = np.concatenate([rng.permutation(pool.size) for _ in range(math.ceil(need / pool.size))])
         return torch.from_numpy(pool[order[:need]].reshape(steps, self.batch_size))
 
+    @_float32_kernels
     def local_updates(
         self,
         devices: Sequence[int],
@@ -275,14 +305,15 @@ class Trainer:
         """The path that computes ``k`` devices' local updates: "vmap" or "loop".
 
         "auto" picks what ``benchmarks/training.py`` measured faster, by a fixed rule so that a run
-        always takes the same path: on an accelerator one batched call; on the CPU vmap for models
-        without convolutions from 5 devices on (MLP 1.1-1.5x faster at m = 5-20), else the loop
-        (vmap turns convolutions into grouped ones, no faster there, and one device gains nothing).
+        always takes the same path: on an accelerator one batched call from 3 devices on (H200: 1.3x
+        faster at m = 3, 4x at 10, 17-38x at 100; the loop is 2x faster for one device, 1.15x for
+        two); on the CPU vmap for models without convolutions from 5 devices on (MLP 1.1-1.5x faster
+        at m = 5-20), else the loop (vmap turns convolutions into grouped ones, no faster there).
         """
         if self.batching != "auto":
             return self.batching
         if self.device.type != "cpu":
-            return "vmap"
+            return "vmap" if k >= 3 else "loop"
         return "vmap" if k >= 5 and not self._has_conv else "loop"
 
     def _run_local(self, devices: list[int], round_idx: int, steps: np.ndarray, lrs: np.ndarray,
@@ -334,6 +365,7 @@ class Trainer:
             out[j] = y.sub_(x0)
         return out
 
+    @_float32_kernels
     def full_gradients(self, devices: Sequence[int], params: torch.Tensor | None = None) -> torch.Tensor:
         """grad f_n at ``params`` (default: the global model) over all of device n's data, shape
         (len(devices), num_params): the full local passes of FedShuffleMVR (spec 001 sec. 2.6)."""
@@ -350,6 +382,7 @@ class Trainer:
             out[j] = total / pool.numel()
         return out
 
+    @_float32_kernels
     def server_sgd(self, indices: np.ndarray, round_idx: int, *, steps: int | None = None,
                    batch_size: int | None = None, lr: float | None = None) -> int:
         """SGD on the global model over the training samples ``indices`` (a server's own data).
@@ -381,6 +414,7 @@ class Trainer:
         self._params = y
         return len(batches)
 
+    @_float32_kernels
     def local_objectives(self, devices: Sequence[int], with_gradients: bool = True,
                          max_samples: int | None = None,
                          chunk: int = 2048) -> tuple[np.ndarray | None, np.ndarray]:
@@ -416,6 +450,7 @@ class Trainer:
         return grads, losses
 
     @torch.no_grad()
+    @_float32_kernels
     def test_correct(self, idx: np.ndarray) -> np.ndarray:
         """Whether the global model classifies each test sample ``idx`` correctly (boolean array)."""
         ix = torch.from_numpy(np.asarray(idx, dtype=np.int64)).to(self.device)
@@ -473,6 +508,7 @@ class Trainer:
             correct += int((logits.argmax(1) == yb).sum())
         return loss_sum / n, correct / n
 
+    @_float32_kernels
     def personalised_evaluate(self, test_indices: Sequence[np.ndarray], alpha: float, *,
                               batch_size: int | None = None, adapt_on: str = "train") -> dict:
         """Personalised accuracy of the global model (spec 004 sec. 2.6), for every device.
@@ -516,6 +552,7 @@ class Trainer:
         return {"personal_accuracy": float(np.nanmean(personal)), "personal_accuracy_std": float(np.nanstd(personal)),
                 "local_accuracy": float(np.nanmean(local)), "personal_per_device": personal}
 
+    @_float32_kernels
     def evaluate(self) -> dict[str, float]:
         """Evaluate the global model.
 
