@@ -292,3 +292,39 @@ def test_a_clock_that_leaves_the_floats_stops_the_run_instead_of_completing_it(t
         simulate(sc, tmp_path / "run", progress=False)
     summary = __import__("json").loads((tmp_path / "run" / "summary.json").read_text())
     assert summary["status"] == "failed"
+
+
+FULL_DISK = textwrap.dedent('''
+    seed = 2
+    [run]
+    rounds = 3000
+    timing_only = true
+    [devices]
+    count = 100
+    [link]
+    model_bits = 10000
+    [scheduler]
+    name = "uniform"
+    m = 10
+''')
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="a file-size limit stands in for a full disk")
+@pytest.mark.parametrize("command", ["run", "sweep"])
+def test_a_full_disk_is_one_line_and_keeps_what_was_written(tmp_path, command):
+    """Writes fail mid-run (RLIMIT_FSIZE: a file may not grow past 150 kB, as on a disk that fills up).
+    Before, a sweep died in libhdf5 with a segmentation fault and a run printed a traceback."""
+    (tmp_path / "s.toml").write_text(FULL_DISK)
+    extra = ["--grid", "scheduler.m=5,10"] if command == "sweep" else []
+    limited = ("import resource, runpy, signal, sys; signal.signal(signal.SIGXFSZ, signal.SIG_IGN); "
+               "resource.setrlimit(resource.RLIMIT_FSIZE, (150_000, 150_000)); "
+               "sys.argv = ['wirelessfl', *sys.argv[1:]]; runpy.run_module('wirelessfl.cli', run_name='__main__')")
+    done = subprocess.run([sys.executable, "-c", limited, command, "s.toml", "--out", "out", "--no-progress", *extra],
+                          capture_output=True, text=True, cwd=tmp_path)
+    assert done.returncode == 1, done.stderr
+    assert "Traceback" not in done.stderr and "File too large" in done.stderr
+    assert len(done.stderr.strip().splitlines()) <= 2  # one line (a run: one per variant, here one)
+    assert not [p for p in (tmp_path / "out").rglob("*") if ".tmp" in p.name]  # no temporary files left
+    if command == "run":  # the rounds written before the disk filled are kept, and readable
+        rounds = pd.read_csv(tmp_path / "out" / "s" / "rounds.csv")
+        assert len(rounds) > 100 and list(rounds["round"]) == list(range(len(rounds)))

@@ -419,6 +419,10 @@ def main(argv: list[str] | None = None) -> int:
     except BrokenPipeError:  # the output went to a pager or `head` that stopped reading
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
+    except OSError as exc:  # a full disk, a file the system refuses
+        where = f"{exc.filename}: " if exc.filename else ""
+        print(f"wirelessfl: error: {where}{exc.strerror or exc}; files written before it are kept", file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":

@@ -7,10 +7,12 @@ the output folder itself must be a writable folder, checked before anything is w
 from __future__ import annotations
 
 import os
+import tempfile
+from contextlib import contextmanager
 from pathlib import Path
 
 __all__ = ["FolderBusy", "FolderLock", "UnsafeOutput", "check_output_folder", "open_append", "open_new",
-           "write_atomic"]
+           "replacing", "replacing_path", "write_atomic"]
 
 
 class UnsafeOutput(ValueError):
@@ -89,16 +91,41 @@ def open_append(path: Path):
     return os.fdopen(fd, "a", newline="")
 
 
-def write_atomic(path: Path, data: str | bytes) -> None:
-    """Replace ``path`` with ``data`` so that a reader sees the old file or the whole new one; the
-    temporary file beside it is created afresh (never through a link) and synced before the rename."""
+@contextmanager
+def replacing_path(path: Path):
+    """Yield a fresh temporary path beside ``path`` for a writer that needs a file name (HDF5); when
+    the block ends it replaces ``path`` in one rename. The name is unique and created exclusively, so
+    two writers never share it and no link placed there is followed; on any failure (a full disk) it
+    is removed and ``path`` is left as it was."""
     path = Path(path)
     _refuse_link(path)
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.unlink(missing_ok=True)  # a leftover, or a link placed there: removed, not followed
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
-    with os.fdopen(fd, "wb") as fh:
+    fd, name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    os.fchmod(fd, 0o644)  # as an ordinary file, not mkstemp's owner-only mode
+    os.close(fd)
+    tmp = Path(name)
+    try:
+        yield tmp
+        os.replace(tmp, path)
+    except BaseException as exc:
+        tmp.unlink(missing_ok=True)
+        if isinstance(exc, OSError) and exc.filename is None:  # a full disk: say which file it hit
+            raise OSError(exc.errno, exc.strerror, str(path)) from None
+        raise
+
+
+@contextmanager
+def replacing(path: Path, binary: bool = False):
+    """Yield a file to write ``path``'s new content into; a reader sees the old file or the whole
+    new one (see :func:`replacing_path`; the data are synced before the rename)."""
+    with replacing_path(path) as tmp:
+        fd = os.open(tmp, os.O_WRONLY | os.O_TRUNC | os.O_NOFOLLOW)
+        with os.fdopen(fd, "wb" if binary else "w", newline=None if binary else "") as fh:
+            yield fh
+            fh.flush()
+            os.fsync(fh.fileno())
+
+
+def write_atomic(path: Path, data: str | bytes) -> None:
+    """Replace ``path`` with ``data`` atomically (see :func:`replacing`)."""
+    with replacing(path, binary=True) as fh:
         fh.write(data.encode() if isinstance(data, str) else data)
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)

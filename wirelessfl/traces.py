@@ -12,12 +12,12 @@ import csv
 import math
 import os
 import re
-import tempfile
 from pathlib import Path
 
 import numpy as np
 
 from .fields import ConfigError, require_memory
+from .files import replacing
 
 __all__ = ["Trace", "TraceExhausted", "record_traces", "write_trace"]
 
@@ -136,18 +136,14 @@ def write_trace(path: str | Path, values: np.ndarray, header: str = "device") ->
     """Write a rounds x devices array as .npy or as CSV (columns named ``{header}_{n}``), atomically."""
     path = Path(path)
     values = np.asarray(values)
-    # a fresh temporary name, created exclusively: never a file or link that was there before
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    if path.suffix == ".npy":
-        with os.fdopen(fd, "wb") as fh:
+    with replacing(path, binary=path.suffix == ".npy") as fh:  # a fresh temporary file, then one rename
+        if path.suffix == ".npy":
             np.save(fh, values)
-    else:
-        with os.fdopen(fd, "w", newline="") as fh:
+        else:
             writer = csv.writer(fh)
             writer.writerow([f"{header}_{n}" for n in range(values.shape[1])])
             fmt = (lambda v: str(int(v))) if values.dtype == bool else (lambda v: repr(float(v)))
             writer.writerows([fmt(v) for v in row] for row in values)
-    os.replace(tmp, path)  # replaces a link at path itself, never what it points to
     return path
 
 
@@ -175,7 +171,9 @@ def record_traces(scenario, rounds: int, out_dir: str | Path, fmt: str = "csv",
     if there and not overwrite:
         raise ConfigError(f"trace: {there[0]} exists; pass --overwrite (overwrite=True) to replace the traces in {out}")
     out.mkdir(parents=True, exist_ok=True)
-    n = scenario.devices.count
+    for path in there:  # asked to replace them: a link there goes, what it points to stays
+        if path.is_symlink():
+            path.unlink()
     channel = build_channel(scenario, rngs.stream(scenario.seed, "cell"))
     compute = scenario.part("compute").from_scenario(scenario, scenario.options("compute"))
     availability = build_availability(scenario)

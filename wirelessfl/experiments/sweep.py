@@ -31,7 +31,6 @@ import dataclasses
 import hashlib
 import itertools
 import math
-import os
 import re
 import shutil
 import time
@@ -43,7 +42,7 @@ import pandas as pd
 
 from ..config import ConfigError, Scenario, dumps, parse_value
 from ..fields import require_memory
-from ..files import FolderLock
+from ..files import FolderLock, replacing, write_atomic
 from ..plugins import KINDS, registry, source_file
 from ..jsonio import read_json, write_json_atomic
 from .analysis import seed_std
@@ -299,16 +298,9 @@ def _row(member: Member, status: str, summary: dict | None = None, error: str = 
 
 def _write_table(rows: list[dict], path: Path) -> pd.DataFrame:
     table = pd.DataFrame(rows)
-    tmp = path.with_name(f".{path.name}.tmp")
-    table.to_csv(tmp, index=False)
-    os.replace(tmp, path)  # a reader (or a killed sweep) sees the old table or the new, never half
+    with replacing(path) as fh:  # a reader (or a killed sweep) sees the old table or the new, never half
+        table.to_csv(fh, index=False)
     return table
-
-
-def _write_text_atomic(path: Path, text: str) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(text)
-    os.replace(tmp, path)
 
 
 def _refuse_another_sweep(out: Path, scenario_toml: str, keys_values, timing_only, overwrite: bool) -> None:
@@ -377,7 +369,7 @@ def sweep(scenario: Scenario, grid=None, seeds: int | Sequence[int] = 1, executo
     with FolderLock(out, "another sweep"):
         _refuse_another_sweep(out, dumps(scenario), keys_values, timing_only, overwrite)
         _clean_tmp(runs_dir)
-        _write_text_atomic(out / "scenario.toml", dumps(scenario))
+        write_atomic(out / "scenario.toml", dumps(scenario))
         write_json_atomic(out / "sweep.json", {
             "scenario": scenario.name, "base_seed": scenario.seed,
             "seeds": sorted({m.seed for m in members}),

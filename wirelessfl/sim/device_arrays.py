@@ -12,12 +12,18 @@ file; a resume cuts it back to the rounds of its checkpoint.
 """
 from __future__ import annotations
 
+import errno
 import os
 from pathlib import Path
 
+try:
+    import resource
+except ImportError:  # pragma: no cover - not POSIX
+    resource = None
+
 import numpy as np
 
-from ..files import UnsafeOutput
+from ..files import UnsafeOutput, replacing_path
 
 __all__ = ["ARRAY_KEYS", "DECISIONS", "DeviceArrays", "load_decisions", "rounds_per_write"]
 
@@ -96,16 +102,16 @@ class DeviceArrays:
             return
         import h5py
 
-        tmp = self.path.with_name(f".{self.path.name}.tmp")
-        tmp.unlink(missing_ok=True)
-        new = self._create(tmp)
-        with h5py.File(self.path, "r", libver="latest", swmr=True) as old:
-            for key in self.shapes:
-                new[key].resize(rows, axis=0)
-                for start in range(0, rows, 1024):  # in blocks: memory stays flat
-                    new[key][start:start + 1024] = old[key][start:min(start + 1024, rows)]
-        new.close()
-        os.replace(tmp, self.path)
+        with replacing_path(self.path) as tmp:
+            new = self._create(tmp)
+            try:
+                with h5py.File(self.path, "r", libver="latest", swmr=True) as old:
+                    for key in self.shapes:
+                        new[key].resize(rows, axis=0)
+                        for start in range(0, rows, 1024):  # in blocks: memory stays flat
+                            new[key][start:start + 1024] = old[key][start:min(start + 1024, rows)]
+            finally:
+                new.close()
         self._file = h5py.File(self.path, "r+", libver="latest")
         self._file.swmr_mode = True
         self.rows = rows
@@ -121,13 +127,42 @@ class DeviceArrays:
         if not self._buffer or self._file is None:
             return
         n = len(self._buffer)
-        for key in self.shapes:
-            dataset = self._file[key]
-            dataset.resize(self.rows + n, axis=0)
-            dataset[self.rows:] = np.stack([row[key] for row in self._buffer]).astype(np.float32)
-        self._file.flush()
+        self._check_room(n)
+        try:
+            for key in self.shapes:
+                dataset = self._file[key]
+                dataset.resize(self.rows + n, axis=0)
+                dataset[self.rows:] = np.stack([row[key] for row in self._buffer]).astype(np.float32)
+            self._file.flush()
+        except BaseException:
+            # A failed write (a full disk) leaves HDF5's cache dirty: flushing it again can crash the
+            # process. Close it at once and never write again; the rows flushed before stay readable.
+            self._abandon()
+            raise
         self.rows += n
         self._buffer = []
+
+    def _check_room(self, rows: int) -> None:
+        """OSError (no space left, or the file-size limit) before HDF5 is asked for a write that
+        cannot succeed: libhdf5 can crash the whole process after a failed write (a full disk ended
+        a sweep with a segmentation fault), while a refused one leaves the file readable up to its
+        last flush."""
+        chunk_floats = sum(self.every * self.num_devices * int(np.prod(entry)) for entry in self.shapes.values())
+        need = 4 * chunk_floats * (rows // self.every + 2) + 2 ** 20  # whole chunks, and room for metadata
+        free = os.statvfs(self.path.parent)
+        if free.f_bavail * free.f_frsize < need:
+            raise OSError(errno.ENOSPC, f"No space left on device for {need:,} more bytes", str(self.path))
+        if resource is not None:
+            limit = resource.getrlimit(resource.RLIMIT_FSIZE)[0]
+            if limit != resource.RLIM_INFINITY and self.path.stat().st_size + need > limit:
+                raise OSError(errno.EFBIG, f"File too large for the file-size limit ({limit:,} bytes)", str(self.path))
+
+    def _abandon(self) -> None:
+        fh, self._file, self._buffer = self._file, None, []
+        try:
+            fh.close()
+        except Exception:  # the cache it could not write is lost either way
+            pass
 
     @property
     def total(self) -> int:
@@ -135,11 +170,14 @@ class DeviceArrays:
         return self.rows + len(self._buffer)
 
     def close(self) -> None:
-        """Write what is buffered and close the file."""
-        if self._file is not None:
+        """Write what is buffered and close the file (closed also when the write fails: a full disk)."""
+        if self._file is None:
+            return
+        try:
             self.flush()
-            self._file.close()
-            self._file = None
+        finally:
+            fh, self._file = self._file, None
+            fh.close()
 
 
 def load_decisions(run_dir: str | Path, keys=None) -> dict[str, np.ndarray]:

@@ -19,6 +19,7 @@ file (rewritten once with the wider header); rounds without it leave it empty.
 """
 from __future__ import annotations
 
+import contextlib
 import csv
 import math
 import time
@@ -552,17 +553,20 @@ class Recorder:
                 "time_avg_power": self.expected_power_sum / n_rounds}
 
     def close(self, summary: dict, devices: dict[str, np.ndarray]) -> None:
-        """Write the device table, the rest of the per-device arrays and, last, the summary."""
-        for fh, *_ in self._files.values():
-            fh.close()
-        self._files = {}
-        self.updates.close()
+        """Write the device table, the rest of the per-device arrays and, last, the summary. Every
+        file is closed even when writing one fails (a full disk): none is left to a later
+        garbage collection, where HDF5 would write again and may crash the process."""
+        with contextlib.ExitStack() as closing:
+            for fh, *_ in self._files.values():
+                closing.callback(fh.close)
+            closing.callback(self.updates.close)
+            if self.arrays is not None:
+                closing.callback(self.arrays.close)
+            self._files = {}
         if self.out_dir is None:
             return
         import pandas as pd
 
-        if self.arrays is not None:
-            self.arrays.close()
         write_atomic(self.out_dir / "devices.csv", pd.DataFrame(devices).to_csv(index=False))
         write_json_atomic(self.out_dir / "summary.json", summary)
 
