@@ -280,3 +280,39 @@ def test_an_unusable_cache_folder_or_off_writes_nothing_and_still_loads(tmp_path
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
     assert load_dataset("mnist", data_dir=tmp_path).x_train.shape == (9, 1, 28, 28)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["a-file", "mnist"]
+
+
+def test_an_idx_header_is_checked_before_its_data_are_inflated(tmp_path):
+    """A small gzip file that declares 3 GB is refused from its header; extra data are refused too."""
+    import gzip
+    import struct
+
+    from wirelessfl.learning.datasets import IDX_MAX_BYTES
+
+    dims = (3_000_000, 1000)  # 3 GB of uint8
+    with gzip.open(tmp_path / "bomb.gz", "wb") as fh:
+        fh.write(b"\x00\x00\x08\x02" + struct.pack(">2I", *dims))
+        fh.write(bytes(2 ** 20))  # only 1 MB of the 3 GB follows, but a bomb would hold it all
+    assert 3_000_000_000 > IDX_MAX_BYTES
+    with pytest.raises(ValueError, match=r"declares shape \(3000000, 1000\) \(3,000,000,000 bytes\)"):
+        read_idx(tmp_path / "bomb.gz")
+    write_idx(tmp_path / "long", np.zeros((4, 4), np.uint8), gz=True)
+    (tmp_path / "long").write_bytes(gzip.compress(gzip.decompress((tmp_path / "long").read_bytes()) + b"\x01"))
+    with pytest.raises(ValueError, match="holds more than 16 data bytes"):
+        read_idx(tmp_path / "long")
+
+
+def test_a_cifar_member_larger_than_a_batch_is_refused_before_it_is_read(tmp_path):
+    import io
+    import tarfile
+
+    from wirelessfl.learning.datasets import DatasetError
+
+    with tarfile.open(tmp_path / "cifar-10-python.tar.gz", "w:gz") as tar:
+        for name in ("data_batch_1", "data_batch_2", "data_batch_3", "data_batch_4", "data_batch_5", "test_batch"):
+            info = tarfile.TarInfo(f"cifar-10-batches-py/{name}")
+            data = bytes(100 * 2 ** 20 if name == "data_batch_1" else 10)  # 100 MB of zeros: 100 kB gzipped
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    with pytest.raises(DatasetError, match=r"data_batch_1: 104,857,600 bytes, more than a CIFAR-10 batch"):
+        load_dataset("cifar10", data_dir=tmp_path)

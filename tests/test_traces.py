@@ -166,3 +166,35 @@ def test_a_complex_npy_trace_is_refused_not_cut_to_its_real_part(tmp_path):
     with pytest.raises(ConfigError, match="holds complex128 values; a trace holds real numbers"):
         from_dict({"run": {"rounds": 2, "timing_only": True}, "devices": {"count": 3},
                    "channel": {"model": "trace", "trace": str(tmp_path / "g.npy")}})
+
+
+@pytest.mark.skipif(not hasattr(__import__("os"), "mkfifo"), reason="needs FIFOs")
+def test_files_that_never_end_are_refused_before_they_are_opened(tmp_path):
+    """A FIFO waits for a writer forever and /dev/zero never ends: traces, scenarios and checkpoints
+    that are not regular files are one-line errors, and nothing is opened."""
+    import os
+
+    from wirelessfl.sim.checkpoint import ResumeError, load_checkpoint
+
+    os.mkfifo(tmp_path / "fifo")
+    for trace, kind in ((tmp_path / "fifo", "a FIFO"), ("/dev/zero", "a device"), (tmp_path, "a folder")):
+        with pytest.raises(ConfigError, match=f"^channel.trace = .*: is {kind}"):
+            from_dict({"run": {"rounds": 1}, "devices": {"count": 3},
+                       "channel": {"model": "trace", "trace": str(trace)}})
+    with pytest.raises(ConfigError, match="scenario file .*fifo is a FIFO, not a regular file"):
+        load_scenario(tmp_path / "fifo")
+    with pytest.raises(ResumeError, match="fifo: is a FIFO, not a regular file; it cannot be a checkpoint"):
+        load_checkpoint(tmp_path / "fifo")
+
+
+def test_an_npy_trace_whose_header_claims_more_than_the_file_holds_is_refused_unallocated(tmp_path):
+    np.save(tmp_path / "g.npy", np.ones((4, 3)))
+    raw = (tmp_path / "g.npy").read_bytes()
+    header_end = raw.index(b"\n") + 1
+    header = raw[:header_end].replace(b"(4, 3)", b"(1099511627776, 3)")  # 24 TiB of float64
+    header = header[:-1].rstrip(b" ") + b" " * (header_end - len(header[:-1].rstrip(b" ")) - 1) + b"\n"
+    (tmp_path / "g.npy").write_bytes(header + raw[header_end:])
+    with pytest.raises(ConfigError, match=r"header declares \(1099511627776, 3\) float64 values "
+                                          r"\(26,388,279,066,624 bytes\) and the file holds 96"):
+        from_dict({"run": {"rounds": 1}, "devices": {"count": 3},
+                   "channel": {"model": "trace", "trace": str(tmp_path / "g.npy")}})

@@ -12,7 +12,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 __all__ = ["FolderBusy", "FolderLock", "UnsafeOutput", "check_output_folder", "open_append", "open_new",
-           "replacing", "replacing_path", "write_atomic"]
+           "replacing", "replacing_path", "unreadable_file", "write_atomic"]
 
 
 class UnsafeOutput(ValueError):
@@ -49,6 +49,25 @@ class FolderLock:
 
     def __exit__(self, *exc) -> None:
         self.fh.close()
+
+
+def unreadable_file(path: Path) -> str | None:
+    """Why ``path`` cannot be read as a data file (None: it can): missing, a folder, or not a regular
+    file. A FIFO waits for a writer forever and a device such as /dev/zero never ends, so neither is
+    opened; a link to a regular file is fine."""
+    import stat
+
+    try:
+        mode = os.stat(path).st_mode
+    except OSError as exc:
+        return "no such file" if isinstance(exc, FileNotFoundError) else f"cannot be read ({exc.strerror or exc})"
+    if stat.S_ISDIR(mode):
+        return "is a folder, not a file"
+    if not stat.S_ISREG(mode):
+        kind = "a FIFO" if stat.S_ISFIFO(mode) else "a device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode) \
+            else "a socket" if stat.S_ISSOCK(mode) else "not a regular file"
+        return f"is {kind}, not a regular file"
+    return None
 
 
 def check_output_folder(path: Path, what: str = "--out") -> None:

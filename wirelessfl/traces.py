@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 
 from .fields import ConfigError, require_memory
-from .files import replacing
+from .files import replacing, unreadable_file
 
 __all__ = ["Trace", "TraceExhausted", "record_traces", "write_trace"]
 
@@ -74,15 +74,16 @@ class Trace:
 
 def _load(path: Path, field: str) -> np.ndarray:
     where = f"{field} = {str(path)!r}"
-    try:
-        stat = path.stat()
-    except OSError:
-        raise ConfigError(f"{where}: no such file") from None
+    problem = unreadable_file(path)
+    if problem is not None:
+        raise ConfigError(f"{where}: {problem}")
+    stat = path.stat()
     key = (str(path), stat.st_mtime_ns, stat.st_size)
     if key in _CACHE:
         return _CACHE[key]
     try:
         if path.suffix == ".npy":
+            _check_npy_size(path, stat.st_size, where)
             values = np.load(path, allow_pickle=False)
             if values.dtype.kind not in "biuf":  # complex, strings: asarray(float) would drop or fail
                 raise ConfigError(f"{where}: holds {values.dtype} values; a trace holds real numbers")
@@ -97,6 +98,20 @@ def _load(path: Path, field: str) -> np.ndarray:
     _CACHE.clear()  # keep one trace: sweeps read the same file for every member
     _CACHE[key] = values
     return values
+
+
+def _check_npy_size(path: Path, file_bytes: int, where: str) -> None:
+    """ConfigError when the .npy header declares more data than the file holds (a header claiming
+    7 TiB would otherwise be allocated before the short read is noticed)."""
+    with open(path, "rb") as fh:
+        fmt = np.lib.format
+        version = fmt.read_magic(fh)
+        read_header = fmt.read_array_header_1_0 if version == (1, 0) else fmt.read_array_header_2_0
+        shape, _, dtype = read_header(fh, max_header_size=10_000)
+        declared = math.prod(shape) * dtype.itemsize
+        if declared > file_bytes - fh.tell():
+            raise ConfigError(f"{where}: its header declares {shape} {dtype} values ({declared:,} bytes) and "
+                              f"the file holds {file_bytes - fh.tell():,}")
 
 
 def _read_csv(path: Path, where: str) -> np.ndarray:

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from ..fields import ConfigError, build_dataclass, field_value, show
+from ..files import unreadable_file
 from ..plugins import KIND_OF_TABLE, KINDS, PluginError, registry
 from .rules import cross_check
 from .tables import SPECIAL, TABLES, PluginOptions, Scenario
@@ -47,6 +48,9 @@ def load_scenario(path: str | Path, overrides: Iterable[str] = (), environment: 
         if not path.exists():
             raise ConfigError(f"scenario file {path} does not exist, nor a packaged scenario of that name "
                               f"(packaged: {', '.join(packaged_scenarios())})")
+    problem = unreadable_file(path)
+    if problem is not None and problem != "no such file":
+        raise ConfigError(f"scenario file {path} {problem}")
     try:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:

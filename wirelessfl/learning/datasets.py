@@ -18,6 +18,7 @@ Dataset folders: ``fashion-mnist`` (or ``fashion_mnist``), ``mnist``, ``cifar10`
 from __future__ import annotations
 
 import gzip
+import math
 import io
 import os
 import pickle
@@ -75,6 +76,7 @@ _IDX_STEMS = {
 _CIFAR_TRAIN = tuple(f"data_batch_{i}" for i in range(1, 6))
 _CIFAR_TEST = "test_batch"
 _CIFAR_TARBALL = "cifar-10-python.tar.gz"
+_CIFAR_MAX_BYTES = 64 * 2 ** 20  # a batch is 31 MB
 _CIFAR_FOLDER = "cifar-10-batches-py"
 
 
@@ -250,26 +252,36 @@ def _idx_files(folder: Path) -> dict[str, Path] | None:
 _IDX_DTYPES = {0x08: ">u1", 0x09: ">i1", 0x0B: ">i2", 0x0C: ">i4", 0x0D: ">f4", 0x0E: ">f8"}
 
 
+IDX_MAX_BYTES = 2 ** 30
+"""The most data one IDX file may declare (1 GiB; Fashion-MNIST's training images are 47 MB): the
+header is read first, so a small gzip file that would inflate to gigabytes is refused unread."""
+
+
 def read_idx(path: str | os.PathLike) -> np.ndarray:
     """Read one IDX file (gzipped or plain, detected from the content) into a numpy array.
 
     Format: two zero bytes, a type code, the number of dimensions, then one big-endian uint32 per
-    dimension, then the data in row-major order.
+    dimension, then the data in row-major order. The header is checked before the data are read
+    (or decompressed): its size must be at most ``IDX_MAX_BYTES`` and match the data exactly.
     """
     with open(path, "rb") as f:
-        raw = f.read()
-    if raw[:2] == b"\x1f\x8b":  # gzip magic, whatever the file is called
-        raw = gzip.decompress(raw)
-    if len(raw) < 4 or raw[0] != 0 or raw[1] != 0 or raw[2] not in _IDX_DTYPES:
-        raise ValueError(f"{path}: not an IDX file (bad magic {raw[:4]!r})")
-    dtype = np.dtype(_IDX_DTYPES[raw[2]])
-    ndim = raw[3]
-    header = 4 + 4 * ndim
-    dims = struct.unpack(f">{ndim}I", raw[4:header])
-    count = int(np.prod(dims)) if dims else 1
-    if len(raw) != header + count * dtype.itemsize:
-        raise ValueError(f"{path}: IDX header says shape {dims} but the file holds {len(raw) - header} data bytes")
-    arr = np.frombuffer(raw, dtype=dtype, count=count, offset=header).reshape(dims)
+        gzipped = f.read(2) == b"\x1f\x8b"  # gzip magic, whatever the file is called
+        f.seek(0)
+        stream = gzip.GzipFile(fileobj=f) if gzipped else f
+        head = stream.read(4)
+        if len(head) < 4 or head[0] != 0 or head[1] != 0 or head[2] not in _IDX_DTYPES:
+            raise ValueError(f"{path}: not an IDX file (bad magic {head!r})")
+        dtype = np.dtype(_IDX_DTYPES[head[2]])
+        dims = struct.unpack(f">{head[3]}I", stream.read(4 * head[3]))
+        nbytes = math.prod(dims) * dtype.itemsize
+        if nbytes > IDX_MAX_BYTES:
+            raise ValueError(f"{path}: IDX header declares shape {dims} ({nbytes:,} bytes), more than the "
+                             f"{IDX_MAX_BYTES:,} an IDX dataset file may hold")
+        raw = stream.read(nbytes + 1)  # one byte more: data past the declared shape is an error too
+    if len(raw) != nbytes:
+        held = f"{len(raw)}" if len(raw) <= nbytes else f"more than {nbytes}"
+        raise ValueError(f"{path}: IDX header says shape {dims} but the file holds {held} data bytes")
+    arr = np.frombuffer(raw, dtype=dtype, count=math.prod(dims)).reshape(dims)
     return arr.astype(dtype.newbyteorder("="))
 
 
@@ -338,14 +350,23 @@ def _unpickle_batch(data: bytes, where: str) -> tuple[np.ndarray, np.ndarray]:
 
 def _load_cifar10(location: Path) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     names = (*_CIFAR_TRAIN, _CIFAR_TEST)
+
+    def sized(where: str, nbytes: int) -> None:  # checked before reading (or inflating) it
+        if nbytes > _CIFAR_MAX_BYTES:
+            raise ValueError(f"{where}: {nbytes:,} bytes, more than a CIFAR-10 batch ({_CIFAR_MAX_BYTES:,} at most)")
+
     if location.is_dir():
-        blobs = {n: (location / n).read_bytes() for n in names}
+        blobs = {}
+        for n in names:
+            sized(str(location / n), (location / n).stat().st_size)
+            blobs[n] = (location / n).read_bytes()
     else:
         blobs = {}
         with tarfile.open(location, "r:*") as tar:  # read members in memory: nothing is extracted
             for member in tar.getmembers():
                 base = member.name.rsplit("/", 1)[-1]
                 if member.isfile() and base in names:
+                    sized(f"{location}/{member.name}", member.size)
                     blobs[base] = tar.extractfile(member).read()
         missing = [n for n in names if n not in blobs]
         if missing:

@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from ..files import write_atomic
+from ..files import unreadable_file, write_atomic
 
 CHECKPOINT_NAME = "checkpoint.pt"
 
@@ -90,6 +90,9 @@ def load_checkpoint(path: Path) -> dict:
     path = Path(path)
     if path.is_symlink():
         raise ResumeError(f"{path}: is a symbolic link; a checkpoint is read only from the run folder itself")
+    problem = unreadable_file(path)
+    if problem is not None:
+        raise ResumeError(f"{path}: {problem}; it cannot be a checkpoint")
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # torch's notes on unusual files: the error below says it
