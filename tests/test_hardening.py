@@ -328,3 +328,56 @@ def test_a_full_disk_is_one_line_and_keeps_what_was_written(tmp_path, command):
     if command == "run":  # the rounds written before the disk filled are kept, and readable
         rounds = pd.read_csv(tmp_path / "out" / "s" / "rounds.csv")
         assert len(rounds) > 100 and list(rounds["round"]) == list(range(len(rounds)))
+
+
+DAMAGE = {
+    "rounds.csv": 'round,t_start\n1,"never closed\n',
+    "evals.csv": 'time_s,accuracy\n"x\n',
+    "summary.json": '{"status": "compl',
+}
+
+
+@pytest.mark.parametrize("name", [*DAMAGE, "summary.json as a list"])
+def test_damaged_run_files_are_one_line_errors_for_every_reader(tmp_path, name):
+    from wirelessfl import load_run
+    from wirelessfl.files import DamagedFile
+
+    (tmp_path / "s.toml").write_text("[run]\nrounds = 3\ntiming_only = true\n[devices]\ncount = 4\n")
+    assert _cli("run", "s.toml", "--out", "r", "--no-progress", cwd=tmp_path).returncode == 0
+    file = name.split()[0]
+    (tmp_path / "r" / "s" / file).write_text("[1, 2]" if "list" in name else DAMAGE[name])
+    with pytest.raises(DamagedFile, match=f"r/s/{file}: damaged"):
+        load_run(tmp_path / "r" / "s")
+    for command in (["plot", "r"], ["run", "s.toml", "--out", "r", "--no-progress"]):
+        done = _cli(*command, cwd=tmp_path)
+        if file == "summary.json" and command[0] == "run":  # an unreadable summary: the run is not complete
+            assert done.returncode == 2 and "interrupted run" in done.stderr
+        else:
+            assert done.returncode == 2 and f"r/s/{file}: damaged" in done.stderr and "--overwrite" in done.stderr
+        assert len(done.stderr.strip().splitlines()) == 1, done.stderr
+    assert _cli("run", "s.toml", "--out", "r", "--no-progress", "--overwrite", cwd=tmp_path).returncode == 0
+    assert load_run(tmp_path / "r" / "s").summary["status"] == "complete"
+
+
+def test_a_damaged_sweep_table_is_one_line(tmp_path):
+    (tmp_path / "s.toml").write_text("[run]\nrounds = 2\ntiming_only = true\n[devices]\ncount = 4\n")
+    assert _cli("sweep", "s.toml", "--grid", "scheduler.m=1,2", "--out", "sw", "--no-progress",
+                cwd=tmp_path).returncode == 0
+    (tmp_path / "sw" / "table.csv").write_text("key,seed\nabc,0\n")  # no status column
+    done = _cli("table", "sw", cwd=tmp_path)
+    assert done.returncode == 2 and "sw/table.csv: damaged: it has no column 'status'" in done.stderr
+    (tmp_path / "sw" / "table.csv").write_text('key,"open\n')
+    done = _cli("plot", "sw", "--x", "scheduler.m", "--y", "time_to_target_s", cwd=tmp_path)
+    assert done.returncode == 2 and "sw/table.csv: damaged" in done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1
+
+
+def test_reproduce_data_that_is_not_a_recipe_s_is_one_line(tmp_path):
+    (tmp_path / "d").mkdir()
+    (tmp_path / "d" / "fair_selection_table1.csv").write_text("variant,seed\nrandom,0\n")
+    done = _cli("reproduce", "fair_selection:table1", "--no-run", "--data", "d", "--out", "o", cwd=tmp_path)
+    assert done.returncode == 2 and len(done.stderr.strip().splitlines()) == 1
+    assert "d/fair_selection_table1.csv is not the data of recipe fair_selection:table1 (no column" in done.stderr
+    (tmp_path / "d" / "fair_selection_table1.csv").write_bytes(bytes(range(256)) * 8)
+    done = _cli("reproduce", "fair_selection:table1", "--no-run", "--data", "d", "--out", "o", cwd=tmp_path)
+    assert done.returncode == 2 and "cannot be read as a CSV" in done.stderr and "Traceback" not in done.stderr

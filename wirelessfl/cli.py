@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 from .config import ConfigError, load_scenario
-from .files import UnsafeOutput
+from .files import DamagedFile, UnsafeOutput
 from .sim.checkpoint import ResumeError
 from .learning import DatasetError, TrainingDiverged
 
@@ -115,7 +115,7 @@ def _resume(args) -> int:
             print(f"{run_dir.name}: no checkpoint, starting over")
         try:
             results[run_dir.name] = resume(run_dir, progress=not args.no_progress)
-        except (ConfigError, FileNotFoundError, ResumeError, UnsafeOutput, DatasetError):
+        except (ConfigError, FileNotFoundError, ResumeError, UnsafeOutput, DatasetError, DamagedFile):
             raise
         except Exception:  # the run failed again: its folder says how
             results[run_dir.name] = load_run(run_dir)
@@ -409,6 +409,9 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     except (FileExistsError, UnsafeOutput, ResumeError, DatasetError) as exc:  # runs are never overwritten or broken unasked
         print(f"wirelessfl: error: {exc}", file=sys.stderr)
+        return 2
+    except DamagedFile as exc:  # a run file edited or cut short: its run has to be written again
+        print(f"wirelessfl: error: {exc}; write the run again (--overwrite)", file=sys.stderr)
         return 2
     except TrainingDiverged as exc:
         print(f"wirelessfl: error: {exc} (records so far are kept)", file=sys.stderr)

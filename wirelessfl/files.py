@@ -11,12 +11,16 @@ import tempfile
 from contextlib import contextmanager
 from pathlib import Path
 
-__all__ = ["FolderBusy", "FolderLock", "UnsafeOutput", "check_output_folder", "open_append", "open_new",
+__all__ = ["DamagedFile", "FolderBusy", "FolderLock", "UnsafeOutput", "check_output_folder", "open_append", "open_new", "read_table",
            "replacing", "replacing_path", "unreadable_file", "write_atomic"]
 
 
 class UnsafeOutput(ValueError):
     """An output path is not a writable folder, or a run file is a symbolic link."""
+
+
+class DamagedFile(ValueError):
+    """A file the simulator wrote cannot be read back: truncated, edited, or not what its name says."""
 
 
 class FolderBusy(UnsafeOutput, RuntimeError):
@@ -49,6 +53,22 @@ class FolderLock:
 
     def __exit__(self, *exc) -> None:
         self.fh.close()
+
+
+def read_table(path: Path, columns: tuple[str, ...] = (), **read_csv):
+    """A CSV table the simulator wrote, as a pandas DataFrame (empty cells: NaN, nothing else);
+    DamagedFile, in one line naming the file, when it cannot be parsed or lacks one of ``columns``."""
+    import pandas as pd
+
+    try:
+        table = pd.read_csv(path, keep_default_na=False, na_values=[""], **read_csv)
+    except (ValueError, UnicodeDecodeError) as exc:  # pandas' ParserError is a ValueError
+        reason = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        raise DamagedFile(f"{path}: damaged, not the table that wirelessfl wrote ({reason})") from None
+    missing = [c for c in columns if c not in table]
+    if missing:
+        raise DamagedFile(f"{path}: damaged: it has no column {missing[0]!r}")
+    return table
 
 
 def unreadable_file(path: Path) -> str | None:

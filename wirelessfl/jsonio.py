@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from .files import write_atomic
+from .files import DamagedFile, write_atomic
 
 __all__ = ["NON_FINITE", "dumps_strict", "read_json", "write_json_atomic"]
 
@@ -53,10 +53,18 @@ def write_json_atomic(path: Path, data: dict) -> None:
     write_atomic(Path(path), dumps_strict(data))
 
 
-def read_json(path: Path) -> Any:
-    """A JSON file written by ``write_json_atomic``, with its non-finite numbers put back."""
-    data = json.loads(Path(path).read_text())
-    if not isinstance(data, dict) or not isinstance(data.get(NON_FINITE), dict):
+def read_json(path: Path) -> dict:
+    """A JSON object written by ``write_json_atomic``, with its non-finite numbers put back.
+    DamagedFile (one line naming the file) for a file that is not one: truncated, edited, empty."""
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise DamagedFile(f"{path}: damaged, not the JSON that wirelessfl wrote ({exc})") from None
+    except RecursionError:
+        raise DamagedFile(f"{path}: damaged, not the JSON that wirelessfl wrote (nested too deeply)") from None
+    if not isinstance(data, dict):
+        raise DamagedFile(f"{path}: damaged: holds a JSON {type(data).__name__}, where wirelessfl writes an object")
+    if not isinstance(data.get(NON_FINITE), dict):
         return data
     for where, name in data.pop(NON_FINITE).items():
         _put(data, where, _NAMES.get(name, math.nan))

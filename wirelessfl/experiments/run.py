@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Callable
 
 from ..config import ConfigError, Scenario, dumps, load_scenario
-from ..files import FolderLock, UnsafeOutput, check_output_folder, write_atomic
+from ..files import DamagedFile, FolderLock, UnsafeOutput, check_output_folder, read_table, write_atomic
 from ..jsonio import read_json, write_json_atomic
 from ..learning import DatasetError
 from ..learning.learner import TrainingDiverged
@@ -48,7 +48,10 @@ def run_state(run_dir: Path, scenario: Scenario) -> str:
     if not same:
         return "other"
     summary = run_dir / "summary.json"
-    complete = summary.exists() and read_json(summary).get("status") == "complete"
+    try:
+        complete = summary.exists() and read_json(summary).get("status") == "complete"
+    except DamagedFile:  # a damaged summary: the run has to be written again
+        complete = False
     return "complete" if complete else "partial"
 
 
@@ -142,7 +145,7 @@ def load_run(run_dir: str | Path) -> RunResult:
         path = run_dir / name
         if not path.exists() or path.stat().st_size == 0:  # a run killed before its first row
             return pd.DataFrame()
-        return pd.read_csv(path, keep_default_na=False, na_values=[""])
+        return read_table(path)
 
     return RunResult(rounds=read("rounds.csv"), evals=read("evals.csv"), devices=read("devices.csv"),
                      summary=summary, run_dir=run_dir)
@@ -161,7 +164,7 @@ def _run_member(member: Scenario, run_dir: Path | None, progress: bool, overwrit
     """simulate(), with the failure of the run itself (not of its input) recorded as its result."""
     try:
         return simulate(member, run_dir, progress=progress, overwrite=overwrite)
-    except (ConfigError, OutputExists, UnsafeOutput, FileNotFoundError, DatasetError):  # wrong input: all would fail
+    except (ConfigError, OutputExists, UnsafeOutput, FileNotFoundError, DatasetError, DamagedFile):  # wrong input: all would fail
         raise
     except Exception as exc:  # the run failed: keep going with the other variants
         if run_dir is not None and (run_dir / "summary.json").exists():
@@ -208,7 +211,7 @@ def run_variants(scenario: Scenario, out_dir: str | Path | None = None, progress
     try:
         for name, member in members:
             results[name] = _run_member(member, None if out is None else out / name, progress, overwrite)
-    except (ConfigError, OutputExists, UnsafeOutput, FileNotFoundError, DatasetError):  # wrong input: no trace
+    except (ConfigError, OutputExists, UnsafeOutput, FileNotFoundError, DatasetError, DamagedFile):  # wrong input: no trace
         if out is not None and not results:
             family.unlink(missing_ok=True)
             (out / "index.json").unlink(missing_ok=True)
@@ -260,7 +263,7 @@ def resume_variants(out_dir: str | Path, progress: bool = True,
 def _resumed(run_dir: Path, progress: bool) -> RunResult:
     try:
         return resume(run_dir, progress=progress)
-    except (ConfigError, FileNotFoundError, ResumeError, UnsafeOutput, DatasetError):
+    except (ConfigError, FileNotFoundError, ResumeError, UnsafeOutput, DatasetError, DamagedFile):
         raise
     except Exception:  # the run failed again: its folder says how
         return load_run(run_dir)

@@ -42,7 +42,7 @@ import pandas as pd
 
 from ..config import ConfigError, Scenario, dumps, parse_value
 from ..fields import require_memory
-from ..files import FolderLock, replacing, write_atomic
+from ..files import DamagedFile, FolderLock, read_table, replacing, write_atomic
 from ..plugins import KINDS, registry, source_file
 from ..jsonio import read_json, write_json_atomic
 from .analysis import seed_std
@@ -445,15 +445,18 @@ def load_table(sweep_dir: str | Path) -> pd.DataFrame:
     path = Path(sweep_dir) / "table.csv"
     if not path.exists():
         raise FileNotFoundError(f"{sweep_dir}: no sweep table (table.csv) found there")
-    table = pd.read_csv(path, keep_default_na=False, na_values=[""], dtype={"error": object})
+    table = read_table(path, ("status", "error"), dtype={"error": object})
     table["error"] = table["error"].fillna("")
     return table
 
 
 def sweep_parameters(sweep_dir: str | Path) -> list[str]:
     """The parameter columns of a sweep folder (grid keys, plus "variant" when it has variants)."""
-    info = read_json(Path(sweep_dir) / "sweep.json")
-    return list(info["parameters"])
+    path = Path(sweep_dir) / "sweep.json"
+    parameters = read_json(path).get("parameters")
+    if not isinstance(parameters, list):
+        raise DamagedFile(f"{path}: damaged: it has no list of parameters")
+    return parameters
 
 
 def aggregate(table: pd.DataFrame, parameters: Sequence[str]) -> pd.DataFrame:

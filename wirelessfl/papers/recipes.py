@@ -262,7 +262,7 @@ def reproduce(recipes: Sequence[Recipe], scale: str = "cpu", seeds: int = 3, out
     if data is not None:  # every data file is read before anything is written
         tables = [(r, read_data(Path(data) / r.data_file)) for r in recipes]
         figures.mkdir(parents=True, exist_ok=True)
-        return [_report(r, table, figures, scale, []) for r, table in tables]
+        return [_report_from_given(r, table, Path(data) / r.data_file, figures, scale) for r, table in tables]
     families: dict[str, tuple[Scenario, dict]] = {}
     for recipe in recipes:
         for key, (base, variants) in recipe.families(scale, overrides).items():
@@ -282,6 +282,15 @@ def reproduce(recipes: Sequence[Recipe], scale: str = "cpu", seeds: int = 3, out
         reports.append(_report(recipe, read_data(path), figures, scale, failed))
         reports[-1].outputs.insert(0, path)
     return reports
+
+
+def _report_from_given(recipe: Recipe, table: pd.DataFrame, path: Path, figures: Path, scale: str) -> Report:
+    """_report on data a user gave (--data): data that lack what the report draws are one line."""
+    try:
+        return _report(recipe, table, figures, scale, [])
+    except (KeyError, ValueError, TypeError, IndexError, AttributeError) as exc:
+        what = f"no column {exc.args[0]!r}" if isinstance(exc, KeyError) and exc.args else f"{type(exc).__name__}: {exc}"
+        raise ConfigError(f"--data: {path} is not the data of recipe {recipe.key} ({what})") from None
 
 
 def mean_std(values, digits: int = 3) -> str:
