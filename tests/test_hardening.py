@@ -207,6 +207,8 @@ def test_a_run_in_which_nobody_can_ever_be_scheduled_ends(tmp_path):
     ({"name": "x" * 300}, "becomes a folder name"),
     ({"learning": {"samples_per_device": 10 ** 12}}, "learning.samples_per_device = 1000000000000: 100 devices x"),
     ({"run": {"rounds": 3, "threads": 5000}}, "run.threads = 5000: more than 4 x this machine's"),
+    ({"run": {"rounds": 3, "device": "gpu"}}, "run.device = 'gpu': not a torch device such as cpu, cuda or cuda:0"),
+    ({"run": {"rounds": 3, "device": "meta"}}, "run.device = 'meta': allowed device types are cpu, cuda and mps"),
 ])
 def test_absurd_inputs_are_one_line_errors_before_anything_runs(tmp_path, setting, words):
     data = {"run": {"rounds": 3}}
@@ -218,6 +220,27 @@ def test_absurd_inputs_are_one_line_errors_before_anything_runs(tmp_path, settin
     with pytest.raises(ConfigError) as err:
         from_dict(data)
     assert words in str(err.value) and "\n" not in str(err.value)
+
+
+def test_the_rounds_a_time_budget_and_a_deadline_imply_are_bounded():
+    """No round outlasts its deadline: 1 s in rounds of 1e-12 s is 1e12 rounds of records at least."""
+    with pytest.raises(ConfigError, match=r"^run.round_deadline_s = 1e-12: a time budget of 1 s in rounds of at most "
+                                          r"1e-12 s \(1,000,000,000,000 rounds or more\), keeping their records, needs"):
+        from_dict({"run": {"time_budget_s": 1.0, "round_deadline_s": 1e-12}})
+    assert from_dict({"run": {"time_budget_s": 1.0, "round_deadline_s": 1e-12, "rounds": 10}})  # rounds bound it
+
+
+def test_a_cuda_device_is_checked_at_load_against_the_machine(monkeypatch):
+    import torch
+
+    for count in (0, 2):
+        monkeypatch.setattr(torch.cuda, "is_available", lambda: count > 0)
+        monkeypatch.setattr(torch.cuda, "device_count", lambda: count)
+        expected = "this machine has no CUDA device" if count == 0 else r"this machine has 2 CUDA device\(s\): cuda:0 to cuda:1"
+        with pytest.raises(ConfigError, match=r"^run.device = 'cuda:99': " + expected):
+            from_dict({"run": {"rounds": 3, "device": "cuda:99"}})
+    assert from_dict({"run": {"rounds": 3, "device": "cuda:1"}}).run.device == "cuda:1"  # two devices here
+    assert from_dict({"run": {"rounds": 3, "device": "cuda:99", "timing_only": True}})  # no training: no device
 
 
 def test_out_must_be_a_writable_folder(tmp_path):
@@ -381,3 +404,50 @@ def test_reproduce_data_that_is_not_a_recipe_s_is_one_line(tmp_path):
     (tmp_path / "d" / "fair_selection_table1.csv").write_bytes(bytes(range(256)) * 8)
     done = _cli("reproduce", "fair_selection:table1", "--no-run", "--data", "d", "--out", "o", cwd=tmp_path)
     assert done.returncode == 2 and "cannot be read as a CSV" in done.stderr and "Traceback" not in done.stderr
+
+
+def test_a_scheduler_address_is_checked_before_anything_is_written(tmp_path, monkeypatch):
+    """An address that does not parse, a port where nothing listens, a service that never speaks (an
+    HTTP server: Client() waited forever) and one that speaks another protocol (Client() tried to
+    allocate 2.82 EiB) are one-line errors, and the sweep folder is not created."""
+    import socket
+    import threading
+
+    from wirelessfl.experiments import executors
+    from wirelessfl.experiments.sweep import sweep
+
+    monkeypatch.setattr(executors, "PROBE_TIMEOUT_S", 0.5)
+    servers = []
+
+    def serve(greeting: bytes | None) -> str:
+        listener = socket.create_server(("127.0.0.1", 0))
+        servers.append(listener)
+
+        def answer():
+            conn, _ = listener.accept()
+            if greeting is not None:
+                conn.sendall(greeting)
+            threading.Event().wait(2)  # keep the line open, silent
+            conn.close()
+
+        threading.Thread(target=answer, daemon=True).start()
+        return f"tcp://127.0.0.1:{listener.getsockname()[1]}"
+
+    sc = from_dict({"run": {"rounds": 2, "timing_only": True}, "devices": {"count": 4}})
+    cases = [("not a url", "not a scheduler address such as tcp://HOST:8786"),
+             (serve(None), "no Dask scheduler answered there"),
+             (serve(b"SSH-2.0-OpenSSH_9.6\r\n"), "something answers there, but not a Dask scheduler")]
+    for address, words in cases:
+        with pytest.raises(ConfigError, match=words):
+            sweep(sc, ["scheduler.m=1,2"], executor="dask", address=address, out_dir=tmp_path / "sw", progress=False)
+        assert not (tmp_path / "sw").exists()
+    for listener in servers:
+        listener.close()
+
+
+def test_sweep_out_naming_a_file_is_one_line(tmp_path):
+    (tmp_path / "s.toml").write_text("[run]\nrounds = 2\ntiming_only = true\n[devices]\ncount = 4\n")
+    (tmp_path / "afile").write_text("keep")
+    done = _cli("sweep", "s.toml", "--grid", "scheduler.m=1,2", "--out", "afile", cwd=tmp_path)
+    assert done.returncode == 2 and done.stderr.strip() == "wirelessfl: error: --out afile: is a file, not a folder"
+    assert (tmp_path / "afile").read_text() == "keep"

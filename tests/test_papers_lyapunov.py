@@ -116,7 +116,7 @@ def test_cell_overrides_set_the_case_and_the_budget():
         P.Scale("x", (), (), {}, {}, 10, {}, np.zeros(1)).rounds_for(P.uniform("het", 1.0, 1))
 
 
-def test_paper_scale_scenarios_hold_the_papers_parameters():
+def test_paper_scale_scenarios_hold_the_papers_parameters(monkeypatch):
     base = P.training_base(P.SCALES["paper"])
     assert (base.learning.dataset, base.learning.model, base.learning.lr) == ("cifar10", "paper_cnn", 0.01)
     assert base.devices.count == 100 and base.learning.samples_per_device == 500
@@ -125,6 +125,10 @@ def test_paper_scale_scenarios_hold_the_papers_parameters():
     assert base.scheduler.options.V == 100.0 and base.learning.local_steps == 10 and base.learning.batch_size == 32
     timing = P.timing_base(P.SCALES["cpu"])
     assert timing.run.timing_only and timing.devices.count == 100 and timing.link.model_bits == 32 * 555178
+    import torch
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)  # run.device is checked against the machine
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
     cuda = [base for name in ("fig3", "fig7") for base, _ in RECIPES[name].families("paper", ['run.device="cuda"']).values()]
     assert cuda[0].run.device == "cuda" and cuda[1].run.device == "cpu"
     cpu = P.training_base(P.SCALES["cpu"])  # the channel and scheduler stay the paper's

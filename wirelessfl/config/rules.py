@@ -70,6 +70,7 @@ def cross_check(s) -> None:
             raise ConfigError(f"learning.partition = {s.learning.partition!r}: the synthetic dataset has its "
                               "own split over devices; use another dataset")
     _check_scale(s)
+    _check_device(s)
     if s.link.errors == "outage" and s.link.rate_bps is None:
         raise ConfigError("link.errors = 'outage': needs link.rate_bps (at the adaptive rate the capacity always "
                           "suffices, so nothing would fail)")
@@ -108,6 +109,30 @@ PER_ROUND_BYTES = 2000
 """Memory of one round's records kept for the result (a row of rounds.csv and its Python objects)."""
 
 
+def _check_device(s) -> None:
+    """run.device names a torch device this machine has (checked at load, not at the first round)."""
+    if s.run.device == "cpu" or s.run.timing_only:
+        return
+    import torch
+
+    field = f"run.device = {s.run.device!r}"
+    try:
+        device = torch.device(s.run.device)
+    except (RuntimeError, ValueError) as exc:
+        raise ConfigError(f"{field}: not a torch device such as cpu, cuda or cuda:0") from None
+    if device.type == "cuda":
+        count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+        if count == 0:
+            raise ConfigError(f"{field}: this machine has no CUDA device (torch {torch.__version__}); use cpu")
+        if device.index is not None and device.index >= count:
+            raise ConfigError(f"{field}: this machine has {count} CUDA device(s): cuda:0 to cuda:{count - 1}")
+    elif device.type == "mps":
+        if not torch.backends.mps.is_available():
+            raise ConfigError(f"{field}: this machine has no Apple MPS device; use cpu")
+    elif device.type != "cpu":
+        raise ConfigError(f"{field}: allowed device types are cpu, cuda and mps")
+
+
 def _check_scale(s) -> None:
     """Absurd sizes are refused before anything runs, with the memory they would need."""
     n = s.devices.count
@@ -122,6 +147,12 @@ def _check_scale(s) -> None:
     if s.run.rounds is not None:
         require_memory("run.rounds", s.run.rounds, s.run.rounds * PER_ROUND_BYTES,
                        f"keeping the records of {s.run.rounds} rounds")
+    budget, deadline = s.run.time_budget_s, s.run.round_deadline_s
+    if budget is not None and deadline is not None:  # no round outlasts the deadline
+        implied = min(budget / deadline, s.run.rounds if s.run.rounds is not None else math.inf)
+        require_memory("run.round_deadline_s", deadline, implied * PER_ROUND_BYTES,
+                       f"a time budget of {budget:g} s in rounds of at most {deadline:g} s ({implied:,.0f} rounds "
+                       "or more), keeping their records,")
     ch = s.channel
     if ch.path_loss:
         far = max([ch.cell_radius_m, ch.reference_distance_m] + [math.hypot(*xy) for xy in ch.positions_m])

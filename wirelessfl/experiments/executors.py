@@ -171,6 +171,42 @@ def _process(todo: list[tuple[int, "Member"]], runs_dir: Path, workers, address)
         pool.shutdown(wait=finished, cancel_futures=True)
 
 
+PROBE_TIMEOUT_S = 10.0
+
+
+def check_scheduler(address: str) -> None:
+    """ConfigError unless ``address`` parses and, for tcp, what listens there speaks first as a Dask
+    scheduler does: its handshake's 8-byte length. Client() alone waits forever on a service that
+    never speaks (an HTTP server), and tries to allocate whatever a stranger's first bytes claim
+    (2.82 EiB from one service)."""
+    import socket
+    import struct
+
+    from distributed.comm.addressing import parse_address, parse_host_port
+
+    from ..config import ConfigError
+
+    try:
+        scheme, location = parse_address(address)
+        host, port = parse_host_port(location) if scheme == "tcp" else (None, None)
+    except (ValueError, TypeError) as exc:
+        raise ConfigError(f"--address {address!r}: not a scheduler address such as tcp://HOST:8786 ({exc})") from None
+    if scheme != "tcp":  # tls://, ucx://, inproc://: Client checks those itself
+        return
+    head = b""
+    try:
+        with socket.create_connection((host, port), timeout=PROBE_TIMEOUT_S) as conn:
+            while len(head) < 8:
+                chunk = conn.recv(8 - len(head))
+                if not chunk:
+                    break
+                head += chunk
+    except OSError as exc:  # refused, unreachable, silent (socket.timeout is an OSError)
+        raise ConfigError(f"--address {address}: no Dask scheduler answered there ({exc or 'timed out'})") from None
+    if len(head) < 8 or not 0 < struct.unpack("<Q", head)[0] < 2 ** 26:
+        raise ConfigError(f"--address {address}: something answers there, but not a Dask scheduler")
+
+
 def _dask(todo: list[tuple[int, "Member"]], runs_dir: Path, workers, address):
     """Connects (or starts a LocalCluster) now, so that an unreachable address fails at once."""
     import logging
@@ -181,7 +217,7 @@ def _dask(todo: list[tuple[int, "Member"]], runs_dir: Path, workers, address):
     if address:
         try:
             client = Client(address, timeout="10s")
-        except (OSError, TimeoutError) as exc:
+        except (OSError, TimeoutError, ValueError, MemoryError) as exc:
             from ..config import ConfigError
 
             raise ConfigError(f"--address {address}: no Dask scheduler answered there ({exc})") from None

@@ -42,11 +42,11 @@ import pandas as pd
 
 from ..config import ConfigError, Scenario, dumps, parse_value
 from ..fields import require_memory
-from ..files import DamagedFile, FolderLock, read_table, replacing, write_atomic
+from ..files import DamagedFile, FolderLock, check_output_folder, read_table, replacing, write_atomic
 from ..plugins import KINDS, registry, source_file
 from ..jsonio import read_json, write_json_atomic
 from .analysis import seed_std
-from .executors import EXECUTE, read_summary
+from .executors import EXECUTE, check_scheduler, read_summary
 
 METRICS = ["final_accuracy", "time_to_target_s", "mean_time_avg_power", "mean_distinct_per_round",
            "total_energy_j", "total_compute_energy_j", "dropped_uploads", "sim_time_s", "rounds",
@@ -363,6 +363,9 @@ def sweep(scenario: Scenario, grid=None, seeds: int | Sequence[int] = 1, executo
         raise ConfigError(f"workers = {workers}: must be >= 1")
     keys_values, members = expand(scenario, grid, seeds, timing_only)
     out = Path(out_dir) if out_dir is not None else Path("runs") / f"{scenario.name}-sweep"
+    check_output_folder(out)
+    if address:  # before anything is written
+        check_scheduler(address)
     runs_dir, failed_dir = out / "runs", out / "failed"  # failed/ only once a run has failed
     runs_dir.mkdir(parents=True, exist_ok=True)
 
