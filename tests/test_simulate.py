@@ -174,6 +174,26 @@ def test_progress_bar_renders_when_the_last_round_ends_past_the_time_budget():
     bar.close()
 
 
+def test_progress_bar_shows_the_round_just_ended_and_an_evaluation_at_once(capsys):
+    """The postfix was set after the bar drew, so the bar showed the round before, and an
+    evaluation's accuracy only after the next round."""
+    from types import SimpleNamespace
+
+    from wirelessfl.sim.progress import ProgressBar
+
+    scenario = SimpleNamespace(name="shown", run=SimpleNamespace(rounds=50, time_budget_s=None, timing_only=False))
+    bar = ProgressBar(scenario, enabled=True)
+    bar.bar.mininterval = 0.0  # draw at every update
+    for r in range(3):
+        bar.round(SimpleNamespace(round=r, t_start=float(r), t_end=r + 1.0))
+    last = capsys.readouterr().err.split("\r")[-1]
+    assert "round=3" in last and "t=3.0s" in last and "acc=nan" in last
+    bar.accuracy(0.625)
+    last = capsys.readouterr().err.split("\r")[-1]
+    assert "round=3" in last and "acc=0.625" in last
+    bar.close()
+
+
 def test_summary_is_strict_json_and_reads_back_with_its_missing_numbers(tmp_path):
     """Missing numbers are null (with what they were in "non_finite"), so strict parsers read the file."""
     from wirelessfl.experiments.run import load_run

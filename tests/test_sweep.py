@@ -10,6 +10,7 @@ import textwrap
 import time
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -385,3 +386,22 @@ def test_a_finished_sweep_is_not_replaced_by_another_unasked(tmp_path, capsys):
     assert cli.main(["sweep", str(tmp_path / "s.toml"), "--grid", "scheduler.V=5", "--out", str(out),
                      "--no-progress", "--overwrite"]) == 0
     assert pd.read_csv(out / "table.csv")["scheduler.V"].tolist() == [5]
+
+
+def test_a_heatmap_leaves_out_variants_that_do_not_take_its_parameters_and_says_so():
+    """uniform takes neither V nor lam: its runs had a column labelled "nan" of their own."""
+    import matplotlib.pyplot as plt
+
+    from wirelessfl.experiments.study_plots import _heatmap
+
+    rows = [{"variant": "lyap", "scheduler.V": v, "scheduler.lam": lam, "rounds": v + lam}
+            for v in (1.0, 100.0) for lam in (1.0, 10.0)]
+    rows += [{"variant": "unif", "scheduler.V": np.nan, "scheduler.lam": np.nan, "rounds": 7.0}]
+    fig, ax = plt.subplots()
+    _heatmap(fig, ax, pd.DataFrame(rows), "scheduler.V", "rounds", "scheduler.lam", False)
+    labels = [t.get_text() for t in ax.get_xticklabels()] + [t.get_text() for t in ax.get_yticklabels()]
+    assert labels == ["1", "100", "1", "10"]
+    cells = sorted(float(t.get_text()) for t in ax.texts if t.get_text()[0].isdigit())
+    assert cells == [2.0, 11.0, 101.0, 110.0]  # the four lyap cells, no uniform cell
+    assert any("left out, not taking scheduler.V or scheduler.lam: unif" in t.get_text() for t in ax.texts)
+    plt.close(fig)

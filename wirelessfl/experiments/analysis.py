@@ -21,10 +21,18 @@ of the per-seed values."""
 
 
 def seed_std(values) -> float:
-    """The spread of per-seed values (see SPREAD); NaN values are left out, NaN when none is left."""
+    """The spread of per-seed values (see SPREAD); NaN values are left out. NaN when fewer than two
+    are left: one seed has no spread (0 would read as a measured, perfectly repeatable one)."""
     v = np.asarray(values, dtype=float)
     v = v[~np.isnan(v)]
-    return float(v.std(ddof=0)) if v.size else float("nan")
+    return float(v.std(ddof=0)) if v.size > 1 else float("nan")
+
+
+def with_spread(mean: float, std: float, fmt: str = ".2f", spread_fmt: str | None = None) -> str:
+    """"mean ± std" in ``fmt`` (the spread in ``spread_fmt``, default ``fmt``); the mean alone when
+    there is no spread (one seed: ``seed_std`` is NaN)."""
+    text = format(mean, fmt)
+    return text if math.isnan(std) else f"{text} ± {format(std, spread_fmt or fmt)}"
 
 
 def on_grid(time_s: Sequence[float], values: Sequence[float], grid: np.ndarray) -> np.ndarray:

@@ -159,6 +159,17 @@ def _lines(ax, data: pd.DataFrame, x: str, y: str, hue: str | None, logy: bool |
 
 
 def _heatmap(fig, ax, data: pd.DataFrame, x: str, y: str, hue: str, logy: bool) -> None:
+    # runs of variants that do not take x or hue (uniform and scheduler.V) have no cell: left out,
+    # and said so, instead of a column labelled "nan"
+    untaken = data[x].isna() | data[hue].isna()
+    if untaken.all():
+        raise ValueError(f"a heatmap over {x} and {hue}: no complete run takes both")
+    if untaken.any():
+        which = sorted(data.loc[untaken, "variant"].astype(str).unique()) if "variant" in data else []
+        ax.annotate(f"left out, not taking {x} or {hue}: " + (", ".join(which) or f"{int(untaken.sum())} runs"),
+                    (0.5, 1.0), xycoords="axes fraction", xytext=(0, 3), textcoords="offset points",
+                    ha="center", va="bottom", fontsize=8)
+        data = data[~untaken]
     grid = data.pivot_table(index=hue, columns=x, values=y, aggfunc="mean", dropna=False).sort_index()
     grid = grid.reindex(sorted(grid.columns), axis=1)
     values = grid.to_numpy(dtype=float)

@@ -45,7 +45,7 @@ from ..fields import require_memory
 from ..files import DamagedFile, FolderLock, check_output_folder, read_table, replacing, write_atomic
 from ..plugins import KINDS, registry, source_file
 from ..jsonio import read_json, write_json_atomic
-from .analysis import seed_std
+from .analysis import seed_std, with_spread
 from .executors import EXECUTE, check_scheduler, read_summary
 
 METRICS = ["final_accuracy", "time_to_target_s", "mean_time_avg_power", "mean_distinct_per_round",
@@ -488,7 +488,7 @@ def format_table(table: pd.DataFrame) -> str:
     for name in METRICS:
         mean, std = f"{name}_mean", f"{name}_std"
         if mean in shown:  # aggregated: one "mean ± std" column per metric
-            both = [f"{m:.4g} ± {s:.2g}" if pd.notna(s) else f"{m:.4g}" for m, s in zip(shown[mean], shown[std])]
+            both = [with_spread(m, s, ".4g", ".2g") for m, s in zip(shown[mean], shown[std])]
             shown = shown.drop(columns=[std]).assign(**{mean: both}).rename(columns={mean: name})
             if table[mean].isna().all():
                 shown = shown.drop(columns=[name])

@@ -30,7 +30,7 @@ from typing import Sequence
 import numpy as np
 import pandas as pd
 
-from .recipes import SPREAD, Recipe, Report, Runs, figure_caption, packaged, pyplot, save_figure, seed_std
+from .recipes import SPREAD, Recipe, Report, Runs, figure_caption, packaged, pyplot, save_figure, seed_std, with_spread
 
 # ---------------------------------------------------------------------------------------------
 # the paper's numbers (MNIST column): accuracy %, dissimilarity %
@@ -287,7 +287,7 @@ def _stats(values: pd.Series, scale: float = 100.0) -> dict:
 def _ms(values: pd.Series, scale: float = 100.0, digits: int = 2) -> str:
     """"mean ± population std" over seeds, as the committed tables print it."""
     st = _stats(values, scale)
-    return f"{st['mean']:.{digits}f} ± {st['std']:.{digits}f}"
+    return with_spread(st["mean"], st["std"], f".{digits}f")
 
 
 def same_as_divfl(final: pd.DataFrame, variant: str) -> tuple[int, int]:
@@ -427,10 +427,10 @@ def wireless_markdown(data: pd.DataFrame) -> list[str]:
              "bootstrap + piggy-back + losses (s) | of which bootstrap (s) | final acc % | dissim. pp | "
              "worst-10 % acc % | distinct devices |", "|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
-        lines.append(f"| {r['variant']} | {r['sim_time_s']:.1f} ± {r['sim_time_s_std']:.1f} | "
+        lines.append(f"| {r['variant']} | {with_spread(r['sim_time_s'], r['sim_time_s_std'], '.1f')} | "
                      f"{r['model_airtime_s']:.1f} | {r['extra_airtime_s']:.3g} | {r['bootstrap_s']:.3g} | "
-                     f"{r['accuracy']:.1f} ± {r['accuracy_std']:.1f} | "
-                     f"{r['dissimilarity']:.1f} ± {r['dissimilarity_std']:.1f} | {r['device_acc_p10']:.1f} | "
+                     f"{with_spread(r['accuracy'], r['accuracy_std'], '.1f')} | "
+                     f"{with_spread(r['dissimilarity'], r['dissimilarity_std'], '.1f')} | {r['device_acc_p10']:.1f} | "
                      f"{r['distinct_devices']:.0f} |")
     return lines
 

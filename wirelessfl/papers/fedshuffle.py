@@ -25,7 +25,7 @@ import pandas as pd
 from ..config import from_dict
 from ..experiments.analysis import markdown_table
 from . import quadratic as quad
-from .recipes import SPREAD, Recipe, Report, Runs, figure_caption, pyplot, save_figure, seed_std
+from .recipes import SPREAD, Recipe, Report, Runs, figure_caption, pyplot, save_figure, seed_std, with_spread
 
 # ---------------------------------------------------------------------------------------------
 # Fig. 1: the quadratic
@@ -229,9 +229,9 @@ def report_tables(data: pd.DataFrame, figures: Path, scale: str) -> Report:
                     loss.append("")
                     continue
                 mean, std = 100 * stats.loc[key, ("accuracy", "mean")], 100 * stats.loc[key, ("accuracy", "seed_std")]
-                acc.append(f"{mean:.2f} ± {std:.2f}")
-                loss.append(f"{stats.loc[key, ('train_loss', 'mean')]:.3f} ± "
-                            f"{stats.loc[key, ('train_loss', 'seed_std')]:.3f}")
+                acc.append(with_spread(mean, std))
+                loss.append(with_spread(stats.loc[key, ("train_loss", "mean")], stats.loc[key, ("train_loss", "seed_std")],
+                                        ".3f"))
                 numbers[f"{setting} {method} momentum {momentum:g}"] = float(mean)
                 label = ("no momentum", "momentum 0.9")[j] if k == 0 else None
                 ax.errorbar(k + (j - 0.5) * 0.3, mean, yerr=np.nan_to_num(std), fmt="os"[j],
@@ -248,8 +248,8 @@ def report_tables(data: pd.DataFrame, figures: Path, scale: str) -> Report:
                   f"{lows[0][1]} and {lows[1][0]} of {lows[1][1]}."]
         gaps = [paired_gap(data, setting, momentum) for momentum in (0.0, 0.9)]
         paper_gaps = [PAPER_TABLES[setting]["fedshuffle"][j] - PAPER_TABLES[setting]["fedavg_rr"][j] for j in (0, 1)]
-        lines += [f"FedShuffle − FedAvgRR in the same seed: {gaps[0][0]:+.2f} ± {gaps[0][1]:.2f} points without "
-                  f"momentum and {gaps[1][0]:+.2f} ± {gaps[1][1]:.2f} with (paper {paper_gaps[0]:+.2f} and "
+        lines += [f"FedShuffle − FedAvgRR in the same seed: {with_spread(*gaps[0], '+.2f', '.2f')} points without "
+                  f"momentum and {with_spread(*gaps[1], '+.2f', '.2f')} with (paper {paper_gaps[0]:+.2f} and "
                   f"{paper_gaps[1]:+.2f}).", ""]
         numbers[f"{setting} fedshuffle - fedavg_rr"] = [g[0] for g in gaps]
         ax_loss.set_xticks(range(len(TABLE_METHODS) + 1), TABLE_METHODS + ("fedshuffle_mvr",), rotation=30,
@@ -310,8 +310,8 @@ def report_nn(data: pd.DataFrame, figures: Path, scale: str) -> Report:
         axes[2].plot(mean["round"], mean["accuracy"], label=method)
         last = runs[runs["round"] == runs["round"].max()]
         rows.append({"method": method,
-                     "train loss": f"{last['train_loss'].mean():.3f} ± {seed_std(last['train_loss']):.3f}",
-                     "test accuracy": f"{last['accuracy'].mean():.3f} ± {seed_std(last['accuracy']):.3f}",
+                     "train loss": with_spread(last["train_loss"].mean(), seed_std(last["train_loss"]), ".3f"),
+                     "test accuracy": with_spread(last["accuracy"].mean(), seed_std(last["accuracy"]), ".3f"),
                      "computation per round (s)": f"{runs.groupby('seed')['comp_s'].first().mean():.2f}",
                      "simulated time (s)": f"{last['time_s'].mean():.0f}"})
     for ax, xl, yl in zip(axes, ("round", "simulated time (s)", "round"), ("train loss", "train loss", "test accuracy")):

@@ -34,7 +34,7 @@ import numpy as np
 import pandas as pd
 
 from ..learning.perfedavg import GRADIENT_EVALUATIONS
-from .recipes import SPREAD, Recipe, Report, Runs, figure_caption, packaged, pyplot, save_figure, seed_std
+from .recipes import SPREAD, Recipe, Report, Runs, figure_caption, packaged, pyplot, save_figure, seed_std, with_spread
 
 # ---------------------------------------------------------------------------------------------
 # the paper's numbers
@@ -292,7 +292,7 @@ def final_rows(data: pd.DataFrame) -> pd.DataFrame:
 def seed_stats(values: Sequence[float]) -> tuple[float, float]:
     """(mean, std over seeds as recipes.SPREAD says) in %, the std NaN for one seed."""
     v = 100 * np.asarray(values, dtype=float)
-    std = seed_std(v) if v.size > 1 else math.nan
+    std = seed_std(v)
     return float(v.mean()) if v.size else math.nan, std
 
 
@@ -338,8 +338,7 @@ def table1_markdown(rows: list[dict], scale: str) -> list[str]:
     for r in rows:
         cells = []
         for m in METHODS:
-            spread = "" if math.isnan(r[f"{m}_std"]) else f" ± {r[f'{m}_std']:.2f}"
-            cells.append(f"{r[f'{m}_mean']:.2f}{spread} ({r[f'{m}_paper']})")
+            cells.append(f"{_cell(r, m)} ({r[f'{m}_paper']})")
         lines.append(f"| {_label(r)} | {r['tau']} | {r['alpha']:g} | {r['rounds']} | {r['seeds']} | "
                      + " | ".join(cells) + f" | {r['hf_fo_fedavg_ordered_seeds']} |")
     lines += ["", "Spread over the devices (std of their personalised accuracies, mean over seeds) and the unadapted "
@@ -501,8 +500,7 @@ def wireless_rows(data: pd.DataFrame) -> list[dict]:
 
 def _cell(row: dict, key: str, sign: str = "") -> str:
     """"mean ± std" of ``key`` (stored as key_mean and key_std); no ± for one seed."""
-    std = row[f"{key}_std"]
-    return f"{row[f'{key}_mean']:{sign}.2f}" + ("" if math.isnan(std) else f" ± {std:.2f}")
+    return with_spread(row[f"{key}_mean"], row[f"{key}_std"], f"{sign}.2f", ".2f")
 
 
 def wireless_markdown(rows: list[dict], ends_s: tuple[float, float]) -> list[str]:

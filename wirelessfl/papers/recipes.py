@@ -23,7 +23,7 @@ from typing import Callable, Iterable, Sequence
 import pandas as pd
 
 from ..config import ConfigError, Scenario, from_dict, load_scenario, to_dict
-from ..experiments.analysis import SPREAD, seed_std  # noqa: F401  (the papers' one spread convention)
+from ..experiments.analysis import SPREAD, seed_std, with_spread  # noqa: F401  (the papers' one spread convention)
 from ..jsonio import write_json_atomic
 
 SCALES = ("tiny", "cpu", "paper")

@@ -25,7 +25,7 @@ import pandas as pd
 
 from ..config import load_scenario
 from ..jsonio import read_json
-from .recipes import SPREAD, Recipe, Report, Runs, figure_caption, packaged, pyplot, save_figure, seed_std
+from .recipes import SPREAD, Recipe, Report, Runs, figure_caption, packaged, pyplot, save_figure, seed_std, with_spread
 
 # ---------------------------------------------------------------------------------------------
 # Tables 1-3 (MNIST setting): M = 10, p in {10, 5, 2, 1}, s in {0, 2, 4}, m = 5
@@ -118,10 +118,8 @@ def _cell(table: pd.DataFrame, alg: str, p: int, s: int, n_t: int, what: str) ->
         return "not run"
     r = row.iloc[0]
     if what == "acc":
-        std = f" ± {r.last5_std:.1f}" if r.seeds > 1 else ""
-        return f"{r.final_mean:.1f} / {r.last5_mean:.1f}{std}"
-    std = f" ± {r.gain_last5_std:.1f}" if r.seeds > 1 else ""
-    return f"{r.gain_final:+.1f} / {r.gain_last5:+.1f}{std}"
+        return f"{r.final_mean:.1f} / {with_spread(r.last5_mean, r.last5_std, '.1f')}"
+    return f"{r.gain_final:+.1f} / {with_spread(r.gain_last5, r.gain_last5_std, '+.1f', '.1f')}"
 
 
 def _paper_gain(value) -> str:
@@ -269,8 +267,8 @@ def report_tables67(data: pd.DataFrame, figures: Path, scale: str) -> Report:
         m, d = mean.loc[(a, s, share)], std.loc[(a, s, share)]
         name = "FedAvg" if a == "fedavg" else f"SAFARI({100 * share:.0f}%)"
         paper = PAPER_FEDAVG[s] if a == "fedavg" else PAPER_SAFARI_S18[share]
-        md.append(f"| {name} | {s / M67:.1f} | {s} | {10 * m.label_coverage:.1f} | {m.final:.2f} ± {d.final:.2f} | "
-                  f"{m.last5:.2f} ± {d.last5:.2f} | {paper} |")
+        md.append(f"| {name} | {s / M67:.1f} | {s} | {10 * m.label_coverage:.1f} | {with_spread(m.final, d.final)} | "
+                  f"{with_spread(m.last5, d.last5)} | {paper} |")
         numbers[f"{name} s={s}"] = float(m.final)
     plt = pyplot()
     fig, ax = plt.subplots(figsize=(6, 4))
@@ -349,10 +347,10 @@ def report_wireless(data: pd.DataFrame, figures: Path, scale: str) -> Report:
     for v in (v for v in LABELS if v in g.groups):
         r = g.get_group(v)
         ttt = r.time_to_target_s
-        ttt_s = (f"{ttt.mean():.0f} ± {seed_std(ttt):.0f}" if ttt.notna().all()
+        ttt_s = (with_spread(ttt.mean(), seed_std(ttt), ".0f") if ttt.notna().all()
                  else f"{ttt.mean():.0f} ({ttt.notna().sum()}/{len(r)} reached)" if ttt.notna().any() else "not reached")
-        lines.append(f"| {LABELS[v]} | {len(r)} | {ttt_s} | {r.final.mean():.1f} ± {seed_std(r.final):.1f} | "
-                     f"{r.late_mean.mean():.1f} ± {seed_std(r.late_mean):.1f} | {r.late_min.mean():.1f} | "
+        lines.append(f"| {LABELS[v]} | {len(r)} | {ttt_s} | {with_spread(r.final.mean(), seed_std(r.final), '.1f')} | "
+                     f"{with_spread(r.late_mean.mean(), seed_std(r.late_mean), '.1f')} | {r.late_min.mean():.1f} | "
                      f"{r.rounds.mean():.0f} ({r.server_rounds.mean():.0f}) | {100 * r.ever_participated.mean():.0f}% | "
                      f"{100 * r.weak2_per_round.mean():.1f}% | {100 * r.weak2_share.mean():.1f}% | "
                      f"{r.weak2_per_100s.mean():.1f} |")

@@ -20,28 +20,37 @@ class ProgressBar:
                         disable=not enabled, leave=False, mininterval=0.5, dynamic_ncols=True)
         self.acc = math.nan
         self._shown_at = -math.inf
+        self._last = None  # the last round's record
         self.training = not rc.timing_only  # timing-only runs have no accuracy to show
 
     def round(self, rec) -> None:
+        """Advance by one round; the postfix is set before the bar draws, so it shows this round."""
         if self.by_time:
             # The last round may end past the budget: stop at the total (past it tqdm drops the
             # total from its format fields).
-            self.bar.update(min(rec.t_end - rec.t_start, max(self.bar.total - self.bar.n, 0.0)))
+            step = min(rec.t_end - rec.t_start, max(self.bar.total - self.bar.n, 0.0))
         else:
-            self.bar.update(1)
-        if self.bar.disable:
-            return
-        now = time.monotonic()
-        if now - self._shown_at < self.bar.mininterval and self.bar.n < self.bar.total:
-            return  # the bar shows what it has at most every mininterval: format only then
-        self._shown_at = now
-        shown = {"round": rec.round + 1, "t": f"{rec.t_end:.1f}s"}
-        if self.training:
-            shown["acc"] = f"{self.acc:.3f}"
-        self.bar.set_postfix(shown, refresh=False)
+            step = 1
+        self._last = rec
+        if not self.bar.disable:
+            now = time.monotonic()
+            # the bar draws at most every mininterval: format the postfix only then
+            if now - self._shown_at >= self.bar.mininterval or self.bar.n + step >= self.bar.total:
+                self._shown_at = now
+                self.bar.set_postfix(self._postfix(), refresh=False)
+        self.bar.update(step)
 
     def accuracy(self, acc: float) -> None:
+        """A new evaluation: shown at once, with the round it was made after."""
         self.acc = acc
+        if self.training and not self.bar.disable and self._last is not None:
+            self.bar.set_postfix(self._postfix(), refresh=True)
+
+    def _postfix(self) -> dict:
+        shown = {"round": self._last.round + 1, "t": f"{self._last.t_end:.1f}s"}
+        if self.training:
+            shown["acc"] = f"{self.acc:.3f}"
+        return shown
 
     def close(self) -> None:
         self.bar.close()
