@@ -165,3 +165,30 @@ def test_draw_devices_draws_what_generator_choice_draws_from_the_same_stream():
         assert draw_devices(omega, m, ours).tolist() == expected.tolist()
     with pytest.raises(ValueError, match="negative"):
         draw_devices(np.array([0.5, -0.1, 0.6]), 2, ours)
+
+
+def test_power_settled_round_is_where_the_running_average_stays_within_tolerance():
+    from wirelessfl.sim.summary import power_settled_round
+
+    # running average after round t (t + 1 values: one 10, t ones) is (10 + t) / (t + 1): <= 1.05 from t = 179
+    assert power_settled_round([10.0] + [1.0] * 199, 1.0) == 179.0
+    assert power_settled_round([1.0] * 5, 1.0) == 0.0  # never above: settled from the start
+    assert math.isnan(power_settled_round([10.0] + [1.0] * 20, 1.0))  # ends above: not settled in the run
+    assert math.isnan(power_settled_round([], 1.0))  # no round decisions (event protocols)
+
+
+def test_initial_queue_starts_every_queue_there_and_removes_round_zeros_full_power():
+    """The paper's Z = 0 start spends p_max in round 0; queues started near their level do not."""
+    kw = dict(num_devices=20, m=5, V=100.0, lam=100.0, p_bar=1.0, p_max=10 ** 3.5)
+    gains = np.linspace(0.5, 3.0, 20)
+    state = RoundState(round=0, gains=gains, model_bits=1e5, bandwidth_hz=1e6, noise_power=1.0)
+    empty = LyapunovScheduler(**kw).decide(state)
+    assert np.allclose(empty.power, 10 ** 3.5) and np.all(empty.queue == 0)
+    started = LyapunovScheduler(**kw, initial_queue=5.0)
+    first = started.decide(state)
+    assert np.all(first.queue == 5.0) and first.power.max() < 10 ** 3.5
+    started.queue[:] = 0.0
+    started.reset()
+    assert np.all(started.queue == 5.0)
+    with pytest.raises(ValueError, match="initial_queue"):
+        LyapunovScheduler(**kw, initial_queue=-1.0)

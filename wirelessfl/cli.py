@@ -20,7 +20,7 @@ def _fmt_summary(name: str, s: dict) -> str:
     if math.isnan(s.get("final_accuracy", math.nan)):  # timing only: what the schedule cost
         rounds = max(s["rounds"], 1)
         parts += [f"{s['mean_distinct_per_round']:.2f} devices/round", f"airtime {s['total_comm_s'] / rounds:.3g} s/round",
-                  f"time-average power {s['mean_time_avg_power']:.3g}", f"transmit energy {s['total_energy_j']:.3g} J"]
+                  _power(s), f"transmit energy {s['total_energy_j']:.3g} J"]
     else:
         parts.append(f"accuracy {s['final_accuracy']:.3f}")
         if s.get("target_accuracy"):
@@ -31,6 +31,20 @@ def _fmt_summary(name: str, s: dict) -> str:
     if s.get("status") not in ("complete", None):
         parts.append(f"{s['status']}: {s.get('error')}")
     return ", ".join(parts)
+
+
+def _power(s: dict) -> str:
+    """The time-average power against its budget, which is a long-run average: the virtual queues
+    start empty, so the first rounds may spend up to p_max (the transient's length is said)."""
+    text = f"time-average power {s['mean_time_avg_power']:.3g}"
+    if s.get("p_bar") is None:
+        return text
+    text += f" (budget P̄ = {s['p_bar']:g}, a long-run average"
+    settled = s.get("power_settled_round", math.nan)
+    if math.isnan(settled):
+        return text + ("" if "power_settled_round" not in s else
+                       f"; above it to the end: the empty queues' transient outlasts these {s['rounds']} rounds)")
+    return text + (")" if settled == 0 else f"; within 5% of it from round {settled:.0f})")
 
 
 def _event_figures(runs: dict, out: Path, window=None, title=None) -> list[Path]:

@@ -42,6 +42,9 @@ def find_runs(paths: list[str | Path]) -> dict[str, RunResult]:
     return runs
 
 
+_LINESTYLES = ("-", "--", "-.", ":")
+
+
 def plot_runs(runs: dict[str, RunResult], out_dir: str | Path, x: str = "time",
               metrics: tuple[str, ...] = ("accuracy", "train_loss"), title: str | None = None) -> list[Path]:
     """One PNG per metric with one line per run; returns the written paths."""
@@ -53,11 +56,13 @@ def plot_runs(runs: dict[str, RunResult], out_dir: str | Path, x: str = "time",
     written = []
     for metric in metrics:
         fig, ax = plt.subplots(figsize=(6.4, 4.2))
-        for name, run in runs.items():
+        for k, (name, run) in enumerate(runs.items()):
             if run.evals.empty or metric not in run.evals:
                 continue
-            # the model only changes when a round ends: hold each value until the next evaluation
-            ax.step(run.evals[xcol], run.evals[metric], where="post", label=name, lw=1.6)
+            # the model only changes when a round ends: hold each value until the next evaluation;
+            # a line style per run, so that a curve drawn over another leaves it visible
+            ax.step(run.evals[xcol], run.evals[metric], where="post", label=name, lw=1.6,
+                    ls=_LINESTYLES[k % len(_LINESTYLES)])
         target = next((r.summary.get("target_accuracy") for r in runs.values()
                        if r.summary.get("target_accuracy")), None)
         if metric == "accuracy" and target:

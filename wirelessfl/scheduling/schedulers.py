@@ -126,6 +126,8 @@ class LyapunovOptions:
     solver: str = option("exact", choices=SELECTION_METHODS, doc="exact KKT solver or pymanopt on the simplex")
     age_weight: float = option(1.0, ge=0, doc="event protocols' dispatch: weight mu of a device's age (aggregations "
                                "since the model last had its data) against its airtime and power (docs/dispatch.md)")
+    initial_queue: float = option(0.0, ge=0, doc="every virtual queue Z_n at the start; the paper's 0 makes round 0 "
+                                  "transmit at p_max and the next rounds pay it back (README: the power budget)")
 
 
 class UniformScheduler(Scheduler):
@@ -205,7 +207,8 @@ class LyapunovScheduler(Scheduler):
     """
 
     def __init__(self, num_devices: int, m: int, V: float, lam: float, p_bar, p_max,
-                 power_rule: str = "exact", solver: str = "exact", age_weight: float = 1.0):
+                 power_rule: str = "exact", solver: str = "exact", age_weight: float = 1.0,
+                 initial_queue: float = 0.0):
         self.num_devices = int(num_devices)
         if self.num_devices < 1:
             raise ValueError(f"num_devices must be >= 1, got {num_devices!r}")
@@ -224,7 +227,10 @@ class LyapunovScheduler(Scheduler):
             raise ValueError(f"unknown solver {solver!r}; allowed values: {', '.join(SELECTION_METHODS)}")
         self.power_rule = power_rule
         self.solver = solver
-        self.queue = np.zeros(self.num_devices)
+        if not (math.isfinite(initial_queue) and initial_queue >= 0):
+            raise ValueError(f"initial_queue must be finite and >= 0, got {initial_queue!r}")
+        self.initial_queue = float(initial_queue)
+        self.queue = np.full(self.num_devices, self.initial_queue)
         self.age_weight = float(age_weight)
         self.dispatch_queues = DispatchQueues(self.p_bar)
 
@@ -237,14 +243,15 @@ class LyapunovScheduler(Scheduler):
 
     @classmethod
     def from_scenario(cls, scenario, options: LyapunovOptions) -> "LyapunovScheduler":
-        """The scheduler of spec 002 at the scenario's power budget, queues empty."""
+        """The scheduler of spec 002 at the scenario's power budget, queues at ``initial_queue``."""
         link = scenario.link
         return cls(scenario.devices.count, options.m, options.V, options.lam, link.p_bar, link.p_max,
-                   power_rule=options.power_rule, solver=options.solver, age_weight=options.age_weight)
+                   power_rule=options.power_rule, solver=options.solver, age_weight=options.age_weight,
+                   initial_queue=options.initial_queue)
 
     def reset(self) -> None:
-        """Empty every virtual queue (start of a new run)."""
-        self.queue = np.zeros(self.num_devices)
+        """Every virtual queue back to its start, ``initial_queue`` (start of a new run)."""
+        self.queue = np.full(self.num_devices, self.initial_queue)
 
     def skip_round(self, state: RoundState, drain: bool) -> np.ndarray:
         """A round without the scheduler (a SAFARI server round): the queues stay, or, with

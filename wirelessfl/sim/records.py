@@ -287,6 +287,7 @@ class Recorder:
         self.dropped = np.zeros(num_devices, dtype=np.int64)
         self.available_rounds = np.zeros(num_devices, dtype=np.int64)
         self.expected_power_sum = np.zeros(num_devices)  # sum over rounds of P q (Fig. 7)
+        self.power_by_round: list[float] = []  # mean over devices of P q, round by round (the transient)
         self._device_pending: list[tuple] = []  # updates' totals not yet added to the arrays above
         self.out_dir = out_dir
         self.arrays = (DeviceArrays(out_dir / DECISIONS, num_devices, extra={"positions": (2,)} if positions else None)
@@ -370,7 +371,9 @@ class Recorder:
                 self.dropped[lost] += 1
             self._round_updates(rec)
         if rec.q is None:  # a round decision: its expected power P q (dispatched updates count their own)
-            self.expected_power_sum += d.power * d.q
+            expected = d.power * d.q
+            self.expected_power_sum += expected
+            self.power_by_round.append(float(expected.mean()))
         where = self.positions() if self.positions is not None else None
         if where is not None:
             self.distance_sum += np.hypot(where[:, 0], where[:, 1])
@@ -482,6 +485,7 @@ class Recorder:
                 "energy_j": self.energy_j.copy(), "compute_energy_j": self.compute_energy_j.copy(),
                 "dropped": self.dropped.copy(), "available_rounds": self.available_rounds.copy(),
                 "expected_power_sum": self.expected_power_sum.copy(), "distance_sum": self.distance_sum.copy(),
+                "power_by_round": list(self.power_by_round),
                 "device_rows": self.arrays.rows if self.arrays is not None else 0,
                 "updates": self.updates.state_dict(), "update_stats": dict(self.update_stats)}
 
@@ -532,6 +536,7 @@ class Recorder:
             setattr(self, key, np.asarray(state[key]).copy())
         self.update_stats = dict(state["update_stats"])
         self.distance_sum = np.asarray(state.get("distance_sum", np.zeros(self.num_devices)), dtype=float).copy()
+        self.power_by_round = [float(p) for p in state.get("power_by_round", [])]
         self.round_columns = _columns(self.rounds)
         self._known = set(self.round_columns)
         if self.out_dir is not None:

@@ -296,7 +296,7 @@ class Run:
             extra = {"distance_m": distance, "mean_gain": self.channel.mean_gain()}
         devices = rec.device_table(sigma_profile(sc.channel, sc.devices.count), extra)
         summary = summarise(sc, rec.rounds, rec.evals, devices, wall_time_s=wall_time_s, model_bits=self.bits,
-                            updates=rec.update_stats, sim_time_s=self.engine.now)
+                            updates=rec.update_stats, sim_time_s=self.engine.now, power_by_round=rec.power_by_round)
         summary.update(status=status, error=error)
         if error_log is not None:
             summary["error_log"] = error_log  # the traceback, in the run folder

@@ -6,11 +6,34 @@ import math
 import numpy as np
 
 
+POWER_TOLERANCE = 0.05
+"""The running time-average power counts as settled once it stays within 5 % of P̄."""
+
+
+def power_settled_round(power_by_round, p_bar: float) -> float:
+    """The first round from which the running time-average of the devices' mean expected power
+    (P q, averaged over devices) stays within POWER_TOLERANCE of ``p_bar`` to the end of the run;
+    NaN when it ends above that, or when the run has no round decisions (event protocols).
+
+    The budget is a long-run average: the virtual queues start empty (Z = 0, as in the paper), so
+    the first rounds transmit at up to p_max until the queues have grown; this says how long that
+    transient lasted at the scenario's V."""
+    p = np.asarray(power_by_round, dtype=float)
+    if p.size == 0:
+        return math.nan
+    running = np.cumsum(p) / np.arange(1, p.size + 1)
+    above = np.flatnonzero(running > (1 + POWER_TOLERANCE) * p_bar)
+    if above.size == 0:
+        return 0.0
+    return float(above[-1] + 1) if above[-1] + 1 < p.size else math.nan
+
+
 def summarise(scenario, rounds: list[dict], evals: list[dict], devices: dict,
               *, wall_time_s: float, model_bits: int, updates: dict | None = None,
-              sim_time_s: float | None = None) -> dict:
+              sim_time_s: float | None = None, power_by_round=()) -> dict:
     """Headline numbers of a run. ``updates``: the recorder's counts over updates.csv (uploads,
-    applied, staleness_sum, airtime_s); ``sim_time_s``: where the clock stopped."""
+    applied, staleness_sum, airtime_s); ``sim_time_s``: where the clock stopped; ``power_by_round``:
+    the mean expected power of each round decision (see power_settled_round)."""
     from ..config import to_dict
 
     options = to_dict(scenario).get("scheduler", {}).get("options", {})
@@ -30,6 +53,7 @@ def summarise(scenario, rounds: list[dict], evals: list[dict], devices: dict,
         "m": options.get("m"), "scheduler_options": options,
         "num_devices": scenario.devices.count, "model_bits": model_bits,
         "p_bar": scenario.link.p_bar,  # the power budget, a long-run average per device
+        "power_settled_round": power_settled_round(power_by_round, scenario.link.p_bar),
         "rounds": n_rounds, "sim_time_s": end_s,
         # one row of rounds.csv per aggregation (server version), under every protocol
         "aggregations": n_rounds, "uploads": int(updates.get("uploads", 0)), "updates_applied": int(applied),
