@@ -137,7 +137,20 @@ def test_fedprox_from_its_folder_with_mu_0_is_fedavg_and_records_mu(tmp_path):
         "--set", "devices.count=10", "--set", "learning.samples_per_device=60", "--set", "learning.local_steps=3", "--out", tmp_path / "mu",
         "--no-progress", cwd=tmp_path)
     assert not pd.read_csv(tmp_path / "mu" / "fedprox" / "evals.csv").equals(
-        pd.read_csv(tmp_path / "mu" / "fedavg" / "evals.csv"))  # mu = 0.1 changes the model
+        pd.read_csv(tmp_path / "mu" / "fedavg" / "evals.csv"))  # mu = 1 changes the model
+
+
+@pytest.mark.slow
+def test_the_fedprox_example_shows_what_its_comment_says(tmp_path):
+    """At its own scale (a minute): FedProx at mu = 1 keeps the training loss below FedAvg's at most
+    evaluations and ends level in accuracy; mu = 10 learns slowest."""
+    cli("run", EXAMPLES / "fedprox" / "fedprox.toml", "--out", tmp_path / "out", "--no-progress", cwd=tmp_path)
+    avg, prox, slow = (pd.read_csv(tmp_path / "out" / name / "evals.csv") for name in ("fedavg", "fedprox", "fedprox_mu10"))
+    later = slice(1, None)  # after the initial model
+    assert (prox["train_loss"][later] <= avg["train_loss"][later]).mean() >= 0.75
+    assert prox["train_loss"][later].mean() < 0.9 * avg["train_loss"][later].mean()
+    assert abs(prox["accuracy"].iloc[-1] - avg["accuracy"].iloc[-1]) < 0.03
+    assert slow["accuracy"].iloc[-1] < min(prox["accuracy"].iloc[-1], avg["accuracy"].iloc[-1]) - 0.02
 
 
 def test_the_guide_s_dispatch_rule_and_round_protocol_run_as_written(tmp_path):
