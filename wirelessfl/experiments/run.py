@@ -195,8 +195,8 @@ def run_variants(scenario: Scenario, out_dir: str | Path | None = None, progress
         check_output_folder(out)
         family = out / "scenario.toml"
         if family.exists() and not overwrite and not _same_family(family, scenario):
-            raise OutputExists(f"{out}: holds the runs of another scenario; choose another output folder (--out), "
-                               "or overwrite it (--overwrite)")
+            raise OutputExists(f"{out}: holds the runs of another scenario; choose another output folder (--out, "
+                               "out_dir=), or overwrite it (--overwrite, overwrite=True)")
         for name, member in members:
             state = run_state(out / name, member)
             if state in ("other", "partial") and not overwrite:

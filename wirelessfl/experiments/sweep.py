@@ -320,8 +320,8 @@ def _refuse_another_sweep(out: Path, scenario_toml: str, keys_values, timing_onl
     except (OSError, ValueError, TypeError):
         same = False
     if not same:
-        raise OutputExists(f"{out}: holds a sweep of another scenario or grid; choose another folder (--out), or "
-                           "replace its table (--overwrite; runs the two share are reused)")
+        raise OutputExists(f"{out}: holds a sweep of another scenario or grid; choose another folder (--out, "
+                           "out_dir=), or replace its table (--overwrite, overwrite=True; runs the two share are reused)")
 
 
 def _clean_tmp(runs_dir: Path) -> None:
