@@ -1,7 +1,8 @@
 """Time one LyapunovScheduler.decide() per round, exact vs manifold selection solver.
 
-Paper setting (spec 002, sec. 6): B = 22 MHz, N0 = 1, Pmax = 35 dB, Pbar = 1, V = 100, lam = 100,
-m = 10, l = 32 x 555,178 bits, Rayleigh fading with sigma linear from 0.1 to 10 across devices.
+Paper setting (docs/papers/lyapunov.md, "The experiments"): B = 22 MHz, N0 = 1, Pmax = 35 dB,
+Pbar = 1, V = 100, lam = 100, m = 10, l = 32 x 555,178 bits, Rayleigh fading with sigma linear from
+0.1 to 10 across devices.
 Both schedulers see the same gains and the same queues every round (the manifold one is handed
 the exact one's queues), so they solve identical problems. Prints median times per round, the
 manifold/exact ratios measured in this run (for decide() and for the selection solve alone), the

@@ -1,5 +1,6 @@
 """Unbiased aggregation: with m draws with replacement and weights 1/(N q_n), the expected update
-equals full participation's (1/N) sum_n delta_n (spec 002, sec. 1, step 4)."""
+equals full participation's (1/N) sum_n delta_n (docs/papers/lyapunov.md, "Sampling with
+replacement")."""
 import numpy as np
 
 from wirelessfl.learning import FedAvg

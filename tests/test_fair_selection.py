@@ -1,5 +1,6 @@
-"""Fair client selection (spec 000): the schedulers, the engine's explicit selection and extra
-uplink traffic on the TDMA clock, aggregation, fairness metrics, config validation, one end-to-end run."""
+"""Fair client selection (docs/papers/fair_selection.md): the schedulers, the engine's explicit
+selection and extra uplink traffic on the TDMA clock, aggregation, fairness metrics, config validation,
+one end-to-end run."""
 import numpy as np
 import pytest
 import torch

@@ -1,4 +1,5 @@
-"""FedShuffle family (spec 001): the paper's quadratic experiment and the FedShuffleGen settings."""
+"""FedShuffle family (docs/papers/fedshuffle.md): the paper's quadratic experiment and the FedShuffleGen
+settings."""
 import numpy as np
 import pytest
 
@@ -6,7 +7,8 @@ from wirelessfl.papers import quadratic as quad
 
 
 def test_fedavg_closed_form_limit_point():
-    # spec sec. 2.1 / 6: x~ = sum |D_i|^2 c_i / sum |D_i|^2 = (1,2,2,3,3,3)/14, ||x~ - x*||^2 = 30/1764
+    # docs/papers/fedshuffle.md, "The quadratic experiment":
+    # x~ = sum |D_i|^2 c_i / sum |D_i|^2 = (1,2,2,3,3,3)/14, ||x~ - x*||^2 = 30/1764
     p = quad.paper_problem()
     xt = quad.fedavg_limit_point(p)
     np.testing.assert_allclose(xt * 14, [1, 2, 2, 3, 3, 3])
@@ -24,7 +26,8 @@ def test_fedavg_closed_form_limit_point():
 
 
 def test_so_fixed_point_matches_paper():
-    # spec sec. 3 / 6: expected SO contributions 7/36, 16/45, 9/20 with 2 of 3 uniformly
+    # docs/papers/fedshuffle.md, "The quadratic experiment": expected SO contributions 7/36, 16/45, 9/20
+    # with 2 of 3 uniformly
     x = quad.so_fixed_point(cohort=2)
     np.testing.assert_allclose(x, [7 / 36, 8 / 45, 8 / 45, 3 / 20, 3 / 20, 3 / 20])
     assert np.sum((x - 1 / 6) ** 2) == pytest.approx(1.85e-3, rel=1e-2)
@@ -113,7 +116,8 @@ def test_gen_parameters_of_each_method():
 
 
 def test_objective_weights_eq31():
-    # full participation, equal E: FedAvg optimises w^ ~ |D_i|^2 (spec sec. 2.1), the others w
+    # full participation, equal E: FedAvg optimises w^ ~ |D_i|^2 (docs/papers/fedshuffle.md,
+    # "The FedShuffle family as algorithms"), the others w
     sizes = np.array([3, 7, 20, 50])
     w = sizes / sizes.sum()
     kw = dict(local_epochs=1, batch_size=1, lr=0.01)
@@ -235,8 +239,8 @@ def test_fedshuffle_runs_in_the_simulator():
 
 
 def test_quadratic_mvr_momentum():
-    # Fig. 1b: momentum 0.9 with the full MVR correction (spec sec. 2.6): FedAvg's plateau drops to
-    # ~1.7e-4, FedShuffleMVR reaches ~4e-9
+    # Fig. 1b: momentum 0.9 with the full MVR correction (docs/papers/fedshuffle.md, "Global momentum
+    # and the local step direction"): FedAvg's plateau drops to ~1.7e-4, FedShuffleMVR reaches ~4e-9
     avg = quad.run("fedavg_rr", momentum=0.9, seed=123)
     mvr = quad.run("fedshuffle", momentum=0.9, seed=123)
     assert avg[-1] == pytest.approx(1.7e-4, rel=0.15)
@@ -281,7 +285,8 @@ def test_study_scenario_loads():
 
 
 def test_hybrid_coefficients_for_truncated_work():
-    # spec sec. 2.3: coefficient (w_i / p_i) tau_i / tau'_i keeps w^ = w; tau' = 0 is dropped
+    # docs/papers/fedshuffle.md, "The FedShuffle family as algorithms": coefficient (w_i / p_i) tau_i / tau'_i
+    # keeps w^ = w; tau' = 0 is dropped
     sizes = np.array([16, 48, 160])
     g = make_fedshuffle_method("fedshuffle", sizes, local_epochs=1, batch_size=16)  # tau 1, 3, 10
     p = np.array([0.5, 0.5, 1.0])
@@ -313,7 +318,8 @@ def _tiny_trainer(model="logreg", batching="loop"):
 
 
 def _hand_round(trainer, alg, devices, q, round_idx, x, m, x_prev):
-    """One FedShuffleGen round with global momentum written out with autograd (spec 001 sec. 2.6)."""
+    """One FedShuffleGen round with global momentum written out with autograd
+    (docs/papers/fedshuffle.md, "Global momentum and the local step direction")."""
     import torch
     import torch.nn.functional as F
 

@@ -293,7 +293,7 @@ def test_a_grid_key_given_twice_is_refused(tmp_path):
 
 def test_absurd_sweep_seeds_and_trace_rounds_are_refused_before_allocating(tmp_path):
     from wirelessfl.experiments.sweep import expand
-    from wirelessfl.traces import record_traces
+    from wirelessfl.experiments.recording import record_traces
 
     sc = from_dict({"run": {"rounds": 2, "timing_only": True}, "devices": {"count": 4}})
     with pytest.raises(ConfigError, match=r"seeds = 100000000000: a sweep of 100,000,000,000 runs needs about"):

@@ -9,7 +9,7 @@ from wirelessfl.learning.models import MODEL_NAMES, build_model, num_parameters
 
 def test_paper_cnn_parameter_count():
     model = build_model("paper_cnn", (3, 32, 32), 10)
-    assert num_parameters(model) == 555_178  # spec 002 sec. 6
+    assert num_parameters(model) == 555_178  # docs/papers/lyapunov.md, "The experiments"
     assert model(torch.zeros(2, 3, 32, 32)).shape == (2, 10)
 
 

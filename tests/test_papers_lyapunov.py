@@ -368,7 +368,7 @@ def test_a_constant_computation_time_adds_itself_to_every_round_and_changes_noth
 
 
 def test_horizon_gains_are_uniform_over_lyapunov_with_c_added_to_both():
-    from wirelessfl.papers.lyapunov_fidelity import COMPUTE_S, horizon_gains
+    from wirelessfl.papers.lyapunov.fidelity import COMPUTE_S, horizon_gains
 
     data = pd.DataFrame([{"channel": "het", "m": 10, "compute_s": 0.0, "seed": s, "policy": p, "mean_round_s": v}
                          for s, (u, ly) in enumerate([(3.0, 0.5), (4.0, 1.0)])
@@ -384,8 +384,9 @@ def test_horizon_gains_are_uniform_over_lyapunov_with_c_added_to_both():
 def test_the_committed_horizon_gains_agree_with_a_direct_timing_only_run(channel):
     """lyapunov:horizon's committed data went through the recipe's families, the sweep, the run cache
     and its collector; here the same m = 10 cells (seed 0, 15,000 rounds) run straight through
-    simulate() from the paper's setting written out from spec 002 sec. 7, and the mean round lengths
-    and their ratio must be the committed ones (the CSV keeps 6 significant digits)."""
+    simulate() from the paper's setting written out from docs/papers/lyapunov.md, "The experiments",
+    and the mean round lengths and their ratio must be the committed ones (the CSV keeps 6
+    significant digits)."""
     from wirelessfl.config import from_dict
     from wirelessfl.experiments.run import simulate
 
@@ -406,7 +407,7 @@ def test_the_committed_horizon_gains_agree_with_a_direct_timing_only_run(channel
                         & (committed.seed == 0)]
         assert len(row) == 1 and int(row.rounds.iloc[0]) == len(rounds) == 15000
         assert mean_round[policy] == pytest.approx(float(row.mean_round_s.iloc[0]), rel=1e-5)
-    from wirelessfl.papers.lyapunov_fidelity import horizon_gains
+    from wirelessfl.papers.lyapunov.fidelity import horizon_gains
 
     gains = horizon_gains(committed)
     gain = gains[(gains.channel == channel) & (gains.m == 10) & (gains.seed == 0) & (gains.compute_s == 0)]["gain"]

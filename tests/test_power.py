@@ -1,4 +1,5 @@
-"""optimal_power against references that share no code with it (spec 002, sec. 4, Thm 2 + erratum).
+"""optimal_power against references that share no code with it (docs/papers/lyapunov.md, "Power (the
+paper's Theorem 2)", with its erratum).
 
 Two independent references for the exact rule:
 - the root of dcost/dP (scipy brentq, in log P, no Lambert W): pins P itself to 1e-9;

@@ -1,5 +1,5 @@
 """Property-based tests: random valid timing-only scenarios run to completion and every record obeys
-the invariants of the model (spec 002), whatever the scenario.
+the invariants of the model (docs/papers/lyapunov.md), whatever the scenario.
 
 Per round, for every scenario hypothesis generates (N = 1..30, m = 1..2N, V in [1e-3, 1e6],
 lam in {0} u [1e-3, 1e4], homogeneous / linear / list sigma profiles from 1e-3 to 1e3, constant or

@@ -1,4 +1,4 @@
-"""SAFARI (spec 003): server rounds on an auxiliary set, wrapping any scheduler."""
+"""SAFARI (docs/papers/safari.md): server rounds on an auxiliary set, wrapping any scheduler."""
 import numpy as np
 import pandas as pd
 import pytest

@@ -1,4 +1,5 @@
-"""Uniform and Lyapunov schedulers, and the sampling of devices (spec 002, sec. 3-5)."""
+"""Uniform and Lyapunov schedulers, and the sampling of devices (docs/papers/lyapunov.md,
+"Sampling with replacement" to "The uniform baseline")."""
 import math
 
 import numpy as np
@@ -65,7 +66,7 @@ def test_lyapunov_queue_update_and_decision_consistency():
     z = sched.queue.copy()
     state = rayleigh_state(rng, sigma, 20)
     d = sched.decide(state)
-    # Independent assembly of the per-round problem (spec 002, eq. 22).
+    # Independent assembly of the per-round problem (docs/papers/lyapunov.md, "Selection probabilities").
     power = optimal_power(state.gains, z, V=V, lam=lam, model_bits=BITS, bandwidth_hz=BW,
                           noise_power=N0, p_max=PMAX)
     assert np.array_equal(d.power, power)

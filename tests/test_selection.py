@@ -1,4 +1,5 @@
-"""Selection probabilities: min sum a/q + b q on the simplex, q = 1 - (1 - omega)^m (spec 002, sec. 4).
+"""Selection probabilities: min sum a/q + b q on the simplex, q = 1 - (1 - omega)^m
+(docs/papers/lyapunov.md, "Selection probabilities").
 
 The exact solver is certified against an independent multi-start reference written here: SLSQP
 in log(omega) (scale-free, so devices with tiny omega are resolved) from the uniform point, from
@@ -193,7 +194,8 @@ def test_scan_bound_between_grid_points():
 
 
 def paper_costs(rng, n=100):
-    """b_n of the paper's setting (spec 002, sec. 6) at empty queues: airtime term at Pmax."""
+    """b_n of the paper's setting (docs/papers/lyapunov.md, "The experiments") at empty queues: airtime
+    term at Pmax."""
     sigma = np.linspace(0.1, 10, n)
     gains = np.maximum((sigma * rng.rayleigh(1.0, n)) ** 2, 1e-3)
     return 100 * 100 * 32 * 555178 / 22e6 / np.log2(1 + gains * 10 ** 3.5)

@@ -1,5 +1,6 @@
-"""Submodular selection maths (spec 000 sec. 2): incremental gains against from-scratch set
-functions, greedy against brute force, and the gradient store's distance bookkeeping."""
+"""Submodular selection maths (docs/papers/fair_selection.md, "DivFL" to "Greedy selection"):
+incremental gains against from-scratch set functions, greedy against brute force, and the gradient
+store's distance bookkeeping."""
 import itertools
 import math
 

@@ -15,7 +15,8 @@ import pytest
 
 from wirelessfl import load_scenario, simulate
 from wirelessfl.config import ConfigError, from_dict
-from wirelessfl.traces import TraceExhausted, record_traces, write_trace
+from wirelessfl.experiments.recording import record_traces
+from wirelessfl.traces import TraceExhausted, write_trace
 from wirelessfl import load_decisions
 
 SCENARIO = textwrap.dedent('''

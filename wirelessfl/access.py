@@ -229,11 +229,10 @@ class AccessScheme(Protocol):
         return None
 
     def event_uplink(self, engine):
-        """Event protocols: the uplink the devices in flight contend for (default: one
-        transmitter, or the shared band, at ``rates_bps``, when ``concurrent``)."""
-        from .sim.uplink import SharedBand, TdmaUplink
-
-        return SharedBand(engine) if self.concurrent else TdmaUplink(engine)
+        """Event protocols: the SimPy uplink the devices in flight contend for, for a scheme that
+        brings its own; None (default): the engine's (``sim.uplink.default_uplink``: one transmitter,
+        the shared band at ``rates_bps`` when ``concurrent``, slot-aligned for ``SlottedTDMA``)."""
+        return None
 
     def state_dict(self) -> dict[str, Any]:
         """The scheme's memory, for checkpoints."""
@@ -671,12 +670,6 @@ class SlottedTDMA(TDMA):
         if arrived.all():
             return UplinkSchedule(order, tx_start, arrived, end if k else -math.inf, tx_end)
         return UplinkSchedule(order[:started], tx_start, arrived, deadline_s, tx_end)
-
-    def event_uplink(self, engine):
-        """One transmitter whose uploads start on slot boundaries."""
-        from .sim.uplink import SlottedUplink
-
-        return SlottedUplink(engine)
 
 
 ACCESS = Registry("access", "wirelessfl.access:AccessScheme", {

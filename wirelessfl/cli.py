@@ -249,7 +249,7 @@ def cmd_table(args) -> int:
 
 
 def cmd_trace(args) -> int:
-    from .traces import record_traces
+    from .experiments.recording import record_traces
 
     if args.rounds < 1:
         raise ConfigError(f"--rounds {args.rounds}: must be >= 1")

@@ -1,4 +1,5 @@
-"""Incomplete participation (spec 003, sec. 3 and 7): devices that never take part in training.
+"""Incomplete participation (docs/papers/safari.md, "Incomplete participation"): devices that never
+take part in training.
 
 Three sources, combined: a fixed list (``devices.excluded``), ``devices.excluded_count`` more drawn
 once from the named stream "exclusion" (the paper's s excluded clients, chosen once per seed), and

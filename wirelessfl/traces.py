@@ -1,5 +1,5 @@
 """Traces: per-round, per-device measurements replayed in place of a model (channel gains,
-computation times, availability), and the generator that records them from a scenario's models.
+computation times, availability); ``experiments.recording`` records them from a scenario's models.
 
 A trace file holds one row per round and one column per device: ``.npy`` (a 2-D array, read
 without pickles) or ``.csv`` (numbers separated by commas; an optional header line of column names
@@ -10,16 +10,15 @@ from __future__ import annotations
 
 import csv
 import math
-import os
 import re
 from pathlib import Path
 
 import numpy as np
 
-from .fields import ConfigError, require_memory
+from .fields import ConfigError
 from .files import replacing, unreadable_file
 
-__all__ = ["Trace", "TraceExhausted", "record_traces", "write_trace"]
+__all__ = ["Trace", "TraceExhausted", "write_trace"]
 
 _CACHE: dict[tuple, np.ndarray] = {}
 
@@ -160,44 +159,3 @@ def write_trace(path: str | Path, values: np.ndarray, header: str = "device") ->
             fmt = (lambda v: str(int(v))) if values.dtype == bool else (lambda v: repr(float(v)))
             writer.writerows([fmt(v) for v in row] for row in values)
     return path
-
-
-def record_traces(scenario, rounds: int, out_dir: str | Path, fmt: str = "csv",
-                  overwrite: bool = False) -> dict[str, Path]:
-    """Record ``rounds`` rounds of the scenario's channel gains (path loss included), every device's
-    computation time and its availability, with the run's own random streams, into
-    ``out_dir/gains.FMT``, ``compute_s.FMT`` and ``available.FMT``. Replaying gains.FMT with
-    ``channel.model = "trace"`` (and path_loss off) gives the channel of a run of the scenario.
-    Files already there are replaced only with ``overwrite``."""
-    from . import rng as rngs
-    from .devices import build_availability
-    from .wireless import build_channel
-
-    if rounds < 1 or not math.isfinite(rounds):
-        raise ConfigError(f"rounds = {rounds}: must be >= 1")
-    n = scenario.devices.count
-    require_memory("--rounds", rounds, 3 * 16.0 * rounds * n, f"recording {rounds:,} rounds of {n:,} devices")
-    if scenario.devices.mobility != "static":
-        raise ConfigError(f"devices.mobility = {scenario.devices.mobility!r}: a trace has rounds, not a clock, so it "
-                          "cannot follow moving devices; record one with devices.mobility = 'static'")
-    out = Path(out_dir)
-    there = [out / f"{name}.{fmt}" for name in ("gains", "compute_s", "available")
-             if os.path.lexists(out / f"{name}.{fmt}")]
-    if there and not overwrite:
-        raise ConfigError(f"trace: {there[0]} exists; pass --overwrite (overwrite=True) to replace the traces in {out}")
-    out.mkdir(parents=True, exist_ok=True)
-    for path in there:  # asked to replace them: a link there goes, what it points to stays
-        if path.is_symlink():
-            path.unlink()
-    channel = build_channel(scenario, rngs.stream(scenario.seed, "cell"))
-    compute = scenario.part("compute").from_scenario(scenario, scenario.options("compute"))
-    availability = build_availability(scenario)
-    streams = {name: rngs.stream(scenario.seed, name) for name in ("channel", "compute", "availability")}
-    everyone = np.arange(n)
-    gains = np.stack([channel.draw(streams["channel"]) for _ in range(rounds)])
-    times = np.stack([compute.compute_times(everyone, streams["compute"], round_idx=r) for r in range(rounds)])
-    avail = np.stack([availability.step(streams["availability"]) if availability is not None
-                      else np.ones(n, dtype=bool) for _ in range(rounds)])
-    return {"gains": write_trace(out / f"gains.{fmt}", gains),
-            "compute_s": write_trace(out / f"compute_s.{fmt}", times),
-            "available": write_trace(out / f"available.{fmt}", avail)}

@@ -14,7 +14,8 @@ from ..fields import ConfigError, build_dataclass, field_value, show
 from ..files import unreadable_file
 from ..plugins import KIND_OF_TABLE, KINDS, PluginError, registry
 from .rules import cross_check
-from .tables import SPECIAL, TABLES, PluginOptions, Scenario
+from .tables import REBUILD, SPECIAL, TABLES, PluginOptions, Scenario
+from .writing import to_dict, toml_value
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -429,3 +430,32 @@ def _flatten(table: dict, prefix: str = "") -> Iterable[tuple[str, Any]]:
             yield from _flatten(value, dotted)
         else:
             yield dotted, value
+
+
+def member(scenario: Scenario, *assignments: tuple[str, Any]) -> Scenario:
+    """Scenario.member: one run of a family, its parts keeping the options set for them."""
+    base = to_dict(scenario, only_changed=True)
+    base.pop("variants", None)
+    base.pop("sweep", None)
+    for table in KIND_OF_TABLE:
+        node = base.get(table)
+        if isinstance(node, dict):
+            own = own_fields(table)
+            moved = {k: node.pop(k) for k in list(node) if k not in own and k != "options"}
+            moved.update(node.pop("options", {}))
+            node[INHERITED] = moved
+    overrides = []
+    for k, v in assignments:
+        try:
+            overrides.append(f"{k}={toml_value(v)}")
+        except (TypeError, ValueError):  # a date, a table in a list, an int too long to print
+            raise ConfigError(f"{k} = {show(v)}: must be a number, string, boolean or list") from None
+    return from_dict(base, overrides)
+
+
+def replace(scenario: Scenario, *overrides: str) -> Scenario:
+    """Scenario.replace: a copy with dotted overrides applied and validated."""
+    return from_dict(to_dict(scenario), overrides)
+
+
+REBUILD.member, REBUILD.replace = member, replace

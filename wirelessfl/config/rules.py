@@ -118,7 +118,7 @@ def _check_device(s) -> None:
     field = f"run.device = {s.run.device!r}"
     try:
         device = torch.device(s.run.device)
-    except (RuntimeError, ValueError) as exc:
+    except (RuntimeError, ValueError):
         raise ConfigError(f"{field}: not a torch device such as cpu, cuda or cuda:0") from None
     if device.type == "cuda":
         count = torch.cuda.device_count() if torch.cuda.is_available() else 0

@@ -9,9 +9,9 @@ from __future__ import annotations
 import copy
 import dataclasses
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
-from ..fields import FilePath, Power, build_dataclass, option, show
+from ..fields import FilePath, Power, build_dataclass, option
 from ..plugins import KIND_OF_TABLE, KINDS, registry
 
 
@@ -298,6 +298,17 @@ class LearningConfig(_PartTable):
     held: Any = _held()
 
 
+class _Rebuild:
+    """How a Scenario is built again with changes: ``config.build`` (which builds scenarios, above this
+    module of plain data) puts its ``member`` and ``replace`` here when it loads."""
+
+    member: Callable[..., "Scenario"]
+    replace: Callable[..., "Scenario"]
+
+
+REBUILD = _Rebuild()
+
+
 @dataclass(frozen=True)
 class Scenario:
     """One fully resolved simulation, or a family of them through variants and sweep."""
@@ -328,35 +339,11 @@ class Scenario:
         The member's parts keep the options set for them in this scenario (also those held for other
         parts, when the assignments name those parts); options no part of the member takes are dropped.
         """
-        from .build import INHERITED, from_dict, own_fields
-        from .writing import toml_value, to_dict
-
-        base = to_dict(self, only_changed=True)
-        base.pop("variants", None)
-        base.pop("sweep", None)
-        for table in KIND_OF_TABLE:
-            node = base.get(table)
-            if isinstance(node, dict):
-                own = own_fields(table)
-                moved = {k: node.pop(k) for k in list(node) if k not in own and k != "options"}
-                moved.update(node.pop("options", {}))
-                node[INHERITED] = moved
-        overrides = []
-        for k, v in assignments:
-            try:
-                overrides.append(f"{k}={toml_value(v)}")
-            except (TypeError, ValueError):  # a date, a table in a list, an int too long to print
-                from ..fields import ConfigError
-
-                raise ConfigError(f"{k} = {show(v)}: must be a number, string, boolean or list") from None
-        return from_dict(base, overrides)
+        return REBUILD.member(self, *assignments)
 
     def replace(self, *overrides: str) -> "Scenario":
         """A copy with dotted overrides such as ``"scheduler.V=1000"`` applied and validated."""
-        from .build import from_dict
-        from .writing import to_dict
-
-        return from_dict(to_dict(self), overrides)
+        return REBUILD.replace(self, *overrides)
 
     def part_name(self, kind: str) -> str:
         """The name the scenario gives the part of ``kind`` ("protocol", "scheduler", "algorithm", "channel",

@@ -11,14 +11,18 @@ import shutil
 import time
 import traceback
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable
+from typing import Callable, Protocol
 
 from ..config import from_dict
 from ..jsonio import read_json
 from .run import simulate
 
-if TYPE_CHECKING:
-    from .sweep import Member
+class Task(Protocol):
+    """What an executor needs of a sweep's run (a sweep.Member): its resolved scenario as TOML and
+    the key of its folder."""
+
+    toml: str
+    key: str
 
 try:
     import tomllib
@@ -135,12 +139,12 @@ def _failed(exc: BaseException) -> dict:
             "traceback": "".join(traceback.format_exception_only(exc))}
 
 
-def _serial(todo: list[tuple[int, "Member"]], runs_dir: Path, workers, address):
+def _serial(todo: list[tuple[int, Task]], runs_dir: Path, workers, address):
     for i, m in todo:
         yield i, run_task(m.toml, str(runs_dir), m.key)
 
 
-def _process(todo: list[tuple[int, "Member"]], runs_dir: Path, workers, address):
+def _process(todo: list[tuple[int, Task]], runs_dir: Path, workers, address):
     import multiprocessing as mp
     from concurrent.futures import ProcessPoolExecutor, as_completed
 
@@ -207,7 +211,7 @@ def check_scheduler(address: str) -> None:
         raise ConfigError(f"--address {address}: something answers there, but not a Dask scheduler")
 
 
-def _dask(todo: list[tuple[int, "Member"]], runs_dir: Path, workers, address):
+def _dask(todo: list[tuple[int, Task]], runs_dir: Path, workers, address):
     """Connects (or starts a LocalCluster) now, so that an unreachable address fails at once."""
     import logging
 

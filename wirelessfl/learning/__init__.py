@@ -1,6 +1,7 @@
 """Learning: datasets, partitioners, models, the batched training core and the algorithm seam.
 
-This package knows nothing about time, SimPy or the channel (see DESIGN.md). An algorithm fits
+This package knows nothing about time, SimPy or the channel (see README.md, "Layout", and
+docs/extending.md, "When each method is called"). An algorithm fits
 :class:`Algorithm`; ``ALGORITHMS`` names the built-ins that ``learning.algorithm`` accepts besides
 installed plugins and import paths. Names are imported on first use, so that reading a scenario
 does not import torch.

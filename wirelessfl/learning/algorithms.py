@@ -167,22 +167,25 @@ class FedAvgOptions:
 
     global_lr: float = option(1.0, gt=0, doc="server step size eta_g on the aggregated update")
     aggregation: str | None = option(None, choices=AGGREGATIONS,
-                                     doc="unbiased (weights 1 / (N q_n), spec 002), mean (the plain average of "
-                                         "the devices' models, spec 003 Algorithm 1, spec 000 Alg. 1) or "
+                                     doc="unbiased (weights 1 / (N q_n), docs/papers/lyapunov.md), mean (the plain "
+                                         "average of the devices' models, docs/papers/safari.md: Algorithm 1, "
+                                         "docs/papers/fair_selection.md: a training round) or "
                                          "data_size (shares |D_n| / sum |D_j| over the devices that trained); "
                                          "default unbiased, mean with schedulers that choose their devices "
                                          "without inclusion probabilities (fair selection)")
 
 
 class FedAvg(Algorithm):
-    """FedAvg with unbiased aggregation under arbitrary participation probabilities (spec 002 sec. 1).
+    """FedAvg with unbiased aggregation under arbitrary participation probabilities
+    (docs/papers/lyapunov.md, "Sampling with replacement").
 
     x_{t+1} = x_t + server_lr * (1/N) * sum_{n selected} (1/q_n) (y_K^n - x_t).
     With server_lr = 1 (the paper) and q_n = 1 for all n this is plain full-participation FedAvg.
 
     ``aggregation="mean"``: x_{t+1} = x_t + server_lr * (1/|S|) sum_{n in S} (y_K^n - x_t), the
-    unweighted average over the distinct devices that trained (spec 003 Algorithm 1, line 11; spec 000
-    Alg. 1 for schedulers that choose their devices themselves, where q is unused).
+    unweighted average over the distinct devices that trained (docs/papers/safari.md, "Algorithm 1:
+    client rounds and server rounds"; docs/papers/fair_selection.md, "A training round (Algorithm 1)
+    and the aggregation", for schedulers that choose their devices themselves, where q is unused).
     ``aggregation="data_size"``: weights server_lr |D_n| / sum_{j in S} |D_j| (``data_sizes``, or the
     trainer's at ``setup``).
     """
@@ -204,7 +207,8 @@ class FedAvg(Algorithm):
 
     @staticmethod
     def _aggregation(scenario, options: FedAvgOptions) -> str:
-        # the fair schedulers' kappa updates are averaged (spec 000 Alg. 1), not weighted by 1 / (N q)
+        # the fair schedulers' kappa updates are averaged (docs/papers/fair_selection.md: a training
+        # round), not weighted by 1 / (N q)
         return options.aggregation or ("unbiased" if _inclusion_probabilities(scenario) else "mean")
 
     @classmethod
@@ -287,12 +291,13 @@ class SafariOptions(FedAvgOptions):
 
 
 class Safari(FedAvg):
-    """SAFARI, server-assisted FedAvg (spec 003): client rounds are FedAvg rounds; a server round is
-    SGD on the server's auxiliary set T and involves no device.
+    """SAFARI, server-assisted FedAvg (docs/papers/safari.md): client rounds are FedAvg rounds; a server
+    round is SGD on the server's auxiliary set T and involves no device.
 
     Each round is a client round with probability q (``plan_round``, from the run's "round_type"
     stream), else a server round of ``server_round_s`` seconds. ``server_steps`` None: one epoch over
-    T in minibatches of min(B, |T|) (the spec's default); 1: the paper's Algorithm 1 (one SGD step).
+    T in minibatches of min(B, |T|) (the simulator's default, docs/papers/safari.md, "Where the
+    simulator departs from the paper"); 1: the paper's Algorithm 1 (one SGD step).
     ``server_lr`` None: the devices' step size (eta_s = eta_c = 0.1 in the paper).
     """
 

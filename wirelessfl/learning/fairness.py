@@ -1,9 +1,11 @@
-"""Fairness metrics (spec 000 sec. 4): per-device test sets, per-device accuracy, client dissimilarity.
+"""Fairness metrics (docs/papers/fair_selection.md, "Metrics: accuracy, dissimilarity, worst-10 %
+accuracy"): per-device test sets, per-device accuracy, client dissimilarity.
 
 A device's test set is label-matched: ``samples`` test samples whose class counts follow the class
 shares of the device's training data (largest-remainder rounding), drawn without replacement within
 each class from the global test set (stream "device_test"). For the 3-classes-per-device split with
-100 samples this is the spec's 33/33/34 recipe; devices may share test samples.
+100 samples this is the 33/33/34 recipe of docs/papers/fair_selection.md; devices may share test
+samples.
 """
 from __future__ import annotations
 
@@ -40,7 +42,8 @@ def device_test_sets(train_labels: Sequence[np.ndarray], test_labels: np.ndarray
 def fairness_metrics(accuracies: np.ndarray) -> dict[str, float]:
     """Summaries of per-device accuracies a_i (fractions).
 
-    dissimilarity: population std sqrt(mean (a_i - mean a)^2) (the spec's primary definition);
+    dissimilarity: population std sqrt(mean (a_i - mean a)^2) (the primary definition in the
+        simulator's reading, docs/papers/fair_selection.md);
     pairwise_gap: mean |a_i - a_j| over all ordered pairs (i = j included, as (1/n^2) sum);
     device_acc_p10: the 10th percentile (worst-10% accuracy); min and range (max - min).
     """

@@ -1,12 +1,14 @@
-"""The FedShuffle family as algorithms for the simulator (spec 001 secs. 2-3).
+"""The FedShuffle family as algorithms for the simulator (docs/papers/fedshuffle.md, "The FedShuffle
+family as algorithms").
 
-:class:`FedShuffleGen` is the general engine of spec sec. 2.0: device i runs tau_i local minibatch
+:class:`FedShuffleGen` is the general engine of that section: device i runs tau_i local minibatch
 steps from x_t with its own step size lr_i over a fresh random permutation of its data (random
 reshuffling: ``Trainer.minibatch_indices``), and the server applies
 
     x_{t+1} = x_t + server_lr * sum_{i in S} coef_i (y_i - x_t).
 
-Every named method is a parameter setting (spec sec. 2.7 table):
+Every named method is a parameter setting (the table of docs/papers/fedshuffle.md, "The FedShuffle
+family as algorithms"):
 
 =============== ====================== ========================== ==================================
 method          local work             step size of device i      coef_i
@@ -24,20 +26,22 @@ fedshuffle_mvr  E epochs, 2 grads/step lr tau_ref / tau_i         w_i / p_i, plu
 w_i = |D_i| / |D| (over all devices), tau_i = E_i ceil(|D_i| / B), tau_ref = max_j tau_j over all
 devices (the largest device uses the common lr, smaller ones a proportionally larger one), and
 p_i is the marginal inclusion probability the scheduler used (the engine's q): with it
-E[sum_S (w_i/p_i) Delta_i] = sum_i w_i Delta_i for any sampling (spec sec. 3).
+E[sum_S (w_i/p_i) Delta_i] = sum_i w_i Delta_i for any sampling (the same section).
 
 :meth:`FedShuffleGen.objective_weights` gives the closed form of the objective a setting
-actually optimises (spec eq. 31): w^_i proportional to E[coef_i] * lr_i * tau_i.
+actually optimises (the same section): w^_i proportional to E[coef_i] * lr_i * tau_i.
 
 Heterogeneous epochs: with ``epochs_max`` every device draws E_i uniformly from
-{local_epochs, ..., epochs_max} each round (spec sec. 5, as in FedNova's CIFAR runs), from the
-named stream "local_epochs" keyed by the round, so a device's draw does not depend on the cohort.
+{local_epochs, ..., epochs_max} each round (docs/papers/fedshuffle.md, "Where the simulator departs
+from the paper"; as in FedNova's CIFAR runs), from the named stream "local_epochs" keyed by the
+round, so a device's draw does not depend on the cohort.
 
-Global momentum (spec sec. 2.6) with ``momentum`` = 1 - a > 0: the server keeps m and sends it with
-x_t. Without ``mvr`` (the paper's networks, every method): local direction a g(y) + (1 - a) m and
-m <- a g^ + (1 - a) m, with g^ the cohort's rho-weighted mean of the gradient averages recovered
-from the deltas (no extra computation or upload). With ``mvr`` (FedShuffleMVR, the notebook's
-ordering): local direction g(y) + (1 - a)(m - g(x_t)) on the same minibatch, each device also sends
+Global momentum (docs/papers/fedshuffle.md, "Global momentum and the local step direction") with
+``momentum`` = 1 - a > 0: the server keeps m and sends it with x_t. Without ``mvr`` (the paper's
+networks, every method): local direction a g(y) + (1 - a) m and m <- a g^ + (1 - a) m, with g^ the
+cohort's rho-weighted mean of the gradient averages recovered from the deltas (no extra computation
+or upload). With ``mvr`` (FedShuffleMVR, the notebook's ordering): local direction
+g(y) + (1 - a)(m - g(x_t)) on the same minibatch, each device also sends
 u_i = grad f_i(x_t) - (1 - a) grad f_i(x_{t-1}) (two full local passes), and
 m <- (1 - a) m + sum_S (w_i / p_i) u_i.
 """
@@ -57,7 +61,8 @@ __all__ = ["FEDSHUFFLE_METHODS", "FedShuffleGen", "FedShuffleOptions", "make_fed
 
 
 class FedShuffleGen(Algorithm):
-    """FedShuffleGen (spec sec. 2.0) with the knobs of the named methods.
+    """FedShuffleGen (docs/papers/fedshuffle.md, "The FedShuffle family as algorithms") with the knobs
+    of the named methods.
 
     sizes: |D_i| for every device (all N of them, also those never selected).
     local_epochs (E), batch_size (B): tau_i = E ceil(|D_i| / B) local steps.
@@ -188,7 +193,8 @@ class FedShuffleGen(Algorithm):
     def work_units(self, devices: Sequence[int], round_idx: int = 0) -> np.ndarray | None:
         """Minibatch-gradient evaluations of each device in units of local steps (the computation
         time scales with it): the steps, doubled by MVR's second gradient per step, plus MVR's
-        two full local passes (spec 001 sec. 4). None before the sizes are known (timing-only runs)."""
+        two full local passes (docs/papers/fedshuffle.md, "The work cost of FedShuffleMVR"). None before
+        the sizes are known (timing-only runs)."""
         if self.sizes is None:
             return None
         devices = np.asarray(devices, dtype=np.int64).reshape(-1)
@@ -225,9 +231,11 @@ class FedShuffleGen(Algorithm):
 
     def hybrid_coefficients(self, devices: np.ndarray, p: np.ndarray, done_steps: np.ndarray,
                             round_idx: int = 0) -> np.ndarray:
-        """FedShuffleGen hybrid for unfinished local work (spec sec. 2.3): a device planned for tau_i
-        steps (at FedShuffle's lr) that finished only tau'_i gets coef_i x tau_i / tau'_i, which keeps
-        the optimised objective's weights at w (eq. 31); devices with tau'_i = 0 get 0 (spec sec. 7.14).
+        """FedShuffleGen hybrid for unfinished local work (docs/papers/fedshuffle.md, "The FedShuffle
+        family as algorithms"): a device planned for tau_i steps (at FedShuffle's lr) that finished
+        only tau'_i gets coef_i x tau_i / tau'_i, which keeps the optimised objective's weights at w
+        (``objective_weights``); devices with tau'_i = 0 get 0 (docs/papers/fedshuffle.md, "Where the
+        simulator departs from the paper").
         The building block for round deadlines; the engine does not pass partial work yet."""
         devices = np.asarray(devices, dtype=np.int64).reshape(-1)
         done = np.asarray(done_steps, dtype=np.float64).reshape(-1)
@@ -274,8 +282,9 @@ class FedShuffleGen(Algorithm):
             trainer.aggregate(deltas, weights)
         if c > 0:
             self._update_momentum(trainer, devices, q, steps, lrs, deltas if devices.size else None, x0, m)
-        # max_weight: a rarely scheduled device with much data gets a huge w_n / q_n (spec sec. 3:
-        # unbiased but high variance); worth logging next to the scheduler's q
+        # max_weight: a rarely scheduled device with much data gets a huge w_n / q_n
+        # (docs/papers/fedshuffle.md, "The FedShuffle family as algorithms": unbiased but high
+        # variance); worth logging next to the scheduler's q
         return {"num_trained": int(devices.size), "weight_sum": float(weights.sum()),
                 "max_weight": float(weights.max(initial=0.0)), "local_steps": int(steps.sum())}
 
@@ -342,7 +351,8 @@ class FedShuffleGen(Algorithm):
         return e
 
     def objective_weights(self, p: np.ndarray | None = None, cohorts=None, probs=None) -> np.ndarray:
-        """w^_i of the objective actually optimised (spec eq. 31), normalised to sum 1:
+        """w^_i of the objective actually optimised (docs/papers/fedshuffle.md, "The FedShuffle family as
+        algorithms"), normalised to sum 1:
         w^_i proportional to E[coef_i] * lr_i * steps_i (work = "epochs")."""
         p = np.ones(self.num_devices) if p is None else np.asarray(p, dtype=np.float64)
         steps, lrs = self.local_work(np.arange(self.num_devices))
@@ -387,8 +397,8 @@ class FedShuffleOptions:
                                "(learning.local_steps is then unused)")
     local_epochs_max: int | None = option(None, ge=1, doc="heterogeneous epochs: E_n ~ U{local_epochs, ..., "
                                           "local_epochs_max} per device and round")
-    momentum: float = option(0.0, ge=0, lt=1, doc="global momentum 1 - a (spec 001 sec. 2.6; 0.9 in the "
-                             "paper); fedshuffle_mvr needs it > 0")
+    momentum: float = option(0.0, ge=0, lt=1, doc="global momentum 1 - a (docs/papers/fedshuffle.md: "
+                             "global momentum; 0.9 in the paper); fedshuffle_mvr needs it > 0")
 
 
 @dataclass(frozen=True)

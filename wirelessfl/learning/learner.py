@@ -50,8 +50,9 @@ def federated_data(scenario):
 
 def _device_test_splits(scenario, data, parts: list[np.ndarray]) -> list[np.ndarray]:
     """Each device's own test split (indices into the test set): the Per-FedAvg layout with a_test
-    for its partitions (spec 004 A6), else learning.device_test_samples samples with the class shares
-    of the device's training data (spec 000's 33/33/34 recipe for three classes)."""
+    for its partitions (docs/papers/perfedavg.md, "Data: ten groups of devices"), else
+    learning.device_test_samples samples with the class shares of the device's training data (the
+    33/33/34 recipe of docs/papers/fair_selection.md, "Metrics", for three classes)."""
     from .fairness import device_test_sets
     from .partition import perfedavg_group_counts, perfedavg_test_unit, split_by_class_counts
 

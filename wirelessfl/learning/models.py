@@ -57,7 +57,8 @@ def _mlp(input_shape: tuple[int, ...], num_classes: int) -> nn.Module:
 
 
 def _mlp_80_60(input_shape: tuple[int, ...], num_classes: int) -> nn.Module:
-    # Per-FedAvg's model (spec 004 sec. 3.3): small enough that its Hessian-vector products are cheap.
+    # Per-FedAvg's model (docs/papers/perfedavg.md, "Model and defaults"): small enough that its
+    # Hessian-vector products are cheap.
     return nn.Sequential(
         nn.Flatten(),
         nn.Linear(math.prod(input_shape), 80), nn.ELU(),
@@ -96,14 +97,14 @@ def build_model(
 ) -> nn.Module:
     """Build classifier ``name`` for inputs of ``input_shape`` (without the batch dimension).
 
-    * ``"paper_cnn"``: spec 002's CNN: conv 5x5 C->32 (same padding), ReLU, maxpool 2, conv 5x5
-      32->32 (same), ReLU, maxpool 2, fc -> 256, ReLU, fc 256 -> classes. 555,178 parameters on
-      (3, 32, 32) with 10 classes; 430,698 on (1, 28, 28).
+    * ``"paper_cnn"``: the CNN of docs/papers/lyapunov.md, "The experiments": conv 5x5 C->32 (same
+      padding), ReLU, maxpool 2, conv 5x5 32->32 (same), ReLU, maxpool 2, fc -> 256, ReLU,
+      fc 256 -> classes. 555,178 parameters on (3, 32, 32) with 10 classes; 430,698 on (1, 28, 28).
     * ``"small_cnn"``: conv 5x5 C->16, ReLU, pool, conv 5x5 16->32, ReLU, pool, fc -> classes
       (28,938 parameters on (1, 28, 28)): fast enough for CPU tests.
-    * ``"lenet"``: LeNet-5 as in spec 000 sec. 4: conv 5x5 C->6 (no padding), ReLU, pool, conv 5x5
-      6->16, ReLU, pool, fc -> 120, ReLU, fc -> 84, ReLU, fc -> classes (44,426 parameters on
-      (1, 28, 28); 62,006 on (3, 32, 32)).
+    * ``"lenet"``: LeNet-5 as in docs/papers/fair_selection.md, "Experiments and their defaults":
+      conv 5x5 C->6 (no padding), ReLU, pool, conv 5x5 6->16, ReLU, pool, fc -> 120, ReLU, fc -> 84,
+      ReLU, fc -> classes (44,426 parameters on (1, 28, 28); 62,006 on (3, 32, 32)).
     * ``"mlp"``: flatten, fc -> 200, ReLU, fc 200 -> 200, ReLU, fc -> classes (FedAvg's "2NN").
     * ``"mlp_80_60"``: Per-FedAvg's MLP: flatten, fc -> 80, ELU, fc 80 -> 60, ELU, fc -> classes
       (68,270 parameters on (1, 28, 28), 251,310 on (3, 32, 32)).
@@ -151,5 +152,5 @@ def _uniform_(t: torch.Tensor, bound: float, generator: torch.Generator) -> None
 
 
 def num_parameters(model: nn.Module) -> int:
-    """Number of scalar parameters of ``model`` (the d of spec 002; ℓ = 32 d bits)."""
+    """Number of scalar parameters of ``model`` (the d of docs/papers/lyapunov.md; ℓ = 32 d bits)."""
     return sum(p.numel() for p in model.parameters())

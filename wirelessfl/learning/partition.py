@@ -30,27 +30,29 @@ def partition(
 
     Schemes:
 
-    * ``"dirichlet_per_device"`` (spec 002 sec. 6, the Lyapunov paper's): for each device a class
-      mix c ~ Dir(alpha * 1) over the classes, then ``samples_per_device`` class draws from c and,
-      for each draw, a uniformly random training sample of that class. alpha = 0: one uniformly
-      random class per device; alpha = inf: c uniform (iid). Devices draw independently, so a sample
-      may sit on several devices; within one device the samples of a class are distinct [choice]
-      (drawn with replacement only if a class has fewer samples than the device needs).
+    * ``"dirichlet_per_device"`` (docs/papers/lyapunov.md, "The experiments", the Lyapunov paper's):
+      for each device a class mix c ~ Dir(alpha * 1) over the classes, then ``samples_per_device``
+      class draws from c and, for each draw, a uniformly random training sample of that class.
+      alpha = 0: one uniformly random class per device; alpha = inf: c uniform (iid). Devices draw
+      independently, so a sample may sit on several devices; within one device the samples of a
+      class are distinct [choice] (drawn with replacement only if a class has fewer samples than the
+      device needs).
     * ``"label_dirichlet"`` (the common benchmark split): the samples of each class are shuffled and
       cut over the devices in proportions ~ Dir(alpha * 1); every sample goes to exactly one device
       and ``samples_per_device`` is ignored. alpha = 0: each class goes whole to one random device;
       alpha = inf: equal proportions. A device may end up with no data at small alpha.
     * ``"iid"``: a random disjoint split, ``samples_per_device`` each if the set is large enough,
       otherwise the whole set cut into near-equal parts.
-    * ``"perfedavg_groups"`` (spec 004 sec. 3.2, Per-FedAvg's Table 2): the class layout of
-      :func:`perfedavg_group_counts` with a = ``samples_per_device`` / 5 (so type-A devices hold
-      ``samples_per_device`` samples), drawn disjointly without replacement; ``"perfedavg_groups_single"``
-      is its "diff. hetero." variant. ``alpha`` and ``size_sigma`` are ignored.
-    * ``"classes_per_device"`` (spec 003 sec. 3 / A4, the SAFARI paper's non-iid index p; spec 000
-      sec. 4's 3 classes per device): every
-      device holds exactly ``classes_per_device`` = p distinct classes, every class is held by
-      exactly p N / num_classes devices and its samples are split evenly and disjointly among them,
-      so every sample goes to one device and ``samples_per_device`` is ignored. See
+    * ``"perfedavg_groups"`` (docs/papers/perfedavg.md, "Data: ten groups of devices", Per-FedAvg's
+      Table 2): the class layout of :func:`perfedavg_group_counts` with a = ``samples_per_device`` / 5
+      (so type-A devices hold ``samples_per_device`` samples), drawn disjointly without replacement;
+      ``"perfedavg_groups_single"`` is its "diff. hetero." variant. ``alpha`` and ``size_sigma`` are
+      ignored.
+    * ``"classes_per_device"`` (the SAFARI paper's non-iid index p, docs/papers/safari.md, "The non-iid
+      index p"; 3 classes per device in docs/papers/fair_selection.md, "Experiments and their
+      defaults"): every device holds exactly ``classes_per_device`` = p distinct classes, every class
+      is held by exactly p N / num_classes devices and its samples are split evenly and disjointly
+      among them, so every sample goes to one device and ``samples_per_device`` is ignored. See
       :func:`classes_per_device_partition` (``class_assignment`` "random" or "ordered").
 
     ``rng`` should be the scenario's "partition" stream. ``num_classes`` defaults to max label + 1.
@@ -96,7 +98,8 @@ def partition(
 def classes_per_device_partition(labels: np.ndarray, num_devices: int, classes_per_device: int,
                                  rng: np.random.Generator, num_classes: int = 10,
                                  assignment: str = "random") -> list[np.ndarray]:
-    """The balanced p-classes-per-device split (spec 003 sec. 3 and A4); indices into ``labels``.
+    """The balanced p-classes-per-device split (docs/papers/safari.md, "The non-iid index p"); indices
+    into ``labels``.
 
     Each of the N devices gets p = ``classes_per_device`` distinct classes and each class is held
     by exactly p N / num_classes devices (p N must be a multiple of num_classes). A class's samples
@@ -233,7 +236,8 @@ def perfedavg_group_counts(num_devices: int, a: int, *, single_class: bool = Fal
 
 
 def perfedavg_test_unit(a: int, num_train: int, num_test: int) -> int:
-    """The test split's a: a x num_test / num_train rounded to an even number (spec 004 A6: 32 for MNIST)."""
+    """The test split's a: a x num_test / num_train rounded to an even number (docs/papers/perfedavg.md,
+    "Where the simulator departs from the paper": 32 for MNIST)."""
     return max(2, 2 * int(round(a * num_test / num_train / 2)))
 
 

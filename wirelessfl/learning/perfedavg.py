@@ -1,7 +1,8 @@
-"""Per-FedAvg (spec 004): FedAvg whose devices run local SGD on the MAML meta-function
+"""Per-FedAvg (docs/papers/perfedavg.md): FedAvg whose devices run local SGD on the MAML meta-function
 F_i(w) = f_i(w - alpha grad f_i(w)) instead of on f_i.
 
-One local step at w (spec sec. 2.4), with three independent batches D, D', D'' of B samples:
+One local step at w (docs/papers/perfedavg.md, "A local step"), with three independent batches D, D',
+D'' of B samples:
 
     g  = grad f_i(w; D)                  inner (adaptation) gradient
     u  = grad f_i(w - alpha g; D')       outer gradient at the adapted point
@@ -39,8 +40,8 @@ __all__ = ["PERFEDAVG_VARIANTS", "PerFedAvg", "PerFedAvgExact", "PerFedAvgFO", "
 
 PERFEDAVG_VARIANTS = ("fo", "hf", "exact")
 # Gradient evaluations (forward + backward on B samples) per local step, relative to FedAvg's one:
-# spec 004 sec. 5 (FO: D and D'; HF: D, D' and D'' at w +- delta u; exact: D, D' and an HVP on D''
-# that costs about two gradients).
+# docs/papers/perfedavg.md, "Server side, aggregation and cost" (FO: D and D'; HF: D, D' and D'' at
+# w +- delta u; exact: D, D' and an HVP on D'' that costs about two gradients).
 GRADIENT_EVALUATIONS = {"fo": 2, "hf": 4, "exact": 4}
 # Named streams of the three batches of a local step.
 BATCH_STREAMS = {"D": "perfedavg_inner", "D_prime": "minibatch", "D_second": "perfedavg_hessian"}
@@ -115,7 +116,8 @@ class PerFedAvg(FedAvg):
         if self.variant == "fo" or self.alpha == 0:
             return u
         if self.variant == "hf":
-            # central difference along u (spec A3: /2 delta, the same D'' for both points)
+            # central difference along u (docs/papers/perfedavg.md, "Where the simulator departs from the
+            # paper": /2 delta, the same D'' for both points)
             hu = (grad_fn(w + self.delta * u, *hessian) - grad_fn(w - self.delta * u, *hessian)) / (2 * self.delta)
         else:
             hu = (trainer.batched_hvp if stacked else trainer.hvp)(w, u, *hessian)

@@ -35,7 +35,8 @@ Direction = Callable[[torch.Tensor, torch.Tensor, torch.Tensor, Callable[[], tor
 
 
 class LocalDirection:
-    """A local step direction built from the minibatch gradient g(y) (FedShuffle, spec 001 sec. 2.6):
+    """A local step direction built from the minibatch gradient g(y) (FedShuffle,
+    docs/papers/fedshuffle.md, "Global momentum and the local step direction"):
 
         d = grad_scale * g(y) - anchor_weight * g(x_t) + drift,
 
@@ -368,7 +369,8 @@ class Trainer:
     @_float32_kernels
     def full_gradients(self, devices: Sequence[int], params: torch.Tensor | None = None) -> torch.Tensor:
         """grad f_n at ``params`` (default: the global model) over all of device n's data, shape
-        (len(devices), num_params): the full local passes of FedShuffleMVR (spec 001 sec. 2.6)."""
+        (len(devices), num_params): the full local passes of FedShuffleMVR
+        (docs/papers/fedshuffle.md, "Global momentum and the local step direction")."""
         flat = self._params if params is None else torch.as_tensor(params, dtype=torch.float32, device=self.device)
         out = torch.empty(len(devices), self.num_params, dtype=torch.float32, device=self.device)
         for j, n in enumerate(devices):
@@ -419,7 +421,8 @@ class Trainer:
                          max_samples: int | None = None,
                          chunk: int = 2048) -> tuple[np.ndarray | None, np.ndarray]:
         """f_n(x_t) and optionally grad f_n(x_t) over each device's whole local training set, at the
-        current global model (what fair selection stores on the server, spec 000 sec. 3).
+        current global model (what fair selection stores on the server, docs/papers/fair_selection.md,
+        "The server's gradient store and its uplink cost").
         ``max_samples``: use at most this many of the device's samples, evenly spaced over its
         (index-sorted) set, the same ones every time (cheaper estimates; None: all).
 
@@ -511,7 +514,8 @@ class Trainer:
     @_float32_kernels
     def personalised_evaluate(self, test_indices: Sequence[np.ndarray], alpha: float, *,
                               batch_size: int | None = None, adapt_on: str = "train") -> dict:
-        """Personalised accuracy of the global model (spec 004 sec. 2.6), for every device.
+        """Personalised accuracy of the global model (docs/papers/perfedavg.md, "Personalised, local and
+        global accuracy"), for every device.
 
         Device n takes exactly one SGD step of size ``alpha`` from the global model on one batch of
         its own data (``batch_size`` samples, default B, drawn from the stream "personal_adapt" keyed

@@ -1,6 +1,7 @@
-"""Reproduction of Castillo et al., fair submodular client selection (spec 000): Tables I-IV (Random,
-Power-of-Choice, DivFL, SubTrunc and UnionFL on non-iid Fashion-MNIST; SubTrunc's lambda, UnionFL's
-window W, SubTrunc's phi), and the same strategies next to lyapunov and uniform on a wireless uplink.
+"""Reproduction of Castillo et al., fair submodular client selection (docs/papers/fair_selection.md):
+Tables I-IV (Random, Power-of-Choice, DivFL, SubTrunc and UnionFL on non-iid Fashion-MNIST; SubTrunc's
+lambda, UnionFL's window W, SubTrunc's phi), and the same strategies next to lyapunov and uniform on a
+wireless uplink.
 
 The table recipes run variants of the packaged ``studies/fair_selection`` scenario (100 devices x 3
 classes, kappa = 10, LeNet-5), one variant per scheduler setting, in one family shared by the four
@@ -76,8 +77,9 @@ UNIONFL = Setting("unionfl", "UnionFL", {"name": "unionfl"}, PAPER_TABLE1["union
 
 
 def normalized_subtrunc(lam: float) -> Setting:
-    """SubTrunc with distances divided by their maximum (the spec's ablation: at the faithful scale
-    lambda b <= 1.05 is negligible against the facility-location gains, see the README)."""
+    """SubTrunc with distances divided by their maximum (the ablation of the simulator's reading,
+    docs/papers/fair_selection.md: at the faithful scale lambda b <= 1.05 is negligible against the
+    facility-location gains, see the README)."""
     return Setting(f"subtrunc-normalized-lambda{lam:g}", f"normalized, lambda = {lam:g}",
                    {"name": "subtrunc", "fair_lambda": lam, "fair_normalize_distances": True}, PAPER_LAMBDA[lam])
 
@@ -121,8 +123,8 @@ _TINY = ('learning.model="logreg"', "devices.count=10", "scheduler.kappa=3", "ru
          "learning.eval_train_samples=100", "learning.device_test_samples=10")
 
 TABLE_SCALES = {
-    # 200 rounds (the spec's K for MNIST) instead of the scenario's 40: at 40 the final accuracy still
-    # moved by several points between evaluations
+    # 200 rounds (the K for MNIST in the simulator's reading, docs/papers/fair_selection.md) instead of
+    # the scenario's 40: at 40 the final accuracy still moved by several points between evaluations
     "cpu": ("run.rounds=200", "run.eval_every_rounds=20"),
     # MNIST (if installed) and every local sample for the reported losses and gradients
     "paper": ('learning.dataset="mnist"', "scheduler.fair_probe_samples=600", "run.rounds=200",

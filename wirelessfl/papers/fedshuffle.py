@@ -1,5 +1,5 @@
-"""Reproduction of Horváth et al., "FedShuffle: recipes for better use of local work" (spec 001): the
-quadratic experiment of Fig. 1 and a CPU analogue of Tables 2 and 3.
+"""Reproduction of Horváth et al., "FedShuffle: recipes for better use of local work"
+(docs/papers/fedshuffle.md): the quadratic experiment of Fig. 1 and a CPU analogue of Tables 2 and 3.
 
 ``fig1`` is the paper's own synthetic benchmark (wirelessfl.papers.quadratic, pure numpy: no
 simulation, so the recipe has no runs and its data is computed directly): ||x^r - x*||^2 against
@@ -42,7 +42,8 @@ FIG1_PANELS = {
 FIG1D = {"uniform p = 1/3, η = 1/500": dict(eta=1 / 500, probs=(1 / 3, 1 / 3, 1 / 3)),
          "IS p = (0.8, 0.1, 0.1), η = 1/300": dict(eta=1 / 300, probs=(0.8, 0.1, 0.1))}
 
-# spec 001 sec. 6: ||x - x*||^2 the paper's Fig. 1 shows at the last round (full participation)
+# docs/papers/fedshuffle.md, "The paper's results the recipes compare with": ||x - x*||^2 the paper's
+# Fig. 1 shows at the last round (full participation)
 PAPER_FIG1 = {("1a", "fedavg"): "plateau ~1.7e-2", ("1a", "fedavg_rr"): "plateau ~1.7e-2",
               ("1a", "fedavg_min"): "~1e-3", ("1a", "fednova"): "~3e-4", ("1a", "fednova_rr"): "~4e-7",
               ("1a", "fedshuffle"): "~4e-7", ("1b", "fedavg_rr"): "plateau ~1.7e-4",
@@ -97,7 +98,8 @@ def report_fig1(data: pd.DataFrame, figures: Path, scale: str) -> Report:
     shown = table.assign(**{c: table[c].map(lambda v: f"{v:.2g}") for c in table.columns if c.startswith(("round", "last"))})
     md = [f"||x^r - x*||^2, mean over {int(data['seeds'].max())} seeds (bands in the figure: range over seeds):", "",
           markdown_table(shown), "",
-          "Paper (spec 001 sec. 6): FedAvg and FedAvgRR stall at FedAvg's fixed point (squared distance 0.0170), "
+          "Paper (docs/papers/fedshuffle.md: the paper's results): "
+          "FedAvg and FedAvgRR stall at FedAvg's fixed point (squared distance 0.0170), "
           "FedShuffle converges to its O(η) offset (~4e-7), FedShuffleMVR lower still; importance sampling beats "
           "uniform sampling of one client.", "", "![Fig. 1](fedshuffle_quadratic.png)"]
     numbers = {"final": {f"{r['panel']} {r['method']}": r[f"last round ({int(data['round'].max())})"] for r in rows}}
@@ -115,7 +117,8 @@ SETTINGS = {"imbalanced": {"size_sigma": 0.8, "local_epochs": 1},
             "epochs": {"size_sigma": 0.0, "local_epochs": 2, "local_epochs_max": 5}}
 TITLES = {"imbalanced": "Table 2 analogue (imbalanced sizes; paper: Shakespeare)",
           "epochs": "Table 3 analogue (E_n ~ U{2..5}; paper: CIFAR-100)"}
-# spec 001 sec. 6: test accuracy (%) without / with momentum 0.9; Table 2 Shakespeare, Table 3 CIFAR-100
+# docs/papers/fedshuffle.md, "The paper's results the recipes compare with": test accuracy (%) without / with
+# momentum 0.9; Table 2 Shakespeare, Table 3 CIFAR-100
 PAPER_TABLES = {"imbalanced": {"fedavg_min": (35.79, 51.13), "fedavg_mean": (36.95, 55.38),
                                "fedavg_rr": (48.61, 64.64), "fednova": (43.29, 61.65), "fedshuffle": (59.57, 67.63)},
                 "epochs": {"fedavg_min": (48.49, 63.62), "fedavg_mean": (49.24, 64.75), "fedavg_rr": (50.29, 63.04),

@@ -1,6 +1,6 @@
 """Reproduction of Fallah, Mokhtari, Ozdaglar, "Personalized Federated Learning: A Meta-Learning
-Approach" (Per-FedAvg, spec 004): its Table 1 protocol, FedAvg at equal local computation, and the
-same methods over a wireless uplink.
+Approach" (Per-FedAvg, docs/papers/perfedavg.md): its Table 1 protocol, FedAvg at equal local
+computation, and the same methods over a wireless uplink.
 
 Every run is a scenario run by the simulator. The Table 1 recipes run variants of the packaged
 ``studies/perfedavg_table1`` scenario: n = 50 devices in Per-FedAvg's 10 groups (its Table 2 layout,
@@ -16,7 +16,8 @@ split; the unweighted mean over devices), its spread over the devices, the unada
 accuracy on the devices' splits ("before adaptation") and the global test accuracy, with the run's
 setting and run-level numbers beside it. The tables are read at each run's last evaluation: mean
 over seeds ± the population std over seeds, the spread every paper's report gives (recipes.SPREAD;
-spec A9's 95 % half-width is 1.96 sqrt(n / (n - 1)) / sqrt(n) times it: 1.39 times for 3 seeds).
+the 95 % half-width of docs/papers/perfedavg.md, "Where the simulator departs from the paper", is
+1.96 sqrt(n / (n - 1)) / sqrt(n) times it: 1.39 times for 3 seeds).
 
 Scales: "cpu" is Fashion-MNIST for K = 300 rounds (MNIST and CIFAR-10 are not installed here; the
 paper's MNIST rows are the closest comparison); "paper" is the paper's Table 1 as printed (MNIST

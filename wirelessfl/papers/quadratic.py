@@ -1,13 +1,16 @@
-"""The FedShuffle paper's quadratic experiment (spec 001 sec. 5, eq. 36), pure numpy.
+"""The FedShuffle paper's quadratic experiment (docs/papers/fedshuffle.md, "The quadratic experiment
+(eq. 36)"), pure numpy.
 
     min_{x in R^6} (1/12) sum_{j=1}^6 ||x - e_j||^2,   f_ij(x) = 1/2 ||x - e_j||^2,  grad = x - e_j.
 
 Clients hold {e1}, {e2, e3}, {e4, e5, e6} (|D_i| = 1, 2, 3); x^0 = 0, x* = 1/6 * ones.
-One local epoch, batch 1, 1000 rounds, full participation, base step eta = 1/80 (spec sec. 2.8):
-the local step is eta / |D_i| for FedShuffle and eta / max_j |D_j| for the others.
+One local epoch, batch 1, 1000 rounds, full participation, base step eta = 1/80
+(docs/papers/fedshuffle.md, "The quadratic experiment"): the local step is eta / |D_i| for FedShuffle
+and eta / max_j |D_j| for the others.
 
-Every method is a FedShuffleGen setting (spec sec. 2.0): a per-client local step size, a number of
-local steps, with or without random reshuffling (RR), and per-client aggregation coefficients;
+Every method is a FedShuffleGen setting (docs/papers/fedshuffle.md, "The FedShuffle family as
+algorithms"): a per-client local step size, a number of local steps, with or without random
+reshuffling (RR), and per-client aggregation coefficients;
 x^{r+1} = x^r + sum_{i in S} coef_i (y_i - x^r).
 
 Because all f_ij share the Hessian I, one local run is affine in x with deterministic slope:
@@ -142,8 +145,9 @@ def run(
     """||x^r - x*||^2 for r = 0..rounds.
 
     cohort: clients per round, drawn uniformly without replacement (p_i = cohort / n); None: all.
-    momentum: 1 - a of the MVR global momentum (spec sec. 2.6, eqs. 12-14, the toy "momentum 0.9":
-        FedShuffleMVR for "fedshuffle"; applied the same way to every method). Local direction
+    momentum: 1 - a of the MVR global momentum (docs/papers/fedshuffle.md, "Global momentum and the
+        local step direction"; the toy "momentum 0.9": FedShuffleMVR for "fedshuffle"; applied the
+        same way to every method). Local direction
         d = grad_j(y) + (1 - a)(m^r - grad_j(x^r)); server momentum, lagged (notebook ordering)
         m^{r+1} = (1 - a) m^r + sum_S (w_i / p_i)(grad f_i(x^r) - (1 - a) grad f_i(x^{r-1})),
         always with data weights w_i / p_i; m^0 = 0 and x^{-1} = x^0.
@@ -221,14 +225,16 @@ def expected_fixed_point(method: str, problem: QuadraticProblem | None = None, e
 
 
 def fedavg_limit_point(problem: QuadraticProblem | None = None) -> np.ndarray:
-    """FedAvg's small-step fixed point: sum |D_i|^2 c_i / sum |D_i|^2 (spec sec. 2.1)."""
+    """FedAvg's small-step fixed point: sum |D_i|^2 c_i / sum |D_i|^2 (docs/papers/fedshuffle.md, "The
+    quadratic experiment")."""
     problem = paper_problem() if problem is None else problem
     sq = problem.sizes.astype(float) ** 2
     return sq @ problem.centroids / sq.sum()
 
 
 def so_fixed_point(problem: QuadraticProblem | None = None, cohort: int = 2) -> np.ndarray:
-    """Small-step fixed point of FedShuffle with SO weights, ``cohort`` of n uniformly (spec sec. 3).
+    """Small-step fixed point of FedShuffle with SO weights, ``cohort`` of n uniformly
+    (docs/papers/fedshuffle.md, "The quadratic experiment").
 
     Client i's expected weight is E[1_{i in S} w_i / sum_S w_j] over all equally likely cohorts.
     """

@@ -1,6 +1,7 @@
-"""Reproduction of SAFARI, server-assisted federated learning under incomplete participation (spec
-003): the MNIST-setting Tables 1-3 and the Fashion-MNIST Tables 6-7 on Fashion-MNIST with logistic
-regression, and SAFARI against the Lyapunov scheduler's starvation of weak devices.
+"""Reproduction of SAFARI, server-assisted federated learning under incomplete participation
+(docs/papers/safari.md): the MNIST-setting Tables 1-3 and the Fashion-MNIST Tables 6-7 on
+Fashion-MNIST with logistic regression, and SAFARI against the Lyapunov scheduler's starvation of
+weak devices.
 
 Every run goes through the simulator. The tables run variants of the packaged
 ``studies/safari_tables`` scenario: M clients holding p classes each (balanced scheme), s of them

@@ -1,4 +1,5 @@
-"""Device scheduling: per-round decisions and the solvers behind them (spec 002, spec 000).
+"""Device scheduling: per-round decisions and the solvers behind them (docs/papers/lyapunov.md,
+docs/papers/fair_selection.md).
 
 Plain numpy/scipy objects; no torch, no SimPy. A scheduler fits :class:`Scheduler` (see
 docs/extending.md); ``SCHEDULERS`` names the built-ins that ``scheduler.name`` accepts besides

@@ -205,11 +205,13 @@ def inclusion_probability(omega: np.ndarray, m: int) -> np.ndarray:
 
 
 def draw_devices(omega: np.ndarray, m: int, rng: np.random.Generator, replace: bool = True) -> np.ndarray:
-    """m draws with replacement from omega; return the sorted distinct devices (spec 002, sec. 3).
+    """m draws with replacement from omega; return the sorted distinct devices
+    (docs/papers/lyapunov.md, "Sampling with replacement").
 
-    ``replace=False``: min(m, devices with omega > 0) distinct devices without replacement
-    (spec 003 Algorithm 1 line 4, meant for a uniform omega). An all-zero omega (no device
-    available this round) draws nothing and consumes no randomness.
+    ``replace=False``: min(m, devices with omega > 0) distinct devices without replacement (SAFARI's
+    client sampling, docs/papers/safari.md, "Algorithm 1: client rounds and server rounds"; meant for
+    a uniform omega). An all-zero omega (no device available this round) draws nothing and consumes
+    no randomness.
     """
     total = omega.sum()
     if not total > 0:

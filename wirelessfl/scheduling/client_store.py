@@ -1,5 +1,6 @@
-"""The server's memory of every device for fair selection (spec 000 sec. 3): one stored gradient
-(or model-delta proxy) and one loss per device, and the pairwise distances between the gradients.
+"""The server's memory of every device for fair selection (docs/papers/fair_selection.md, "The
+server's gradient store and its uplink cost"): one stored gradient (or model-delta proxy) and one loss
+per device, and the pairwise distances between the gradients.
 
 Numpy only: the training side computes gradients and losses, the scheduler receives them as reports
 and stores them here. Memory: N x d float32 for the vectors plus N x N float64 for the distances.

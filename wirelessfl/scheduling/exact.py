@@ -1,6 +1,7 @@
 """The exact solver of the selection problem (see selection.py for the problem).
 
-Structure used by the exact solver (spec 002, "Structure for an exact solver", worked out here):
+Structure used by the exact solver (docs/papers/lyapunov.md, "Selection probabilities",
+worked out here):
 
 Write g_n(w) = a / q(w) + b_n q(w). Its derivative is g_n'(w) = m (1-w)^(m-1) (b_n - a/q^2); it
 tends to -inf as w -> 0, so every coordinate is interior and KKT reads g_n'(omega_n) = mu for all n.

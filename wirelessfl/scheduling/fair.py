@@ -1,4 +1,4 @@
-"""Fair client selection (spec 000): schedulers that choose exactly kappa distinct devices.
+"""Fair client selection (docs/papers/fair_selection.md): schedulers that choose exactly kappa distinct devices.
 
 - :class:`RandomScheduler`: kappa devices uniformly without replacement.
 - :class:`PowerOfChoiceScheduler`: d candidates uniformly without replacement, then the kappa with
@@ -31,8 +31,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..config import ConfigError, option
-from ..fields import require_memory
+from ..fields import ConfigError, option, require_memory
 from .base import Decision, ReportRequest, Reports, RoundState, Scheduler
 from .client_store import ClientStore
 from .schedulers import _available, _per_device
@@ -152,7 +151,8 @@ def _rng(state: RoundState) -> np.random.Generator:
 
 
 class RandomScheduler(_FairBase):
-    """kappa available devices uniformly without replacement (spec 000 sec. 2.7b)."""
+    """kappa available devices uniformly without replacement (docs/papers/fair_selection.md,
+    "Baselines: Random and Power-of-Choice")."""
 
     method = "random"
 
@@ -170,9 +170,10 @@ class RandomScheduler(_FairBase):
 
 
 class PowerOfChoiceScheduler(_FairBase):
-    """pi_pow-d (Cho et al.; spec 000 sec. 2.7c): d candidates uniformly without replacement receive
-    the model, compute their local loss and upload it (32 bits each, before the round); the kappa
-    with the largest losses are selected. ``candidates`` None: d = N (the DivFL code's choice)."""
+    """pi_pow-d (Cho et al.; docs/papers/fair_selection.md, "Baselines: Random and Power-of-Choice"):
+    d candidates uniformly without replacement receive the model, compute their local loss and upload
+    it (32 bits each, before the round); the kappa with the largest losses are selected.
+    ``candidates`` None: d = N (the DivFL code's choice)."""
 
     method = "power_of_choice"
     Options = PowerOfChoiceOptions
@@ -235,7 +236,8 @@ class PowerOfChoiceScheduler(_FairBase):
 
 
 class SubmodularScheduler(_FairBase):
-    """DivFL, SubTrunc and UnionFL (spec 000 secs. 2.1-2.6) over a :class:`ClientStore`.
+    """DivFL, SubTrunc and UnionFL (docs/papers/fair_selection.md, "DivFL" to "A training round")
+    over a :class:`ClientStore`.
 
     lam, budget (b), phi: SubTrunc's term lam min(b, sum phi(loss)); mu, window: UnionFL's penalty on
     devices selected in the last ``window`` rounds. ``greedy``: "stochastic" (r candidates per step,
@@ -372,7 +374,8 @@ class SubmodularScheduler(_FairBase):
         if self.freshness == "selected_only":
             piggy = np.zeros(n)
             piggy[sel] = state.model_bits + LOSS_BITS
-            # the uploaded gradient and loss are taken at x_t, before local training (spec 000 Alg. 1 l. 8)
+            # the uploaded gradient and loss are taken at x_t, before local training
+            # (docs/papers/fair_selection.md, "A training round (Algorithm 1) and the aggregation")
             report = ReportRequest(np.sort(sel), gradients=True, max_samples=self.probe_samples)
         return self._decision(state, avail, sel, pre_bits=pre, piggyback_bits=piggy, report_with_upload=report,
                               objective=objective.value(), union_size=int(in_union.sum()))
@@ -389,11 +392,13 @@ class SubmodularScheduler(_FairBase):
 
 
 class DivFL(SubmodularScheduler):
-    """DivFL (spec 000 sec. 2.1): facility location over the stored gradients."""
+    """DivFL (docs/papers/fair_selection.md, "DivFL: the facility-location objective"): facility
+    location over the stored gradients."""
 
 
 class SubTrunc(SubmodularScheduler):
-    """SubTrunc (spec 000 sec. 2.4): DivFL plus fair_lambda min(fair_budget, sum phi(loss))."""
+    """SubTrunc (docs/papers/fair_selection.md, "SubTrunc: the truncated loss term"): DivFL plus
+    fair_lambda min(fair_budget, sum phi(loss))."""
 
     Options = SubTruncOptions
 
@@ -404,7 +409,8 @@ class SubTrunc(SubmodularScheduler):
 
 
 class UnionFL(SubmodularScheduler):
-    """UnionFL (spec 000 sec. 2.5): DivFL minus fair_mu per device selected in the last fair_window rounds."""
+    """UnionFL (docs/papers/fair_selection.md, "UnionFL: the look-back window W"): DivFL minus fair_mu
+    per device selected in the last fair_window rounds."""
 
     Options = UnionFLOptions
 

@@ -1,4 +1,5 @@
-"""Optimal transmit power of the drift-plus-penalty problem (spec 002, sec. 4, Thm 2).
+"""Optimal transmit power of the drift-plus-penalty problem (docs/papers/lyapunov.md, "Power (the
+paper's Theorem 2)").
 
 Per device the power term of the per-round objective is
 
@@ -74,7 +75,8 @@ def optimal_power(
     model_bits, bandwidth_hz, noise_power : l, B and N0 (> 0).
     p_max : maximum power, scalar or per-device array (>= 0).
     rule : "exact" uses A = V lam l g ln2 / (N0 B Z) (the correct stationary point);
-        "paper" uses the printed A = V lam l g (ln2)^2 / (N0 B Z) (spec 002 erratum).
+        "paper" uses the printed A = V lam l g (ln2)^2 / (N0 B Z) (the erratum in
+        docs/papers/lyapunov.md, "Power").
 
     Returns
     -------

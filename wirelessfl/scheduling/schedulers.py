@@ -1,9 +1,9 @@
 """Schedulers: plain objects with ``decide(state) -> Decision`` (no torch, no SimPy).
 
 - :class:`UniformScheduler`: omega = 1/N, powers meeting the average-power budget with equality
-  (spec 002, sec. 5).
+  (docs/papers/lyapunov.md, "The uniform baseline").
 - :class:`LyapunovScheduler`: drift-plus-penalty with one virtual power queue per device
-  (spec 002, sec. 4).
+  (docs/papers/lyapunov.md, "The per-round problem").
 
 Availability: when ``state.available`` is a mask, unavailable devices get omega = q = 0 and are
 never selected (``draw_devices`` cannot draw them). Their q = 0 means "not eligible this round",
@@ -17,8 +17,7 @@ import numpy as np
 
 from dataclasses import dataclass
 
-from ..config import option
-from ..fields import require_memory
+from ..fields import option, require_memory
 from .base import Decision, Dispatch, DispatchState, RoundState, Scheduler, inclusion_probability
 from .dispatch import DispatchQueues
 from .power import POWER_RULES, check_gains
@@ -112,12 +111,12 @@ class UniformOptions:
     m: int = option(10, ge=1, doc="draws per round")
     sampling: str = option("with_replacement", choices=("with_replacement", "without_replacement"),
                            doc="without_replacement draws min(m, available) distinct devices (the SAFARI "
-                               "paper's client sampling, spec 003)")
+                               "paper's client sampling, docs/papers/safari.md)")
 
 
 @dataclass(frozen=True)
 class LyapunovOptions:
-    """Options of the drift-plus-penalty scheduler (spec 002)."""
+    """Options of the drift-plus-penalty scheduler (docs/papers/lyapunov.md)."""
 
     m: int = option(10, ge=1, doc="draws with replacement per round")
     V: float = option(100.0, gt=0, doc="drift-plus-penalty trade-off")
@@ -134,11 +133,11 @@ class UniformScheduler(Scheduler):
     """Every available device is drawn with probability 1 / N_available in each of the m draws.
 
     q_n = 1 - (1 - 1/N_available)^m and P_n = min(Pmax, Pbar_n / q_n), so that the expected power
-    per round q_n P_n equals Pbar_n wherever Pbar_n / q_n <= Pmax (spec 002, sec. 5). The queue in
-    the Decision is all zeros (this scheduler keeps none).
+    per round q_n P_n equals Pbar_n wherever Pbar_n / q_n <= Pmax (docs/papers/lyapunov.md, "The
+    uniform baseline"). The queue in the Decision is all zeros (this scheduler keeps none).
 
     ``replace=False``: min(m, N_available) distinct available devices drawn without replacement
-    (the SAFARI paper's client sampling, spec 003), so q_n = min(m, N_available) / N_available.
+    (the SAFARI paper's client sampling, docs/papers/safari.md), so q_n = min(m, N_available) / N_available.
     """
 
     def __init__(self, num_devices: int, m: int, p_bar, p_max, replace: bool = True):
@@ -190,7 +189,7 @@ class UniformScheduler(Scheduler):
 class LyapunovScheduler(Scheduler):
     """Drift-plus-penalty scheduling with a virtual queue Z_n per device for its power budget.
 
-    Each round (spec 002, sec. 4):
+    Each round (docs/papers/lyapunov.md, "The per-round problem"):
 
     1. P = optimal_power(g, Z) on [0, Pmax] (independent of q; ``power_rule`` "exact" or "paper").
     2. omega minimises sum_n a / q_n + b_n q_n with a = V / N (N = all devices) and
@@ -243,7 +242,8 @@ class LyapunovScheduler(Scheduler):
 
     @classmethod
     def from_scenario(cls, scenario, options: LyapunovOptions) -> "LyapunovScheduler":
-        """The scheduler of spec 002 at the scenario's power budget, queues at ``initial_queue``."""
+        """The scheduler of docs/papers/lyapunov.md at the scenario's power budget, queues at
+        ``initial_queue``."""
         link = scenario.link
         return cls(scenario.devices.count, options.m, options.V, options.lam, link.p_bar, link.p_max,
                    power_rule=options.power_rule, solver=options.solver, age_weight=options.age_weight,
@@ -255,8 +255,8 @@ class LyapunovScheduler(Scheduler):
 
     def skip_round(self, state: RoundState, drain: bool) -> np.ndarray:
         """A round without the scheduler (a SAFARI server round): the queues stay, or, with
-        ``drain``, the round counts as a slot of zero consumption (spec 003 sec. 7):
-        Z_n <- max(Z_n - Pbar_n, 0). Returns the queues before the round."""
+        ``drain``, the round counts as a slot of zero consumption (docs/papers/safari.md, "A server
+        round under the Lyapunov scheduler"): Z_n <- max(Z_n - Pbar_n, 0). Returns the queues before the round."""
         queue = self.queue
         if drain:
             self.queue = np.maximum(queue - self.p_bar, 0.0)

@@ -1,4 +1,5 @@
-"""Per-draw selection probabilities of the drift-plus-penalty problem (spec 002, sec. 4, eq. 22).
+"""Per-draw selection probabilities of the drift-plus-penalty problem (docs/papers/lyapunov.md,
+"Selection probabilities (the paper's eq. 22)").
 
     minimise  F(omega) = sum_n a / q_n + b_n q_n,   q_n = 1 - (1 - omega_n)^m,
     over the open probability simplex (omega_n > 0, sum omega_n = 1), a > 0, b_n >= 0.
@@ -92,7 +93,7 @@ def solve_selection(a: float, b, m: int, method: str = "exact", **opts: Any) -> 
 
     Parameters
     ----------
-    a : weight of the convergence term (a = V / N in spec 002), > 0.
+    a : weight of the convergence term (a = V / N in docs/papers/lyapunov.md), > 0.
     b : array (N,) of per-device weights (airtime and queue terms), finite, >= 0.
     m : number of draws with replacement, >= 1.
     method : "exact" (KKT enumeration, default) or "manifold" (pymanopt on the simplex).

@@ -1,5 +1,6 @@
-"""Submodular client selection (spec 000): DivFL's facility location, SubTrunc's truncated loss term,
-UnionFL's window penalty, their marginal gains and (stochastic) greedy maximisation.
+"""Submodular client selection (docs/papers/fair_selection.md): DivFL's facility location, SubTrunc's
+truncated loss term, UnionFL's window penalty, their marginal gains and (stochastic) greedy
+maximisation.
 
 Numpy only. The set functions are written twice: from scratch (``*_value``, for tests and reports)
 and incrementally (:class:`SelectionObjective`, which keeps the coverage vector c_i = min_{j in S} d_ij,
@@ -16,7 +17,8 @@ __all__ = ["pairwise_distances", "facility_location_value", "subtrunc_value", "u
 
 
 def pairwise_distances(vectors: np.ndarray, squared: bool = False) -> np.ndarray:
-    """d_ij = ||v_i - v_j|| (Euclidean norm, spec 000 eq. 9) for the rows of ``vectors``; d_ii = 0."""
+    """d_ij = ||v_i - v_j|| (Euclidean norm, docs/papers/fair_selection.md, "Setting and notation") for
+    the rows of ``vectors``; d_ii = 0."""
     v = np.asarray(vectors, dtype=np.float64)
     sq = np.einsum("ij,ij->i", v, v)
     d2 = np.maximum(sq[:, None] + sq[None, :] - 2.0 * (v @ v.T), 0.0)  # clip rounding below 0
@@ -25,7 +27,7 @@ def pairwise_distances(vectors: np.ndarray, squared: bool = False) -> np.ndarray
 
 
 def _d0(dist: np.ndarray) -> float:
-    # min over the empty set := D0 = max d (spec 000 sec. 2.1); it never changes an argmax
+    # min over the empty set := D0 = max d (docs/papers/fair_selection.md: DivFL); it never changes an argmax
     return float(dist.max(initial=0.0))
 
 
@@ -55,7 +57,8 @@ def unionfl_value(dist: np.ndarray, selected, in_union: np.ndarray, mu: float,
 
 
 class SelectionObjective:
-    """Incremental marginal gains of G + lam min(b, F) - mu |U cap S| (spec 000 sec. 2.4).
+    """Incremental marginal gains of G + lam min(b, F) - mu |U cap S| (docs/papers/fair_selection.md,
+    "Marginal gains and the scale of the regularisers").
 
     lam = 0 and mu = 0 give DivFL; lam > 0 SubTrunc; mu > 0 UnionFL (both at once is allowed but is
     not in the paper). ``phi_loss``: phi(loss_i) per device (needed when lam > 0); ``in_union``:
@@ -108,7 +111,8 @@ class SelectionObjective:
 
 
 def sample_size_rule(num_devices: int, k: int) -> int:
-    """r = max(k, floor(0.1 n)), the DivFL code's stochastic-greedy sample size (spec 000 sec. 2.5)."""
+    """r = max(k, floor(0.1 n)), the DivFL code's stochastic-greedy sample size
+    (docs/papers/fair_selection.md, "Greedy selection")."""
     return max(int(k), int(0.1 * num_devices))
 
 
@@ -117,11 +121,12 @@ def greedy(objective: SelectionObjective, k: int, *, eligible: np.ndarray | None
            trace: list | None = None) -> np.ndarray:
     """Pick k devices one at a time by the largest marginal gain; returns them in pick order.
 
-    Stochastic greedy (spec 000 sec. 2.5) when ``sample_size`` r is given and r < |remaining|: each
-    step looks only at r candidates drawn afresh without replacement from the remaining ones with
-    ``rng``. The draws depend only on n, k and r, never on the gains, so objectives differing only in
-    lam or mu consume the same random numbers. Ties go to the lowest device index. Always returns
-    min(k, |eligible|) devices, also when the best gain is negative (UnionFL is not monotone).
+    Stochastic greedy (docs/papers/fair_selection.md, "Greedy selection") when ``sample_size`` r is
+    given and r < |remaining|: each step looks only at r candidates drawn afresh without replacement
+    from the remaining ones with ``rng``. The draws depend only on n, k and r, never on the gains, so
+    objectives differing only in lam or mu consume the same random numbers. Ties go to the lowest
+    device index. Always returns min(k, |eligible|) devices, also when the best gain is negative
+    (UnionFL is not monotone).
 
     ``trace``: a list to which each step appends what it saw (a diagnostic; it changes no pick):
     the candidates, their facility-location gains Delta_G ("facility"), their whole gains

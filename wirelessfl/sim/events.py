@@ -49,6 +49,7 @@ from .engine import STREAMS, EvalRule, Parts, RoundRecord, StopRule, evaluate, r
 from .event_state import engine_state, load_engine_state, restore
 from .flight import ARRIVED, COMPUTE, DOWNLINK, FINISHED, WAITING, Round, Update, arrived_facts
 from .rounds import RoundMachinery
+from .uplink import default_uplink
 
 __all__ = ["EventEngine", "EventStall", "Round", "Update"]
 
@@ -147,7 +148,7 @@ class EventEngine(RoundMachinery):
         """Run until the stop rule fires (from where ``load_state`` left it, if it was called)."""
         env = self.env = Clock(initial_time=self._start_s)
         self.store = simpy.Store(env)
-        self.uplink = self.parts.access.event_uplink(self)
+        self.uplink = self.parts.access.event_uplink(self) or default_uplink(self.parts.access, self)
         self._done = env.event()
         if self._restored is not None:
             self._restore(self._restored)

@@ -63,15 +63,15 @@ send: aircomp's truncation) or "in_flight" (the run ended first); attempts count
 lost_s is when a device that went offline (or was stopped, or was still under way at the end) stopped."""
 OUTCOMES = ("applied", "stale", "late_dropped", "offline", "lost", "silent", "in_flight")
 EVAL_COLUMNS = ["round", "time_s", "accuracy", "test_loss", "train_loss",
-                # personalised evaluation (spec 004), empty unless run.personalised_eval is on
+                # personalised evaluation (docs/papers/perfedavg.md), empty unless run.personalised_eval is on
                 "personal_accuracy", "personal_accuracy_std", "local_accuracy", "personal_per_device",
-                # fairness (spec 000), empty unless fairness metrics are on
+                # fairness (docs/papers/fair_selection.md), empty unless fairness metrics are on
                 "device_acc_mean", "dissimilarity", "device_acc_p10", "device_acc_min", "device_acc_range",
                 "pairwise_gap"]
 """The device_* columns and dissimilarity are filled when fairness metrics are on (see
 learning.fairness): per-device test accuracy, mean, 10th percentile, minimum and max - min;
-dissimilarity = population std of the per-device accuracies (spec 000 sec. 4); pairwise_gap = mean
-|a_i - a_j| over all pairs. All as fractions (x 100 for percentage points)."""
+dissimilarity = population std of the per-device accuracies (docs/papers/fair_selection.md,
+"Metrics"); pairwise_gap = mean |a_i - a_j| over all pairs. All as fractions (x 100 for percentage points)."""
 
 
 FLUSH_EVERY_S = 0.5

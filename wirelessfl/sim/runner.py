@@ -153,7 +153,7 @@ class Run:
             self.engine = Engine(parts, **common)
 
     def _availability(self):
-        """The availability model, with the devices that never take part removed (spec 003)."""
+        """The availability model, with the devices that never take part removed (docs/papers/safari.md)."""
         scenario, dc, n = self.scenario, self.scenario.devices, self.scenario.devices.count
         availability = build_availability(scenario)
         if not (dc.excluded or dc.excluded_count or dc.min_mean_snr_db is not None):
@@ -300,7 +300,7 @@ class Run:
         summary.update(status=status, error=error)
         if error_log is not None:
             summary["error_log"] = error_log  # the traceback, in the run folder
-        # incomplete participation (spec 003): who could never take part, and the capacity
+        # incomplete participation (docs/papers/safari.md): who could never take part, and the capacity
         # omega = share of devices that ever took part
         summary.update(excluded=[int(i) for i in np.flatnonzero(self.excluded)],
                        ever_participated=float(np.mean(rec.selections > 0)),

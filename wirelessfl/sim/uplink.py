@@ -21,6 +21,7 @@ import math
 import numpy as np
 import simpy
 
+from ..access import SlottedTDMA
 from .clock import RANK_DEVICE, priority
 from .flight import ON_AIR, QUEUED
 
@@ -231,3 +232,12 @@ class SlottedUplink(TdmaUplink):
 
     def load_state(self, state: dict) -> None:
         self.free = int(state["free"])
+
+
+def default_uplink(access, engine):
+    """The uplink of an access scheme that brings none (``AccessScheme.event_uplink`` is None): one
+    transmitter whose uploads start on slot boundaries for slotted TDMA, the shared band for
+    concurrent schemes, else one transmitter."""
+    if isinstance(access, SlottedTDMA):
+        return SlottedUplink(engine)
+    return SharedBand(engine) if access.concurrent else TdmaUplink(engine)

@@ -1,6 +1,7 @@
-"""The core paper's results that depend on the horizon and on the paper's own rules (spec 002).
+"""The core paper's results that depend on the horizon and on the paper's own rules
+(docs/papers/lyapunov.md).
 
-Three recipes beside the figures of ``lyapunov.py``:
+Three recipes beside the figures of ``figures.py``:
 
 - ``lyapunov:horizon``: time to target = rounds x mean round length, and only the second factor
   needs no training. This measures it timing-only at the paper's horizons (m = 1: 40,000 rounds,
@@ -10,8 +11,9 @@ Three recipes beside the figures of ``lyapunov.py``:
 - ``lyapunov:k10``: the cpu scale with the paper's K = 10 local steps (everything else as the cpu
   scale, round budgets to fit): an ablation of the horizon, m = 1 and 10, both channel profiles.
 - ``lyapunov:paper_rules``: Fig. 7, Fig. 8 and the m = 1 and m = 10 cells of Fig. 3 run again with
-  the paper's printed power rule (``power_rule = "paper"``, spec 002 erratum) and its selection
-  solver (``solver = "manifold"``, pymanopt), beside the same runs with the defaults.
+  the paper's printed power rule (``power_rule = "paper"``, the erratum in docs/papers/lyapunov.md,
+  "Power") and its selection solver (``solver = "manifold"``, pymanopt), beside the same runs with the
+  defaults.
 
 Spreads over seeds follow recipes.SPREAD (population std).
 """
@@ -22,13 +24,13 @@ from typing import Sequence
 
 import pandas as pd
 
-from ..experiments.analysis import markdown_table
-from ..sim.device_arrays import load_decisions
-from .lyapunov import (INF, PAPER_NUMBERS, SCALES, SPEEDUP_LEGEND, HORIZON_LEGEND, Cell, Context, Scale,
+from ...experiments.analysis import markdown_table
+from ...sim.device_arrays import load_decisions
+from .figures import (INF, PAPER_NUMBERS, SCALES, SPEEDUP_LEGEND, HORIZON_LEGEND, Cell, Context, Scale,
                        TimingCell, _caption, _convergence_figure, _fig7_cells, _fig8_cells, _horizon_rows,
                        _speedup_rows, _timing_overrides, lyapunov, settle_round, time_average_power, timing_base,
                        training_base, training_data, uniform)
-from .recipes import SPREAD, Recipe, Report, Runs, mean_std, pyplot, save_figure, seed_std
+from ..recipes import SPREAD, Recipe, Report, Runs, mean_std, pyplot, save_figure, seed_std
 
 # ---------------------------------------------------------------------------------------------
 # per-round gain at the paper's horizon (timing only)

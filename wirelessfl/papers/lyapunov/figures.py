@@ -1,5 +1,5 @@
 """Reproduction of Perazzone et al., "Communication-Efficient Device Scheduling for Federated Learning
-Using Lyapunov Optimization": Figs. 2-8 and Tables I-II (spec 002, section 7).
+Using Lyapunov Optimization": Figs. 2-8 and Tables I-II (docs/papers/lyapunov.md, "The experiments").
 
 A recipe names the runs it needs as *cells* (one setting: channel profile, data heterogeneity alpha,
 policy, m, lambda; or, for the timing-only figures, V and lambda), run as variants of the packaged
@@ -35,11 +35,11 @@ from typing import Callable, Iterable, Sequence
 import numpy as np
 import pandas as pd
 
-from ..config import Scenario
-from ..experiments.analysis import (average_curves, best_setting_table, markdown_table, mean_time_to_target, on_grid,
+from ...config import Scenario
+from ...experiments.analysis import (average_curves, best_setting_table, markdown_table, mean_time_to_target, on_grid,
                                     rolling_mean, shift_by_compute, speedup)
-from ..sim.device_arrays import load_decisions
-from .recipes import SPREAD, Recipe, Report, Runs, data_seeds, packaged, pyplot, save_figure, seed_std
+from ...sim.device_arrays import load_decisions
+from ..recipes import SPREAD, Recipe, Report, Runs, data_seeds, packaged, pyplot, save_figure, seed_std
 
 
 INF = math.inf
@@ -286,7 +286,7 @@ def time_to_target_grid(evals_by_setting: dict[str, Sequence[pd.DataFrame]], tar
 
 def rounds_to_target(evals: Sequence[pd.DataFrame], target: float, smooth: int = 1) -> float:
     """Rounds the seed-averaged accuracy-vs-round curve needs to reach the target."""
-    from ..experiments.analysis import time_to_target
+    from ...experiments.analysis import time_to_target
 
     avg = seed_average(evals, x="round", points=2000, smooth=smooth)
     return time_to_target(avg["round"], avg["mean"], target)
@@ -918,8 +918,3 @@ RECIPES: list[Recipe] = [
             "training", _table_cells("hom", (INF, 1.0)), _table_recipe("table2", "hom", (INF, 1.0)),
             ("table2.md", "table2.csv"), {"tiny": 0.21, "cpu": 20.6}),
 ]
-
-# the horizon, K = 10 and paper-rules studies (lyapunov_fidelity.py) are recipes of this paper too
-from .lyapunov_fidelity import RECIPES as _FIDELITY  # noqa: E402  (it imports this module's names)
-
-RECIPES += _FIDELITY

@@ -1,0 +1,115 @@
+"""The package's import graph, read from the source with ast: no cycle, and no import that runs up
+the layers (foundation -> config -> physical models -> scheduling and learning -> sim -> experiments
+-> papers -> cli). Imports inside functions and under TYPE_CHECKING count too: a lazy import is still
+a dependency."""
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+PACKAGE = Path(__file__).resolve().parent.parent / "wirelessfl"
+
+LAYERS = (
+    ("fields", "files", "jsonio", "rng", "plugins", "traces"),  # no model of anything: values, files, streams
+    ("config",),
+    ("access", "devices", "fading", "mobility", "participation", "wireless"),
+    ("scheduling", "learning"),
+    ("sim",),
+    ("experiments",),
+    ("papers",),
+    ("cli", ""),  # "": the package's own __init__, the public API
+)
+
+
+def modules() -> dict[str, Path]:
+    out = {}
+    for path in PACKAGE.rglob("*.py"):
+        parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+        out[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
+    return out
+
+
+def import_graph() -> dict[str, set[str]]:
+    """module -> the package's modules it imports (``from .x import name`` counts x.name when that is
+    a module, else x)."""
+    mods = modules()
+    graph: dict[str, set[str]] = {m: set() for m in mods}
+    for mod, path in mods.items():
+        package = mod if path.name == "__init__.py" else mod.rpartition(".")[0]
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Import):
+                targets = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                if node.level:
+                    base = package.split(".")[:len(package.split(".")) - node.level + 1]
+                    target = ".".join(base + ([node.module] if node.module else []))
+                else:
+                    target = node.module or ""
+                targets = [f"{target}.{a.name}" if f"{target}.{a.name}" in mods else target for a in node.names]
+            else:
+                continue
+            graph[mod].update(t for t in targets if t in mods and t != mod)
+    return graph
+
+
+def layer(mod: str) -> int:
+    parts = mod.split(".")
+    top = parts[1] if len(parts) > 1 else ""
+    return next(i for i, names in enumerate(LAYERS) if top in names)
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    found: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        for w in graph[v]:
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for v in graph:
+        if v not in index:
+            visit(v)
+    return found
+
+
+def test_every_module_has_a_layer():
+    assert [m for m in modules() if not any(m.split(".")[1:2] == [n] or (n == "" and m == "wirelessfl")
+                                            for names in LAYERS for n in names)] == []
+
+
+def test_the_package_has_no_import_cycle():
+    assert cycles(import_graph()) == []
+
+
+def test_no_import_runs_up_the_layers():
+    graph = import_graph()
+    upward = [f"{a} -> {b}" for a, targets in graph.items() for b in sorted(targets) if layer(b) > layer(a)]
+    assert upward == []
+
+
+def test_the_checker_sees_a_cycle_and_an_upward_import():
+    """The checks themselves, on a graph with both defects: they can fail."""
+    graph = {"wirelessfl.sim.a": {"wirelessfl.sim.b"}, "wirelessfl.sim.b": {"wirelessfl.sim.a"},
+             "wirelessfl.config.x": {"wirelessfl.papers.y"}, "wirelessfl.papers.y": set()}
+    assert cycles(graph) == [["wirelessfl.sim.a", "wirelessfl.sim.b"]]
+    assert layer("wirelessfl.papers.y") > layer("wirelessfl.config.x")
+    lazy = {m for m in import_graph()["wirelessfl.experiments.run"]}  # function-level imports are seen
+    assert "wirelessfl.sim.runner" in lazy or "wirelessfl.sim" in lazy
