@@ -30,7 +30,7 @@ class SelectAll(Scheduler):
         self.seen_available.append(state.available)
         omega = np.full(self.n, 1 / self.n)
         return Decision(omega=omega, q=np.ones(self.n), power=np.full(self.n, self.power),
-                        queue=np.zeros(self.n), m=400)
+                        m=400)
 
 
 class ClientRoundsOnly(Algorithm):

@@ -53,7 +53,8 @@ def gains_for(kind: str, n: int, rng) -> np.ndarray:
 
 
 def check_decision(d, n, m, p_max=PMAX, lyapunov=True):
-    for name in ("omega", "q", "power", "queue"):
+    assert (d.queue is not None) == lyapunov  # only the Lyapunov scheduler keeps queues
+    for name in ("omega", "q", "power") + (("queue",) if lyapunov else ()):
         value = np.asarray(getattr(d, name))
         assert value.shape == (n,), name
         assert np.all(np.isfinite(value)), (name, value)
@@ -64,7 +65,7 @@ def check_decision(d, n, m, p_max=PMAX, lyapunov=True):
     assert np.all((d.q >= 0) & (d.q <= 1))
     np.testing.assert_allclose(d.q, inclusion_probability(d.omega, m), rtol=1e-12, atol=0)
     assert np.all((d.power >= 0) & (d.power <= p_max))
-    assert np.all(d.queue >= 0)
+    assert np.all(d.queues() >= 0)
     if lyapunov:
         assert math.isfinite(d.info["objective"])
 

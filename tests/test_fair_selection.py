@@ -9,7 +9,7 @@ from wirelessfl.config import ConfigError, LinkConfig, from_dict
 from wirelessfl.devices import ConstantCompute
 from wirelessfl.learning import FedAvg
 from wirelessfl.learning.fairness import device_test_sets, fairness_metrics
-from wirelessfl.scheduling.base import Decision, Reports, RoundState, Scheduler
+from wirelessfl.scheduling.base import Decision, Reports, RoundState, Scheduler, Traffic
 from wirelessfl.scheduling.client_store import ClientStore
 from wirelessfl.scheduling.fair import (LOSS_BITS, PowerOfChoiceScheduler, RandomScheduler,
                                         SubmodularScheduler)
@@ -86,20 +86,20 @@ def test_bootstrap_and_piggyback_traffic_of_the_submodular_schedulers():
     rng = np.random.default_rng(0)
     first, _ = one_round(sched, state(0, rng, model_bits=640.0), report)
     assert calls == [(list(range(N)), True)]  # every device reports its gradient once
-    np.testing.assert_array_equal(first.pre_upload_bits, np.full(N, 640.0 + LOSS_BITS))
+    np.testing.assert_array_equal(first.traffic.pre_upload_bits, np.full(N, 640.0 + LOSS_BITS))
     assert sched.store.vectors[7].tolist() == [7.0] * 4  # what was reported is stored
     second, request = one_round(sched, state(1, rng, model_bits=640.0), report)
-    assert len(calls) == 1 and request is None and second.pre_upload_bits is None
+    assert len(calls) == 1 and request is None and second.traffic.pre_upload_bits is None
     expected = np.zeros(N)
     expected[second.selected] = 640.0 + LOSS_BITS
-    np.testing.assert_array_equal(second.piggyback_bits, expected)
+    np.testing.assert_array_equal(second.traffic.piggyback_bits, expected)
     # the selected devices' gradients ride on their uploads
-    assert second.report_with_upload.devices.tolist() == second.selected.tolist()
-    assert second.report_with_upload.gradients
+    assert second.traffic.report_with_upload.devices.tolist() == second.selected.tolist()
+    assert second.traffic.report_with_upload.gradients
     oracle = SubmodularScheduler(N, 5, 1.0, 10.0, name="divfl", freshness="all_every_round")
     one_round(oracle, state(2, rng), report)
     decision, _ = one_round(oracle, state(3, rng), report)
-    assert len(calls) == 3 and decision.report_with_upload is None  # every round, before the decision
+    assert len(calls) == 3 and decision.traffic.report_with_upload is None  # every round, before the decision
 
 
 def test_power_of_choice_takes_the_largest_losses_among_its_candidates():
@@ -108,9 +108,9 @@ def test_power_of_choice_takes_the_largest_losses_among_its_candidates():
     sched = PowerOfChoiceScheduler(N, 4, 1.0, 10.0, candidates=12)
     rng = np.random.default_rng(9)
     d, request = one_round(sched, state(0, rng), report)
-    cand = np.flatnonzero(d.pre_upload_bits)
+    cand = np.flatnonzero(d.traffic.pre_upload_bits)
     assert cand.tolist() == request.devices.tolist() and not request.gradients
-    assert cand.size == 12 and np.all(d.pre_upload_bits[cand] == LOSS_BITS)
+    assert cand.size == 12 and np.all(d.traffic.pre_upload_bits[cand] == LOSS_BITS)
     assert sorted(d.selected.tolist()) == sorted(cand[np.argsort(-true_loss[cand])[:4]].tolist())
     full, _ = one_round(PowerOfChoiceScheduler(N, 4, 1.0, 10.0), state(1, rng), report)
     assert sorted(full.selected.tolist()) == sorted(np.argsort(-true_loss)[:4].tolist())
@@ -139,8 +139,8 @@ class ExplicitScheduler(Scheduler):
 
     def decide(self, st):
         n = self.n
-        return Decision(omega=np.zeros(n), q=np.ones(n), power=np.ones(n), queue=np.zeros(n), m=1,
-                        selected=np.asarray(self.selected), pre_upload_bits=self.pre, piggyback_bits=self.piggy)
+        return Decision(omega=np.zeros(n), q=np.ones(n), power=np.ones(n), m=1,
+                        selected=np.asarray(self.selected), traffic=Traffic(pre_upload_bits=self.pre, piggyback_bits=self.piggy))
 
 
 def run(scheduler, compute_s=(1.0, 1.0, 1.0), rounds=1, access=None, learner=None):

@@ -52,8 +52,7 @@ TOPK = textwrap.dedent('''
             chosen = np.sort(np.argsort(-state.gains, kind="stable")[: self.k])
             q = np.zeros(self.n)
             q[chosen] = 1.0
-            return Decision(omega=q / q.sum(), q=q, power=np.full(self.n, self.p_max), queue=np.zeros(self.n),
-                            m=self.k, selected=chosen, info={"decided": self.decided, "note": "not a number"})
+            return Decision(omega=q / q.sum(), q=q, power=np.full(self.n, self.p_max), m=self.k, selected=chosen, info={"decided": self.decided, "note": "not a number"})
 
         def state_dict(self):
             return {"decided": self.decided, "history": np.arange(self.decided)}
@@ -116,7 +115,7 @@ PLAIN = textwrap.dedent('''
             chosen = np.arange(state.round % 2, self.n, 2)
             q = np.zeros(self.n)
             q[chosen] = 1.0
-            return Decision(omega=q / q.sum(), q=q, power=np.ones(self.n), queue=np.zeros(self.n), m=1,
+            return Decision(omega=q / q.sum(), q=q, power=np.ones(self.n), m=1,
                             selected=chosen)
 ''')
 
@@ -543,8 +542,7 @@ class PlainTopK:
 
         n = self.n
         chosen = np.argsort(-np.asarray(state.gains))[: self.k]
-        return Decision(omega=np.full(n, 1 / n), q=np.full(n, self.k / n), power=np.ones(n), queue=np.zeros(n),
-                        m=self.k, selected=chosen)
+        return Decision(omega=np.full(n, 1 / n), q=np.full(n, self.k / n), power=np.ones(n), m=self.k, selected=chosen)
 
 
 class NoDecide:

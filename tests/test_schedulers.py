@@ -29,7 +29,7 @@ def test_uniform_meets_the_power_budget_with_equality_where_it_can():
     assert room.sum() == 6  # two devices whose budget exceeds q Pmax
     assert np.allclose((d.q * d.power)[room], p_bar[room], rtol=1e-14)
     assert np.all(d.power[~room] == PMAX) and np.all((d.q * d.power)[~room] < p_bar[~room])
-    assert np.all(d.queue == 0) and d.m == m
+    assert d.queue is None and np.all(d.queues() == 0) and d.m == m  # no queues kept: none returned
 
 
 def test_uniform_with_an_availability_mask():
@@ -193,3 +193,20 @@ def test_initial_queue_starts_every_queue_there_and_removes_round_zeros_full_pow
     assert np.all(started.queue == 5.0)
     with pytest.raises(ValueError, match="initial_queue"):
         LyapunovScheduler(**kw, initial_queue=-1.0)
+
+
+def test_a_scheduler_without_queues_or_extra_traffic_returns_the_narrow_decision(tmp_path):
+    """The round contract: omega, q, power, m (and what it chooses); the Lyapunov queue and the
+    uplink extras are optional parts a scheduler leaves out when it has none."""
+    from wirelessfl import simulate
+    from wirelessfl.config import from_dict
+    from wirelessfl.scheduling import NO_TRAFFIC, Decision
+
+    d = Decision(omega=np.full(4, 0.25), q=np.full(4, 0.5), power=np.ones(4), m=2)
+    assert d.queue is None and d.traffic is NO_TRAFFIC and np.all(d.queues() == 0)
+    res = simulate(from_dict({"run": {"rounds": 4, "timing_only": True}, "devices": {"count": 4},
+                              "scheduler": {"name": "uniform", "m": 2}}), tmp_path / "r", progress=False)
+    assert (res.rounds["queue_mean"] == 0).all()
+    from wirelessfl import load_decisions
+
+    assert (load_decisions(tmp_path / "r")["queue"] == 0).all()

@@ -27,4 +27,4 @@ class TopK(Scheduler):
         best = np.argsort(-gains, kind="stable")[: self.k]
         q = np.isin(np.arange(self.n), best[np.isfinite(gains[best])]) * 1.0
         return Decision(omega=q / max(q.sum(), 1.0), q=q, power=np.full(self.n, self.p_max),
-                        queue=np.zeros(self.n), m=self.k, selected=np.flatnonzero(q))
+                        m=self.k, selected=np.flatnonzero(q))

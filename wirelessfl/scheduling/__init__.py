@@ -7,8 +7,8 @@ installed plugins and import paths. The pymanopt simplex manifold (``Simplex``) 
 use only, because importing pymanopt pulls in its autodiff backends (torch).
 """
 from ..plugins import Registry
-from .base import (Decision, Dispatch, DispatchState, ReportRequest, Reports, RoundState, Scheduler, draw_devices,
-                   has_dispatch, inclusion_probability)
+from .base import (NO_TRAFFIC, Decision, Dispatch, DispatchState, ReportRequest, Reports, RoundState, Scheduler, Traffic,
+                   draw_devices, has_dispatch, inclusion_probability)
 from .power import POWER_RULES, optimal_power
 from .schedulers import LyapunovScheduler, UniformScheduler
 from .selection import SELECTION_METHODS, SelectionResult, selection_objective, solve_selection
@@ -26,6 +26,7 @@ SCHEDULERS = Registry("scheduler", "wirelessfl.scheduling:Scheduler", {
 
 __all__ = [
     "Decision",
+    "NO_TRAFFIC",
     "Dispatch",
     "DispatchState",
     "LyapunovScheduler",
@@ -33,6 +34,7 @@ __all__ = [
     "ReportRequest",
     "Reports",
     "RoundState",
+    "Traffic",
     "SCHEDULERS",
     "SELECTION_METHODS",
     "Scheduler",

@@ -10,10 +10,10 @@
 All draw from ``state.rng`` (the engine's "selection" stream), so runs are reproducible and
 strategies that differ only in lam or mu consume the same random numbers. The Decision carries the
 chosen devices in ``selected`` (the engine uses them instead of drawing) and the extra uplink
-traffic they cost in ``pre_upload_bits`` (before the round: bootstrap gradients, loss scalars) and
+traffic they cost in ``Decision.traffic``: ``pre_upload_bits`` (before the round: bootstrap gradients, loss scalars) and
 ``piggyback_bits`` (added to a selected device's model upload: its refreshed gradient and loss).
 What the server learns comes through the scheduler's probe phase (``probe`` asks for losses or
-gradients before the decision, ``Decision.report_with_upload`` for those riding on the uploads);
+gradients before the decision, ``Traffic.report_with_upload`` for those riding on the uploads);
 training runs deliver them to ``receive``, timing-only runs deliver nothing and the store stays at
 zeros. A gradient costs as much as one model upload (``state.model_bits``).
 
@@ -32,7 +32,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..fields import ConfigError, option, require_memory
-from .base import Decision, ReportRequest, Reports, RoundState, Scheduler
+from .base import Decision, ReportRequest, Reports, RoundState, Scheduler, Traffic
 from .client_store import ClientStore
 from .schedulers import _available, _per_device
 from .submodular import SelectionObjective, greedy, sample_size_rule
@@ -137,11 +137,11 @@ class _FairBase(Scheduler):
         q = np.where(avail, min(1.0, self.kappa / max(int(avail.sum()), 1)), 0.0)
         power = np.where(avail, np.minimum(self.p_max, self.p_bar / np.where(q > 0, q, 1.0)), 0.0)
         omega = q / max(q.sum(), 1e-300) if q.any() else np.zeros(n)
-        return Decision(omega=omega, q=q, power=power, queue=np.zeros(n), m=self.kappa,
+        return Decision(omega=omega, q=q, power=power, m=self.kappa,
                         info={"method": self.method, "scheduled": int(avail.sum()), **info},
                         selected=np.sort(np.asarray(selected, dtype=np.int64)),
-                        pre_upload_bits=pre_bits, piggyback_bits=piggyback_bits,
-                        report_with_upload=report_with_upload)
+                        traffic=Traffic(pre_upload_bits=pre_bits, piggyback_bits=piggyback_bits,
+                                        report_with_upload=report_with_upload))
 
 
 def _rng(state: RoundState) -> np.random.Generator:

@@ -175,7 +175,7 @@ class UniformScheduler(Scheduler):
             q = np.where(avail, min(self.m, count) / max(count, 1), 0.0)
         power = np.zeros(n)
         power[avail] = np.minimum(self.p_max[avail], self.p_bar[avail] / q[avail])
-        return Decision(omega=omega, q=q, power=power, queue=np.zeros(n), m=self.m,
+        return Decision(omega=omega, q=q, power=power, m=self.m,
                         info={"method": "uniform", "scheduled": count}, replace=self.replace)
 
     def dispatch(self, state: DispatchState) -> Dispatch:

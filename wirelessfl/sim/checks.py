@@ -43,6 +43,8 @@ def check_decision(decision, n: int, available: np.ndarray | None, where: str) -
     unavailable device has a chance of being drawn."""
     arrays = {}
     for name in ("omega", "q", "power", "queue"):
+        if name == "queue" and decision.queue is None:  # a scheduler that keeps no queues
+            continue
         a = np.asarray(getattr(decision, name), dtype=float)
         if a.shape != (n,):
             raise PartError(f"{where}: Decision.{name} has shape {a.shape}; need one entry per device, ({n},)")

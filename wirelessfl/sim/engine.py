@@ -6,7 +6,7 @@ Per round: channel draw -> availability -> the algorithm's plan (a client round,
 in which the server trains alone) -> the scheduler's probe (reports it wants before deciding;
 training runs deliver them) -> the scheduler's decision -> m draws (distinct set), or the set the
 scheduler chose itself (Decision.selected) -> downlink broadcast -> uploads that must precede the
-computation (Decision.pre_upload_bits, e.g. the probe's reports; through the same uplink) -> every
+computation (Decision.traffic.pre_upload_bits, e.g. the probe's reports; through the same uplink) -> every
 selected device computes in parallel from the same moment, and the access scheme queues their
 uploads (TDMA: one transmitter, first come first served in order of computation completion; FDMA:
 each on its own sub-band as soon as its computation ends) -> aggregation once every upload is in,
@@ -274,8 +274,8 @@ class Engine:
         power = p.access.transmit_power(gains[selected], decision_power)
         bits = p.upload_bits
         piggy_s = 0.0
-        if decision.piggyback_bits is not None:  # e.g. a refreshed gradient riding on the model upload
-            extra = np.asarray(decision.piggyback_bits, dtype=float)[selected]
+        if decision.traffic.piggyback_bits is not None:  # e.g. a refreshed gradient riding on the model upload
+            extra = np.asarray(decision.traffic.piggyback_bits, dtype=float)[selected]
             bits = p.upload_bits + extra
             piggy_s = float(np.where(extra > 0, p.access.airtime_s(extra, gains[selected], power), 0.0).sum())
         delivered = attempts = None
@@ -290,7 +290,7 @@ class Engine:
         if p.downlink_s > 0:
             yield self.env.timeout(p.downlink_s)
         pre_s, pre_energy = 0.0, 0.0
-        if decision.pre_upload_bits is not None:
+        if decision.traffic.pre_upload_bits is not None:
             pre_s, pre_energy = yield from self._pre_uploads(decision, gains)
         t_compute = self.env.now
         deadline_at = None
@@ -316,7 +316,7 @@ class Engine:
                 comp_energy = comp_energy * np.where(comp > 0, np.clip((t_end - t_compute) / comp, 0.0, 1.0), 1.0)
         metrics = {}
         if self.learner is not None:
-            report = decision.report_with_upload
+            report = decision.traffic.report_with_upload
             if report is not None:  # reports on the uploads that arrived, at the round's model
                 on_upload = np.intersect1d(np.asarray(report.devices, dtype=np.int64), selected[arrived])
                 p.scheduler.receive(self.learner.reports(
@@ -355,7 +355,7 @@ class Engine:
         bootstrap gradients or Power-of-Choice losses: under TDMA one device after another through
         the uplink resource in device order; under FDMA all at once on the band split among them.
         Returns (the uplink time they took, their transmit energy)."""
-        pre_bits = np.asarray(decision.pre_upload_bits, dtype=float)
+        pre_bits = np.asarray(decision.traffic.pre_upload_bits, dtype=float)
         senders = np.flatnonzero(pre_bits > 0)
         if senders.size == 0:
             return 0.0, 0.0
@@ -379,7 +379,7 @@ class Engine:
         n = self.parts.num_devices
         queue = self.parts.scheduler.skip_round(state, plan.drain)
         decision = Decision(omega=np.zeros(n), q=np.zeros(n), power=np.zeros(n),
-                            queue=np.zeros(n) if queue is None else np.asarray(queue, dtype=float), m=0,
+                            queue=None if queue is None else np.asarray(queue, dtype=float), m=0,
                             info={"method": "server_round"})
         none = np.empty(0, dtype=np.int64)
         self.on_round(RoundRecord(

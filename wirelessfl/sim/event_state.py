@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from ..scheduling.base import Decision, ReportRequest
+from ..scheduling.base import Decision, ReportRequest, Traffic
 from .engine import load_parts_state, parts_state
 from .flight import ARRIVED, ON_AIR, QUEUED, Round, Update
 
@@ -118,11 +118,13 @@ def _round_state(round_: Round | None) -> dict | None:
         return None
     d = round_.decision
     decision = None if d is None else {f.name: getattr(d, f.name) for f in fields(d)}
-    if decision is not None and decision["report_with_upload"] is not None:
-        rq = decision["report_with_upload"]
-        decision["report_with_upload"] = {"devices": rq.devices, "gradients": rq.gradients,
-                                          "max_samples": rq.max_samples}
     if decision is not None:
+        traffic = {f.name: getattr(d.traffic, f.name) for f in fields(d.traffic)}
+        rq = traffic["report_with_upload"]
+        if rq is not None:
+            traffic["report_with_upload"] = {"devices": rq.devices, "gradients": rq.gradients,
+                                             "max_samples": rq.max_samples}
+        decision["traffic"] = traffic
         decision["info"] = _numbers_only(decision["info"])
     return {"index": round_.index, "t_start": round_.t_start, "compute_start_s": round_.compute_start_s,
             "decision": decision, "selected": round_.selected, "gains": round_.gains,
@@ -137,9 +139,10 @@ def _round_from(state: dict | None, by_seq: dict) -> Round | None:
     decision = state["decision"]
     if decision is not None:
         decision = dict(decision)
-        if decision["report_with_upload"] is not None:
-            decision["report_with_upload"] = ReportRequest(**decision["report_with_upload"])
-        decision = Decision(**decision)
+        traffic = dict(decision["traffic"])
+        if traffic["report_with_upload"] is not None:
+            traffic["report_with_upload"] = ReportRequest(**traffic["report_with_upload"])
+        decision = Decision(**{**decision, "traffic": Traffic(**traffic)})
     updates = [by_seq[seq] for seq in state["updates"]]
     return Round(state["index"], state["t_start"], state["compute_start_s"], decision,
                  np.asarray(state["selected"], dtype=np.int64), np.asarray(state["gains"]), state["available"],

@@ -508,7 +508,7 @@ class EventEngine(RoundMachinery):
             # more: updates.csv has every upload)
             comm_s=float(airtime.sum()), selected=sel, upload_order=np.empty(0, dtype=np.int64), airtime_s=airtime,
             energy_j=np.array([u.energy_j for u in updates]), gains=empty,
-            decision=Decision(omega=empty, q=empty, power=empty, queue=empty, m=0, info=self.dispatch_info),
+            decision=Decision(omega=empty, q=empty, power=empty, m=0, info=self.dispatch_info),
             compute_energy_j=np.array([u.compute_energy_j for u in updates]), arrived=np.ones(sel.size, dtype=bool),
             available=self.available, metrics=metrics, power=np.array([u.power for u in updates]),
             q=empty, staleness=staleness, per_update=True))

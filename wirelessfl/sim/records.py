@@ -339,7 +339,8 @@ class Recorder:
             "power_mean": float(power.sum() / len(sel)) if len(sel) else 0.0,
             "q_selected": _floats(d.q[sel]) if rec.q is None else _floats(rec.q),
             # no round decision (dispatch protocols): the dispatch rule's queues, if it keeps any
-            "queue_mean": float(d.queue.sum() / d.queue.size) if d.queue.size else d.info.get("queue_mean", 0.0),
+            "queue_mean": (float(d.queue.sum() / d.queue.size) if d.queue is not None and d.queue.size
+                           else d.info.get("queue_mean", 0.0)),
             "objective": d.info.get("objective", math.nan),
         }
         comp_energy = rec.compute_energy_j
@@ -378,7 +379,7 @@ class Recorder:
         if where is not None:
             self.distance_sum += np.hypot(where[:, 0], where[:, 1])
         if self.arrays is not None:
-            arrays = {"gains": rec.gains, "omega": d.omega, "q": d.q, "power": d.power, "queue": d.queue,
+            arrays = {"gains": rec.gains, "omega": d.omega, "q": d.q, "power": d.power, "queue": d.queues(),
                       "available": np.ones(self.num_devices) if available is None else available}
             if where is not None:
                 arrays["positions"] = where

@@ -54,8 +54,8 @@ class RoundMachinery:
         bits = np.full(selected.size, float(p.upload_bits))
         concurrent = p.access.concurrent
         piggy_s = 0.0
-        if decision.piggyback_bits is not None:  # e.g. a refreshed gradient riding on the model upload
-            extra = np.asarray(decision.piggyback_bits, dtype=float)[selected]
+        if decision.traffic.piggyback_bits is not None:  # e.g. a refreshed gradient riding on the model upload
+            extra = np.asarray(decision.traffic.piggyback_bits, dtype=float)[selected]
             bits = bits + extra
             if not concurrent:
                 piggy_s = float(np.where(extra > 0, p.access.airtime_s(extra, gains[selected], power), 0.0).sum())
@@ -64,14 +64,14 @@ class RoundMachinery:
         elif p.fading is not None and not self.packets_on:  # as sync draws it: the round's uploads at once
             airtime = p.fading.upload_times(bits, gains[selected], power, selected, self.streams["fading"])
         else:
-            airtime = p.access.airtime_s(bits if decision.piggyback_bits is not None else p.upload_bits,
+            airtime = p.access.airtime_s(bits if decision.traffic.piggyback_bits is not None else p.upload_bits,
                                          gains[selected], power)
         comp = np.asarray(p.compute.compute_times(selected, self.streams["compute"], round_idx=r), dtype=float)
         energy = np.asarray(p.compute.energy_j(selected, round_idx=r), dtype=float)
         start = t + p.downlink_s
         round_ = self.round_ = Round(r, t, start, decision, selected, gains, available, comp, [], piggy_s=piggy_s)
         # the probe's reports go up first (after the broadcast), through the same uplink, as under sync
-        pre = np.zeros(0) if decision.pre_upload_bits is None else np.asarray(decision.pre_upload_bits, dtype=float)
+        pre = np.zeros(0) if decision.traffic.pre_upload_bits is None else np.asarray(decision.traffic.pre_upload_bits, dtype=float)
         senders = np.flatnonzero(pre > 0)
         if senders.size:
             round_.reports_left = int(senders.size)
@@ -111,7 +111,7 @@ class RoundMachinery:
                            access=self.parts.access)
         queue = self.parts.scheduler.skip_round(state, self._drain)
         decision = Decision(omega=np.zeros(n), q=np.zeros(n), power=np.zeros(n),
-                            queue=np.zeros(n) if queue is None else np.asarray(queue, dtype=float), m=0,
+                            queue=None if queue is None else np.asarray(queue, dtype=float), m=0,
                             info={"method": "server_round"})
         none = np.empty(0, dtype=np.int64)
         duration = round_.server_s
@@ -144,7 +144,7 @@ class RoundMachinery:
         power = np.array([u.power for u in ups])
         metrics = {}
         if self.learner is not None:
-            report = round_.decision.report_with_upload
+            report = round_.decision.traffic.report_with_upload
             if report is not None:
                 on_upload = np.intersect1d(np.asarray(report.devices, dtype=np.int64), selected[arrived])
                 p.scheduler.receive(self.learner.reports(
