@@ -1,4 +1,4 @@
-"""The event loop: round times, TDMA first-come-first-served order, stop and evaluation rules."""
+"""The sync engine: round times, TDMA first-come-first-served order (in closed form), stop and evaluation rules."""
 import numpy as np
 import pytest
 
@@ -33,7 +33,7 @@ def test_equal_computation_round_lasts_comp_plus_sum_of_airtimes():
         assert rec.t_end - rec.t_start == pytest.approx(0.5 + 2.5 + sum(airtimes))
         assert rec.comm_s == pytest.approx(sum(airtimes))
         assert rec.t_start == pytest.approx(i * (0.5 + 2.5 + 11.0))
-    assert list(records[0].upload_order) == [0, 1, 2]  # ties: the order the processes started
+    assert list(records[0].upload_order) == [0, 1, 2]  # ties: in device order
 
 
 def test_uploads_are_first_come_first_served_in_order_of_computation():

@@ -1,4 +1,6 @@
 """Channel and link: Rayleigh statistics, sigma profiles, the gain floor, rate/airtime/energy."""
+import math
+
 import numpy as np
 import pytest
 
@@ -37,5 +39,5 @@ def test_rate_airtime_energy_closed_form():
     rate = 1e6 * np.log2(1 + 3.0 * 2.0 / 2.0)  # = 2 Mbit/s
     assert link.rate_bps(gain, power)[0] == pytest.approx(2e6)
     assert link.airtime_s(bits, gain, power)[0] == pytest.approx(bits / rate) == pytest.approx(3.0)
-    assert link.energy_j(bits, gain, power)[0] == pytest.approx(6.0)
-    assert link.energy_j(bits, gain, np.array([0.0]))[0] == 0.0
+    assert power[0] * link.airtime_s(bits, gain, power)[0] == pytest.approx(6.0)  # the energy P x airtime
+    assert link.airtime_s(bits, gain, np.array([0.0]))[0] == math.inf  # nothing sent at zero power

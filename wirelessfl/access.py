@@ -108,14 +108,6 @@ class Link:
         with np.errstate(divide="ignore"):
             return bits / self.rate_bps(gain, power)
 
-    def energy_j(self, bits: float, gain: np.ndarray, power: np.ndarray) -> np.ndarray:
-        """Transmit energy P x airtime (0 where nothing is sent)."""
-        gain, power = np.broadcast_arrays(np.asarray(gain, dtype=float), np.asarray(power, dtype=float))
-        sending = power > 0
-        energy = np.zeros(power.shape)
-        energy[sending] = power[sending] * self.airtime_s(bits, gain[sending], power[sending])
-        return energy
-
 
 @dataclass
 class UplinkSchedule:

@@ -54,7 +54,7 @@ from typing import ClassVar, Sequence
 import numpy as np
 
 from ..fields import ConfigError, option
-from ..rng import _seed_sequence
+from ..rng import stream
 from .algorithms import Algorithm, Updates, applies_stale_updates, require_inclusion_probabilities
 
 __all__ = ["FEDSHUFFLE_METHODS", "FedShuffleGen", "FedShuffleOptions", "make_fedshuffle_method"]
@@ -169,9 +169,7 @@ class FedShuffleGen(Algorithm):
         devices = np.asarray(devices, dtype=np.int64).reshape(-1)
         if self.epochs_max is None:
             return np.full(devices.size, self.local_epochs, dtype=np.int64)
-        base = _seed_sequence(self.seed, "local_epochs")
-        rng = np.random.Generator(np.random.PCG64(
-            np.random.SeedSequence(base.entropy, spawn_key=(*base.spawn_key, int(round_idx)))))
+        rng = stream(self.seed, "local_epochs", round_idx)
         return rng.integers(self.local_epochs, self.epochs_max + 1, size=self.num_devices)[devices]
 
     def local_work(self, devices: Sequence[int], round_idx: int = 0) -> tuple[np.ndarray, np.ndarray]:

@@ -26,7 +26,7 @@ from torch.func import functional_call, grad, jvp, vmap
 
 from wirelessfl.learning.datasets import Dataset
 from wirelessfl.learning.models import build_model
-from wirelessfl.rng import _seed_sequence, stream, torch_generator
+from wirelessfl.rng import stream, torch_generator
 
 __all__ = ["Direction", "LocalDirection", "Trainer"]
 
@@ -242,9 +242,7 @@ class Trainer:
     def _minibatch_rng(self, device: int, round_idx: int, stream_name: str = "minibatch") -> np.random.Generator:
         # A child of the named stream (default "minibatch"), keyed by (round, device): independent of
         # the other selected devices and of the order in which devices are processed.
-        base = _seed_sequence(self.root_seed, stream_name)
-        seq = np.random.SeedSequence(base.entropy, spawn_key=(*base.spawn_key, int(round_idx), int(device)))
-        return np.random.Generator(np.random.PCG64(seq))
+        return stream(self.root_seed, stream_name, round_idx, device)
 
     def minibatch_indices(self, device: int, round_idx: int, local_steps: int | None = None, *,
                           stream_name: str = "minibatch") -> torch.LongTensor:
@@ -399,9 +397,7 @@ class Trainer:
             raise ValueError("the server holds no samples and cannot train")
         b = min(self.batch_size if batch_size is None else int(batch_size), pool.size)
         lr = self.lr if lr is None else float(lr)
-        base = _seed_sequence(self.root_seed, "server_minibatch")
-        rng = np.random.Generator(np.random.PCG64(
-            np.random.SeedSequence(base.entropy, spawn_key=(*base.spawn_key, int(round_idx)))))
+        rng = stream(self.root_seed, "server_minibatch", round_idx)
         if steps is None:
             order = pool[rng.permutation(pool.size)]
             batches = [order[i:i + b] for i in range(0, pool.size, b)]
@@ -531,7 +527,6 @@ class Trainer:
         if len(test_indices) != self.num_devices:
             raise ValueError(f"need one test split per device ({self.num_devices}), got {len(test_indices)}")
         b = self.batch_size if batch_size is None else int(batch_size)
-        base = _seed_sequence(self.root_seed, "personal_adapt")
         w = self._params
         personal = np.full(self.num_devices, np.nan)
         local = np.full(self.num_devices, np.nan)
@@ -540,8 +535,7 @@ class Trainer:
             own = self._indices[n] if adapt_on == "train" else test_ix
             if test_ix.size == 0 or own.size == 0:
                 continue
-            rng = np.random.Generator(np.random.PCG64(np.random.SeedSequence(
-                base.entropy, spawn_key=(*base.spawn_key, n))))
+            rng = stream(self.root_seed, "personal_adapt", n)
             adapt = torch.from_numpy(own[rng.permutation(own.size)[: min(b, own.size)]]).to(self.device)
             x_a, y_a = (self._x_train[adapt], self._y_train[adapt]) if adapt_on == "train" else \
                 (self._x_test[adapt], self._y_test[adapt])

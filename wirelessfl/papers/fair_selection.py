@@ -31,7 +31,8 @@ from typing import Sequence
 import numpy as np
 import pandas as pd
 
-from .recipes import SPREAD, Recipe, Report, Runs, figure_caption, packaged, pyplot, save_figure, seed_std, with_spread
+from .recipes import (SPREAD, Recipe, Report, Runs, figure_caption, last_rows, packaged, pyplot, run_summary, save_figure,
+                      seed_std, with_spread)
 
 # ---------------------------------------------------------------------------------------------
 # the paper's numbers (MNIST column): accuracy %, dissimilarity %
@@ -223,7 +224,7 @@ def collect_table(name: str):
                 frame["scheduler"] = setting.scheduler["name"]
                 frame["distinct_per_5_rounds"] = distinct_in_windows(chosen)
                 frame["selections_digest"] = selection_digest(chosen)
-                frame["wall_s"] = _summary(run_dir).get("wall_time_s", math.nan)
+                frame["wall_s"] = run_summary(run_dir).get("wall_time_s", math.nan)
                 frames.append(frame)
         columns = ["variant", "seed", *TABLE_EVAL_COLUMNS, "scheduler", "distinct_per_5_rounds",
                    "selections_digest", "wall_s"]
@@ -231,18 +232,13 @@ def collect_table(name: str):
     return collect
 
 
-def _summary(run_dir: Path) -> dict:
-    """A run's summary.json."""
-    from ..jsonio import read_json
-
-    return read_json(run_dir / "summary.json")
 
 
 def wireless_run_numbers(variant: str, run_dir: Path) -> dict:
     """A wireless run's totals: simulated time, airtime of the model uploads and of the extra uplink
     traffic (gradient bootstrap and piggy-back, loss scalars), rounds, distinct devices."""
     r = pd.read_csv(run_dir / "rounds.csv", dtype={"selected": str}, keep_default_na=False)
-    summary = _summary(run_dir)
+    summary = run_summary(run_dir)
     extra = r["extra_airtime_s"].astype(float)
     return {"rounds": len(r), "sim_time_s": summary["sim_time_s"],
             "model_airtime_s": float((r["comm_s"].astype(float) - extra).sum()),
@@ -274,10 +270,7 @@ def collect_wireless(runs: Runs, scale: str) -> pd.DataFrame:
 
 def final_rows(data: pd.DataFrame) -> pd.DataFrame:
     """Each run's last evaluation (the numbers the tables report)."""
-    if data.empty:
-        return data
-    last = data.groupby(["variant", "seed"])["round"].transform("max")
-    return data[data["round"] == last].sort_values(["variant", "seed"], kind="stable").reset_index(drop=True)
+    return last_rows(data, "round")
 
 
 def _stats(values: pd.Series, scale: float = 100.0) -> dict:

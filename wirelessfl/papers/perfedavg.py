@@ -35,7 +35,8 @@ import numpy as np
 import pandas as pd
 
 from ..learning.perfedavg import GRADIENT_EVALUATIONS
-from .recipes import SPREAD, Recipe, Report, Runs, figure_caption, packaged, pyplot, save_figure, seed_std, with_spread
+from .recipes import (SPREAD, Recipe, Report, Runs, figure_caption, last_rows, packaged, pyplot, run_summary, save_figure,
+                      seed_std, with_spread)
 
 # ---------------------------------------------------------------------------------------------
 # the paper's numbers
@@ -206,11 +207,6 @@ def wireless_families(scale: str, overrides: Sequence[str]):
 EVAL_COLUMNS = ("round", "time_s", "personal_accuracy", "personal_accuracy_std", "local_accuracy", "accuracy")
 
 
-def _summary(run_dir: Path) -> dict:
-    """A run's summary.json."""
-    from ..jsonio import read_json
-
-    return read_json(run_dir / "summary.json")
 
 
 def run_rows(variant: str, seed: int, run_dir: Path) -> pd.DataFrame:
@@ -221,7 +217,7 @@ def run_rows(variant: str, seed: int, run_dir: Path) -> pd.DataFrame:
     frame.insert(0, "eval_index", np.arange(len(frame)))
     frame.insert(0, "seed", seed)
     frame.insert(0, "variant", variant)
-    summary = _summary(run_dir)
+    summary = run_summary(run_dir)
     for key in ("rounds", "sim_time_s", "total_comm_s", "total_comp_s"):
         frame[key] = summary.get(key, math.nan)
     frame["wall_s"] = summary.get("wall_time_s", math.nan)
@@ -284,10 +280,7 @@ def collect_wireless(runs: Runs, scale: str) -> pd.DataFrame:
 
 def final_rows(data: pd.DataFrame) -> pd.DataFrame:
     """Each run's last evaluation (the numbers the tables report)."""
-    if data.empty:
-        return data
-    last = data.groupby(["variant", "seed"])["eval_index"].transform("max")
-    return data[data["eval_index"] == last].sort_values(["variant", "seed"], kind="stable").reset_index(drop=True)
+    return last_rows(data, "eval_index")
 
 
 def seed_stats(values: Sequence[float]) -> tuple[float, float]:

@@ -293,6 +293,21 @@ def _report_from_given(recipe: Recipe, table: pd.DataFrame, path: Path, figures:
         raise ConfigError(f"--data: {path} is not the data of recipe {recipe.key} ({what})") from None
 
 
+def run_summary(run_dir: Path) -> dict:
+    """A run's summary.json."""
+    from ..jsonio import read_json
+
+    return read_json(Path(run_dir) / "summary.json")
+
+
+def last_rows(data: pd.DataFrame, order: str = "round") -> pd.DataFrame:
+    """Each run's (variant and seed) last evaluation by ``order``: the numbers the tables report."""
+    if data.empty:
+        return data
+    last = data.groupby(["variant", "seed"])[order].transform("max")
+    return data[data[order] == last].sort_values(["variant", "seed"], kind="stable").reset_index(drop=True)
+
+
 def mean_std(values, digits: int = 3) -> str:
     """"mean ± std (n)" of per-seed values, std as SPREAD says, n the seeds counted."""
     import numpy as np

@@ -34,7 +34,7 @@ import numpy as np
 from ..fields import ConfigError, option, require_memory
 from .base import Decision, ReportRequest, Reports, RoundState, Scheduler, Traffic
 from .client_store import ClientStore
-from .schedulers import _available, _per_device
+from .schedulers import available_mask, per_device
 from .submodular import SelectionObjective, greedy, sample_size_rule
 
 __all__ = ["DivFL", "LOSS_BITS", "PHI", "PowerOfChoiceScheduler", "RandomScheduler", "SubTrunc",
@@ -113,8 +113,8 @@ class _FairBase(Scheduler):
         if int(kappa) != kappa or not 1 <= kappa <= self.num_devices:
             raise ValueError(f"kappa must be an integer in [1, {self.num_devices}], got {kappa!r}")
         self.kappa = self.m = int(kappa)
-        self.p_bar = _per_device(p_bar, self.num_devices, "p_bar")
-        self.p_max = _per_device(p_max, self.num_devices, "p_max")
+        self.p_bar = per_device(p_bar, self.num_devices, "p_bar")
+        self.p_max = per_device(p_max, self.num_devices, "p_max")
 
     @classmethod
     def check(cls, scenario, options) -> None:
@@ -163,7 +163,7 @@ class RandomScheduler(_FairBase):
 
     def decide(self, state: RoundState) -> Decision:
         """Draw the devices; no extra traffic."""
-        avail = _available(state, self.num_devices)
+        avail = available_mask(state, self.num_devices)
         pool = np.flatnonzero(avail)
         sel = _rng(state).choice(pool, size=min(self.kappa, pool.size), replace=False) if pool.size else pool
         return self._decision(state, avail, sel)
@@ -206,7 +206,7 @@ class PowerOfChoiceScheduler(_FairBase):
 
     def probe(self, state: RoundState) -> ReportRequest:
         """Sample this round's candidates; they report their current loss."""
-        pool = np.flatnonzero(_available(state, self.num_devices))
+        pool = np.flatnonzero(available_mask(state, self.num_devices))
         if self.candidates < pool.size:
             pool = np.sort(_rng(state).choice(pool, size=self.candidates, replace=False))
         self._pool = pool
@@ -218,7 +218,7 @@ class PowerOfChoiceScheduler(_FairBase):
 
     def decide(self, state: RoundState) -> Decision:
         """The kappa candidates with the largest stored losses; the candidates' losses cost airtime."""
-        avail = _available(state, self.num_devices)
+        avail = available_mask(state, self.num_devices)
         cand = self._pool
         # stable sort on -loss: equal losses go to the lower index
         order = np.argsort(-self.store.losses[cand], kind="stable")
@@ -325,10 +325,6 @@ class SubmodularScheduler(_FairBase):
             raise ConfigError("scheduler.fair_epsilon: set either scheduler.fair_sample_size or "
                               "scheduler.fair_epsilon, not both")
 
-    def reset(self) -> None:
-        """Forget the selection history (start of a new run)."""
-        self.history = np.full((0, self.kappa), -1, dtype=np.int64)
-
     def probe(self, state: RoundState) -> ReportRequest | None:
         """Every device reports its gradient and loss in the first round (and, for the oracle, in
         every round)."""
@@ -345,7 +341,7 @@ class SubmodularScheduler(_FairBase):
     def decide(self, state: RoundState) -> Decision:
         """Greedy over the objective on the stored gradients and losses."""
         n = self.num_devices
-        avail = _available(state, n)
+        avail = available_mask(state, n)
         pre = None
         if self._probed_round == state.round:
             pre = np.full(n, state.model_bits + LOSS_BITS)

@@ -22,12 +22,13 @@ from .base import Decision, Dispatch, DispatchState, RoundState, Scheduler, incl
 from .dispatch import DispatchQueues
 from .power import POWER_RULES, check_gains
 from .pricing import priced_power_and_airtime
-from .selection import SELECTION_METHODS, _solve_selection
+from .selection import SELECTION_METHODS, solve_checked
 
 _LN2 = math.log(2.0)
 
 
-def _per_device(value, n: int, name: str) -> np.ndarray:
+def per_device(value, n: int, name: str) -> np.ndarray:
+    """``value`` (a scalar or one per device) as an (n,) float array, finite and >= 0; ValueError naming ``name``."""
     arr = np.asarray(value, dtype=float)
     try:
         arr = np.broadcast_to(arr, (n,)).astype(float)
@@ -38,7 +39,7 @@ def _per_device(value, n: int, name: str) -> np.ndarray:
     return arr
 
 
-def _available(state: RoundState, n: int) -> np.ndarray:
+def available_mask(state: RoundState, n: int) -> np.ndarray:
     """The availability mask (shapes checked)."""
     avail = _availability(state, n)
     return np.ones(n, dtype=bool) if avail is None else avail
@@ -145,8 +146,8 @@ class UniformScheduler(Scheduler):
         if self.num_devices < 1:
             raise ValueError(f"num_devices must be >= 1, got {num_devices!r}")
         self.m = _check_m(m)
-        self.p_bar = _per_device(p_bar, self.num_devices, "p_bar")
-        self.p_max = _per_device(p_max, self.num_devices, "p_max")
+        self.p_bar = per_device(p_bar, self.num_devices, "p_bar")
+        self.p_max = per_device(p_max, self.num_devices, "p_max")
         self.replace = bool(replace)
 
     Options = UniformOptions
@@ -166,7 +167,7 @@ class UniformScheduler(Scheduler):
     def decide(self, state: RoundState) -> Decision:
         """Uniform omega over the available devices and budget-matching powers."""
         n = self.num_devices
-        avail = _available(state, n)
+        avail = available_mask(state, n)
         count = int(avail.sum())
         omega = np.where(avail, 1.0 / max(count, 1), 0.0)
         if self.replace:
@@ -218,8 +219,8 @@ class LyapunovScheduler(Scheduler):
             raise ValueError(f"lam must be finite and >= 0, got {lam!r}")
         self.V = float(V)
         self.lam = float(lam)
-        self.p_bar = _per_device(p_bar, self.num_devices, "p_bar")
-        self.p_max = _per_device(p_max, self.num_devices, "p_max")
+        self.p_bar = per_device(p_bar, self.num_devices, "p_bar")
+        self.p_max = per_device(p_max, self.num_devices, "p_max")
         if power_rule not in POWER_RULES:
             raise ValueError(f"unknown power rule {power_rule!r}; allowed values: {', '.join(POWER_RULES)}")
         if solver not in SELECTION_METHODS:
@@ -248,10 +249,6 @@ class LyapunovScheduler(Scheduler):
         return cls(scenario.devices.count, options.m, options.V, options.lam, link.p_bar, link.p_max,
                    power_rule=options.power_rule, solver=options.solver, age_weight=options.age_weight,
                    initial_queue=options.initial_queue)
-
-    def reset(self) -> None:
-        """Every virtual queue back to its start, ``initial_queue`` (start of a new run)."""
-        self.queue = np.full(self.num_devices, self.initial_queue)
 
     def skip_round(self, state: RoundState, drain: bool) -> np.ndarray:
         """A round without the scheduler (a SAFARI server round): the queues stay, or, with
@@ -304,7 +301,7 @@ class LyapunovScheduler(Scheduler):
         omega, q = np.zeros(n), np.zeros(n)
         every = eligible.all()  # the usual round: nothing to mask
         if every or eligible.any():
-            res = _solve_selection(self.V / n, b if every else b[eligible], m, self.solver)
+            res = solve_checked(self.V / n, b if every else b[eligible], m, self.solver)
             if every:
                 omega, q = res.omega, res.q
             else:

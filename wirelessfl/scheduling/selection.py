@@ -109,10 +109,10 @@ def solve_selection(a: float, b, m: int, method: str = "exact", **opts: Any) -> 
     if method not in SELECTION_METHODS:
         raise ValueError(f"unknown selection method {method!r}; allowed values: {', '.join(SELECTION_METHODS)}")
     a, b, m = _validate(a, b, m)
-    return _solve_selection(a, b, m, method, **opts)
+    return solve_checked(a, b, m, method, **opts)
 
 
-def _solve_selection(a: float, b: np.ndarray, m: int, method: str, **opts: Any) -> SelectionResult:
+def solve_checked(a: float, b: np.ndarray, m: int, method: str, **opts: Any) -> SelectionResult:
     """:func:`solve_selection` on checked input (a float > 0, b finite >= 0 1-D float, m int >= 1)."""
     # No warnings from inside the solvers: their success is judged below.
     with np.errstate(all="ignore"):

@@ -138,16 +138,16 @@ class EvalRule:
     every_rounds: int | None = None
     every_s: float | None = None
     at_start: bool = True  # also at time 0, before the first round
-    _next_s: float = field(default=0.0, init=False)
+    next_s: float = field(default=0.0, init=False)  # the next evaluation time (checkpoints keep it)
 
     def __post_init__(self):
-        self._next_s = self.every_s or 0.0  # the run always evaluates at time 0
+        self.next_s = self.every_s or 0.0  # the run always evaluates at time 0
 
     def due(self, rounds_done: int, now_s: float) -> bool:
         if self.every_s is not None:
-            if now_s >= self._next_s:
+            if now_s >= self.next_s:
                 # skip grid points a long round jumped over: the model did not change in between
-                self._next_s = (float(np.floor(now_s / self.every_s)) + 1) * self.every_s
+                self.next_s = (float(np.floor(now_s / self.every_s)) + 1) * self.every_s
                 return True
             return False
         return rounds_done % (self.every_rounds or 10) == 0
@@ -218,7 +218,7 @@ class Engine:
         """Everything the loop needs to continue exactly where it is (between rounds): its counters,
         every random stream, and the memory of the channel and the availability model."""
         return {"rounds_done": self.rounds_done, "now_s": self.now, "evaluated_at": self._evaluated_at,
-                "eval_next_s": self.eval_rule._next_s, "target_reached": self.stop.reached,
+                "eval_next_s": self.eval_rule.next_s, "target_reached": self.stop.reached,
                 "streams": {name: g.bit_generator.state for name, g in self.streams.items()},
                 **parts_state(self.parts)}
 
@@ -227,7 +227,7 @@ class Engine:
         self.rounds_done = int(state["rounds_done"])
         self._evaluated_at = state.get("evaluated_at")
         self._start_s = float(state["now_s"])
-        self.eval_rule._next_s = float(state["eval_next_s"])
+        self.eval_rule.next_s = float(state["eval_next_s"])
         self.stop.reached = bool(state["target_reached"])
         for name, g in self.streams.items():
             if name in state["streams"]:  # a stream added since the checkpoint was written starts fresh

@@ -33,7 +33,7 @@ def engine_state(engine) -> dict:
             row["start"] = starts[id(u.start)][0]
         saved.append(row)
     return {
-        "rounds_done": engine.version, "now_s": engine.now, "eval_next_s": engine.eval_rule._next_s,
+        "rounds_done": engine.version, "now_s": engine.now, "eval_next_s": engine.eval_rule.next_s,
         "target_reached": engine.stop.reached, "evals_at": list(engine._evals_at),
         "streams": {name: g.bit_generator.state for name, g in engine.streams.items()},
         **parts_state(engine.parts),
@@ -55,7 +55,7 @@ def load_engine_state(engine, state: dict) -> None:
     """Continue from a state_dict (call before run)."""
     engine.version = int(state["rounds_done"])
     engine._start_s = float(state["now_s"])
-    engine.eval_rule._next_s = float(state["eval_next_s"])
+    engine.eval_rule.next_s = float(state["eval_next_s"])
     engine.stop.reached = bool(state["target_reached"])
     engine._evals_at = list(state["evals_at"])
     for name, g in engine.streams.items():
