@@ -1,4 +1,4 @@
-"""The training core: one global model, batched local SGD for the selected devices, evaluation.
+"""The training core: one global model and batched local SGD for the selected devices (evaluation: its base class, evaluation.py).
 
 The engine calls it once per round. It knows nothing about time, SimPy or the channel: it is told
 which devices train in which round and returns their model deltas.
@@ -15,7 +15,6 @@ comes from the "model_init" torch generator; nothing global is seeded or read.
 """
 from __future__ import annotations
 
-import functools
 import math
 from typing import Callable, Sequence
 
@@ -25,7 +24,9 @@ import torch.nn.functional as F
 from torch.func import functional_call, grad, jvp, vmap
 
 from wirelessfl.learning.datasets import Dataset
+from wirelessfl.learning.evaluation import Evaluation
 from wirelessfl.learning.models import build_model
+from wirelessfl.learning.numerics import float32_kernels
 from wirelessfl.rng import stream, torch_generator
 
 __all__ = ["Direction", "LocalDirection", "Trainer"]
@@ -60,32 +61,7 @@ class LocalDirection:
         return g
 
 
-def _float32_kernels(method):
-    """Run a Trainer method with cuDNN in plain float32 and deterministic on CUDA.
-
-    PyTorch lets cuDNN use TF32 (10-bit mantissa) convolutions and pick its algorithms by timing by
-    default, and a process may allow TF32 matrix products (``torch.set_float32_matmul_precision``):
-    on an H200 one round's updates then differ from the CPU's by 1e-3 (5% of the largest update)
-    and may change from run to run. Off, a run matches the CPU to float32 rounding and repeats bit
-    for bit, as the same scenario and seed must. Scoped to the call: the caller's settings are
-    restored after it.
-    """
-    @functools.wraps(method)
-    def wrapper(self, *args, **kwargs):
-        if self.device.type != "cuda":
-            return method(self, *args, **kwargs)
-        matmul = torch.get_float32_matmul_precision()
-        torch.set_float32_matmul_precision("highest")
-        try:
-            with torch.backends.cudnn.flags(enabled=torch.backends.cudnn.enabled, benchmark=False,
-                                            deterministic=True, allow_tf32=False):
-                return method(self, *args, **kwargs)
-        finally:
-            torch.set_float32_matmul_precision(matmul)
-    return wrapper
-
-
-class Trainer:
+class Trainer(Evaluation):
     """Global model state plus local training and evaluation for ``len(device_indices)`` devices.
 
     dataset: the pooled data; device_indices[n]: indices into ``dataset.x_train`` held by device n.
@@ -206,12 +182,12 @@ class Trainer:
             for name, piece, shape in zip(self._names, torch.split(flat, self._numels), self._shapes)
         }
 
-    @_float32_kernels
+    @float32_kernels
     def loss(self, flat: torch.Tensor, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
         """Mean cross-entropy of the model with parameters ``flat`` on the batch (x, y)."""
         return F.cross_entropy(functional_call(self.model, self.unflatten(flat), (x,)), y)
 
-    @_float32_kernels
+    @float32_kernels
     def grad(self, flat: torch.Tensor, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
         """Gradient of :meth:`loss` at ``flat`` on the batch (x, y), a flat vector."""
         return self._grad(flat, x, y)
@@ -225,7 +201,7 @@ class Trainer:
             (g,) = torch.autograd.grad(self.loss(leaf, x, y), leaf)
         return g
 
-    @_float32_kernels
+    @float32_kernels
     def hvp(self, flat: torch.Tensor, v: torch.Tensor, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
         """Hessian-vector product of :meth:`loss` at ``flat`` on (x, y) with ``v`` (forward-over-reverse:
         the directional derivative of the gradient along v), a flat vector."""
@@ -263,7 +239,7 @@ class Trainer:
         order = np.concatenate([rng.permutation(pool.size) for _ in range(math.ceil(need / pool.size))])
         return torch.from_numpy(pool[order[:need]].reshape(steps, self.batch_size))
 
-    @_float32_kernels
+    @float32_kernels
     def local_updates(
         self,
         devices: Sequence[int],
@@ -364,7 +340,7 @@ class Trainer:
             out[j] = y.sub_(x0)
         return out
 
-    @_float32_kernels
+    @float32_kernels
     def full_gradients(self, devices: Sequence[int], params: torch.Tensor | None = None) -> torch.Tensor:
         """grad f_n at ``params`` (default: the global model) over all of device n's data, shape
         (len(devices), num_params): the full local passes of FedShuffleMVR
@@ -382,7 +358,7 @@ class Trainer:
             out[j] = total / pool.numel()
         return out
 
-    @_float32_kernels
+    @float32_kernels
     def server_sgd(self, indices: np.ndarray, round_idx: int, *, steps: int | None = None,
                    batch_size: int | None = None, lr: float | None = None) -> int:
         """SGD on the global model over the training samples ``indices`` (a server's own data).
@@ -412,7 +388,7 @@ class Trainer:
         self._params = y
         return len(batches)
 
-    @_float32_kernels
+    @float32_kernels
     def local_objectives(self, devices: Sequence[int], with_gradients: bool = True,
                          max_samples: int | None = None,
                          chunk: int = 2048) -> tuple[np.ndarray | None, np.ndarray]:
@@ -448,18 +424,6 @@ class Trainer:
                 grads[j] = g.cpu().numpy()
         return grads, losses
 
-    @torch.no_grad()
-    @_float32_kernels
-    def test_correct(self, idx: np.ndarray) -> np.ndarray:
-        """Whether the global model classifies each test sample ``idx`` correctly (boolean array)."""
-        ix = torch.from_numpy(np.asarray(idx, dtype=np.int64)).to(self.device)
-        params = self.unflatten(self._params)
-        out = []
-        for start in range(0, ix.numel(), self.eval_batch_size):
-            b = ix[start:start + self.eval_batch_size]
-            out.append((functional_call(self.model, params, (self._x_test[b],)).argmax(1) == self._y_test[b]).cpu())
-        return torch.cat(out).numpy() if out else np.zeros(0, dtype=bool)
-
     def aggregate(self, deltas: torch.Tensor, weights: Sequence[float] | np.ndarray | torch.Tensor) -> None:
         """x_{t+1} = x_t + sum_k weights[k] * deltas[k] (the algorithm chooses the weights), plus the
         channel's noise when the uplink set ``aggregate_noise_var`` (see :meth:`aggregate_noise`)."""
@@ -488,75 +452,3 @@ class Trainer:
         rng = stream(self.root_seed, "aircomp", self.aggregations)
         noise = torch.from_numpy(rng.standard_normal(self.num_params, dtype=np.float32)).to(self.device)
         return noise * math.sqrt(self.aggregate_noise_var * power)
-
-    # ------------------------------------------------------------------------------------------
-    # evaluation
-
-    @torch.no_grad()
-    def _loss_acc(self, x: torch.Tensor, y: torch.Tensor, idx: torch.Tensor | None = None) -> tuple[float, float]:
-        n = len(y) if idx is None else len(idx)
-        if n == 0:
-            return float("nan"), float("nan")
-        params = self.unflatten(self._params)
-        loss_sum, correct = 0.0, 0
-        for start in range(0, n, self.eval_batch_size):
-            sel = slice(start, start + self.eval_batch_size)
-            xb, yb = (x[sel], y[sel]) if idx is None else (x[idx[sel]], y[idx[sel]])
-            logits = functional_call(self.model, params, (xb,))
-            loss_sum += float(F.cross_entropy(logits, yb, reduction="sum"))
-            correct += int((logits.argmax(1) == yb).sum())
-        return loss_sum / n, correct / n
-
-    @_float32_kernels
-    def personalised_evaluate(self, test_indices: Sequence[np.ndarray], alpha: float, *,
-                              batch_size: int | None = None, adapt_on: str = "train") -> dict:
-        """Personalised accuracy of the global model (docs/papers/perfedavg.md, "Personalised, local and
-        global accuracy"), for every device.
-
-        Device n takes exactly one SGD step of size ``alpha`` from the global model on one batch of
-        its own data (``batch_size`` samples, default B, drawn from the stream "personal_adapt" keyed
-        by the device, so every evaluation uses the same batch), then is tested on its own test split
-        ``test_indices[n]`` (indices into ``dataset.x_test``). ``adapt_on`` "test" draws the batch
-        from the test split instead (the paper's wording). Nothing but device n's own samples enters
-        its number. Returns the unweighted mean and std over devices with a test split
-        (``personal_accuracy``, ``personal_accuracy_std``), the mean accuracy of the unadapted model on
-        the same splits (``local_accuracy``) and the per-device values (``personal_per_device``).
-        """
-        if adapt_on not in ("train", "test"):
-            raise ValueError(f"adapt_on = {adapt_on!r}: must be 'train' or 'test'")
-        if len(test_indices) != self.num_devices:
-            raise ValueError(f"need one test split per device ({self.num_devices}), got {len(test_indices)}")
-        b = self.batch_size if batch_size is None else int(batch_size)
-        w = self._params
-        personal = np.full(self.num_devices, np.nan)
-        local = np.full(self.num_devices, np.nan)
-        for n, test_ix in enumerate(test_indices):
-            test_ix = np.asarray(test_ix, dtype=np.int64)
-            own = self._indices[n] if adapt_on == "train" else test_ix
-            if test_ix.size == 0 or own.size == 0:
-                continue
-            rng = stream(self.root_seed, "personal_adapt", n)
-            adapt = torch.from_numpy(own[rng.permutation(own.size)[: min(b, own.size)]]).to(self.device)
-            x_a, y_a = (self._x_train[adapt], self._y_train[adapt]) if adapt_on == "train" else \
-                (self._x_test[adapt], self._y_test[adapt])
-            w_n = w - alpha * self._grad(w, x_a, y_a)
-            ix = torch.from_numpy(test_ix).to(self.device)
-            x_t, y_t = self._x_test[ix], self._y_test[ix]
-            with torch.no_grad():
-                personal[n] = float((functional_call(self.model, self.unflatten(w_n), (x_t,)).argmax(1) == y_t)
-                                    .float().mean())
-                local[n] = float((functional_call(self.model, self.unflatten(w), (x_t,)).argmax(1) == y_t)
-                                 .float().mean())
-        return {"personal_accuracy": float(np.nanmean(personal)), "personal_accuracy_std": float(np.nanstd(personal)),
-                "local_accuracy": float(np.nanmean(local)), "personal_per_device": personal}
-
-    @_float32_kernels
-    def evaluate(self) -> dict[str, float]:
-        """Evaluate the global model.
-
-        Returns accuracy and test_loss on the whole test set, and train_loss / train_accuracy on
-        the fixed subset of the devices' training data (``eval_train_samples`` samples).
-        """
-        test_loss, acc = self._loss_acc(self._x_test, self._y_test)
-        train_loss, train_acc = self._loss_acc(self._x_train, self._y_train, self._eval_train_idx)
-        return {"accuracy": acc, "test_loss": test_loss, "train_loss": train_loss, "train_accuracy": train_acc}
