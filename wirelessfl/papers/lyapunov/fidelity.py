@@ -26,7 +26,7 @@ import pandas as pd
 
 from ...experiments.analysis import markdown_table
 from ...sim.device_arrays import load_decisions
-from .figures import (INF, PAPER_NUMBERS, SCALES, SPEEDUP_LEGEND, HORIZON_LEGEND, Cell, Context, Scale,
+from .common import (INF, PAPER_NUMBERS, SCALES, SPEEDUP_LEGEND, HORIZON_LEGEND, Cell, Context, Scale,
                        TimingCell, _caption, _convergence_figure, _fig7_cells, _fig8_cells, _horizon_rows,
                        _speedup_rows, _timing_overrides, lyapunov, settle_round, time_average_power, timing_base,
                        training_base, training_data, uniform)
