@@ -5,6 +5,7 @@ a dependency."""
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parent.parent / "wirelessfl"
@@ -113,3 +114,45 @@ def test_the_checker_sees_a_cycle_and_an_upward_import():
     assert layer("wirelessfl.papers.y") > layer("wirelessfl.config.x")
     lazy = {m for m in import_graph()["wirelessfl.experiments.run"]}  # function-level imports are seen
     assert "wirelessfl.sim.runner" in lazy or "wirelessfl.sim" in lazy
+
+
+LAYER_NAMES = ("foundation", "config", "physical models", "scheduling and learning", "sim", "experiments", "papers",
+               "interfaces")
+DRAWING = PACKAGE.parent / "docs" / "architecture.md"
+
+
+def top(mod: str) -> str:
+    parts = mod.split(".")
+    return parts[1] if len(parts) > 1 else "wirelessfl"
+
+
+def top_level_edges() -> set[tuple[str, str]]:
+    """Which top-level module or subpackage imports which (the drawing's arrows)."""
+    return {(top(a), top(b)) for a, targets in import_graph().items() for b in targets if top(a) != top(b)}
+
+
+def mermaid() -> str:
+    """The drawing: one box per layer, an arrow per import between top-level modules."""
+    lines = ["```mermaid", "flowchart BT"]
+    for i, (title, names) in enumerate(zip(LAYER_NAMES, LAYERS)):
+        shown = ["wirelessfl" if n == "" else n for n in names]
+        lines += [f'  subgraph L{i}["{title}"]', *(f"    {n}" for n in shown), "  end"]
+    lines += [f"  {a} --> {b}" for a, b in sorted(top_level_edges())]
+    return "\n".join(lines + ["```"])
+
+
+def test_the_drawing_in_docs_is_the_package_as_it_is():
+    """docs/architecture.md draws the import graph; regenerate it with `python tests/test_import_graph.py`."""
+    text = DRAWING.read_text(encoding="utf-8")
+    assert mermaid() in text, "docs/architecture.md is out of date: python tests/test_import_graph.py"
+    arrows = re.findall(r"^  (\w+) --> (\w+)$", text, flags=re.M)
+    assert len(arrows) == len(top_level_edges()) > 30
+
+    def level(name: str) -> int:
+        return layer("wirelessfl" if name == "wirelessfl" else f"wirelessfl.{name}")
+
+    assert all(level(b) <= level(a) for a, b in arrows)  # every arrow points down or sideways
+
+
+if __name__ == "__main__":  # print the drawing for docs/architecture.md
+    print(mermaid())

@@ -20,14 +20,21 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any, Callable, Protocol
+from typing import TYPE_CHECKING, Callable, Protocol
 
 import numpy as np
 
-from ..access import UplinkFacts
-from ..scheduling.base import Decision, ReportRequest, Reports, RoundState, draw_devices
+from ..access import AccessScheme, UplinkFacts
+from ..devices import ComputeModel, MarkovAvailability, TraceAvailability
+from ..fading import BlockFading
+from ..participation import ExcludedAvailability
+from ..scheduling.base import Decision, ReportRequest, Reports, RoundState, Scheduler, draw_devices
+from ..wireless import Channel
 from .checks import PartChecks
 from .clock import Clock
+
+if TYPE_CHECKING:  # the learning layer loads torch: not for timing-only runs
+    from ..learning.algorithms import Algorithm
 
 
 class Learner(Protocol):
@@ -56,25 +63,27 @@ def tell_uplink(learner, facts: UplinkFacts) -> None:
 class Parts:
     """Everything a run simulates, built by the runner from the scenario.
 
-    channel, compute, scheduler, algorithm: parts (see wirelessfl.plugins); access: TDMA or
-    FDMA over the link; availability: None (always available) or a model with ``step(rng)``;
-    upload_bits: one device's upload per round; downlink_s: the broadcast's duration;
-    round_deadline_s: uploads not done this long after the round started are dropped;
-    idle_round_s: the length of a round in which nothing takes time (nobody scheduled, no downlink).
+    channel, compute, scheduler, algorithm, access: parts, each fitted to its protocol (see
+    wirelessfl.plugins); availability: None (always available) or a model with ``step(rng)`` (the
+    devices' Markov chain or trace, with the excluded devices removed); upload_bits: one device's
+    upload per round; downlink_s: the broadcast's duration; round_deadline_s: uploads not done this
+    long after the round started are dropped; idle_round_s: the length of a round in which nothing
+    takes time (nobody scheduled, no downlink); fading: the channel within an upload (None: it does
+    not change during one).
     """
 
-    channel: Any
-    compute: Any
-    scheduler: Any
-    algorithm: Any
-    access: Any
+    channel: Channel
+    compute: ComputeModel
+    scheduler: Scheduler
+    algorithm: Algorithm
+    access: AccessScheme
     num_devices: int
     upload_bits: float
     downlink_s: float = 0.0
-    availability: Any = None
+    availability: ExcludedAvailability | MarkovAvailability | TraceAvailability | None = None
     round_deadline_s: float | None = None
     idle_round_s: float = 0.01
-    fading: Any = None  # wirelessfl.fading.BlockFading: the channel changes within an upload (None: it does not)
+    fading: BlockFading | None = None
 
 
 @dataclass
