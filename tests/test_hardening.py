@@ -451,3 +451,17 @@ def test_sweep_out_naming_a_file_is_one_line(tmp_path):
     done = _cli("sweep", "s.toml", "--grid", "scheduler.m=1,2", "--out", "afile", cwd=tmp_path)
     assert done.returncode == 2 and done.stderr.strip() == "wirelessfl: error: --out afile: is a file, not a folder"
     assert (tmp_path / "afile").read_text() == "keep"
+
+
+def test_a_figure_is_never_written_through_a_link_planted_in_the_output_folder(tmp_path):
+    (tmp_path / "s.toml").write_text("[run]\nrounds = 3\ntiming_only = true\n[devices]\ncount = 4\n")
+    (tmp_path / "victim.png").write_text("keep")
+    (tmp_path / "out").mkdir()
+    (tmp_path / "out" / "timing.png").symlink_to(tmp_path / "victim.png")
+    done = _cli("run", "s.toml", "--out", "out", "--no-progress", cwd=tmp_path)
+    assert done.returncode == 2 and "out/timing.png: is a symbolic link" in done.stderr
+    assert (tmp_path / "victim.png").read_text() == "keep"
+    (tmp_path / "out" / "timing.png").unlink()
+    assert _cli("plot", "out", cwd=tmp_path).returncode == 0
+    assert (tmp_path / "out" / "timing.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"  # written whole, as a PNG
+    assert not [p for p in (tmp_path / "out").iterdir() if ".tmp" in p.name]

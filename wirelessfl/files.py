@@ -12,7 +12,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 __all__ = ["DamagedFile", "FolderBusy", "FolderLock", "UnsafeOutput", "check_output_folder", "open_append", "open_new", "read_table",
-           "replacing", "replacing_path", "unreadable_file", "write_atomic"]
+           "replacing", "replacing_path", "unreadable_file", "write_atomic", "write_figure"]
 
 
 class UnsafeOutput(ValueError):
@@ -162,6 +162,15 @@ def replacing(path: Path, binary: bool = False):
             yield fh
             fh.flush()
             os.fsync(fh.fileno())
+
+
+def write_figure(fig, path: Path, **savefig) -> Path:
+    """Save a matplotlib figure as ``path`` (format from its suffix) the way every file is written:
+    whole or not at all, never through a link planted there."""
+    path = Path(path)
+    with replacing(path, binary=True) as fh:
+        fig.savefig(fh, format=path.suffix.lstrip(".") or "png", **savefig)
+    return path
 
 
 def write_atomic(path: Path, data: str | bytes) -> None:

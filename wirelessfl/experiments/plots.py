@@ -10,6 +10,7 @@ matplotlib.use("Agg")  # files only: no display is needed or assumed
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
+from ..files import write_figure  # noqa: E402
 from .run import RunResult, load_run  # noqa: E402
 
 _X = {"time": ("time_s", "simulated wall-clock time (s)"), "round": ("round", "round")}
@@ -22,7 +23,7 @@ def _save(fig, out_dir: str | Path, name: str) -> Path:
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     path = out_dir / name
-    fig.savefig(path, dpi=120)
+    write_figure(fig, path, dpi=120)
     plt.close(fig)
     return path
 
@@ -78,7 +79,7 @@ def plot_runs(runs: dict[str, RunResult], out_dir: str | Path, x: str = "time",
         ax.legend()
         fig.tight_layout()
         path = out_dir / f"{metric}_vs_{x}.png"
-        fig.savefig(path, dpi=120)
+        write_figure(fig, path, dpi=120)
         plt.close(fig)
         written.append(path)
     return written
@@ -217,7 +218,7 @@ def plot_round_times(runs: dict[str, RunResult], path: str | Path, title: str | 
     fig.tight_layout()
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=120)
+    write_figure(fig, path, dpi=120)
     plt.close(fig)
     return path
 

@@ -24,6 +24,7 @@ import pandas as pd
 
 from ..config import ConfigError, Scenario, from_dict, load_scenario, to_dict
 from ..experiments.analysis import SPREAD, seed_std, with_spread  # noqa: F401  (the papers' one spread convention)
+from ..files import write_figure
 from ..jsonio import write_json_atomic
 
 SCALES = ("tiny", "cpu", "paper")
@@ -232,7 +233,7 @@ def save_figure(fig, path: Path, dpi: int = 120, caption: str | None = None) -> 
     fig.tight_layout()
     if caption:
         fig.text(0.995, 0.003, caption, ha="right", va="bottom", fontsize=7, color="dimgrey")
-    fig.savefig(path, dpi=dpi, metadata={"Software": None})
+    write_figure(fig, path, dpi=dpi, metadata={"Software": None})
     pyplot().close(fig)
     return path
 
