@@ -481,3 +481,43 @@ def test_dispatch_prices_a_share_for_every_device_in_flight():
         p = brute_force_power(gains[i], 2.0, 100.0, 50.0, 20.0, 2e5, 1e6 / k, 1.0 / k)
         assert power[i] == pytest.approx(p, rel=1e-4, abs=1e-3)
     assert np.isinf(cost[:2]).all()
+
+
+# ---------------------------------------------------------------------------------------------
+# dedicated sub-bands: the fixed per-device bandwidth other simulators assume
+
+
+def test_dedicated_rate_is_its_own_sub_band_s_whatever_the_others_do():
+    from wirelessfl.access import Dedicated
+
+    link = Link(LinkConfig(bandwidth_hz=1e6, noise_power=2.0))
+    ded = Dedicated(link, subbands=4)
+    gain, power = np.array([3.0, 0.5, 8.0]), np.array([2.0, 1.0, 4.0])
+    by_hand = 1e6 / 4 * np.log2(1 + gain * power * 4 / 2.0)  # B / S Hz with noise N0 / S
+    np.testing.assert_allclose(ded.rates_bps(gain, power), by_hand, rtol=1e-14)
+    np.testing.assert_allclose(ded.rates_bps(gain[:1], power[:1]), by_hand[:1], rtol=1e-14)  # alone: the same
+    assert ded.upload_s(1e5, 3.0, 2.0) == pytest.approx(1e5 / by_hand[0], rel=1e-14)
+    price = ded.pricing(1e5, k=1)
+    assert (price.bandwidth_hz, price.noise_power) == (1e6 / 4, 0.5) == (ded.pricing(1e5, k=9).bandwidth_hz, 0.5)
+
+
+DEDICATED = {"seed": 3, "run": {"rounds": 12, "timing_only": True},
+             "devices": {"count": 8, "compute": "shifted_exponential", "delay_mean_s": 0.5},
+             "link": {"access": "dedicated", "bandwidth_hz": 1e6, "model_bits": 100000},
+             "scheduler": {"name": "uniform", "m": 4}}
+
+
+@pytest.mark.parametrize("protocol", ["sync", "fedbuff", "semi_sync"])
+def test_dedicated_uploads_never_wait_and_last_their_own_sub_band_s_airtime(tmp_path, protocol):
+    """No queue, no sharing: every upload starts when its computation ends and lasts bits / its rate
+    on B / N Hz, whoever else is on the air (8 devices, up to 5 at once)."""
+    data = {**DEDICATED, "protocol": {"fedbuff": {"name": "fedbuff", "concurrency": 5, "buffer": 2},
+                                      "semi_sync": {"name": "semi_sync", "first_k": 2}, "sync": {"name": "sync"}}[protocol]}
+    simulate(from_dict(data), tmp_path / "run", progress=False)
+    up = pd.read_csv(tmp_path / "run" / "updates.csv")
+    sent = up[up["tx_start_s"].notna() & up["tx_end_s"].notna()]
+    assert len(sent) >= 12
+    np.testing.assert_allclose(sent["tx_start_s"], sent["compute_end_s"], rtol=0, atol=1e-12)
+    rate = 1e6 / 8 * np.log2(1 + sent["gain"] * sent["power"] * 8 / 1.0)
+    np.testing.assert_allclose(sent["airtime_s"], 1e5 / rate, rtol=1e-9)
+    np.testing.assert_allclose(sent["tx_end_s"] - sent["tx_start_s"], sent["airtime_s"], rtol=1e-9)

@@ -13,6 +13,8 @@ the built-ins besides installed plugins (entry-point group ``wirelessfl.access``
   each frame opened by ``guard_s`` seconds in which nobody sends. An upload holds whole slots,
   consecutive ones (across frames if need be), starting at a slot boundary.
 - ``fdma``: the band split evenly among the devices sending.
+- ``dedicated``: every device its own fixed sub-band, whatever the others do (no queue, no
+  sharing): the assumption of simulators that end an upload at dispatch, with each device's channel.
 - ``ofdma``: the band in ``resource_blocks`` blocks with a gain each, shared by an allocation rule
   (``equal`` or ``greedy``; see :class:`OFDMA`).
 - ``aircomp``: every device of a round at once, truncated channel inversion, the server receiving
@@ -35,7 +37,7 @@ import numpy as np
 from .fields import ConfigError, NoOptions, option
 from .plugins import Registry
 
-__all__ = ["ACCESS", "AccessScheme", "AirComp", "AirtimePrice", "FDMA", "Link", "OFDMA", "SlottedTDMA", "TDMA", "UplinkFacts", "UplinkSchedule"]
+__all__ = ["ACCESS", "AccessScheme", "AirComp", "AirtimePrice", "Dedicated", "FDMA", "Link", "OFDMA", "SlottedTDMA", "TDMA", "UplinkFacts", "UplinkSchedule"]
 
 
 class Link:
@@ -359,6 +361,50 @@ class FDMA(AccessScheme):
 
 
 @dataclass(frozen=True)
+class DedicatedOptions:
+    """Options of the dedicated sub-bands."""
+
+    subbands: int | None = option(None, ge=1, doc="sub-bands the band is cut into, B / subbands Hz each, one per "
+                                                  "device (default: devices.count)")
+
+
+class Dedicated(FDMA):
+    """Every device sends on a sub-band of its own, B / S Hz with noise N0 / S (S = ``subbands``,
+    default one per device), whatever the others do: rate (B / S) log2(1 + g P S / N0), fixed when
+    the upload starts. Nobody queues and nobody shares, so uploads never contend; this is the
+    "bytes over a per-client bandwidth" of simulators that fix an upload's end at dispatch, here with
+    each device's own channel. Under sync every device starts when it is ready (as fdma); under the
+    event protocols each upload runs on its own (``sim.uplink.IndependentUplink``)."""
+
+    Options = DedicatedOptions
+    concurrent = False
+
+    def __init__(self, link: Link, subbands: int):
+        super().__init__(link)
+        self.subbands = int(subbands)
+
+    @classmethod
+    def from_scenario(cls, scenario, options: DedicatedOptions) -> "Dedicated":
+        """The scenario's band in ``subbands`` (default devices.count) fixed sub-bands."""
+        return cls(Link(scenario.link), options.subbands or scenario.devices.count)
+
+    def rates_bps(self, gain: np.ndarray, power: np.ndarray, fading: np.ndarray | None = None) -> np.ndarray:
+        """Each device's rate on its own sub-band, however many send."""
+        gain, power = np.broadcast_arrays(np.asarray(gain, dtype=float), np.asarray(power, dtype=float))
+        s = self.subbands
+        return self.link.bandwidth_hz / s * np.log1p(gain * power * s / self.link.noise_power) / np.log(2.0)
+
+    def upload_s(self, bits: float, gain: float, power: float) -> float:
+        """Known when the upload starts: its own sub-band's rate."""
+        with np.errstate(divide="ignore"):
+            return float(bits / self.rates_bps(np.array([gain]), np.array([power]))[0])
+
+    def pricing(self, bits: float, k: int) -> AirtimePrice:
+        """One fixed sub-band, whatever k."""
+        return AirtimePrice(self.link.bandwidth_hz / self.subbands, self.link.noise_power / self.subbands)
+
+
+@dataclass(frozen=True)
 class OfdmaOptions:
     """Options of OFDMA."""
 
@@ -668,6 +714,7 @@ ACCESS = Registry("access", "wirelessfl.access:AccessScheme", {
     "tdma": "wirelessfl.access:TDMA",
     "tdma_slotted": "wirelessfl.access:SlottedTDMA",
     "fdma": "wirelessfl.access:FDMA",
+    "dedicated": "wirelessfl.access:Dedicated",
     "ofdma": "wirelessfl.access:OFDMA",
     "aircomp": "wirelessfl.access:AirComp",
 })

@@ -21,11 +21,11 @@ import math
 import numpy as np
 import simpy
 
-from ..access import SlottedTDMA
+from ..access import Dedicated, SlottedTDMA
 from .clock import RANK_DEVICE, priority
 from .flight import ON_AIR, QUEUED
 
-__all__ = ["SharedBand", "SlottedUplink", "TdmaUplink"]
+__all__ = ["IndependentUplink", "SharedBand", "SlottedUplink", "TdmaUplink", "default_uplink"]
 
 
 
@@ -234,10 +234,40 @@ class SlottedUplink(TdmaUplink):
         self.free = int(state["free"])
 
 
+class IndependentUplink:
+    """Every upload on its own sub-band (``access.Dedicated``): it starts at once and lasts its airtime,
+    whoever else is sending."""
+
+    concurrent = False
+
+    def __init__(self, engine):
+        self.engine = engine
+
+    def transmit(self, u):
+        """The upload of ``u`` (a SimPy generator): on the air at once for its airtime."""
+        engine = self.engine
+        if u.phase != ON_AIR:  # a resumed upload that was on the air already has its times
+            u.phase = ON_AIR
+            engine.start_transmission(u)
+        u.attempts = 1
+        end = u.tx_start_s + u.airtime_s
+        yield engine.env.at(end, priority(RANK_DEVICE, u.seq))
+        u.tx_end_s = end
+        return True
+
+    def state_dict(self) -> dict:
+        return {}
+
+    def load_state(self, state: dict) -> None:
+        pass
+
+
 def default_uplink(access, engine):
     """The uplink of an access scheme that brings none (``AccessScheme.event_uplink`` is None): one
-    transmitter whose uploads start on slot boundaries for slotted TDMA, the shared band for
-    concurrent schemes, else one transmitter."""
+    transmitter whose uploads start on slot boundaries for slotted TDMA, every upload on its own for
+    dedicated sub-bands, the shared band for concurrent schemes, else one transmitter."""
     if isinstance(access, SlottedTDMA):
         return SlottedUplink(engine)
+    if isinstance(access, Dedicated):
+        return IndependentUplink(engine)
     return SharedBand(engine) if access.concurrent else TdmaUplink(engine)
