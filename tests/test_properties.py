@@ -137,8 +137,9 @@ def check_records(scenario, result, records) -> None:
             assert close_le(rec.downlink_s + rec.comp_s, span, scale)
             assert close_le(span, rec.downlink_s + rec.comp_s + rec.comm_s, scale)
         # --- decision --------------------------------------------------------------------------
+        assert (d.queue is not None) == lyapunov  # only the Lyapunov scheduler keeps queues
         for name in ("omega", "q", "power", "queue"):
-            value = getattr(d, name)
+            value = d.queues() if name == "queue" else getattr(d, name)
             assert value.shape == (n,), name
             assert np.all(np.isfinite(value)), (name, value)
         assert d.m == m
@@ -154,14 +155,14 @@ def check_records(scenario, result, records) -> None:
         assert np.all(d.q[~drawable] == 0)
         np.testing.assert_allclose(d.q, inclusion_probability(d.omega, m), rtol=1e-12, atol=0)
         assert np.all((d.power >= 0) & (d.power <= p_max))
-        assert np.all(d.queue >= 0)
+        assert np.all(d.queues() >= 0)
         assert np.all(d.power[drawable] > 0)  # a drawable device can send
         if lyapunov:
             assert np.array_equal(d.queue, queue_next)
             queue_next = np.maximum(d.queue + d.power * d.q - p_bar, 0.0)
             assert math.isfinite(d.info["objective"])
         else:
-            assert np.all(d.queue == 0)
+            assert d.queue is None  # the uniform scheduler keeps no queues
             np.testing.assert_allclose(d.power * d.q, np.minimum(p_bar, d.q * p_max), rtol=1e-12)
         # --- selection -------------------------------------------------------------------------
         sel = rec.selected
