@@ -17,6 +17,7 @@ PAPERS = {
     "fedshuffle": "Horváth et al., FedShuffle: recipes for better use of local work",
     "safari": "SAFARI: server-assisted federated learning under incomplete participation",
     "perfedavg": "Fallah et al., Personalized federated learning: a meta-learning approach (Per-FedAvg)",
+    "async_wireless": "A study of this simulator: asynchronous FL over a fading, shared uplink",
 }
 """Paper module name -> the paper."""
 
