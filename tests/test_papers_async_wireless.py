@@ -55,3 +55,28 @@ def test_speedups_pair_each_seed_s_sync_and_fedbuff_and_skip_a_missed_target():
     got = speedups(runs).sort_values(["link", "seed"]).reset_index(drop=True)
     assert got[["link", "seed"]].values.tolist() == [["fixed", 0], ["tdma", 0]]
     np.testing.assert_allclose(got["speedup"], [0.75, 3.0])
+
+
+def test_the_write_up_quotes_the_committed_reports_and_data():
+    """Every "mean ± std" of figures/README_async.md is in one of the study's committed reports, and its
+    other claims recompute from the committed data."""
+    import re
+
+    figures = DATA.parent
+    write_up = (figures / "README_async.md").read_text()
+    reports = "\n".join(p.read_text() for p in figures.glob("async_wireless_*.md"))
+    quoted = re.findall(r"\d+(?:\.\d+)? ± \d+(?:\.\d+)?", write_up)
+    assert len(quoted) > 20
+    assert [q for q in quoted if q not in reports] == []
+    # per-seed speed-ups: their ranges, and TDMA below fixed in 4 of 5 seeds
+    runs = pd.read_csv(DATA)
+    per_seed = speedups(runs[runs["kind"] == "run"]).pivot(index="seed", columns="link", values="speedup")
+    for link in ("fixed", "tdma", "ofdma"):
+        assert f"({per_seed[link].min():.2f}-{per_seed[link].max():.2f})" in write_up
+    assert (per_seed["tdma"] < per_seed["fixed"]).sum() == 4 and "lower than with fixed bandwidth in 4 of the 5 seeds" \
+        in write_up
+    # the uploads ARQ lost: the weak devices'
+    link = pd.read_csv(figures / "async_wireless_link.csv")
+    lost = [int(d) for s in link[(link["kind"] == "run") & (link["variant"] == "arq")]["lost_devices"].dropna()
+            for d in str(s).split()]
+    assert f"{sum(d <= 14 for d in lost)} of the {len(lost)} uploads lost" in write_up

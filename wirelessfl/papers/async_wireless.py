@@ -87,7 +87,8 @@ def run_rows(runs: Runs, meta: dict[str, dict], *, aggregations: bool = False) -
         for seed, folder in runs.seeds(variant):
             s = run_summary(folder)
             key = {"variant": variant, **columns, "seed": seed}
-            outcomes = pd.read_csv(folder / "updates.csv", usecols=["outcome"])["outcome"].value_counts()
+            updates = pd.read_csv(folder / "updates.csv", usecols=["device", "outcome"])
+            outcomes = updates["outcome"].value_counts()
             rows.append({"kind": "run", **key, "time_to_target_s": s["time_to_target_s"],
                          "target": s["target_accuracy"], "aggregations": s["aggregations"], "uploads": s["uploads"],
                          "mean_staleness": s["mean_staleness"], "energy_j": s["total_energy_j"],
@@ -95,7 +96,8 @@ def run_rows(runs: Runs, meta: dict[str, dict], *, aggregations: bool = False) -
                          "mean_round_s": s["sim_time_s"] / max(s["aggregations"], 1),
                          "time_avg_power": s["mean_time_avg_power"], "p_bar": s["p_bar"],
                          "lost": int(outcomes.get("lost", 0)), "late_dropped": int(outcomes.get("late_dropped", 0)),
-                         "stale": int(outcomes.get("stale", 0))})
+                         "stale": int(outcomes.get("stale", 0)),
+                         "lost_devices": " ".join(str(d) for d in updates.loc[updates["outcome"] == "lost", "device"])})
             if (folder / "evals.csv").exists() and (folder / "evals.csv").stat().st_size:
                 ev = pd.read_csv(folder / "evals.csv")
                 rows += [{"kind": "curve", **key, "time_s": t, "accuracy": a} for t, a in zip(ev.time_s, ev.accuracy)]
