@@ -297,8 +297,7 @@ def report_buffer(data: pd.DataFrame, figures: Path, scale: str) -> Report:
                        f"{_mean_std(100 * r.final_accuracy, '.1f')} |")
     plt = pyplot()
     fig, (ax_h, ax_s, ax_f) = plt.subplots(1, 3, figsize=(14, 4))
-    cmap = plt.get_cmap("viridis_r").copy()
-    cmap.set_bad("lightgrey")  # a cell where a seed missed the target
+    cmap = plt.get_cmap("viridis_r").with_extremes(bad="lightgrey")  # a cell where a seed missed the target
     im = ax_h.imshow(np.ma.masked_invalid(grid), origin="lower", aspect="auto", cmap=cmap)
     ax_h.set_xticks(range(len(cs)), [str(c) for c in cs])
     ax_h.set_yticks(range(len(ks)), [str(k) for k in ks])
