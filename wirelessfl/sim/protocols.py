@@ -50,7 +50,7 @@ def staleness_weight(kind: str, staleness, a: float, b: float) -> np.ndarray:
     if kind == "polynomial":
         return (1.0 + tau) ** -a
     if kind == "hinge":
-        return np.where(tau <= b, 1.0, 1.0 / (a * (tau - b) + 1.0))
+        return 1.0 / (a * np.maximum(tau - b, 0.0) + 1.0)  # 1 up to b: no division by a negative
     raise ValueError(f"staleness = {kind!r}: must be one of {', '.join(STALENESS)}")
 
 
