@@ -1,23 +1,32 @@
 """A study beyond the papers: asynchronous FL over a fading, shared uplink, against the synchronous
-baseline and against the assumption behind the published numbers.
+baseline and against the assumption behind the published numbers (figures/README_async.md).
 
 Simulators that report asynchronous FL's gain (FedScale's FedBuff mode: 1.46x less virtual time at
 equal accuracy on FEMNIST; the FedBuff paper: 3.3x against synchronous FL) end an upload at dispatch:
-bytes over a fixed per-client bandwidth, no contention. Recipe ``async_wireless:uplink`` measures the
-gain of FedBuff (K = 10 updates per aggregation, 20 devices training at once) over synchronous FedAvg
-(m = 10 a round) on the packaged ``async`` scenario (100 devices, non-iid Fashion-MNIST, σ from 0.1
-to 10, computation 0.5 s + Exp(1.5 s)) under four links of the same 10 MHz band:
+bytes over a fixed per-client bandwidth, no contention. Every recipe runs variants of the packaged
+``async`` scenario (100 devices, non-iid Fashion-MNIST, σ from 0.1 to 10, computation 0.5 s +
+Exp(1.5 s), a 10 MHz band, 150 simulated seconds, target 70 %):
 
-- ``fixed``: every device a fixed sub-band of B / 20 of its own (``link.access = "dedicated"``: at
-  most 20 devices send at once, so the band is never oversubscribed) and a constant gain, its mean
-  2σ² (Rician with K = 10^9): the other simulators' assumption;
-- ``tdma``: one shared uplink, one device at a time, Rayleigh fading drawn as each upload starts;
-- ``ofdma``: 25 resource blocks with their own fading, equal shares among the devices on the air;
-- ``aircomp``: over-the-air aggregation, for the synchronous baseline only.
+- ``uplink``: FedBuff (K = 10, 20 devices training at once) against synchronous FedAvg (m = 10) under
+  four links of the same band. ``fixed``: every device a fixed sub-band of B / 20 of its own
+  (``link.access = "dedicated"``; at most 20 send at once, so the band is never oversubscribed) at a
+  constant gain, its mean 2σ² (Rician with K = 10^9): the other simulators' assumption. ``tdma``: one
+  shared uplink, one device at a time, Rayleigh fading drawn as each upload starts. ``ofdma``: 25
+  resource blocks with their own fading, equal shares among the devices on the air. ``aircomp``:
+  over-the-air aggregation, for the synchronous baseline only.
+- ``buffer``: FedBuff over K x concurrency on the shared TDMA uplink; FedAsync over its staleness
+  functions.
+- ``dispatch``: the Lyapunov (age- and channel-aware) dispatch against uniform dispatch under FedBuff,
+  and the synchronous schedulers, with the time-average power against P̄.
+- ``semi_sync``: first k of m = 10, late uploads carried or dropped, against sync with and without a
+  round deadline.
+- ``link``: the round length with one channel draw per upload against fading within the upload at 3,
+  30 and 60 km/h (timing only, ``studies/fading_speed``); fixed-rate packets with ARQ against the
+  adaptive rate.
 
-The data is one row per run (time to the target, aggregations, uploads, mean staleness, transmit
-energy, final accuracy), its accuracy curve and the times of its aggregations; the report is drawn
-from it alone.
+A recipe's data is one row per run (time to the target, aggregations, uploads, mean staleness,
+transmit energy, time-average power, what became of its uploads) and its accuracy curve (``uplink``:
+also the time of every aggregation); its report is drawn from the data alone.
 """
 from __future__ import annotations
 
@@ -71,11 +80,6 @@ def uplink_variants(scale: str) -> dict[str, dict]:
         out[variant_name("fedbuff", link)] = {**fedbuff, **overrides}
     out[variant_name("sync", "aircomp")] = {"protocol.name": "sync", "link.access": "aircomp"}
     return out
-
-
-def uplink_families(scale: str, overrides: Sequence[str]) -> dict:
-    base = packaged("async", [*SCALES[scale], *overrides])
-    return {f"async_wireless/uplink/{scale}": (base, uplink_variants(scale))}
 
 
 def run_rows(runs: Runs, meta: dict[str, dict], *, aggregations: bool = False) -> list[dict]:
@@ -504,7 +508,7 @@ def report_link(data: pd.DataFrame, figures: Path, scale: str) -> Report:
 # CPU minutes for 3 seeds, one torch thread: the committed runs' wall times (tiny: a 3-seed run here)
 RECIPES: list[Recipe] = [
     Recipe("async_wireless", "uplink", "FedBuff against sync FedAvg: fixed bandwidth, shared TDMA, OFDMA, AirComp",
-           ("async_wireless_uplink.png",), uplink_families, collect_uplink, report_uplink, {"tiny": 0.11, "cpu": 2.7}),
+           ("async_wireless_uplink.png",), _families("uplink", uplink_variants), collect_uplink, report_uplink, {"tiny": 0.11, "cpu": 2.7}),
     Recipe("async_wireless", "buffer", "FedBuff over buffer K x concurrency, FedAsync over its staleness functions",
            ("async_wireless_buffer.png",), _families("buffer", buffer_variants), collect_buffer, report_buffer,
            {"tiny": 0.12, "cpu": 12.0}),
