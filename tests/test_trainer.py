@@ -307,3 +307,33 @@ def test_cuda_calls_run_cudnn_in_float32_deterministic_and_restore_the_callers_f
         assert flags() == before
     finally:
         torch.set_float32_matmul_precision(precision)
+
+
+@pytest.mark.parametrize("model", ["small_cnn", "mlp"])  # the CNN takes the loop path on the CPU
+def test_a_direction_with_per_device_state_is_told_its_devices_on_both_paths(data, model):
+    """SCAFFOLD-style: each device's step is g(y) + c[n] with a per-device table c. The direction gets
+    ``devices`` (an int on the loop path, a (k,) tensor on the batched one): the same updates on both
+    paths, equal to the device-by-device reference with c[n] added by hand."""
+    ref_trainer = make(data, model, batching="loop")
+    c = torch.randn(ref_trainer.num_devices, ref_trainer.num_params, generator=torch.Generator().manual_seed(3)) * 0.01
+    seen = []
+
+    def drift(g, y, x0, anchor_grad, devices):
+        seen.append(devices if isinstance(devices, int) else tuple(devices.tolist()))
+        return g + c[devices]
+
+    devices = [5, 0, 3]
+    loop = make(data, model, batching="loop").local_updates(devices, 2, direction=drift)
+    assert 5 in seen and 3 in seen  # one device at a time on the loop path
+    seen.clear()
+    batched = make(data, model, batching="vmap").local_updates(devices, 2, direction=drift)
+    assert seen[0] == (5, 0, 3)  # the stack's devices, in order
+    torch.testing.assert_close(batched, loop, rtol=1e-4, atol=1e-6)
+    for row, n in enumerate(devices):  # the reference: plain SGD with c[n] added to every step
+        y = ref_trainer.params.clone()
+        for batch in ref_trainer.minibatch_indices(n, 2):
+            y = y - ref_trainer.lr * (ref_trainer.grad(y, data[0].x_train[batch], data[0].y_train[batch]) + c[n])
+        torch.testing.assert_close(loop[row], y - ref_trainer.params, rtol=1e-4, atol=1e-6)
+    # a direction without the keyword is called as before
+    plain = make(data, model, batching="loop").local_updates(devices, 2, direction=lambda g, y, x0, a: g)
+    torch.testing.assert_close(plain, make(data, model, batching="loop").local_updates(devices, 2))

@@ -15,6 +15,8 @@ comes from the "model_init" torch generator; nothing global is seeded or read.
 """
 from __future__ import annotations
 
+import functools
+import inspect
 import math
 from typing import Callable, Sequence
 
@@ -31,8 +33,18 @@ from wirelessfl.rng import stream, torch_generator
 
 __all__ = ["Direction", "LocalDirection", "Trainer"]
 
-Direction = Callable[[torch.Tensor, torch.Tensor, torch.Tensor, Callable[[], torch.Tensor]], torch.Tensor]
-"""A local step direction: (g, y, x0, anchor_grad) -> d (see Trainer.local_updates)."""
+Direction = Callable[..., torch.Tensor]
+"""A local step direction: (g, y, x0, anchor_grad) -> d, or (g, y, x0, anchor_grad, devices=...) -> d for
+one that keeps per-device state (see Trainer.local_updates)."""
+
+
+def _wants_devices(direction) -> bool:
+    """Whether a direction takes the ``devices`` keyword (to be told which devices it computes for)."""
+    try:
+        params = inspect.signature(direction).parameters.values()
+    except (TypeError, ValueError):  # a builtin without a signature
+        return False
+    return any(p.name == "devices" or p.kind is inspect.Parameter.VAR_KEYWORD for p in params)
 
 
 class LocalDirection:
@@ -258,7 +270,10 @@ class Trainer(Evaluation):
         ``direction(g, y, x0, anchor_grad)``, with y the current local model, x0 the global model
         and ``anchor_grad()`` the same minibatch's gradient at x0: a proximal term (FedProx:
         g + mu (y - x0)) or a momentum direction (:class:`LocalDirection`, FedShuffle). g and y
-        are one device's vectors (d,) or a stack (k, d), x0 is (d,). The global model is not changed.
+        are one device's vectors (d,) or a stack (k, d), x0 is (d,). A direction that takes a
+        ``devices`` keyword is also told which devices it computes for: the device's index (an int)
+        with vectors, a LongTensor (k,) with a stack, so that ``state[devices]`` has g's shape on both
+        paths (per-device state, as SCAFFOLD's control variates). The global model is not changed.
         """
         devices = [int(n) for n in devices]
         k = len(devices)
@@ -304,8 +319,13 @@ class Trainer(Evaluation):
                 b = torch.cat([b, b[:1].expand(kmax - b.shape[0], -1)])
             batches.append(b)
         idx = torch.stack(batches).to(self.device)  # (k, K, B)
+        told = direction is not None and _wants_devices(direction)
         if self.batching_for(k) == "loop":
-            return self._run_loop(idx, steps, lrs, direction)
+            directions = [functools.partial(direction, devices=n) for n in devices] if told else [direction] * k
+            return self._run_loop(idx, steps, lrs, directions)
+        if told:
+            direction = functools.partial(direction, devices=torch.as_tensor(devices, dtype=torch.int64,
+                                                                             device=self.device))
         uniform = bool(np.all(steps == kmax) and np.all(lrs == lrs[0]))
         if not uniform:
             # step_size[s, j] = lr_j while step s < K_j, else 0 (device j has finished).
@@ -326,10 +346,10 @@ class Trainer(Evaluation):
         return y.sub_(x0)
 
     def _run_loop(self, idx: torch.Tensor, steps: np.ndarray, lrs: np.ndarray,
-                  direction: "Direction | None" = None) -> torch.Tensor:
+                  directions: list) -> torch.Tensor:
         x0 = self._params
         out = torch.empty(len(steps), self.num_params, dtype=torch.float32, device=self.device)
-        for j, (k_j, lr_j) in enumerate(zip(steps, lrs)):
+        for j, (k_j, lr_j, direction) in enumerate(zip(steps, lrs, directions)):
             y = x0.clone()
             for s in range(int(k_j)):
                 xb, yb = self._x_train[idx[j, s]], self._y_train[idx[j, s]]
