@@ -111,7 +111,7 @@ def cmd_run(args) -> int:
 
 
 def _resume(args) -> int:
-    from .experiments.run import CHECKPOINT_NAME, load_run, resume, resume_variants
+    from .experiments.run import CHECKPOINT_NAME, load_run, resume_recorded, resume_variants
 
     root = Path(args.resume)
     if (root / "index.json").exists():  # a scenario's folder: finish every variant
@@ -127,12 +127,7 @@ def _resume(args) -> int:
     for run_dir in dirs:
         if load_run(run_dir).summary.get("status") != "complete" and not (run_dir / CHECKPOINT_NAME).exists():
             print(f"{run_dir.name}: no checkpoint, starting over")
-        try:
-            results[run_dir.name] = resume(run_dir, progress=not args.no_progress)
-        except (ConfigError, FileNotFoundError, ResumeError, UnsafeOutput, DatasetError, DamagedFile):
-            raise
-        except Exception:  # the run failed again: its folder says how
-            results[run_dir.name] = load_run(run_dir)
+        results[run_dir.name] = resume_recorded(run_dir, progress=not args.no_progress)
     for name, res in results.items():
         print(_fmt_summary(name, res.summary))
     failed = [name for name, res in results.items() if res.summary.get("status") != "complete"]

@@ -23,7 +23,7 @@ from ..sim.runner import ERROR_LOG, Run, RunResult
 if TYPE_CHECKING:
     import pandas as pd
 
-__all__ = ["OutputExists", "RunResult", "TrainingDiverged", "load_run", "resume", "resume_variants", "run_variants",
+__all__ = ["INPUT_ERRORS", "OutputExists", "RunResult", "TrainingDiverged", "load_run", "resume", "resume_recorded", "resume_variants", "run_variants",
            "simulate"]
 
 RUN_FILES = ("scenario.toml", "rounds.csv", "evals.csv", "updates.csv", "devices.csv", "decisions.h5",
@@ -33,6 +33,11 @@ RUN_FILES = ("scenario.toml", "rounds.csv", "evals.csv", "updates.csv", "devices
 
 class OutputExists(FileExistsError):
     """The output folder holds a run this call would overwrite; nothing was written."""
+
+
+INPUT_ERRORS = (ConfigError, OutputExists, ResumeError, UnsafeOutput, FileNotFoundError, DatasetError, DamagedFile)
+"""Errors of a run's input (scenario, folder, checkpoint, data, records), which every run of the same
+input would meet: raised, where a failure of the run itself is recorded as its result."""
 
 
 def run_state(run_dir: Path, scenario: Scenario) -> str:
@@ -164,7 +169,7 @@ def _run_member(member: Scenario, run_dir: Path | None, progress: bool, overwrit
     """simulate(), with the failure of the run itself (not of its input) recorded as its result."""
     try:
         return simulate(member, run_dir, progress=progress, overwrite=overwrite)
-    except (ConfigError, OutputExists, UnsafeOutput, FileNotFoundError, DatasetError, DamagedFile):  # wrong input: all would fail
+    except INPUT_ERRORS:  # wrong input: all would fail
         raise
     except Exception as exc:  # the run failed: keep going with the other variants
         if run_dir is not None and (run_dir / "summary.json").exists():
@@ -211,7 +216,7 @@ def run_variants(scenario: Scenario, out_dir: str | Path | None = None, progress
     try:
         for name, member in members:
             results[name] = _run_member(member, None if out is None else out / name, progress, overwrite)
-    except (ConfigError, OutputExists, UnsafeOutput, FileNotFoundError, DatasetError, DamagedFile):  # wrong input: no trace
+    except INPUT_ERRORS:  # wrong input: no trace
         if out is not None and not results:
             family.unlink(missing_ok=True)
             (out / "index.json").unlink(missing_ok=True)
@@ -252,7 +257,7 @@ def resume_variants(out_dir: str | Path, progress: bool = True,
             results[name] = load_run(run_dir)
         elif state == "partial" and (run_dir / CHECKPOINT_NAME).exists():
             say(f"{name}: continuing from its checkpoint")
-            results[name] = _resumed(run_dir, progress)
+            results[name] = resume_recorded(run_dir, progress)
         else:
             say(f"{name}: no checkpoint, starting over" if state == "partial" else f"{name}: not started, running it")
             results[name] = _run_member(member, run_dir, progress, overwrite=True)
@@ -260,10 +265,11 @@ def resume_variants(out_dir: str | Path, progress: bool = True,
     return results
 
 
-def _resumed(run_dir: Path, progress: bool) -> RunResult:
+def resume_recorded(run_dir: Path, progress: bool = True) -> RunResult:
+    """resume(), with the failure of the run itself (not of its input) read back from its folder."""
     try:
         return resume(run_dir, progress=progress)
-    except (ConfigError, FileNotFoundError, ResumeError, UnsafeOutput, DatasetError, DamagedFile):
+    except INPUT_ERRORS:
         raise
     except Exception:  # the run failed again: its folder says how
         return load_run(run_dir)
