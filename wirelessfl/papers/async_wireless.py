@@ -173,22 +173,10 @@ def report_uplink(data: pd.DataFrame, figures: Path, scale: str) -> Report:
     plt = pyplot()
     fig, axes = plt.subplots(1, 3, figsize=(13, 4), sharey=True)
     for ax, link in zip(axes, ("fixed", "tdma", "ofdma")):
-        shown = [("sync", link, "-"), ("fedbuff", link, "--")] + ([("sync", "aircomp", ":")] if link == "tdma" else [])
-        for i, (protocol, on, ls) in enumerate(shown):
-            of = curves[(curves["protocol"] == protocol) & (curves["link"] == on)] if len(curves) else curves
-            if not len(of):
-                continue
-            grid = np.arange(0.0, of["time_s"].max() + 1e-9, 1.0)
-            acc = np.array([np.interp(grid, c["time_s"], c["accuracy"]) for _, c in of.groupby("seed")])
-            label = f"{protocol}" + (" + AirComp" if on == "aircomp" else "") + \
-                f" ({len(acc)} seed{'' if len(acc) == 1 else 's'})"
-            ax.plot(grid, 100 * acc.mean(0), color=f"C{i}", ls=ls, lw=1.6, label=label)
-        if math.isfinite(target):
-            ax.axhline(100 * target, color="grey", ls=":", lw=1, label=f"target {100 * target:.0f} %")
-        ax.set(title=LINK_LABELS[link], xlabel="simulated wall-clock time (s)")
-        ax.grid(alpha=0.3)
-        ax.legend(fontsize=8, loc="lower right")
-    axes[0].set_ylabel("test accuracy (%)")
+        shown = [(variant_name("sync", link), "sync"), (variant_name("fedbuff", link), "fedbuff")]
+        _curves(ax, curves, shown + ([(variant_name("sync", "aircomp"), "sync + AirComp")] if link == "tdma" else []),
+                target)
+        ax.set_title(LINK_LABELS[link])
     path = save_figure(fig, figures / "async_wireless_uplink.png", caption=figure_caption(scale, data))
     md.append("![](async_wireless_uplink.png)")
     return Report("uplink", [path], numbers, "\n".join(md))

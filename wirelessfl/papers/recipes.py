@@ -25,7 +25,7 @@ import pandas as pd
 from ..config import ConfigError, Scenario, from_dict, load_scenario, to_dict
 from ..experiments.analysis import SPREAD, seed_std, with_spread  # noqa: F401  (the papers' one spread convention)
 from ..files import write_figure
-from ..jsonio import write_json_atomic
+from ..jsonio import read_json, write_json_atomic
 
 SCALES = ("tiny", "cpu", "paper")
 """tiny: seconds, for tests; cpu: the committed figures, on a laptop; paper: the paper's own setup."""
@@ -296,8 +296,6 @@ def _report_from_given(recipe: Recipe, table: pd.DataFrame, path: Path, figures:
 
 def run_summary(run_dir: Path) -> dict:
     """A run's summary.json."""
-    from ..jsonio import read_json
-
     return read_json(Path(run_dir) / "summary.json")
 
 

@@ -25,8 +25,8 @@ import numpy as np
 import pandas as pd
 
 from ..config import load_scenario
-from ..jsonio import read_json
-from .recipes import SPREAD, Recipe, Report, Runs, figure_caption, packaged, pyplot, save_figure, seed_std, with_spread
+from .recipes import (SPREAD, Recipe, Report, Runs, figure_caption, packaged, pyplot, run_summary, save_figure,
+                      seed_std, with_spread)
 
 # ---------------------------------------------------------------------------------------------
 # Tables 1-3 (MNIST setting): M = 10, p in {10, 5, 2, 1}, s in {0, 2, 4}, m = 5
@@ -77,7 +77,7 @@ def _table_families(which: str):
 
 def _run_row(folder: Path) -> dict:
     """A run's accuracies (%) and participation numbers."""
-    summary = read_json(folder / "summary.json")
+    summary = run_summary(folder)
     acc = pd.read_csv(folder / "evals.csv")["accuracy"].to_numpy()
     return {"final": 100 * acc[-1], "last5": 100 * acc[-5:].mean(), "label_coverage": summary["label_coverage"],
             "server_rounds": summary["server_rounds"]}
@@ -317,7 +317,7 @@ def collect_wireless(runs: Runs, scale: str) -> pd.DataFrame:
     rows = []
     for variant in LABELS:
         for seed, folder in runs.seeds(variant):
-            summary = read_json(folder / "summary.json")
+            summary = run_summary(folder)
             ev = pd.read_csv(folder / "evals.csv")
             sel = pd.read_csv(folder / "devices.csv")["selections"].to_numpy()
             budget = load_scenario(folder / "scenario.toml", environment=False).run.time_budget_s
