@@ -10,6 +10,7 @@ from pathlib import Path
 from .config import ConfigError, load_scenario
 from .files import DamagedFile, UnsafeOutput
 from .sim.checkpoint import ResumeError
+from .sim.summary import POWER_TOLERANCE
 from .learning import DatasetError, TrainingDiverged
 
 
@@ -44,7 +45,7 @@ def _power(s: dict) -> str:
     if math.isnan(settled):
         return text + ("" if "power_settled_round" not in s else
                        f"; above it to the end: the empty queues' transient outlasts these {s['rounds']} rounds)")
-    return text + (")" if settled == 0 else f"; within 5% of it from round {settled:.0f})")
+    return text + (")" if settled == 0 else f"; within {100 * POWER_TOLERANCE:g}% of it from round {settled:.0f})")
 
 
 def _event_figures(runs: dict, out: Path, window=None, title=None) -> list[Path]:

@@ -135,7 +135,7 @@ class UniformScheduler(Scheduler):
 
     q_n = 1 - (1 - 1/N_available)^m and P_n = min(Pmax, Pbar_n / q_n), so that the expected power
     per round q_n P_n equals Pbar_n wherever Pbar_n / q_n <= Pmax (docs/papers/lyapunov.md, "The
-    uniform baseline"). The queue in the Decision is all zeros (this scheduler keeps none).
+    uniform baseline"). The Decision carries no queue (this scheduler keeps none).
 
     ``replace=False``: min(m, N_available) distinct available devices drawn without replacement
     (the SAFARI paper's client sampling, docs/papers/safari.md), so q_n = min(m, N_available) / N_available.
