@@ -9,6 +9,7 @@ from a checkpoint.
 """
 from __future__ import annotations
 
+import functools
 import math
 import time
 from dataclasses import dataclass
@@ -200,7 +201,7 @@ class Run:
         """Wall-clock seconds the run has taken, earlier attempts (before a resume) included."""
         return self._wall_before + time.perf_counter() - self._started
 
-    @property
+    @functools.cached_property
     def scenario_sha256(self) -> str:
         """The hash of the resolved scenario (as scenario.toml writes it): a checkpoint carries it,
         and a resume refuses one written for another scenario."""
