@@ -16,6 +16,7 @@ from .partition import (PARTITION_SCHEMES, partition, perfedavg_group_counts, pe
 ALGORITHMS = Registry("algorithm", "wirelessfl.learning:Algorithm", {
     "fedavg": "wirelessfl.learning.algorithms:FedAvg",
     "safari": "wirelessfl.learning.algorithms:Safari",
+    "scaffold": "wirelessfl.learning.scaffold:Scaffold",
     "fedavg_rr": "wirelessfl.learning.fedshuffle:FedAvgRR",
     "fedavg_min": "wirelessfl.learning.fedshuffle:FedAvgMin",
     "fedavg_mean": "wirelessfl.learning.fedshuffle:FedAvgMean",
@@ -44,6 +45,7 @@ _EXPORTS = {
     "fedshuffle": ("FEDSHUFFLE_METHODS", "FedShuffleGen", "make_fedshuffle_method"),
     "models": ("MODEL_NAMES", "build_model", "init_parameters", "num_parameters"),
     "perfedavg": ("PERFEDAVG_VARIANTS", "PerFedAvg"),
+    "scaffold": ("Scaffold",),
     "trainer": ("LocalDirection", "Trainer"),
 }
 _WHERE = {name: module for module, names in _EXPORTS.items() for name in names}

@@ -265,12 +265,18 @@ class FedAvg(Algorithm):
     def apply_updates(self, trainer: "Trainer", updates: Updates) -> dict:
         """x <- x + global_lr sum_i w_i delta_i with the protocol's weights w_i (FedBuff's s(tau) / K,
         ...); aggregation = "data_size" scales each by |D_i| over the mean |D| of the updates."""
+        weights = self.update_weights(updates)
+        trainer.aggregate(updates.deltas, weights)
+        return {"num_trained": int(len(weights)), "weight_sum": float(weights.sum())}
+
+    def update_weights(self, updates: Updates) -> np.ndarray:
+        """global_lr x the protocol's weights, each scaled by |D_i| over the updates' mean |D| under
+        aggregation = "data_size"."""
         weights = self.server_lr * np.asarray(updates.weights, dtype=np.float64)
         if self.aggregation == "data_size" and len(weights):
             sizes = self.data_sizes[np.asarray(updates.devices, dtype=np.int64)]
             weights = weights * sizes / sizes.mean()
-        trainer.aggregate(updates.deltas, weights)
-        return {"num_trained": int(len(weights)), "weight_sum": float(weights.sum())}
+        return weights
 
 
 @dataclass(frozen=True)

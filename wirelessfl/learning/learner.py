@@ -73,7 +73,8 @@ class FederatedLearner:
     accuracies and the client dissimilarity (the runner decides both from the scenario and parts).
     """
 
-    def __init__(self, scenario, algorithm, *, personalised: bool = False, fairness: bool = False):
+    def __init__(self, scenario, algorithm, *, personalised: bool = False, fairness: bool = False,
+                 run_dir=None):
         from .trainer import Trainer
 
         lc = scenario.learning
@@ -87,6 +88,8 @@ class FederatedLearner:
                                batch_size=lc.batch_size, lr=lc.lr, root_seed=scenario.seed,
                                device=scenario.run.device, eval_train_samples=lc.eval_train_samples,
                                batching=scenario.run.batching, server_indices=aux)
+        if run_dir is not None:  # per-device states keep their journals (and large arrays) there
+            self.trainer.device_states.use_run_folder(run_dir)
         self.algorithm = algorithm
         algorithm.setup(self.trainer)
         self.per_alpha, self.per_adapt_on = lc.per_alpha, lc.per_adapt_on
@@ -165,13 +168,16 @@ class FederatedLearner:
         return float(seen.size / self.trainer.dataset.num_classes)
 
     def state_dict(self) -> dict:
-        """The global model and how many aggregations made it (the algorithm's state is saved by the runner)."""
-        return {"params": self.trainer.params.clone(), "aggregations": self.trainer.aggregations}
+        """The global model, how many aggregations made it and the per-device states (by reference to
+        their journals; the algorithm's own state is saved by the runner)."""
+        return {"params": self.trainer.params.clone(), "aggregations": self.trainer.aggregations,
+                "device_states": self.trainer.device_states.checkpoint()}
 
     def load_state(self, state: dict) -> None:
-        """Restore the global model."""
+        """Restore the global model and the per-device states."""
         self.trainer.params = state["params"]
         self.trainer.aggregations = int(state.get("aggregations", 0))
+        self.trainer.device_states.restore(state.get("device_states", {}))
 
     def evaluate(self) -> dict:
         """Test accuracy and losses, plus personalised and fairness metrics where they are on."""

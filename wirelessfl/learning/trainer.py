@@ -26,6 +26,7 @@ import torch.nn.functional as F
 from torch.func import functional_call, grad, jvp, vmap
 
 from wirelessfl.learning.datasets import Dataset
+from wirelessfl.learning.device_state import DeviceState, DeviceStates
 from wirelessfl.learning.evaluation import Evaluation
 from wirelessfl.learning.models import build_model
 from wirelessfl.learning.numerics import float32_kernels
@@ -171,6 +172,13 @@ class Trainer(Evaluation):
         self.batched_hvp = vmap(self.hvp)  # per-device Hessian-vector products over a stack
         self.batching = batching
         self._has_conv = any(isinstance(mod, torch.nn.modules.conv._ConvNd) for mod in self.model.modules())
+        self.device_states = DeviceStates(self.num_devices, self.device)
+
+    def device_state(self, name: str, width: int | None = None) -> DeviceState:
+        """The per-device state ``name``: an (N, width) float32 array, zero at first, read and written
+        by device index (``state[devices]``, ``state[devices] = rows``) and checkpointed by the rows
+        that changed (wirelessfl.learning.device_state). ``width`` None: the model's size d."""
+        return self.device_states.get(name, self.num_params if width is None else int(width))
 
     # ------------------------------------------------------------------------------------------
     # parameters

@@ -106,7 +106,7 @@ class Run:
             from ..learning.learner import FederatedLearner
 
             self.learner = FederatedLearner(scenario, self.algorithm, personalised=personalised_eval(scenario),
-                                            fairness=fairness_metrics(scenario))
+                                            fairness=fairness_metrics(scenario), run_dir=run_dir)
         if scenario.link.model_bits is not None:
             self.bits = scenario.link.model_bits
         elif self.learner is not None:
