@@ -173,6 +173,9 @@ class AccessScheme(Protocol):
     concurrent: ClassVar[bool] = False
     """True: several devices send at once (the event engine shares the band among them); False:
     one at a time (the event engine queues them for one transmitter)."""
+    over_the_air: ClassVar[bool] = False
+    """True: the server receives only the sum of the updates (AirComp), never one device's update;
+    an aggregation that needs them one by one (a median, Krum) cannot run over it."""
 
     @classmethod
     def from_scenario(cls, scenario, options) -> "AccessScheme":
@@ -533,6 +536,7 @@ class AirComp(AccessScheme):
 
     Options = AirCompOptions
     concurrent = True
+    over_the_air = True
 
     def __init__(self, link: Link, truncation_gain: float = 0.1, p_max: float = 10 ** 3.5,
                  bits_per_symbol: float = 32.0):

@@ -83,13 +83,16 @@ class Registry:
     """The built-in parts of one kind by name, each given as ``"module:Class"`` and imported when named.
 
     ``protocol``: ``"module:Class"`` of the kind's protocol. Lookups go built-ins, then entry
-    points of installed packages, then import paths (see the module docstring).
+    points of installed packages, then import paths (see the module docstring). ``adapter``:
+    ``"module:function"`` that turns a class of another framework into a part, ``adapter(cls, where)``,
+    returning ``cls`` itself when it is not one (the algorithms' adapter runs Flower strategies).
     """
 
-    def __init__(self, kind: str, protocol: str, builtins: Mapping[str, str]):
+    def __init__(self, kind: str, protocol: str, builtins: Mapping[str, str], adapter: str | None = None):
         self.kind = KINDS[kind]
         self._protocol = protocol
         self.builtins = dict(builtins)
+        self._adapter = adapter
         self._loaded: dict[tuple, type] = {}
 
     @property
@@ -126,6 +129,8 @@ class Registry:
             except (Exception, SystemExit) as exc:  # whatever the plugin's import raises
                 raise PluginError(f"{where}: loading the installed plugin {entry.value} failed: "
                                   f"{_one_line(exc)}") from None
+        if self._adapter is not None:
+            cls = _import_attr(self._adapter)(cls, where)
         cls = self.fitted(cls, where)
         self._loaded[key] = cls
         return cls

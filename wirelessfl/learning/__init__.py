@@ -27,7 +27,7 @@ ALGORITHMS = Registry("algorithm", "wirelessfl.learning:Algorithm", {
     "perfedavg_fo": "wirelessfl.learning.perfedavg:PerFedAvgFO",
     "perfedavg_hf": "wirelessfl.learning.perfedavg:PerFedAvgHF",
     "perfedavg_exact": "wirelessfl.learning.perfedavg:PerFedAvgExact",
-})
+}, adapter="wirelessfl.learning.flower:adapt_strategy")
 """Built-in algorithms by the name ``learning.algorithm`` gives them."""
 
 

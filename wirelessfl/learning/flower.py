@@ -1,0 +1,302 @@
+"""Flower strategies as algorithms: ``learning.algorithm = "flwr.server.strategy:FedAdam"``.
+
+Any class that subclasses Flower's ``Strategy`` runs unchanged under the wireless model: its
+constructor arguments come from ``[learning.options]``, its ``initialize_parameters`` gives the
+first model (it receives the simulator's initial model as ``initial_parameters`` when its
+constructor takes one and the scenario does not), and each round its ``aggregate_fit`` receives a
+``FitRes`` per device whose upload arrived (the device's model after local training, as one flat
+float32 array, and its number of training samples) and returns the next model.
+
+What a round means here: the scenario's scheduler chooses the devices, so ``configure_fit``'s
+client sampling (``fraction_fit``, ``min_fit_clients``, ``min_available_clients``) is not used; the
+config it returns for the round is honoured where it names a local setting of the simulator:
+``lr`` (or ``learning_rate``), ``local_steps``, ``local_epochs`` (epochs over the device's data in
+minibatches of ``learning.batch_size``) and ``proximal_mu`` (FedProx's proximal term). Other keys are
+ignored. ``configure_evaluate`` and ``aggregate_evaluate`` are not called: the simulator evaluates the
+global model itself. A run says this in one line when it starts. Unless the scenario gives them, a
+strategy's ``evaluate_fn`` reports the simulator's training loss (QFedAvg weighs by it) and its
+``fit_metrics_aggregation_fn`` returns no metrics (devices report none).
+
+Flower is an optional extra (``pip install -e ".[flower]"``); this module imports it only when a
+scenario names a Flower strategy. Strategies that need Flower's client-side machinery are refused.
+"""
+from __future__ import annotations
+
+import functools
+import inspect
+import math
+import sys
+from typing import TYPE_CHECKING, Any, ClassVar
+
+import numpy as np
+
+from ..fields import ConfigError
+from ..plugins import PluginError
+from .algorithms import Algorithm
+
+if TYPE_CHECKING:
+    from .trainer import Trainer
+
+__all__ = ["CLIENT_SIDE", "FlowerStrategy", "adapt_strategy", "is_flower_strategy"]
+
+CLIENT_SIDE = {
+    "DifferentialPrivacyClientSideFixedClipping": "its clipping runs on Flower's clients (a client mod)",
+    "DifferentialPrivacyClientSideAdaptiveClipping": "its clipping runs on Flower's clients (a client mod)",
+    "DPFedAvgFixed": "its clients clip and report their norms through Flower's client wrapper",
+    "DPFedAvgAdaptive": "its clients clip and report their norms through Flower's client wrapper",
+    "FedXgbBagging": "its clients send XGBoost trees as bytes, not model arrays",
+    "FedXgbCyclic": "its clients send XGBoost trees as bytes, not model arrays",
+    "FedXgbNnAvg": "its clients send XGBoost trees beside the model",
+    "FedAvgAndroid": "its clients exchange parameters in the Android client's byte format",
+}
+"""Flower strategies that cannot run without Flower's clients, and why."""
+
+HONOURED_CONFIG = ("lr", "learning_rate", "local_steps", "local_epochs", "proximal_mu")
+"""The keys of configure_fit's per-round config that set something here."""
+
+
+def is_flower_strategy(cls) -> bool:
+    """Whether ``cls`` subclasses Flower's Strategy (told from its bases' modules: Flower need not be
+    imported to ask)."""
+    return isinstance(cls, type) and any(
+        base.__name__ == "Strategy" and base.__module__.split(".")[0] == "flwr" for base in cls.__mro__)
+
+
+def adapt_strategy(cls, where: str):
+    """The algorithm class that runs the Flower strategy ``cls``; ``cls`` itself when it is not one."""
+    if not is_flower_strategy(cls):
+        return cls
+    if cls.__name__ in CLIENT_SIDE:
+        raise PluginError(f"{where}: {cls.__name__} needs Flower's client-side machinery ({CLIENT_SIDE[cls.__name__]}); "
+                          "the simulator runs a strategy's server side only")
+    if inspect.isabstract(cls):
+        raise PluginError(f"{where}: {cls.__name__} is abstract (it lacks "
+                          f"{', '.join(sorted(cls.__abstractmethods__))}); name a strategy that implements them")
+    return type(f"Flower{cls.__name__}", (FlowerStrategy,),
+                {"strategy_class": cls, "__module__": __name__, "__doc__": f"Flower's {cls.__name__}, run by "
+                 "wirelessfl (see wirelessfl.learning.flower)."})
+
+
+class FlowerStrategy(Algorithm):
+    """A Flower strategy's server side, run as an algorithm (see the module docstring)."""
+
+    strategy_class: ClassVar[type]
+    Options = None  # the strategy's constructor arguments, as a dict
+
+    def __init__(self, arguments: dict):
+        self.arguments = dict(arguments)
+        self.strategy = None
+        self._said_ignored: set[str] = set()
+
+    @classmethod
+    def from_scenario(cls, scenario, options) -> "FlowerStrategy":
+        """The strategy's constructor arguments from [learning.options]; it is built at setup, when
+        the initial model exists."""
+        return cls(dict(options))
+
+    @classmethod
+    def check(cls, scenario, options) -> None:
+        """The arguments fit the constructor, and the strategy can be built with them; no over-the-air
+        uplink (a strategy aggregates updates one by one)."""
+        name, arguments = cls.strategy_class.__name__, dict(options)
+        parameters = inspect.signature(cls.strategy_class.__init__).parameters
+        takes = [p for p in list(parameters)[1:] if parameters[p].kind not in (inspect.Parameter.VAR_POSITIONAL,
+                                                                                 inspect.Parameter.VAR_KEYWORD)]
+        for key, value in arguments.items():
+            if key not in takes and not any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters.values()):
+                raise ConfigError(f"learning.options.{key}: {name} takes no argument {key!r}; "
+                                  f"its arguments: {', '.join(takes)}")
+            default = parameters[key].default if key in parameters else None
+            kind = _kind_of(default)
+            if kind is not None and _kind_of(value) not in (kind, *(("int",) if kind == "float" else ())):
+                raise ConfigError(f"learning.options.{key} = {value!r}: {name} takes a {kind} here "
+                                  f"(its default is {default!r})")
+        try:
+            cls._build(arguments)
+        except ConfigError:
+            raise
+        except Exception as exc:  # whatever the strategy's constructor refuses
+            raise ConfigError(f"learning.options: {name}({', '.join(f'{k}={v!r}' for k, v in arguments.items())}) "
+                              f"fails: {type(exc).__name__}: {exc}".replace("\n", " ")) from None
+        if scenario.part("access").over_the_air:
+            raise ConfigError(f"learning.algorithm: {name} aggregates the devices' models one by one, and "
+                              f"link.access = {scenario.link.access!r} delivers only their sum; use another access scheme")
+
+    @classmethod
+    def _build(cls, arguments: dict, trainer: "Trainer | None" = None):
+        """The strategy, with the arguments a scenario cannot give filled in where its constructor
+        takes them: ``initial_parameters`` (the simulator's initial model), ``evaluate_fn`` (the
+        training loss on the evaluation subset, which QFedAvg asks for) and
+        ``fit_metrics_aggregation_fn`` (devices report no metrics: an empty dict)."""
+        from flwr.common import ndarrays_to_parameters
+
+        takes = inspect.signature(cls.strategy_class.__init__).parameters
+        filled = {"initial_parameters": lambda: ndarrays_to_parameters(
+                      [trainer.params.cpu().numpy() if trainer is not None else np.zeros(1, np.float32)]),
+                  "evaluate_fn": lambda: functools.partial(_training_loss, trainer),
+                  "fit_metrics_aggregation_fn": lambda: _no_metrics}
+        arguments = {**{k: make() for k, make in filled.items() if k in takes and k not in arguments}, **arguments}
+        missing = [p.name for p in list(takes.values())[1:]
+                   if p.default is inspect.Parameter.empty and p.kind is not inspect.Parameter.VAR_KEYWORD
+                   and p.kind is not inspect.Parameter.VAR_POSITIONAL and p.name not in arguments]
+        if missing:
+            raise ConfigError(f"learning.options: {cls.strategy_class.__name__} needs {', '.join(missing)}, which a "
+                              "scenario file cannot give (an object or a function); subclass it in your own file")
+        return cls.strategy_class(**arguments)
+
+    def setup(self, trainer: "Trainer") -> None:
+        """Build the strategy with the trainer's initial model; its initialize_parameters, if it gives
+        any, becomes the global model."""
+        from flwr.common import parameters_to_ndarrays
+
+        self.strategy = self._build(self.arguments, trainer)
+        first = self.strategy.initialize_parameters(client_manager=_Devices([]))
+        if first is not None:
+            trainer.params = _flat(parameters_to_ndarrays(first), trainer.num_params)
+        print(f"wirelessfl: Flower's {self.strategy_class.__name__}: the scheduler chooses the devices "
+              f"(configure_fit's sampling is not used); its fit config's {', '.join(HONOURED_CONFIG)} apply; "
+              "configure_evaluate and aggregate_evaluate are not called (the simulator evaluates)", file=sys.stderr)
+
+    def round(self, trainer: "Trainer", selected: np.ndarray, q: np.ndarray, num_devices: int,
+              round_idx: int) -> dict[str, Any]:
+        """Local training by the round's fit config, then the strategy's aggregate_fit."""
+        from flwr.common import Code, FitRes, Status, ndarrays_to_parameters, parameters_to_ndarrays
+
+        devices = np.unique(np.asarray(selected, dtype=np.int64))
+        if devices.size == 0:
+            return {"num_trained": 0}
+        server_round = round_idx + 1  # Flower counts rounds from 1
+        proxies = [_device_class()(str(n)) for n in devices]
+        x = trainer.params
+        config = self._fit_config(server_round, x, proxies)
+        models = x + self._local_updates(trainer, devices, round_idx, config)
+        ok = Status(code=Code.OK, message="")
+        results = [(proxy, FitRes(status=ok, parameters=ndarrays_to_parameters([model.cpu().numpy()]),
+                                  num_examples=int(trainer.data_sizes[n]), metrics={}))
+                   for proxy, n, model in zip(proxies, devices, models)]
+        aggregated, _ = self.strategy.aggregate_fit(server_round, results, [])
+        if aggregated is not None:  # None: the strategy keeps the model (Flower's convention)
+            new = _flat(parameters_to_ndarrays(aggregated), trainer.num_params).to(x.device)
+            trainer.aggregate((new - x)[None], [1.0])
+        return {"num_trained": int(devices.size)}
+
+    def _fit_config(self, server_round: int, x, proxies: list) -> dict:
+        from flwr.common import ndarrays_to_parameters
+
+        pairs = self.strategy.configure_fit(server_round, ndarrays_to_parameters([x.cpu().numpy()]), _Devices(proxies))
+        config = dict(pairs[0][1].config) if pairs else {}
+        ignored = sorted(set(config) - set(HONOURED_CONFIG) - self._said_ignored)
+        if ignored:
+            self._said_ignored.update(ignored)
+            print(f"wirelessfl: {self.strategy_class.__name__}'s fit config key(s) {', '.join(ignored)} set nothing "
+                  "here and are ignored", file=sys.stderr)
+        return config
+
+    def _local_updates(self, trainer: "Trainer", devices: np.ndarray, round_idx: int, config: dict):
+        lr = config.get("lr", config.get("learning_rate"))
+        steps = config.get("local_steps")
+        if "local_epochs" in config:  # epochs over each device's data in minibatches of B
+            sizes = trainer.data_sizes[devices]
+            steps = [int(config["local_epochs"]) * max(math.ceil(s / trainer.batch_size), 1) for s in sizes]
+        mu = float(config.get("proximal_mu", 0.0))
+        direction = (lambda g, y, x0, anchor: g + mu * (y - x0)) if mu else None
+        return trainer.local_updates(devices, round_idx, local_steps=steps,
+                                     lr=None if lr is None else float(lr), direction=direction)
+
+    def state_dict(self) -> dict:
+        """The strategy's attributes that hold numbers and arrays (FedAdam's moments, FedAvgM's
+        momentum, ...): what it carries from round to round."""
+        return {key: value for key, value in vars(self.strategy or object()).items() if _storable(value)}
+
+    def load_state(self, state: dict) -> None:
+        """Restore what ``state_dict`` kept."""
+        if self.strategy is not None:
+            for key, value in state.items():
+                setattr(self.strategy, key, value)
+
+
+def _kind_of(value) -> str | None:
+    """"bool", "int", "float" or "str" for a plain value, else None (no check)."""
+    for kind in (bool, int, float, str):
+        if isinstance(value, kind):
+            return kind.__name__
+    return None
+
+
+def _training_loss(trainer: "Trainer", server_round: int, arrays: list, config: dict):
+    """A strategy's evaluate_fn: the training loss of the model ``arrays`` on the evaluation subset,
+    and its test accuracy."""
+    current = trainer.params
+    trainer.params = _flat(arrays, trainer.num_params)
+    try:
+        metrics = trainer.evaluate()
+    finally:
+        trainer.params = current
+    return metrics["train_loss"], {"accuracy": metrics["accuracy"]}
+
+
+def _no_metrics(pairs: list) -> dict:
+    """A strategy's fit_metrics_aggregation_fn: the devices report no metrics."""
+    return {}
+
+
+def _storable(value) -> bool:
+    """Numbers, strings, None, numeric arrays and lists or tuples of them: what a checkpoint holds
+    (Flower's Parameters and the functions a strategy was built with are left out: the constructor
+    sets them, not the rounds)."""
+    if isinstance(value, (list, tuple)):
+        return all(_storable(v) for v in value)
+    if isinstance(value, np.ndarray):
+        return value.dtype.kind in "biufc"
+    return isinstance(value, (bool, int, float, str, np.generic, type(None)))
+
+
+def _flat(arrays: list, size: int):
+    import torch
+
+    flat = torch.as_tensor(np.concatenate([np.asarray(a, dtype=np.float32).reshape(-1) for a in arrays]))
+    if flat.numel() != size:
+        raise ValueError(f"the Flower strategy returned {flat.numel()} parameters; the model has {size}")
+    return flat
+
+
+@functools.cache
+def _device_class():
+    from flwr.server.client_proxy import ClientProxy
+
+    class Device(ClientProxy):
+        """A device as Flower's aggregation sees it: its id. The simulator trains it itself, so
+        Flower's client calls are never made."""
+
+        def _no_client(self, *args, **kwargs):
+            raise NotImplementedError("wirelessfl trains the devices itself; a strategy cannot call them")
+
+        get_properties = get_parameters = fit = evaluate = reconnect = _no_client
+
+    return Device
+
+
+class _Devices:
+    """The client manager a strategy's configure_fit sees: the round's devices, which the scheduler
+    chose. ``sample`` returns them all, whatever number the strategy asks for."""
+
+    def __init__(self, proxies: list):
+        self.proxies = proxies
+
+    def num_available(self) -> int:
+        return len(self.proxies)
+
+    def all(self) -> dict:
+        return {p.cid: p for p in self.proxies}
+
+    def sample(self, num_clients: int, min_num_clients: int | None = None, criterion=None) -> list:
+        return list(self.proxies)
+
+    def wait_for(self, num_clients: int, timeout: int = 0) -> bool:
+        return True
+
+    def register(self, client) -> bool:
+        return False
+
+    def unregister(self, client) -> None:
+        pass
