@@ -366,13 +366,52 @@ def test_aircomp_upload_time_does_not_grow_with_the_devices_tdma_s_does(tmp_path
 
 
 def test_aircomp_refusals():
-    with pytest.raises(ConfigError, match="link.access = 'aircomp'.*protocol.name = 'sync'"):
-        from_dict({"run": {"rounds": 1}, "link": {"access": "aircomp"},
-                   "protocol": {"name": "fedbuff", "concurrency": 4, "buffer": 2}})
     with pytest.raises(ConfigError, match="link.access = 'aircomp'"):
         from_dict({"run": {"rounds": 1}, "link": {"access": "aircomp", "errors": "waterfall"}})
     with pytest.raises(ConfigError, match="link.truncation_gain"):
         from_dict({"run": {"rounds": 1}, "link": {"access": "aircomp", "truncation_gain": 0}})
+
+
+def joint_transmissions(updates: pd.DataFrame) -> pd.DataFrame:
+    """One row per joint transmission of the applied and silent updates: its start, end, senders,
+    and the last moment one of them became ready."""
+    sent = updates[updates.outcome == "applied"]
+    return sent.groupby("tx_start_s").agg(end=("tx_end_s", "max"), senders=("device", "size"),
+                                           last_ready=("compute_end_s", "max")).reset_index()
+
+
+@pytest.mark.parametrize("protocol, group", [({"name": "fedbuff", "concurrency": 12, "buffer": 4}, 4),
+                                             ({"name": "fedasync", "concurrency": 6}, 1),
+                                             ({"name": "semi_sync", "first_k": 3, "late": "drop"}, 3)])
+def test_aircomp_under_the_event_protocols_sends_groups_together_one_after_another(tmp_path, protocol, group):
+    res = simulate(aircomp_scenario({"truncation_gain": 0.3}, rounds=30, protocol=protocol), tmp_path / "e",
+                   progress=False)
+    up = res.updates
+    joint = joint_transmissions(up)
+    length = 320000 / 32 / 1e6
+    np.testing.assert_allclose(joint.end - joint.tx_start_s, length, rtol=1e-9)  # one upload's length, whoever sends
+    assert (joint.senders <= group).all() and (joint.senders == group).mean() > 0.5
+    # one joint transmission at a time, each starting when its last sender is ready or the previous one ends
+    assert (joint.tx_start_s.iloc[1:].to_numpy() >= joint.end.iloc[:-1].to_numpy() - 1e-12).all()
+    previous_end = np.concatenate([[-np.inf], joint.end.iloc[:-1].to_numpy()])
+    assert (joint.tx_start_s >= np.maximum(joint.last_ready, previous_end) - 1e-12).all()
+    # ... at the moment a device (a sender, or one that stayed silent) completed the group, or the
+    # previous transmission ended; never later
+    moments = np.concatenate([up.compute_end_s.dropna().to_numpy(), joint.end.to_numpy()])
+    assert all(np.isclose(moments, start, rtol=0, atol=1e-12).any() for start in joint.tx_start_s)
+    silent = up[up.outcome == "silent"]
+    assert len(silent) > 0 and (silent.gain < 0.3).all() and silent.tx_start_s.isna().all()
+    assert (silent.energy_j == 0).all()
+    sent = up[up.outcome == "applied"]
+    np.testing.assert_allclose(sent.power, 50.0 * 0.3 / sent.gain, rtol=1e-9)  # inversion at the drawn gain
+
+
+def test_aircomp_under_fedbuff_resumes_mid_flight_to_identical_records(interrupted_and_resumed):
+    sc = aircomp_scenario({"truncation_gain": 0.3}, rounds=20, run={"checkpoint_every": 3},
+                          protocol={"name": "fedbuff", "concurrency": 12, "buffer": 4})
+    full, resumed = interrupted_and_resumed(sc, after=7)
+    pd.testing.assert_frame_equal(resumed.updates, full.updates)
+    pd.testing.assert_frame_equal(resumed.rounds, full.rounds)
 
 
 SMALL_TRAINING = {"dataset": "fashion_mnist", "model": "logreg", "samples_per_device": 60, "eval_train_samples": 200,

@@ -531,7 +531,8 @@ class AirComp(AccessScheme):
     The upload takes (bits / bits_per_symbol) / B seconds, one parameter per channel use, for
     every device at once: it does not grow with K. The transmission starts when the last sending
     device is ready; with a round deadline, devices not ready by deadline - airtime stay out.
-    Modelled under protocol.name = "sync".
+    Under the event protocols devices that are ready wait for a joint transmission
+    (wirelessfl.sim.uplink.JointUplink).
     """
 
     Options = AirCompOptions
@@ -551,11 +552,8 @@ class AirComp(AccessScheme):
 
     @classmethod
     def check(cls, scenario, options: AirCompOptions) -> None:
-        """Every device of a round sends at once: sync rounds, whole uploads (no packets)."""
+        """Whole uploads (no packets)."""
         _one_transmitter_for_packets(scenario)
-        if scenario.protocol.name != "sync":
-            raise ConfigError(f"link.access = 'aircomp': every device of a round sends at once, modelled under "
-                              f"protocol.name = 'sync' only (got {scenario.protocol.name!r})")
 
     def transmit_power(self, gain: np.ndarray, power: np.ndarray) -> np.ndarray:
         """rho0 / |h|^2 where |h|^2 >= g_th, else 0 (silent); the scheduler's power is not used."""

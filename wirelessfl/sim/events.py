@@ -220,8 +220,8 @@ class EventEngine(RoundMachinery):
         except simpy.Interrupt as stop:
             self._lost(u, stop.cause)  # nothing more if whoever interrupted settled it already
             return
-        if delivered is False:  # a packet failed link.max_attempts times
-            self._lost(u, "lost")
+        if delivered is False or isinstance(delivered, str):  # a packet failed link.max_attempts times,
+            self._lost(u, delivered or "lost")                   # or AirComp left it silent
             return
         if u.report:
             self._report_done(u)
@@ -366,7 +366,7 @@ class EventEngine(RoundMachinery):
             return
         self._stop(u)
         self._settle(u, outcome, self.env.now)
-        if outcome in ("offline", "lost") and not self.stopping:
+        if outcome in ("offline", "lost", "silent") and not self.stopping:
             self.protocol.on_lost(self, u)
 
     def _stop(self, u: Update, outcome: str | None = None) -> None:

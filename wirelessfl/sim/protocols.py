@@ -61,7 +61,8 @@ class RoundProtocol(Protocol):
     Class attributes: ``event_driven`` (False only for the closed-form sync rounds), ``round_based``
     (the scheduler decides per round, through ``begin_round``; otherwise devices are started one
     free slot at a time through the scheduler's ``dispatch``), ``per_aggregation`` (updates an
-    aggregation applies, as the dispatch rule's power budget assumes).
+    aggregation applies, as the dispatch rule's power budget assumes and as many as an over-the-air
+    uplink gathers into one joint transmission: wirelessfl.sim.uplink.JointUplink).
     """
 
     Options: ClassVar[type | None] = None
@@ -193,6 +194,8 @@ class SemiSync(RoundProtocol):
 
     def __init__(self, options: SemiSyncOptions, deadline_s: float | None):
         self.options, self.deadline_s = options, deadline_s
+        # first_k updates close a round (None: all of them, however many the scheduler drew)
+        self.per_aggregation = float("inf") if options.first_k is None else float(options.first_k)
         self.current = None   # the round under way
         self.on_time: list = []
         self.carried: list = []

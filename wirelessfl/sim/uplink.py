@@ -11,7 +11,10 @@
   left. An upload ends when its last bit is sent. This is processor sharing with rates that depend
   on each device's SNR; a device alone on the band gets all of it.
 
-Both hand an update's phase and times back on the update itself (``tx_start_s``, ``tx_end_s``,
+- :class:`JointUplink` (AirComp): devices ready to upload wait, then send together in one joint
+  transmission whose length does not depend on how many join (see the class).
+
+All of them hand an update's phase and times back on the update itself (``tx_start_s``, ``tx_end_s``,
 ``airtime_s``), so a checkpoint taken between events can rebuild the queue exactly.
 """
 from __future__ import annotations
@@ -25,7 +28,7 @@ from ..access import Dedicated, SlottedTDMA
 from .clock import RANK_DEVICE, priority
 from .flight import ON_AIR, QUEUED
 
-__all__ = ["IndependentUplink", "SharedBand", "SlottedUplink", "TdmaUplink", "default_uplink"]
+__all__ = ["IndependentUplink", "JointUplink", "SharedBand", "SlottedUplink", "TdmaUplink", "default_uplink"]
 
 
 
@@ -262,10 +265,113 @@ class IndependentUplink:
         pass
 
 
+class JointUplink:
+    """Over-the-air computation on the event engine (wirelessfl.access.AirComp): the server receives
+    the sum of the updates sent at once, so devices that are ready to upload wait and send together.
+
+    A joint transmission starts when ``group`` devices wait (the protocol's ``per_aggregation``:
+    FedBuff's buffer K, 1 for FedAsync, semi_sync's first_k), or when no device in flight could still
+    join (every other one waits or is on the air), and only when the previous joint transmission has
+    ended. Each sender inverts its channel at the gain drawn as the transmission starts (a round's
+    gain under semi_sync): power rho0 / |h|^2 above the truncation threshold; below it the device stays
+    silent, its update is lost (outcome "silent") and it never goes on the air. The transmission lasts
+    the scheme's joint length, (bits / bits_per_symbol) / B, however many send.
+    """
+
+    concurrent = True
+
+    def __init__(self, engine):
+        self.engine = engine
+        self.scheme = engine.parts.access
+        self.group = float(engine.protocol.per_aggregation)
+        self.waiting: list = []  # ready, in the order they became ready
+        self.on_air: list = []   # the joint transmission under way
+        self.end_s = math.nan
+
+    def transmit(self, u):
+        """The upload of ``u`` (a SimPy generator): wait for a joint transmission, then send in it.
+        Returns True when it arrived, "silent" when its channel was below the threshold."""
+        if u.done is None:
+            u.done = self.engine.env.event()
+        if u.phase < QUEUED:
+            u.phase = QUEUED
+            self.engine.queue_seq += 1
+            u.queue_seq = self.engine.queue_seq
+            self.waiting.append(u)
+            self.maybe_start()
+        try:
+            return (yield u.done)
+        except simpy.Interrupt:
+            if u in self.waiting:
+                self.waiting.remove(u)
+            elif u in self.on_air:
+                self.on_air.remove(u)
+            self.maybe_start()
+            raise
+
+    def maybe_start(self) -> None:
+        """Start a joint transmission of the waiting devices if the rule above says so."""
+        if self.on_air or not self.waiting:
+            return
+        if len(self.waiting) < self.group and any(u.phase < QUEUED and not u.report
+                                                  for u in self.engine.flying.values()):
+            return
+        engine = self.engine
+        now = engine.env.now
+        group, self.waiting = self.waiting, []
+        length = float(self.scheme.joint_s(group[0].bits))
+        for u in group:
+            if u.gain != u.gain:
+                u.gain = engine.draw_gain(u.device)
+            u.power = float(self.scheme.transmit_power(np.array([u.gain]), np.array([u.power]))[0])
+            u.attempts = 1 if u.power > 0 else 0
+            if u.power > 0:
+                u.phase, u.tx_start_s, u.airtime_s = ON_AIR, now, length
+                self.on_air.append(u)
+            else:
+                u.airtime_s = 0.0
+                u.done.succeed("silent")
+        if self.on_air:
+            self._arm(now + length)
+        else:
+            self.maybe_start()
+
+    def _arm(self, end_s: float) -> None:
+        self.end_s = end_s
+        event = self.engine.env.at(end_s, priority(RANK_DEVICE, min(u.seq for u in self.on_air)))
+        event.callbacks.append(self._finish)
+
+    def _finish(self, _=None) -> None:
+        group, self.on_air = self.on_air, []
+        for u in group:
+            u.tx_end_s = self.end_s
+            u.done.succeed(True)
+        self.end_s = math.nan
+        self.maybe_start()
+
+    def state_dict(self) -> dict:
+        """Who waits, who is on the air and when that joint transmission ends."""
+        return {"waiting": [u.seq for u in self.waiting], "on_air": [u.seq for u in self.on_air],
+                "end_s": self.end_s}
+
+    def load_state(self, state: dict) -> None:
+        """Restore the waiting devices and the joint transmission (after the engine restored the updates)."""
+        flying, env = self.engine.flying, self.engine.env
+        self.waiting = [flying[seq] for seq in state["waiting"]]
+        self.on_air = [flying[seq] for seq in state["on_air"]]
+        for u in self.waiting + self.on_air:
+            u.done = env.event()
+        if self.on_air:
+            self._arm(float(state["end_s"]))
+
+
 def default_uplink(access, engine):
     """The uplink of an access scheme that brings none (``AccessScheme.event_uplink`` is None): one
     transmitter whose uploads start on slot boundaries for slotted TDMA, every upload on its own for
-    dedicated sub-bands, the shared band for concurrent schemes, else one transmitter."""
+    dedicated sub-bands, joint transmissions over the air, the shared band for concurrent schemes,
+    else one transmitter."""
+    if access.over_the_air:
+        return JointUplink(engine)
     if isinstance(access, SlottedTDMA):
         return SlottedUplink(engine)
     if isinstance(access, Dedicated):
