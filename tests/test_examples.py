@@ -187,3 +187,26 @@ def test_fedprox_runs_under_fedbuff_and_its_mu_matters(tmp_path):
     pd.testing.assert_frame_equal(prox, avg)  # mu = 0 is FedAvg, stale updates and all
     up = pd.read_csv(tmp_path / "b" / "fedprox" / "updates.csv")
     assert (up[up.outcome == "applied"].groupby("version_applied").size() == 2).all()
+
+
+def test_own_data_example_trains_its_own_model_on_its_own_csv(tmp_path):
+    """examples/own_data from a user's folder: make_data.py writes the CSV, the scenario names the
+    dataset, model and partition of my_parts.py by import path; the upload is 32 x the parameters of
+    the module the model part builds, and the model learns more than the majority class."""
+    mine = shutil.copytree(EXAMPLES / "own_data", tmp_path / "mine")
+    proc = subprocess.run([sys.executable, "make_data.py"], capture_output=True, text=True, cwd=mine)
+    assert proc.returncode == 0, proc.stderr
+    cli("run", mine / "scenario.toml", "--set", "run.rounds=30", "--out", tmp_path / "out", "--no-progress",
+        cwd=tmp_path)
+    run = tmp_path / "out" / "own_data"
+    import json
+
+    from wirelessfl.plugins import part_class
+
+    model = part_class("model", "my_parts:TabularMLP", [str(mine)])
+    params = sum(p.numel() for p in model((8,), 4, hidden=64).parameters())
+    summary = json.loads((run / "summary.json").read_text())
+    assert summary["model_bits"] == 32 * params == 32 * (8 * 64 + 64 + 64 * 64 + 64 + 64 * 4 + 4)
+    labels = np.loadtxt(mine / "pump_faults.csv", delimiter=",", skiprows=1)[:, -1]
+    majority = np.bincount(labels.astype(int)).max() / labels.size
+    assert summary["final_accuracy"] > majority + 0.1
