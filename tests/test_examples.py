@@ -187,3 +187,61 @@ def test_fedprox_runs_under_fedbuff_and_its_mu_matters(tmp_path):
     pd.testing.assert_frame_equal(prox, avg)  # mu = 0 is FedAvg, stale updates and all
     up = pd.read_csv(tmp_path / "b" / "fedprox" / "updates.csv")
     assert (up[up.outcome == "applied"].groupby("version_applied").size() == 2).all()
+
+
+def test_own_data_example_trains_its_own_model_on_its_own_csv(tmp_path):
+    """examples/own_data from a user's folder: make_data.py writes the CSV, the scenario names the
+    dataset, model and partition of my_parts.py by import path; the upload is 32 x the parameters of
+    the module the model part builds, and the model learns more than the majority class."""
+    mine = shutil.copytree(EXAMPLES / "own_data", tmp_path / "mine")
+    proc = subprocess.run([sys.executable, "make_data.py"], capture_output=True, text=True, cwd=mine)
+    assert proc.returncode == 0, proc.stderr
+    cli("run", mine / "scenario.toml", "--set", "run.rounds=30", "--out", tmp_path / "out", "--no-progress",
+        cwd=tmp_path)
+    run = tmp_path / "out" / "own_data"
+    import json
+
+    from wirelessfl.plugins import part_class
+
+    model = part_class("model", "my_parts:TabularMLP", [str(mine)])
+    params = sum(p.numel() for p in model((8,), 4, hidden=64).parameters())
+    summary = json.loads((run / "summary.json").read_text())
+    assert summary["model_bits"] == 32 * params == 32 * (8 * 64 + 64 + 64 * 64 + 64 + 64 * 4 + 4)
+    labels = np.loadtxt(mine / "pump_faults.csv", delimiter=",", skiprows=1)[:, -1]
+    majority = np.bincount(labels.astype(int)).max() / labels.size
+    assert summary["final_accuracy"] > majority + 0.1
+
+
+def test_the_guide_s_model_dataset_and_partition_run_as_written(tmp_path):
+    """docs/extending.md's wide_mlp, NpzDataset and OneClassPerDevice, copied into files beside a
+    scenario that names all three: the upload is the module's size, device n holds class n % 5 only."""
+    import re
+
+    blocks = re.findall(r"```(\w+)\n(.*?)```", (ROOT / "docs" / "extending.md").read_text(), re.S)
+    python = [code for lang, code in blocks if lang == "python"]
+    for module, marker in (("mymodels", "def wide_mlp"), ("npzdata", "class NpzDataset"),
+                           ("bylabel", "class OneClassPerDevice")):
+        code = next(code for code in python if marker in code)
+        assert len(code.splitlines()) < 30, module  # the promise of the guide
+        (tmp_path / f"{module}.py").write_text(code)
+    rng = np.random.default_rng(0)
+    y = rng.integers(0, 5, 600)
+    x = rng.normal(size=(600, 20)) + y[:, None]
+    np.savez(tmp_path / "mine.npz", x_train=x[:500], y_train=y[:500], x_test=x[500:], y_test=y[500:])
+    (tmp_path / "s.toml").write_text(
+        '[run]\nrounds = 4\neval_every_rounds = 2\n[devices]\ncount = 8\n'
+        '[learning]\nmodel = "mymodels:wide_mlp"\ndataset = "npzdata:NpzDataset"\npartition = "bylabel:OneClassPerDevice"\n'
+        'local_steps = 2\nbatch_size = 8\n[learning.model_options]\nhidden = 256\n'
+        '[learning.dataset_options]\npath = "mine.npz"\n')
+    cli("run", tmp_path / "s.toml", "--out", tmp_path / "out", "--no-progress", cwd=tmp_path)
+    import json
+
+    summary = json.loads((tmp_path / "out" / "s" / "summary.json").read_text())
+    assert summary["model_bits"] == 32 * (20 * 256 + 256 + 256 * 5 + 5)
+    from wirelessfl import load_scenario
+    from wirelessfl.learning.learner import federated_data
+
+    data, parts, _ = federated_data(load_scenario(tmp_path / "s.toml"))
+    labels = data.y_train.numpy()
+    assert all(set(labels[p].tolist()) == {n % 5} for n, p in enumerate(parts))
+    assert sum(p.size for p in parts) == 500 and np.unique(np.concatenate(parts)).size == 500

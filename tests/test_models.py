@@ -54,11 +54,60 @@ def test_generator_init_is_deterministic_and_leaves_global_rng_alone():
     assert float(w.abs().max()) <= 1 / 25**0.5 and float(w.std()) > 0.5 / 25**0.5 / 3**0.5
 
 
-def test_parameter_counts_without_torch_are_the_models_own():
-    from wirelessfl.learning import build_model, num_parameters
-    from wirelessfl.learning.sizes import PARAMETERS
+# (model, dataset) -> parameters, as the table that timing-only runs read before the counts were measured
+_PINNED_COUNTS = {
+    ("paper_cnn", "fashion_mnist"): 430698, ("paper_cnn", "mnist"): 430698, ("paper_cnn", "cifar10"): 555178,
+    ("small_cnn", "fashion_mnist"): 28938, ("small_cnn", "mnist"): 28938, ("small_cnn", "cifar10"): 34538,
+    ("mlp", "fashion_mnist"): 199210, ("mlp", "mnist"): 199210, ("mlp", "cifar10"): 656810,
+    ("mlp", "synthetic"): 54410,
+    ("logreg", "fashion_mnist"): 7850, ("logreg", "mnist"): 7850, ("logreg", "cifar10"): 30730,
+    ("logreg", "synthetic"): 610,
+    ("mlp_80_60", "fashion_mnist"): 68270, ("mlp_80_60", "mnist"): 68270, ("mlp_80_60", "cifar10"): 251310,
+    ("mlp_80_60", "synthetic"): 10350,
+    ("lenet", "fashion_mnist"): 44426, ("lenet", "mnist"): 44426, ("lenet", "cifar10"): 62006,
+}
 
-    shapes = {"fashion_mnist": (1, 28, 28), "mnist": (1, 28, 28), "cifar10": (3, 32, 32), "synthetic": (60,)}
-    for (model, dataset), count in PARAMETERS.items():
-        assert num_parameters(build_model(model, shapes[dataset], 10)) == count, (model, dataset)
-    assert len(PARAMETERS) == 21  # every model on every dataset it accepts
+
+def test_timing_only_model_bits_are_measured_without_loading_the_data(tmp_path):
+    """Timing-only runs size the upload from the model built for the dataset's declared shape: the
+    same bits as before, and no data is read (the data folder is empty)."""
+    from wirelessfl.config import from_dict
+    from wirelessfl.learning.learner import model_bits_of
+
+    for (model, dataset), count in _PINNED_COUNTS.items():
+        scenario = from_dict({"run": {"rounds": 1, "timing_only": True},
+                              "learning": {"model": model, "dataset": dataset, "data_dir": str(tmp_path)}})
+        assert model_bits_of(scenario) == 32 * count, (model, dataset)
+
+
+def test_parameter_count_is_measured_from_the_module():
+    """count_parameters builds the module and counts it: sum(p.numel()) of the module, for a built-in
+    and for a model part with options."""
+    from torch import nn
+
+    from wirelessfl.learning.models import count_parameters
+
+    def wide(input_shape, num_classes, hidden=7):
+        return nn.Sequential(nn.Flatten(), nn.Linear(input_shape[0], hidden), nn.Linear(hidden, num_classes))
+
+    for model, options in (("lenet", None), (wide, {"hidden": 13})):
+        built = build_model(model, (1, 28, 28) if model == "lenet" else (5,), 3, options=options)
+        expect = sum(p.numel() for p in built.parameters())
+        assert count_parameters(model, (1, 28, 28) if model == "lenet" else (5,), 3, options) == expect
+    assert count_parameters(wide, (5,), 3, {"hidden": 13}) == 5 * 13 + 13 + 13 * 3 + 3
+
+
+def test_model_of_unknown_layers_keeps_its_own_seeded_init():
+    """A model with layers init_parameters does not know (LayerNorm) is built reproducibly from the
+    generator's seed, and leaves torch's global RNG alone."""
+    from torch import nn
+
+    def normed(input_shape, num_classes):
+        return nn.Sequential(nn.Linear(input_shape[0], 4), nn.LayerNorm(4), nn.Linear(4, num_classes))
+
+    state = torch.random.get_rng_state()
+    a = build_model(normed, (3,), 2, generator=torch.Generator().manual_seed(5))
+    b = build_model(normed, (3,), 2, generator=torch.Generator().manual_seed(5))
+    c = build_model(normed, (3,), 2, generator=torch.Generator().manual_seed(6))
+    assert torch.equal(torch.random.get_rng_state(), state)
+    assert torch.equal(a[0].weight, b[0].weight) and not torch.equal(a[0].weight, c[0].weight)

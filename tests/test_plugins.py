@@ -562,3 +562,195 @@ def test_a_plain_class_with_the_required_members_gets_the_protocols_defaults(tmp
     (folder / "t.toml").write_text(scenario_text('name = "plain_class_mod:NoDecide"'))
     with pytest.raises(ConfigError, match="NoDecide does not fit the scheduler protocol: it lacks decide"):
         load_scenario(folder / "t.toml")
+
+
+# --- models, datasets and partitions ------------------------------------------------------------
+
+DATA_PARTS = textwrap.dedent('''
+    """A dataset of random features, a function model, a partition that deals fixed triples, and a
+    dataset with its own split."""
+    from dataclasses import dataclass
+
+    import numpy as np
+    from torch import nn
+
+    from wirelessfl.config import option
+    from wirelessfl.learning import Dataset, DatasetLoader, DeviceSplit, Partitioner
+
+
+    class Blobs(DatasetLoader):
+        input_shape, num_classes = (5,), 3
+
+        @classmethod
+        def from_scenario(cls, scenario, options):
+            return cls()
+
+        def load(self):
+            rng = np.random.default_rng(0)
+            y = rng.integers(0, 3, 400)
+            x = rng.normal(size=(400, 5)) + y[:, None]
+            return Dataset.from_arrays("blobs", x[:300], y[:300], x[300:], y[300:], 3)
+
+
+    class OwnSplit(Blobs):
+        own_split = True
+
+        def load(self):
+            data = super().load()
+            return DeviceSplit(data, [np.arange(10 * n, 10 * n + 10) for n in range(4)])
+
+
+    @dataclass(frozen=True)
+    class WideOptions:
+        hidden: int = option(8, ge=1, doc="hidden units")
+
+
+    def wide(input_shape, num_classes, hidden=8):
+        return nn.Sequential(nn.Linear(input_shape[0], hidden), nn.ReLU(), nn.Linear(hidden, num_classes))
+
+
+    wide.Options = WideOptions
+
+
+    def untyped(input_shape, num_classes, **options):
+        return nn.Linear(input_shape[0], num_classes)
+
+
+    class Triples(Partitioner):
+        @classmethod
+        def from_scenario(cls, scenario, options):
+            return cls()
+
+        def split(self, labels, num_devices, rng, *, num_classes):
+            return [np.arange(3 * n, 3 * n + 3) for n in range(num_devices)]
+
+
+    class Refused(Triples):
+        def split(self, labels, num_devices, rng, *, num_classes):
+            raise AssertionError("a dataset with its own split is not partitioned")
+''')
+
+
+def data_scenario(tmp_path, learning: str, devices: int = 4, timing_only=False) -> Path:
+    folder = write_plugins(tmp_path / "mine", data_mod=DATA_PARTS)
+    (folder / "s.toml").write_text(textwrap.dedent(f'''
+        [run]
+        rounds = 2
+        eval_every_rounds = 1
+        timing_only = {str(timing_only).lower()}
+        [devices]
+        count = {devices}
+        [learning]
+        local_steps = 2
+        batch_size = 3
+    ''') + learning)
+    return folder / "s.toml"
+
+
+def test_built_in_models_datasets_and_partitions_come_from_their_registries():
+    from wirelessfl.learning import DATASETS, MODELS, PARTITIONS
+    from wirelessfl.learning.loaders import CIFAR10
+    from wirelessfl.learning.models import logreg
+    from wirelessfl.learning.partitioners import LabelDirichlet
+
+    sc = from_dict({"run": {"rounds": 1}, "learning": {"model": "logreg", "dataset": "cifar10",
+                                                       "partition": "label_dirichlet"}})
+    assert sc.part("model").function is logreg and sc.part("dataset") is CIFAR10
+    assert sc.part("partition") is LabelDirichlet
+    assert MODELS.names()[:2] == ["paper_cnn", "small_cnn"] and "synthetic" in DATASETS.names()
+    assert "classes_per_device" in PARTITIONS.names()
+
+
+def test_a_users_dataset_model_and_partition_from_the_scenarios_folder(tmp_path, one_torch_thread):
+    """Import paths found beside the scenario; the partition's index lists are the devices' data; the
+    upload is 32 x the parameters of the module the model function builds with its options."""
+    from wirelessfl.learning.learner import federated_data
+
+    path = data_scenario(tmp_path, 'dataset = "data_mod:Blobs"\nmodel = "data_mod:wide"\n'
+                                   'partition = "data_mod:Triples"\n[learning.model_options]\nhidden = 6\n')
+    sc = load_scenario(path)
+    assert sc.plugin_path == (str(path.parent),) and sc.options("model").hidden == 6
+    data, parts, aux = federated_data(sc)
+    assert [p.tolist() for p in parts] == [[3 * n, 3 * n + 1, 3 * n + 2] for n in range(4)] and aux.size == 0
+    result = simulate(sc, progress=False)
+    assert result.summary["model_bits"] == 32 * (5 * 6 + 6 + 6 * 3 + 3)
+    assert result.evals["accuracy"].notna().all()
+    timing = simulate(load_scenario(path, ["run.timing_only=true"]), progress=False)
+    assert timing.summary["model_bits"] == result.summary["model_bits"]  # from the declared shape
+
+
+def test_a_dataset_with_its_own_split_is_not_partitioned(tmp_path, one_torch_thread):
+    from wirelessfl.learning.learner import federated_data
+
+    path = data_scenario(tmp_path, 'dataset = "data_mod:OwnSplit"\nmodel = "logreg"\npartition = "data_mod:Refused"\n')
+    sc = load_scenario(path)
+    data, parts, _ = federated_data(sc)
+    assert [p.tolist() for p in parts] == [list(range(10 * n, 10 * n + 10)) for n in range(4)]
+    assert simulate(sc, progress=False).summary["model_bits"] == 32 * (5 * 3 + 3)
+    with pytest.raises(ConfigError, match="learning.aux_samples: dataset 'data_mod:OwnSplit' brings its own split"):
+        load_scenario(path, ["learning.aux_samples=5"])
+    with pytest.raises(ConfigError, match="learning.partition = 'classes_per_device': dataset 'data_mod:OwnSplit' "
+                                          "brings its own split"):
+        load_scenario(path, ['learning.partition="classes_per_device"', "learning.classes_per_device=5"])
+
+
+@pytest.mark.parametrize("field, kind, first", [("model", "model", "'paper_cnn'"),
+                                                ("dataset", "dataset", "'fashion_mnist'"),
+                                                ("partition", "partition", "'dirichlet_per_device'")])
+def test_an_unknown_model_dataset_or_partition_is_one_line_naming_the_field(tmp_path, field, kind, first):
+    with pytest.raises(ConfigError) as err:
+        from_dict({"run": {"rounds": 1}, "learning": {field: "nope"}})
+    msg = str(err.value)
+    assert msg.startswith(f"learning.{field} = 'nope': unknown {kind}; choose from {first}") and "\n" not in msg
+    path = data_scenario(tmp_path, f'{field} = "data_mod:Nope"\n')
+    proc = subprocess.run([sys.executable, "-m", "wirelessfl.cli", "run", str(path)], capture_output=True,
+                          text=True, cwd=tmp_path)
+    assert proc.returncode == 2 and proc.stderr.strip().count("\n") == 0, proc.stderr
+    assert f"learning.{field} = 'data_mod:Nope': data_mod has no 'Nope'" in proc.stderr
+
+
+@pytest.mark.parametrize("learning, words", [
+    ('model = "data_mod:wide"\n[learning.model_options]\nhidden = 0\n', "learning.model_options.hidden = 0: must be >= 1"),
+    ('model = "data_mod:wide"\n[learning.model_options]\nwidth = 3\n', "learning.model_options.width: unknown key; "
+                                                                        "allowed: hidden"),
+    ('[learning.partition_options]\nalpha = 0.5\n', "learning.partition_options.alpha: partition "
+                                                    "'dirichlet_per_device' takes no options"),
+    ('[learning.dataset_options]\nroot = "x"\n', "learning.dataset_options.root: dataset 'fashion_mnist' takes no options"),
+    ('dataset = "data_mod:Blobs"\nmodel = "small_cnn"\n', "learning.model = 'small_cnn': takes inputs of 3 dimensions, "
+                                                          "and dataset 'data_mod:Blobs' has inputs of shape (5,)"),
+])
+def test_bad_options_of_the_data_parts_are_one_line_errors(tmp_path, learning, words):
+    with pytest.raises(ConfigError) as err:
+        load_scenario(data_scenario(tmp_path, learning))
+    assert words in str(err.value) and "\n" not in str(err.value), str(err.value)
+
+
+def test_a_model_without_options_class_gets_its_table_and_switching_models_drops_its_options(tmp_path):
+    path = data_scenario(tmp_path, 'model = "data_mod:untyped"\n[learning.model_options]\nanything = [1, 2]\n')
+    sc = load_scenario(path)
+    assert sc.options("model") == {"anything": [1, 2]}
+    from wirelessfl.config import dumps, from_dict as again
+    import tomllib
+
+    assert again(tomllib.loads(dumps(sc))) == sc  # written back and read again
+    wide = load_scenario(data_scenario(tmp_path, 'model = "data_mod:wide"\n[learning.model_options]\nhidden = 5\n'))
+    assert wide.replace('learning.model="mlp"').options("model") == sc.replace('learning.model="mlp"').options("model")
+    assert wide.replace('learning.model="data_mod:wide"').options("model").hidden == 5
+
+
+def test_an_installed_package_registers_a_model_through_an_entry_point(tmp_path, monkeypatch):
+    site = tmp_path / "site"
+    write_plugins(site, widenet_pkg=DATA_PARTS)
+    dist = site / "widenet_pkg-1.0.dist-info"
+    dist.mkdir()
+    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: widenet-pkg\nVersion: 1.0\n")
+    (dist / "entry_points.txt").write_text("[wirelessfl.models]\nwidenet = widenet_pkg:wide\n"
+                                           "[wirelessfl.partitions]\ntriples = widenet_pkg:Triples\n")
+    monkeypatch.syspath_prepend(str(site))
+    sc = from_dict({"run": {"rounds": 1, "timing_only": True}, "learning": {"model": "widenet", "dataset": "synthetic",
+                                                                            "partition": "triples",
+                                                                            "model_options": {"hidden": 4}}})
+    from wirelessfl.learning.learner import model_bits_of
+
+    assert model_bits_of(sc) == 32 * (60 * 4 + 4 + 4 * 10 + 10)
+    assert sc.part_name("partition") == "triples" and sc.part("partition").__name__ == "Triples"

@@ -264,7 +264,7 @@ def test_classes_per_device_scenario_partition():
 
 
 def test_new_keys_config_rules():
-    with pytest.raises(ConfigError, match=r"learning.partition = 'shards': must be one of .*'classes_per_device'"):
+    with pytest.raises(ConfigError, match=r"learning.partition = 'shards': unknown partition; choose from .*'classes_per_device'"):
         tables_scenario(partition="shards")
     with pytest.raises(ConfigError, match="learning.classes_per_device = 1: p x devices.count = 7"):
         tables_scenario().replace("devices.count=7", "devices.excluded_count=0")

@@ -2,27 +2,37 @@
 
 A scenario picks a round protocol (``protocol.name``), a scheduler (``scheduler.name``), a learning
 algorithm (``learning.algorithm``), a fading channel (``channel.model``), a computation model
-(``devices.compute``) and an access scheme (``link.access``). Each value is
+(``devices.compute``), an access scheme (``link.access``), and the data side of training: a model
+(``learning.model``), a dataset (``learning.dataset``) and a partition over devices
+(``learning.partition``). Each value is
 
 * a built-in name, listed in the kind's :class:`Registry` next to the classes it names
   (``wirelessfl.sim.protocols.PROTOCOLS``, ``wirelessfl.scheduling.SCHEDULERS``,
   ``wirelessfl.learning.ALGORITHMS``, ``wirelessfl.wireless.CHANNELS``, ``wirelessfl.devices.COMPUTE``,
-  ``wirelessfl.access.ACCESS``);
+  ``wirelessfl.access.ACCESS``, ``wirelessfl.learning.MODELS``, ``wirelessfl.learning.DATASETS``,
+  ``wirelessfl.learning.PARTITIONS``);
 * a name an installed package registers under the kind's entry-point group
   (``wirelessfl.protocols``, ``wirelessfl.schedulers``, ``wirelessfl.algorithms``,
-  ``wirelessfl.channels``, ``wirelessfl.compute``, ``wirelessfl.access``);
+  ``wirelessfl.channels``, ``wirelessfl.compute``, ``wirelessfl.access``, ``wirelessfl.models``,
+  ``wirelessfl.datasets``, ``wirelessfl.partitions``);
 * or an import path ``"module.path:Name"``, looked up in the scenario file's folder first, then on
   ``sys.path``.
 
 Every part is a class that fits its kind's protocol (:class:`Kind.protocol`): it has the protocol's
 required members, and the optional ones, which it inherits with their defaults by subclassing the
-protocol. Its options come from the scenario as an instance of its ``Options`` dataclass (validated
-like the built-in fields) or, without one, as a plain dict. See docs/extending.md.
+protocol. A model may also be a plain function (``Kind.functions``): it is called as
+``model(input_shape, num_classes, **options)`` and gets the protocol's defaults through
+:class:`FunctionPart`. A part's options come from the scenario as an instance of its ``Options``
+dataclass (validated like the built-in fields) or, without one, as a plain dict: from the table
+``[<table>.options]`` (and the table's own keys) for the first six kinds, from
+``[learning.model_options]``, ``[learning.dataset_options]`` and ``[learning.partition_options]``
+for the last three (``Kind.options_key``). See docs/extending.md.
 
 This module does not import torch; the registries import a part's module only when it is named.
 """
 from __future__ import annotations
 
+import functools
 import importlib
 import importlib.metadata
 import sys
@@ -31,7 +41,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Mapping, Sequence
 
-__all__ = ["KINDS", "Kind", "PluginError", "Registry", "part_class", "registry"]
+__all__ = ["KINDS", "FunctionPart", "Kind", "PluginError", "Registry", "part_class", "registry"]
 
 
 class PluginError(ValueError):
@@ -48,11 +58,20 @@ class Kind:
     group: str       # the entry-point group of installed plugins
     registry: str    # "module:attribute" of the kind's Registry
     required: tuple[str, ...]  # members a part must define itself (the protocol has no default)
+    options_key: str = "options"  # the table's sub-table of the part's options
+    functions: bool = False  # a plain function may be the part (models), besides a class
 
     @property
     def field(self) -> str:
         """The dotted scenario field that names the part, e.g. ``scheduler.name``."""
         return f"{self.table}.{self.key}"
+
+    @property
+    def owns_table(self) -> bool:
+        """True for the kind whose options may also be written as the table's own keys
+        (``scheduler.V``) and held for other parts; the learning table's model, dataset and
+        partition keep theirs in their own sub-tables only."""
+        return self.options_key == "options"
 
 
 KINDS: dict[str, Kind] = {k.name: k for k in (
@@ -68,10 +87,17 @@ KINDS: dict[str, Kind] = {k.name: k for k in (
          ("from_scenario", "compute_times")),
     Kind("access", "link", "access", "wirelessfl.access", "wirelessfl.access:ACCESS",
          ("from_scenario", "airtime_s", "schedule")),
+    Kind("model", "learning", "model", "wirelessfl.models", "wirelessfl.learning:MODELS", (),
+         options_key="model_options", functions=True),
+    Kind("dataset", "learning", "dataset", "wirelessfl.datasets", "wirelessfl.learning:DATASETS",
+         ("from_scenario", "load"), options_key="dataset_options"),
+    Kind("partition", "learning", "partition", "wirelessfl.partitions", "wirelessfl.learning:PARTITIONS",
+         ("from_scenario", "split"), options_key="partition_options"),
 )}
 """The kinds by name. The engine, the runner, the recorder and the config know parts only through these."""
 
-KIND_OF_TABLE = {k.table: k for k in KINDS.values()}
+KIND_OF_TABLE = {k.table: k for k in KINDS.values() if k.owns_table}
+"""The kind that owns each table's ``options`` (and the option keys written in the table itself)."""
 
 
 def _import_attr(ref: str):
@@ -123,7 +149,8 @@ class Registry:
             if entry is None:
                 listed = ", ".join(repr(n) for n in self.names())
                 raise PluginError(f"{where}: unknown {self.kind.name}; choose from {listed}, "
-                                  f"or give an import path 'module:Class' (see docs/extending.md)")
+                                  f"or give an import path 'module:{'Name' if self.kind.functions else 'Class'}' "
+                                  "(see docs/extending.md)")
             try:
                 cls = entry.load()
             except (Exception, SystemExit) as exc:  # whatever the plugin's import raises
@@ -140,6 +167,8 @@ class Registry:
         of both, under its own name, so it gets the protocol's defaults; PluginError if it is not a
         class or lacks a required member."""
         protocol, public = self.protocol, self._protocol.replace(":", ".")
+        if self.kind.functions and not isinstance(cls, (type, FunctionPart)) and callable(cls):
+            cls = FunctionPart(cls, protocol)
         missing = [m for m in _members(protocol) if not hasattr(cls, m)] if isinstance(cls, type) else []
         if missing:
             try:
@@ -155,13 +184,38 @@ class Registry:
         """PluginError unless ``cls`` is a class whose required members are its own (not the
         protocol's bodiless declarations)."""
         protocol, public = self.protocol, self._protocol.replace(":", ".")
+        if isinstance(cls, FunctionPart):
+            return
         if not isinstance(cls, type):
+            if self.kind.functions:
+                raise PluginError(f"{where}: names a {type(cls).__name__}, not a class or function that fits "
+                                  f"{public}")
             raise PluginError(f"{where}: names a {type(cls).__name__}, not a class; a {self.kind.name} is a class "
                               f"that fits {public}")
         required = [m for m in self.kind.required if not hasattr(cls, m) or _is_stub(cls, protocol, m)]
         if required:
             raise PluginError(f"{where}: {cls.__name__} does not fit the {self.kind.name} protocol: it lacks "
                               f"{', '.join(required)}; see docs/extending.md")
+
+
+class FunctionPart:
+    """A function named as a part (a model): calling it calls the function; the members the function
+    does not carry as attributes (``Options``, ``check``, ...) are the protocol's defaults."""
+
+    def __init__(self, function, protocol: type):
+        functools.update_wrapper(self, function)  # its name, module, doc and attributes
+        self.function, self.protocol = function, protocol
+
+    def __call__(self, *args, **kwargs):
+        return self.function(*args, **kwargs)
+
+    def __getattr__(self, name: str):  # only for what the function does not carry
+        if name.startswith("__") or name in ("function", "protocol"):
+            raise AttributeError(name)
+        return getattr(self.protocol, name)
+
+    def __repr__(self) -> str:
+        return f"<{self.protocol.__name__} {self.__module__}.{self.__qualname__}>"
 
 
 def _members(protocol: type) -> list[str]:
@@ -273,7 +327,8 @@ def _load_import_path(ref: str, plugin_path: Sequence[str], where: str):
 
 
 def registry(kind: str) -> Registry:
-    """The Registry of a kind ("protocol", "scheduler", "algorithm", "channel", "compute", "access")."""
+    """The Registry of a kind ("protocol", "scheduler", "algorithm", "channel", "compute", "access",
+    "model", "dataset", "partition")."""
     return _import_attr(KINDS[kind].registry)
 
 

@@ -11,7 +11,9 @@ Five tables name a part (see wirelessfl.plugins): ``protocol.name``, ``scheduler
 ``options`` sub-table, or, for options the part declares in its ``Options`` dataclass, from the
 table itself (``scheduler.V`` is ``scheduler.options.V``). Options the named part does not take are
 an error, except after an override that names another part (a variant, a grid value): the new part
-keeps the options it shares with the old one and drops the others. This module does not import
+keeps the options it shares with the old one and drops the others. The learning table also names the
+model, the dataset and the partition; their options are its sub-tables ``model_options``,
+``dataset_options`` and ``partition_options``. This module does not import
 torch.
 """
 from .build import from_dict, load_scenario, parse_value

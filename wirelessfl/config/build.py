@@ -26,11 +26,16 @@ else:  # pragma: no cover
 class _Inherited:
     """Key of the options a table held before an override named another part (never in TOML)."""
 
+    def __init__(self, kind: str = ""):
+        self.kind = kind
+
     def __repr__(self):
-        return "<inherited options>"
+        return f"<inherited {self.kind} options>" if self.kind else "<inherited options>"
 
 
 INHERITED = _Inherited()
+INHERITED_OF = {k.name: _Inherited(k.name) for k in KINDS.values() if not k.owns_table}
+"""The same for the parts whose options are a sub-table of their own (learning.model_options, ...)."""
 
 
 def load_scenario(path: str | Path, overrides: Iterable[str] = (), environment: bool = True) -> Scenario:
@@ -137,6 +142,8 @@ def _apply_override(data: dict, key: str, value: Any) -> None:
     parts = key.split(".")
     kind = KIND_OF_TABLE.get(parts[0])
     node = data.get(parts[0])
+    if isinstance(node, dict):
+        _move_sub_table_options(node, parts, value)
     if kind is not None and len(parts) in (2, 3) and isinstance(node, dict):
         own = own_fields(parts[0])
         opts = node.get("options")
@@ -158,6 +165,24 @@ def _apply_override(data: dict, key: str, value: Any) -> None:
                 node.pop(parts[2], None)
             node.get(INHERITED, {}).pop(parts[2], None)
     _set_dotted(data, key, value)
+
+
+def _move_sub_table_options(node: dict, parts: list[str], value: Any) -> None:
+    """Naming another model, dataset or partition moves its options sub-table aside (the new part keeps
+    the options it also takes); an option set again is no longer inherited."""
+    for kind in KINDS.values():
+        if kind.owns_table or kind.table != parts[0]:
+            continue
+        aside = INHERITED_OF[kind.name]
+        if parts[1:] == [kind.key]:
+            default = next(f.default for f in dataclasses.fields(TABLES[parts[0]]) if f.name == kind.key)
+            if value != node.get(kind.key, default):
+                moved = dict(node.pop(aside, {}))
+                if isinstance(node.get(kind.options_key), dict):
+                    moved.update(node.pop(kind.options_key))
+                node[aside] = moved
+        elif len(parts) == 3 and parts[1] == kind.options_key:
+            node.get(aside, {}).pop(parts[2], None)
 
 
 def _set_dotted(data: dict, key: str, value: Any) -> None:
@@ -284,6 +309,9 @@ def _build_table(cls, data: Any, path: str, ctx: _Context):
     part_field = next((f for f in fields.values() if "part" in f.metadata), None)
     data = dict(data)
     inherited = data.pop(INHERITED, {})
+    sub_tables = {f.name: f for f in fields.values() if "options_of" in f.metadata}
+    given_sub = {name: data.pop(name) for name in sub_tables if name in data}
+    inherited_sub = {kind: data.pop(aside) for kind, aside in INHERITED_OF.items() if aside in data}
     # "held" is not a key of a file: held options are written as the table's own keys
     extra = {k: data.pop(k) for k in list(data) if k not in fields or k in ("options", "held")}
     if part_field is None and extra:
@@ -294,6 +322,17 @@ def _build_table(cls, data: Any, path: str, ctx: _Context):
     for name, f in fields.items():
         if name in data:
             values[name] = field_value(f, hints[name], data[name], _join(path, name), ctx.base_dir)
+    for name, f in sub_tables.items():  # the model's, the dataset's and the partition's options
+        kind = KINDS[f.metadata["options_of"]]
+        part_name = values.get(kind.key, fields[kind.key].default)
+        if not part_name:
+            raise ConfigError(f"{kind.field} = {part_name!r}: must name a {kind.name}")
+        part = ctx.load(kind, part_name, path)
+        explicit = given_sub.get(name, {})
+        if not isinstance(explicit, dict):
+            raise ConfigError(f"{path}.{name} = {show(explicit)}: must be a table of the {kind.name}'s options")
+        values[name] = _build_options(part, kind, part_name, path, {}, explicit, inherited_sub.get(kind.name, {}),
+                                      ctx, [])
     if part_field is not None:
         kind = KINDS[part_field.metadata["part"]]
         name = values.get(kind.key, part_field.default)
@@ -336,23 +375,26 @@ def _build_options(part: type, kind, name: str, path: str, flat: dict, explicit:
     for key in flat:
         if key in explicit:
             raise ConfigError(f"{path}.{key}: given both as {path}.{key} and {path}.options.{key}; keep one")
-    schema = part.Options
+    sub = f"{path}.{kind.options_key}"
+    schema = getattr(part, "Options", None)
     if schema is None:
         if flat:
             key = next(iter(flat))
             raise ConfigError(f"{path}.{key}: unknown key; {kind.field} = {name!r} declares no options class, "
-                              f"so its options go in the table [{path}.options]; allowed here: {', '.join(own)}")
+                              f"so its options go in the table [{sub}]; allowed here: {', '.join(own)}")
         return PluginOptions(explicit)
     if not dataclasses.is_dataclass(schema):
         raise ConfigError(f"{kind.field} = {name!r}: {part.__name__}.Options must be a dataclass")
     names = [f.name for f in dataclasses.fields(schema)]
-    for key, where in [(k, f"{path}.{k}") for k in flat] + [(k, f"{path}.options.{k}") for k in explicit]:
+    for key, where in [(k, f"{path}.{k}") for k in flat] + [(k, f"{sub}.{k}") for k in explicit]:
         if key not in names:
             raise ConfigError(f"{where}: {_unknown_option(kind, name, key, own + names)}")
-    given = {k: (v, f"{path}.{k}") for k, v in inherited.items() if k in names}
+    # options written as the table's own keys read as the table's; the others as the sub-table's
+    at = path if kind.owns_table else sub
+    given = {k: (v, f"{at}.{k}") for k, v in inherited.items() if k in names}
     given.update({k: (v, f"{path}.{k}") for k, v in flat.items()})
-    given.update({k: (v, f"{path}.options.{k}") for k, v in explicit.items()})
-    return build_dataclass(schema, given, path, ctx.base_dir)
+    given.update({k: (v, f"{sub}.{k}") for k, v in explicit.items()})
+    return build_dataclass(schema, given, at, ctx.base_dir)
 
 
 def _unknown_option(kind, name: str, key: str, allowed: list[str]) -> str:
@@ -364,7 +406,8 @@ def _unknown_option(kind, name: str, key: str, allowed: list[str]) -> str:
                 schema = registry(k.name).load(other).Options
             except Exception:  # a built-in that cannot be imported here says nothing about this key
                 continue
-            if other != name and schema is not None and key in {f.name for f in dataclasses.fields(schema)}:
+            if other != name and schema is not None and dataclasses.is_dataclass(schema) \
+                    and key in {f.name for f in dataclasses.fields(schema)}:
                 out.append(repr(other))
         return out
 
@@ -375,6 +418,10 @@ def _unknown_option(kind, name: str, key: str, allowed: list[str]) -> str:
         elsewhere = [(k, t) for k in KINDS.values() if k is not kind for t in [takers(k)] if t]
         hint = (f" (an option of {elsewhere[0][0].name} {elsewhere[0][1][0]}: {elsewhere[0][0].table}.{key})"
                 if elsewhere else "")
+    if not allowed and not hint:
+        return f"{kind.name} {name!r} takes no options"
+    if not allowed:
+        return f"{kind.name} {name!r} takes no options{hint}"
     if not hint:
         return f"unknown key; allowed: {', '.join(allowed)}"
     return f"not an option of {kind.name} {name!r}{hint}; allowed: {', '.join(allowed)}"

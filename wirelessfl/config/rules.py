@@ -29,9 +29,7 @@ def cross_check(s) -> None:
         raise ConfigError("run.stop_at_target = true: needs run.target_accuracy")
     if s.run.eval_every_rounds is not None and s.run.eval_every_s is not None:
         raise ConfigError("run.eval_every_s: set either run.eval_every_rounds or run.eval_every_s, not both")
-    if s.learning.dataset == "synthetic" and s.learning.model not in ("mlp", "logreg", "mlp_80_60"):
-        raise ConfigError(f"learning.model = {s.learning.model!r}: the synthetic dataset has 60 features, "
-                          "so the model must be one of 'mlp', 'logreg', 'mlp_80_60'")
+    _check_model_input(s)
     bad = [d for d in s.devices.excluded if d >= n]
     if bad:
         raise ConfigError(f"devices.excluded = {list(s.devices.excluded)!r}: device ids must be < "
@@ -48,27 +46,9 @@ def cross_check(s) -> None:
         if not on.any():
             raise ConfigError(f"devices.availability_trace = {s.devices.availability_trace!r}: no device is ever "
                               "available in it, so no device could ever take part")
-    if s.learning.partition == "classes_per_device":
-        p = s.learning.classes_per_device
-        if s.learning.dataset == "synthetic":
-            raise ConfigError("learning.partition = 'classes_per_device': the synthetic dataset has its own "
-                              "split; use it with fashion_mnist, mnist or cifar10")
-        if (p * n) % 10:
-            raise ConfigError(f"learning.classes_per_device = {p}: p x devices.count = {p * n} must be a "
-                              "multiple of the 10 classes (each class is held by p N / 10 devices)")
-    if s.learning.aux_samples and s.learning.dataset == "synthetic":
-        raise ConfigError("learning.aux_samples: the synthetic dataset has no shared training pool to "
-                          "draw an auxiliary set from; use 0")
-    if s.learning.partition.startswith("perfedavg_groups") and not s.run.timing_only:
-        if s.devices.count % 10:
-            raise ConfigError(f"devices.count = {s.devices.count}: learning.partition = "
-                              f"{s.learning.partition!r} needs a multiple of 10 devices (10 equal groups)")
-        if s.learning.samples_per_device % 10:
-            raise ConfigError(f"learning.samples_per_device = {s.learning.samples_per_device}: learning.partition "
-                              f"= {s.learning.partition!r} needs a multiple of 10 (5a with a even)")
-        if s.learning.dataset == "synthetic":
-            raise ConfigError(f"learning.partition = {s.learning.partition!r}: the synthetic dataset has its "
-                              "own split over devices; use another dataset")
+    if s.learning.aux_samples and s.part("dataset").own_split:
+        raise ConfigError(f"learning.aux_samples: dataset {s.learning.dataset!r} brings its own split over devices, "
+                          "with no shared training pool to draw an auxiliary set from; use 0")
     _check_scale(s)
     _check_device(s)
     if s.link.errors == "outage" and s.link.rate_bps is None:
@@ -173,9 +153,26 @@ def _option_names(part: type) -> set[str]:
         else set()
 
 
+def _check_model_input(s) -> None:
+    """The model takes inputs of the rank the dataset declares (``Model.input_ranks``,
+    ``DatasetLoader.shape``): an image model on feature vectors fails here, not at the first round."""
+    ranks = s.part("model").input_ranks
+    shape = s.part("dataset").shape(s, s.options("dataset")) if ranks is not None else None
+    if shape is None or len(shape[0]) in ranks:
+        return
+    from ..plugins import registry
+
+    models = registry("model")
+    fitting = [repr(n) for n in models.builtins
+               if models.load(n).input_ranks is None or len(shape[0]) in models.load(n).input_ranks]
+    raise ConfigError(f"learning.model = {s.learning.model!r}: takes inputs of {' or '.join(map(str, ranks))} "
+                      f"dimensions, and dataset {s.learning.dataset!r} has inputs of shape {tuple(shape[0])}; "
+                      f"choose a model that takes them: {', '.join(fitting)}")
+
+
 def _check_held_used(s, members: list) -> None:
     """An option held for other parts must be taken by the part of some variant or sweep value."""
-    for kind in KINDS.values():
+    for kind in (k for k in KINDS.values() if k.owns_table):
         held = getattr(s, kind.table).held
         for key in held:
             if not any(key in _option_names(m.part(kind.name)) for m in members):

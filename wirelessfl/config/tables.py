@@ -2,7 +2,9 @@
 
 The six tables that name a part (``protocol.name``, ``scheduler.name``, ``learning.algorithm``,
 ``channel.model``, ``devices.compute``, ``link.access``) also carry the part's ``options`` and, in a scenario with variants or a
-sweep, ``held`` options of other parts for the members that name them.
+sweep, ``held`` options of other parts for the members that name them. The learning table also
+names the model, the dataset and the partition, whose options are its sub-tables ``model_options``,
+``dataset_options`` and ``partition_options``.
 """
 from __future__ import annotations
 
@@ -63,6 +65,16 @@ def _options():
     return field(default=None, metadata={"options": True})
 
 
+def _names_part(default: str, kind: str, doc: str):
+    """A field that names a part of ``kind`` whose options are a sub-table of their own."""
+    return field(default=default, metadata={"doc": doc, "names_part": kind})
+
+
+def _options_of(kind: str):
+    """The sub-table of the options of the part of ``kind`` that a ``_names_part`` field names."""
+    return field(default=None, metadata={"options_of": kind})
+
+
 def _held():
     return field(default=None, metadata={"held": True})
 
@@ -79,6 +91,11 @@ class _PartTable:
             object.__setattr__(self, "options", _default_options(registry(kind.name).load(name)))
         if self.held is None:
             object.__setattr__(self, "held", PluginOptions())
+        for f in dataclasses.fields(self):
+            if "options_of" in f.metadata and getattr(self, f.name) is None:
+                kind = KINDS[f.metadata["options_of"]]
+                part = registry(kind.name).load(getattr(self, kind.key))
+                object.__setattr__(self, f.name, _default_options(part))
 
 
 def _kind_of(cls):
@@ -252,13 +269,16 @@ class LearningConfig(_PartTable):
     """Data, model, the local update rule and the learning algorithm (``algorithm``:
     wirelessfl.learning.ALGORITHMS, an installed plugin or 'module:Class', with its options)."""
 
-    dataset: str = option("fashion_mnist", choices=("fashion_mnist", "mnist", "cifar10", "synthetic"))
+    dataset: str = _names_part("fashion_mnist", "dataset", "the dataset: fashion_mnist, mnist, cifar10, synthetic "
+                               "(wirelessfl.learning.DATASETS), an installed plugin or 'module:Class'")
     data_dir: str = option("", doc="directory with the dataset files (default: standard places)")
-    model: str = option("small_cnn", choices=("paper_cnn", "small_cnn", "mlp", "logreg", "mlp_80_60", "lenet"))
-    partition: str = option("dirichlet_per_device",
-                            choices=("dirichlet_per_device", "label_dirichlet", "iid", "perfedavg_groups",
-                                     "perfedavg_groups_single", "classes_per_device"),
-                            doc="perfedavg_groups: Per-FedAvg's Table 2 layout, 10 groups, type-A devices "
+    model: str = _names_part("small_cnn", "model", "the model: paper_cnn, small_cnn, mlp, logreg, mlp_80_60, "
+                             "lenet (wirelessfl.learning.MODELS), an installed plugin or 'module:Name'")
+    partition: str = _names_part("dirichlet_per_device", "partition",
+                                 "the split over devices: dirichlet_per_device, label_dirichlet, iid, "
+                                 "perfedavg_groups, perfedavg_groups_single, classes_per_device "
+                                 "(wirelessfl.learning.PARTITIONS), an installed plugin or 'module:Class'; "
+                                 "perfedavg_groups: Per-FedAvg's Table 2 layout, 10 groups, type-A devices "
                                 "hold samples_per_device = 5a samples (a of classes 0-4), type-B devices a/2 "
                                 "of class j and 2a of class j+5; _single: type-B devices hold class j+5 only; "
                                 "classes_per_device: the SAFARI paper's non-iid index p (docs/papers/safari.md), "
@@ -294,6 +314,9 @@ class LearningConfig(_PartTable):
     device_test_samples: int = option(100, ge=1, doc="size of each device's own test split, label-matched to "
                                       "its training data (fairness metrics, personalised evaluation; the "
                                       "perfedavg partitions bring their own split)")
+    model_options: Any = _options_of("model")
+    dataset_options: Any = _options_of("dataset")
+    partition_options: Any = _options_of("partition")
     options: Any = _options()
     held: Any = _held()
 
@@ -347,7 +370,7 @@ class Scenario:
 
     def part_name(self, kind: str) -> str:
         """The name the scenario gives the part of ``kind`` ("protocol", "scheduler", "algorithm", "channel",
-        "compute")."""
+        "compute", "access", "model", "dataset", "partition")."""
         k = KINDS[kind]
         return getattr(getattr(self, k.table), k.key)
 
@@ -357,7 +380,7 @@ class Scenario:
 
     def options(self, kind: str):
         """The options of the part of ``kind``: its Options instance, or a dict."""
-        opts = getattr(self, KINDS[kind].table).options
+        opts = getattr(getattr(self, KINDS[kind].table), KINDS[kind].options_key)
         return opts.to_dict() if isinstance(opts, PluginOptions) else opts
 
     def accepts(self, key: str) -> bool:
@@ -372,6 +395,12 @@ class Scenario:
         names = {f.name for f in dataclasses.fields(table)} - {"options", "held"}
         if len(parts) == 2 and parts[1] in names:
             return True
+        secondary = next((k for k in KINDS.values() if k.table == parts[0] and not k.owns_table
+                          and k.options_key == parts[1]), None)
+        if secondary is not None:
+            opts = getattr(table, secondary.options_key)
+            return len(parts) == 3 and (isinstance(opts, PluginOptions)
+                                        or parts[2] in {f.name for f in dataclasses.fields(opts)})
         kind = KIND_OF_TABLE.get(parts[0])
         if kind is None:
             return False

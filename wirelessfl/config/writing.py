@@ -12,7 +12,8 @@ from .tables import PluginOptions
 def to_dict(scenario, only_changed: bool = False) -> dict:
     """The scenario as a nested dict that from_dict reads back to an equal scenario.
 
-    A part's options go in the table's ``options`` sub-table. With ``only_changed``, fields and
+    A part's options go in the table's ``options`` sub-table (the model's, dataset's and partition's
+    in ``learning.model_options``, ``learning.dataset_options``, ``learning.partition_options``). With ``only_changed``, fields and
     options at their default value are left out: the canonical form used to key cached runs, which
     stays the same when a later version adds fields with defaults.
     """
@@ -40,10 +41,10 @@ def _plain_table(value, only_changed: bool) -> dict:
     table = {}
     for f in dataclasses.fields(value):
         v = getattr(value, f.name)
-        if f.name == "options" and "options" in f.metadata:
+        if ("options" in f.metadata or "options_of" in f.metadata) and v is not None:
             opts = v.to_dict() if isinstance(v, PluginOptions) else _plain_table(v, only_changed)
             if opts:
-                table["options"] = opts
+                table[f.name] = opts
         elif f.name == "held" and "held" in f.metadata:
             table.update(v.to_dict())
         elif v is not None and not (only_changed and defaults[f.name] == v):

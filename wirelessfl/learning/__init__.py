@@ -3,15 +3,16 @@
 This package knows nothing about time, SimPy or the channel (see README.md, "Layout", and
 docs/extending.md, "When each method is called"). An algorithm fits
 :class:`Algorithm`; ``ALGORITHMS`` names the built-ins that ``learning.algorithm`` accepts besides
-installed plugins and import paths. Names are imported on first use, so that reading a scenario
-does not import torch.
+installed plugins and import paths. ``MODELS`` (protocol ``models.Model``), ``DATASETS``
+(``loaders.DatasetLoader``) and ``PARTITIONS`` (``partitioners.Partitioner``) do the same for
+``learning.model``, ``learning.dataset`` and ``learning.partition``. Names are imported on first
+use, so that reading a scenario does not import torch.
 """
 from importlib import import_module
 
 from ..plugins import Registry
 # numpy only; imported here because the function shares its module's name
-from .partition import (PARTITION_SCHEMES, partition, perfedavg_group_counts, perfedavg_test_unit,
-                        split_by_class_counts)
+from .partition import partition, perfedavg_group_counts, perfedavg_test_unit, split_by_class_counts
 
 ALGORITHMS = Registry("algorithm", "wirelessfl.learning:Algorithm", {
     "fedavg": "wirelessfl.learning.algorithms:FedAvg",
@@ -30,6 +31,31 @@ ALGORITHMS = Registry("algorithm", "wirelessfl.learning:Algorithm", {
 }, adapter="wirelessfl.learning.flower:adapt_strategy")
 """Built-in algorithms by the name ``learning.algorithm`` gives them."""
 
+MODELS = Registry("model", "wirelessfl.learning.models:Model", {
+    name: f"wirelessfl.learning.models:{name}"
+    for name in ("paper_cnn", "small_cnn", "mlp", "logreg", "mlp_80_60", "lenet")
+})
+"""Built-in models by the name ``learning.model`` gives them (functions of wirelessfl.learning.models)."""
+
+DATASETS = Registry("dataset", "wirelessfl.learning.loaders:DatasetLoader", {
+    "fashion_mnist": "wirelessfl.learning.loaders:FashionMNIST",
+    "mnist": "wirelessfl.learning.loaders:MNIST",
+    "cifar10": "wirelessfl.learning.loaders:CIFAR10",
+    "synthetic": "wirelessfl.learning.loaders:Synthetic",
+})
+"""Built-in datasets by the name ``learning.dataset`` gives them."""
+
+PARTITIONS = Registry("partition", "wirelessfl.learning.partitioners:Partitioner", {
+    "dirichlet_per_device": "wirelessfl.learning.partitioners:DirichletPerDevice",
+    "label_dirichlet": "wirelessfl.learning.partitioners:LabelDirichlet",
+    "iid": "wirelessfl.learning.partitioners:IID",
+    "perfedavg_groups": "wirelessfl.learning.partitioners:PerFedAvgGroups",
+    "perfedavg_groups_single": "wirelessfl.learning.partitioners:PerFedAvgGroupsSingle",
+    "classes_per_device": "wirelessfl.learning.partitioners:ClassesPerDevice",
+})
+"""Built-in partitions by the name ``learning.partition`` gives them."""
+PARTITION_SCHEMES = tuple(PARTITIONS.builtins)
+
 
 class TrainingDiverged(RuntimeError):
     """The global model stopped being finite (e.g. a learning rate far too large)."""
@@ -40,17 +66,19 @@ class DatasetError(ValueError):
 
 _EXPORTS = {
     "algorithms": ("AGGREGATIONS", "Algorithm", "FedAvg", "Safari", "ServerRound"),
+    "loaders": ("DatasetLoader", "DeviceSplit"),
+    "partitioners": ("Partitioner",),
     "datasets": ("DATASET_NAMES", "Dataset", "DatasetNotFoundError", "SyntheticFederated", "load_dataset",
                  "read_idx", "synthetic_federated"),
     "fedshuffle": ("FEDSHUFFLE_METHODS", "FedShuffleGen", "make_fedshuffle_method"),
-    "models": ("MODEL_NAMES", "build_model", "init_parameters", "num_parameters"),
+    "models": ("MODEL_NAMES", "Model", "build_model", "count_parameters", "init_parameters", "num_parameters"),
     "perfedavg": ("PERFEDAVG_VARIANTS", "PerFedAvg"),
     "scaffold": ("Scaffold",),
     "trainer": ("LocalDirection", "Trainer"),
 }
 _WHERE = {name: module for module, names in _EXPORTS.items() for name in names}
 
-__all__ = ["ALGORITHMS", "DatasetError", "PARTITION_SCHEMES", "TrainingDiverged", "partition", "perfedavg_group_counts", "perfedavg_test_unit",
+__all__ = ["ALGORITHMS", "DATASETS", "DatasetError", "MODELS", "PARTITIONS", "PARTITION_SCHEMES", "TrainingDiverged", "partition", "perfedavg_group_counts", "perfedavg_test_unit",
            "split_by_class_counts", *sorted(_WHERE)]
 
 

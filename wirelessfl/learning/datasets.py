@@ -2,7 +2,8 @@
 
 Every loader returns a :class:`Dataset` of normalised float32 tensors. Nothing here knows about
 devices, time or the channel; splitting the training set over devices is ``partition``'s job
-(except for Synthetic, which is generated per device, see :func:`synthetic_federated`).
+(except for Synthetic, which is generated per device, see :func:`synthetic_federated`). The
+dataset parts that a scenario names (wirelessfl.learning.loaders) call these loaders.
 
 Where files are looked for (first hit wins):
 
@@ -101,6 +102,26 @@ class Dataset:
     y_test: torch.Tensor
     num_classes: int
     input_shape: tuple[int, ...]
+
+    @classmethod
+    def from_arrays(cls, name: str, x_train, y_train, x_test, y_test, num_classes: int | None = None) -> "Dataset":
+        """A Dataset from arrays (numpy or tensors): features as float32, labels as int64 in
+        [0, num_classes) (default: the largest label + 1); ValueError naming what does not fit."""
+        xs = [torch.as_tensor(np.asarray(x, dtype=np.float32)) for x in (x_train, x_test)]
+        ys = [torch.as_tensor(np.asarray(y).astype(np.int64)).reshape(-1) for y in (y_train, y_test)]
+        for split, x, y in (("train", xs[0], ys[0]), ("test", xs[1], ys[1])):
+            if x.ndim < 2 or x.shape[0] != y.shape[0] or x.shape[0] == 0:
+                raise ValueError(f"dataset {name!r}: {split} features of shape {tuple(x.shape)} and {y.shape[0]} "
+                                 "labels: need one row per label, at least one")
+        if xs[0].shape[1:] != xs[1].shape[1:]:
+            raise ValueError(f"dataset {name!r}: train samples of shape {tuple(xs[0].shape[1:])}, test samples of "
+                             f"{tuple(xs[1].shape[1:])}")
+        top = int(max(ys[0].max(), ys[1].max())) + 1
+        classes = top if num_classes is None else int(num_classes)
+        if min(int(ys[0].min()), int(ys[1].min())) < 0 or top > classes:
+            raise ValueError(f"dataset {name!r}: labels must lie in [0, {classes})")
+        return cls(name=name, x_train=xs[0], y_train=ys[0], x_test=xs[1], y_test=ys[1], num_classes=classes,
+                   input_shape=tuple(int(s) for s in xs[0].shape[1:]))
 
     def __repr__(self) -> str:  # tensors would print thousands of numbers
         return (

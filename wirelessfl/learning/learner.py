@@ -5,33 +5,77 @@ from __future__ import annotations
 import numpy as np
 
 from .. import rng as rngs
-from . import TrainingDiverged
+from . import DatasetError, TrainingDiverged
 from ..scheduling.base import Decision, ReportRequest, Reports
 
-__all__ = ["FederatedLearner", "TrainingDiverged", "model_bits_of"]
+__all__ = ["FederatedLearner", "TrainingDiverged", "data_shape", "federated_data", "model_bits_of"]
 
 
 def model_bits_of(scenario) -> int:
-    """Upload size in bits: the scenario's link.model_bits, else 32 x the model's parameter count."""
+    """Upload size in bits: the scenario's link.model_bits, else 32 x the parameter count of the
+    scenario's model built for its dataset's input shape and classes (measured, see data_shape)."""
     if scenario.link.model_bits is not None:
         return scenario.link.model_bits
-    from .sizes import parameter_count
+    from .models import count_parameters
 
-    return 32 * parameter_count(scenario.learning.model, scenario.learning.dataset)
+    input_shape, num_classes = data_shape(scenario)
+    return 32 * count_parameters(scenario.part("model"), input_shape, num_classes, scenario.options("model"))
+
+
+def data_shape(scenario) -> tuple[tuple[int, ...], int]:
+    """(input_shape, num_classes) of the scenario's dataset: what the dataset part declares
+    (``DatasetLoader.shape``), else read from its loaded data."""
+    declared = scenario.part("dataset").shape(scenario, scenario.options("dataset"))
+    if declared is not None:
+        return declared
+    data = _loaded(scenario)
+    data = data.dataset if isinstance(data, tuple) else data
+    return tuple(data.input_shape), int(data.num_classes)
+
+
+def _loaded(scenario):
+    """What the scenario's dataset part loads: a Dataset, or a DeviceSplit for a dataset with its own split."""
+    from .datasets import Dataset
+    from .loaders import DeviceSplit
+
+    part = scenario.part("dataset")
+    where = f"learning.dataset = {scenario.part_name('dataset')!r}"
+    loaded = part.from_scenario(scenario, scenario.options("dataset")).load()
+    if part.own_split:
+        if not isinstance(loaded, tuple) or len(loaded) not in (2, 3) or not isinstance(loaded[0], Dataset):
+            raise DatasetError(f"{where}: a dataset with its own split returns a DeviceSplit(dataset, "
+                               f"train_indices), not a {type(loaded).__name__}")
+        return DeviceSplit(*loaded)
+    if not isinstance(loaded, Dataset):
+        raise DatasetError(f"{where}: load() returned a {type(loaded).__name__}, not a Dataset (build one "
+                           "with wirelessfl.learning.Dataset.from_arrays)")
+    return loaded
+
+
+def _index_lists(parts, num_devices: int, size: int, where: str) -> list[np.ndarray]:
+    """The per-device index lists a part returned, checked: one per device, int indices in [0, size)."""
+    parts = list(parts)
+    if len(parts) != num_devices:
+        raise DatasetError(f"{where}: gave {len(parts)} index lists for devices.count = {num_devices} devices")
+    out = []
+    for n, p in enumerate(parts):
+        ix = np.asarray(p)
+        if ix.size and (ix.dtype.kind not in "iu" or ix.ndim != 1 or ix.min() < 0 or ix.max() >= size):
+            raise DatasetError(f"{where}: device {n}'s indices must be integers in [0, {size}), one list each")
+        out.append(ix.astype(np.int64).reshape(-1))
+    return out
 
 
 def federated_data(scenario):
-    """(dataset, each device's training indices, the server's auxiliary indices) of the scenario."""
-    from .datasets import load_dataset, synthetic_federated
-    from .partition import partition
-
-    lc = scenario.learning
+    """(dataset, each device's training indices, the server's auxiliary indices) of the scenario:
+    the dataset part's own split, or its training set split by the partition part."""
+    data = _loaded(scenario)
+    n = scenario.devices.count
     aux = np.empty(0, dtype=np.int64)
-    if lc.dataset == "synthetic":  # the benchmark defines its own split over devices
-        fed = synthetic_federated(scenario.devices.count, lc.synthetic_alpha, lc.synthetic_beta,
-                                  lc.samples_per_device, rngs.stream(scenario.seed, "synthetic"))
-        return fed.dataset, fed.train_indices, aux
-    data = load_dataset(lc.dataset, lc.data_dir or None)
+    if scenario.part("dataset").own_split:  # e.g. Synthetic: generated per device
+        where = f"learning.dataset = {scenario.part_name('dataset')!r}"
+        return data.dataset, _index_lists(data.train_indices, n, len(data.dataset.y_train), where), aux
+    lc = scenario.learning
     labels = data.y_train.numpy()
     pool = np.arange(labels.size)
     if lc.aux_samples:  # the server's set T: uniform from the training set, kept from the devices
@@ -40,28 +84,28 @@ def federated_data(scenario):
                              f"{labels.size} training samples")
         aux = np.sort(rngs.stream(scenario.seed, "aux").choice(labels.size, lc.aux_samples, replace=False))
         pool = np.setdiff1d(pool, aux)
-    parts = partition(labels[pool], scenario.devices.count, lc.partition,
-                      rng=rngs.stream(scenario.seed, "partition"),
-                      samples_per_device=lc.samples_per_device, alpha=lc.alpha, size_sigma=lc.size_sigma,
-                      num_classes=data.num_classes, classes_per_device=lc.classes_per_device,
-                      class_assignment=lc.class_assignment)
+    partitioner = scenario.part("partition").from_scenario(scenario, scenario.options("partition"))
+    parts = partitioner.split(labels[pool], n, rngs.stream(scenario.seed, "partition"),
+                              num_classes=data.num_classes)
+    parts = _index_lists(parts, n, pool.size, f"learning.partition = {scenario.part_name('partition')!r}")
     return data, [pool[p] for p in parts], aux
 
 
 def _device_test_splits(scenario, data, parts: list[np.ndarray]) -> list[np.ndarray]:
-    """Each device's own test split (indices into the test set): the Per-FedAvg layout with a_test
-    for its partitions (docs/papers/perfedavg.md, "Data: ten groups of devices"), else
+    """Each device's own test split (indices into the test set): the partition's (Per-FedAvg's groups
+    bring one, docs/papers/perfedavg.md, "Data: ten groups of devices"), else
     learning.device_test_samples samples with the class shares of the device's training data (the
     33/33/34 recipe of docs/papers/fair_selection.md, "Metrics", for three classes)."""
     from .fairness import device_test_sets
-    from .partition import perfedavg_group_counts, perfedavg_test_unit, split_by_class_counts
 
     lc = scenario.learning
     y_tr, y_te = data.y_train.numpy(), data.y_test.numpy()
-    if lc.partition.startswith("perfedavg_groups"):
-        a_test = perfedavg_test_unit(lc.samples_per_device // 5, y_tr.size, y_te.size)
-        counts = perfedavg_group_counts(len(parts), a_test, single_class=lc.partition.endswith("single"))
-        return split_by_class_counts(y_te, counts, rngs.stream(scenario.seed, "test_split"))
+    if not scenario.part("dataset").own_split:
+        partitioner = scenario.part("partition").from_scenario(scenario, scenario.options("partition"))
+        own = partitioner.test_split(y_tr, y_te, parts, rngs.stream(scenario.seed, "test_split"))
+        if own is not None:
+            where = f"learning.partition = {scenario.part_name('partition')!r}: test_split"
+            return _index_lists(own, len(parts), y_te.size, where)
     return device_test_sets([y_tr[p] for p in parts], y_te, lc.device_test_samples,
                             rngs.stream(scenario.seed, "device_test"), data.num_classes)
 
@@ -80,14 +124,16 @@ class FederatedLearner:
         lc = scenario.learning
         data, parts, aux = federated_data(scenario)
         self.personalised = personalised
-        self.fairness = fairness and lc.dataset != "synthetic"
+        # the label-matched device test sets need a shared training set
+        self.fairness = fairness and not scenario.part("dataset").own_split
         # each device's own test split, for personalised evaluation and the fairness metrics
         self.test_parts = (_device_test_splits(scenario, data, parts)
                            if self.personalised or self.fairness else None)
-        self.trainer = Trainer(data, parts, lc.model, local_steps=lc.local_steps,
+        self.trainer = Trainer(data, parts, scenario.part("model"), local_steps=lc.local_steps,
                                batch_size=lc.batch_size, lr=lc.lr, root_seed=scenario.seed,
                                device=scenario.run.device, eval_train_samples=lc.eval_train_samples,
-                               batching=scenario.run.batching, server_indices=aux)
+                               batching=scenario.run.batching, server_indices=aux,
+                               model_options=scenario.options("model"))
         if run_dir is not None:  # per-device states keep their journals (and large arrays) there
             self.trainer.device_states.use_run_folder(run_dir)
         self.algorithm = algorithm

@@ -1,20 +1,72 @@
-"""Model zoo: small classifiers used in the papers we reproduce.
+"""Model zoo: small classifiers used in the papers we reproduce, and the model protocol.
+
+A model is a part (``learning.model``, registry ``wirelessfl.learning.MODELS``): a callable, a
+function or a class, called as ``model(input_shape, num_classes, **options)`` that returns a
+``torch.nn.Module``. The built-ins are the functions below, named as in the scenario.
 
 Models hold no buffers and no BatchNorm, so a model is fully described by its parameters (the
-trainer keeps them as one flat vector and calls the module functionally).
+trainer keeps them as one flat vector and calls the module functionally). Its size, and so the
+upload's 32 x parameters bits, is measured from a module built for the dataset's input shape
+(:func:`count_parameters`).
+
+This module imports torch only when a model is built, so that naming a model in a scenario does not.
 """
 from __future__ import annotations
 
+import dataclasses
 import math
-from typing import Callable
+from typing import TYPE_CHECKING, Any, Callable
 
-import torch
-from torch import nn
+from ..fields import NoOptions
 
-__all__ = ["MODEL_NAMES", "build_model", "init_parameters", "num_parameters"]
+if TYPE_CHECKING:
+    import torch
+    from torch import nn
+
+__all__ = ["MODEL_NAMES", "Model", "build_model", "count_parameters", "init_parameters", "model_kwargs",
+           "num_parameters"]
 
 
-def _paper_cnn(input_shape: tuple[int, ...], num_classes: int) -> nn.Module:
+class Model:
+    """The protocol of a model part: a class (or function) called as
+    ``Model(input_shape, num_classes, **options)`` that returns a ``torch.nn.Module`` mapping a batch
+    of shape (B, *input_shape) to (B, num_classes) logits.
+
+    Everything here is optional; a function gets these defaults too (wirelessfl.plugins.FunctionPart).
+    """
+
+    Options = None
+    """A frozen dataclass of options (fields become keyword arguments), or None: the options
+    table is passed as keyword arguments unchecked."""
+
+    input_ranks: tuple[int, ...] | None = None
+    """The ranks of input shapes the model takes (3: images (C, H, W)); None: any. Checked against
+    the dataset's declared shape when the scenario is read."""
+
+    @classmethod
+    def check(cls, scenario, options) -> None:
+        """Cross-field rules at load time (raise wirelessfl.config.ConfigError); default none."""
+
+
+def _builtin(builder: Callable) -> Callable:
+    """Mark a function as a built-in model: it takes no options."""
+    builder.Options = NoOptions
+    return builder
+
+
+def _takes_images(builder: Callable) -> Callable:
+    """Mark a built-in model as one for image inputs (C, H, W)."""
+    builder.input_ranks = (3,)
+    return _builtin(builder)
+
+
+@_takes_images
+def paper_cnn(input_shape: tuple[int, ...], num_classes: int) -> nn.Module:
+    """The CNN of docs/papers/lyapunov.md, "The experiments": conv 5x5 C->32 (same padding), ReLU,
+    maxpool 2, conv 5x5 32->32 (same), ReLU, maxpool 2, fc -> 256, ReLU, fc 256 -> classes. 555,178
+    parameters on (3, 32, 32) with 10 classes; 430,698 on (1, 28, 28)."""
+    from torch import nn
+
     c, h, w = _image_shape(input_shape, "paper_cnn")
     return nn.Sequential(
         nn.Conv2d(c, 32, 5, padding=2), nn.ReLU(), nn.MaxPool2d(2),
@@ -25,7 +77,12 @@ def _paper_cnn(input_shape: tuple[int, ...], num_classes: int) -> nn.Module:
     )
 
 
-def _small_cnn(input_shape: tuple[int, ...], num_classes: int) -> nn.Module:
+@_takes_images
+def small_cnn(input_shape: tuple[int, ...], num_classes: int) -> nn.Module:
+    """conv 5x5 C->16, ReLU, pool, conv 5x5 16->32, ReLU, pool, fc -> classes (28,938 parameters on
+    (1, 28, 28)): fast enough for CPU tests."""
+    from torch import nn
+
     c, h, w = _image_shape(input_shape, "small_cnn")
     return nn.Sequential(
         nn.Conv2d(c, 16, 5, padding=2), nn.ReLU(), nn.MaxPool2d(2),
@@ -35,7 +92,13 @@ def _small_cnn(input_shape: tuple[int, ...], num_classes: int) -> nn.Module:
     )
 
 
-def _lenet(input_shape: tuple[int, ...], num_classes: int) -> nn.Module:
+@_takes_images
+def lenet(input_shape: tuple[int, ...], num_classes: int) -> nn.Module:
+    """LeNet-5 as in docs/papers/fair_selection.md, "Experiments and their defaults": conv 5x5 C->6 (no
+    padding), ReLU, pool, conv 5x5 6->16, ReLU, pool, fc -> 120, ReLU, fc -> 84, ReLU, fc -> classes
+    (44,426 parameters on (1, 28, 28); 62,006 on (3, 32, 32))."""
+    from torch import nn
+
     c, h, w = _image_shape(input_shape, "lenet")
     return nn.Sequential(
         nn.Conv2d(c, 6, 5), nn.ReLU(), nn.MaxPool2d(2),
@@ -47,7 +110,11 @@ def _lenet(input_shape: tuple[int, ...], num_classes: int) -> nn.Module:
     )
 
 
-def _mlp(input_shape: tuple[int, ...], num_classes: int) -> nn.Module:
+@_builtin
+def mlp(input_shape: tuple[int, ...], num_classes: int) -> nn.Module:
+    """flatten, fc -> 200, ReLU, fc 200 -> 200, ReLU, fc -> classes (FedAvg's "2NN")."""
+    from torch import nn
+
     return nn.Sequential(
         nn.Flatten(),
         nn.Linear(math.prod(input_shape), 200), nn.ReLU(),
@@ -56,7 +123,12 @@ def _mlp(input_shape: tuple[int, ...], num_classes: int) -> nn.Module:
     )
 
 
-def _mlp_80_60(input_shape: tuple[int, ...], num_classes: int) -> nn.Module:
+@_builtin
+def mlp_80_60(input_shape: tuple[int, ...], num_classes: int) -> nn.Module:
+    """Per-FedAvg's MLP: flatten, fc -> 80, ELU, fc 80 -> 60, ELU, fc -> classes (68,270 parameters on
+    (1, 28, 28), 251,310 on (3, 32, 32))."""
+    from torch import nn
+
     # Per-FedAvg's model (docs/papers/perfedavg.md, "Model and defaults"): small enough that its
     # Hessian-vector products are cheap.
     return nn.Sequential(
@@ -67,19 +139,16 @@ def _mlp_80_60(input_shape: tuple[int, ...], num_classes: int) -> nn.Module:
     )
 
 
-def _logreg(input_shape: tuple[int, ...], num_classes: int) -> nn.Module:
+@_builtin
+def logreg(input_shape: tuple[int, ...], num_classes: int) -> nn.Module:
+    """flatten, fc -> classes (multinomial logistic regression; any input shape)."""
+    from torch import nn
+
     return nn.Sequential(nn.Flatten(), nn.Linear(math.prod(input_shape), num_classes))
 
 
-_BUILDERS: dict[str, Callable[[tuple[int, ...], int], nn.Module]] = {
-    "paper_cnn": _paper_cnn,
-    "small_cnn": _small_cnn,
-    "mlp": _mlp,
-    "logreg": _logreg,
-    "mlp_80_60": _mlp_80_60,
-    "lenet": _lenet,
-}
-MODEL_NAMES = tuple(_BUILDERS)
+MODEL_NAMES = ("paper_cnn", "small_cnn", "mlp", "logreg", "mlp_80_60", "lenet")
+"""The built-in models (wirelessfl.learning.MODELS lists them with installed plugins)."""
 
 
 def _image_shape(input_shape: tuple[int, ...], name: str) -> tuple[int, int, int]:
@@ -88,44 +157,82 @@ def _image_shape(input_shape: tuple[int, ...], name: str) -> tuple[int, int, int
     return tuple(int(s) for s in input_shape)  # type: ignore[return-value]
 
 
+def model_kwargs(options) -> dict[str, Any]:
+    """A model's options as keyword arguments: the fields of an Options instance, or a dict's items."""
+    if options is None:
+        return {}
+    if dataclasses.is_dataclass(options):
+        return {f.name: getattr(options, f.name) for f in dataclasses.fields(options)}
+    return dict(options)
+
+
+def _model_part(model):
+    """The callable a model name stands for (built-in names only; parts pass through)."""
+    if not isinstance(model, str):
+        return model
+    if model not in MODEL_NAMES:
+        raise ValueError(f"unknown model {model!r}; allowed: {', '.join(MODEL_NAMES)}")
+    return globals()[model]
+
+
 def build_model(
-    name: str,
+    model: str | Callable[..., nn.Module],
     input_shape: tuple[int, ...],
     num_classes: int,
     *,
     generator: torch.Generator | None = None,
+    options=None,
 ) -> nn.Module:
-    """Build classifier ``name`` for inputs of ``input_shape`` (without the batch dimension).
-
-    * ``"paper_cnn"``: the CNN of docs/papers/lyapunov.md, "The experiments": conv 5x5 C->32 (same
-      padding), ReLU, maxpool 2, conv 5x5 32->32 (same), ReLU, maxpool 2, fc -> 256, ReLU,
-      fc 256 -> classes. 555,178 parameters on (3, 32, 32) with 10 classes; 430,698 on (1, 28, 28).
-    * ``"small_cnn"``: conv 5x5 C->16, ReLU, pool, conv 5x5 16->32, ReLU, pool, fc -> classes
-      (28,938 parameters on (1, 28, 28)): fast enough for CPU tests.
-    * ``"lenet"``: LeNet-5 as in docs/papers/fair_selection.md, "Experiments and their defaults":
-      conv 5x5 C->6 (no padding), ReLU, pool, conv 5x5 6->16, ReLU, pool, fc -> 120, ReLU, fc -> 84,
-      ReLU, fc -> classes (44,426 parameters on (1, 28, 28); 62,006 on (3, 32, 32)).
-    * ``"mlp"``: flatten, fc -> 200, ReLU, fc 200 -> 200, ReLU, fc -> classes (FedAvg's "2NN").
-    * ``"mlp_80_60"``: Per-FedAvg's MLP: flatten, fc -> 80, ELU, fc 80 -> 60, ELU, fc -> classes
-      (68,270 parameters on (1, 28, 28), 251,310 on (3, 32, 32)).
-    * ``"logreg"``: flatten, fc -> classes (multinomial logistic regression; any input shape).
+    """Build the classifier ``model`` (a built-in name or a model part) for inputs of ``input_shape``
+    (without the batch dimension), with its ``options`` (an Options instance or a dict).
 
     With ``generator`` the parameters are initialised from it (see :func:`init_parameters`) and
-    torch's global RNG is neither read nor advanced; without it PyTorch's default init is used.
+    torch's global RNG is neither read nor advanced; without it PyTorch's default init is used. A
+    model with layers :func:`init_parameters` does not know keeps its own initialisation, drawn from
+    torch's RNG seeded with the generator's seed (so still reproducible and with no global effect).
     """
-    if name not in _BUILDERS:
-        raise ValueError(f"unknown model {name!r}; allowed: {', '.join(MODEL_NAMES)}")
+    import torch
+
+    part = _model_part(model)
+    kwargs = model_kwargs(options)
     if generator is None:
-        return _BUILDERS[name](tuple(input_shape), int(num_classes))
+        return _checked_module(part(tuple(input_shape), int(num_classes), **kwargs), part)
     # PyTorch's default init draws from the global RNG: build under a fork of it (its state is
     # restored after), then initialise from the generator alone. (Building on the meta device
     # instead made torch import sympy for its shape logic: 0.7 s of every run's start-up.)
     with torch.random.fork_rng(devices=[]):
-        model = _BUILDERS[name](tuple(input_shape), int(num_classes))
-    return init_parameters(model, generator)
+        torch.manual_seed(generator.initial_seed())  # draws nothing from the generator itself
+        module = _checked_module(part(tuple(input_shape), int(num_classes), **kwargs), part)
+    return init_parameters(module, generator) if _initialisable(module) else module
 
 
-@torch.no_grad()
+def _checked_module(module, part) -> nn.Module:
+    from torch import nn
+
+    if not isinstance(module, nn.Module):
+        name = getattr(part, "__qualname__", repr(part))
+        raise TypeError(f"model {name} returned a {type(module).__name__}, not a torch.nn.Module")
+    return module
+
+
+def count_parameters(model, input_shape: tuple[int, ...], num_classes: int, options=None) -> int:
+    """The number of parameters of ``model`` (a built-in name or a model part) built for
+    ``input_shape`` and ``num_classes``: measured from the module (built on the CPU, under a fork of
+    torch's RNG), not looked up."""
+    import torch
+
+    with torch.random.fork_rng(devices=[]):
+        return num_parameters(build_model(model, input_shape, num_classes, options=options))
+
+
+def _initialisable(model: nn.Module) -> bool:
+    """Whether :func:`init_parameters` knows every layer of ``model`` that holds parameters."""
+    from torch import nn
+
+    known = (nn.Linear, nn.Conv1d, nn.Conv2d, nn.Conv3d)
+    return all(isinstance(m, known) or not any(True for _ in m.parameters(recurse=False)) for m in model.modules())
+
+
 def init_parameters(model: nn.Module, generator: torch.Generator) -> nn.Module:
     """Re-initialise every Linear / Conv layer in place from ``generator``.
 
@@ -133,19 +240,25 @@ def init_parameters(model: nn.Module, generator: torch.Generator) -> nn.Module:
     U(-1/sqrt(fan_in), 1/sqrt(fan_in)), and the same bound for biases), but drawn from an explicit
     generator in a fixed module order, so it is reproducible and touches no global state.
     """
-    for module in model.modules():
-        if isinstance(module, (nn.Linear, nn.Conv1d, nn.Conv2d, nn.Conv3d)):
-            fan_in = module.weight[0].numel()
-            bound = 1.0 / math.sqrt(fan_in)
-            _uniform_(module.weight, bound, generator)
-            if module.bias is not None:
-                _uniform_(module.bias, bound, generator)
-        elif any(True for _ in module.parameters(recurse=False)):
-            raise TypeError(f"init_parameters does not know how to initialise {type(module).__name__}")
+    import torch
+    from torch import nn
+
+    with torch.no_grad():
+        for module in model.modules():
+            if isinstance(module, (nn.Linear, nn.Conv1d, nn.Conv2d, nn.Conv3d)):
+                fan_in = module.weight[0].numel()
+                bound = 1.0 / math.sqrt(fan_in)
+                _uniform_(module.weight, bound, generator)
+                if module.bias is not None:
+                    _uniform_(module.bias, bound, generator)
+            elif any(True for _ in module.parameters(recurse=False)):
+                raise TypeError(f"init_parameters does not know how to initialise {type(module).__name__}")
     return model
 
 
 def _uniform_(t: torch.Tensor, bound: float, generator: torch.Generator) -> None:
+    import torch
+
     # Draw on the CPU generator, then copy: works whatever device the parameter lives on.
     values = torch.empty(t.shape, dtype=t.dtype).uniform_(-bound, bound, generator=generator)
     t.copy_(values)

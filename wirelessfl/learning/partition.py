@@ -5,11 +5,10 @@ import math
 
 import numpy as np
 
-__all__ = ["CLASS_ASSIGNMENTS", "PARTITION_SCHEMES", "classes_per_device_partition", "device_sizes", "partition",
-           "perfedavg_group_counts", "perfedavg_test_unit", "split_by_class_counts"]
+__all__ = ["CLASS_ASSIGNMENTS", "by_class", "check_split_inputs", "classes_per_device_partition",
+           "device_sizes", "dirichlet_per_device", "iid_split", "label_dirichlet", "partition",
+           "perfedavg_group_counts", "perfedavg_groups", "perfedavg_test_unit", "split_by_class_counts"]
 
-PARTITION_SCHEMES = ("dirichlet_per_device", "label_dirichlet", "iid", "perfedavg_groups", "perfedavg_groups_single",
-                     "classes_per_device")
 CLASS_ASSIGNMENTS = ("random", "ordered")
 
 
@@ -26,44 +25,26 @@ def partition(
     classes_per_device: int = 2,
     class_assignment: str = "random",
 ) -> list[np.ndarray]:
-    """Return ``num_devices`` sorted int64 index arrays into the training set.
-
-    Schemes:
-
-    * ``"dirichlet_per_device"`` (docs/papers/lyapunov.md, "The experiments", the Lyapunov paper's):
-      for each device a class mix c ~ Dir(alpha * 1) over the classes, then ``samples_per_device``
-      class draws from c and, for each draw, a uniformly random training sample of that class.
-      alpha = 0: one uniformly random class per device; alpha = inf: c uniform (iid). Devices draw
-      independently, so a sample may sit on several devices; within one device the samples of a
-      class are distinct [choice] (drawn with replacement only if a class has fewer samples than the
-      device needs).
-    * ``"label_dirichlet"`` (the common benchmark split): the samples of each class are shuffled and
-      cut over the devices in proportions ~ Dir(alpha * 1); every sample goes to exactly one device
-      and ``samples_per_device`` is ignored. alpha = 0: each class goes whole to one random device;
-      alpha = inf: equal proportions. A device may end up with no data at small alpha.
-    * ``"iid"``: a random disjoint split, ``samples_per_device`` each if the set is large enough,
-      otherwise the whole set cut into near-equal parts.
-    * ``"perfedavg_groups"`` (docs/papers/perfedavg.md, "Data: ten groups of devices", Per-FedAvg's
-      Table 2): the class layout of :func:`perfedavg_group_counts` with a = ``samples_per_device`` / 5
-      (so type-A devices hold ``samples_per_device`` samples), drawn disjointly without replacement;
-      ``"perfedavg_groups_single"`` is its "diff. hetero." variant. ``alpha`` and ``size_sigma`` are
-      ignored.
-    * ``"classes_per_device"`` (the SAFARI paper's non-iid index p, docs/papers/safari.md, "The non-iid
-      index p"; 3 classes per device in docs/papers/fair_selection.md, "Experiments and their
-      defaults"): every device holds exactly ``classes_per_device`` = p distinct classes, every class
-      is held by exactly p N / num_classes devices and its samples are split evenly and disjointly
-      among them, so every sample goes to one device and ``samples_per_device`` is ignored. See
-      :func:`classes_per_device_partition` (``class_assignment`` "random" or "ordered").
+    """Return ``num_devices`` sorted int64 index arrays into the training set, split by the built-in
+    partition ``scheme`` (wirelessfl.learning.PARTITIONS; see wirelessfl.learning.partitioners for
+    what each does) with the settings a scenario's learning table gives it.
 
     ``rng`` should be the scenario's "partition" stream. ``num_classes`` defaults to max label + 1.
-
-    ``size_sigma`` > 0 gives unequal dataset sizes (``"dirichlet_per_device"`` and ``"iid"``): device n
-    holds about ``samples_per_device`` x LogNormal(-sigma^2/2, sigma) samples (mean
-    ``samples_per_device``), see :func:`device_sizes`. 0 (default): equal sizes, and the same draws
-    as before the option existed.
     """
-    if scheme not in PARTITION_SCHEMES:
-        raise ValueError(f"unknown partition scheme {scheme!r}; allowed: {', '.join(PARTITION_SCHEMES)}")
+    from ..plugins import registry  # the kind's registry, looked up by name: no import cycle
+
+    builtins = registry("partition").builtins
+    if scheme not in builtins:
+        raise ValueError(f"unknown partition scheme {scheme!r}; allowed: {', '.join(builtins)}")
+    partitioner = registry("partition").load(scheme)(samples_per_device=samples_per_device, alpha=alpha,
+                                          size_sigma=size_sigma, classes_per_device=classes_per_device,
+                                          class_assignment=class_assignment)
+    return partitioner.split(labels, num_devices, rng, num_classes=num_classes)
+
+
+def check_split_inputs(labels: np.ndarray, num_devices: int, samples_per_device: int = 1, size_sigma: float = 0.0,
+                       alpha: float = 0.0) -> np.ndarray:
+    """``labels`` as an array, after the checks every built-in split makes (ValueError naming the value)."""
     labels = np.asarray(labels)
     if labels.ndim != 1 or labels.size == 0:
         raise ValueError(f"labels must be a non-empty 1-D array, got shape {labels.shape}")
@@ -75,24 +56,53 @@ def partition(
         raise ValueError(f"size_sigma must be >= 0, got {size_sigma}")
     if not alpha >= 0:  # also rejects NaN
         raise ValueError(f"alpha must be >= 0 (0: one class, inf: iid), got {alpha}")
-    num_classes = int(labels.max()) + 1 if num_classes is None else int(num_classes)
-    by_class = [np.flatnonzero(labels == k) for k in range(num_classes)]
+    return labels
 
-    if scheme == "classes_per_device":
-        return classes_per_device_partition(labels, num_devices, classes_per_device, rng,
-                                            num_classes=num_classes, assignment=class_assignment)
-    if scheme == "label_dirichlet":
-        return _label_dirichlet(by_class, num_devices, alpha, rng)
-    if scheme.startswith("perfedavg_groups"):
-        if samples_per_device % 10:
-            raise ValueError(f"samples_per_device = {samples_per_device}: {scheme} needs a multiple of 10 (5a, a even)")
-        counts = perfedavg_group_counts(num_devices, samples_per_device // 5, single_class=scheme.endswith("single"),
-                                        num_classes=num_classes)
-        return split_by_class_counts(labels, counts, rng)
+
+def by_class(labels: np.ndarray, num_classes: int) -> list[np.ndarray]:
+    """The indices of each class's samples, classes 0 .. num_classes - 1."""
+    return [np.flatnonzero(labels == k) for k in range(num_classes)]
+
+
+def dirichlet_per_device(labels: np.ndarray, num_devices: int, samples_per_device: int, alpha: float,
+                         rng: np.random.Generator, num_classes: int, size_sigma: float = 0.0) -> list[np.ndarray]:
+    """The Lyapunov paper's split (docs/papers/lyapunov.md, "The experiments"): for each device a class
+    mix c ~ Dir(alpha * 1), then ``samples_per_device`` class draws from c and, for each draw, a
+    uniformly random training sample of that class. alpha = 0: one random class per device; inf: iid.
+    Devices draw independently, so a sample may sit on several devices; within one device the samples
+    of a class are distinct (drawn with replacement only if the class has fewer than the device needs).
+    ``size_sigma`` > 0: unequal sizes (:func:`device_sizes`, drawn first)."""
     sizes = device_sizes(num_devices, samples_per_device, size_sigma, rng) if size_sigma > 0 else None
-    if scheme == "iid":
-        return _iid(labels.size, num_devices, samples_per_device, rng, sizes)
-    return _dirichlet_per_device(by_class, num_devices, samples_per_device, alpha, rng, sizes)
+    return _dirichlet_per_device(by_class(labels, num_classes), num_devices, samples_per_device, alpha, rng, sizes)
+
+
+def label_dirichlet(labels: np.ndarray, num_devices: int, alpha: float, rng: np.random.Generator,
+                    num_classes: int) -> list[np.ndarray]:
+    """The common benchmark split: the samples of each class are shuffled and cut over the devices in
+    proportions ~ Dir(alpha * 1); every sample goes to exactly one device. alpha = 0: each class goes
+    whole to one random device; inf: equal proportions. A device may end up with no data at small alpha."""
+    return _label_dirichlet(by_class(labels, num_classes), num_devices, alpha, rng)
+
+
+def iid_split(n: int, num_devices: int, samples_per_device: int, rng: np.random.Generator,
+              size_sigma: float = 0.0) -> list[np.ndarray]:
+    """A random disjoint split of ``n`` samples, ``samples_per_device`` each if the set is large
+    enough, otherwise the whole set cut into near-equal parts (``size_sigma`` > 0: unequal sizes)."""
+    sizes = device_sizes(num_devices, samples_per_device, size_sigma, rng) if size_sigma > 0 else None
+    return _iid(n, num_devices, samples_per_device, rng, sizes)
+
+
+def perfedavg_groups(labels: np.ndarray, num_devices: int, samples_per_device: int, rng: np.random.Generator,
+                     num_classes: int, single_class: bool = False) -> list[np.ndarray]:
+    """Per-FedAvg's Table 2 layout (docs/papers/perfedavg.md, "Data: ten groups of devices"): the class
+    counts of :func:`perfedavg_group_counts` with a = ``samples_per_device`` / 5, drawn disjointly
+    without replacement; ``single_class``: its "diff. hetero." variant."""
+    if samples_per_device % 10:
+        variant = "perfedavg_groups_single" if single_class else "perfedavg_groups"
+        raise ValueError(f"samples_per_device = {samples_per_device}: {variant} needs a multiple of 10 (5a, a even)")
+    counts = perfedavg_group_counts(num_devices, samples_per_device // 5, single_class=single_class,
+                                    num_classes=num_classes)
+    return split_by_class_counts(labels, counts, rng)
 
 
 def classes_per_device_partition(labels: np.ndarray, num_devices: int, classes_per_device: int,

@@ -78,6 +78,8 @@ class Trainer(Evaluation):
     """Global model state plus local training and evaluation for ``len(device_indices)`` devices.
 
     dataset: the pooled data; device_indices[n]: indices into ``dataset.x_train`` held by device n.
+    model: a built-in model's name or a model part (``model(input_shape, num_classes, **model_options)``
+        returns the module); model_options: its options (an Options instance or a dict).
     local_steps (K), batch_size (B), lr (gamma): local SGD y_{i+1} = y_i - gamma g_n(y_i), K steps.
     root_seed: the scenario's seed (streams "model_init", "minibatch", "eval_train_subset").
     device: torch device for all tensors ("cpu", "cuda", ...).
@@ -102,7 +104,7 @@ class Trainer(Evaluation):
         self,
         dataset: Dataset,
         device_indices: Sequence[np.ndarray],
-        model_name: str,
+        model,
         *,
         local_steps: int = 10,
         batch_size: int = 32,
@@ -114,6 +116,7 @@ class Trainer(Evaluation):
         max_devices_per_batch: int | None = None,
         batching: str = "auto",
         server_indices: np.ndarray | None = None,
+        model_options=None,
     ):
         if local_steps < 1 or batch_size < 1:
             raise ValueError(f"local_steps and batch_size must be >= 1, got {local_steps}, {batch_size}")
@@ -139,9 +142,8 @@ class Trainer(Evaluation):
         self.server_indices = np.asarray([] if server_indices is None else server_indices, dtype=np.int64)
 
         # Init on the CPU from the named generator, then move: identical models on every device type.
-        model = build_model(
-            model_name, dataset.input_shape, dataset.num_classes, generator=torch_generator(self.root_seed, "model_init")
-        )
+        model = build_model(model, dataset.input_shape, dataset.num_classes, options=model_options,
+                            generator=torch_generator(self.root_seed, "model_init"))
         model.requires_grad_(False)  # parameters are passed in functionally; the module's own are unused
         self.model = model.to(self.device)
         named = list(self.model.named_parameters())

@@ -309,13 +309,21 @@ class SubmodularScheduler(_FairBase):
     @classmethod
     def memory_bytes(cls, scenario, options: DivFLOptions) -> float:
         """N x N float64 distances plus N stored vectors of float32 (the model's size, or the projection's)."""
-        from ..learning.sizes import PARAMETERS
-
         n = scenario.devices.count
-        d = options.fair_projection_dim or (
-            scenario.link.model_bits // 32 if scenario.link.model_bits is not None
-            else PARAMETERS.get((scenario.learning.model, scenario.learning.dataset), 0))
+        d = options.fair_projection_dim or cls._model_size(scenario)
         return 8.0 * n * n + 4.0 * n * d
+
+    @staticmethod
+    def _model_size(scenario) -> int:
+        """The model's parameter count (link.model_bits / 32, else measured from the model), 0 when
+        the dataset's shape is not declared: the guard then counts the distances only."""
+        if scenario.link.model_bits is not None:
+            return scenario.link.model_bits // 32
+        if scenario.part("dataset").shape(scenario, scenario.options("dataset")) is None:
+            return 0  # sizing it would load the data at load time
+        from ..learning.learner import model_bits_of
+
+        return model_bits_of(scenario) // 32
 
     @classmethod
     def check(cls, scenario, options: DivFLOptions) -> None:

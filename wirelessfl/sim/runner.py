@@ -81,10 +81,13 @@ class RunResult:
 
 def personalised_eval(scenario: Scenario) -> bool:
     """run.personalised_eval, or by default: on for algorithms that ask for it (Per-FedAvg) and for
-    partitions that give every device its own test split (Per-FedAvg's groups)."""
+    partitions that do (Per-FedAvg's groups, which give every device its own test split), unless the
+    dataset brings its own split (then the partition is not used)."""
     if scenario.run.personalised_eval is not None:
         return scenario.run.personalised_eval
-    return scenario.part("algorithm").personalised_eval or scenario.learning.partition.startswith("perfedavg_groups")
+    partitioned = not scenario.part("dataset").own_split
+    return bool(scenario.part("algorithm").personalised_eval
+                or partitioned and scenario.part("partition").personalised_eval)
 
 
 def fairness_metrics(scenario: Scenario) -> bool:
