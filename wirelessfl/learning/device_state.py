@@ -204,6 +204,18 @@ class DeviceStates:
         """Every state's checkpoint reference, by name."""
         return {name: state.checkpoint() for name, state in self.states.items()}
 
+    def remove_files(self) -> None:
+        """Delete the journals and memory-mapped arrays (a run that completed has nothing to resume)."""
+        if self.folder is None or not self.folder.is_dir():
+            return
+        for name in self.states:
+            for path in [*self.folder.glob(f"{name}.g*.journal"), self.folder / f"{name}.live"]:
+                path.unlink(missing_ok=True)
+        try:
+            self.folder.rmdir()
+        except OSError:  # something else in it: not ours to remove
+            pass
+
     def restore(self, refs: dict) -> None:
         """Restore every state a checkpoint named (creating those this run has not made yet)."""
         for name, ref in refs.items():

@@ -313,4 +313,6 @@ class Run:
         rec.close(summary, devices)
         if status == "complete" and self.run_dir is not None:  # nothing left to resume
             (self.run_dir / CHECKPOINT_NAME).unlink(missing_ok=True)
+            if self.learner is not None:
+                self.learner.trainer.device_states.remove_files()
         return summary, devices
