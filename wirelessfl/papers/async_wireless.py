@@ -13,7 +13,8 @@ Exp(1.5 s), a 10 MHz band, 150 simulated seconds, target 70 %):
   constant gain, its mean 2σ² (Rician with K = 10^9): the other simulators' assumption. ``tdma``: one
   shared uplink, one device at a time, Rayleigh fading drawn as each upload starts. ``ofdma``: 25
   resource blocks with their own fading, equal shares among the devices on the air. ``aircomp``:
-  over-the-air aggregation, for the synchronous baseline only.
+  over-the-air aggregation: sync's round sends at once; FedBuff's devices wait until K are ready,
+  then send together (the buffer fills at the devices, not at the server).
 - ``buffer``: FedBuff over K x concurrency on the shared TDMA uplink; FedAsync over its staleness
   functions.
 - ``dispatch``: the Lyapunov (age- and channel-aware) dispatch against uniform dispatch under FedBuff,
@@ -69,7 +70,7 @@ def variant_name(protocol: str, link: str) -> str:
 
 
 def uplink_variants(scale: str) -> dict[str, dict]:
-    """Sync and FedBuff under each link, and sync under AirComp."""
+    """Sync and FedBuff under each link, AirComp included."""
     concurrency, k = FEDBUFF[scale]
     fedbuff = {"protocol.name": "fedbuff", "protocol.concurrency": concurrency, "protocol.buffer": k}
     out = {}
@@ -79,6 +80,7 @@ def uplink_variants(scale: str) -> dict[str, dict]:
         out[variant_name("sync", link)] = {"protocol.name": "sync", **overrides}
         out[variant_name("fedbuff", link)] = {**fedbuff, **overrides}
     out[variant_name("sync", "aircomp")] = {"protocol.name": "sync", "link.access": "aircomp"}
+    out[variant_name("fedbuff", "aircomp")] = {**fedbuff, "link.access": "aircomp"}
     return out
 
 
@@ -158,7 +160,7 @@ def report_uplink(data: pd.DataFrame, figures: Path, scale: str) -> Report:
                          f"{with_spread(100 * r.final_accuracy.mean(), seed_std(100 * r.final_accuracy), '.1f')} |")
             numbers[f"{link} {protocol} time_to_target_s"] = float(r.time_to_target_s.mean())
     gains = []
-    for link in ("fixed", "tdma", "ofdma"):
+    for link in LINK_LABELS:
         s = ratio[ratio["link"] == link]["speedup"]
         if len(s):
             gains.append(f"{LINK_LABELS[link]} {with_spread(s.mean(), seed_std(s), '.2f')}× "
@@ -171,11 +173,9 @@ def report_uplink(data: pd.DataFrame, figures: Path, scale: str) -> Report:
           + f". Published, with a fixed per-client bandwidth: {published}.", ""]
 
     plt = pyplot()
-    fig, axes = plt.subplots(1, 3, figsize=(13, 4), sharey=True)
-    for ax, link in zip(axes, ("fixed", "tdma", "ofdma")):
-        shown = [(variant_name("sync", link), "sync"), (variant_name("fedbuff", link), "fedbuff")]
-        _curves(ax, curves, shown + ([(variant_name("sync", "aircomp"), "sync + AirComp")] if link == "tdma" else []),
-                target)
+    fig, axes = plt.subplots(1, len(LINK_LABELS), figsize=(4.3 * len(LINK_LABELS), 4), sharey=True)
+    for ax, link in zip(axes, LINK_LABELS):
+        _curves(ax, curves, [(variant_name("sync", link), "sync"), (variant_name("fedbuff", link), "fedbuff")], target)
         ax.set_title(LINK_LABELS[link])
     path = save_figure(fig, figures / "async_wireless_uplink.png", caption=figure_caption(scale, data))
     md.append("![](async_wireless_uplink.png)")
