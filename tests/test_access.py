@@ -194,11 +194,65 @@ def test_a_fixed_rate_above_the_capacity_is_an_outage_below_it_a_clean_send(tmp_
     np.testing.assert_allclose(clean.updates.airtime_s, 20000 / 1e3)  # bits at the fixed rate
 
 
+SOLO = {"dedicated": {"access": "dedicated", "subbands": 4},
+        "tdma_slotted": {"access": "tdma_slotted", "slot_s": 0.004, "slots_per_frame": 5, "guard_s": 0.001}}
+
+
+@pytest.mark.parametrize("protocol", PROTOCOLS, ids=lambda p: p["name"])
+@pytest.mark.parametrize("access", sorted(SOLO))
+def test_packets_on_a_sub_band_of_its_own_and_in_slots_are_retried_geometrically(tmp_path, protocol, access):
+    """Packets where an upload has a channel of its own besides tdma: on a dedicated sub-band of B / 4
+    (noise N0 / 4: SNR 4 g P / N0, rate (B / 4) log2(1 + SNR)), and in whole slots under slotted TDMA.
+    The attempts are geometric with mean 1 / (1 - PER) at the channel's SNR, and each takes its
+    bits at that rate (in whole slots)."""
+    share = 4 if access == "dedicated" else 1
+    m = 0.005 * share  # the same PER as tdma's test at the sub-band's SNR
+    res = simulate(packet_scenario(protocol, {"errors": "waterfall", "waterfall_m": m, "max_attempts": 100,
+                                              **SOLO[access]}, rounds=300 if protocol["name"] == "sync" else 500),
+                   tmp_path / "r", progress=False)
+    up = res.updates[res.updates.attempts > 0]
+    snr = float(up.gain.iloc[0] * up.power.iloc[0]) * share
+    per = 1 - np.exp(-m / snr)
+    assert 0.2 < per < 0.8 and len(up) > 1000
+    assert up.attempts.mean() == pytest.approx(1 / (1 - per), rel=0.06)
+    one = 20000 / (1e6 / share * np.log2(1 + snr))  # one transmission's seconds
+    if access == "tdma_slotted":
+        one = np.ceil(one / 0.004) * 0.004  # in whole slots
+    done = up[up.outcome == "applied"]
+    np.testing.assert_allclose(done.airtime_s, done.attempts * one, rtol=1e-9)
+    if access == "tdma_slotted":  # every upload starts on a slot boundary and they never overlap
+        within = (done.tx_start_s % 0.021 - 0.001) / 0.004
+        np.testing.assert_allclose(within, np.round(within), atol=1e-6)
+        order = done.sort_values("tx_start_s")
+        assert (order.tx_start_s.to_numpy()[1:] >= order.tx_end_s.to_numpy()[:-1] - 1e-9).all()
+
+
+@pytest.mark.parametrize("access", sorted(SOLO))
+def test_packets_in_slots_and_on_sub_bands_semi_sync_equals_sync(tmp_path, access):
+    """The event uplinks' packets against the closed form: semi_sync waiting for every upload gives
+    sync's records. At a fixed rate below every capacity nothing fails and nothing is drawn, so the
+    two engines must place the same packets at the same times: 20,000 bits in packets of 8,000,
+    8,000 and 4,000, each in whole slots under slotted TDMA."""
+    link = {"rate_bps": 5000.0, "errors": "outage", "packet_bits": 8000, **SOLO[access]}
+    simulate(packet_scenario({"name": "sync"}, link, rounds=20), tmp_path / "sync", progress=False)
+    simulate(packet_scenario({"name": "semi_sync"}, link, rounds=20), tmp_path / "semi", progress=False)
+    for name in ("rounds.csv", "updates.csv", "devices.csv"):  # to rounding: the event clock adds packet by packet
+        pd.testing.assert_frame_equal(pd.read_csv(tmp_path / "sync" / name), pd.read_csv(tmp_path / "semi" / name),
+                                      check_exact=False, rtol=1e-12)
+    up = pd.read_csv(tmp_path / "sync" / "updates.csv")
+    assert (up.attempts == 3).all() and (up.outcome == "applied").all()
+    held = [8000 / 5000, 8000 / 5000, 4000 / 5000]
+    if access == "tdma_slotted":
+        held = [math.ceil(h / 0.004 - 1e-9) * 0.004 for h in held]
+    np.testing.assert_allclose(up.airtime_s, sum(held), rtol=1e-9)
+
+
 def test_packets_refused_where_they_are_not_modelled():
     with pytest.raises(ConfigError, match="link.rate_bps"):
         from_dict({"run": {"rounds": 1}, "link": {"errors": "outage"}})
-    with pytest.raises(ConfigError, match="link.access = 'fdma'"):
-        from_dict({"run": {"rounds": 1}, "link": {"access": "fdma", "errors": "waterfall"}})
+    for access in ("fdma", "ofdma", "aircomp"):  # uploads share the band, or are summed
+        with pytest.raises(ConfigError, match=f"link.errors: .*link.access = '{access}'"):
+            from_dict({"run": {"rounds": 1}, "link": {"access": access, "errors": "waterfall"}})
 
 
 # --- OFDMA (link.access = "ofdma") ------------------------------------------------------------------

@@ -114,9 +114,33 @@ def test_fading_within_an_upload_under_fedbuff(tmp_path):
     assert not np.allclose(up.airtime_s, one_gain) and (up.airtime_s > 0).all()
 
 
+@pytest.mark.parametrize("link", [{"access": "dedicated", "subbands": 4},
+                                  {"access": "tdma_slotted", "slot_s": 0.05, "slots_per_frame": 4}],
+                         ids=lambda link: link["access"])
+def test_fading_within_an_upload_on_a_sub_band_and_in_slots(tmp_path, link):
+    """On a dedicated sub-band the blocks' rates are the sub-band's; in slots the upload holds whole
+    slots; semi_sync waiting for every upload equals sync."""
+    sc = lambda protocol: from_dict({  # noqa: E731
+        "seed": 1, "run": {"rounds": 20, "timing_only": True},
+        "devices": {"count": 20, "compute": "shifted_exponential", "speed_mps": 60 / 3.6},
+        "channel": {"profile": "linear"}, "link": {"model_bits": 8_000_000, "bandwidth_hz": 1e7, **link},
+        "protocol": {"name": protocol}, "scheduler": {"name": "uniform", "m": 4}})
+    up = simulate(sc("sync"), tmp_path / "sync", progress=False).updates
+    simulate(sc("semi_sync"), tmp_path / "semi", progress=False)
+    for name in ("rounds.csv", "updates.csv"):
+        assert (tmp_path / "sync" / name).read_text() == (tmp_path / "semi" / name).read_text(), name
+    if link["access"] == "dedicated":  # the upload at its first block's gain on B / 4, noise N0 / 4
+        one_gain = 8e6 / (1e7 / 4 * np.log2(1 + 4 * up.gain * up.power))
+        assert not np.allclose(up.airtime_s, one_gain) and (up.airtime_s > 0).all()
+        assert abs(np.log(up.airtime_s / one_gain).mean()) < 0.5  # the same scale: the sub-band's rates
+    else:
+        np.testing.assert_allclose(up.airtime_s / 0.05, np.round(up.airtime_s / 0.05), atol=1e-9)
+
+
 def test_fading_within_an_upload_is_refused_where_it_is_not_modelled():
-    with pytest.raises(ConfigError, match="devices.speed_mps"):
-        from_dict({"run": {"rounds": 1}, "devices": {"speed_mps": 10.0}, "link": {"access": "fdma"}})
+    for access in ("fdma", "ofdma", "aircomp"):
+        with pytest.raises(ConfigError, match=f"devices.speed_mps: .*here '{access}'"):
+            from_dict({"run": {"rounds": 1}, "devices": {"speed_mps": 10.0}, "link": {"access": access}})
     with pytest.raises(ConfigError, match="channel.coherence_s"):
         from_dict({"run": {"rounds": 1}, "channel": {"coherence_s": 0.01}, "link": {"packet_bits": 1000}})
     with pytest.raises(ConfigError, match="channel.coherence_s"):

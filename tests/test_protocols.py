@@ -367,11 +367,14 @@ def test_resume_mid_flight_gives_the_uninterrupted_records(tmp_path, interrupted
     assert full.updates.outcome.isin(["offline"]).any()
 
 
+@pytest.mark.parametrize("access", [{}, {"access": "tdma_slotted", "slot_s": 0.003, "guard_s": 0.001},
+                                    {"access": "dedicated", "subbands": 4}], ids=["tdma", "tdma_slotted", "dedicated"])
 @pytest.mark.parametrize("name", ["semi_sync", "fedbuff"])
 def test_resume_mid_flight_of_packets_being_retried_gives_the_uninterrupted_records(tmp_path, interrupted_and_resumed,
-                                                                                   name):
+                                                                                   name, access):
     sc = scenario(PROTOCOLS[name], rounds=15, run={"checkpoint_every": 2},
-                  link={"errors": "waterfall", "waterfall_m": 2.0, "max_attempts": 3, "packet_bits": 30000})
+                  link={"errors": "waterfall", "waterfall_m": 2.0 * access.get("subbands", 1), "max_attempts": 3,
+                        "packet_bits": 30000, **access})
     full = resumed_equals_full(tmp_path, interrupted_and_resumed, sc, after=7)
     assert (full.updates.attempts > 4).any() and (full.updates.outcome == "lost").any()
 

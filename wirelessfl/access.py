@@ -28,6 +28,7 @@ Knows nothing of learning.
 """
 from __future__ import annotations
 
+import copy
 import math
 from dataclasses import dataclass
 from typing import Any, ClassVar, Protocol
@@ -78,19 +79,28 @@ class Link:
             return seconds, snr > 0 and u >= -math.expm1(-self.waterfall_m / snr)
         return seconds, True
 
-    def send(self, bits: float, gain: float, power: float, rng: np.random.Generator) -> tuple[float, int, bool]:
+    def send(self, bits: float, gain: float, power: float, rng: np.random.Generator,
+             on_air=None) -> tuple[float, int, bool]:
         """An upload at one gain (a sync round's block), packet after packet, each retried up to
-        max_attempts times: (seconds on the air, transmissions, whether every packet got through)."""
+        max_attempts times: (seconds on the air, transmissions, whether every packet got through).
+        ``on_air``: the time a transmission of so many seconds holds the channel (slotted TDMA: whole
+        slots; default: those seconds)."""
         seconds, attempts = 0.0, 0
         for size in self.packet_sizes(bits):
             for _ in range(self.max_attempts):
                 took, ok = self.attempt(size, gain, power, rng.random() if self.errors == "waterfall" else 1.0)
-                seconds, attempts = seconds + took, attempts + 1
+                seconds, attempts = seconds + (took if on_air is None else on_air(took)), attempts + 1
                 if ok:
                     break
             else:
                 return seconds, attempts, False
         return seconds, attempts, True
+
+    def subband(self, parts: int) -> "Link":
+        """This link narrowed to one of ``parts`` equal sub-bands: B / parts Hz, noise N0 / parts."""
+        narrow = copy.copy(self)
+        narrow.bandwidth_hz, narrow.noise_power = self.bandwidth_hz / parts, self.noise_power / parts
+        return narrow
 
     def downlink_time_s(self, bits: float) -> float:
         """Broadcast time of the global model: downlink_s plus bits / downlink_rate_bps if a rate is set.
@@ -156,13 +166,6 @@ class AirtimePrice:
     fixed_s: float | None = None
 
 
-def _one_transmitter_for_packets(scenario) -> None:
-    if Link(scenario.link).packets_on:
-        raise ConfigError(f"link.access = {scenario.link.access!r}: packets, a fixed rate and packet errors "
-                          "(link.packet_bits, link.rate_bps, link.errors) are modelled under link.access = 'tdma' "
-                          "only")
-
-
 class AccessScheme(Protocol):
     """How uploads share the uplink. Required: ``from_scenario``, ``airtime_s`` and ``schedule``;
     subclass to inherit the rest. An instance has ``link``, its :class:`Link` (bandwidth, noise):
@@ -173,6 +176,12 @@ class AccessScheme(Protocol):
     concurrent: ClassVar[bool] = False
     """True: several devices send at once (the event engine shares the band among them); False:
     one at a time (the event engine queues them for one transmitter)."""
+    solo_uploads: ClassVar[bool] = False
+    """True: an upload has a channel of its own while on the air (the whole band under tdma, its own
+    sub-band under dedicated), so its time on the air follows from its own channel alone. Packets
+    with errors and retransmissions (link.packet_bits, link.rate_bps, link.errors) and fading within
+    an upload (channel.coherence_s, devices.speed_mps) are modelled on such a channel
+    (``upload_link``) and refused elsewhere."""
     over_the_air: ClassVar[bool] = False
     """True: the server receives only the sum of the updates (AirComp), never one device's update;
     an aggregation that needs them one by one (a median, Krum) cannot run over it."""
@@ -193,6 +202,16 @@ class AccessScheme(Protocol):
     @classmethod
     def check(cls, scenario, options) -> None:
         """Raise ConfigError if the scenario cannot run with this scheme."""
+
+    def upload_link(self) -> "Link":
+        """The channel one upload is sent on, for packets and fading within an upload (default: the
+        whole band)."""
+        return self.link
+
+    def on_air_s(self, seconds):
+        """The time a transmission of ``seconds`` holds the channel (default: those seconds; slotted
+        TDMA: whole slots). Accepts a number or an array."""
+        return seconds
 
     def upload_s(self, bits: float, gain: float, power: float) -> float:
         """Event protocols: one upload's time on the air as it starts (NaN: the event uplink
@@ -245,6 +264,7 @@ class TDMA(AccessScheme):
 
     Options = NoOptions
     concurrent = False
+    solo_uploads = True
 
     def __init__(self, link: Link):
         self.link = link
@@ -320,11 +340,6 @@ class FDMA(AccessScheme):
         """The scenario's band, split among the devices sending."""
         return cls(Link(scenario.link))
 
-    @classmethod
-    def check(cls, scenario, options) -> None:
-        """Packets and their errors are modelled on one transmitter (tdma) only."""
-        _one_transmitter_for_packets(scenario)
-
     def upload_s(self, bits: float, gain: float, power: float) -> float:
         """Not known when an upload starts: the band's share changes as others come and go."""
         return math.nan
@@ -381,6 +396,7 @@ class Dedicated(FDMA):
 
     Options = DedicatedOptions
     concurrent = False
+    solo_uploads = True
 
     def __init__(self, link: Link, subbands: int):
         super().__init__(link)
@@ -401,6 +417,10 @@ class Dedicated(FDMA):
         """Known when the upload starts: its own sub-band's rate."""
         with np.errstate(divide="ignore"):
             return float(bits / self.rates_bps(np.array([gain]), np.array([power]))[0])
+
+    def upload_link(self) -> Link:
+        """The device's own sub-band: B / S Hz, noise N0 / S."""
+        return self.link.subband(self.subbands)
 
     def pricing(self, bits: float, k: int) -> AirtimePrice:
         """One fixed sub-band, whatever k."""
@@ -552,8 +572,7 @@ class AirComp(AccessScheme):
 
     @classmethod
     def check(cls, scenario, options: AirCompOptions) -> None:
-        """Whole uploads (no packets)."""
-        _one_transmitter_for_packets(scenario)
+        """Nothing beyond its options' ranges (packets are refused by solo_uploads = False)."""
 
     def transmit_power(self, gain: np.ndarray, power: np.ndarray) -> np.ndarray:
         """rho0 / |h|^2 where |h|^2 >= g_th, else 0 (silent); the scheduler's power is not used."""
@@ -636,9 +655,7 @@ class SlottedTDMA(TDMA):
 
     @classmethod
     def check(cls, scenario, options: SlottedOptions) -> None:
-        """A slot must not be vanishingly short against a frame (slot counts stay exact integers);
-        packets and their errors are modelled on plain tdma only."""
-        _one_transmitter_for_packets(scenario)
+        """A slot must not be vanishingly short against a frame (slot counts stay exact integers)."""
         if options.slot_s * 1e12 < options.guard_s:
             raise ConfigError(f"link.guard_s = {options.guard_s:g}: more than 1e12 slots of link.slot_s = "
                               f"{options.slot_s:g}")
@@ -670,21 +687,25 @@ class SlottedTDMA(TDMA):
             j -= 1
         return j
 
+    def on_air_s(self, seconds):
+        """Whole slots: ceil(seconds / slot_s) slot_s, at least one (inf where it cannot send)."""
+        seconds = np.asarray(seconds, dtype=float)
+        with np.errstate(invalid="ignore"):
+            n = np.maximum(np.ceil(seconds / self.slot_s - 1e-9), 1.0)
+        held = np.where(np.isfinite(seconds), n * self.slot_s, np.inf)
+        return float(held) if held.ndim == 0 else held
+
     def slots(self, airtime_s: float) -> int:
         """The slots an upload of this airtime holds (airtime_s returns whole slots)."""
         return max(int(round(airtime_s / self.slot_s)), 1)
 
     def airtime_s(self, bits, gain: np.ndarray, power: np.ndarray) -> np.ndarray:
         """n slot_s for each device, n = ceil(bits / (rate slot_s)) (inf where it cannot send)."""
-        bare = self.link.airtime_s(bits, gain, power)
-        with np.errstate(invalid="ignore"):
-            n = np.maximum(np.ceil(bare / self.slot_s - 1e-9), 1.0)
-        return np.where(np.isfinite(bare), n * self.slot_s, np.inf)
+        return np.asarray(self.on_air_s(self.link.airtime_s(bits, gain, power)), dtype=float)
 
     def upload_s(self, bits: float, gain: float, power: float) -> float:
         """One upload's whole slots."""
-        bare = super().upload_s(bits, gain, power)
-        return max(math.ceil(bare / self.slot_s - 1e-9), 1) * self.slot_s if math.isfinite(bare) else math.inf
+        return float(self.on_air_s(super().upload_s(bits, gain, power)))
 
     def schedule(self, ready_s: np.ndarray, airtime_s: np.ndarray, deadline_s: float | None = None) -> UplinkSchedule:
         """TDMA's queue on slot boundaries: each upload starts at the first free slot at or after it

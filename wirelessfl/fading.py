@@ -113,8 +113,9 @@ def doppler_hz(speed_mps: float, carrier_hz: float) -> float:
     return speed_mps * carrier_hz / SPEED_OF_LIGHT
 
 
-def block_fading(scenario, channel) -> BlockFading | None:
-    """The scenario's fading within an upload (None: one gain per upload, the default)."""
+def block_fading(scenario, channel, link=None) -> BlockFading | None:
+    """The scenario's fading within an upload (None: one gain per upload, the default), on ``link``
+    (the channel an upload is sent on: the access scheme's ``upload_link``; default the scenario's band)."""
     coherence, speed = scenario.channel.coherence_s, scenario.devices.speed_mps
     if coherence is None and not speed:
         return None
@@ -133,5 +134,6 @@ def block_fading(scenario, channel) -> BlockFading | None:
     if mean is None:
         mean = 2.0 * sigmas ** 2
     floors = scenario.channel.gain_floor * np.asarray(mean, dtype=float) / (2.0 * sigmas ** 2)
-    return BlockFading(coherence, rho, mean, floors, scenario.link.bandwidth_hz, scenario.link.noise_power,
+    band = scenario.link if link is None else link
+    return BlockFading(coherence, rho, mean, floors, band.bandwidth_hz, band.noise_power,
                        channel.path_loss if moving(channel) else None, scenario.link.rate_bps)

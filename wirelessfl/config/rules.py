@@ -56,12 +56,7 @@ def cross_check(s) -> None:
                           "suffices, so nothing would fail)")
     if s.devices.mobility != "static":
         _check_mobility(s)
-    if s.channel.coherence_s is not None or s.devices.speed_mps:
-        field = "channel.coherence_s" if s.channel.coherence_s is not None else "devices.speed_mps"
-        if s.link.access != "tdma" or s.link.packet_bits is not None or s.link.errors != "none":
-            raise ConfigError(f"{field}: fading within an upload (a moving device's channel changes while it "
-                              "sends) is modelled for whole uploads, at the adaptive rate or at link.rate_bps, "
-                              "under link.access = 'tdma' (no packets or packet errors)")
+    _check_upload_channel(s)
     if s.link.p_max < s.link.p_bar:
         raise ConfigError(f"link.p_max = {s.link.p_max:g}: must be >= link.p_bar = {s.link.p_bar:g}")
     for kind in KINDS.values():
@@ -191,6 +186,25 @@ def _check_part(s, kind) -> None:
     except (ValueError, TypeError, OSError) as exc:
         name = s.part_name(kind.name)
         raise ConfigError(f"{kind.field} = {name!r}: {type(exc).__name__}: {exc}".replace("\n", " ")) from None
+
+
+def _check_upload_channel(s) -> None:
+    """Packets and fading within an upload need a channel of the upload's own (AccessScheme.solo_uploads)."""
+    solo = s.part("access").solo_uploads
+    packets = [f for f, on in (("link.packet_bits", s.link.packet_bits is not None),
+                               ("link.rate_bps", s.link.rate_bps is not None),
+                               ("link.errors", s.link.errors != "none")) if on]
+    if packets and not solo:
+        raise ConfigError(f"{packets[0]}: packets, a fixed rate and packet errors are modelled where an upload has a "
+                          f"channel of its own while on the air (link.access = 'tdma', 'tdma_slotted' or "
+                          f"'dedicated'); under link.access = {s.link.access!r} uploads share it")
+    if s.channel.coherence_s is not None or s.devices.speed_mps:
+        field = "channel.coherence_s" if s.channel.coherence_s is not None else "devices.speed_mps"
+        if not solo or s.link.packet_bits is not None or s.link.errors != "none":
+            raise ConfigError(f"{field}: fading within an upload (a moving device's channel changes while it "
+                              "sends) is modelled for whole uploads, at the adaptive rate or at link.rate_bps "
+                              "(no packets or packet errors), where an upload has a channel of its own "
+                              f"(link.access = 'tdma', 'tdma_slotted' or 'dedicated'; here {s.link.access!r})")
 
 
 def _check_mobility(s) -> None:

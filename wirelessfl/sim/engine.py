@@ -291,7 +291,8 @@ class Engine:
         if self._packets:  # packets retried at the round's gain; some uploads may be lost
             airtime, attempts, delivered = self._send(bits, gains[selected], power)
         elif p.fading is not None:  # the channel changes every coherence time of a long upload
-            airtime = p.fading.upload_times(bits, gains[selected], power, selected, self.streams["fading"])
+            airtime = p.access.on_air_s(p.fading.upload_times(bits, gains[selected], power, selected,
+                                                              self.streams["fading"]))
         else:
             airtime = p.access.airtime_s(bits, gains[selected], power)
         comp = p.compute.compute_times(selected, self.streams["compute"], round_idx=r)
@@ -343,11 +344,13 @@ class Engine:
             attempts=attempts, power=None if power is decision_power else power))
 
     def _send(self, bits, gains: np.ndarray, power: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Each selected device's upload in packets at the round's gain (wirelessfl.access.Link.send):
-        (time on the air, transmissions, whether it got through), from the "link" stream."""
-        link, rng = self.parts.access.link, self.streams["link"]
-        sent = [link.send(b, g, pw, rng) for b, g, pw in zip(np.broadcast_to(bits, gains.shape).tolist(),
-                                                             gains.tolist(), power.tolist())]
+        """Each selected device's upload in packets at the round's gain (wirelessfl.access.Link.send, on
+        the access scheme's upload channel, each transmission holding it for ``on_air_s``): (time on the
+        air, transmissions, whether it got through), from the "link" stream."""
+        access, rng = self.parts.access, self.streams["link"]
+        link = access.upload_link()
+        sent = [link.send(b, g, pw, rng, access.on_air_s) for b, g, pw in
+                zip(np.broadcast_to(bits, gains.shape).tolist(), gains.tolist(), power.tolist())]
         airtime, attempts, delivered = (np.array(column) for column in zip(*sent)) if sent else \
             (np.empty(0), np.empty(0, dtype=np.int64), np.empty(0, dtype=bool))
         return airtime.astype(float), attempts.astype(np.int64), delivered.astype(bool)

@@ -345,9 +345,9 @@ class EventEngine(RoundMachinery):
         if u.gain != u.gain:
             u.gain = self.draw_gain(u.device)
         if u.airtime_s != u.airtime_s:
-            fading = self.parts.fading
-            u.airtime_s = (self.parts.access.upload_s(u.bits, u.gain, u.power) if fading is None else
-                           fading.upload_s(u.bits, u.gain, u.power, u.device, self.streams["fading"]))
+            fading, access = self.parts.fading, self.parts.access
+            u.airtime_s = (access.upload_s(u.bits, u.gain, u.power) if fading is None else
+                           access.on_air_s(fading.upload_s(u.bits, u.gain, u.power, u.device, self.streams["fading"])))
 
     def draw_gain(self, device: int) -> float:
         """A fresh gain of ``device`` (the channel's "channel" stream), as a transmission begins."""

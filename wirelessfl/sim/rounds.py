@@ -62,7 +62,8 @@ class RoundMachinery:
         if concurrent:
             airtime = np.full(selected.size, math.nan)
         elif p.fading is not None and not self.packets_on:  # as sync draws it: the round's uploads at once
-            airtime = p.fading.upload_times(bits, gains[selected], power, selected, self.streams["fading"])
+            airtime = p.access.on_air_s(p.fading.upload_times(bits, gains[selected], power, selected,
+                                                              self.streams["fading"]))
         else:
             airtime = p.access.airtime_s(bits if decision.traffic.piggyback_bits is not None else p.upload_bits,
                                          gains[selected], power)

@@ -131,13 +131,14 @@ class Run:
         availability, self.excluded = self._availability()
         link = Link(scenario.link)
         self.protocol = scenario.part("protocol").from_scenario(scenario, scenario.options("protocol"))
+        access = scenario.part("access").from_scenario(scenario, scenario.options("access"))
         parts = Parts(channel=self.channel, compute=self.compute, scheduler=self.scheduler, algorithm=self.algorithm,
-                      access=scenario.part("access").from_scenario(scenario, scenario.options("access")),
+                      access=access,
                       num_devices=n,
                       upload_bits=self.bits * self.algorithm.upload_vectors,
                       downlink_s=link.downlink_time_s(self.bits * self.algorithm.broadcast_vectors),
                       availability=availability, round_deadline_s=rc.round_deadline_s, idle_round_s=rc.idle_round_s,
-                      fading=block_fading(scenario, self.channel))
+                      fading=block_fading(scenario, self.channel, access.upload_link()))
         # per-device arrays are per round decision: the dispatch protocols have none
         decisions = not self.protocol.event_driven or self.protocol.round_based
         self.recorder = Recorder(n, run_dir, keep_device_arrays=rc.record_devices and decisions,

@@ -52,7 +52,7 @@ class TdmaUplink:
                 u.phase = ON_AIR
                 engine.start_transmission(u)
             if engine.packets_on:
-                return (yield from self._packets(u))
+                return (yield from send_packets(engine, u))
             u.attempts = 1
             end = u.tx_start_s + u.airtime_s
             yield env.at(end, priority(RANK_DEVICE, u.seq))
@@ -67,39 +67,45 @@ class TdmaUplink:
                 self.engine.queue_seq += 1
                 u.queue_seq = self.engine.queue_seq
 
-    def _packets(self, u):
-        """The upload in packets on the band this device holds: each transmission at the fixed rate
-        or its channel's capacity, a failed packet sent again (each retry at the channel of its own
-        moment, or at the round's gain) up to link.max_attempts times. Returns whether it got through."""
-        engine = self.engine
-        env, link, rng = engine.env, engine.parts.access.link, engine.streams["link"]
-        sizes = link.packet_sizes(u.bits)
-        prio = priority(RANK_DEVICE, u.seq)
-        if u.attempts == 0:
-            u.airtime_s = 0.0  # the time on the air, summed over the transmissions
-        while u.packet < len(sizes):
-            if u.attempt_end_s != u.attempt_end_s:  # a transmission begins (a resumed one is under way)
-                if u.attempts > 0 and not u.round_gain:
-                    u.gain = engine.draw_gain(u.device)
-                took, ok = link.attempt(sizes[u.packet], u.gain, u.power,
-                                        rng.random() if link.errors == "waterfall" else 1.0)
-                u.attempt_start_s, u.attempt_end_s, u.attempt_ok = env.now, env.now + took, ok
-                u.attempts, u.tries = u.attempts + 1, u.tries + 1
-            yield env.at(u.attempt_end_s, prio)
-            u.airtime_s += u.attempt_end_s - u.attempt_start_s
-            u.attempt_end_s = math.nan
-            if u.attempt_ok:
-                u.packet, u.tries = u.packet + 1, 0
-            elif u.tries >= link.max_attempts:
-                return False
-        u.tx_end_s = env.now
-        return True
-
     def state_dict(self) -> dict:
         return {}
 
     def load_state(self, state: dict) -> None:
         pass
+
+
+def send_packets(engine, u, slotted=None):
+    """The upload of ``u`` in packets on a channel it has to itself (the band it holds under TDMA,
+    its own sub-band under dedicated; the access scheme's ``upload_link``), a SimPy generator: each
+    transmission at the fixed rate or its channel's capacity, a failed packet sent again (each retry
+    at the channel of its own moment, or at the round's gain) up to link.max_attempts times. Returns
+    whether it got through. ``slotted``: the SlottedUplink whose slots the transmissions take, one
+    after another, each in whole slots (default: each from now, for its seconds)."""
+    env, rng = engine.env, engine.streams["link"]
+    link = engine.parts.access.upload_link()
+    sizes = link.packet_sizes(u.bits)
+    prio = priority(RANK_DEVICE, u.seq)
+    if u.attempts == 0:
+        u.airtime_s = 0.0  # the time on the air, summed over the transmissions
+    while u.packet < len(sizes):
+        if u.attempt_end_s != u.attempt_end_s:  # a transmission begins (a resumed one is under way)
+            if u.attempts > 0 and not u.round_gain:
+                u.gain = engine.draw_gain(u.device)
+            took, ok = link.attempt(sizes[u.packet], u.gain, u.power,
+                                    rng.random() if link.errors == "waterfall" else 1.0)
+            start, end = (env.now, env.now + took) if slotted is None else slotted.window(env.now, took)
+            u.attempt_start_s, u.attempt_end_s, u.attempt_ok = start, end, ok
+            u.attempts, u.tries = u.attempts + 1, u.tries + 1
+        yield env.at(u.attempt_end_s, prio)
+        u.airtime_s += u.attempt_end_s - u.attempt_start_s if slotted is None else \
+            slotted.held(u.attempt_start_s, u.attempt_end_s)
+        u.attempt_end_s = math.nan
+        if u.attempt_ok:
+            u.packet, u.tries = u.packet + 1, 0
+        elif u.tries >= link.max_attempts:
+            return False
+    u.tx_end_s = env.now
+    return True
 
 
 class SharedBand:
@@ -223,12 +229,27 @@ class SlottedUplink(TdmaUplink):
                     yield env.at(start, priority(RANK_DEVICE, u.seq))
                 u.phase = ON_AIR
                 engine.start_transmission(u)
-                self.free = j + slots.slots(u.airtime_s)
+                self.free = j if engine.packets_on else j + slots.slots(u.airtime_s)
+            if engine.packets_on:  # its packets take whole slots as they go
+                return (yield from send_packets(engine, u, self))
             u.attempts = 1
             end = slots.slot_end(self.free - slots.slots(u.airtime_s), slots.slots(u.airtime_s))
             yield env.at(end, priority(RANK_DEVICE, u.seq))
             u.tx_end_s = end
         return True
+
+    def window(self, now: float, seconds: float) -> tuple[float, float]:
+        """A packet's transmission of ``seconds`` in whole slots from the first free one: (start, end)."""
+        slots = self.slots
+        j = max(slots.next_slot(now), self.free)
+        n = slots.slots(slots.on_air_s(seconds))
+        self.free = j + n
+        return slots.slot_start(j), slots.slot_end(j, n)
+
+    def held(self, start: float, end: float) -> float:
+        """The slots' time between a transmission's start and end (frame guards not counted)."""
+        slots = self.slots
+        return (slots.next_slot(end) - slots.next_slot(start)) * slots.slot_s
 
     def state_dict(self) -> dict:
         return {"free": self.free}
@@ -252,6 +273,8 @@ class IndependentUplink:
         if u.phase != ON_AIR:  # a resumed upload that was on the air already has its times
             u.phase = ON_AIR
             engine.start_transmission(u)
+        if engine.packets_on:  # on its own sub-band
+            return (yield from send_packets(engine, u))
         u.attempts = 1
         end = u.tx_start_s + u.airtime_s
         yield engine.env.at(end, priority(RANK_DEVICE, u.seq))
