@@ -156,6 +156,16 @@ def write_plugins(folder: Path, **modules: str) -> Path:
     return folder
 
 
+def installed_package(site: Path, name: str, source: str, entry_points: str) -> Path:
+    """``site`` holding module ``name`` and the dist-info of a package that registers ``entry_points``."""
+    write_plugins(site, **{name: source})
+    dist = site / f"{name}-1.0.dist-info"
+    dist.mkdir()
+    (dist / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name.replace('_', '-')}\nVersion: 1.0\n")
+    (dist / "entry_points.txt").write_text(entry_points)
+    return site
+
+
 def scenario_text(scheduler: str = 'name = "topk_mod:TopK"\nk = 4', learning: str = "", timing_only=True,
                   rounds=6, extra: str = "", checkpoint_every: int = 0) -> str:
     return textwrap.dedent(f'''
@@ -303,13 +313,8 @@ def test_plugins_that_do_not_load_are_one_line_errors_with_exit_2(tmp_path, name
 
 
 def test_an_installed_package_registers_a_name_through_an_entry_point(tmp_path, monkeypatch):
-    site = tmp_path / "site"
-    write_plugins(site, bestk_pkg=TOPK)
-    dist = site / "bestk_pkg-1.0.dist-info"
-    dist.mkdir()
-    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: bestk-pkg\nVersion: 1.0\n")
-    (dist / "entry_points.txt").write_text("[wirelessfl.schedulers]\nbestk = bestk_pkg:TopK\n")
-    monkeypatch.syspath_prepend(str(site))
+    monkeypatch.syspath_prepend(str(installed_package(tmp_path / "site", "bestk_pkg", TOPK,
+                                                      "[wirelessfl.schedulers]\nbestk = bestk_pkg:TopK\n")))
     sc = from_dict({"run": {"rounds": 3, "timing_only": True}, "devices": {"count": 6},
                     "link": {"model_bits": 1000}, "scheduler": {"name": "bestk", "k": 2}})
     assert sc.scheduler.options.k == 2 and sc.plugin_path == ()
@@ -739,14 +744,9 @@ def test_a_model_without_options_class_gets_its_table_and_switching_models_drops
 
 
 def test_an_installed_package_registers_a_model_through_an_entry_point(tmp_path, monkeypatch):
-    site = tmp_path / "site"
-    write_plugins(site, widenet_pkg=DATA_PARTS)
-    dist = site / "widenet_pkg-1.0.dist-info"
-    dist.mkdir()
-    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: widenet-pkg\nVersion: 1.0\n")
-    (dist / "entry_points.txt").write_text("[wirelessfl.models]\nwidenet = widenet_pkg:wide\n"
-                                           "[wirelessfl.partitions]\ntriples = widenet_pkg:Triples\n")
-    monkeypatch.syspath_prepend(str(site))
+    monkeypatch.syspath_prepend(str(installed_package(tmp_path / "site", "widenet_pkg", DATA_PARTS,
+                                                      "[wirelessfl.models]\nwidenet = widenet_pkg:wide\n"
+                                                      "[wirelessfl.partitions]\ntriples = widenet_pkg:Triples\n")))
     sc = from_dict({"run": {"rounds": 1, "timing_only": True}, "learning": {"model": "widenet", "dataset": "synthetic",
                                                                             "partition": "triples",
                                                                             "model_options": {"hidden": 4}}})
