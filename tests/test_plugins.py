@@ -754,3 +754,25 @@ def test_an_installed_package_registers_a_model_through_an_entry_point(tmp_path,
 
     assert model_bits_of(sc) == 32 * (60 * 4 + 4 + 4 * 10 + 10)
     assert sc.part_name("partition") == "triples" and sc.part("partition").__name__ == "Triples"
+
+
+def test_a_dataset_plugin_s_missing_file_is_one_line_naming_the_part_and_the_path(tmp_path):
+    folder = write_plugins(tmp_path / "mine", npz_mod=textwrap.dedent('''
+        import numpy as np
+        from wirelessfl.learning import DatasetLoader
+
+
+        class Npz(DatasetLoader):
+            @classmethod
+            def from_scenario(cls, scenario, options):
+                return cls()
+
+            def load(self):
+                return np.load("/nonexistent/mine.npz")
+        '''))
+    (folder / "s.toml").write_text('[run]\nrounds = 1\n[learning]\ndataset = "npz_mod:Npz"\n')
+    proc = subprocess.run([sys.executable, "-m", "wirelessfl.cli", "run", str(folder / "s.toml"), "--out",
+                           str(tmp_path / "out")], capture_output=True, text=True, cwd=tmp_path)
+    assert proc.returncode == 2 and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+    assert "learning.dataset = 'npz_mod:Npz'" in proc.stderr and "/nonexistent/mine.npz" in proc.stderr
+    assert not (tmp_path / "out").exists()

@@ -38,9 +38,16 @@ def _loaded(scenario):
     from .datasets import Dataset
     from .loaders import DeviceSplit
 
+    from .datasets import DatasetNotFoundError
+
     part = scenario.part("dataset")
     where = f"learning.dataset = {scenario.part_name('dataset')!r}"
-    loaded = part.from_scenario(scenario, scenario.options("dataset")).load()
+    try:
+        loaded = part.from_scenario(scenario, scenario.options("dataset")).load()
+    except DatasetNotFoundError:
+        raise  # a built-in's message already lists where it looked
+    except FileNotFoundError as exc:  # a plugin's missing file: say which part wanted it
+        raise DatasetNotFoundError(f"{where}: {exc.strerror or exc}: {exc.filename or ''}".rstrip(": ")) from None
     if part.own_split:
         if not isinstance(loaded, tuple) or len(loaded) not in (2, 3) or not isinstance(loaded[0], Dataset):
             raise DatasetError(f"{where}: a dataset with its own split returns a DeviceSplit(dataset, "
