@@ -130,5 +130,16 @@ def test_the_core_install_never_imports_flower():
     assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True).stdout.strip() == "False"
 
 
+def test_without_flower_installed_the_error_says_which_extra_brings_it():
+    code = ("import sys; sys.modules['flwr'] = None\n"  # as if flwr were not installed
+            "from wirelessfl.config import from_dict\n"
+            "try:\n"
+            "    from_dict({'run': {'rounds': 1}, 'learning': {'algorithm': 'flwr.server.strategy:FedAdam'}})\n"
+            "except ValueError as exc:\n"
+            "    print(exc)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True).stdout
+    assert "learning.algorithm" in out and 'pip install -e ".[flower]"' in out, out
+
+
 def test_a_class_that_is_not_a_strategy_is_not_adapted():
     assert part_class("algorithm", "fedavg").__name__ == "FedAvg"

@@ -269,6 +269,9 @@ def module_folder(module: str, plugin_path: Iterable[str]) -> str | None:
     return None
 
 
+OPTIONAL_EXTRAS = {"flwr": "flower"}
+"""Packages a part may come from that an optional extra of wirelessfl installs (module: extra)."""
+
 _FROM_FOLDERS: set[str] = set()
 """Top-level modules this process imported from plugin folders (the only ones it may re-import)."""
 
@@ -305,6 +308,11 @@ def _load_import_path(ref: str, plugin_path: Sequence[str], where: str):
         raise
     except ModuleNotFoundError as exc:
         if exc.name and module_name.startswith(exc.name):
+            extra = OPTIONAL_EXTRAS.get(module_name.split(".")[0])
+            if extra is not None:
+                raise PluginError(f"{where}: {module_name.split('.')[0]} is not installed; it comes with the "
+                                  f"optional extra: pip install -e \".[{extra}]\" (or pip install "
+                                  f"\"wirelessfl[{extra}]\")") from None
             places = ", ".join(str(p) for p in plugin_path) or "the scenario's folder"
             raise PluginError(f"{where}: no module {module_name!r} in {places} or on sys.path") from None
         raise PluginError(f"{where}: importing {module_name} failed: {_one_line(exc)}") from None
