@@ -378,3 +378,27 @@ def test_scheduler_trace_records_the_greedy_steps_without_changing_them():
     np.testing.assert_allclose(first["total"] - first["facility"], [8.0, 0.5, 0.5, 0.5])  # Delta_H
     np.testing.assert_allclose(second["total"] - second["facility"], 0.0)  # F_S = b after A
     assert [first["pick"], second["pick"]] == [0, 3] and entry["fresh_round"].tolist() == [0] * 4
+
+
+def test_the_store_s_memory_is_checked_with_the_measured_model_at_run_start_and_reading_imports_no_torch(
+        monkeypatch):
+    """Reading a DivFL scenario checks the distances (and link.model_bits) without building a model;
+    building the scheduler checks N vectors of the model's measured size."""
+    import subprocess
+    import sys
+
+    import wirelessfl.fields as fields
+
+    code = ("import sys; from wirelessfl.config import from_dict\n"
+            "from_dict({'run': {'rounds': 1}, 'devices': {'count': 20}, 'scheduler': {'name': 'divfl'},"
+            " 'learning': {'model': 'mlp'}})\n"
+            "print('torch' in sys.modules)")
+    assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True).stdout.strip() == "False"
+    sc = from_dict({"run": {"rounds": 1}, "devices": {"count": 20}, "scheduler": {"name": "divfl"},
+                    "learning": {"model": "mlp"}})  # 20 x 199,210 float32: 16 MB
+    monkeypatch.setattr(fields, "physical_memory", lambda: 4 * 10 ** 6)
+    with pytest.raises(ConfigError, match=r"devices.count = 20: scheduler.name = 'divfl' with 20 devices"):
+        sc.part("scheduler").from_scenario(sc, sc.options("scheduler"))
+    with pytest.raises(ConfigError, match="devices.count = 20"):  # declared: caught as the scenario is read
+        from_dict({"run": {"rounds": 1}, "devices": {"count": 20}, "scheduler": {"name": "divfl"},
+                   "link": {"model_bits": 32 * 199210}})

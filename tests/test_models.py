@@ -97,6 +97,31 @@ def test_parameter_count_is_measured_from_the_module():
     assert count_parameters(wide, (5,), 3, {"hidden": 13}) == 5 * 13 + 13 + 13 * 3 + 3
 
 
+@pytest.mark.parametrize("name", MODEL_NAMES)
+def test_a_built_in_s_layer_count_equals_its_built_module_s(name):
+    """The built-ins count their layer list without torch (parameter_count); the count must be the
+    module's sum(p.numel()) for any input shape and class count."""
+    from wirelessfl.learning.models import _model_part
+
+    images = name in ("paper_cnn", "small_cnn", "lenet")
+    for shape in ([(1, 28, 28), (3, 32, 32), (2, 20, 24)] if images else [(60,), (1, 28, 28), (3, 32, 32)]):
+        for classes in (10, 7):
+            built = build_model(name, shape, classes)
+            assert _model_part(name).parameter_count(shape, classes) == sum(p.numel() for p in built.parameters())
+
+
+def test_a_timing_only_run_of_a_built_in_model_imports_no_torch(tmp_path):
+    import subprocess
+    import sys
+
+    code = ("import sys; from wirelessfl.config import from_dict; from wirelessfl.experiments.run import simulate\n"
+            "r = simulate(from_dict({'run': {'rounds': 3, 'timing_only': True}, 'learning': {'model': 'paper_cnn'}}),"
+            " None, progress=False)\n"
+            "print(r.summary['model_bits'], 'torch' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path).stdout.split()
+    assert out == [str(32 * 430698), "False"]
+
+
 def test_model_of_unknown_layers_keeps_its_own_seeded_init():
     """A model with layers init_parameters does not know (LayerNorm) is built reproducibly from the
     generator's seed, and leaves torch's global RNG alone."""

@@ -14,6 +14,7 @@ This module imports torch only when a model is built, so that naming a model in 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 from typing import TYPE_CHECKING, Any, Callable
 
@@ -47,104 +48,110 @@ class Model:
     def check(cls, scenario, options) -> None:
         """Cross-field rules at load time (raise wirelessfl.config.ConfigError); default none."""
 
+    @staticmethod
+    def parameter_count(input_shape: tuple[int, ...], num_classes: int, **options) -> int | None:
+        """The parameter count without building the module (the built-ins count their layers, so a
+        timing-only run needs no torch); None (default): measured from the built module. It must
+        equal the built module's count."""
+        return None
 
-def _builtin(builder: Callable) -> Callable:
-    """Mark a function as a built-in model: it takes no options."""
-    builder.Options = NoOptions
-    return builder
+
+def _sequential(layers: list[tuple]) -> nn.Module:
+    """The nn.Sequential of a built-in's layers: ("conv", c_in, c_out, kernel, padding), ("linear",
+    n_in, n_out), ("relu",), ("elu",), ("pool",) (max-pool 2) and ("flatten",)."""
+    from torch import nn
+
+    make = {"conv": lambda c_in, c_out, k, pad: nn.Conv2d(c_in, c_out, k, padding=pad), "linear": nn.Linear,
+            "relu": nn.ReLU, "elu": nn.ELU, "pool": lambda: nn.MaxPool2d(2), "flatten": nn.Flatten}
+    return nn.Sequential(*(make[kind](*args) for kind, *args in layers))
 
 
-def _takes_images(builder: Callable) -> Callable:
-    """Mark a built-in model as one for image inputs (C, H, W)."""
-    builder.input_ranks = (3,)
-    return _builtin(builder)
+def _count(layers: list[tuple]) -> int:
+    """The parameters of those layers, without torch: weights and biases of the convolutions and the
+    fully connected layers."""
+    total = 0
+    for kind, *args in layers:
+        if kind == "conv":
+            c_in, c_out, k, _ = args
+            total += c_out * c_in * k * k + c_out
+        elif kind == "linear":
+            n_in, n_out = args
+            total += n_in * n_out + n_out
+    return total
+
+
+def _builtin(layers_of: Callable) -> Callable:
+    """A built-in model from the function that lists its layers: built as their nn.Sequential, and
+    counted from the same list without torch (``parameter_count``: a timing-only run sizes its upload
+    without importing torch). It takes no options."""
+    def model(input_shape: tuple[int, ...], num_classes: int) -> nn.Module:
+        return _sequential(layers_of(input_shape, num_classes))
+
+    functools.update_wrapper(model, layers_of)
+    model.parameter_count = lambda input_shape, num_classes: _count(layers_of(input_shape, num_classes))
+    model.Options = NoOptions
+    return model
+
+
+def _takes_images(layers_of: Callable) -> Callable:
+    """A built-in model for image inputs (C, H, W)."""
+    model = _builtin(layers_of)
+    model.input_ranks = (3,)
+    return model
 
 
 @_takes_images
-def paper_cnn(input_shape: tuple[int, ...], num_classes: int) -> nn.Module:
+def paper_cnn(input_shape: tuple[int, ...], num_classes: int) -> list[tuple]:
     """The CNN of docs/papers/lyapunov.md, "The experiments": conv 5x5 C->32 (same padding), ReLU,
     maxpool 2, conv 5x5 32->32 (same), ReLU, maxpool 2, fc -> 256, ReLU, fc 256 -> classes. 555,178
     parameters on (3, 32, 32) with 10 classes; 430,698 on (1, 28, 28)."""
-    from torch import nn
-
     c, h, w = _image_shape(input_shape, "paper_cnn")
-    return nn.Sequential(
-        nn.Conv2d(c, 32, 5, padding=2), nn.ReLU(), nn.MaxPool2d(2),
-        nn.Conv2d(32, 32, 5, padding=2), nn.ReLU(), nn.MaxPool2d(2),
-        nn.Flatten(),
-        nn.Linear(32 * (h // 4) * (w // 4), 256), nn.ReLU(),
-        nn.Linear(256, num_classes),
-    )
+    return [("conv", c, 32, 5, 2), ("relu",), ("pool",), ("conv", 32, 32, 5, 2), ("relu",), ("pool",),
+            ("flatten",), ("linear", 32 * (h // 4) * (w // 4), 256), ("relu",), ("linear", 256, num_classes)]
 
 
 @_takes_images
-def small_cnn(input_shape: tuple[int, ...], num_classes: int) -> nn.Module:
+def small_cnn(input_shape: tuple[int, ...], num_classes: int) -> list[tuple]:
     """conv 5x5 C->16, ReLU, pool, conv 5x5 16->32, ReLU, pool, fc -> classes (28,938 parameters on
     (1, 28, 28)): fast enough for CPU tests."""
-    from torch import nn
-
     c, h, w = _image_shape(input_shape, "small_cnn")
-    return nn.Sequential(
-        nn.Conv2d(c, 16, 5, padding=2), nn.ReLU(), nn.MaxPool2d(2),
-        nn.Conv2d(16, 32, 5, padding=2), nn.ReLU(), nn.MaxPool2d(2),
-        nn.Flatten(),
-        nn.Linear(32 * (h // 4) * (w // 4), num_classes),
-    )
+    return [("conv", c, 16, 5, 2), ("relu",), ("pool",), ("conv", 16, 32, 5, 2), ("relu",), ("pool",),
+            ("flatten",), ("linear", 32 * (h // 4) * (w // 4), num_classes)]
 
 
 @_takes_images
-def lenet(input_shape: tuple[int, ...], num_classes: int) -> nn.Module:
+def lenet(input_shape: tuple[int, ...], num_classes: int) -> list[tuple]:
     """LeNet-5 as in docs/papers/fair_selection.md, "Experiments and their defaults": conv 5x5 C->6 (no
     padding), ReLU, pool, conv 5x5 6->16, ReLU, pool, fc -> 120, ReLU, fc -> 84, ReLU, fc -> classes
     (44,426 parameters on (1, 28, 28); 62,006 on (3, 32, 32))."""
-    from torch import nn
-
     c, h, w = _image_shape(input_shape, "lenet")
-    return nn.Sequential(
-        nn.Conv2d(c, 6, 5), nn.ReLU(), nn.MaxPool2d(2),
-        nn.Conv2d(6, 16, 5), nn.ReLU(), nn.MaxPool2d(2),
-        nn.Flatten(),
-        nn.Linear(16 * (((h - 4) // 2 - 4) // 2) * (((w - 4) // 2 - 4) // 2), 120), nn.ReLU(),
-        nn.Linear(120, 84), nn.ReLU(),
-        nn.Linear(84, num_classes),
-    )
+    side = lambda n: ((n - 4) // 2 - 4) // 2  # noqa: E731  two unpadded 5x5 convolutions, two pools
+    return [("conv", c, 6, 5, 0), ("relu",), ("pool",), ("conv", 6, 16, 5, 0), ("relu",), ("pool",),
+            ("flatten",), ("linear", 16 * side(h) * side(w), 120), ("relu",), ("linear", 120, 84), ("relu",),
+            ("linear", 84, num_classes)]
 
 
 @_builtin
-def mlp(input_shape: tuple[int, ...], num_classes: int) -> nn.Module:
+def mlp(input_shape: tuple[int, ...], num_classes: int) -> list[tuple]:
     """flatten, fc -> 200, ReLU, fc 200 -> 200, ReLU, fc -> classes (FedAvg's "2NN")."""
-    from torch import nn
-
-    return nn.Sequential(
-        nn.Flatten(),
-        nn.Linear(math.prod(input_shape), 200), nn.ReLU(),
-        nn.Linear(200, 200), nn.ReLU(),
-        nn.Linear(200, num_classes),
-    )
+    return [("flatten",), ("linear", math.prod(input_shape), 200), ("relu",), ("linear", 200, 200), ("relu",),
+            ("linear", 200, num_classes)]
 
 
 @_builtin
-def mlp_80_60(input_shape: tuple[int, ...], num_classes: int) -> nn.Module:
+def mlp_80_60(input_shape: tuple[int, ...], num_classes: int) -> list[tuple]:
     """Per-FedAvg's MLP: flatten, fc -> 80, ELU, fc 80 -> 60, ELU, fc -> classes (68,270 parameters on
     (1, 28, 28), 251,310 on (3, 32, 32))."""
-    from torch import nn
-
     # Per-FedAvg's model (docs/papers/perfedavg.md, "Model and defaults"): small enough that its
     # Hessian-vector products are cheap.
-    return nn.Sequential(
-        nn.Flatten(),
-        nn.Linear(math.prod(input_shape), 80), nn.ELU(),
-        nn.Linear(80, 60), nn.ELU(),
-        nn.Linear(60, num_classes),
-    )
+    return [("flatten",), ("linear", math.prod(input_shape), 80), ("elu",), ("linear", 80, 60), ("elu",),
+            ("linear", 60, num_classes)]
 
 
 @_builtin
-def logreg(input_shape: tuple[int, ...], num_classes: int) -> nn.Module:
+def logreg(input_shape: tuple[int, ...], num_classes: int) -> list[tuple]:
     """flatten, fc -> classes (multinomial logistic regression; any input shape)."""
-    from torch import nn
-
-    return nn.Sequential(nn.Flatten(), nn.Linear(math.prod(input_shape), num_classes))
+    return [("flatten",), ("linear", math.prod(input_shape), num_classes)]
 
 
 MODEL_NAMES = ("paper_cnn", "small_cnn", "mlp", "logreg", "mlp_80_60", "lenet")
@@ -217,8 +224,15 @@ def _checked_module(module, part) -> nn.Module:
 
 def count_parameters(model, input_shape: tuple[int, ...], num_classes: int, options=None) -> int:
     """The number of parameters of ``model`` (a built-in name or a model part) built for
-    ``input_shape`` and ``num_classes``: measured from the module (built on the CPU, under a fork of
-    torch's RNG), not looked up."""
+    ``input_shape`` and ``num_classes``: the model's own ``parameter_count`` where it gives one (the
+    built-ins count their layer list, without torch), else measured from the module (built on the
+    CPU, under a fork of torch's RNG). Never looked up in a table."""
+    part = _model_part(model)
+    counted = getattr(part, "parameter_count", None)
+    if counted is not None:
+        n = counted(tuple(input_shape), int(num_classes), **model_kwargs(options))
+        if n is not None:
+            return int(n)
     import torch
 
     with torch.random.fork_rng(devices=[]):

@@ -287,10 +287,14 @@ class SubmodularScheduler(_FairBase):
 
     @classmethod
     def from_scenario(cls, scenario, options: DivFLOptions) -> "SubmodularScheduler":
-        """The scheduler with its store (random projections from the "projection" stream)."""
+        """The scheduler with its store (random projections from the "projection" stream), once its
+        store's size with the model's own parameter count fits in memory (reading the scenario
+        checked the distances and what link.model_bits declares)."""
         from .. import rng as rngs
 
         n = scenario.devices.count
+        require_memory("devices.count", n, cls.memory_bytes(scenario, options, measure=True),
+                       f"scheduler.name = {scenario.scheduler.name!r} with {n} devices (its per-device store)")
         r = options.fair_sample_size
         if options.fair_epsilon is not None:  # Mirzasoleiman et al.: r = (n / k) ln(1 / eps)
             r = min(n, math.ceil(n / options.kappa * math.log(1 / options.fair_epsilon)))
@@ -307,20 +311,21 @@ class SubmodularScheduler(_FairBase):
         return {"name": "divfl"}
 
     @classmethod
-    def memory_bytes(cls, scenario, options: DivFLOptions) -> float:
-        """N x N float64 distances plus N stored vectors of float32 (the model's size, or the projection's)."""
+    def memory_bytes(cls, scenario, options: DivFLOptions, measure: bool = False) -> float:
+        """N x N float64 distances plus N stored vectors of float32 (the projection's size, or the
+        model's: link.model_bits / 32, or, with ``measure``, counted from the model)."""
         n = scenario.devices.count
-        d = options.fair_projection_dim or cls._model_size(scenario)
+        d = options.fair_projection_dim or cls._model_size(scenario, measure)
         return 8.0 * n * n + 4.0 * n * d
 
     @staticmethod
-    def _model_size(scenario) -> int:
-        """The model's parameter count (link.model_bits / 32, else measured from the model), 0 when
-        the dataset's shape is not declared: the guard then counts the distances only."""
+    def _model_size(scenario, measure: bool) -> int:
+        """The model's parameter count: link.model_bits / 32; else, with ``measure``, counted from the
+        model (which imports torch: run start, not load time), else 0."""
         if scenario.link.model_bits is not None:
             return scenario.link.model_bits // 32
-        if scenario.part("dataset").shape(scenario, scenario.options("dataset")) is None:
-            return 0  # sizing it would load the data at load time
+        if not measure or scenario.part("dataset").shape(scenario, scenario.options("dataset")) is None:
+            return 0  # reading a scenario builds no model and loads no data
         from ..learning.learner import model_bits_of
 
         return model_bits_of(scenario) // 32
