@@ -154,3 +154,46 @@ def test_a_checkpoint_holds_a_reference_and_the_journal_grows_by_the_rows_writte
     expected[[1, 3]] = 1.0
     expected[5] = 2.0
     torch.testing.assert_close(rows, expected)
+
+
+def test_a_journal_past_twice_the_array_starts_a_new_generation_and_the_old_one_goes(tmp_path):
+    trainer = make_trainer("loop")
+    trainer.device_states.use_run_folder(tmp_path)
+    state = trainer.device_state("v", width=3)
+    folder = tmp_path / "device_state"
+    refs, expected = [], np.zeros((DEVICES, 3), dtype=np.float32)
+    for step in range(12):  # one row a checkpoint: each segment is 8 + 8 + 12 bytes, the array 72
+        device = step % DEVICES
+        state[device] = torch.full((3,), float(step))
+        expected[device] = step
+        refs.append(trainer.device_states.checkpoint()["v"])
+    generations = [r["generation"] for r in refs]
+    assert generations[0] == 0 and generations[-1] >= 1  # rolled over
+    first_new = generations.index(1)
+    assert refs[first_new]["bytes"] == 8 + DEVICES * (8 + 12)  # every row written so far, once
+    # the generation the previous checkpoint named is kept until the next one; older ones are gone
+    names = sorted(p.name for p in folder.iterdir())
+    assert names == sorted({f"v.g{generations[-2]}.journal", f"v.g{generations[-1]}.journal"})
+    again = make_trainer("loop")
+    again.device_states.use_run_folder(tmp_path)
+    again.device_states.restore({"v": refs[-1]})
+    np.testing.assert_array_equal(again.device_state("v", width=3)[np.arange(DEVICES)].numpy(), expected)
+
+
+def test_a_missing_or_damaged_journal_is_a_one_line_resume_error(tmp_path):
+    trainer = make_trainer("loop")
+    trainer.device_states.use_run_folder(tmp_path)
+    trainer.device_state("v", width=2)[1] = torch.ones(2)
+    ref = trainer.device_states.checkpoint()["v"]
+    journal = tmp_path / "device_state" / ref["journal"]
+    # its one row's index becomes a million
+    journal.write_bytes(journal.read_bytes()[:8] + (10 ** 6).to_bytes(8, "little") + journal.read_bytes()[16:])
+    with pytest.raises(ValueError, match="names a journal this run cannot read"):
+        make_trainer("loop").device_states.restore({"v": ref})  # a run without a folder
+    fresh = make_trainer("loop")
+    fresh.device_states.use_run_folder(tmp_path)
+    with pytest.raises(ValueError, match="v.g0.journal: a damaged segment at byte 0"):
+        fresh.device_states.restore({"v": ref})
+    journal.unlink()
+    with pytest.raises(ValueError, match="v.g0.journal: No such file"):
+        fresh.device_states.restore({"v": ref})

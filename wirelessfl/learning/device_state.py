@@ -158,22 +158,26 @@ class DeviceState:
         self._dirty[:] = False
 
     def _replay(self, path: Path, length: int) -> None:
-        with open(path, "rb") as f:
-            data = f.read(length)
+        try:
+            with open(path, "rb") as f:
+                data = f.read(length)
+        except OSError as exc:
+            raise ValueError(f"{path.name}: {exc.strerror or exc}") from None
         if len(data) != length:
             raise ValueError(f"{path.name} holds {len(data)} bytes, the checkpoint expects {length}")
         at, row_bytes = 0, self.width * 4
         while at < length:
-            (count,) = np.frombuffer(data, dtype=_HEADER, count=1, offset=at)
-            at += 8
-            rows = np.frombuffer(data, dtype=_HEADER, count=int(count), offset=at)
-            at += 8 * int(count)
-            values = np.frombuffer(data, dtype=np.float32, count=int(count) * self.width, offset=at)
-            at += int(count) * row_bytes
-            if at > length or rows.size and (rows.min() < 0 or rows.max() >= self.num_devices):
-                raise ValueError(f"{path.name}: a damaged segment")
+            count = int(np.frombuffer(data, dtype=_HEADER, count=1, offset=at)[0]) if at + 8 <= length else -1
+            end = at + 8 + count * (8 + row_bytes)
+            if count < 0 or end > length:
+                raise ValueError(f"{path.name}: a damaged segment at byte {at}")
+            rows = np.frombuffer(data, dtype=_HEADER, count=count, offset=at + 8)
+            values = np.frombuffer(data, dtype=np.float32, count=count * self.width, offset=at + 8 + 8 * count)
+            if rows.size and (rows.min() < 0 or rows.max() >= self.num_devices):
+                raise ValueError(f"{path.name}: a damaged segment at byte {at}")
             self.array[rows] = values.reshape(-1, self.width)
             self._touched[rows] = True
+            at = end
 
 
 class DeviceStates:
