@@ -197,3 +197,20 @@ def test_a_missing_or_damaged_journal_is_a_one_line_resume_error(tmp_path):
     journal.unlink()
     with pytest.raises(ValueError, match="v.g0.journal: No such file"):
         fresh.device_states.restore({"v": ref})
+
+
+def test_a_large_state_is_memory_mapped_in_the_run_folder_with_the_same_records(tmp_path, monkeypatch):
+    import wirelessfl.learning.device_state as device_state
+
+    in_memory = simulate(scaffold_scenario(), tmp_path / "memory", progress=False)
+    monkeypatch.setattr(device_state, "MEMMAP_BYTES", 1)  # every state counts as large
+    trainer = make_trainer("loop")
+    trainer.device_states.use_run_folder(tmp_path / "run")
+    state = trainer.device_state("v")
+    assert state.memory_mapped and (tmp_path / "run" / "device_state" / "v.live").is_file()
+    state[2] = torch.ones(trainer.num_params)
+    assert np.load(tmp_path / "run" / "device_state" / "v.live", mmap_mode="r")[2].sum() == trainer.num_params
+    mapped = simulate(scaffold_scenario(), tmp_path / "mapped", progress=False)
+    for attr in ("rounds", "evals"):
+        pd.testing.assert_frame_equal(getattr(mapped, attr), getattr(in_memory, attr))
+    assert not (tmp_path / "mapped" / "device_state").exists()  # removed with the checkpoint at the end
