@@ -214,3 +214,25 @@ def test_a_large_state_is_memory_mapped_in_the_run_folder_with_the_same_records(
     for attr in ("rounds", "evals"):
         pd.testing.assert_frame_equal(getattr(mapped, attr), getattr(in_memory, attr))
     assert not (tmp_path / "mapped" / "device_state").exists()  # removed with the checkpoint at the end
+
+
+def test_over_the_air_both_of_scaffold_s_sums_carry_their_own_noise():
+    """Under AirComp the server receives the noisy sums of the devices' delta_y and delta_c: c's noise
+    has variance noise_var x the mean power of what the devices send, and is independent of x's."""
+    data = logistic_problem()
+    parts = partition(data.y_train.numpy(), DEVICES, "iid", rng=stream(1, "partition"), samples_per_device=50)
+    trainer = Trainer(data, parts, "mlp", local_steps=4, batch_size=8, lr=0.3)  # d = 42,003: many entries
+    algorithm = Scaffold(aggregation="mean")
+    algorithm.setup(trainer)
+    devices = np.array([0, 2, 3, 5])
+    pairs = algorithm.local_updates(trainer, devices, 0)
+    d, x0 = trainer.num_params, trainer.params.clone()
+    weights = np.full(devices.size, 1 / devices.size)
+    trainer.aggregate_noise_var = 0.25
+    algorithm.apply_updates(trainer, Updates(devices, pairs, weights, np.zeros(devices.size)))
+    noise_x = trainer.params - x0 - torch.as_tensor(weights, dtype=torch.float32) @ pairs[:, :d]
+    noise_c = algorithm.c - pairs[:, d:].sum(dim=0) / DEVICES
+    sent_c = pairs[:, d:] * (devices.size / DEVICES)  # k w_k delta_c with w_k = 1 / N
+    assert float(noise_c.var()) == pytest.approx(0.25 * float(sent_c.square().mean()), rel=0.05)
+    assert abs(float(torch.corrcoef(torch.stack([noise_x, noise_c]))[0, 1])) < 0.03
+    torch.testing.assert_close(algorithm.c_devices[devices], pairs[:, d:])  # the devices know their own exactly

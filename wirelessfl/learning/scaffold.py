@@ -13,7 +13,8 @@ server applies
                                         uniform sampling without replacement),
     c <- c + (1 / N) sum_n delta_c_n,   c_n <- c_n + delta_c_n for every applied update,
 
-so that c stays the mean of the c_n. A device's c_n changes when its update is applied, not when it
+so that c stays the mean of the c_n (over the air, AirComp, both sums carry the channel's noise, and c
+then drifts from that mean by it). A device's c_n changes when its update is applied, not when it
 trains: an upload that is lost leaves both sides as they were. Under the asynchronous protocols an
 update is the pair (delta_y, delta_c) computed from the version the device started from; FedBuff's
 staleness weights scale delta_y, and delta_c is applied as it is. Fedasync's mix (x <- (1 - a) x + a y)
@@ -95,10 +96,16 @@ class Scaffold(FedAvg):
         return {"num_trained": int(len(weights)), "weight_sum": float(weights.sum())}
 
     def _apply(self, trainer: "Trainer", devices: np.ndarray, pairs, weights: np.ndarray) -> None:
+        import torch
+
         d = trainer.num_params
         delta_y, delta_c = pairs[:, :d], pairs[:, d:]
+        c_step = delta_c.sum(dim=0) / trainer.num_devices
+        if trainer.aggregate_noise_var > 0:  # over the air the control variates are summed with noise too
+            share = torch.full((len(delta_c),), 1.0 / trainer.num_devices, device=delta_c.device)
+            c_step = c_step + trainer.aggregate_noise(delta_c, share, vector=1)
         trainer.aggregate(delta_y, weights)
-        self.c = self.c + delta_c.sum(dim=0).to(self.c.device) / trainer.num_devices
+        self.c = self.c + c_step.to(self.c.device)
         self.c_devices.add(devices, delta_c)
 
     def state_dict(self) -> dict:

@@ -472,13 +472,15 @@ class Trainer(Evaluation):
         self.aggregate_noise_var = 0.0
         self.aggregations += 1
 
-    def aggregate_noise(self, deltas: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
+    def aggregate_noise(self, deltas: torch.Tensor, weights: torch.Tensor, *, vector: int = 0) -> torch.Tensor:
         """Gaussian noise on every entry of the aggregate, of variance aggregate_noise_var x P, where P
         is the mean power per entry of the updates as the devices send them (k w_k delta_k, so
         that their mean is the aggregate): an over-the-air sum of updates normalised to unit power
-        and scaled back at the server."""
+        and scaled back at the server. ``vector``: which of an upload's vectors is summed (0: the
+        model's, which ``aggregate`` adds; 1, ...: an algorithm's others, e.g. SCAFFOLD's control
+        variates), each with noise of its own. Call it before ``aggregate``, which clears the variance."""
         sent = deltas * (weights.numel() * weights)[:, None]
         power = float(sent.square().mean())
-        rng = stream(self.root_seed, "aircomp", self.aggregations)
-        noise = torch.from_numpy(rng.standard_normal(self.num_params, dtype=np.float32)).to(self.device)
+        rng = stream(self.root_seed, "aircomp", self.aggregations, *((vector,) if vector else ()))
+        noise = torch.from_numpy(rng.standard_normal(deltas.shape[1], dtype=np.float32)).to(self.device)
         return noise * math.sqrt(self.aggregate_noise_var * power)
