@@ -140,8 +140,9 @@ class FlowerStrategy(Algorithm):
                    if p.default is inspect.Parameter.empty and p.kind is not inspect.Parameter.VAR_KEYWORD
                    and p.kind is not inspect.Parameter.VAR_POSITIONAL and p.name not in arguments]
         if missing:
-            raise ConfigError(f"learning.options: {cls.strategy_class.__name__} needs {', '.join(missing)}, which a "
-                              "scenario file cannot give (an object or a function); subclass it in your own file")
+            raise ConfigError(f"learning.options: {cls.strategy_class.__name__} needs {', '.join(missing)}: set "
+                              "numbers and strings in [learning.options]; an object or a function (another "
+                              "strategy, a callback) needs a subclass in your own file that passes it")
         return cls.strategy_class(**arguments)
 
     def setup(self, trainer: "Trainer") -> None:
