@@ -247,12 +247,49 @@ def test_packets_in_slots_and_on_sub_bands_semi_sync_equals_sync(tmp_path, acces
     np.testing.assert_allclose(up.airtime_s, sum(held), rtol=1e-9)
 
 
+@pytest.mark.parametrize("protocol, share, m", [({"name": "sync"}, 5, 0.025),
+                                                ({"name": "fedbuff", "concurrency": 1, "buffer": 1}, 1, 0.02)],
+                         ids=["sync", "fedbuff"])
+def test_packets_on_a_shared_band_are_retried_at_the_share_s_snr(tmp_path, protocol, share, m):
+    """FDMA: a round's 5 devices share the band (B / 5 each, SNR 5 g P / N0) under sync; alone on it
+    under fedbuff with one device in flight. The attempts are geometric with mean 1 / (1 - PER) at that
+    SNR, and each takes its packet's bits at the share's capacity."""
+    res = simulate(packet_scenario(protocol, {"access": "fdma", "errors": "waterfall", "waterfall_m": m,
+                                              "max_attempts": 100}, rounds=400 if share > 1 else 1500),
+                   tmp_path / "r", progress=False)
+    up = res.updates[res.updates.attempts > 0]
+    if share > 1:  # the rounds whose draws gave 5 distinct devices (uniform draws with replacement)
+        up = up[up.groupby("version_started").device.transform("size") == share]
+    snr = float(up.gain.iloc[0] * up.power.iloc[0]) * share
+    per = 1 - np.exp(-m / snr)
+    assert 0.2 < per < 0.8 and len(up) > 1000
+    assert up.attempts.mean() == pytest.approx(1 / (1 - per), rel=0.06)
+    done = up[up.outcome == "applied"]
+    capacity = 1e6 / share * np.log2(1 + snr)
+    np.testing.assert_allclose(done.airtime_s, done.attempts * 20000 / capacity, rtol=1e-9)
+
+
+def test_a_fixed_rate_on_a_shared_band_fails_when_the_share_is_too_narrow(tmp_path):
+    """FDMA at a fixed 4 Mbit/s: a transmission gets through when its share, (B / k) log2(1 + g P k / N0)
+    with k devices on the air, carries the rate. At these SNRs a device alone does, two sharing the
+    band do not: the outcome follows the share, and each transmission takes bits / rate."""
+    link = {"access": "fdma", "rate_bps": 4e6, "errors": "outage", "max_attempts": 2, "noise_power": 1e-3}
+    for m in (1, 2):
+        up = simulate(packet_scenario({"name": "sync"}, link, rounds=5, m=m), tmp_path / f"m{m}",
+                      progress=False).updates
+        k = up.groupby("version_started").device.transform("size")
+        share = 1e6 / k * np.log2(1 + up.gain * up.power * k / 1e-3)
+        expect = np.where(share >= 4e6, "applied", "lost")
+        assert (up.outcome == expect).all() and (up.attempts == np.where(share >= 4e6, 1, 2)).all()
+        assert (expect == "applied").all() if m == 1 else (expect == "lost").all()
+        np.testing.assert_allclose(up.airtime_s, up.attempts * 20000 / 4e6)
+
+
 def test_packets_refused_where_they_are_not_modelled():
     with pytest.raises(ConfigError, match="link.rate_bps"):
         from_dict({"run": {"rounds": 1}, "link": {"errors": "outage"}})
-    for access in ("fdma", "ofdma", "aircomp"):  # uploads share the band, or are summed
-        with pytest.raises(ConfigError, match=f"link.errors: .*link.access = '{access}'"):
-            from_dict({"run": {"rounds": 1}, "link": {"access": access, "errors": "waterfall"}})
+    with pytest.raises(ConfigError, match="link.errors: .*link.access = 'aircomp'"):  # one analog sum
+        from_dict({"run": {"rounds": 1}, "link": {"access": "aircomp", "errors": "waterfall"}})
 
 
 # --- OFDMA (link.access = "ofdma") ------------------------------------------------------------------
@@ -348,8 +385,8 @@ def test_ofdma_options_are_checked():
         from_dict({"run": {"rounds": 1}, "link": {"access": "ofdma", "allocation": "best"}})
     with pytest.raises(ConfigError, match="link.resource_blocks"):
         from_dict({"run": {"rounds": 1}, "link": {"access": "ofdma", "resource_blocks": 0}})
-    with pytest.raises(ConfigError, match="link.access = 'ofdma'"):
-        from_dict({"run": {"rounds": 1}, "link": {"access": "ofdma", "errors": "waterfall"}})
+    with pytest.raises(ConfigError, match="channel.coherence_s: .*here 'ofdma'"):  # fading within an upload
+        from_dict({"run": {"rounds": 1}, "channel": {"coherence_s": 0.01}, "link": {"access": "ofdma"}})
 
 
 def test_ofdma_sync_run_resumed_gives_the_uninterrupted_records(tmp_path, interrupted_and_resumed):

@@ -368,7 +368,9 @@ def test_resume_mid_flight_gives_the_uninterrupted_records(tmp_path, interrupted
 
 
 @pytest.mark.parametrize("access", [{}, {"access": "tdma_slotted", "slot_s": 0.003, "guard_s": 0.001},
-                                    {"access": "dedicated", "subbands": 4}], ids=["tdma", "tdma_slotted", "dedicated"])
+                                    {"access": "dedicated", "subbands": 4}, {"access": "fdma"},
+                                    {"access": "ofdma", "resource_blocks": 6}],
+                         ids=["tdma", "tdma_slotted", "dedicated", "fdma", "ofdma"])
 @pytest.mark.parametrize("name", ["semi_sync", "fedbuff"])
 def test_resume_mid_flight_of_packets_being_retried_gives_the_uninterrupted_records(tmp_path, interrupted_and_resumed,
                                                                                    name, access):

@@ -66,29 +66,40 @@ class Link:
         return [float(self.packet_bits)] * int(whole) + ([rest] if rest > 0 else [])
 
     def attempt(self, bits: float, gain: float, power: float, u: float) -> tuple[float, bool]:
-        """One transmission of a packet of ``bits``: (its seconds on the air, whether it got through).
-        At the fixed rate, or at the capacity B log2(1 + SNR); outage: fails when the capacity is below
-        the rate; waterfall: fails with probability 1 - exp(-m / SNR) (``u``: a uniform draw)."""
+        """One transmission of a packet of ``bits`` on this link at gain x power (see ``attempt_at``)."""
         snr = gain * power / self.noise_power
-        capacity = self.bandwidth_hz * math.log1p(snr) / math.log(2.0)
-        rate = self.fixed_rate_bps if self.fixed_rate_bps is not None else capacity
+        return self.attempt_at(bits, self.bandwidth_hz * math.log1p(snr) / math.log(2.0), snr, u)
+
+    def attempt_at(self, bits: float, capacity_bps: float, snr: float, u: float) -> tuple[float, bool]:
+        """One transmission of a packet of ``bits`` on a channel of ``capacity_bps`` at ``snr``: (its
+        seconds on the air, whether it got through). At the fixed rate, or at the capacity; outage:
+        fails when the capacity is below the rate; waterfall: fails with probability 1 - exp(-m / SNR)
+        (``u``: a uniform draw)."""
+        rate = self.fixed_rate_bps if self.fixed_rate_bps is not None else capacity_bps
         seconds = bits / rate if rate > 0 else math.inf
         if self.errors == "outage":
-            return seconds, capacity >= rate
+            return seconds, capacity_bps >= rate
         if self.errors == "waterfall":
             return seconds, snr > 0 and u >= -math.expm1(-self.waterfall_m / snr)
         return seconds, True
 
     def send(self, bits: float, gain: float, power: float, rng: np.random.Generator,
              on_air=None) -> tuple[float, int, bool]:
-        """An upload at one gain (a sync round's block), packet after packet, each retried up to
-        max_attempts times: (seconds on the air, transmissions, whether every packet got through).
+        """An upload at one gain (a sync round's block) on this link: see ``send_at``."""
+        snr = gain * power / self.noise_power
+        return self.send_at(bits, self.bandwidth_hz * math.log1p(snr) / math.log(2.0), snr, rng, on_air)
+
+    def send_at(self, bits: float, capacity_bps: float, snr: float, rng: np.random.Generator,
+                on_air=None) -> tuple[float, int, bool]:
+        """An upload on a channel of ``capacity_bps`` at ``snr``, packet after packet, each retried up
+        to max_attempts times: (seconds on the air, transmissions, whether every packet got through).
         ``on_air``: the time a transmission of so many seconds holds the channel (slotted TDMA: whole
         slots; default: those seconds)."""
         seconds, attempts = 0.0, 0
         for size in self.packet_sizes(bits):
             for _ in range(self.max_attempts):
-                took, ok = self.attempt(size, gain, power, rng.random() if self.errors == "waterfall" else 1.0)
+                took, ok = self.attempt_at(size, capacity_bps, snr,
+                                           rng.random() if self.errors == "waterfall" else 1.0)
                 seconds, attempts = seconds + (took if on_air is None else on_air(took)), attempts + 1
                 if ok:
                     break
@@ -119,6 +130,13 @@ class Link:
         """Seconds to send ``bits`` (inf where the rate is zero, i.e. zero power)."""
         with np.errstate(divide="ignore"):
             return bits / self.rate_bps(gain, power)
+
+
+def share_snr(rate_bps, bandwidth_hz: float):
+    """The SNR at which a channel of ``bandwidth_hz`` carries ``rate_bps``: 2^(rate / B) - 1. On a
+    shared band, with B the device's equal share B / k, it is the SNR a packet's errors are drawn at
+    (FDMA: exactly g P k / N0)."""
+    return np.expm1(np.asarray(rate_bps, dtype=float) / bandwidth_hz * math.log(2.0))
 
 
 @dataclass
@@ -178,10 +196,10 @@ class AccessScheme(Protocol):
     one at a time (the event engine queues them for one transmitter)."""
     solo_uploads: ClassVar[bool] = False
     """True: an upload has a channel of its own while on the air (the whole band under tdma, its own
-    sub-band under dedicated), so its time on the air follows from its own channel alone. Packets
-    with errors and retransmissions (link.packet_bits, link.rate_bps, link.errors) and fading within
-    an upload (channel.coherence_s, devices.speed_mps) are modelled on such a channel
-    (``upload_link``) and refused elsewhere."""
+    sub-band under dedicated), so its time on the air follows from its own channel alone: packets are
+    sent on ``upload_link``, and fading within an upload (channel.coherence_s, devices.speed_mps) is
+    modelled on it (refused elsewhere). False (a shared band): a packet's capacity is the device's
+    rate on its share, and its errors are drawn at that share's SNR (``share_snr``)."""
     over_the_air: ClassVar[bool] = False
     """True: the server receives only the sum of the updates (AirComp), never one device's update;
     an aggregation that needs them one by one (a median, Krum) cannot run over it."""

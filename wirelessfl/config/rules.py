@@ -189,15 +189,16 @@ def _check_part(s, kind) -> None:
 
 
 def _check_upload_channel(s) -> None:
-    """Packets and fading within an upload need a channel of the upload's own (AccessScheme.solo_uploads)."""
-    solo = s.part("access").solo_uploads
+    """Packets are sent one device's at a time, so not over the air (AccessScheme.over_the_air); fading
+    within an upload needs a channel of the upload's own (AccessScheme.solo_uploads)."""
+    access = s.part("access")
+    solo = access.solo_uploads
     packets = [f for f, on in (("link.packet_bits", s.link.packet_bits is not None),
                                ("link.rate_bps", s.link.rate_bps is not None),
                                ("link.errors", s.link.errors != "none")) if on]
-    if packets and not solo:
-        raise ConfigError(f"{packets[0]}: packets, a fixed rate and packet errors are modelled where an upload has a "
-                          f"channel of its own while on the air (link.access = 'tdma', 'tdma_slotted' or "
-                          f"'dedicated'); under link.access = {s.link.access!r} uploads share it")
+    if packets and access.over_the_air:
+        raise ConfigError(f"{packets[0]}: packets, a fixed rate and packet errors are one device's transmissions; "
+                          f"under link.access = {s.link.access!r} the devices send one analog sum")
     if s.channel.coherence_s is not None or s.devices.speed_mps:
         field = "channel.coherence_s" if s.channel.coherence_s is not None else "devices.speed_mps"
         if not solo or s.link.packet_bits is not None or s.link.errors != "none":

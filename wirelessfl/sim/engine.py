@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Callable, Protocol
 
 import numpy as np
 
-from ..access import AccessScheme, UplinkFacts
+from ..access import AccessScheme, UplinkFacts, share_snr
 from ..devices import ComputeModel, MarkovAvailability, TraceAvailability
 from ..fading import BlockFading
 from ..participation import ExcludedAvailability
@@ -344,13 +344,21 @@ class Engine:
             attempts=attempts, power=None if power is decision_power else power))
 
     def _send(self, bits, gains: np.ndarray, power: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Each selected device's upload in packets at the round's gain (wirelessfl.access.Link.send, on
-        the access scheme's upload channel, each transmission holding it for ``on_air_s``): (time on the
-        air, transmissions, whether it got through), from the "link" stream."""
+        """Each selected device's upload in packets at the round's gain, from the "link" stream: (time
+        on the air, transmissions, whether it got through). On a channel of its own
+        (wirelessfl.access.Link.send on the scheme's upload link, each transmission holding it for
+        ``on_air_s``); on a shared band at the device's rate on the round's split of it, with its
+        errors drawn at that share's SNR (as the closed form splits the band for the whole round)."""
         access, rng = self.parts.access, self.streams["link"]
-        link = access.upload_link()
-        sent = [link.send(b, g, pw, rng, access.on_air_s) for b, g, pw in
-                zip(np.broadcast_to(bits, gains.shape).tolist(), gains.tolist(), power.tolist())]
+        bits = np.broadcast_to(bits, gains.shape).tolist()
+        if access.solo_uploads:
+            link = access.upload_link()
+            sent = [link.send(b, g, pw, rng, access.on_air_s) for b, g, pw in zip(bits, gains.tolist(), power.tolist())]
+        else:
+            link, k = access.link, max(gains.size, 1)
+            capacity = access.rates_bps(gains, power, access.block_fading(gains.size))
+            snr = share_snr(capacity, link.bandwidth_hz / k)
+            sent = [link.send_at(b, c, q, rng) for b, c, q in zip(bits, capacity.tolist(), snr.tolist())]
         airtime, attempts, delivered = (np.array(column) for column in zip(*sent)) if sent else \
             (np.empty(0), np.empty(0, dtype=np.int64), np.empty(0, dtype=bool))
         return airtime.astype(float), attempts.astype(np.int64), delivered.astype(bool)

@@ -24,7 +24,7 @@ import math
 import numpy as np
 import simpy
 
-from ..access import Dedicated, SlottedTDMA
+from ..access import Dedicated, SlottedTDMA, share_snr
 from .clock import RANK_DEVICE, priority
 from .flight import ON_AIR, QUEUED
 
@@ -111,21 +111,32 @@ def send_packets(engine, u, slotted=None):
 class SharedBand:
     """Devices on the air at once, sharing the band (FDMA, OFDMA): the access scheme's rates for the
     devices on the air (``rates_bps``), worked out again whenever one joins or leaves (see the
-    module docstring)."""
+    module docstring).
+
+    Packets (link.packet_bits, link.rate_bps, link.errors): a device sends its packets one after
+    another on its share, each at its rate there (or at the fixed rate); whether a transmission gets
+    through is drawn as it begins, at the capacity and the SNR of the device's share at that moment
+    (``access.share_snr``: FDMA's g P k / N0), and a failed one is sent again at once, at the channel
+    of its own moment, up to link.max_attempts times; an upload whose packet fails every time leaves
+    the band, lost."""
 
     concurrent = True
 
     def __init__(self, engine):
         self.engine = engine
         self.scheme = engine.parts.access
+        self.link = self.scheme.link
+        self.packets = engine.packets_on
         self.active: list = []  # updates on the air, in the order they joined
         self.fading: dict[int, np.ndarray] = {}  # an upload's block factors, drawn as it went on the air
         self.t_last = engine.env.now  # when bits_left was last brought up to date
         self.rates: list[float] = []  # of the active updates, since t_last
+        self.capacity: list[float] = []  # their shares' capacities (the rates, but at a fixed rate)
         self._generation = 0  # a wake-up of an older generation is out of date
 
     def transmit(self, u):
-        """The upload of ``u`` (a SimPy generator): on the air at once, done when its bits are sent."""
+        """The upload of ``u`` (a SimPy generator): on the air at once, done when its bits are sent.
+        Returns True, or False when a packet failed link.max_attempts times."""
         env = self.engine.env
         if u.done is None:
             u.done = env.event()
@@ -133,14 +144,19 @@ class SharedBand:
             u.phase = ON_AIR
             self.engine.start_transmission(u)
             u.bits_left, u.attempts = float(u.bits), 1
+            if self.packets:
+                u.attempts, u.packet, u.tries = 0, 0, 0
+                u.bits_left = self.link.packet_sizes(u.bits)[0]
             fading = self.scheme.block_fading(1)
             if fading is not None:
                 self.fading[u.seq] = fading[0]
             self._advance()
             self.active.append(u)
             self._reschedule()
+            if self.packets:
+                self._begin_attempt(u)
         try:
-            yield u.done
+            return (yield u.done)
         except simpy.Interrupt:
             self._advance()
             self._leave(u)
@@ -167,8 +183,10 @@ class SharedBand:
             self.rates = []
             return
         fading = np.array([self.fading[u.seq] for u in active]) if self.fading else None
-        self.rates = self.scheme.rates_bps(np.array([u.gain for u in active]), np.array([u.power for u in active]),
-                                           fading).tolist()
+        self.rates = self.capacity = self.scheme.rates_bps(np.array([u.gain for u in active]),
+                                                           np.array([u.power for u in active]), fading).tolist()
+        if self.packets and self.link.fixed_rate_bps is not None:  # they send at the rate, whatever their share
+            self.rates = [self.link.fixed_rate_bps] * len(active)
         best, when = None, math.inf
         for u, rate in zip(active, self.rates):
             end = self.t_last + max(u.bits_left, 0.0) / rate if rate > 0 else math.inf
@@ -181,16 +199,50 @@ class SharedBand:
         generation = self._generation
         event.callbacks.append(lambda _: self._finish(best, generation))
 
+    def _begin_attempt(self, u) -> None:
+        """A transmission of ``u``'s packet begins now: whether it gets through is drawn at its share's
+        capacity and SNR at this moment (from the "link" stream, waterfall errors only)."""
+        capacity = self.capacity[self.active.index(u)]
+        snr = float(share_snr(capacity, self.link.bandwidth_hz / len(self.active)))
+        rng = self.engine.streams["link"]
+        _, u.attempt_ok = self.link.attempt_at(u.bits_left, capacity, snr,
+                                               rng.random() if self.link.errors == "waterfall" else 1.0)
+        u.attempts, u.tries, u.attempt_start_s = u.attempts + 1, u.tries + 1, self.engine.env.now
+
     def _finish(self, u, generation: int) -> None:
         if generation != self._generation:
             return
         self._advance()
-        self._leave(u)
         u.bits_left = 0.0
+        if self.packets and not self._packet_done(u):
+            return
+        self._leave(u)
         u.tx_end_s = self.engine.env.now
         u.airtime_s = u.tx_end_s - u.tx_start_s
-        u.done.succeed()
+        u.done.succeed(True)
         self._reschedule()
+
+    def _packet_done(self, u) -> bool:
+        """``u``'s transmission ended: True when its last packet is through; otherwise its next
+        transmission begins (the next packet, or this one again), or, after link.max_attempts failures,
+        it leaves the band lost (False is handed back to the device)."""
+        sizes = self.link.packet_sizes(u.bits)
+        if u.attempt_ok:
+            u.packet, u.tries = u.packet + 1, 0
+            if u.packet == len(sizes):
+                return True
+        elif u.tries >= self.link.max_attempts:
+            self._leave(u)
+            u.airtime_s = self.engine.env.now - u.tx_start_s
+            u.done.succeed(False)
+            self._reschedule()
+            return False
+        u.bits_left = sizes[u.packet]
+        if not u.round_gain:  # each transmission at the channel of its own moment
+            u.gain = self.engine.draw_gain(u.device)
+        self._reschedule()
+        self._begin_attempt(u)
+        return False
 
     def state_dict(self) -> dict:
         """The order of the uploads on the air, their block factors and when their bits were last counted."""
