@@ -60,15 +60,25 @@ class Link:
 
     def packet_sizes(self, bits: float) -> list[float]:
         """The packets of an upload of ``bits`` (the last one shorter)."""
+        return [self.packet_size(bits, i) for i in range(self.packet_count(bits))]
+
+    def packet_count(self, bits: float) -> int:
+        """How many packets an upload of ``bits`` goes in."""
         if self.packet_bits is None or bits <= self.packet_bits:
-            return [float(bits)]
+            return 1
         whole, rest = divmod(float(bits), self.packet_bits)
-        return [float(self.packet_bits)] * int(whole) + ([rest] if rest > 0 else [])
+        return int(whole) + (rest > 0)
+
+    def packet_size(self, bits: float, i: int) -> float:
+        """The bits of packet ``i`` of an upload of ``bits`` (without building the list of them)."""
+        if self.packet_bits is None or bits <= self.packet_bits:
+            return float(bits)
+        whole, rest = divmod(float(bits), self.packet_bits)
+        return float(self.packet_bits) if i < whole else rest
 
     def attempt(self, bits: float, gain: float, power: float, u: float) -> tuple[float, bool]:
         """One transmission of a packet of ``bits`` on this link at gain x power (see ``attempt_at``)."""
-        snr = gain * power / self.noise_power
-        return self.attempt_at(bits, self.bandwidth_hz * math.log1p(snr) / math.log(2.0), snr, u)
+        return self.attempt_at(bits, *self._capacity_and_snr(gain, power), u)
 
     def attempt_at(self, bits: float, capacity_bps: float, snr: float, u: float) -> tuple[float, bool]:
         """One transmission of a packet of ``bits`` on a channel of ``capacity_bps`` at ``snr``: (its
@@ -86,8 +96,12 @@ class Link:
     def send(self, bits: float, gain: float, power: float, rng: np.random.Generator,
              on_air=None) -> tuple[float, int, bool]:
         """An upload at one gain (a sync round's block) on this link: see ``send_at``."""
+        return self.send_at(bits, *self._capacity_and_snr(gain, power), rng, on_air)
+
+    def _capacity_and_snr(self, gain: float, power: float) -> tuple[float, float]:
+        """B log2(1 + SNR) and SNR = g P / N0 of one transmission (Python floats)."""
         snr = gain * power / self.noise_power
-        return self.send_at(bits, self.bandwidth_hz * math.log1p(snr) / math.log(2.0), snr, rng, on_air)
+        return self.bandwidth_hz * math.log1p(snr) / math.log(2.0), snr
 
     def send_at(self, bits: float, capacity_bps: float, snr: float, rng: np.random.Generator,
                 on_air=None) -> tuple[float, int, bool]:
@@ -442,7 +456,8 @@ class Dedicated(FDMA):
 
     def pricing(self, bits: float, k: int) -> AirtimePrice:
         """One fixed sub-band, whatever k."""
-        return AirtimePrice(self.link.bandwidth_hz / self.subbands, self.link.noise_power / self.subbands)
+        sub = self.upload_link()
+        return AirtimePrice(sub.bandwidth_hz, sub.noise_power)
 
 
 @dataclass(frozen=True)
@@ -587,10 +602,6 @@ class AirComp(AccessScheme):
     def from_scenario(cls, scenario, options: AirCompOptions) -> "AirComp":
         """The threshold from the options, the power limit from link.p_max."""
         return cls(Link(scenario.link), options.truncation_gain, scenario.link.p_max, options.bits_per_symbol)
-
-    @classmethod
-    def check(cls, scenario, options: AirCompOptions) -> None:
-        """Nothing beyond its options' ranges (packets are refused by solo_uploads = False)."""
 
     def transmit_power(self, gain: np.ndarray, power: np.ndarray) -> np.ndarray:
         """rho0 / |h|^2 where |h|^2 >= g_th, else 0 (silent); the scheduler's power is not used."""

@@ -418,8 +418,6 @@ def _unknown_option(kind, name: str, key: str, allowed: list[str]) -> str:
         elsewhere = [(k, t) for k in KINDS.values() if k is not kind for t in [takers(k)] if t]
         hint = (f" (an option of {elsewhere[0][0].name} {elsewhere[0][1][0]}: {elsewhere[0][0].table}.{key})"
                 if elsewhere else "")
-    if not allowed and not hint:
-        return f"{kind.name} {name!r} takes no options"
     if not allowed:
         return f"{kind.name} {name!r} takes no options{hint}"
     if not hint:

@@ -65,13 +65,8 @@ def _options():
     return field(default=None, metadata={"options": True})
 
 
-def _names_part(default: str, kind: str, doc: str):
-    """A field that names a part of ``kind`` whose options are a sub-table of their own."""
-    return field(default=default, metadata={"doc": doc, "names_part": kind})
-
-
 def _options_of(kind: str):
-    """The sub-table of the options of the part of ``kind`` that a ``_names_part`` field names."""
+    """The sub-table of the options of the part of ``kind`` (named by the table's field ``kind.key``)."""
     return field(default=None, metadata={"options_of": kind})
 
 
@@ -269,16 +264,16 @@ class LearningConfig(_PartTable):
     """Data, model, the local update rule and the learning algorithm (``algorithm``:
     wirelessfl.learning.ALGORITHMS, an installed plugin or 'module:Class', with its options)."""
 
-    dataset: str = _names_part("fashion_mnist", "dataset", "the dataset: fashion_mnist, mnist, cifar10, synthetic "
-                               "(wirelessfl.learning.DATASETS), an installed plugin or 'module:Class'")
+    dataset: str = option("fashion_mnist", doc="the dataset: fashion_mnist, mnist, cifar10, synthetic "
+                          "(wirelessfl.learning.DATASETS), an installed plugin or 'module:Class'")
     data_dir: str = option("", doc="directory with the dataset files (default: standard places)")
-    model: str = _names_part("small_cnn", "model", "the model: paper_cnn, small_cnn, mlp, logreg, mlp_80_60, "
-                             "lenet (wirelessfl.learning.MODELS), an installed plugin or 'module:Name'")
-    partition: str = _names_part("dirichlet_per_device", "partition",
-                                 "the split over devices: dirichlet_per_device, label_dirichlet, iid, "
-                                 "perfedavg_groups, perfedavg_groups_single, classes_per_device "
-                                 "(wirelessfl.learning.PARTITIONS), an installed plugin or 'module:Class'; "
-                                 "perfedavg_groups: Per-FedAvg's Table 2 layout, 10 groups, type-A devices "
+    model: str = option("small_cnn", doc="the model: paper_cnn, small_cnn, mlp, logreg, mlp_80_60, "
+                        "lenet (wirelessfl.learning.MODELS), an installed plugin or 'module:Name'")
+    partition: str = option("dirichlet_per_device",
+                            doc="the split over devices: dirichlet_per_device, label_dirichlet, iid, "
+                                "perfedavg_groups, perfedavg_groups_single, classes_per_device "
+                                "(wirelessfl.learning.PARTITIONS), an installed plugin or 'module:Class'; "
+                                "perfedavg_groups: Per-FedAvg's Table 2 layout, 10 groups, type-A devices "
                                 "hold samples_per_device = 5a samples (a of classes 0-4), type-B devices a/2 "
                                 "of class j and 2a of class j+5; _single: type-B devices hold class j+5 only; "
                                 "classes_per_device: the SAFARI paper's non-iid index p (docs/papers/safari.md), "

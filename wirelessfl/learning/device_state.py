@@ -99,10 +99,6 @@ class DeviceState:
         self._dirty[index] = True
         self._touched[index] = True
 
-    def mean(self) -> torch.Tensor:
-        """The mean row over all devices, on the trainer's device."""
-        return self._rows.mean(dim=0).to(self.device)
-
     # --- checkpoints ---------------------------------------------------------------------------
 
     def _journal(self, generation: int) -> Path:

@@ -41,7 +41,6 @@ CONTROL_VARIATES = "scaffold_c"
 class Scaffold(FedAvg):
     """SCAFFOLD with option II control variates; see the module docstring."""
 
-    Options = FedAvgOptions
     upload_vectors = 2     # delta_y and delta_c
     broadcast_vectors = 2  # x and c
 

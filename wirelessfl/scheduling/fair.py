@@ -122,11 +122,17 @@ class _FairBase(Scheduler):
         n = scenario.devices.count
         if options.kappa > n:
             raise ConfigError(f"scheduler.kappa = {options.kappa}: must be <= devices.count = {n}")
-        require_memory("devices.count", n, cls.memory_bytes(scenario, options),
+        cls.require_store_memory(scenario, options)
+
+    @classmethod
+    def require_store_memory(cls, scenario, options, measure: bool = False) -> None:
+        """ConfigError when the per-device store (``memory_bytes``) would not fit in this machine's memory."""
+        n = scenario.devices.count
+        require_memory("devices.count", n, cls.memory_bytes(scenario, options, measure),
                        f"scheduler.name = {scenario.scheduler.name!r} with {n} devices (its per-device store)")
 
     @classmethod
-    def memory_bytes(cls, scenario, options) -> float:
+    def memory_bytes(cls, scenario, options, measure: bool = False) -> float:
         """The store of losses (and, for the submodular schedulers, distances and vectors)."""
         return 16.0 * scenario.devices.count
 
@@ -292,9 +298,8 @@ class SubmodularScheduler(_FairBase):
         checked the distances and what link.model_bits declares)."""
         from .. import rng as rngs
 
+        cls.require_store_memory(scenario, options, measure=True)
         n = scenario.devices.count
-        require_memory("devices.count", n, cls.memory_bytes(scenario, options, measure=True),
-                       f"scheduler.name = {scenario.scheduler.name!r} with {n} devices (its per-device store)")
         r = options.fair_sample_size
         if options.fair_epsilon is not None:  # Mirzasoleiman et al.: r = (n / k) ln(1 / eps)
             r = min(n, math.ceil(n / options.kappa * math.log(1 / options.fair_epsilon)))

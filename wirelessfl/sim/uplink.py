@@ -60,18 +60,24 @@ class TdmaUplink:
         return True
 
     def _queue(self, u) -> None:
-        """``u`` asks for the band: its place in the queue (a resumed request keeps its place)."""
+        """``u`` asks for the band (a resumed request keeps its place)."""
         if u.phase != ON_AIR:
-            u.phase = QUEUED
-            if u.queue_seq < 0:
-                self.engine.queue_seq += 1
-                u.queue_seq = self.engine.queue_seq
+            queue(self.engine, u)
 
     def state_dict(self) -> dict:
         return {}
 
     def load_state(self, state: dict) -> None:
         pass
+
+
+def queue(engine, u) -> None:
+    """``u`` waits for the uplink: phase QUEUED and its place in the engine's queue order, which a
+    resume rebuilds the processes in (a resumed request keeps its place)."""
+    u.phase = QUEUED
+    if u.queue_seq < 0:
+        engine.queue_seq += 1
+        u.queue_seq = engine.queue_seq
 
 
 def send_packets(engine, u, slotted=None):
@@ -146,7 +152,7 @@ class SharedBand:
             u.bits_left, u.attempts = float(u.bits), 1
             if self.packets:
                 u.attempts, u.packet, u.tries = 0, 0, 0
-                u.bits_left = self.link.packet_sizes(u.bits)[0]
+                u.bits_left = self.link.packet_size(u.bits, 0)
             fading = self.scheme.block_fading(1)
             if fading is not None:
                 self.fading[u.seq] = fading[0]
@@ -226,10 +232,9 @@ class SharedBand:
         """``u``'s transmission ended: True when its last packet is through; otherwise its next
         transmission begins (the next packet, or this one again), or, after link.max_attempts failures,
         it leaves the band lost (False is handed back to the device)."""
-        sizes = self.link.packet_sizes(u.bits)
         if u.attempt_ok:
             u.packet, u.tries = u.packet + 1, 0
-            if u.packet == len(sizes):
+            if u.packet == self.link.packet_count(u.bits):
                 return True
         elif u.tries >= self.link.max_attempts:
             self._leave(u)
@@ -237,7 +242,7 @@ class SharedBand:
             u.done.succeed(False)
             self._reschedule()
             return False
-        u.bits_left = sizes[u.packet]
+        u.bits_left = self.link.packet_size(u.bits, u.packet)
         if not u.round_gain:  # each transmission at the channel of its own moment
             u.gain = self.engine.draw_gain(u.device)
         self._reschedule()
@@ -369,9 +374,7 @@ class JointUplink:
         if u.done is None:
             u.done = self.engine.env.event()
         if u.phase < QUEUED:
-            u.phase = QUEUED
-            self.engine.queue_seq += 1
-            u.queue_seq = self.engine.queue_seq
+            queue(self.engine, u)
             self.waiting.append(u)
             self.maybe_start()
         try:
