@@ -31,6 +31,7 @@ from ..files import open_append, write_atomic
 from ..jsonio import write_json_atomic
 from .device_arrays import DECISIONS, DeviceArrays
 from .engine import RoundRecord
+from .summary import PowerSettling, RoundTotals
 
 ROUND_COLUMNS = ["round", "t_start", "t_end", "downlink_s", "comp_s", "comm_s", "num_selected",
                  "selected", "upload_order", "airtime_s", "energy_j", "power_mean", "q_selected",
@@ -270,16 +271,21 @@ class Recorder:
 
     Per-device totals come from the rounds (sync: ``on_round``) or, for the event protocols, from
     the updates (``on_update``): a round record with ``per_update`` set leaves them alone.
+
+    With a folder the rows of rounds.csv live only on disk: the summary's sums are kept as they
+    come (``totals``), and a checkpoint refers to the file by its length, so neither memory nor a
+    checkpoint grows with the run. Without one they are kept in ``rounds``.
     """
 
     def __init__(self, num_devices: int, out_dir: Path | None = None, keep_device_arrays: bool = True,
-                 positions=None):
+                 positions=None, p_bar: float = math.nan):
         self.num_devices = num_devices
         # moving devices: where they are at each record (a callable giving (N, 2) metres), kept in
         # decisions.h5 and averaged into devices.csv's distance_m
         self.positions = positions
         self.distance_sum = np.zeros(num_devices)
-        self.rounds: list[dict] = []
+        self.rounds: list[dict] | None = [] if out_dir is None else None
+        self.totals = RoundTotals()
         self.evals: list[dict] = []
         self.selections = np.zeros(num_devices, dtype=np.int64)
         self.energy_j = np.zeros(num_devices)  # transmit energy
@@ -287,7 +293,7 @@ class Recorder:
         self.dropped = np.zeros(num_devices, dtype=np.int64)
         self.available_rounds = np.zeros(num_devices, dtype=np.int64)
         self.expected_power_sum = np.zeros(num_devices)  # sum over rounds of P q (Fig. 7)
-        self.power_by_round: list[float] = []  # mean over devices of P q, round by round (the transient)
+        self.power = PowerSettling(p_bar)  # mean over devices of P q, round by round (the transient)
         self._device_pending: list[tuple] = []  # updates' totals not yet added to the arrays above
         self.out_dir = out_dir
         self.arrays = (DeviceArrays(out_dir / DECISIONS, num_devices, extra={"positions": (2,)} if positions else None)
@@ -361,7 +367,9 @@ class Recorder:
                    staleness_max=int(staleness.max()) if staleness is not None and len(staleness) else 0)
         row.update(_numbers(d.info, "scheduler", skip=("objective", "queue_mean")))
         row.update(_numbers(rec.metrics, "algorithm"))
-        self.rounds.append(row)
+        if self.rounds is not None:
+            self.rounds.append(row)
+        self.totals.add(row)
         self.available_rounds += 1 if available is None else available
         if not rec.per_update:
             self.selections[sel] += 1
@@ -374,7 +382,7 @@ class Recorder:
         if rec.q is None:  # a round decision: its expected power P q (dispatched updates count their own)
             expected = d.power * d.q
             self.expected_power_sum += expected
-            self.power_by_round.append(float(expected.mean()))
+            self.power.add(float(expected.mean()))
         where = self.positions() if self.positions is not None else None
         if where is not None:
             self.distance_sum += np.hypot(where[:, 0], where[:, 1])
@@ -451,11 +459,7 @@ class Recorder:
 
     def _write(self, name: str, row: dict) -> None:
         if name == "rounds" and not row.keys() <= self._known:
-            # a new column: widen the header (the row is already among self.rounds)
-            self.round_columns = _columns(self.rounds)
-            self._known = set(self.round_columns)
-            if name in self._files:
-                self._open("rounds", self.round_columns, self.rounds)
+            self._widen(row)
             return
         if name in self._files:
             fh, writer, columns = self._files[name]
@@ -465,6 +469,30 @@ class Recorder:
                 self.flush()
                 self._flushed_at = now
 
+    def _widen(self, row: dict) -> None:
+        """``row`` brings a new column: rounds.csv is written again with the wider header (its rows
+        read back from the file as the text they were written as), then ``row``."""
+        self.round_columns = _columns([dict.fromkeys(self.round_columns), row])
+        self._known = set(self.round_columns)
+        if "rounds" not in self._files:
+            return
+        self.flush()
+        rows = _csv_rows(self.out_dir / "rounds.csv", self.totals.rounds - 1)
+        self._open("rounds", self.round_columns, rows + [row])
+
+    def rounds_frame(self):
+        """rounds.csv as a DataFrame: the rows kept in memory, or read back from the folder."""
+        import pandas as pd
+
+        from ..files import read_table
+
+        if self.rounds is not None:
+            return pd.DataFrame(self.rounds, columns=self.round_columns)
+        path = self.out_dir / "rounds.csv"
+        if not path.exists() or path.stat().st_size == 0:
+            return pd.DataFrame(columns=self.round_columns)
+        return read_table(path)
+
     def flush(self) -> None:
         """Hand the rows written so far to the operating system (checkpoints call it first)."""
         for fh, *_ in self._files.values():
@@ -472,8 +500,9 @@ class Recorder:
         self.updates.flush()
 
     def state_dict(self) -> dict:
-        """The records so far (for checkpoints); the CSV rows and the per-device arrays are flushed
-        to disk first (of the arrays only their row count is kept, of updates.csv its length)."""
+        """The records' state, for checkpoints: the per-device totals, the evaluations, the sums over
+        the rounds, and the length of each file the rows stream to (its rows themselves stay on disk).
+        Everything is flushed first."""
         self.flush()
         self._fold_device_totals()
         if self.arrays is not None:
@@ -482,25 +511,29 @@ class Recorder:
         def plain(rows):
             return [{k: (v.item() if isinstance(v, np.generic) else v) for k, v in row.items()} for row in rows]
 
-        return {"rounds": plain(self.rounds), "evals": plain(self.evals), "selections": self.selections.copy(),
+        rounds_file = self.out_dir / "rounds.csv" if self.out_dir is not None else None
+        return {"round_rows": self.totals.rounds, "round_columns": list(self.round_columns),
+                "round_bytes": rounds_file.stat().st_size if rounds_file is not None else 0,
+                "rounds": plain(self.rounds) if self.rounds is not None else None,
+                "totals": self.totals.state_dict(), "power": self.power.state_dict(),
+                "evals": plain(self.evals), "selections": self.selections.copy(),
                 "energy_j": self.energy_j.copy(), "compute_energy_j": self.compute_energy_j.copy(),
                 "dropped": self.dropped.copy(), "available_rounds": self.available_rounds.copy(),
                 "expected_power_sum": self.expected_power_sum.copy(), "distance_sum": self.distance_sum.copy(),
-                "power_by_round": list(self.power_by_round),
                 "device_rows": self.arrays.rows if self.arrays is not None else 0,
                 "updates": self.updates.state_dict(), "update_stats": dict(self.update_stats)}
 
     def check_resume(self, state: dict, rounds_done: int) -> str | None:
         """Why the checkpoint's records cannot continue this folder (None: they can); touches nothing.
 
-        The checkpoint must hold ``rounds_done`` rounds, and the files on disk at least those rounds,
-        the same ones (a run killed after its checkpoint has written more, which a resume drops)."""
-        rows = state.get("rounds")
-        if not isinstance(rows, list) or len(rows) != rounds_done:
-            return f"the checkpoint's records have {len(rows) if isinstance(rows, list) else 'no'} rounds, " \
-                   f"its counters {rounds_done}"
-        if [r.get("round") for r in rows] != list(range(rounds_done)):
-            return "the checkpoint's round records are not rounds 0, 1, ... in order"
+        The checkpoint must count ``rounds_done`` rounds, and the files on disk hold at least those
+        rounds (a run killed after its checkpoint has written more, which a resume drops)."""
+        if not isinstance(state.get("round_rows"), int):
+            if isinstance(state.get("rounds"), list) and "totals" not in state:
+                return "the checkpoint keeps its rows itself (written by an earlier version): start the run again"
+            return "the checkpoint has no count of round rows"
+        if state["round_rows"] != rounds_done:
+            return f"the checkpoint's records have {state['round_rows']} rounds, its counters {rounds_done}"
         if any(not isinstance(e, dict) or not 0 <= e.get("round", -1) <= rounds_done for e in state.get("evals", [])):
             return "the checkpoint's evaluations do not belong to its rounds"
         for key in ("selections", "energy_j", "compute_energy_j", "dropped", "available_rounds", "expected_power_sum"):
@@ -514,11 +547,10 @@ class Recorder:
             path = self.out_dir / name
             if path.is_symlink():
                 return f"{name} is a symbolic link"
-        disk = _csv_rounds(self.out_dir / "rounds.csv")
-        if disk is None:
-            return "rounds.csv is missing or cannot be read"
-        if disk[:rounds_done] != list(range(rounds_done)):
-            return f"rounds.csv holds {len(disk)} rounds, not the checkpoint's first {rounds_done}"
+        problem = _rounds_file_problem(self.out_dir / "rounds.csv", rounds_done, state.get("round_columns"),
+                                       int(state.get("round_bytes", 0)))
+        if problem is not None:
+            return problem
         problem = self.updates.check(state["updates"])
         if problem is not None:
             return problem
@@ -531,27 +563,44 @@ class Recorder:
 
     def load_state(self, state: dict) -> None:
         """Restore records from a checkpoint (checked by check_resume) and cut the files on disk back
-        to them: rewrite the CSV files, drop the per-device rows and update rows written after it."""
-        self.rounds, self.evals = list(state["rounds"]), list(state["evals"])
+        to them: rounds.csv to its length at the checkpoint, evals.csv rewritten, the per-device rows
+        and update rows written after it dropped."""
+        self.evals = list(state["evals"])
         for key in ("selections", "energy_j", "compute_energy_j", "dropped", "available_rounds", "expected_power_sum"):
             setattr(self, key, np.asarray(state[key]).copy())
         self.update_stats = dict(state["update_stats"])
         self.distance_sum = np.asarray(state.get("distance_sum", np.zeros(self.num_devices)), dtype=float).copy()
-        self.power_by_round = [float(p) for p in state.get("power_by_round", [])]
-        self.round_columns = _columns(self.rounds)
+        self.totals.load_state(state["totals"])
+        self.power.load_state(state["power"])
+        self.round_columns = list(state["round_columns"])
         self._known = set(self.round_columns)
+        if self.rounds is not None:
+            self.rounds = list(state.get("rounds") or [])
         if self.out_dir is not None:
-            self._open("rounds", self.round_columns, self.rounds)
+            self._resume_rounds(self.totals.rounds, int(state["round_bytes"]))
             self._open("evals", EVAL_COLUMNS, self.evals)
             if self.arrays is not None:
                 self.arrays.resume(int(state["device_rows"]))
         self.updates.load_state(state["updates"])
 
+    def _resume_rounds(self, rows: int, size: int) -> None:
+        """rounds.csv as it was at the checkpoint: cut back to its length then, or, where a column
+        was added since (the file was written again with a wider header), its first ``rows`` rows
+        written again under the checkpoint's header."""
+        path = self.out_dir / "rounds.csv"
+        if _header(path) == self.round_columns:
+            with open(path, "r+b") as fh:  # not a link: check_resume refused one
+                fh.truncate(size)
+            fh = open_append(path)
+            self._files["rounds"] = (fh, csv.writer(fh), list(self.round_columns))
+        else:
+            self._open("rounds", self.round_columns, _csv_rows(path, rows))
+
     def device_table(self, sigmas: np.ndarray, extra: dict[str, np.ndarray] | None = None) -> dict[str, np.ndarray]:
         """Per-device totals: selections, transmit and computation energy, dropped uploads, the fraction
         of rounds available and time-average expected power; ``extra`` adds columns (e.g. distance_m)."""
         self._fold_device_totals()
-        n_rounds = max(len(self.rounds), 1)
+        n_rounds = max(self.totals.rounds, 1)
         return {"device": np.arange(self.num_devices), "sigma": sigmas, **(extra or {}),
                 "selections": self.selections, "selection_rate": self.selections / n_rounds,
                 "transmit_energy_j": self.energy_j, "compute_energy_j": self.compute_energy_j,
@@ -577,13 +626,59 @@ class Recorder:
         write_json_atomic(self.out_dir / "summary.json", summary)
 
 
-def _csv_rounds(path: Path) -> list | None:
-    """The round column of a rounds.csv (None: missing or unreadable)."""
+def _header(path: Path) -> list[str] | None:
+    """The header of a CSV file (None: missing or unreadable)."""
     try:
         with open(path, newline="") as fh:
-            return [int(row["round"]) for row in csv.DictReader(fh)]
-    except (OSError, KeyError, ValueError, TypeError, csv.Error):
+            return next(csv.reader(fh), None)
+    except (OSError, csv.Error, UnicodeDecodeError):
         return None
+
+
+def _csv_rows(path: Path, count: int) -> list[dict]:
+    """The first ``count`` rows of a CSV file as dicts of the text written (empty cells: "")."""
+    with open(path, newline="") as fh:
+        reader = csv.DictReader(fh)
+        return [row for _, row in zip(range(count), reader)]
+
+
+def _rounds_file_problem(path: Path, rows: int, columns, size: int) -> str | None:
+    """Why rounds.csv cannot be cut back to a checkpoint's ``rows`` rows (None: it can). With the
+    checkpoint's header, the file must be at least its ``size`` bytes, end a line there and have
+    round ``rows - 1`` on that line (checked without reading the rows before it); with a wider
+    header (a column added since), it must hold rounds 0 .. rows - 1."""
+    header = _header(path)
+    if header is None:
+        return "rounds.csv is missing or cannot be read"
+    if not isinstance(columns, list) or "round" not in header:
+        return "rounds.csv has no round column" if "round" not in header else "the checkpoint names no columns"
+    where = header.index("round")
+    if header == columns:
+        try:
+            with open(path, "rb") as fh:
+                fh.seek(0, 2)
+                if fh.tell() < size:
+                    return f"rounds.csv is shorter ({fh.tell()} bytes) than at the checkpoint ({size} bytes)"
+                fh.seek(max(size - 65536, 0))
+                tail = fh.read(size - fh.tell()).decode(errors="replace")
+        except OSError as exc:
+            return f"rounds.csv cannot be read ({exc.strerror or exc})"
+        if not tail.endswith("\n"):
+            return "rounds.csv does not end a row where the checkpoint says"
+        last = tail.rstrip("\n").rsplit("\n", 1)[-1]
+        if rows == 0:
+            return None if last.split(",") == header else "rounds.csv holds rows before the checkpoint's first"
+        cells = next(csv.reader([last]), [])
+        if len(cells) <= where or cells[where] != str(rows - 1):
+            return f"rounds.csv does not hold the checkpoint's {rows} rounds"
+        return None
+    try:
+        kept = [int(row.get("round", -1)) for row in _csv_rows(path, rows)]
+    except (OSError, ValueError, TypeError, csv.Error):
+        return "rounds.csv cannot be read"
+    if kept != list(range(rows)):
+        return f"rounds.csv holds {len(kept)} rounds, not the checkpoint's first {rows}"
+    return None
 
 
 def _columns(rows: list[dict]) -> list[str]:

@@ -12,7 +12,6 @@ from __future__ import annotations
 import functools
 import math
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -41,18 +40,32 @@ ERROR_LOG = "error.log"
 """Where a failed run writes the traceback of its error (summary.json names it)."""
 
 
-@dataclass
 class RunResult:
     """What a run produced: per-round (per-aggregation) rows, evaluation rows, per-device totals,
-    a summary, and ``updates``: one row per dispatched device (read from the run folder's
-    updates.csv when first asked for, or kept in memory by a run without a folder)."""
+    a summary, and ``updates``: one row per dispatched device. ``rounds`` and ``updates`` given as
+    None are read from the run folder's rounds.csv and updates.csv when first asked for (a run with
+    a folder keeps neither in memory); a run without a folder hands them over."""
 
-    rounds: pd.DataFrame
-    evals: pd.DataFrame
-    devices: pd.DataFrame
-    summary: dict
-    run_dir: Path | None = None
-    update_rows: list | None = None
+    def __init__(self, rounds: pd.DataFrame | None, evals: pd.DataFrame, devices: pd.DataFrame, summary: dict,
+                 run_dir: Path | None = None, update_rows: list | None = None):
+        self._rounds, self.evals, self.devices, self.summary = rounds, evals, devices, summary
+        self.run_dir, self.update_rows = run_dir, update_rows
+
+    def __repr__(self) -> str:
+        return f"RunResult({self.summary.get('name')!r}, status={self.summary.get('status')!r}, run_dir={self.run_dir})"
+
+    @property
+    def rounds(self) -> pd.DataFrame:
+        """rounds.csv as a DataFrame (columns wirelessfl.sim.records.ROUND_COLUMNS and the parts' own)."""
+        if self._rounds is None:
+            import pandas as pd
+
+            from ..files import read_table
+
+            path = self.run_dir / "rounds.csv" if self.run_dir is not None else None
+            self._rounds = (read_table(path) if path is not None and path.exists() and path.stat().st_size
+                            else pd.DataFrame())
+        return self._rounds
 
     @property
     def updates(self) -> pd.DataFrame:
@@ -142,7 +155,8 @@ class Run:
         # per-device arrays are per round decision: the dispatch protocols have none
         decisions = not self.protocol.event_driven or self.protocol.round_based
         self.recorder = Recorder(n, run_dir, keep_device_arrays=rc.record_devices and decisions,
-                                 positions=self.channel.positions_m if moving(self.channel) else None)
+                                 positions=self.channel.positions_m if moving(self.channel) else None,
+                                 p_bar=scenario.link.p_bar)
         self.resumed = False
         self._wall_before, self._started = 0.0, time.perf_counter()  # wall time of earlier attempts (resume)
         self.bar = ProgressBar(scenario, enabled=progress)
@@ -287,7 +301,7 @@ class Run:
         import pandas as pd  # not before the first round: 0.3 s of start-up
 
         rec = self.recorder
-        return RunResult(rounds=pd.DataFrame(rec.rounds, columns=rec.round_columns),
+        return RunResult(rounds=rec.rounds_frame() if rec.rounds is not None else None,
                          evals=pd.DataFrame(rec.evals), devices=pd.DataFrame(devices),
                          summary=summary, run_dir=self.run_dir, update_rows=rec.updates.rows_in_memory())
 
@@ -296,12 +310,13 @@ class Run:
         rec, sc = self.recorder, self.scenario
         extra = None
         if sc.channel.path_loss:  # moving devices: their mean distance over the records
-            distance = (rec.distance_sum / max(len(rec.rounds), 1) if rec.positions is not None
+            distance = (rec.distance_sum / max(rec.totals.rounds, 1) if rec.positions is not None
                         else self.channel.path_loss.distances_m)
             extra = {"distance_m": distance, "mean_gain": self.channel.mean_gain()}
         devices = rec.device_table(sigma_profile(sc.channel, sc.devices.count), extra)
-        summary = summarise(sc, rec.rounds, rec.evals, devices, wall_time_s=wall_time_s, model_bits=self.bits,
-                            updates=rec.update_stats, sim_time_s=self.engine.now, power_by_round=rec.power_by_round)
+        summary = summarise(sc, rec.totals, rec.evals, devices, wall_time_s=wall_time_s, model_bits=self.bits,
+                            updates=rec.update_stats, sim_time_s=self.engine.now,
+                            power_settled=rec.power.settled_round)
         summary.update(status=status, error=error)
         if error_log is not None:
             summary["error_log"] = error_log  # the traceback, in the run folder

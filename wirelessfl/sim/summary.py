@@ -28,21 +28,99 @@ def power_settled_round(power_by_round, p_bar: float) -> float:
     return float(above[-1] + 1) if above[-1] + 1 < p.size else math.nan
 
 
-def summarise(scenario, rounds: list[dict], evals: list[dict], devices: dict,
+class PowerSettling:
+    """``power_settled_round`` kept as the rounds come, in constant memory: the running sum of the
+    devices' mean expected power and the last round at which its running average was above the
+    tolerance (the same floating-point sums as np.cumsum)."""
+
+    def __init__(self, p_bar: float):
+        self.limit = (1 + POWER_TOLERANCE) * p_bar
+        self.total, self.count, self.last_above = 0.0, 0, -1
+
+    def add(self, power: float) -> None:
+        """One round decision's mean expected power."""
+        self.total += power
+        self.count += 1
+        if self.total / self.count > self.limit:
+            self.last_above = self.count - 1
+
+    @property
+    def settled_round(self) -> float:
+        """What ``power_settled_round`` gives for the powers added so far."""
+        if self.count == 0:
+            return math.nan
+        if self.last_above < 0:
+            return 0.0
+        return float(self.last_above + 1) if self.last_above + 1 < self.count else math.nan
+
+    def state_dict(self) -> dict:
+        return {"total": self.total, "count": self.count, "last_above": self.last_above}
+
+    def load_state(self, state: dict) -> None:
+        self.total, self.count, self.last_above = float(state["total"]), int(state["count"]), int(state["last_above"])
+
+
+_SUMS = ("comm_s", "extra_airtime_s", "comp_s", "downlink_s", "server_round", "server_s", "energy_j",
+         "compute_energy_j", "dropped", "num_selected")
+
+
+class RoundTotals:
+    """The sums over rounds.csv's rows that the summary reports, kept as the rows are written, so
+    that neither the recorder nor a checkpoint has to hold the rows (each sum is the one Python's
+    ``sum`` over the rows gives: the same additions in the same order)."""
+
+    def __init__(self):
+        self.rounds, self.end_s = 0, 0.0
+        self.sums = dict.fromkeys(_SUMS, 0)
+
+    def add(self, row: dict) -> None:
+        """One row of rounds.csv."""
+        sums = self.sums
+        self.rounds += 1
+        self.end_s = float(row["t_end"])
+        sums["comm_s"] += row["comm_s"]
+        sums["extra_airtime_s"] += row.get("extra_airtime_s", 0.0)
+        sums["comp_s"] += row["comp_s"]
+        sums["downlink_s"] += row["downlink_s"]
+        sums["server_round"] += row.get("server_round", 0)
+        sums["server_s"] += row.get("server_s", 0.0)
+        sums["energy_j"] += row["energy_j"]
+        sums["compute_energy_j"] += row.get("compute_energy_j", 0.0)
+        sums["dropped"] += row["num_selected"] - row.get("num_arrived", row["num_selected"])
+        sums["num_selected"] += row["num_selected"]
+
+    @classmethod
+    def of(cls, rows) -> "RoundTotals":
+        """The totals of ``rows`` (a list of rounds.csv rows as dicts)."""
+        totals = cls()
+        for row in rows:
+            totals.add(row)
+        return totals
+
+    def state_dict(self) -> dict:
+        return {"rounds": self.rounds, "end_s": self.end_s, "sums": dict(self.sums)}
+
+    def load_state(self, state: dict) -> None:
+        self.rounds, self.end_s = int(state["rounds"]), float(state["end_s"])
+        self.sums = {key: state["sums"][key] for key in _SUMS}
+
+
+def summarise(scenario, totals: RoundTotals, evals: list[dict], devices: dict,
               *, wall_time_s: float, model_bits: int, updates: dict | None = None,
-              sim_time_s: float | None = None, power_by_round=()) -> dict:
-    """Headline numbers of a run. ``updates``: the recorder's counts over updates.csv (uploads,
-    applied, staleness_sum, airtime_s); ``sim_time_s``: where the clock stopped; ``power_by_round``:
-    the mean expected power of each round decision (see power_settled_round)."""
+              sim_time_s: float | None = None, power_settled: float = math.nan) -> dict:
+    """Headline numbers of a run. ``totals``: the sums over its rounds.csv rows; ``updates``: the
+    recorder's counts over updates.csv (uploads, applied, staleness_sum, airtime_s); ``sim_time_s``:
+    where the clock stopped; ``power_settled``: the round from which the expected power stayed within
+    the budget (see power_settled_round)."""
     from ..config import to_dict
 
     options = to_dict(scenario).get("scheduler", {}).get("options", {})
     target = scenario.run.target_accuracy
     hit = next((e for e in evals if target is not None and e["accuracy"] >= target), None)
-    n_rounds = len(rounds)
+    n_rounds, sums = totals.rounds, totals.sums
     updates = updates or {}
     applied = updates.get("applied", 0)
-    end_s = float(rounds[-1]["t_end"]) if rounds else 0.0
+    end_s = totals.end_s if n_rounds else 0.0
     if sim_time_s is not None:
         end_s = max(end_s, float(sim_time_s))
     return {
@@ -53,7 +131,7 @@ def summarise(scenario, rounds: list[dict], evals: list[dict], devices: dict,
         "m": options.get("m"), "scheduler_options": options,
         "num_devices": scenario.devices.count, "model_bits": model_bits,
         "p_bar": scenario.link.p_bar,  # the power budget, a long-run average per device
-        "power_settled_round": power_settled_round(power_by_round, scenario.link.p_bar),
+        "power_settled_round": power_settled,
         "rounds": n_rounds, "sim_time_s": end_s,
         # one row of rounds.csv per aggregation (server version), under every protocol
         "aggregations": n_rounds, "uploads": int(updates.get("uploads", 0)), "updates_applied": int(applied),
@@ -66,19 +144,19 @@ def summarise(scenario, rounds: list[dict], evals: list[dict], devices: dict,
         "target_accuracy": target,
         "time_to_target_s": hit["time_s"] if hit else math.nan,
         "rounds_to_target": hit["round"] if hit else math.nan,
-        "total_comm_s": float(sum(r["comm_s"] for r in rounds)),
-        "total_extra_airtime_s": float(sum(r.get("extra_airtime_s", 0.0) for r in rounds)),
-        "total_comp_s": float(sum(r["comp_s"] for r in rounds)),
-        "total_downlink_s": float(sum(r["downlink_s"] for r in rounds)),
-        "server_rounds": int(sum(r.get("server_round", 0) for r in rounds)),
-        "total_server_s": float(sum(r.get("server_s", 0.0) for r in rounds)),
-        "total_energy_j": float(sum(r["energy_j"] for r in rounds)),  # transmit energy
-        "total_compute_energy_j": float(sum(r.get("compute_energy_j", 0.0) for r in rounds)),
+        "total_comm_s": float(sums["comm_s"]),
+        "total_extra_airtime_s": float(sums["extra_airtime_s"]),
+        "total_comp_s": float(sums["comp_s"]),
+        "total_downlink_s": float(sums["downlink_s"]),
+        "server_rounds": int(sums["server_round"]),
+        "total_server_s": float(sums["server_s"]),
+        "total_energy_j": float(sums["energy_j"]),  # transmit energy
+        "total_compute_energy_j": float(sums["compute_energy_j"]),
         "max_device_energy_j": float(np.max(devices["transmit_energy_j"] + devices["compute_energy_j"],
                                             initial=0.0)),
-        "dropped_uploads": int(sum(r["num_selected"] - r.get("num_arrived", r["num_selected"]) for r in rounds)),
+        "dropped_uploads": int(sums["dropped"]),
         "mean_time_avg_power": float(np.mean(devices["time_avg_power"])),
-        "mean_distinct_per_round": float(np.mean([r["num_selected"] for r in rounds])) if rounds else 0.0,
+        "mean_distinct_per_round": float(sums["num_selected"]) / n_rounds if n_rounds else 0.0,
         "wall_time_s": wall_time_s,
         "wall_per_round_s": wall_time_s / n_rounds if n_rounds else math.nan,
     }

@@ -1,0 +1,135 @@
+"""Records that live on disk: a run with a folder keeps no rows of rounds.csv in memory, its
+checkpoints refer to the file by length (so they do not grow with the run), and a resume cuts the
+file back to the checkpoint, also when a column was added to it after the checkpoint."""
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from wirelessfl.config import from_dict
+from wirelessfl.experiments.run import load_run, resume, simulate
+from wirelessfl.scheduling import schedulers
+from wirelessfl.sim import records as records_module
+from wirelessfl.sim import runner as runner_module
+from wirelessfl.sim.checkpoint import load_checkpoint
+from wirelessfl.sim.summary import PowerSettling, RoundTotals, power_settled_round
+
+
+def fedbuff(budget_s: float, every: int = 20):
+    return from_dict({"seed": 2, "run": {"time_budget_s": budget_s, "timing_only": True, "checkpoint_every": every},
+                      "devices": {"count": 30, "compute": "shifted_exponential", "delay_mean_s": 1.0},
+                      "link": {"model_bits": 200000},
+                      "protocol": {"name": "fedbuff", "concurrency": 8, "buffer": 2},
+                      "scheduler": {"name": "uniform"}})
+
+
+def test_a_checkpoint_costs_the_same_after_ten_times_the_rounds(tmp_path, monkeypatch):
+    sizes = []
+    real = runner_module.save_checkpoint
+
+    def measured(path, state):
+        real(path, state)
+        sizes.append((state["engine"]["rounds_done"], path.stat().st_size))
+
+    monkeypatch.setattr(runner_module, "save_checkpoint", measured)
+    res = simulate(fedbuff(400.0), tmp_path / "run", progress=False)
+    assert res.summary["aggregations"] > 400
+    (early_rounds, early), (late_rounds, late) = sizes[1], sizes[-1]
+    assert late_rounds >= 10 * early_rounds
+    assert late <= 1.05 * early  # the rows are on disk, referred to by length
+
+
+def test_a_run_with_a_folder_reads_its_rows_back_as_the_file_has_them(tmp_path):
+    res = simulate(fedbuff(30.0), tmp_path / "run", progress=False)
+    pd.testing.assert_frame_equal(res.rounds, load_run(tmp_path / "run").rounds)
+    in_memory = simulate(fedbuff(30.0), progress=False)
+    assert len(in_memory.rounds) == len(res.rounds) == res.summary["aggregations"]
+    np.testing.assert_array_equal(in_memory.rounds["t_end"].to_numpy(float), res.rounds["t_end"].to_numpy(float))
+
+
+def _late_column_from(first_round: int, monkeypatch):
+    """The uniform scheduler's decisions gain the fact ``late_fact`` from round ``first_round`` on."""
+    real = schedulers.UniformScheduler.decide
+
+    def decide(self, state):
+        decision = real(self, state)
+        if state.round >= first_round:
+            decision.info["late_fact"] = state.round * 0.5
+        return decision
+
+    monkeypatch.setattr(schedulers.UniformScheduler, "decide", decide)
+
+
+@pytest.mark.parametrize("every", [3, 4])  # checkpoint after (6) or before (4) the column appeared (5)
+def test_a_resume_cuts_rounds_csv_back_also_after_a_column_was_added(tmp_path, monkeypatch, every):
+    sc = from_dict({"seed": 1, "run": {"rounds": 9, "timing_only": True, "checkpoint_every": every},
+                    "devices": {"count": 10}, "scheduler": {"name": "uniform", "m": 3}})
+    _late_column_from(5, monkeypatch)
+    full = simulate(sc, tmp_path / "full", progress=False)
+    assert "late_fact" in full.rounds and math.isnan(full.rounds["late_fact"][4]) and full.rounds["late_fact"][5] == 2.5
+    real = records_module.Recorder.on_round
+    calls = {"n": 0}
+
+    def stop_in_round_7(self, rec):
+        calls["n"] += 1
+        if calls["n"] == 8:
+            raise KeyboardInterrupt
+        return real(self, rec)
+
+    monkeypatch.setattr(records_module.Recorder, "on_round", stop_in_round_7)
+    with pytest.raises(KeyboardInterrupt):
+        simulate(sc, tmp_path / "cut", progress=False)
+    assert load_checkpoint(tmp_path / "cut" / "checkpoint.pt")["engine"]["rounds_done"] == 6 // every * every
+    monkeypatch.setattr(records_module.Recorder, "on_round", real)
+    resume(tmp_path / "cut", progress=False)
+    for name in ("rounds.csv", "updates.csv", "devices.csv"):
+        assert (tmp_path / "cut" / name).read_bytes() == (tmp_path / "full" / name).read_bytes(), name
+
+
+def test_a_damaged_rounds_file_is_a_one_line_resume_error_and_the_folder_is_left_as_it_was(tmp_path, monkeypatch):
+    sc = fedbuff(60.0, every=5)
+    real = records_module.Recorder.on_round
+    calls = {"n": 0}
+
+    def stop(self, rec):
+        calls["n"] += 1
+        if calls["n"] == 12:
+            raise KeyboardInterrupt
+        return real(self, rec)
+
+    monkeypatch.setattr(records_module.Recorder, "on_round", stop)
+    with pytest.raises(KeyboardInterrupt):
+        simulate(sc, tmp_path / "cut", progress=False)
+    monkeypatch.setattr(records_module.Recorder, "on_round", real)
+    path = tmp_path / "cut" / "rounds.csv"
+    text = path.read_text()
+    path.write_text(text[: len(text) // 3])  # rows the checkpoint counts are gone
+    with pytest.raises(ValueError, match="rounds.csv") as err:
+        resume(tmp_path / "cut", progress=False)
+    assert "\n" not in str(err.value)
+    assert path.read_text() == text[: len(text) // 3]
+
+
+def test_the_running_totals_are_the_sums_over_the_rows():
+    rng = np.random.default_rng(0)
+    rows = [{"t_end": float(i), "comm_s": float(rng.random()), "comp_s": float(rng.random()),
+             "downlink_s": 0.1, "energy_j": float(rng.random()), "num_selected": int(rng.integers(0, 5)),
+             "num_arrived": 0, "server_round": int(i % 3 == 0), "server_s": float(rng.random())} for i in range(50)]
+    totals = RoundTotals.of(rows)
+    assert totals.rounds == 50 and totals.end_s == 49.0
+    assert totals.sums["comm_s"] == sum(r["comm_s"] for r in rows)  # the same additions: exactly equal
+    assert totals.sums["dropped"] == sum(r["num_selected"] for r in rows)
+    assert totals.sums["server_round"] == 17
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_power_settling_kept_as_it_goes_equals_the_whole_series(seed):
+    rng = np.random.default_rng(seed)
+    series = list(np.where(np.arange(300) < rng.integers(1, 200), 5.0, 1.0) * rng.uniform(0.9, 1.1, 300))
+    for n in (0, 1, 50, 300):
+        running = PowerSettling(1.0)
+        for p in series[:n]:
+            running.add(p)
+        expected = power_settled_round(series[:n], 1.0)
+        assert running.settled_round == expected or (math.isnan(expected) and math.isnan(running.settled_round))
