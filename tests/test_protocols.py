@@ -286,6 +286,118 @@ def test_staleness_functions_are_the_papers():
     np.testing.assert_allclose(staleness_weight("hinge", tau, 10, 4), [1, 1, 1, 1, 1 / 11, 1 / 51])
 
 
+def test_each_built_in_staleness_class_is_its_closed_form():
+    from wirelessfl.sim.staleness import STALENESS, Constant, Hinge, Polynomial
+
+    assert Constant()(np.array([0.0, 2.5, 7.0])).tolist() == [1.0, 1.0, 1.0]
+    np.testing.assert_allclose(Polynomial(0.5)(np.array([0.0, 3.0, 8.0])), [1.0, 1 / 2, 1 / 3])  # 1 / sqrt(1 + tau)
+    np.testing.assert_allclose(Polynomial(1.0)(np.array([0.0, 1.0, 4.0])), [1.0, 1 / 2, 1 / 5])
+    np.testing.assert_allclose(Polynomial(2.0)(np.array([1.0, 2.0])), [1 / 4, 1 / 9])
+    # hinge, a = 1/2, b = 2: 1 up to the knee, then 1 / (a (tau - b) + 1)
+    np.testing.assert_allclose(Hinge(0.5, 2.0)(np.array([0.0, 1.0, 2.0, 4.0, 6.0])), [1, 1, 1, 1 / 2, 1 / 3])
+    np.testing.assert_allclose(Hinge(3.0, 0.0)(np.array([0.0, 1.0, 3.0])), [1, 1 / 4, 1 / 10])
+    # the scenario's staleness_a and staleness_b reach them through from_options, by name
+    assert STALENESS.load("polynomial").from_options(2.0, 9.0)(np.array([1.0]))[0] == 0.25
+    assert STALENESS.load("hinge").from_options(0.5, 2.0)(np.array([4.0]))[0] == 0.5
+    assert STALENESS.load("constant").from_options(0.5, 2.0)(np.array([9.0]))[0] == 1.0
+    assert [STALENESS.load(n) for n in ("constant", "polynomial", "hinge")] == [Constant, Polynomial, Hinge]
+    assert Polynomial(0.5)(np.zeros((2, 3))).shape == (2, 3)  # the staleness array's shape
+
+
+MY_STALENESS = '''
+import numpy as np
+from wirelessfl.sim.staleness import Staleness
+
+CALLS = []
+
+
+class MyPolynomial(Staleness):
+    """(1 + tau)^-a, written out again: a run with it must equal one with "polynomial"."""
+
+    def __init__(self, a):
+        self.a = a
+
+    @classmethod
+    def from_options(cls, a, b):
+        return cls(a)
+
+    def __call__(self, staleness):
+        CALLS.append(np.asarray(staleness).tolist())
+        return (1.0 + np.asarray(staleness, dtype=float)) ** -self.a
+
+
+class Halving:
+    """2^-tau, without subclassing the protocol: from_options is the protocol's (Halving())."""
+
+    def __call__(self, staleness):
+        return 0.5 ** np.asarray(staleness, dtype=float)
+
+
+class NoCall(Staleness):
+    pass
+'''
+
+
+def test_a_staleness_class_by_import_path_runs_fedasync(tmp_path, one_torch_thread):
+    import sys
+
+    (tmp_path / "mystale.py").write_text(MY_STALENESS)
+    base = {"name": "fedasync", "concurrency": 4, "alpha": 0.8, "staleness_a": 0.7}
+    runs = {}
+    for name in ("polynomial", "mystale:MyPolynomial", "mystale:Halving"):
+        sc = scenario({**base, "staleness": name}, timing=False, rounds=10, plugin_path=[str(tmp_path)])
+        runs[name] = simulate(sc, tmp_path / name.replace(":", "_"), progress=False)
+    calls = sys.modules["mystale"].CALLS
+    assert len(calls) == 10 and any(tau[0] > 0 for tau in calls)  # one call per aggregation, some stale
+    files_equal(tmp_path / "polynomial", tmp_path / "mystale_MyPolynomial")  # the same weights: the same run
+    assert not runs["mystale:Halving"].evals.equals(runs["polynomial"].evals)
+    protocol = sc.part("protocol").from_scenario(sc, sc.options("protocol"))
+    assert type(protocol.staleness).__name__ == "Halving"
+    assert protocol.staleness(np.array([0.0, 1.0, 3.0])).tolist() == [1.0, 0.5, 0.125]
+
+
+@pytest.mark.parametrize("name,message", [
+    ("cubic", "protocol.staleness = 'cubic': unknown staleness; choose from 'constant', 'polynomial', 'hinge', "
+              "or give an import path 'module:Class' (see docs/extending.md)"),
+    ("mystale:Nope", "protocol.staleness = 'mystale:Nope': mystale has no 'Nope' (its classes: Halving, "
+                     "MyPolynomial, NoCall, Staleness)"),
+    ("mystale:NoCall", "protocol.staleness = 'mystale:NoCall': NoCall does not fit the staleness protocol: it lacks "
+                       "__call__; see docs/extending.md"),
+])
+def test_a_staleness_function_that_cannot_be_found_is_one_line_naming_the_field(tmp_path, capsys, name, message):
+    (tmp_path / "mystale.py").write_text(MY_STALENESS)
+    for where in ({"staleness": name}, {"options": {"staleness": name}}):
+        with pytest.raises(ConfigError) as err:
+            from_dict({"run": {"rounds": 3}, "devices": {"count": 20}, "protocol": {"name": "fedbuff", **where}},
+                      base_dir=tmp_path)
+        assert str(err.value) == message
+    toml = tmp_path / "s.toml"
+    toml.write_text(f'[run]\nrounds = 3\ntiming_only = true\n[protocol]\nname = "fedasync"\nstaleness = "{name}"\n')
+    assert main(["run", str(toml), "--out", str(tmp_path / "out"), "--no-progress"]) == 2
+    assert message in capsys.readouterr().err
+
+
+def test_the_guide_s_staleness_function_runs_as_written(tmp_path):
+    """docs/extending.md's Exponential, copied into a file beside a scenario that names it."""
+    import re
+    from pathlib import Path
+
+    guide = (Path(__file__).resolve().parents[1] / "docs" / "extending.md").read_text()
+    code = next(c for lang, c in re.findall(r"```(\w+)\n(.*?)```", guide, re.S) if "class Exponential" in c)
+    (tmp_path / "expstale.py").write_text(code)
+    (tmp_path / "s.toml").write_text(
+        '[run]\nrounds = 20\ntiming_only = true\n[devices]\ncount = 12\ncompute = "shifted_exponential"\n'
+        '[link]\nmodel_bits = 100000\n[protocol]\nname = "fedasync"\nconcurrency = 4\n'
+        'staleness = "expstale:Exponential"\nstaleness_a = 0.3\n')
+    assert main(["run", str(tmp_path / "s.toml"), "--out", str(tmp_path / "out"), "--no-progress"]) == 0
+    assert (pd.read_csv(tmp_path / "out" / "s" / "updates.csv").staleness > 0).any()
+    from wirelessfl import load_scenario
+
+    sc = load_scenario(tmp_path / "s.toml")
+    s = sc.part("protocol").from_scenario(sc, sc.options("protocol")).staleness
+    np.testing.assert_allclose(s(np.array([0.0, 1.0, 5.0])), np.exp(-0.3 * np.array([0.0, 1.0, 5.0])))
+
+
 # --- FDMA: the band shared among the devices on the air ------------------------------------------
 
 

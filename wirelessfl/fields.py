@@ -42,13 +42,16 @@ class NoOptions:
 
 
 def option(default: Any = dataclasses.MISSING, *, ge=None, gt=None, le=None, lt=None, choices=None,
-           doc: str = "", allow_inf: bool = False):
+           doc: str = "", allow_inf: bool = False, kind: str | None = None):
     """A dataclass field with its allowed range, choices and a one-line description.
 
     ``default`` omitted: the field is required. Bounds and choices apply to every item of a tuple.
-    Floats must be finite unless ``allow_inf``.
+    Floats must be finite unless ``allow_inf``. ``kind``: the value names a part of that kind
+    (``wirelessfl.plugins.OPTION_KINDS``, e.g. "staleness"), which the kind's registry finds and
+    checks when the scenario is read, instead of a fixed list of choices.
     """
-    meta = {"ge": ge, "gt": gt, "le": le, "lt": lt, "choices": choices, "doc": doc, "allow_inf": allow_inf}
+    meta = {"ge": ge, "gt": gt, "le": le, "lt": lt, "choices": choices, "doc": doc, "allow_inf": allow_inf,
+            "kind": kind}
     if isinstance(default, (list, dict, set)):
         raise TypeError("mutable default: use a tuple")
     return field(default=default, metadata=meta)

@@ -28,6 +28,12 @@ dataclass (validated like the built-in fields) or, without one, as a plain dict:
 ``[learning.model_options]``, ``[learning.dataset_options]`` and ``[learning.partition_options]``
 for the last three (``Kind.options_key``). See docs/extending.md.
 
+Some parts are named by an option of another part rather than by a table's key
+(:data:`OPTION_KINDS`): the staleness function of the event protocols (``protocol.staleness``,
+``wirelessfl.sim.staleness.STALENESS``, entry-point group ``wirelessfl.staleness``). Their names are
+found the same three ways; the option's field says so with ``option(..., kind="staleness")``, and
+reading the scenario checks the name through the kind's registry.
+
 This module does not import torch; the registries import a part's module only when it is named.
 """
 from __future__ import annotations
@@ -41,7 +47,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Mapping, Sequence
 
-__all__ = ["KINDS", "FunctionPart", "Kind", "PluginError", "Registry", "part_class", "registry"]
+__all__ = ["KINDS", "OPTION_KINDS", "FunctionPart", "Kind", "PluginError", "Registry", "part_class", "registry"]
 
 
 class PluginError(ValueError):
@@ -96,8 +102,21 @@ KINDS: dict[str, Kind] = {k.name: k for k in (
 )}
 """The kinds by name. The engine, the runner, the recorder and the config know parts only through these."""
 
+OPTION_KINDS: dict[str, Kind] = {k.name: k for k in (
+    Kind("staleness", "protocol", "staleness", "wirelessfl.staleness", "wirelessfl.sim.staleness:STALENESS",
+         ("__call__",)),
+)}
+"""Kinds of part named by an option of another part (``table.key`` is that option), not by a table of
+the scenario: the config checks their names where an option declares ``kind=...``, and walks only
+:data:`KINDS` for the parts a scenario is made of."""
+
 KIND_OF_TABLE = {k.table: k for k in KINDS.values() if k.owns_table}
 """The kind that owns each table's ``options`` (and the option keys written in the table itself)."""
+
+
+def _kind(name: str) -> Kind:
+    """The kind called ``name``, in :data:`KINDS` or :data:`OPTION_KINDS`."""
+    return KINDS[name] if name in KINDS else OPTION_KINDS[name]
 
 
 def _import_attr(ref: str):
@@ -115,7 +134,7 @@ class Registry:
     """
 
     def __init__(self, kind: str, protocol: str, builtins: Mapping[str, str], adapter: str | None = None):
-        self.kind = KINDS[kind]
+        self.kind = _kind(kind)
         self._protocol = protocol
         self.builtins = dict(builtins)
         self._adapter = adapter
@@ -192,7 +211,7 @@ class Registry:
                                   f"{public}")
             raise PluginError(f"{where}: names a {type(cls).__name__}, not a class; a {self.kind.name} is a class "
                               f"that fits {public}")
-        required = [m for m in self.kind.required if not hasattr(cls, m) or _is_stub(cls, protocol, m)]
+        required = [m for m in self.kind.required if not _defines(cls, m) or _is_stub(cls, protocol, m)]
         if required:
             raise PluginError(f"{where}: {cls.__name__} does not fit the {self.kind.name} protocol: it lacks "
                               f"{', '.join(required)}; see docs/extending.md")
@@ -227,6 +246,14 @@ def _members(protocol: type) -> list[str]:
         names += [n for n in vars(klass) if not n.startswith("_") and n not in names]
         names += [n for n in getattr(klass, "__annotations__", {}) if not n.startswith("_") and n not in names]
     return names
+
+
+def _defines(cls: type, name: str) -> bool:
+    """Whether ``cls`` has the member ``name``; a special method (``__call__``) counts only where a
+    class of its own defines it (every class has its metaclass's)."""
+    if name.startswith("__"):
+        return any(name in vars(klass) for klass in cls.__mro__ if klass is not object)
+    return hasattr(cls, name)
 
 
 def _is_stub(cls: type, protocol: type, name: str) -> bool:
@@ -336,8 +363,8 @@ def _load_import_path(ref: str, plugin_path: Sequence[str], where: str):
 
 def registry(kind: str) -> Registry:
     """The Registry of a kind ("protocol", "scheduler", "algorithm", "channel", "compute", "access",
-    "model", "dataset", "partition")."""
-    return _import_attr(KINDS[kind].registry)
+    "model", "dataset", "partition"; "staleness", named by an option)."""
+    return _import_attr(_kind(kind).registry)
 
 
 def part_class(kind: str, name: str, plugin_path: Sequence[str] = ()) -> type:

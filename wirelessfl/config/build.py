@@ -12,7 +12,7 @@ from typing import Any, Iterable
 
 from ..fields import ConfigError, build_dataclass, field_value, show
 from ..files import unreadable_file
-from ..plugins import KIND_OF_TABLE, KINDS, PluginError, registry
+from ..plugins import KIND_OF_TABLE, KINDS, OPTION_KINDS, PluginError, registry
 from .rules import cross_check
 from .tables import REBUILD, SPECIAL, TABLES, PluginOptions, Scenario
 from .writing import to_dict, toml_value
@@ -394,7 +394,11 @@ def _build_options(part: type, kind, name: str, path: str, flat: dict, explicit:
     given = {k: (v, f"{at}.{k}") for k, v in inherited.items() if k in names}
     given.update({k: (v, f"{path}.{k}") for k, v in flat.items()})
     given.update({k: (v, f"{sub}.{k}") for k, v in explicit.items()})
-    return build_dataclass(schema, given, at, ctx.base_dir)
+    options = build_dataclass(schema, given, at, ctx.base_dir)
+    for f in dataclasses.fields(schema):  # options that name a part of their own (protocol.staleness)
+        if f.metadata.get("kind") is not None:
+            ctx.load(OPTION_KINDS[f.metadata["kind"]], getattr(options, f.name), at)
+    return options
 
 
 def _unknown_option(kind, name: str, key: str, allowed: list[str]) -> str:

@@ -183,6 +183,15 @@ def member_key(scenario: Scenario) -> str:
         source = source_file(scenario.part(kind.name))
         digest = hashlib.sha256(source.read_bytes()).hexdigest() if source is not None else "no source"
         text += f"# {kind.field} = {name}: {digest}\n"
+    for kind in KINDS.values():  # parts named by an option of a part (protocol.staleness)
+        options = scenario.options(kind.name)
+        for f in dataclasses.fields(options) if dataclasses.is_dataclass(options) else ():
+            named, name = f.metadata.get("kind"), getattr(options, f.name)
+            if named is None or name in registry(named).builtins:
+                continue
+            source = source_file(registry(named).load(name, scenario.plugin_path))
+            digest = hashlib.sha256(source.read_bytes()).hexdigest() if source is not None else "no source"
+            text += f"# {kind.table}.{f.name} = {name}: {digest}\n"
     return run_key(text)
 
 

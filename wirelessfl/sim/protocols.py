@@ -15,9 +15,10 @@
   x <- (1 - a) x + a y with a = alpha s(tau) and y the device's model.
 
 Staleness tau of an update = the server version it is applied to minus the version it started
-from (versions count aggregations from 0). The staleness function s is shared:
-``constant`` (1), ``polynomial`` ((1 + tau)^-a: FedBuff's 1 / sqrt(1 + tau) at a = 1/2) or ``hinge``
-(1 for tau <= b, else 1 / (a (tau - b) + 1)). Updates staler than ``max_staleness`` are dropped
+from (versions count aggregations from 0). The staleness function s is shared, a part named by
+``protocol.staleness`` (wirelessfl.sim.staleness): ``constant`` (1), ``polynomial`` ((1 + tau)^-a:
+FedBuff's 1 / sqrt(1 + tau) at a = 1/2), ``hinge`` (1 for tau <= b, else 1 / (a (tau - b) + 1)), an
+installed plugin's name or an import path. Updates staler than ``max_staleness`` are dropped
 (outcome "stale").
 
 A protocol of your own fits :class:`RoundProtocol`: the event engine (wirelessfl.sim.events)
@@ -29,29 +30,21 @@ began has dispatched its devices; it acts through the engine's methods (``dispat
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, ClassVar, Protocol
+from typing import Any, ClassVar, Protocol, Sequence
 
 import numpy as np
 
 from ..fields import ConfigError, NoOptions, option
 from ..plugins import Registry
+from .staleness import STALENESS, Staleness
 
 __all__ = ["FedAsync", "FedBuff", "PROTOCOLS", "RoundProtocol", "STALENESS", "SemiSync", "Sync", "staleness_weight"]
 
-STALENESS = ("constant", "polynomial", "hinge")
 
-
-def staleness_weight(kind: str, staleness, a: float, b: float) -> np.ndarray:
-    """s(tau) of each staleness: constant 1, polynomial (1 + tau)^-a, hinge 1 for tau <= b else
-    1 / (a (tau - b) + 1)."""
-    tau = np.asarray(staleness, dtype=float)
-    if kind == "constant":
-        return np.ones_like(tau)
-    if kind == "polynomial":
-        return (1.0 + tau) ** -a
-    if kind == "hinge":
-        return 1.0 / (a * np.maximum(tau - b, 0.0) + 1.0)  # 1 up to b: no division by a negative
-    raise ValueError(f"staleness = {kind!r}: must be one of {', '.join(STALENESS)}")
+def staleness_weight(name: str, staleness, a: float, b: float) -> np.ndarray:
+    """s(tau) of each staleness, by the staleness function ``name`` (a built-in, an installed plugin's
+    name or an import path: wirelessfl.sim.staleness) with parameters a and b."""
+    return STALENESS.load(name).from_options(a, b)(np.asarray(staleness, dtype=float))
 
 
 class RoundProtocol(Protocol):
@@ -148,16 +141,22 @@ def _require_concurrency(scenario, concurrency: int) -> None:
 class StalenessOptions:
     """The staleness function and the oldest update applied (shared by the event protocols)."""
 
-    staleness: str = option("polynomial", choices=STALENESS, doc="s(tau): constant 1, polynomial (1 + tau)^-a, "
-                            "hinge 1 for tau <= b else 1 / (a (tau - b) + 1)")
+    staleness: str = option("polynomial", kind="staleness", doc="s(tau): constant 1, polynomial (1 + tau)^-a, "
+                            "hinge 1 for tau <= b else 1 / (a (tau - b) + 1), an installed plugin's name or "
+                            "an import path 'module:Class' (wirelessfl.sim.staleness)")
     staleness_a: float = option(0.5, ge=0, doc="a of the staleness function (0.5: FedBuff's 1 / sqrt(1 + tau))")
     staleness_b: float = option(4.0, ge=0, doc="b of the hinge staleness function")
     max_staleness: int | None = option(None, ge=0, doc="updates staler than this are dropped (outcome 'stale'); "
                                        "default: none")
 
+    def function(self, plugin_path: Sequence[str] = ()) -> Staleness:
+        """The staleness function s these options name, built with staleness_a and staleness_b
+        (``plugin_path``: folders to look in first for an import path)."""
+        return STALENESS.load(self.staleness, plugin_path).from_options(self.staleness_a, self.staleness_b)
+
     def weight(self, staleness) -> np.ndarray:
         """s(tau) of each staleness."""
-        return staleness_weight(self.staleness, staleness, self.staleness_a, self.staleness_b)
+        return self.function()(np.asarray(staleness, dtype=float))
 
 
 class Sync(RoundProtocol):
@@ -192,8 +191,9 @@ class SemiSync(RoundProtocol):
     round_based = True
     Options = SemiSyncOptions
 
-    def __init__(self, options: SemiSyncOptions, deadline_s: float | None):
+    def __init__(self, options: SemiSyncOptions, deadline_s: float | None, plugin_path: Sequence[str] = ()):
         self.options, self.deadline_s = options, deadline_s
+        self.staleness = options.function(plugin_path)
         # first_k updates close a round (None: all of them, however many the scheduler drew)
         self.per_aggregation = float("inf") if options.first_k is None else float(options.first_k)
         self.current = None   # the round under way
@@ -203,7 +203,7 @@ class SemiSync(RoundProtocol):
     @classmethod
     def from_scenario(cls, scenario, options: SemiSyncOptions) -> "SemiSync":
         """first_k, late, the staleness function and run.round_deadline_s."""
-        return cls(options, scenario.run.round_deadline_s)
+        return cls(options, scenario.run.round_deadline_s, scenario.plugin_path)
 
     @classmethod
     def stale_updates(cls, options: SemiSyncOptions) -> bool:
@@ -255,7 +255,7 @@ class SemiSync(RoundProtocol):
         round_, on_time, carried = self.current, self.on_time, self.carried
         self.current, self.on_time, self.carried = None, [], []
         staleness = np.array([server.version - u.version for u in carried], dtype=float)
-        weights = self.options.weight(staleness) * np.array([u.share for u in carried])
+        weights = self.staleness(staleness) * np.array([u.share for u in carried])
         server.end_round(round_, on_time, carried, weights, drop_late=self.options.late == "drop")
         server.begin_round()
 
@@ -279,13 +279,14 @@ class _Dispatching(RoundProtocol):
 
     name: ClassVar[str] = ""
 
-    def __init__(self, options):
+    def __init__(self, options, plugin_path: Sequence[str] = ()):
         self.options = options
+        self.staleness = options.function(plugin_path)
 
     @classmethod
     def from_scenario(cls, scenario, options):
-        """The protocol with its options."""
-        return cls(options)
+        """The protocol with its options (and the scenario's plugin_path, for its staleness function)."""
+        return cls(options, scenario.plugin_path)
 
     @classmethod
     def check(cls, scenario, options) -> None:
@@ -327,8 +328,8 @@ class FedBuff(_Dispatching):
     Options = FedBuffOptions
     name = "fedbuff"
 
-    def __init__(self, options: FedBuffOptions):
-        super().__init__(options)
+    def __init__(self, options: FedBuffOptions, plugin_path: Sequence[str] = ()):
+        super().__init__(options, plugin_path)
         self.per_aggregation = float(options.buffer)
         self.buffer: list = []
 
@@ -338,7 +339,7 @@ class FedBuff(_Dispatching):
         if len(self.buffer) >= o.buffer:
             buffer, self.buffer = self.buffer, []
             staleness = np.array([server.version - u.version for u in buffer], dtype=float)
-            server.apply(buffer, o.server_lr * o.weight(staleness) / o.buffer)
+            server.apply(buffer, o.server_lr * self.staleness(staleness) / o.buffer)
 
     def state_dict(self) -> dict:
         return {"buffer": list(self.buffer)}
@@ -363,7 +364,8 @@ class FedAsync(_Dispatching):
 
     def _take(self, server, update) -> None:
         o = self.options
-        server.apply([update], o.alpha * o.weight([server.version - update.version]), mix=True)
+        server.apply([update], o.alpha * self.staleness(np.array([server.version - update.version], dtype=float)),
+                     mix=True)
 
 
 PROTOCOLS = Registry("protocol", "wirelessfl.sim.protocols:RoundProtocol", {
