@@ -316,3 +316,46 @@ def test_a_cifar_member_larger_than_a_batch_is_refused_before_it_is_read(tmp_pat
             tar.addfile(info, io.BytesIO(data))
     with pytest.raises(DatasetError, match=r"data_batch_1: 104,857,600 bytes, more than a CIFAR-10 batch"):
         load_dataset("cifar10", data_dir=tmp_path)
+
+
+# --- a dataset read from files declares what the loader needs: no dataset is known by its name ------
+
+
+def test_a_users_dataset_declares_its_folders_format_and_normalisation(tmp_path, monkeypatch):
+    """A KMNIST-like dataset of the user's: four IDX files in its own folder, its own normalisation
+    and its own hint; loaded through the same code as the built-ins (and cached under its name)."""
+    from wirelessfl.learning import FilesDataset, IdxFiles
+
+    class Kuzushiji(FilesDataset):
+        name, input_shape = "kmnist", (1, 28, 28)
+        folders = ("kmnist", "k-mnist")
+        files = IdxFiles()
+        normalisation = ((0.5,), (0.25,))
+        how_to_get = "download the four KMNIST IDX files from the ROIS-DS site"
+
+    monkeypatch.setenv("WIRELESSFL_CACHE", str(tmp_path / "cache"))
+    with pytest.raises(DatasetNotFoundError) as err:
+        Kuzushiji(str(tmp_path)).load()
+    msg = str(err.value)
+    assert msg.startswith("dataset 'kmnist' not found (need train-images-idx3-ubyte[.gz]") and "\n" not in msg
+    assert f"looked in: {tmp_path / 'kmnist'}, {tmp_path / 'k-mnist'}, {tmp_path};" in msg
+    assert msg.endswith("to get it: download the four KMNIST IDX files from the ROIS-DS site")
+    arrays = write_mnist_folder(tmp_path / "k-mnist", np.random.default_rng(3))
+    ds = Kuzushiji(str(tmp_path)).load()
+    assert ds.name == "kmnist" and ds.num_classes == 10 and ds.input_shape == (1, 28, 28)
+    expected = (arrays["train-images-idx3-ubyte"][:, None].astype(np.float32) / 255 - 0.5) / 0.25
+    np.testing.assert_allclose(ds.x_train.numpy(), expected, rtol=1e-6, atol=1e-6)
+    assert ds.y_test.tolist() == arrays["t10k-labels-idx1-ubyte"].tolist()
+    assert [p.name.split("-")[0] for p in (tmp_path / "cache" / "datasets").iterdir()] == ["kmnist"]
+
+
+def test_the_built_ins_declare_what_the_loader_needs():
+    from wirelessfl.learning import DATASETS, CifarBatches, FilesDataset, IdxFiles
+
+    declared = {name: DATASETS.load(name) for name in ("fashion_mnist", "mnist", "cifar10")}
+    assert all(issubclass(part, FilesDataset) for part in declared.values())
+    assert [type(part.files) for part in declared.values()] == [IdxFiles, IdxFiles, CifarBatches]
+    assert [part.folders for part in declared.values()] == [("fashion-mnist", "fashion_mnist"), ("mnist",),
+                                                             ("cifar10", "cifar-10")]
+    assert [len(part.normalisation[0]) for part in declared.values()] == [1, 1, 3]  # one (mean, std) per channel
+    assert not hasattr(DATASETS.load("synthetic"), "files")  # generated, not read from files

@@ -380,6 +380,20 @@ def test_energy_and_round_time_plots_through_the_cli(tmp_path):
     assert {"distance_m", "mean_gain", "transmit_energy_j", "compute_energy_j"} <= set(dev.columns)
 
 
+def test_the_no_overlap_formula_is_drawn_for_schemes_that_declare_unshared_uploads():
+    """Whether plot_round_times draws the formula is the access scheme's own declaration
+    (``concurrent``), not its name: TDMA and its slotted form, dedicated sub-bands; not a shared band."""
+    from wirelessfl.experiments.plots import no_overlap_applies
+    from wirelessfl.sim.runner import RunResult
+
+    def run(**summary):
+        return RunResult(pd.DataFrame(), pd.DataFrame(), pd.DataFrame(), summary)
+
+    assert [no_overlap_applies(run(access=a)) for a in ("tdma", "tdma_slotted", "dedicated")] == [True] * 3
+    assert [no_overlap_applies(run(access=a)) for a in ("fdma", "ofdma", "aircomp")] == [False] * 3
+    assert no_overlap_applies(run()) and not no_overlap_applies(run(access="elsewhere:Scheme"))
+
+
 # --- the uplink schedule against an event simulation of the same queue -------------------------
 
 

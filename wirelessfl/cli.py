@@ -65,7 +65,7 @@ def _finish(results: dict, out: Path, title: str) -> int:
     done = {name: res for name, res in results.items() if not res.rounds.empty}
     training = any(not res.evals.empty for res in done.values())
     paths = plot_runs(done, out, title=title) if training else [plot_timing(done, out, title=title)] if done else []
-    if any(res.summary.get("protocol", "sync") != "sync" for res in done.values()):
+    if any(_event_driven(res.summary.get("protocol", "sync")) for res in done.values()):
         paths += _event_figures(done, out, title=title)
     for path in paths:
         print(f"wrote {path}")
@@ -74,6 +74,18 @@ def _finish(results: dict, out: Path, title: str) -> int:
     for name in failed:
         print(f"wirelessfl: {name} did not complete: {_failure(results[name])}", file=sys.stderr)
     return 1 if failed else 0
+
+
+def _event_driven(protocol: str) -> bool:
+    """Whether runs of the round protocol named ``protocol`` are on the event engine (it says so:
+    ``RoundProtocol.event_driven``); True for one that cannot be loaded here (an import path away
+    from its folder: any protocol but sync's closed form)."""
+    from .sim.protocols import PROTOCOLS
+
+    try:
+        return bool(PROTOCOLS.load(protocol).event_driven)
+    except ValueError:  # PluginError
+        return True
 
 
 def _failure(result) -> str:

@@ -11,6 +11,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
 from ..files import write_figure  # noqa: E402
+from ..plugins import PluginError, registry  # noqa: E402
 from .run import RunResult, load_run  # noqa: E402
 
 _X = {"time": ("time_s", "simulated wall-clock time (s)"), "round": ("round", "round")}
@@ -169,8 +170,20 @@ def no_overlap_round_s(rounds) -> np.ndarray:
     return (rounds["downlink_s"] + rounds["comp_s"] + rounds["comm_s"]).to_numpy(float)
 
 
+def no_overlap_applies(result: RunResult) -> bool:
+    """Whether the no-overlap formula is drawn for the run: its access scheme declares that uploads do
+    not share a band (``AccessScheme.concurrent`` False: tdma, tdma_slotted, dedicated), so each
+    upload's airtime is its own and their sum is the uplink's time had nothing overlapped. False for
+    a scheme that cannot be loaded here (an import path away from its folder)."""
+    try:
+        return not registry("access").load(result.summary.get("access", "tdma")).concurrent
+    except PluginError:
+        return False
+
+
 def plot_round_times(runs: dict[str, RunResult], path: str | Path, title: str | None = None) -> Path:
-    """Simulated round times against the no-overlap formula (TDMA runs), their distributions, and a
+    """Simulated round times against the no-overlap formula (runs whose uploads share no band:
+    :func:`no_overlap_applies`), their distributions, and a
     round-by-round comparison of the first two runs (same seed: same channels, selections, delays)."""
     names = list(runs)
     fig, axes = plt.subplots(1, 3, figsize=(15, 4.4))
@@ -182,7 +195,7 @@ def plot_round_times(runs: dict[str, RunResult], path: str | Path, title: str | 
         colour = f"C{k}"
         xs = np.sort(sim)
         ax2.plot(xs, np.arange(1, xs.size + 1) / xs.size, color=colour, lw=1.6, label=f"{name}: simulated")
-        if runs[name].summary.get("access", "tdma") == "tdma":
+        if no_overlap_applies(runs[name]):
             formula = no_overlap_round_s(r)
             ax1.scatter(formula, sim, s=6, alpha=0.5, color=colour, label=name)
             top = max(top, float(formula.max()))

@@ -66,7 +66,8 @@ class DatasetError(ValueError):
 
 _EXPORTS = {
     "algorithms": ("AGGREGATIONS", "Algorithm", "FedAvg", "Safari", "ServerRound"),
-    "loaders": ("DatasetLoader", "DeviceSplit"),
+    "loaders": ("DatasetLoader", "DeviceSplit", "FilesDataset"),
+    "file_formats": ("CifarBatches", "FileFormat", "IdxFiles"),
     "partitioners": ("Partitioner",),
     "datasets": ("DATASET_NAMES", "Dataset", "DatasetNotFoundError", "SyntheticFederated", "load_dataset",
                  "read_idx", "synthetic_federated"),
