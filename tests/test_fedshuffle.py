@@ -284,24 +284,6 @@ def test_study_scenario_loads():
                     ("fedshuffle_mvr", 0.9)}
 
 
-def test_hybrid_coefficients_for_truncated_work():
-    # docs/papers/fedshuffle.md, "The FedShuffle family as algorithms": coefficient (w_i / p_i) tau_i / tau'_i
-    # keeps w^ = w; tau' = 0 is dropped
-    sizes = np.array([16, 48, 160])
-    g = make_fedshuffle_method("fedshuffle", sizes, local_epochs=1, batch_size=16)  # tau 1, 3, 10
-    p = np.array([0.5, 0.5, 1.0])
-    w = sizes / sizes.sum()
-    devs = np.arange(3)
-    np.testing.assert_allclose(g.hybrid_coefficients(devs, p, [0, 2, 9]), [0, w[1] / 0.5 * 3 / 2, w[2] * 10 / 9])
-    np.testing.assert_allclose(g.hybrid_coefficients(devs, p, [1, 3, 10]), g.coefficients(devs, p))
-    # eq. 31 with the truncated work: E[coef] x lr_i x tau'_i is proportional to w_i
-    lrs = g.local_work(devs)[1]
-    v = g.hybrid_coefficients(devs, np.ones(3), [1, 2, 7]) * lrs * np.array([1, 2, 7])
-    np.testing.assert_allclose(v / v.sum(), w)
-    with pytest.raises(ValueError):
-        g.hybrid_coefficients(devs, p, [2, 3, 10])  # more than planned
-
-
 # --- FedShuffle in the simulator: global momentum, FedShuffleMVR, heterogeneous epochs -----------
 
 def _tiny_trainer(model="logreg", batching="loop"):

@@ -16,7 +16,7 @@ import numpy as np
 
 from .fields import ConfigError, FilePath, option
 from .plugins import Registry
-from .traces import Trace
+from .traces import Trace, TraceOptions
 
 
 class ComputeModel(Protocol):
@@ -192,12 +192,10 @@ class ShiftedExponentialCompute(ComputeModel):
 
 
 @dataclass(frozen=True)
-class ComputeTraceOptions:
+class ComputeTraceOptions(TraceOptions):
     """Options of a replayed computation-time trace."""
 
     trace: FilePath = option(doc="CSV or .npy of rounds x devices, seconds (relative paths: from the scenario's folder)")
-    trace_end: str = option("stop", choices=("stop", "cycle"),
-                            doc="when the rounds run out: stop the run with an error, or start over")
 
 
 class TraceCompute(ComputeModel):

@@ -11,7 +11,7 @@ import tempfile
 from contextlib import contextmanager
 from pathlib import Path
 
-__all__ = ["DamagedFile", "FolderBusy", "FolderLock", "UnsafeOutput", "check_output_folder", "open_append", "open_new", "read_table",
+__all__ = ["DamagedFile", "FolderBusy", "FolderLock", "UnsafeOutput", "check_output_folder", "open_append", "read_table",
            "replacing", "replacing_path", "unreadable_file", "write_atomic", "write_figure"]
 
 
@@ -112,14 +112,6 @@ def check_output_folder(path: Path, what: str = "--out") -> None:
 def _refuse_link(path: Path) -> None:
     if path.is_symlink():
         raise UnsafeOutput(f"{path}: is a symbolic link; a run writes its files itself and does not follow links")
-
-
-def open_new(path: Path, binary: bool = False):
-    """Create (or empty) ``path`` for writing, refusing symbolic links."""
-    path = Path(path)
-    _refuse_link(path)
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o644)
-    return os.fdopen(fd, "wb" if binary else "w", newline=None if binary else "")
 
 
 def open_append(path: Path):

@@ -11,20 +11,30 @@ from __future__ import annotations
 import csv
 import math
 import re
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
-from .fields import ConfigError
+from .fields import ConfigError, FilePath, option
 from .files import replacing, unreadable_file
 
-__all__ = ["Trace", "TraceExhausted", "write_trace"]
+__all__ = ["Trace", "TraceExhausted", "TraceOptions", "write_trace"]
 
 _CACHE: dict[tuple, np.ndarray] = {}
 
 
 class TraceExhausted(ConfigError):
     """A run needs more rounds than its trace has (and the trace does not cycle)."""
+
+
+@dataclass(frozen=True)
+class TraceOptions:
+    """Options of a replayed trace."""
+
+    trace: FilePath = option(doc="CSV or .npy file of rounds x devices (relative paths: from the scenario's folder)")
+    trace_end: str = option("stop", choices=("stop", "cycle"),
+                            doc="when the rounds run out: stop the run with an error, or start over")
 
 
 class Trace:

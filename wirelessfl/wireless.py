@@ -15,10 +15,10 @@ from typing import Any, ClassVar, Protocol
 
 import numpy as np
 
-from .fields import FilePath, NoOptions, option
+from .fields import NoOptions, option
 from .mobility import Mobility
 from .plugins import Registry
-from .traces import Trace
+from .traces import Trace, TraceOptions
 
 
 class Channel(Protocol):
@@ -320,15 +320,6 @@ class PathLossChannel(Channel):
     def load_state(self, state: dict) -> None:
         """Inverse of state_dict."""
         self.fading.load_state(state)
-
-
-@dataclass(frozen=True)
-class TraceOptions:
-    """Options of a replayed trace."""
-
-    trace: FilePath = option(doc="CSV or .npy file of rounds x devices (relative paths: from the scenario's folder)")
-    trace_end: str = option("stop", choices=("stop", "cycle"),
-                            doc="when the rounds run out: stop the run with an error, or start over")
 
 
 class TraceChannel(Channel):

@@ -227,23 +227,6 @@ class FedShuffleGen(Algorithm):
             rho = rho * tau_eff / a
         return rho
 
-    def hybrid_coefficients(self, devices: np.ndarray, p: np.ndarray, done_steps: np.ndarray,
-                            round_idx: int = 0) -> np.ndarray:
-        """FedShuffleGen hybrid for unfinished local work (docs/papers/fedshuffle.md, "The FedShuffle
-        family as algorithms"): a device planned for tau_i steps (at FedShuffle's lr) that finished
-        only tau'_i gets coef_i x tau_i / tau'_i, which keeps the optimised objective's weights at w
-        (``objective_weights``); devices with tau'_i = 0 get 0 (docs/papers/fedshuffle.md, "Where the
-        simulator departs from the paper").
-        The building block for round deadlines; the engine does not pass partial work yet."""
-        devices = np.asarray(devices, dtype=np.int64).reshape(-1)
-        done = np.asarray(done_steps, dtype=np.float64).reshape(-1)
-        planned = self.local_work(devices, round_idx)[0].astype(np.float64)
-        if done.shape != planned.shape or np.any(done < 0) or np.any(done > planned):
-            raise ValueError(f"done_steps must lie in [0, planned steps {planned}], got {done}")
-        coef = self.coefficients(devices, p, np.maximum(done, 1))
-        with np.errstate(divide="ignore", invalid="ignore"):
-            return np.where(done > 0, coef * planned / done, 0.0)
-
     def aggregation_weights(self, selected: np.ndarray, q: np.ndarray, num_devices: int) -> np.ndarray:
         """server_lr * coef_i aligned with ``selected``; a repeated device counts once (first
         occurrence), as in :class:`FedAvg`."""

@@ -32,7 +32,7 @@ import numpy as np
 import pandas as pd
 
 from .recipes import (SPREAD, Recipe, Report, Runs, figure_caption, last_rows, packaged, pyplot, run_summary, save_figure,
-                      seed_std, with_spread)
+                      seed_std, wireless_figure, with_spread)
 
 # ---------------------------------------------------------------------------------------------
 # the paper's numbers (MNIST column): accuracy %, dissimilarity %
@@ -430,33 +430,28 @@ def wireless_markdown(data: pd.DataFrame) -> list[str]:
     return lines
 
 
-def wireless_figure(data: pd.DataFrame, path: Path, scale: str) -> Path:
-    """Accuracy and dissimilarity against simulated time, mean over seeds at each evaluation, one line
-    per strategy (one point each where the data holds only the last evaluation)."""
-    plt = pyplot()
-    fig, axes = plt.subplots(1, 2, figsize=(11, 4))
-    for variant in WIRELESS:
-        runs = data[data["variant"] == variant]
-        if runs.empty:
-            continue
-        curve = runs.groupby("round")[["time_s", "accuracy", "dissimilarity"]].mean().reset_index()
-        style = {"lyapunov": "--", "uniform": "--", "divfl": ":"}.get(variant, "-")
-        width = 3 if variant == "divfl" else 1.5  # divfl and subtrunc may coincide: keep both visible
-        for ax, col in zip(axes, ("accuracy", "dissimilarity")):
-            ax.plot(curve["time_s"], 100 * curve[col], style, lw=width, marker="o", ms=4, label=variant)
-    axes[0].set_ylabel("test accuracy (%)")
-    axes[1].set_ylabel("client dissimilarity (pp)")
-    for ax in axes:
-        ax.set_xlabel("simulated time (s)")
-        ax.grid(alpha=0.3)
-    axes[0].legend(fontsize=8)
-    fig.suptitle("Fair selection over a heterogeneous TDMA uplink (mean over seeds)")
-    return save_figure(fig, path, caption=figure_caption(scale, data))
+def _wireless_curve(runs: pd.DataFrame, x: str) -> pd.DataFrame:
+    """A strategy's accuracy and dissimilarity (%) and simulated time, mean over seeds at each
+    evaluation (one point where the data holds only the last evaluation)."""
+    curve = runs.groupby("round")[["time_s", "accuracy", "dissimilarity"]].mean().reset_index()
+    curve[["accuracy", "dissimilarity"]] *= 100
+    return curve
+
+
+def _wireless_line(variant: str, runs: pd.DataFrame) -> dict:
+    """The baselines dashed, DivFL dotted and thicker: divfl and subtrunc may coincide, keep both visible."""
+    return {"linestyle": {"lyapunov": "--", "uniform": "--", "divfl": ":"}.get(variant, "-"),
+            "lw": 3 if variant == "divfl" else 1.5, "marker": "o", "ms": 4, "label": variant}
 
 
 def report_wireless(data: pd.DataFrame, figures: Path, scale: str) -> Report:
     """The wireless study's report: table, figure and numbers, from the data alone."""
-    path = wireless_figure(data, figures / "fair_selection_wireless.png", scale)
+    path = wireless_figure(data, figures / "fair_selection_wireless.png", WIRELESS,
+                           (("time_s", "accuracy", "simulated time (s)", "test accuracy (%)"),
+                            ("time_s", "dissimilarity", "simulated time (s)", "client dissimilarity (pp)")),
+                           _wireless_curve, _wireless_line,
+                           "Fair selection over a heterogeneous TDMA uplink (mean over seeds)",
+                           figure_caption(scale, data), figsize=(11, 4))
     md = [*wireless_markdown(data), "",
           "Extra uplink: DivFL, SubTrunc and UnionFL upload every device's gradient and loss before round 0 "
           "(bootstrap) and piggy-back the selected devices' gradients on their model uploads; "

@@ -36,7 +36,7 @@ import pandas as pd
 
 from ..learning.perfedavg import GRADIENT_EVALUATIONS
 from .recipes import (SPREAD, Recipe, Report, Runs, figure_caption, last_rows, packaged, pyplot, run_summary, save_figure,
-                      seed_std, with_spread)
+                      seed_std, wireless_figure, with_spread)
 
 # ---------------------------------------------------------------------------------------------
 # the paper's numbers
@@ -516,33 +516,21 @@ def wireless_markdown(rows: list[dict], ends_s: tuple[float, float]) -> list[str
     return lines
 
 
-def wireless_figure(data: pd.DataFrame, path: Path, caption: str) -> Path:
-    """Personalised accuracy against simulated time and against rounds, mean over seeds."""
-    plt = pyplot()
-    fig, axes = plt.subplots(1, 2, figsize=(10, 4))
-    for m in METHODS:
-        runs = data[data["variant"] == m]
-        if runs.empty:
-            continue
-        label = f"{LABELS[m]} ({runs['seed'].nunique()} seeds)"
-        for ax, x in zip(axes, ("time_s", "round")):
-            curve = seed_mean_curve(runs, x)
-            ax.plot(curve[x], curve["personal_accuracy"], color=COLOURS[m], label=label)
-    axes[0].set_xlabel("simulated time (s)")
-    axes[1].set_xlabel("round")
-    for ax in axes:
-        ax.set_ylabel("personalised accuracy (%)")
-        ax.grid(alpha=0.3)
-    axes[0].legend(fontsize=8)
-    fig.suptitle("Per-FedAvg over a TDMA uplink, Lyapunov scheduler (mean over seeds)", fontsize=10)
-    return save_figure(fig, path, dpi=110, caption=caption)
+def _wireless_line(method: str, runs: pd.DataFrame) -> dict:
+    """A method's colour, and its label with the seeds it has."""
+    return {"color": COLOURS[method], "label": f"{LABELS[method]} ({runs['seed'].nunique()} seeds)"}
 
 
 def report_wireless(data: pd.DataFrame, figures: Path, scale: str) -> Report:
     """The wireless study's report: table, figure and numbers, from the data alone."""
     rows = wireless_rows(data)
     ends = (float(data["sim_time_s"].min()), float(data["sim_time_s"].max())) if len(data) else (0.0, 0.0)
-    path = wireless_figure(data, figures / "perfedavg_wireless.png", figure_caption(scale, data))
+    path = wireless_figure(data, figures / "perfedavg_wireless.png", METHODS,
+                           (("time_s", "personal_accuracy", "simulated time (s)", "personalised accuracy (%)"),
+                            ("round", "personal_accuracy", "round", "personalised accuracy (%)")),
+                           seed_mean_curve, _wireless_line,
+                           "Per-FedAvg over a TDMA uplink, Lyapunov scheduler (mean over seeds)",
+                           figure_caption(scale, data), figsize=(10, 4), title_size=10, dpi=110)
     md = [*wireless_markdown(rows, ends), "",
           "The paper has no wireless study. A Per-FedAvg round computes 2x (FO) or 4x (HF) as long as a FedAvg "
           "round, so within the same simulated time it runs fewer rounds.", "",

@@ -238,6 +238,36 @@ def save_figure(fig, path: Path, dpi: int = 120, caption: str | None = None) -> 
     return path
 
 
+def wireless_figure(data: pd.DataFrame, path: Path, variants: Sequence[str],
+                    panels: Sequence[tuple[str, str, str, str]], curve: Callable[[pd.DataFrame, str], pd.DataFrame],
+                    line: Callable[[str, pd.DataFrame], dict], title: str, caption: str,
+                    figsize: tuple[float, float], title_size: float | None = None, dpi: int = 120) -> Path:
+    """The figure of a paper's wireless study: panels side by side, one line per variant of ``variants``
+    that ``data`` holds runs of (its "variant" column), the legend in the first panel.
+
+    ``panels``: each panel's (x column, y column, x label, y label); ``curve(runs, x)``: a variant's
+    runs reduced to the curve drawn against ``x`` (mean over seeds), a frame with the x and y columns;
+    ``line(variant, runs)``: the line's matplotlib keywords, its legend label among them."""
+    plt = pyplot()
+    fig, axes = plt.subplots(1, len(panels), figsize=figsize, squeeze=False)
+    axes = axes[0]
+    for variant in variants:
+        runs = data[data["variant"] == variant]
+        if runs.empty:
+            continue
+        style = line(variant, runs)
+        for ax, (x, y, _, _) in zip(axes, panels):
+            points = curve(runs, x)
+            ax.plot(points[x], points[y], **style)
+    for ax, (_, _, xlabel, ylabel) in zip(axes, panels):
+        ax.set_xlabel(xlabel)
+        ax.set_ylabel(ylabel)
+        ax.grid(alpha=0.3)
+    axes[0].legend(fontsize=8)
+    fig.suptitle(title, **({} if title_size is None else {"fontsize": title_size}))
+    return save_figure(fig, path, dpi=dpi, caption=caption)
+
+
 # ---------------------------------------------------------------------------------------------
 # running recipes
 

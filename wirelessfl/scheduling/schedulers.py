@@ -58,11 +58,6 @@ def _availability(state: RoundState, n: int) -> np.ndarray | None:
     return avail
 
 
-def idle_devices(state: DispatchState) -> np.ndarray:
-    """Mask of the devices that may be started: available and not in flight."""
-    return ~state.busy if state.available is None else state.available & ~state.busy
-
-
 _UNIFORM_INFO = {"method": "uniform"}  # one dict for every dispatch (read, never changed)
 
 
