@@ -1,5 +1,5 @@
 """The package's import graph, read from the source with ast: no cycle, and no import that runs up
-the layers (foundation -> config -> physical models -> scheduling and learning -> sim -> experiments
+the layers (foundation -> config -> discrete events -> physical models -> scheduling and learning -> sim -> experiments
 -> papers -> cli). Imports inside functions and under TYPE_CHECKING count too: a lazy import is still
 a dependency."""
 from __future__ import annotations
@@ -13,6 +13,7 @@ PACKAGE = Path(__file__).resolve().parent.parent / "wirelessfl"
 LAYERS = (
     ("fields", "files", "jsonio", "rng", "plugins", "traces"),  # no model of anything: values, files, streams
     ("config",),
+    ("des",),  # the simulated clock and an upload's phases: what every timed model runs on
     ("access", "devices", "fading", "mobility", "participation", "wireless"),
     ("scheduling", "learning"),
     ("sim",),
@@ -116,7 +117,7 @@ def test_the_checker_sees_a_cycle_and_an_upward_import():
     assert "wirelessfl.sim.runner" in lazy or "wirelessfl.sim" in lazy
 
 
-LAYER_NAMES = ("foundation", "config", "physical models", "scheduling and learning", "sim", "experiments", "papers",
+LAYER_NAMES = ("foundation", "config", "discrete events", "physical models", "scheduling and learning", "sim", "experiments", "papers",
                "interfaces")
 DRAWING = PACKAGE.parent / "docs" / "architecture.md"
 

@@ -31,7 +31,7 @@ from ..participation import ExcludedAvailability
 from ..scheduling.base import Decision, ReportRequest, Reports, RoundState, Scheduler, draw_devices
 from ..wireless import Channel
 from .checks import PartChecks
-from .clock import Clock
+from ..des.clock import Clock
 
 if TYPE_CHECKING:  # the learning layer loads torch: not for timing-only runs
     from ..learning.algorithms import Algorithm
@@ -309,6 +309,8 @@ class Engine:
         # every selected device computes from t_compute on; the access scheme queues their uploads
         ready = t_compute + comp
         uplink = p.access.schedule(ready, airtime, deadline_at)
+        if uplink.on_air_s is not None:  # contention decided each device's time on the air (random access)
+            airtime, attempts = uplink.on_air_s, uplink.attempts
         if uplink.end_s > t_compute:
             yield self.env.at(uplink.end_s)
         idle_s = yield from self._idle(t_start)
@@ -316,12 +318,12 @@ class Engine:
 
         arrived = uplink.arrived if delivered is None else uplink.arrived & delivered  # lost uploads do not count
         comp_energy = p.compute.energy_j(selected, round_idx=r)
-        if deadline_at is None:  # everything was done
+        if deadline_at is None or uplink.on_air_s is not None:  # everything was done, or said as it went
             on_air = airtime
-        else:  # energy for what was done: a dropped upload spent power only while on the air,
-            # an interrupted computation the fraction it completed
+        else:  # energy for what was done: a dropped upload spent power only while on the air
             on_air = np.where(uplink.arrived, airtime,
                               np.where(np.isnan(uplink.tx_start), 0.0, t_end - uplink.tx_start))
+        if deadline_at is not None:  # an interrupted computation spent the fraction it completed
             with np.errstate(invalid="ignore", divide="ignore", over="ignore"):  # over: comp subnormal
                 comp_energy = comp_energy * np.where(comp > 0, np.clip((t_end - t_compute) / comp, 0.0, 1.0), 1.0)
         metrics = {}

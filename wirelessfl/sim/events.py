@@ -3,8 +3,8 @@
 A process exists per device *in flight* (memory grows with concurrency, not with N):
 
     dispatch -> downlink (link.downlink_s + model bits / downlink rate) -> computation (the
-    computation model's time) -> uplink (wirelessfl.sim.uplink: TDMA's one transmitter, or FDMA's
-    band shared among the devices on the air) -> the update goes into the server's Store.
+    computation model's time) -> uplink (the access scheme's event uplink: TDMA's one transmitter,
+    FDMA's band shared among the devices on the air, ALOHA's slots, ...) -> the update goes into the server's Store.
 
 The server process takes updates from the Store and hands each to the protocol
 (wirelessfl.sim.protocols), which applies it, keeps it, or drops it, and starts other devices
@@ -30,8 +30,9 @@ the armed timers and every random stream are saved explicitly, and a resume rebu
 so that every pending event lands at the same time and in the same order (wirelessfl.sim.clock).
 
 Modules: this one (the run, the processes, dispatch, losses, timers, aggregation), rounds.py (the
-round machinery of round-based protocols), flight.py (an update's and a round's data), uplink.py
-(TDMA and FDMA), event_state.py (checkpoints), clock.py (absolute times and event order).
+round machinery of round-based protocols), flight.py (an update's and a round's data),
+event_state.py (checkpoints); the uplinks are the access schemes' own (wirelessfl.access, each
+scheme's ``event_uplink``), the clock is wirelessfl.des.clock (absolute times and event order).
 """
 from __future__ import annotations
 
@@ -44,12 +45,11 @@ import simpy
 from ..scheduling.base import Decision, DispatchState
 from ..wireless import moving
 from .checks import PartChecks
-from .clock import CHECKPOINT, RANK_AVAILABILITY, RANK_DEVICE, RANK_STOP, RANK_TIMER, Clock, priority
+from ..des.clock import CHECKPOINT, RANK_AVAILABILITY, RANK_DEVICE, RANK_STOP, RANK_TIMER, Clock, priority
 from .engine import STREAMS, EvalRule, Parts, RoundRecord, StopRule, evaluate, raise_non_finite_clock, tell_uplink
 from .event_state import engine_state, load_engine_state, restore
 from .flight import ARRIVED, COMPUTE, DOWNLINK, FINISHED, WAITING, Round, Update, arrived_facts
 from .rounds import RoundMachinery
-from .uplink import default_uplink
 
 __all__ = ["EventEngine", "EventStall", "Round", "Update"]
 
@@ -148,7 +148,7 @@ class EventEngine(RoundMachinery):
         """Run until the stop rule fires (from where ``load_state`` left it, if it was called)."""
         env = self.env = Clock(initial_time=self._start_s)
         self.store = simpy.Store(env)
-        self.uplink = self.parts.access.event_uplink(self) or default_uplink(self.parts.access, self)
+        self.uplink = self.parts.access.event_uplink(self)
         self._done = env.event()
         if self._restored is not None:
             self._restore(self._restored)
@@ -348,6 +348,31 @@ class EventEngine(RoundMachinery):
             fading, access = self.parts.fading, self.parts.access
             u.airtime_s = (access.upload_s(u.bits, u.gain, u.power) if fading is None else
                            access.on_air_s(fading.upload_s(u.bits, u.gain, u.power, u.device, self.streams["fading"])))
+
+    # --- what an event uplink may use (wirelessfl.access.UplinkHost) ------------------------------
+
+    @property
+    def per_aggregation(self) -> float:
+        """How many updates the protocol aggregates at once."""
+        return self.protocol.per_aggregation
+
+    @property
+    def link_rng(self) -> np.random.Generator:
+        """The "link" random stream (packet errors)."""
+        return self.streams["link"]
+
+    def next_queue_place(self) -> int:
+        """A place in the uplink's queue (a resume rebuilds the processes in this order)."""
+        self.queue_seq += 1
+        return self.queue_seq
+
+    def update(self, seq: int) -> Update:
+        """The update in flight with dispatch number ``seq``."""
+        return self.flying[seq]
+
+    def in_flight(self):
+        """The updates still computing or uploading, in dispatch order."""
+        return self.flying.values()
 
     def draw_gain(self, device: int) -> float:
         """A fresh gain of ``device`` (the channel's "channel" stream), as a transmission begins."""

@@ -9,15 +9,10 @@ from typing import Any
 import numpy as np
 
 from ..access import UplinkFacts
+from ..des.phases import ARRIVED, COMPUTE, DOWNLINK, FINISHED, ON_AIR, QUEUED, WAITING
 from ..scheduling.base import Decision
 
 __all__ = ["ARRIVED", "COMPUTE", "DOWNLINK", "FINISHED", "ON_AIR", "QUEUED", "Round", "Update", "WAITING"]
-
-WAITING, DOWNLINK, COMPUTE, QUEUED, ON_AIR, ARRIVED, FINISHED = range(7)
-"""Phases of an update. WAITING: its round's reports (uploads before the computation) are still
-under way; QUEUED: waiting for the uplink; ON_AIR: uploading; ARRIVED: with the server, not yet
-applied or dropped; FINISHED: its fate is known."""
-
 
 class Update:
     """One dispatched device, from its dispatch to its update's fate (an updates.csv row).

@@ -123,7 +123,7 @@ def _round_rows(item: tuple) -> list[tuple]:
     for i, n in enumerate(devices.tolist()):
         if ok[i]:
             outcome, end, lost = "applied", full_end[i], math.nan
-        elif air[i] == 0:  # it never sent (aircomp: below the truncation gain)
+        elif air[i] == 0 and attempts is None:  # it never sent (aircomp: below the truncation gain)
             outcome, end, lost = "silent", math.nan, math.nan
         elif full_end[i] <= end_s:  # its transmissions ended: its packets failed, it gave up then
             outcome, end, lost = "lost", math.nan, full_end[i]

@@ -20,7 +20,7 @@ import numpy as np
 from .. import rng as rngs
 from ..config import ConfigError, Scenario
 from ..devices import WorkScaledCompute, build_availability
-from ..access import Link
+from ..access import Link, check_scheme
 from ..fading import block_fading
 from ..wireless import build_channel, moving, sigma_profile
 from ..files import write_atomic
@@ -145,6 +145,7 @@ class Run:
         link = Link(scenario.link)
         self.protocol = scenario.part("protocol").from_scenario(scenario, scenario.options("protocol"))
         access = scenario.part("access").from_scenario(scenario, scenario.options("access"))
+        check_scheme(access, f"link.access = {scenario.link.access!r}", self.protocol.event_driven)
         parts = Parts(channel=self.channel, compute=self.compute, scheduler=self.scheduler, algorithm=self.algorithm,
                       access=access,
                       num_devices=n,

@@ -1,0 +1,257 @@
+"""The contract of an access scheme, with both of its timing models: the closed form of a sync
+round (``airtime_s``, ``schedule``) and the event uplink the event protocols' devices contend for
+(``event_uplink``), plus what an event uplink may use of the engine that runs it (:class:`UplinkHost`).
+
+Which engine needs which member (as pymanopt says which solver needs which method):
+
+============================  ==========  ==========================================================
+member                        needed by   default (on :class:`AccessScheme`)
+============================  ==========  ==========================================================
+``from_scenario``             both        none: required
+``link``                      both        none: set by ``AccessScheme.__init__(link)``
+``airtime_s``                 both        none: required (sync: every selected device; events: one
+                                          upload through ``upload_s``)
+``schedule``                  sync        none: required
+``event_uplink``              events      one transmitter (``tdma.OneTransmitter``), or the
+                                          band shared at ``rates_bps`` (``fdma.SharedBand``) for
+                                          a ``concurrent`` scheme
+``upload_s``                  events      ``airtime_s`` of one device (so an override of ``airtime_s``
+                                          serves both engines)
+``rates_bps``, ``block_fading``  events   1 / ``airtime_s`` of one bit; nothing to draw
+``check``, ``transmit_power``,
+``pricing``, ``uplink_facts``,
+``upload_link``, ``on_air_s``,
+``state_dict``, ``load_state``  both      see each
+============================  ==========  ==========================================================
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, ClassVar, Iterable, Protocol, runtime_checkable
+
+import numpy as np
+
+from ..fields import ConfigError
+from .link import Link
+
+if TYPE_CHECKING:
+    from ..des import Clock
+
+__all__ = ["AccessScheme", "AirtimePrice", "EventUplink", "UplinkFacts", "UplinkHost", "UplinkSchedule"]
+
+
+@dataclass
+class UplinkSchedule:
+    """What happened on the uplink in one round's computation-and-upload phase.
+
+    order: indices into the selected devices, in the order their uploads started; tx_start: when
+    each one's upload started (nan: it never started); arrived: its upload was complete by the
+    deadline; end_s: when the phase ended (the last upload, or the deadline if one was missed);
+    tx_end: when each upload ended, where that is not tx_start + airtime (slots across a guard);
+    None: it is. on_air_s and attempts: each device's time actually on the air and its
+    transmissions, where contention decides them (random access); None: its airtime, and one.
+    """
+
+    order: np.ndarray
+    tx_start: np.ndarray
+    arrived: np.ndarray
+    end_s: float
+    tx_end: np.ndarray | None = None
+    on_air_s: np.ndarray | None = None
+    attempts: np.ndarray | None = None
+
+
+@dataclass(frozen=True)
+class UplinkFacts:
+    """What the uplink did for the updates of one aggregation (``Algorithm.uplink`` receives it):
+    devices (k,); gains |h|^2 (k,) each upload's first gain; power (k,); arrived (k,) whether the
+    update reached the server; noise_var, the variance of the noise the channel adds to each entry
+    of the aggregate, in units of the updates' mean power per entry (0: the updates arrive exactly;
+    ``aircomp``: 1 / (K^2 SNR) over K devices at receive SNR rho0 / N0). The trainer adds that noise
+    to the next aggregate (wirelessfl.learning.trainer.Trainer.aggregate)."""
+
+    devices: np.ndarray
+    gains: np.ndarray
+    power: np.ndarray
+    arrived: np.ndarray
+    noise_var: float = 0.0
+
+
+@dataclass(frozen=True)
+class AirtimePrice:
+    """How a scheduler prices one upload's airtime under an access scheme: as
+    bits / (bandwidth_hz log2(1 + g P / noise_power)), the form whose cost the Lambert-W power rule
+    minimises, or, when ``fixed_s`` is set, as fixed_s for every device that sends (P > 0)."""
+
+    bandwidth_hz: float
+    noise_power: float
+    fixed_s: float | None = None
+
+
+@runtime_checkable
+class UplinkHost(Protocol):
+    """What an event uplink may use of the engine that runs it, and nothing more.
+
+    An update ``u`` (wirelessfl.sim.flight.Update) carries the upload's facts: ``device``, ``seq``
+    (its dispatch number, for event priorities), ``bits``, ``gain`` (NaN until drawn), ``power``,
+    ``phase`` (wirelessfl.des.phases), ``tx_start_s``, ``tx_end_s``, ``airtime_s`` (time on the
+    air), ``attempts``, and scratch fields an uplink may keep its progress in so that a checkpoint
+    saves it: ``bits_left``, ``packet``, ``tries``, ``attempt_start_s``, ``attempt_end_s``,
+    ``attempt_ok``, ``queue_seq``; ``done`` is an event slot the uplink may use (not saved)."""
+
+    env: Clock
+    """The SimPy environment, with ``at(time, priority)`` for events at an absolute time."""
+    packets_on: bool
+    """Uploads go in packets that may fail (link.packet_bits, link.rate_bps, link.errors)."""
+    per_aggregation: float
+    """How many updates the protocol aggregates at once (FedBuff's K, 1 for FedAsync, semi_sync's
+    first k): over-the-air aggregation gathers that many."""
+    link_rng: np.random.Generator
+    """The "link" random stream: packet errors."""
+
+    def start_transmission(self, u) -> None:
+        """``u`` goes on the air now: its tx_start_s, its gain (drawn now unless its round drew it)
+        and its airtime_s from the scheme's ``upload_s`` (NaN: the uplink decides as it goes)."""
+
+    def draw_gain(self, device: int) -> float:
+        """A fresh gain of ``device`` at this moment (a retransmission's channel)."""
+
+    def next_queue_place(self) -> int:
+        """A place in the uplink's queue (a resume rebuilds the processes in this order)."""
+
+    def update(self, seq: int):
+        """The update in flight with dispatch number ``seq`` (an uplink's ``load_state``)."""
+
+    def in_flight(self) -> Iterable:
+        """The updates still computing or uploading, in dispatch order."""
+
+
+@runtime_checkable
+class EventUplink(Protocol):
+    """The uplink the devices in flight contend for under the event protocols (one per run, made by
+    ``AccessScheme.event_uplink(host)``).
+
+    ``transmit(u)`` is a SimPy generator the device's process runs once its computation is done: it
+    sets ``u.phase`` (QUEUED while it waits, ON_AIR once it sends; ``wirelessfl.access.link.queue``
+    and ``host.start_transmission`` do both), sets ``u.tx_end_s`` and ``u.airtime_s`` when the upload
+    is over, and returns True (arrived), False (lost: a packet failed every try) or an outcome string
+    (e.g. "silent"). It may be interrupted (``simpy.Interrupt``: the device went offline, or a
+    deadline dropped it): it must then let go of what it holds and re-raise. ``state_dict`` and
+    ``load_state`` save and restore what it keeps besides the updates' own fields (a resume
+    recreates the processes in the order they held or asked for the uplink, then calls
+    ``load_state``)."""
+
+    def transmit(self, u): ...
+
+    def state_dict(self) -> dict: ...
+
+    def load_state(self, state: dict) -> None: ...
+
+
+DEFAULT_UPLINKS: dict[bool, type] = {}
+"""The event uplink of a scheme that brings none, by whether it is ``concurrent``; the modules that
+define them fill it in (tdma.py: one transmitter; fdma.py: the shared band)."""
+
+
+class AccessScheme:
+    """How uploads share the uplink. Required: ``from_scenario``, ``airtime_s`` and ``schedule``,
+    and ``__init__`` must set ``link`` (call ``super().__init__(link)``); subclass to inherit the
+    rest (see the module docstring for which engine needs which member)."""
+
+    Options: ClassVar[type | None] = None
+    """A dataclass of the scheme's own options, or None (options handed over as a dict)."""
+    concurrent: ClassVar[bool] = False
+    """True: several devices send at once (a round's airtimes are decided on the air, not before);
+    False: one at a time."""
+    solo_uploads: ClassVar[bool] = False
+    """True: an upload has a channel of its own while on the air (the whole band under tdma, its own
+    sub-band under dedicated), so its time on the air follows from its own channel alone: packets are
+    sent on ``upload_link``, and fading within an upload (channel.coherence_s, devices.speed_mps) is
+    modelled on it (refused elsewhere). False (a shared band): a packet's capacity is the device's
+    rate on its share, and its errors are drawn at that share's SNR (``share_snr``)."""
+    over_the_air: ClassVar[bool] = False
+    """True: the server receives only the sum of the updates (AirComp), never one device's update;
+    an aggregation that needs them one by one (a median, Krum) cannot run over it."""
+
+    def __init__(self, link: Link):
+        self.link = link
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        if "airtime_s" in cls.__dict__ and "upload_s" not in cls.__dict__:
+            # the vector form was overridden and the scalar one was not: one upload's airtime is the
+            # overridden form's, so the event engine honours the override too
+            cls.upload_s = AccessScheme.upload_s
+
+    @classmethod
+    def from_scenario(cls, scenario, options) -> "AccessScheme":
+        """Build the scheme for ``scenario`` (its [link] table) with its options."""
+        raise NotImplementedError(f"{cls.__name__}.from_scenario")
+
+    def airtime_s(self, bits, gain: np.ndarray, power: np.ndarray) -> np.ndarray:
+        """Time on the air of each of the k = len(gain) devices that send in a round."""
+        raise NotImplementedError(f"{type(self).__name__}.airtime_s")
+
+    def schedule(self, ready_s: np.ndarray, airtime_s: np.ndarray, deadline_s: float | None = None) -> UplinkSchedule:
+        """A sync round's uplink in closed form: device i is ready at ready_s[i] and needs airtime_s[i]."""
+        raise NotImplementedError(f"{type(self).__name__}.schedule")
+
+    @classmethod
+    def check(cls, scenario, options) -> None:
+        """Raise ConfigError if the scenario cannot run with this scheme."""
+
+    def event_uplink(self, host: UplinkHost) -> EventUplink:
+        """Event protocols: the SimPy uplink the devices in flight contend for (see
+        :class:`EventUplink`). Default: one transmitter, first come first served, for a scheme that
+        is not ``concurrent`` (:class:`~wirelessfl.access.tdma.OneTransmitter`); the band shared
+        among the devices on the air at ``rates_bps`` for one that is
+        (:class:`~wirelessfl.access.fdma.SharedBand`)."""
+        return DEFAULT_UPLINKS[bool(self.concurrent)](host, self)
+
+    def upload_link(self) -> Link:
+        """The channel one upload is sent on, for packets and fading within an upload (default: the
+        whole band)."""
+        return self.link
+
+    def on_air_s(self, seconds):
+        """The time a transmission of ``seconds`` holds the channel (default: those seconds; slotted
+        TDMA: whole slots). Accepts a number or an array."""
+        return seconds
+
+    def upload_s(self, bits: float, gain: float, power: float) -> float:
+        """Event protocols: one upload's time on the air as it starts (NaN: the event uplink
+        decides as it goes, as FDMA's shared band does). Default: ``airtime_s`` of one device."""
+        return float(self.airtime_s(bits, np.array([gain]), np.array([power]))[0])
+
+    def transmit_power(self, gain: np.ndarray, power: np.ndarray) -> np.ndarray:
+        """Rounds (sync, semi_sync): the power each selected device transmits at, from its gain and
+        the scheduler's power (default: the scheduler's; aircomp: channel inversion)."""
+        return power
+
+    def pricing(self, bits: float, k: int) -> AirtimePrice:
+        """How a scheduler prices one upload of ``bits`` when k devices send together (default: the
+        whole band, as one transmitter at a time has it)."""
+        return AirtimePrice(self.link.bandwidth_hz, self.link.noise_power)
+
+    def uplink_facts(self, devices: np.ndarray, gains: np.ndarray, power: np.ndarray,
+                     arrived: np.ndarray) -> UplinkFacts:
+        """What the uplink did for one aggregation (default: the updates arrive exactly)."""
+        return UplinkFacts(devices, gains, power, arrived)
+
+    def rates_bps(self, gain: np.ndarray, power: np.ndarray, fading: np.ndarray | None = None) -> np.ndarray:
+        """Concurrent schemes: the rate of each of the k = len(gain) devices on the air together
+        (``fading``: their block factors from ``block_fading``; default: 1 / airtime_s of one bit)."""
+        with np.errstate(divide="ignore"):
+            return 1.0 / np.asarray(self.airtime_s(1.0, gain, power), dtype=float)
+
+    def block_fading(self, k: int) -> np.ndarray | None:
+        """Concurrent schemes: what an upload going on the air draws for ``rates_bps`` (k rows;
+        default None: nothing)."""
+        return None
+
+    def state_dict(self) -> dict[str, Any]:
+        """The scheme's memory, for checkpoints."""
+        return {}
+
+    def load_state(self, state: dict[str, Any]) -> None:
+        """Restore what ``state_dict`` returned."""

@@ -1,0 +1,231 @@
+"""Frequency division: the band split among the devices sending. The closed form of a sync round
+(:meth:`FDMA.schedule`: the split fixed for the round) and the event uplink (:class:`SharedBand`:
+the band split again whenever a device joins or leaves it), which OFDMA shares with its own rates.
+
+On the shared band every device that is ready transmits at once, and the band is shared among the
+devices on the air *at each moment*. Under FDMA, with k of them on the air, device i sends at
+(B / k) log2(1 + g_i P_i k / N0) bit/s (its sub-band of B / k carries noise N0 / k); under OFDMA
+at the rate its blocks give it (wirelessfl.access.ofdma). When a device joins or leaves, every rate
+changes from that instant on and each transmission keeps the bits it has left. An upload ends when
+its last bit is sent. This is processor sharing with rates that depend on each device's SNR; a
+device alone on the band gets all of it."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import simpy
+
+from ..des import ON_AIR, RANK_DEVICE, priority
+from ..fields import NoOptions
+from .base import DEFAULT_UPLINKS, AccessScheme, AirtimePrice, UplinkSchedule
+from .link import Link, share_snr
+
+__all__ = ["FDMA", "SharedBand"]
+
+
+class FDMA(AccessScheme):
+    """Frequency division: the k selected devices each get B / k and transmit at once.
+
+    Thermal noise has a flat spectral density, so a sub-band of B / k carries noise N0 / k:
+    rate = (B / k) log2(1 + g P k / N0) and airtime = bits / rate. Under sync the split is fixed for
+    the round (a device that finishes early does not hand its sub-band to the others); each device
+    starts as soon as its computation ends. Under the event protocols the band is re-split among the
+    devices on the air as they come and go (:class:`SharedBand`).
+    """
+
+    Options = NoOptions
+    concurrent = True
+
+    @classmethod
+    def from_scenario(cls, scenario, options) -> "FDMA":
+        """The scenario's band, split among the devices sending."""
+        return cls(Link(scenario.link))
+
+    def upload_s(self, bits: float, gain: float, power: float) -> float:
+        """Not known when an upload starts: the band's share changes as others come and go."""
+        return math.nan
+
+    def pricing(self, bits: float, k: int) -> AirtimePrice:
+        """A share B / k of the band with its noise N0 / k (on average, ofdma's equal shares too)."""
+        k = max(int(k), 1)
+        return AirtimePrice(self.link.bandwidth_hz / k, self.link.noise_power / k)
+
+    def rates_bps(self, gain: np.ndarray, power: np.ndarray, fading: np.ndarray | None = None) -> np.ndarray:
+        """The rate of each of the k = len(gain) devices sending at once, on B / k each."""
+        gain, power = np.broadcast_arrays(np.asarray(gain, dtype=float), np.asarray(power, dtype=float))
+        k = max(gain.size, 1)
+        snr = gain * power * k / self.link.noise_power
+        return self.link.bandwidth_hz / k * np.log1p(snr) / np.log(2.0)  # exact also for snr < 1e-16
+
+    def airtime_s(self, bits: float, gain: np.ndarray, power: np.ndarray) -> np.ndarray:
+        """Airtime of each of the k = len(gain) selected devices at its rate on its share of the band."""
+        rate = self.rates_bps(gain, power, self.block_fading(np.size(gain)))
+        with np.errstate(divide="ignore"):
+            return bits / rate
+
+    def schedule(self, ready_s: np.ndarray, airtime_s: np.ndarray, deadline_s: float | None = None) -> UplinkSchedule:
+        """Every device on its own sub-band from the moment it is ready; see TDMA.schedule for the
+        deadline's rule."""
+        order = np.argsort(ready_s, kind="stable")
+        end = ready_s + airtime_s
+        if deadline_s is None:
+            return UplinkSchedule(order, ready_s.copy(), np.ones(ready_s.size, dtype=bool),
+                                  float(end.max(initial=-math.inf)))
+        started = ready_s < deadline_s
+        arrived = started & (end <= deadline_s)
+        if arrived.all():
+            return UplinkSchedule(order, ready_s.copy(), arrived, float(end.max(initial=-math.inf)))
+        return UplinkSchedule(order[started[order]], np.where(started, ready_s, np.nan), arrived, deadline_s)
+
+    def event_uplink(self, host) -> "SharedBand":
+        """The band shared among the devices on the air at each moment."""
+        return SharedBand(host, self)
+
+
+class SharedBand:
+    """Devices on the air at once, sharing the band (FDMA, OFDMA): the access scheme's rates for the
+    devices on the air (``rates_bps``), worked out again whenever one joins or leaves (see the
+    module docstring).
+
+    Packets (link.packet_bits, link.rate_bps, link.errors): a device sends its packets one after
+    another on its share, each at its rate there (or at the fixed rate); whether a transmission gets
+    through is drawn as it begins, at the capacity and the SNR of the device's share at that moment
+    (``access.share_snr``: FDMA's g P k / N0), and a failed one is sent again at once, at the channel
+    of its own moment, up to link.max_attempts times; an upload whose packet fails every time leaves
+    the band, lost."""
+
+    def __init__(self, host, scheme: AccessScheme):
+        self.host, self.scheme = host, scheme
+        self.link = scheme.link
+        self.packets = host.packets_on
+        self.active: list = []  # updates on the air, in the order they joined
+        self.fading: dict[int, np.ndarray] = {}  # an upload's block factors, drawn as it went on the air
+        self.t_last = host.env.now  # when bits_left was last brought up to date
+        self.rates: list[float] = []  # of the active updates, since t_last
+        self.capacity: list[float] = []  # their shares' capacities (the rates, but at a fixed rate)
+        self._generation = 0  # a wake-up of an older generation is out of date
+
+    def transmit(self, u):
+        """The upload of ``u`` (a SimPy generator): on the air at once, done when its bits are sent.
+        Returns True, or False when a packet failed link.max_attempts times."""
+        env = self.host.env
+        if u.done is None:
+            u.done = env.event()
+        if u.phase != ON_AIR:
+            u.phase = ON_AIR
+            self.host.start_transmission(u)
+            u.bits_left, u.attempts = float(u.bits), 1
+            if self.packets:
+                u.attempts, u.packet, u.tries = 0, 0, 0
+                u.bits_left = self.link.packet_size(u.bits, 0)
+            fading = self.scheme.block_fading(1)
+            if fading is not None:
+                self.fading[u.seq] = fading[0]
+            self._advance()
+            self.active.append(u)
+            self._reschedule()
+            if self.packets:
+                self._begin_attempt(u)
+        try:
+            return (yield u.done)
+        except simpy.Interrupt:
+            self._advance()
+            self._leave(u)
+            self._reschedule()
+            raise
+
+    def _leave(self, u) -> None:
+        self.active.remove(u)
+        self.fading.pop(u.seq, None)
+
+    def _advance(self) -> None:
+        now = self.host.env.now
+        dt = now - self.t_last
+        if dt > 0:
+            for u, rate in zip(self.active, self.rates):
+                u.bits_left -= rate * dt
+        self.t_last = now
+
+    def _reschedule(self) -> None:
+        """The rates of the devices on the air now; wake at the next end of an upload at them."""
+        self._generation += 1
+        active = self.active
+        if not active:
+            self.rates = []
+            return
+        fading = np.array([self.fading[u.seq] for u in active]) if self.fading else None
+        self.rates = self.capacity = self.scheme.rates_bps(np.array([u.gain for u in active]),
+                                                           np.array([u.power for u in active]), fading).tolist()
+        if self.packets and self.link.fixed_rate_bps is not None:  # they send at the rate, whatever their share
+            self.rates = [self.link.fixed_rate_bps] * len(active)
+        best, when = None, math.inf
+        for u, rate in zip(active, self.rates):
+            end = self.t_last + max(u.bits_left, 0.0) / rate if rate > 0 else math.inf
+            if end < when:
+                best, when = u, end
+        if best is None:
+            return
+        env = self.host.env
+        event = env.at(max(when, env.now), priority(RANK_DEVICE, best.seq))
+        generation = self._generation
+        event.callbacks.append(lambda _: self._finish(best, generation))
+
+    def _begin_attempt(self, u) -> None:
+        """A transmission of ``u``'s packet begins now: whether it gets through is drawn at its share's
+        capacity and SNR at this moment (from the "link" stream, waterfall errors only)."""
+        capacity = self.capacity[self.active.index(u)]
+        snr = float(share_snr(capacity, self.link.bandwidth_hz / len(self.active)))
+        rng = self.host.link_rng
+        _, u.attempt_ok = self.link.attempt_at(u.bits_left, capacity, snr,
+                                               rng.random() if self.link.errors == "waterfall" else 1.0)
+        u.attempts, u.tries, u.attempt_start_s = u.attempts + 1, u.tries + 1, self.host.env.now
+
+    def _finish(self, u, generation: int) -> None:
+        if generation != self._generation:
+            return
+        self._advance()
+        u.bits_left = 0.0
+        if self.packets and not self._packet_done(u):
+            return
+        self._leave(u)
+        u.tx_end_s = self.host.env.now
+        u.airtime_s = u.tx_end_s - u.tx_start_s
+        u.done.succeed(True)
+        self._reschedule()
+
+    def _packet_done(self, u) -> bool:
+        """``u``'s transmission ended: True when its last packet is through; otherwise its next
+        transmission begins (the next packet, or this one again), or, after link.max_attempts failures,
+        it leaves the band lost (False is handed back to the device)."""
+        if u.attempt_ok:
+            u.packet, u.tries = u.packet + 1, 0
+            if u.packet == self.link.packet_count(u.bits):
+                return True
+        elif u.tries >= self.link.max_attempts:
+            self._leave(u)
+            u.airtime_s = self.host.env.now - u.tx_start_s
+            u.done.succeed(False)
+            self._reschedule()
+            return False
+        u.bits_left = self.link.packet_size(u.bits, u.packet)
+        if not u.round_gain:  # each transmission at the channel of its own moment
+            u.gain = self.host.draw_gain(u.device)
+        self._reschedule()
+        self._begin_attempt(u)
+        return False
+
+    def state_dict(self) -> dict:
+        """The order of the uploads on the air, their block factors and when their bits were last counted."""
+        return {"active": [u.seq for u in self.active], "t_last": self.t_last,
+                "fading": {seq: f.tolist() for seq, f in self.fading.items()}}
+
+    def load_state(self, state: dict) -> None:
+        """Restore the uploads on the air (after the engine restored the updates)."""
+        self.active = [self.host.update(seq) for seq in state["active"]]
+        self.fading = {int(seq): np.array(f) for seq, f in state.get("fading", {}).items()}
+        self.t_last = float(state["t_last"])
+        self._reschedule()
+
+
+DEFAULT_UPLINKS[True] = SharedBand
