@@ -30,8 +30,9 @@ class AlohaOptions:
 
     slot_s: float = option(1e-3, gt=0, doc="length of a slot (seconds): one packet's transmission; an upload is "
                                            "ceil(bits / (rate x slot_s)) packets at its rate on the whole band")
-    transmit_probability: float = option(0.1, gt=0, le=1, doc="probability that a device with a packet to send "
-                                                              "transmits in a slot (geometric random backoff)")
+    transmit_probability: float = option(0.1, gt=0, lt=1, doc="probability that a device with a packet to send "
+                                                              "transmits in a slot (geometric random backoff; "
+                                                              "below 1, or two devices would collide forever)")
 
 
 class Aloha(AccessScheme):
