@@ -402,3 +402,28 @@ def test_the_store_s_memory_is_checked_with_the_measured_model_at_run_start_and_
     with pytest.raises(ConfigError, match="devices.count = 20"):  # declared: caught as the scenario is read
         from_dict({"run": {"rounds": 1}, "devices": {"count": 20}, "scheduler": {"name": "divfl"},
                    "link": {"model_bits": 32 * 199210}})
+
+
+def test_a_model_that_declares_no_parameter_count_has_its_store_checked_when_the_gradients_arrive(
+        tmp_path, monkeypatch):
+    """The scheduler builds no model (scheduling imports nothing of learning): a model part without
+    parameter_count leaves the vectors' share of the store to the first reports' length."""
+    import wirelessfl.fields as fields
+
+    (tmp_path / "plainmodel.py").write_text(
+        "import torch\n\n\ndef plain(input_shape, num_classes):\n"
+        "    return torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(784, num_classes))\n")
+    sc = from_dict({"run": {"rounds": 1}, "devices": {"count": 20}, "scheduler": {"name": "divfl"},
+                    "learning": {"model": "plainmodel:plain"}}, base_dir=tmp_path)
+    sched = sc.part("scheduler").from_scenario(sc, sc.options("scheduler"))
+    assert sched.unchecked_store == "divfl"
+    monkeypatch.setattr(fields, "physical_memory", lambda: 4 * 10 ** 6)  # 20 x 7850 float32 fit, 20 x 199,210 not
+    sched.receive(Reports(round=0, devices=np.arange(2), losses=np.ones(2), gradients=np.zeros((2, 7850), np.float32)))
+    assert sched.unchecked_store is None and sched.store.dim == 7850
+    again = sc.part("scheduler").from_scenario(sc, sc.options("scheduler"))
+    with pytest.raises(ConfigError, match=r"devices.count = 20: scheduler.name = 'divfl' with 20 devices"):
+        again.receive(Reports(round=0, devices=np.arange(2), losses=np.ones(2),
+                              gradients=np.zeros((2, 199210), np.float32)))
+    mlp = from_dict({"run": {"rounds": 1}, "devices": {"count": 20}, "scheduler": {"name": "divfl"},
+                     "learning": {"model": "logreg"}})
+    assert mlp.part("scheduler").from_scenario(mlp, mlp.options("scheduler")).unchecked_store is None  # declared

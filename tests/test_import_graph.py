@@ -1,7 +1,8 @@
 """The package's import graph, read from the source with ast: no cycle, and no import that runs up
 the layers (foundation -> config -> discrete events -> physical models -> scheduling and learning -> sim -> experiments
--> papers -> cli). Imports inside functions and under TYPE_CHECKING count too: a lazy import is still
-a dependency."""
+-> papers -> cli), and no import between the packages of a layer that must stay apart (scheduling and
+learning: what both need, a Decision and the reports, is in the foundation's ``decisions``). Imports
+inside functions and under TYPE_CHECKING count too: a lazy import is still a dependency."""
 from __future__ import annotations
 
 import ast
@@ -11,7 +12,7 @@ from pathlib import Path
 PACKAGE = Path(__file__).resolve().parent.parent / "wirelessfl"
 
 LAYERS = (
-    ("fields", "files", "jsonio", "rng", "plugins", "traces"),  # no model of anything: values, files, streams
+    ("fields", "files", "jsonio", "rng", "plugins", "traces", "decisions"),  # no model of anything: values, files, streams
     ("config",),
     ("des",),  # the simulated clock and an upload's phases: what every timed model runs on
     ("access", "devices", "fading", "mobility", "participation", "wireless"),
@@ -21,6 +22,9 @@ LAYERS = (
     ("papers",),
     ("cli", ""),  # "": the package's own __init__, the public API
 )
+
+APART = (("scheduling", "learning"),)
+"""Packages of one layer that import neither from the other (docs/architecture.md)."""
 
 
 def modules() -> dict[str, Path]:
@@ -107,12 +111,27 @@ def test_no_import_runs_up_the_layers():
     assert upward == []
 
 
+def between_apart(graph: dict[str, set[str]]) -> list[str]:
+    """The imports from one package of an APART pair into the other, either way."""
+    pairs = {frozenset(p) for p in APART}
+    return [f"{a} -> {b}" for a, targets in graph.items() for b in sorted(targets)
+            if top(a) != top(b) and frozenset((top(a), top(b))) in pairs]
+
+
+def test_scheduling_and_learning_import_neither_from_the_other():
+    assert between_apart(import_graph()) == []
+
+
 def test_the_checker_sees_a_cycle_and_an_upward_import():
-    """The checks themselves, on a graph with both defects: they can fail."""
+    """The checks themselves, on a graph with every defect: they can fail."""
     graph = {"wirelessfl.sim.a": {"wirelessfl.sim.b"}, "wirelessfl.sim.b": {"wirelessfl.sim.a"},
              "wirelessfl.config.x": {"wirelessfl.papers.y"}, "wirelessfl.papers.y": set()}
     assert cycles(graph) == [["wirelessfl.sim.a", "wirelessfl.sim.b"]]
     assert layer("wirelessfl.papers.y") > layer("wirelessfl.config.x")
+    sideways = {"wirelessfl.learning.learner": {"wirelessfl.scheduling.base", "wirelessfl.decisions"},
+                "wirelessfl.scheduling.fair": {"wirelessfl.learning"}, "wirelessfl.sim.runner": {"wirelessfl.learning"}}
+    assert between_apart(sideways) == ["wirelessfl.learning.learner -> wirelessfl.scheduling.base",
+                                       "wirelessfl.scheduling.fair -> wirelessfl.learning"]
     lazy = {m for m in import_graph()["wirelessfl.experiments.run"]}  # function-level imports are seen
     assert "wirelessfl.sim.runner" in lazy or "wirelessfl.sim" in lazy
 

@@ -6,7 +6,7 @@ import numpy as np
 
 from .. import rng as rngs
 from . import DatasetError, TrainingDiverged
-from ..scheduling.base import Decision, ReportRequest, Reports
+from ..decisions import Decision, ReportRequest, Reports
 
 __all__ = ["FederatedLearner", "TrainingDiverged", "data_shape", "federated_data", "model_bits_of"]
 

@@ -26,6 +26,7 @@ aggregation "mean").
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 
@@ -290,6 +291,9 @@ class SubmodularScheduler(_FairBase):
         # a list: each decision appends its greedy's steps (a diagnostic, see papers.fair_selection.gain_trace;
         # not in checkpoints, no effect on the selection)
         self.trace: list | None = None
+        # the scheduler's name while its store's memory is still to be checked against the first
+        # gradients' length (a model that declares no parameter count; see from_scenario)
+        self.unchecked_store: str | None = None
 
     @classmethod
     def from_scenario(cls, scenario, options: DivFLOptions) -> "SubmodularScheduler":
@@ -305,10 +309,13 @@ class SubmodularScheduler(_FairBase):
             r = min(n, math.ceil(n / options.kappa * math.log(1 / options.fair_epsilon)))
         store = ClientStore(n, projection_dim=options.fair_projection_dim,
                             rng=rngs.stream(scenario.seed, "projection"))
-        return cls(n, options.kappa, scenario.link.p_bar, scenario.link.p_max, store, greedy=options.fair_greedy,
-                   sample_size=r, freshness=options.fair_freshness,
-                   normalize_distances=options.fair_normalize_distances,
-                   probe_samples=options.fair_probe_samples, **cls._objective(options))
+        scheduler = cls(n, options.kappa, scenario.link.p_bar, scenario.link.p_max, store,
+                        greedy=options.fair_greedy, sample_size=r, freshness=options.fair_freshness,
+                        normalize_distances=options.fair_normalize_distances,
+                        probe_samples=options.fair_probe_samples, **cls._objective(options))
+        if options.fair_projection_dim is None and cls._model_size(scenario, measure=True) is None:
+            scheduler.unchecked_store = scenario.scheduler.name  # checked with the first gradients' length
+        return scheduler
 
     @staticmethod
     def _objective(options) -> dict:
@@ -318,22 +325,33 @@ class SubmodularScheduler(_FairBase):
     @classmethod
     def memory_bytes(cls, scenario, options: DivFLOptions, measure: bool = False) -> float:
         """N x N float64 distances plus N stored vectors of float32 (the projection's size, or the
-        model's: link.model_bits / 32, or, with ``measure``, counted from the model)."""
-        n = scenario.devices.count
-        d = options.fair_projection_dim or cls._model_size(scenario, measure)
+        model's: link.model_bits / 32, or, with ``measure``, the parameter count the model declares)."""
+        return cls._store_bytes(scenario.devices.count,
+                                options.fair_projection_dim or cls._model_size(scenario, measure) or 0)
+
+    @staticmethod
+    def _store_bytes(n: int, d: int) -> float:
         return 8.0 * n * n + 4.0 * n * d
 
     @staticmethod
-    def _model_size(scenario, measure: bool) -> int:
-        """The model's parameter count: link.model_bits / 32; else, with ``measure``, counted from the
-        model (which imports torch: run start, not load time), else 0."""
+    def _model_size(scenario, measure: bool) -> int | None:
+        """The model's parameter count: link.model_bits / 32; else, with ``measure``, what the model
+        part declares for the input shape and classes the dataset part declares
+        (``Model.parameter_count``: the built-ins count their layers, without torch), else 0. None: the
+        model or the dataset does not declare it (the gradients' length is checked when they arrive).
+        Scheduling builds no model and loads no data: the parts say what they are."""
         if scenario.link.model_bits is not None:
             return scenario.link.model_bits // 32
-        if not measure or scenario.part("dataset").shape(scenario, scenario.options("dataset")) is None:
+        if not measure:
             return 0  # reading a scenario builds no model and loads no data
-        from ..learning.learner import model_bits_of
-
-        return model_bits_of(scenario) // 32
+        shape = scenario.part("dataset").shape(scenario, scenario.options("dataset"))
+        if shape is None:
+            return None
+        options = scenario.options("model")
+        kwargs = ({f.name: getattr(options, f.name) for f in dataclasses.fields(options)}
+                  if dataclasses.is_dataclass(options) else dict(options or {}))
+        counted = scenario.part("model").parameter_count(tuple(shape[0]), int(shape[1]), **kwargs)
+        return None if counted is None else int(counted)
 
     @classmethod
     def check(cls, scenario, options: DivFLOptions) -> None:
@@ -353,7 +371,13 @@ class SubmodularScheduler(_FairBase):
         return None
 
     def receive(self, reports: Reports) -> None:
-        """Store reported losses and gradients."""
+        """Store reported losses and gradients (the first ones, of a model that declared no parameter
+        count, once the store of N of them fits in memory)."""
+        if self.unchecked_store is not None and reports.gradients is not None and self.store.dim is None:
+            n, d = self.num_devices, int(np.asarray(reports.gradients).reshape(len(reports.devices), -1).shape[1])
+            require_memory("devices.count", n, self._store_bytes(n, d),
+                           f"scheduler.name = {self.unchecked_store!r} with {n} devices (its per-device store)")
+            self.unchecked_store = None
         self.store.update(reports.devices, reports.losses, reports.gradients, reports.round)
 
     def decide(self, state: RoundState) -> Decision:
