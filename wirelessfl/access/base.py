@@ -31,7 +31,6 @@ from typing import TYPE_CHECKING, Any, ClassVar, Iterable, Protocol, runtime_che
 
 import numpy as np
 
-from ..fields import ConfigError
 from .link import Link
 
 if TYPE_CHECKING:

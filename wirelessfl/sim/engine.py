@@ -24,14 +24,16 @@ from typing import TYPE_CHECKING, Callable, Protocol
 
 import numpy as np
 
-from ..access import AccessScheme, UplinkFacts, share_snr
+from ..access import AccessScheme, share_snr
+from ..des.clock import Clock
 from ..devices import ComputeModel, MarkovAvailability, TraceAvailability
 from ..fading import BlockFading
 from ..participation import ExcludedAvailability
-from ..scheduling.base import Decision, ReportRequest, Reports, RoundState, Scheduler, draw_devices
+from ..scheduling.base import Decision, ReportRequest, Reports, Scheduler
 from ..wireless import Channel
 from .checks import PartChecks
-from ..des.clock import Clock
+from .pipeline import (RoundRecord, compute_energy, learn_round, open_round, piggyback_s, server_round_record,
+                       transmit_energy)
 
 if TYPE_CHECKING:  # the learning layer loads torch: not for timing-only runs
     from ..learning.algorithms import Algorithm
@@ -49,14 +51,6 @@ class Learner(Protocol):
     def evaluate(self) -> dict: ...
 
     # Optional: ``uplink(facts: UplinkFacts)``, told what the uplink did before every aggregation.
-
-
-def tell_uplink(learner, facts: UplinkFacts) -> None:
-    """Hand the uplink's facts to a learner that wants them (``uplink`` is optional, so learners
-    written before it keep working)."""
-    hook = getattr(learner, "uplink", None)
-    if hook is not None:
-        hook(facts)
 
 
 @dataclass
@@ -84,41 +78,6 @@ class Parts:
     round_deadline_s: float | None = None
     idle_round_s: float = 0.01
     fading: BlockFading | None = None
-
-
-@dataclass
-class RoundRecord:
-    """Timing facts of one round; the engine fills it, the recorder stores it."""
-
-    round: int
-    t_start: float
-    t_end: float
-    downlink_s: float
-    comp_s: float          # longest computation among the selected devices
-    comm_s: float          # sum of the selected devices' airtimes, plus the pre-round uploads' time
-    selected: np.ndarray   # distinct devices, ascending
-    upload_order: np.ndarray  # devices in the order their uploads started
-    airtime_s: np.ndarray  # per selected device (same order as ``selected``)
-    energy_j: np.ndarray   # transmit energy per selected device: P x time actually on the air
-    gains: np.ndarray
-    decision: Decision
-    compute_energy_j: np.ndarray | None = None  # per selected device, for the computation done
-    arrived: np.ndarray | None = None    # per selected device: upload complete by the deadline
-    available: np.ndarray | None = None  # per device (N,): could be scheduled (None: all)
-    server_round: bool = False  # the server trained alone (no device took part)
-    server_s: float = 0.0  # that round's server computation time
-    idle_s: float = 0.0  # a round in which nothing took time lasts idle_round_s (a frame): the clock moves
-    extra_airtime_s: float = 0.0  # uplink time of traffic other than the models (pre-uploads, piggy-backs)
-    extra_energy_j: float = 0.0   # transmit energy of the pre-round uploads (all devices that sent)
-    metrics: dict = field(default_factory=dict)  # the algorithm's numbers of this round
-    ready_s: np.ndarray | None = None   # per selected device: when its computation ended
-    tx_start: np.ndarray | None = None  # per selected device: when its upload started (nan: never)
-    tx_end: np.ndarray | None = None    # and ended, where that is not tx_start + airtime (None: it is)
-    attempts: np.ndarray | None = None  # per selected device: transmissions of its packets (None: one each)
-    power: np.ndarray | None = None     # per selected device, the power it sent at (None: the decision's)
-    q: np.ndarray | None = None         # likewise (NaN: dispatched, not drawn)
-    staleness: np.ndarray | None = None  # per update applied (None: all fresh, sync)
-    per_update: bool = False  # device totals come from the update records (event protocols)
 
 
 @dataclass
@@ -260,33 +219,15 @@ class Engine:
     def _round(self, r: int):
         p = self.parts
         t_start = self.env.now
-        p.channel.set_time(t_start)
-        gains = self.checks.gains(p.channel.draw(self.streams["channel"]), f"round {r}")
         available = p.availability.step(self.streams["availability"]) if p.availability is not None else None
-        state = RoundState(round=r, gains=gains, model_bits=p.upload_bits, bandwidth_hz=p.access.link.bandwidth_hz,
-                           noise_power=p.access.link.noise_power, available=available,
-                           rng=self.streams["selection"], time_s=t_start, access=p.access)
-        plan = p.algorithm.plan_round(r, self.streams["round_type"])
-        if plan is not None:
-            yield from self._server_round(state, plan)
+        opening = open_round(p, self.streams, self.checks, self.learner, r, t_start, available)
+        if opening.plan is not None:
+            yield from self._server_round(opening)
             return
-        request = p.scheduler.probe(state)
-        if request is not None and self.learner is not None:
-            p.scheduler.receive(self.learner.reports(request, r))
-        decision = p.scheduler.decide(state)
-        self.checks.decision(decision, available, f"round {r}")
-        if decision.selected is not None:  # the scheduler chose the devices itself
-            selected = np.unique(np.asarray(decision.selected, dtype=np.int64))
-        else:
-            selected = draw_devices(decision.omega, decision.m, self.streams["selection"], decision.replace)
-        decision_power = decision.power[selected]
-        power = p.access.transmit_power(gains[selected], decision_power)
-        bits = p.upload_bits
-        piggy_s = 0.0
-        if decision.traffic.piggyback_bits is not None:  # e.g. a refreshed gradient riding on the model upload
-            extra = np.asarray(decision.traffic.piggyback_bits, dtype=float)[selected]
-            bits = p.upload_bits + extra
-            piggy_s = float(np.where(extra > 0, p.access.airtime_s(extra, gains[selected], power), 0.0).sum())
+        decision, selected, power, bits, comp = (opening.decision, opening.selected, opening.power, opening.bits,
+                                                 opening.comp)
+        gains = opening.gains
+        piggy_s = piggyback_s(p.access, opening)
         delivered = attempts = None
         if self._packets:  # packets retried at the round's gain; some uploads may be lost
             airtime, attempts, delivered = self._send(bits, gains[selected], power)
@@ -295,7 +236,6 @@ class Engine:
                                                               self.streams["fading"]))
         else:
             airtime = p.access.airtime_s(bits, gains[selected], power)
-        comp = p.compute.compute_times(selected, self.streams["compute"], round_idx=r)
 
         if p.downlink_s > 0:
             yield self.env.timeout(p.downlink_s)
@@ -317,33 +257,24 @@ class Engine:
         t_end = self.env.now
 
         arrived = uplink.arrived if delivered is None else uplink.arrived & delivered  # lost uploads do not count
-        comp_energy = p.compute.energy_j(selected, round_idx=r)
+        comp_energy = opening.energy_full
         if deadline_at is None or uplink.on_air_s is not None:  # everything was done, or said as it went
             on_air = airtime
         else:  # energy for what was done: a dropped upload spent power only while on the air
             on_air = np.where(uplink.arrived, airtime,
                               np.where(np.isnan(uplink.tx_start), 0.0, t_end - uplink.tx_start))
         if deadline_at is not None:  # an interrupted computation spent the fraction it completed
-            with np.errstate(invalid="ignore", divide="ignore", over="ignore"):  # over: comp subnormal
-                comp_energy = comp_energy * np.where(comp > 0, np.clip((t_end - t_compute) / comp, 0.0, 1.0), 1.0)
-        metrics = {}
-        if self.learner is not None:
-            report = decision.traffic.report_with_upload
-            if report is not None:  # reports on the uploads that arrived, at the round's model
-                on_upload = np.intersect1d(np.asarray(report.devices, dtype=np.int64), selected[arrived])
-                p.scheduler.receive(self.learner.reports(
-                    ReportRequest(on_upload, report.gradients, report.max_samples), r))
-            tell_uplink(self.learner, p.access.uplink_facts(selected, gains[selected], power, arrived))
-            metrics = self.learner.train_round(selected[arrived], decision, r)
+            comp_energy = compute_energy(comp_energy, comp, t_end - t_compute)
+        metrics = learn_round(p, self.learner, decision, selected, arrived, gains[selected], power, r)
         self.on_round(RoundRecord(
             round=r, t_start=t_start, t_end=t_end, downlink_s=p.downlink_s,
             comp_s=float(comp.max(initial=0.0)), comm_s=float(airtime.sum()) + pre_s, selected=selected,
             upload_order=selected[uplink.order], airtime_s=airtime,
-            energy_j=np.where(on_air > 0, power * on_air, 0.0),
+            energy_j=transmit_energy(power, on_air),
             gains=gains, decision=decision, compute_energy_j=comp_energy, arrived=arrived,
             available=available, extra_airtime_s=pre_s + piggy_s, extra_energy_j=pre_energy,
             metrics=metrics, idle_s=idle_s, ready_s=ready, tx_start=uplink.tx_start, tx_end=uplink.tx_end,
-            attempts=attempts, power=None if power is decision_power else power))
+            attempts=attempts, power=None if power is opening.decision_power else power))
 
     def _send(self, bits, gains: np.ndarray, power: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Each selected device's upload in packets at the round's gain, from the "link" stream: (time
@@ -391,24 +322,15 @@ class Engine:
                 yield self.env.timeout(a)
         return self.env.now - start, float(np.sum(power * airtime))
 
-    def _server_round(self, state: RoundState, plan):
+    def _server_round(self, opening):
         """A round in which the server trains alone: no airtime, no device energy, and the
         scheduler is not consulted (it may count the round as an idle slot)."""
+        plan = opening.plan
         if plan.duration_s > 0:
             yield self.env.timeout(plan.duration_s)
-        idle_s = yield from self._idle(state.time_s)
-        metrics = self.learner.server_round(state.round) if self.learner is not None else {}
-        n = self.parts.num_devices
-        queue = self.parts.scheduler.skip_round(state, plan.drain)
-        decision = Decision(omega=np.zeros(n), q=np.zeros(n), power=np.zeros(n),
-                            queue=None if queue is None else np.asarray(queue, dtype=float), m=0,
-                            info={"method": "server_round"})
-        none = np.empty(0, dtype=np.int64)
-        self.on_round(RoundRecord(
-            round=state.round, t_start=state.time_s, t_end=self.env.now, downlink_s=0.0, comp_s=0.0, comm_s=0.0,
-            selected=none, upload_order=none, airtime_s=np.empty(0), energy_j=np.empty(0), gains=state.gains,
-            decision=decision, compute_energy_j=np.empty(0), arrived=np.empty(0, dtype=bool),
-            available=state.available, server_round=True, server_s=plan.duration_s, metrics=metrics, idle_s=idle_s))
+        idle_s = yield from self._idle(opening.t_start)
+        self.on_round(server_round_record(self.parts, self.learner, opening, plan.drain, plan.duration_s,
+                                          self.env.now, idle_s))
 
     def _evaluate(self) -> None:
         self._evaluated_at = self.rounds_done

@@ -46,7 +46,8 @@ from ..scheduling.base import Decision, DispatchState
 from ..wireless import moving
 from .checks import PartChecks
 from ..des.clock import CHECKPOINT, RANK_AVAILABILITY, RANK_DEVICE, RANK_STOP, RANK_TIMER, Clock, priority
-from .engine import STREAMS, EvalRule, Parts, RoundRecord, StopRule, evaluate, raise_non_finite_clock, tell_uplink
+from .engine import STREAMS, EvalRule, Parts, StopRule, evaluate, raise_non_finite_clock
+from .pipeline import RoundRecord, tell_uplink
 from .event_state import engine_state, load_engine_state, restore
 from .flight import ARRIVED, COMPUTE, DOWNLINK, FINISHED, WAITING, Round, Update, arrived_facts
 from .rounds import RoundMachinery

@@ -30,7 +30,7 @@ import numpy as np
 from ..files import open_append, write_atomic
 from ..jsonio import write_json_atomic
 from .device_arrays import DECISIONS, DeviceArrays
-from .engine import RoundRecord
+from .pipeline import RoundRecord
 from .summary import PowerSettling, RoundTotals
 
 ROUND_COLUMNS = ["round", "t_start", "t_end", "downlink_s", "comp_s", "comm_s", "num_selected",

@@ -7,8 +7,8 @@ import math
 
 import numpy as np
 
-from ..scheduling.base import Decision, ReportRequest, RoundState, draw_devices
-from .engine import RoundRecord, tell_uplink
+from .pipeline import (RoundOpening, RoundRecord, compute_energy, learn_round, open_round, piggyback_s, round_state,
+                       server_round_record, tell_uplink, transmit_energy)
 from .flight import COMPUTE, FINISHED, WAITING, Round, Update, arrived_facts
 
 __all__ = ["RoundMachinery"]
@@ -25,15 +25,11 @@ class RoundMachinery:
         if self.stopping:
             return
         p, r, t = self.parts, self.version, self.env.now
-        p.channel.set_time(t)
-        gains = self.checks.gains(p.channel.draw(self.streams["channel"]), f"round {r}")
         available = self.available
         if self.busy.any():
             available = ~self.busy if available is None else available & ~self.busy
-        state = RoundState(round=r, gains=gains, model_bits=p.upload_bits, bandwidth_hz=p.access.link.bandwidth_hz,
-                           noise_power=p.access.link.noise_power, available=available,
-                           rng=self.streams["selection"], time_s=t, access=p.access)
-        plan = p.algorithm.plan_round(r, self.streams["round_type"])
+        opening = open_round(p, self.streams, self.checks, self.learner, r, t, available)
+        gains, plan = opening.gains, opening.plan
         if plan is not None:
             end = t + plan.duration_s if plan.duration_s > 0 else t + p.idle_round_s
             self.round_ = Round(r, t, t, None, np.empty(0, dtype=np.int64), gains, available, np.empty(0), [],
@@ -41,34 +37,18 @@ class RoundMachinery:
             self._drain = plan.drain
             self.timer("_server_round_end", end)
             return
-        request = p.scheduler.probe(state)
-        if request is not None and self.learner is not None:
-            p.scheduler.receive(self.learner.reports(request, r))
-        decision = p.scheduler.decide(state)
-        self.checks.decision(decision, available, f"round {r}")
-        if decision.selected is not None:
-            selected = np.unique(np.asarray(decision.selected, dtype=np.int64))
-        else:
-            selected = draw_devices(decision.omega, decision.m, self.streams["selection"], decision.replace)
-        power = p.access.transmit_power(gains[selected], decision.power[selected])
-        bits = np.full(selected.size, float(p.upload_bits))
+        decision, selected, power, comp, energy = (opening.decision, opening.selected, opening.power, opening.comp,
+                                                   opening.energy_full)
+        bits = np.broadcast_to(np.asarray(opening.bits, dtype=float), selected.shape)
         concurrent = p.access.concurrent
-        piggy_s = 0.0
-        if decision.traffic.piggyback_bits is not None:  # e.g. a refreshed gradient riding on the model upload
-            extra = np.asarray(decision.traffic.piggyback_bits, dtype=float)[selected]
-            bits = bits + extra
-            if not concurrent:
-                piggy_s = float(np.where(extra > 0, p.access.airtime_s(extra, gains[selected], power), 0.0).sum())
-        if concurrent:
+        piggy_s = 0.0 if concurrent else piggyback_s(p.access, opening)
+        if concurrent:  # the band decides as the uploads go
             airtime = np.full(selected.size, math.nan)
         elif p.fading is not None and not self.packets_on:  # as sync draws it: the round's uploads at once
             airtime = p.access.on_air_s(p.fading.upload_times(bits, gains[selected], power, selected,
                                                               self.streams["fading"]))
         else:
-            airtime = p.access.airtime_s(bits if decision.traffic.piggyback_bits is not None else p.upload_bits,
-                                         gains[selected], power)
-        comp = np.asarray(p.compute.compute_times(selected, self.streams["compute"], round_idx=r), dtype=float)
-        energy = np.asarray(p.compute.energy_j(selected, round_idx=r), dtype=float)
+            airtime = p.access.airtime_s(opening.bits, gains[selected], power)
         start = t + p.downlink_s
         round_ = self.round_ = Round(r, t, start, decision, selected, gains, available, comp, [], piggy_s=piggy_s)
         # the probe's reports go up first (after the broadcast), through the same uplink, as under sync
@@ -103,25 +83,12 @@ class RoundMachinery:
     def _server_round_end(self) -> None:
         """A round in which the server trained alone (SAFARI): no airtime, no device energy."""
         round_ = self.round_
-        metrics = self.learner.server_round(round_.index) if self.learner is not None else {}
-        n = self.num_devices
-        state = RoundState(round=round_.index, gains=round_.gains, model_bits=self.parts.upload_bits,
-                           bandwidth_hz=self.parts.access.link.bandwidth_hz,
-                           noise_power=self.parts.access.link.noise_power, available=round_.available,
-                           rng=self.streams["selection"], time_s=round_.t_start,
-                           access=self.parts.access)
-        queue = self.parts.scheduler.skip_round(state, self._drain)
-        decision = Decision(omega=np.zeros(n), q=np.zeros(n), power=np.zeros(n),
-                            queue=None if queue is None else np.asarray(queue, dtype=float), m=0,
-                            info={"method": "server_round"})
-        none = np.empty(0, dtype=np.int64)
+        opening = RoundOpening(round_.index, round_.t_start, round_.gains, round_.available,
+                               round_state(self.parts, self.streams, round_.index, round_.t_start, round_.gains,
+                                           round_.available))
         duration = round_.server_s
-        self.on_round(RoundRecord(
-            round=round_.index, t_start=round_.t_start, t_end=self.env.now, downlink_s=0.0, comp_s=0.0, comm_s=0.0,
-            selected=none, upload_order=none, airtime_s=np.empty(0), energy_j=np.empty(0), gains=round_.gains,
-            decision=decision, compute_energy_j=np.empty(0), arrived=np.empty(0, dtype=bool),
-            available=round_.available, server_round=True, server_s=duration, metrics=metrics,
-            idle_s=0.0 if duration > 0 else self.parts.idle_round_s, per_update=True))
+        self.on_round(server_round_record(self.parts, self.learner, opening, self._drain, duration, self.env.now,
+                                          0.0 if duration > 0 else self.parts.idle_round_s, per_update=True))
         self.round_ = None
         self._aggregated()
         self.begin_round()
@@ -143,15 +110,8 @@ class RoundMachinery:
         arrived = np.isin(selected, [u.device for u in on_time])
         ups = [{u.device: u for u in round_.updates}[n] for n in selected.tolist()]  # in selected order
         power = np.array([u.power for u in ups])
-        metrics = {}
-        if self.learner is not None:
-            report = round_.decision.traffic.report_with_upload
-            if report is not None:
-                on_upload = np.intersect1d(np.asarray(report.devices, dtype=np.int64), selected[arrived])
-                p.scheduler.receive(self.learner.reports(
-                    ReportRequest(on_upload, report.gradients, report.max_samples), r))
-            tell_uplink(self.learner, p.access.uplink_facts(selected, np.array([u.gain for u in ups]), power, arrived))
-            metrics = self.learner.train_round(selected[arrived], round_.decision, r)
+        metrics = learn_round(p, self.learner, round_.decision, selected, arrived, np.array([u.gain for u in ups]),
+                              power, r)
         carried = list(carried)
         staleness = np.zeros(len(on_time) + len(carried), dtype=np.int64)
         if carried:
@@ -173,19 +133,17 @@ class RoundMachinery:
         tx_start = np.array([u.tx_start_s for u in ups])
         airtime = np.array([u.airtime_s for u in ups])
         on_air = np.where(arrived, airtime, np.where(np.isnan(tx_start), 0.0, now - tx_start))
-        full = np.array([u.compute_energy_full_j for u in ups])
-        comp = round_.comp
-        with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
-            comp_energy = full * np.where(comp > 0, np.clip((now - round_.compute_start_s) / comp, 0.0, 1.0), 1.0)
+        comp_energy = compute_energy(np.array([u.compute_energy_full_j for u in ups]), round_.comp,
+                                     now - round_.compute_start_s)
         started = ~np.isnan(tx_start)
         order = np.flatnonzero(started)[np.argsort(tx_start[started], kind="stable")]
         idle = not selected.size and p.downlink_s == 0 and round_.reports_s == 0
         self.on_round(RoundRecord(
             round=r, t_start=round_.t_start, t_end=now, downlink_s=p.downlink_s,
-            comp_s=float(comp.max(initial=0.0)), comm_s=float(np.nansum(airtime)) + round_.reports_s,
+            comp_s=float(round_.comp.max(initial=0.0)), comm_s=float(np.nansum(airtime)) + round_.reports_s,
             selected=selected, extra_airtime_s=round_.reports_s + round_.piggy_s,
             extra_energy_j=float(np.sum(round_.reports_energy)) if round_.reports_energy else 0.0,
-            upload_order=selected[order], airtime_s=airtime, energy_j=np.where(on_air > 0, power * on_air, 0.0),
+            upload_order=selected[order], airtime_s=airtime, energy_j=transmit_energy(power, on_air),
             gains=round_.gains, decision=round_.decision, compute_energy_j=comp_energy, arrived=arrived,
             available=round_.available, metrics=metrics, idle_s=p.idle_round_s if idle else 0.0,
             staleness=staleness, per_update=True))

@@ -25,7 +25,8 @@ from ..fading import block_fading
 from ..wireless import build_channel, moving, sigma_profile
 from ..files import write_atomic
 from .checkpoint import CHECKPOINT_NAME, ResumeError, save_checkpoint
-from .engine import STREAMS, Engine, EvalRule, Parts, RoundRecord, StopRule
+from .engine import STREAMS, Engine, EvalRule, Parts, StopRule
+from .pipeline import RoundRecord
 from .events import EventEngine
 from .progress import ProgressBar
 from .records import Recorder
