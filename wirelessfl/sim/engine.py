@@ -155,7 +155,7 @@ class Engine:
                  evaluate: EvalRule, learner: Learner | None = None,
                  on_round: Callable[[RoundRecord], None] = lambda r: None,
                  on_eval: Callable[[dict], None] = lambda e: None,
-                 after_round: Callable[["Engine"], None] = lambda e: None):
+                 after_round: Callable[["Engine"], None] | None = None):
         missing = [name for name in STREAMS if name not in streams]
         if missing:
             raise ValueError(f"the engine needs the random streams {missing}")
@@ -212,7 +212,8 @@ class Engine:
                 raise_non_finite_clock(self.env.now, f"round {self.rounds_done - 1}")
             if self.learner is not None and self.eval_rule.due(self.rounds_done, self.env.now):
                 self._evaluate()
-            self.after_round(self)
+            if self.after_round is not None:
+                self.after_round(self)
         if self.learner is not None and self._evaluated_at != self.rounds_done:
             self._evaluate()  # the final model, whichever rule stopped the run
 

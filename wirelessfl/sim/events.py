@@ -42,12 +42,12 @@ from typing import Callable
 import numpy as np
 import simpy
 
-from ..scheduling.base import Decision, DispatchState
+from ..scheduling.base import DispatchState
 from ..wireless import moving
 from .checks import PartChecks
 from ..des.clock import CHECKPOINT, RANK_AVAILABILITY, RANK_DEVICE, RANK_STOP, RANK_TIMER, Clock, priority
 from .engine import STREAMS, EvalRule, Parts, StopRule, evaluate, raise_non_finite_clock
-from .pipeline import RoundRecord, tell_uplink
+from .pipeline import AggregationRecord, RoundRecord, tell_uplink
 from .event_state import engine_state, load_engine_state, restore
 from .flight import ARRIVED, COMPUTE, DOWNLINK, FINISHED, WAITING, Round, Update, arrived_facts
 from .rounds import RoundMachinery
@@ -485,19 +485,22 @@ class EventEngine(RoundMachinery):
         x <- x + w (y - x), rather than by w delta. The server version then increases by one."""
         self._train_pending()
         v = self.version
-        staleness = np.array([v - u.version for u in updates], dtype=np.int64)
+        staleness = [v - u.version for u in updates]
         metrics = {}
         if self.learner is not None and updates:
             devices = np.array([u.device for u in updates], dtype=np.int64)
             tell_uplink(self.learner, arrived_facts(updates, self.parts.access))
             metrics = self.learner.apply_updates(devices, [u.delta for u in updates], np.asarray(weights, dtype=float),
-                                                 staleness, [u.start for u in updates] if mix else None)
+                                                 np.array(staleness, dtype=np.int64),
+                                                 [u.start for u in updates] if mix else None)
         now = self.env.now
         for u in updates:
             u.version_applied = v
             self.last_applied[u.device] = v + 1
             self._settle(u, "applied", now)
-        self._record_aggregation(updates, staleness, metrics)
+        # the applied updates, in arrival order (updates.csv has every upload)
+        self.on_round(AggregationRecord(v, self.last_aggregation_s, now, self.parts.downlink_s, updates, staleness,
+                                        metrics, self.dispatch_info, self.available, self.next_tick_s))
         self._aggregated()
 
     def discard(self, update: Update, outcome: str) -> None:
@@ -522,22 +525,6 @@ class EventEngine(RoundMachinery):
             u.compute_energy_j = u.compute_energy_full_j * min(max((t - u.compute_start_s) / u.compute_s, 0.0), 1.0)
         self.on_update(u)
         u.delta = u.start = None
-
-    def _record_aggregation(self, updates: list, staleness: np.ndarray, metrics: dict) -> None:
-        sel = np.array([u.device for u in updates], dtype=np.int64)
-        airtime = np.array([u.airtime_s for u in updates])
-        empty = np.empty(0)
-        self.on_round(RoundRecord(
-            round=self.version, t_start=self.last_aggregation_s, t_end=self.env.now,
-            downlink_s=self.parts.downlink_s, comp_s=max((u.compute_s for u in updates), default=0.0),
-            # selected: the updates applied, in arrival order (their upload order and q say nothing
-            # more: updates.csv has every upload)
-            comm_s=float(airtime.sum()), selected=sel, upload_order=np.empty(0, dtype=np.int64), airtime_s=airtime,
-            energy_j=np.array([u.energy_j for u in updates]), gains=empty,
-            decision=Decision(omega=empty, q=empty, power=empty, m=0, info=self.dispatch_info),
-            compute_energy_j=np.array([u.compute_energy_j for u in updates]), arrived=np.ones(sel.size, dtype=bool),
-            available=self.available, metrics=metrics, power=np.array([u.power for u in updates]),
-            q=empty, staleness=staleness, per_update=True))
 
     def _aggregated(self) -> None:
         """The version is done: count it, evaluate if due, stop or checkpoint."""

@@ -16,7 +16,7 @@ import numpy as np
 
 from ..scheduling.base import Decision, ReportRequest, RoundState, draw_devices
 
-__all__ = ["RoundOpening", "RoundRecord", "compute_energy", "learn_round", "open_round", "piggyback_s", "round_state",
+__all__ = ["AggregationRecord", "RoundOpening", "RoundRecord", "compute_energy", "learn_round", "open_round", "piggyback_s", "round_state",
            "server_round_record", "tell_uplink", "transmit_energy"]
 
 
@@ -53,6 +53,27 @@ class RoundRecord:
     q: np.ndarray | None = None         # likewise (NaN: dispatched, not drawn)
     staleness: np.ndarray | None = None  # per update applied (None: all fresh, sync)
     per_update: bool = False  # device totals come from the update records (event protocols)
+
+
+class AggregationRecord:
+    """One aggregation of updates that arrived one by one (the event protocols' ``server.apply``):
+    the record of a row of rounds.csv, kept as the updates themselves (their rows are in
+    updates.csv) rather than as arrays, so that an aggregation of one update costs little.
+
+    round: the server version it produced - 1; t_start: the previous aggregation; updates: those
+    applied, in arrival order (wirelessfl.sim.flight.Update, settled); staleness: one per update;
+    info: the dispatch rule's latest facts; available: the availability now (None: all) and
+    available_since: when that availability began (it changes only then)."""
+
+    __slots__ = ("round", "t_start", "t_end", "downlink_s", "updates", "staleness", "metrics", "info", "available",
+                 "available_since")
+    per_update = True
+
+    def __init__(self, round: int, t_start: float, t_end: float, downlink_s: float, updates: list, staleness: list,
+                 metrics: dict, info: dict, available: np.ndarray | None, available_since):
+        self.round, self.t_start, self.t_end, self.downlink_s = round, t_start, t_end, downlink_s
+        self.updates, self.staleness, self.metrics, self.info = updates, staleness, metrics, info
+        self.available, self.available_since = available, available_since
 
 
 @dataclass

@@ -30,7 +30,7 @@ import numpy as np
 from ..files import open_append, write_atomic
 from ..jsonio import write_json_atomic
 from .device_arrays import DECISIONS, DeviceArrays
-from .pipeline import RoundRecord
+from .pipeline import AggregationRecord, RoundRecord
 from .summary import PowerSettling, RoundTotals
 
 ROUND_COLUMNS = ["round", "t_start", "t_end", "downlink_s", "comp_s", "comm_s", "num_selected",
@@ -86,6 +86,21 @@ def _ids(values: np.ndarray) -> str:
 
 
 _G6 = "{:.6g}".format
+
+
+_NEVER = object()  # an availability that never was
+
+
+def _fsum(values: list) -> float:
+    """The sum of ``values`` as numpy sums a float64 array of them, to the last bit: one by one from
+    0.0 below eight values (numpy's pairwise summation adds fewer than eight in order), numpy's own
+    sum above."""
+    if len(values) < 8:
+        total = 0.0
+        for value in values:
+            total += value
+        return total
+    return float(np.add.reduce(np.array(values, dtype=float)))
 
 
 def _floats(values: np.ndarray) -> str:
@@ -295,6 +310,8 @@ class Recorder:
         self.expected_power_sum = np.zeros(num_devices)  # sum over rounds of P q (Fig. 7)
         self.power = PowerSettling(p_bar)  # mean over devices of P q, round by round (the transient)
         self._device_pending: list[tuple] = []  # updates' totals not yet added to the arrays above
+        # aggregations counted at the current availability, not yet added to available_rounds
+        self._available, self._available_since, self._available_sum, self._available_count = None, _NEVER, 0, 0
         self.out_dir = out_dir
         self.arrays = (DeviceArrays(out_dir / DECISIONS, num_devices, extra={"positions": (2,)} if positions else None)
                        if keep_device_arrays and out_dir is not None else None)
@@ -331,7 +348,26 @@ class Recorder:
         fh = open_append(path)
         self._files[name] = (fh, csv.writer(fh), list(columns))
 
-    def on_round(self, rec: RoundRecord) -> None:
+    def on_round(self, rec: RoundRecord | AggregationRecord) -> None:
+        """One row of rounds.csv: a round (sync, semi_sync, a server round) or an aggregation of
+        updates that arrived one by one (fedbuff, fedasync)."""
+        where = self.positions() if self.positions is not None else None
+        if isinstance(rec, AggregationRecord):
+            row, info = self._aggregation_row(rec), rec.info
+        else:
+            row, info = self._round_row(rec, where), rec.decision.info
+        row.update(_numbers(info, "scheduler", skip=("objective", "queue_mean")))
+        row.update(_numbers(rec.metrics, "algorithm"))
+        if self.rounds is not None:
+            self.rounds.append(row)
+        self.totals.add(row)
+        if where is not None:
+            self.distance_sum += np.hypot(where[:, 0], where[:, 1])
+        self._write("rounds", row)
+
+    def _round_row(self, rec: RoundRecord, where) -> dict:
+        """A round's row, its per-device totals (unless its updates count their own), the expected
+        power of its decision and its per-device arrays."""
         d = rec.decision
         sel = rec.selected
         power = d.power[sel] if rec.power is None else rec.power
@@ -365,11 +401,6 @@ class Recorder:
                    num_updates=applied,
                    staleness_mean=float(staleness.mean()) if staleness is not None and len(staleness) else 0.0,
                    staleness_max=int(staleness.max()) if staleness is not None and len(staleness) else 0)
-        row.update(_numbers(d.info, "scheduler", skip=("objective", "queue_mean")))
-        row.update(_numbers(rec.metrics, "algorithm"))
-        if self.rounds is not None:
-            self.rounds.append(row)
-        self.totals.add(row)
         self.available_rounds += 1 if available is None else available
         if not rec.per_update:
             self.selections[sel] += 1
@@ -383,16 +414,56 @@ class Recorder:
             expected = d.power * d.q
             self.expected_power_sum += expected
             self.power.add(float(expected.mean()))
-        where = self.positions() if self.positions is not None else None
-        if where is not None:
-            self.distance_sum += np.hypot(where[:, 0], where[:, 1])
         if self.arrays is not None:
             arrays = {"gains": rec.gains, "omega": d.omega, "q": d.q, "power": d.power, "queue": d.queues(),
                       "available": np.ones(self.num_devices) if available is None else available}
             if where is not None:
                 arrays["positions"] = where
             self.arrays.append(arrays)
-        self._write("rounds", row)
+        return row
+
+    def _aggregation_row(self, rec: AggregationRecord) -> dict:
+        """An aggregation's row, from its updates, in plain Python (the same numbers as the arrays
+        of a round give: see _fsum); its updates count their own per-device totals."""
+        ups = rec.updates
+        k = len(ups)
+        airtime = [u.airtime_s for u in ups]
+        staleness = rec.staleness
+        info = rec.info
+        return {
+            "round": rec.round, "t_start": rec.t_start, "t_end": rec.t_end,
+            "downlink_s": rec.downlink_s, "comp_s": max((u.compute_s for u in ups), default=0.0),
+            "comm_s": _fsum(airtime), "num_selected": k, "selected": " ".join([str(u.device) for u in ups]),
+            "upload_order": "", "airtime_s": " ".join(map(_G6, airtime)),
+            "energy_j": _fsum([u.energy_j for u in ups]),
+            "power_mean": _fsum([u.power for u in ups]) / k if k else 0.0,
+            "q_selected": "", "queue_mean": info.get("queue_mean", 0.0), "objective": info.get("objective", math.nan),
+            "compute_energy_j": _fsum([u.compute_energy_j for u in ups]),
+            "num_available": self._count_available(rec.available, rec.available_since),
+            "num_arrived": k, "dropped": "", "server_round": 0, "server_s": 0.0, "extra_airtime_s": 0.0,
+            "extra_energy_j": 0.0, "idle_s": 0.0, "num_updates": len(staleness),
+            # the sum of whole numbers is exact in any order: np.mean's value
+            "staleness_mean": float(sum(staleness)) / len(staleness) if staleness else 0.0,
+            "staleness_max": max(staleness) if staleness else 0,
+        }
+
+    def _count_available(self, available: np.ndarray | None, since) -> int:
+        """Count one aggregation at this availability, which began at ``since``: aggregations at one
+        availability are added to available_rounds together, when it changes (_fold_available).
+        Returns how many devices are available."""
+        if since != self._available_since or (available is None) != (self._available is None):
+            self._fold_available()
+            self._available_since = since
+            self._available = None if available is None else available.copy()
+            self._available_sum = self.num_devices if available is None else int(self._available.sum())
+        self._available_count += 1
+        return self._available_sum
+
+    def _fold_available(self) -> None:
+        if self._available_count:
+            self.available_rounds += (self._available_count if self._available is None
+                                      else self._available * self._available_count)
+            self._available_count = 0
 
     def _round_updates(self, rec: RoundRecord) -> None:
         """updates.csv rows of a sync round: one per selected device."""
@@ -505,6 +576,7 @@ class Recorder:
         Everything is flushed first."""
         self.flush()
         self._fold_device_totals()
+        self._fold_available()
         if self.arrays is not None:
             self.arrays.flush()
 
@@ -600,6 +672,7 @@ class Recorder:
         """Per-device totals: selections, transmit and computation energy, dropped uploads, the fraction
         of rounds available and time-average expected power; ``extra`` adds columns (e.g. distance_m)."""
         self._fold_device_totals()
+        self._fold_available()
         n_rounds = max(self.totals.rounds, 1)
         return {"device": np.arange(self.num_devices), "sigma": sigmas, **(extra or {}),
                 "selections": self.selections, "selection_rate": self.selections / n_rounds,

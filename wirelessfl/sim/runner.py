@@ -166,7 +166,8 @@ class Run:
                       stop=StopRule(rc.rounds, rc.time_budget_s, rc.target_accuracy, rc.stop_at_target),
                       evaluate=EvalRule(rc.eval_every_rounds, rc.eval_every_s, rc.eval_at_start),
                       learner=self.learner, on_round=self._on_round, on_eval=self._on_eval,
-                      after_round=self._after_round)
+                      # no checkpoints, nothing to do between events after an aggregation
+                      after_round=self._after_round if rc.checkpoint_every and run_dir is not None else None)
         if self.protocol.event_driven:
             self.engine = EventEngine(parts, self.protocol, availability_period_s=dc.availability_period_s,
                                       on_update=self.recorder.on_update, **common)
