@@ -1,18 +1,23 @@
 """The event core's speed, as ratios measured in one run.
 
-1. fedbuff, timing only: N = 10,000 devices, concurrency 1,000, K = 100, a million uploads, against
-   the same model hand-written on a bare SimPy loop (the same processes, resource, event count and
-   random draws; see ``bare_simpy``). Goal: within 2x of the bare loop. Memory: the peak resident memory
-   of each run, in a process of its own, at a tenth of the uploads and at all of them (flat: the
-   same peak).
+1. fedbuff, timing only, records on (a run folder): N = 10,000 devices, concurrency 1,000, K = 1, 5
+   and 100, and N = 200, concurrency 20, K = 1, each against the same model hand-written on a bare
+   SimPy loop with the same K (the same processes, resource, event count and random draws; see
+   ``bare_simpy``). Goal: within 2x of the bare loop in every case. Memory: the peak resident memory
+   of the K = 100 run, in a process of its own, at a tenth of the uploads and at all of them (flat:
+   the same peak).
 2. sync, timing only, N = 100, m = 10, Lyapunov: a round's CPU time against the channel draw and
    scheduling decision inside it (goal <= 2x). With ``--baseline DIR`` (a checkout of an earlier
    commit) the same rounds are timed with that code too, back to back, for the ratio against it.
 3. Training: CPU time per trained device under sync (m = 10) against per update under fedbuff
    (concurrency 10, K = 10), the same MLP on Fashion-MNIST, no evaluation (goal <= 1.1x).
+4. Checkpoints: a timing-only fedbuff run (N = 200, concurrency 20, K = 1) checkpointing every
+   1,000 aggregations; the size and time of its checkpoint at a hundredth of the uploads and at the
+   end (goal: within 1.2x: a checkpoint holds state, not history).
+5. Figures: the seconds to draw each figure the CLI draws for that run (goal: under 1 s each).
 
     python benchmarks/events.py [--uploads 1000000] [--rounds 5000] [--baseline ../old-checkout]
-                                [--skip-fedbuff] [--skip-sync] [--skip-training]
+                                [--skip-fedbuff] [--skip-sync] [--skip-training] [--skip-checkpoints]
 """
 from __future__ import annotations
 
@@ -107,11 +112,14 @@ def fedbuff_scenario(devices: int, concurrency: int, k: int, uploads: int):
                       "scheduler": {"name": "uniform"}})
 
 
-def child(kind: str, uploads: int) -> None:
+CASES = ((10000, 1000, 1), (10000, 1000, 5), (10000, 1000, 100), (200, 20, 1))
+"""(devices, concurrency, K) of section 1."""
+
+
+def child(kind: str, uploads: int, devices: int, concurrency: int, k: int) -> None:
     """One measurement in this process: prints CPU seconds, uploads and peak memory."""
     import tempfile
 
-    devices, concurrency, k = 10000, 1000, 100
     start = time.process_time()
     if kind == "bare":
         done = bare_simpy(devices, concurrency, k, uploads, airtime_s=airtime_s(devices, k))
@@ -124,29 +132,31 @@ def child(kind: str, uploads: int) -> None:
     print(f"{time.process_time() - start:.3f} {done} {peak_rss_mb():.0f}")
 
 
-def run_child(kind: str, uploads: int) -> tuple[float, int, float]:
-    out = subprocess.run([sys.executable, __file__, "--child", kind, str(uploads)], capture_output=True, text=True,
-                         check=True)
+def run_child(kind: str, uploads: int, case=CASES[2]) -> tuple[float, int, float]:
+    out = subprocess.run([sys.executable, __file__, "--child", kind, str(uploads), *map(str, case)],
+                         capture_output=True, text=True, check=True)
     cpu, done, peak = out.stdout.split()
     return float(cpu), int(done), float(peak)
 
 
 def fedbuff_against_bare(uploads: int) -> None:
-    print(f"1. fedbuff, timing only, N = 10,000, concurrency 1,000, K = 100, {uploads:,} uploads "
-          "(CPU s; each in its own process, back to back):")
-    results = {}
-    for kind in ("bare", "engine", "bare", "engine"):
-        cpu, done, peak = run_child(kind, uploads)
-        results.setdefault(kind, []).append((cpu, done, peak))
-        print(f"   {kind:6s} {cpu:8.1f} s  {done:,} uploads  {cpu / done * 1e6:6.1f} us/upload  peak {peak:.0f} MB")
-    bare, engine = (min(c for c, _, _ in results[k]) for k in ("bare", "engine"))
-    print(f"   engine / bare SimPy loop: {engine / bare:.2f}x (goal <= 2)")
-    small = run_child("engine", uploads // 10)
-    big = max(p for _, _, p in results["engine"])
-    extra = (uploads - uploads // 10) // 100  # aggregations (K = 100)
-    print(f"   peak memory at {uploads // 10:,} uploads {small[2]:.0f} MB, at {uploads:,} {big:.0f} MB: "
-          f"{(big - small[2]) * 1024 / extra:.1f} KB more per aggregation (the rows of rounds.csv kept for the "
-          "result); the updates themselves stream to updates.csv and the processes are the ones in flight")
+    print(f"1. fedbuff, timing only, records on, {uploads:,} uploads each (CPU s; each in its own process, "
+          "back to back, best of 2):")
+    for case in CASES:
+        devices, concurrency, k = case
+        results = {}
+        for kind in ("bare", "engine", "bare", "engine"):
+            cpu, done, peak = run_child(kind, uploads, case)
+            results.setdefault(kind, []).append((cpu, done, peak))
+        bare, engine = (min(c for c, _, _ in results[kind]) for kind in ("bare", "engine"))
+        done = results["engine"][0][1]
+        print(f"   N = {devices:,}, concurrency {concurrency:,}, K = {k}: bare {bare / done * 1e6:5.1f} us/upload, "
+              f"engine {engine / done * 1e6:5.1f} us/upload: {engine / bare:.2f}x (goal <= 2)")
+        if case == CASES[2]:
+            small = run_child("engine", uploads // 10, case)
+            big = max(p for _, _, p in results["engine"])
+            print(f"      peak memory at {uploads // 10:,} uploads {small[2]:.0f} MB, at {uploads:,} {big:.0f} MB "
+                  "(rows stream to the run folder; the processes are the ones in flight)")
 
 
 # --- 2. sync rounds against their decisions -------------------------------------------------------
@@ -234,6 +244,49 @@ def training(rounds: int) -> None:
           "which are never applied)")
 
 
+# --- 4. checkpoints: state, not history; 5. the figures of a long run ------------------------------
+
+
+def checkpoints_and_figures(uploads: int) -> None:
+    import tempfile
+
+    from wirelessfl.experiments import plots
+    from wirelessfl.experiments.run import simulate
+    from wirelessfl.sim import runner
+
+    sizes = []
+    real = runner.save_checkpoint
+
+    def measured(path, state):
+        start = time.perf_counter()
+        real(path, state)
+        sizes.append((state["engine"]["rounds_done"], path.stat().st_size, time.perf_counter() - start))
+
+    runner.save_checkpoint = measured
+    scenario = fedbuff_scenario(200, 20, 1, uploads).replace("run.checkpoint_every=1000")
+    print(f"4. checkpoints of a timing-only fedbuff run (N = 200, concurrency 20, K = 1, {uploads:,} uploads, "
+          "one every 1,000 aggregations):")
+    with tempfile.TemporaryDirectory() as tmp:
+        start = time.perf_counter()
+        res = simulate(scenario, Path(tmp) / "run", progress=False)
+        whole = time.perf_counter() - start
+        runner.save_checkpoint = real
+        early = next(s for s in sizes if s[0] >= uploads // 100)
+        late = sizes[-1]
+        print(f"   at {early[0]:,} aggregations: {early[1] / 1024:.1f} KB in {early[2] * 1e3:.1f} ms; at {late[0]:,}: "
+              f"{late[1] / 1024:.1f} KB in {late[2] * 1e3:.1f} ms: {late[1] / early[1]:.2f}x the size (goal <= 1.2); "
+              f"the whole run {whole:.1f} s with {len(sizes)} checkpoints")
+        print(f"5. the figures of that run ({res.summary['uploads']:,} uploads), seconds each (goal < 1):")
+        runs = {"run": res}
+        out = Path(tmp) / "figures"
+        for name, draw in (("timing.png", lambda: plots.plot_timing(runs, out)),
+                           ("staleness.png", lambda: plots.plot_staleness(runs, out)),
+                           ("gantt.png", lambda: plots.plot_gantt(runs, out))):
+            start = time.perf_counter()
+            draw()
+            print(f"   {name}: {time.perf_counter() - start:.2f} s")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--uploads", type=int, default=1_000_000)
@@ -243,10 +296,11 @@ def main() -> None:
     ap.add_argument("--skip-fedbuff", action="store_true")
     ap.add_argument("--skip-sync", action="store_true")
     ap.add_argument("--skip-training", action="store_true")
-    ap.add_argument("--child", nargs=2, help=argparse.SUPPRESS)
+    ap.add_argument("--skip-checkpoints", action="store_true")
+    ap.add_argument("--child", nargs=5, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child:
-        child(args.child[0], int(args.child[1]))
+        child(args.child[0], *map(int, args.child[1:]))
         return
     if not args.skip_fedbuff:
         fedbuff_against_bare(args.uploads)
@@ -254,6 +308,8 @@ def main() -> None:
         sync_rounds(args.rounds, args.baseline)
     if not args.skip_training:
         training(args.train_rounds)
+    if not args.skip_checkpoints:
+        checkpoints_and_figures(args.uploads)
 
 
 if __name__ == "__main__":

@@ -35,7 +35,14 @@ def priority(rank: int, seq: int = 0) -> int:
 
 
 class Clock(simpy.Environment):
-    """A SimPy environment with :meth:`at`."""
+    """A SimPy environment with :meth:`at`.
+
+    SimPy's public API schedules only relative delays (``schedule(event, priority, delay)`` lands at
+    ``now + delay``), so :meth:`at` puts the event on the environment's queue the way ``schedule``
+    does, with the absolute time instead. That uses SimPy 4's queue entries (time, priority, event
+    id, event) and a triggered event's ``_ok`` and ``_value``: pyproject.toml pins ``simpy<5``, and
+    tests/test_clock.py holds this use to what SimPy does with it.
+    """
 
     def at(self, time: float, prio: int = NORMAL) -> simpy.Event:
         """An event that fires at exactly ``time`` (>= now) with heap priority ``prio``."""

@@ -86,6 +86,10 @@ def plot_runs(runs: dict[str, RunResult], out_dir: str | Path, x: str = "time",
     return written
 
 
+MAX_POINTS = 2000
+"""A running mean is drawn at this many rounds at most: a long run's figure costs what a short one's does."""
+
+
 def plot_timing(runs: dict[str, RunResult], out_dir: str | Path, title: str | None = None) -> Path:
     """timing.png, for runs without training (timing only): (a) round length and (b) airtime per round
     over the rounds (running means), (c) distinct devices per round, (d) each device's time-average
@@ -97,10 +101,12 @@ def plot_timing(runs: dict[str, RunResult], out_dir: str | Path, title: str | No
         if r.empty:
             continue
         rounds = r["round"].to_numpy()
+        shown = np.unique(np.linspace(0, len(rounds) - 1, min(len(rounds), MAX_POINTS)).astype(int))
         for ax, values in ((ax_len, r["t_end"] - r["t_start"]), (ax_air, r["comm_s"]), (ax_dev, r["num_selected"])):
-            # running mean: single rounds are noisy (fading), the mean is what the schedule costs
-            ax.plot(rounds, np.cumsum(values.to_numpy(float)) / np.arange(1, len(values) + 1), color=colour,
-                    lw=1.6, label=name)
+            # running mean: single rounds are noisy (fading), the mean is what the schedule costs; a
+            # smooth curve, drawn at MAX_POINTS rounds at most
+            running = np.cumsum(values.to_numpy(float)) / np.arange(1, len(values) + 1)
+            ax.plot(rounds[shown], running[shown], color=colour, lw=1.6, label=name)
         d = run.devices
         ax_pow.plot(d["device"], d["time_avg_power"], color=colour, lw=1.2, marker=".", label=name)
     budgets = sorted({float(run.summary["p_bar"]) for run in runs.values() if run.summary.get("p_bar") is not None})
