@@ -37,14 +37,13 @@ def engine_state(engine) -> dict:
         "target_reached": engine.stop.reached, "evals_at": list(engine._evals_at),
         "streams": {name: g.bit_generator.state for name, g in engine.streams.items()},
         **parts_state(engine.parts),
-        "available": None if engine.available is None else engine.available.copy(),
-        "next_tick_s": engine.next_tick_s, "updates": saved, "starts": [t for _, t in starts.values()],
+        **engine.availability.state_dict(), "updates": saved, "starts": [t for _, t in starts.values()],
         "untrained": [u.seq for u in engine.untrained], "busy": engine.busy.copy(),
         "last_applied": engine.last_applied.copy(), "wanted": engine.wanted, "next_seq": engine.next_seq,
         "reports": engine._reports,
         "queue_seq": engine.queue_seq, "repeats": [[k, v] for k, v in engine._repeats.items()],
         "last_aggregation_s": engine.last_aggregation_s, "dispatch_info": _numbers_only(engine.dispatch_info),
-        "timers": [[name, at, order] for name, (at, order) in engine.timers.items()], "timer_seq": engine._timer_seq,
+        **engine.timers.state_dict(),
         "round": _round_state(engine.round_), "drain": engine._drain,
         "uplink": engine.uplink.state_dict(),
         "protocol": _encode(engine.protocol.state_dict()),
@@ -62,8 +61,8 @@ def load_engine_state(engine, state: dict) -> None:
         if name in state["streams"]:
             g.bit_generator.state = state["streams"][name]
     load_parts_state(engine.parts, state)
-    engine.available = None if state["available"] is None else np.asarray(state["available"], dtype=bool)
-    engine.next_tick_s = None if state["next_tick_s"] is None else float(state["next_tick_s"])
+    engine.availability.load_state(state)
+    engine.timers.load_state(state)
     engine.busy = np.asarray(state["busy"], dtype=bool).copy()
     engine.last_applied = np.asarray(state["last_applied"], dtype=np.int64).copy()
     engine.wanted, engine.next_seq, engine.queue_seq = int(state["wanted"]), int(state["next_seq"]), \
@@ -73,7 +72,6 @@ def load_engine_state(engine, state: dict) -> None:
     engine.last_aggregation_s = float(state["last_aggregation_s"])
     engine.dispatch_info = dict(state["dispatch_info"])
     engine._drain = bool(state["drain"])
-    engine._timer_seq = int(state["timer_seq"])
     engine._restored = state
 
 
@@ -103,9 +101,6 @@ def restore(engine, state: dict) -> None:
     for u in on_air + queued + rest:
         u.process = engine.env.process(engine._fly(u))
     engine.uplink.load_state(state["uplink"])
-    for name, at, order in state["timers"]:
-        engine.timers[name] = (float(at), int(order))
-        engine._arm_timer(name)
     engine._restored = None
 
 

@@ -44,10 +44,12 @@ import simpy
 
 from ..scheduling.base import DispatchState
 from ..wireless import moving
+from .availability import AvailabilitySteps
 from .checks import PartChecks
-from ..des.clock import CHECKPOINT, RANK_AVAILABILITY, RANK_DEVICE, RANK_STOP, RANK_TIMER, Clock, priority
+from ..des.clock import CHECKPOINT, RANK_DEVICE, RANK_STOP, Clock, priority
 from .engine import STREAMS, EvalRule, Parts, StopRule, evaluate, raise_non_finite_clock
 from .pipeline import AggregationRecord, RoundRecord, tell_uplink
+from .timers import Timers
 from .event_state import engine_state, load_engine_state, restore
 from .flight import ARRIVED, COMPUTE, DOWNLINK, FINISHED, WAITING, Round, Update, arrived_facts
 from .rounds import RoundMachinery
@@ -95,7 +97,8 @@ class EventEngine(RoundMachinery):
         self.untrained: list[Update] = []    # started from the current version, not trained yet
         self.busy = np.zeros(n, dtype=bool)
         self.last_applied = np.zeros(n, dtype=np.int64)
-        self.available: np.ndarray | None = None
+        self.availability = AvailabilitySteps(parts.availability, streams["availability"], availability_period_s,
+                                              self._availability_step)
         self.wanted = 0  # slots the protocol asked for and no device could fill yet
         self.next_seq = 0
         self._reports = 0
@@ -104,11 +107,8 @@ class EventEngine(RoundMachinery):
         self.last_aggregation_s = 0.0
         self.dispatch_info: dict = {}
         self.round_: Round | None = None
-        self.timers: dict[str, tuple[float, int]] = {}  # name: (time, the order it was armed in)
-        self._timer_seq = 0
+        self.timers = Timers(self._timer_due)
         self._drain = False  # the current server round counts as a slot of zero consumption
-        self._timer_events: dict[str, simpy.Event] = {}
-        self.next_tick_s: float | None = None
         self._start_s = 0.0
         self._restored: dict | None = None
         self._settle_pending = False
@@ -151,20 +151,18 @@ class EventEngine(RoundMachinery):
         self.store = simpy.Store(env)
         self.uplink = self.parts.access.event_uplink(self)
         self._done = env.event()
+        self.timers.start(env)
         if self._restored is not None:
             self._restore(self._restored)
         else:
-            if self.parts.availability is not None:
-                self.available = self.parts.availability.step(self.streams["availability"])
-                self.next_tick_s = self.availability_period_s
+            self.availability.begin()
             if self.eval_rule.at_start:
                 self._evaluate()
             if self.stop.done(0, env.now):  # e.g. the target reached by the initial model, as under sync
                 self.stopping = True
                 return
             self.protocol.start(self)
-        if self.next_tick_s is not None:
-            self._arm_tick()
+        self.availability.start(env)
         if self.stop.time_budget_s is not None and not self.stopping:
             env.at(max(self.stop.time_budget_s, env.now), priority(RANK_STOP)).callbacks.append(self._finish_run)
         env.process(self._serve())
@@ -411,53 +409,42 @@ class EventEngine(RoundMachinery):
                 self._stop(u, outcome)
                 self._settle(u, outcome, self.env.now)
 
-    def _tick(self, _=None) -> None:
+    @property
+    def available(self) -> np.ndarray | None:
+        """Who can be reached now (None: everyone)."""
+        return self.availability.available
+
+    def _availability_step(self) -> None:
         """An availability step: devices in flight that went offline are lost; waiting slots retried."""
         if self.stopping:
             return
-        self.available = self.parts.availability.step(self.streams["availability"])
-        gone = [u for u in self.flying.values() if not self.available[u.device]]
+        available = self.availability.step()
+        gone = [u for u in self.flying.values() if not available[u.device]]
         for u in gone:
             if u.in_flight:
                 u.process.interrupt("offline")
                 self._lost(u, "offline")
-        self.next_tick_s += self.availability_period_s
-        self._arm_tick()
+        self.availability.advance()
         self._fill()
-
-    def _arm_tick(self) -> None:
-        self.env.at(self.next_tick_s, priority(RANK_AVAILABILITY)).callbacks.append(self._tick)
 
     # --- timers ------------------------------------------------------------------------------
 
     def timer(self, name: str, at: float) -> None:
         """Call the protocol's ``on_timer(server, name)`` at simulated time ``at`` (replaces a timer
         of that name). Names starting with "_" are the engine's own."""
-        self.cancel_timer(name)
-        self.timers[name] = (float(at), self._timer_seq)
-        self._timer_seq += 1
-        self._arm_timer(name)
+        self.timers.set(name, at)
 
-    def _arm_timer(self, name: str) -> None:
-        at, order = self.timers[name]
-        event = self.env.at(max(at, self.env.now), priority(RANK_TIMER, order))
-        self._timer_events[name] = event
-        event.callbacks.append(lambda ev, name=name: self._fire(name, ev))
+    def cancel_timer(self, name: str) -> None:
+        """Disarm the timer ``name`` (nothing if none)."""
+        self.timers.cancel(name)
 
-    def _fire(self, name: str, event) -> None:
-        if self._timer_events.get(name) is not event or self.stopping:
-            return  # cancelled or replaced
-        del self._timer_events[name]
-        del self.timers[name]
+    def _timer_due(self, name: str) -> None:
+        if self.stopping:
+            return
         if name.startswith("_"):
             getattr(self, name)()
         else:
             self.protocol.on_timer(self, name)
-
-    def cancel_timer(self, name: str) -> None:
-        """Disarm the timer ``name`` (nothing if none)."""
-        self.timers.pop(name, None)
-        self._timer_events.pop(name, None)
 
     # --- aggregation ---------------------------------------------------------------------------
 
@@ -500,7 +487,7 @@ class EventEngine(RoundMachinery):
             self._settle(u, "applied", now)
         # the applied updates, in arrival order (updates.csv has every upload)
         self.on_round(AggregationRecord(v, self.last_aggregation_s, now, self.parts.downlink_s, updates, staleness,
-                                        metrics, self.dispatch_info, self.available, self.next_tick_s))
+                                        metrics, self.dispatch_info, self.available, self.availability.since))
         self._aggregated()
 
     def discard(self, update: Update, outcome: str) -> None:
