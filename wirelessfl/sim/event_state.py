@@ -6,14 +6,13 @@ or asked for the uplink, so the same queue forms again and every pending event l
 time and in the same order (wirelessfl.sim.clock)."""
 from __future__ import annotations
 
-from dataclasses import fields
 from typing import Any
 
 import numpy as np
 
-from ..scheduling.base import Decision, ReportRequest, Traffic
 from .engine import load_parts_state, parts_state
 from .flight import ARRIVED, ON_AIR, QUEUED, Round, Update
+from .rounds import numbers_only
 
 __all__ = ["engine_state", "load_engine_state", "restore"]
 
@@ -21,8 +20,8 @@ __all__ = ["engine_state", "load_engine_state", "restore"]
 def engine_state(engine) -> dict:
     """Everything the engine needs to continue exactly where it is (taken between events)."""
     updates = {**engine.flying, **engine.held}
-    if engine.round_ is not None:  # the round's finished updates too: its record needs them
-        updates.update({u.seq: u for u in engine.round_.updates})
+    if engine.rounds.current is not None:  # the round's finished updates too: its record needs them
+        updates.update({u.seq: u for u in engine.rounds.current.updates})
     starts: dict[int, Any] = {}
     saved = []
     for u in updates.values():
@@ -42,9 +41,9 @@ def engine_state(engine) -> dict:
         "last_applied": engine.last_applied.copy(), "wanted": engine.wanted, "next_seq": engine.next_seq,
         "reports": engine._reports,
         "queue_seq": engine.queue_seq, "repeats": [[k, v] for k, v in engine._repeats.items()],
-        "last_aggregation_s": engine.last_aggregation_s, "dispatch_info": _numbers_only(engine.dispatch_info),
+        "last_aggregation_s": engine.last_aggregation_s, "dispatch_info": numbers_only(engine.dispatch_info),
         **engine.timers.state_dict(),
-        "round": _round_state(engine.round_), "drain": engine._drain,
+        **engine.rounds.state_dict(),
         "uplink": engine.uplink.state_dict(),
         "protocol": _encode(engine.protocol.state_dict()),
     }
@@ -71,7 +70,6 @@ def load_engine_state(engine, state: dict) -> None:
     engine._repeats = {int(k): int(v) for k, v in state["repeats"]}
     engine.last_aggregation_s = float(state["last_aggregation_s"])
     engine.dispatch_info = dict(state["dispatch_info"])
-    engine._drain = bool(state["drain"])
     engine._restored = state
 
 
@@ -90,10 +88,8 @@ def restore(engine, state: dict) -> None:
     engine.flying = {seq: u for seq, u in by_seq.items() if u.phase < ARRIVED}
     engine.held = {seq: u for seq, u in by_seq.items() if u.phase == ARRIVED}
     engine.untrained = [by_seq[seq] for seq in state["untrained"]]
-    engine.round_ = _round_from(state["round"], by_seq)
-    if engine.round_ is not None and engine.round_.reports_left:
-        engine.round_.computing = engine.env.event()  # its devices wait for the reports again
-    engine.protocol.load_state(_decode(state["protocol"], by_seq, engine.round_))
+    engine.rounds.load_state(state, by_seq)
+    engine.protocol.load_state(_decode(state["protocol"], by_seq, engine.rounds.current))
     # processes in the order they hold or asked for the uplink, then the rest: the same queue
     on_air = [u for u in engine.flying.values() if u.phase == ON_AIR]
     queued = sorted((u for u in engine.flying.values() if u.phase == QUEUED), key=lambda u: u.queue_seq)
@@ -102,47 +98,6 @@ def restore(engine, state: dict) -> None:
         u.process = engine.env.process(engine._fly(u))
     engine.uplink.load_state(state["uplink"])
     engine._restored = None
-
-
-def _numbers_only(info: dict) -> dict:
-    return {k: v for k, v in info.items() if isinstance(v, (int, float, str, bool))}
-
-
-def _round_state(round_: Round | None) -> dict | None:
-    if round_ is None:
-        return None
-    d = round_.decision
-    decision = None if d is None else {f.name: getattr(d, f.name) for f in fields(d)}
-    if decision is not None:
-        traffic = {f.name: getattr(d.traffic, f.name) for f in fields(d.traffic)}
-        rq = traffic["report_with_upload"]
-        if rq is not None:
-            traffic["report_with_upload"] = {"devices": rq.devices, "gradients": rq.gradients,
-                                             "max_samples": rq.max_samples}
-        decision["traffic"] = traffic
-        decision["info"] = _numbers_only(decision["info"])
-    return {"index": round_.index, "t_start": round_.t_start, "compute_start_s": round_.compute_start_s,
-            "decision": decision, "selected": round_.selected, "gains": round_.gains,
-            "available": round_.available, "comp": round_.comp, "updates": [u.seq for u in round_.updates],
-            "server_s": round_.server_s, "reports_left": round_.reports_left, "reports_s": round_.reports_s,
-            "reports_energy": list(round_.reports_energy), "piggy_s": round_.piggy_s}
-
-
-def _round_from(state: dict | None, by_seq: dict) -> Round | None:
-    if state is None:
-        return None
-    decision = state["decision"]
-    if decision is not None:
-        decision = dict(decision)
-        traffic = dict(decision["traffic"])
-        if traffic["report_with_upload"] is not None:
-            traffic["report_with_upload"] = ReportRequest(**traffic["report_with_upload"])
-        decision = Decision(**{**decision, "traffic": Traffic(**traffic)})
-    updates = [by_seq[seq] for seq in state["updates"]]
-    return Round(state["index"], state["t_start"], state["compute_start_s"], decision,
-                 np.asarray(state["selected"], dtype=np.int64), np.asarray(state["gains"]), state["available"],
-                 np.asarray(state["comp"], dtype=float), updates, state["server_s"], int(state["reports_left"]),
-                 float(state["reports_s"]), list(state["reports_energy"]), float(state["piggy_s"]))
 
 
 _UPDATE, _ROUND = "__update__", "__round__"

@@ -52,7 +52,7 @@ from .pipeline import AggregationRecord, RoundRecord, tell_uplink
 from .timers import Timers
 from .event_state import engine_state, load_engine_state, restore
 from .flight import ARRIVED, COMPUTE, DOWNLINK, FINISHED, WAITING, Round, Update, arrived_facts
-from .rounds import RoundMachinery
+from .rounds import RoundDriver
 
 __all__ = ["EventEngine", "EventStall", "Round", "Update"]
 
@@ -68,7 +68,7 @@ class EventStall(RuntimeError):
     """The protocol left nothing to happen: no device in flight and no timer armed."""
 
 
-class EventEngine(RoundMachinery):
+class EventEngine:
     """Runs an event-driven protocol on a SimPy clock; reports each aggregation, evaluation and
     update to callbacks (the same ones as the sync Engine, plus ``on_update``).
 
@@ -106,9 +106,8 @@ class EventEngine(RoundMachinery):
         self._repeats: dict[int, int] = {}
         self.last_aggregation_s = 0.0
         self.dispatch_info: dict = {}
-        self.round_: Round | None = None
+        self.rounds = RoundDriver(self)  # the round under way, for round-based protocols
         self.timers = Timers(self._timer_due)
-        self._drain = False  # the current server round counts as a slot of zero consumption
         self._start_s = 0.0
         self._restored: dict | None = None
         self._settle_pending = False
@@ -189,7 +188,7 @@ class EventEngine(RoundMachinery):
         now = self.env.now
         for u in sorted([*self.flying.values(), *self.held.values()], key=lambda u: u.seq):
             if not u.report:
-                self._settle(u, "in_flight", now)
+                self.settle(u, "in_flight", now)
         self.flying.clear()
         self.held.clear()
         if self.learner is not None and (not self._evals_at or self._evals_at[-1] != self.version):
@@ -208,7 +207,7 @@ class EventEngine(RoundMachinery):
         prio = priority(RANK_DEVICE, u.seq)
         try:
             if u.phase == WAITING:  # until the round's reports are up; then its computation is timed
-                yield self.round_.computing
+                yield self.rounds.current.computing
             if u.phase == DOWNLINK:
                 if u.compute_start_s > env.now:
                     yield env.at(u.compute_start_s, prio)
@@ -223,7 +222,7 @@ class EventEngine(RoundMachinery):
             self._lost(u, delivered or "lost")                   # or AirComp left it silent
             return
         if u.report:
-            self._report_done(u)
+            self.rounds.report_done(u)
             return
         u.phase = ARRIVED
         del self.flying[u.seq]
@@ -265,12 +264,12 @@ class EventEngine(RoundMachinery):
             if busy[device] or (available is not None and not available[device]):
                 self._bad_dispatch(chosen)
             self.dispatch_info = choice.info
-            key = self._key(device)
+            key = self.work_key(device)
             comp, energy = self._work(devices, key)
             power = float(choice.power[0])
             if self.checks.scheduler is not None:
                 self.checks.dispatch_power(power, device, f"t = {self.env.now:.6g} s")
-            self._launch(device, power, comp[0], energy[0], key=key, bits=self.parts.upload_bits)
+            self.launch(device, power, comp[0], energy[0], key=key, bits=self.parts.upload_bits)
             self.wanted -= 1
             return 1
         if len(chosen) > self.wanted or len(set(chosen)) != len(chosen) or any(busy[d] for d in chosen) or (
@@ -283,7 +282,7 @@ class EventEngine(RoundMachinery):
                 self._bad_dispatch(chosen)
             for device, p in zip(chosen, power):
                 self.checks.dispatch_power(float(p), device, f"t = {self.env.now:.6g} s")
-        keys = [self._key(device) for device in chosen]
+        keys = [self.work_key(device) for device in chosen]
         if len(keys) == 1 or len(set(keys)) == 1:  # the usual case: one call for the devices started now
             comp, energy = self._work(devices, keys[0])
         else:  # a device started again from this version: its own key (its own draws of local work)
@@ -292,7 +291,7 @@ class EventEngine(RoundMachinery):
                 c, e = self._work(devices[i:i + 1], key)
                 comp, energy = comp + c, energy + e
         for device, p, c, e, key in zip(chosen, power, comp, energy, keys):
-            self._launch(device, p, c, e, key=key, bits=self.parts.upload_bits)
+            self.launch(device, p, c, e, key=key, bits=self.parts.upload_bits)
         self.wanted -= len(chosen)
         return len(chosen)
 
@@ -308,12 +307,12 @@ class EventEngine(RoundMachinery):
                   else [0.0] * len(devices))
         return comp.tolist(), energy
 
-    def _key(self, device: int) -> int:
+    def work_key(self, device: int) -> int:
         k = self._repeats.get(device, 0)
         self._repeats[device] = k + 1
         return self.version + k * _REPEAT
 
-    def _launch(self, device: int, power: float, compute_s: float, energy_j: float, *, key: int, bits: float,
+    def launch(self, device: int, power: float, compute_s: float, energy_j: float, *, key: int, bits: float,
                 round_=None, gain: float = math.nan, airtime_s: float = math.nan, q: float = math.nan,
                 share: float = math.nan, compute_start_s: float | None = None, waiting: bool = False,
                 report: bool = False, round_gain: bool = False) -> Update:
@@ -386,14 +385,14 @@ class EventEngine(RoundMachinery):
         if u.phase == FINISHED:
             return
         if u.report:  # a report lost: the round goes on without it
-            self._report_done(u, lost=True)
+            self.rounds.report_done(u, lost=True)
             return
-        self._stop(u)
-        self._settle(u, outcome, self.env.now)
+        self.stop_update(u)
+        self.settle(u, outcome, self.env.now)
         if outcome in ("offline", "lost", "silent") and not self.stopping:
             self.protocol.on_lost(self, u)
 
-    def _stop(self, u: Update, outcome: str | None = None) -> None:
+    def stop_update(self, u: Update, outcome: str | None = None) -> None:
         """``u`` stops where it is (its process is interrupted with ``outcome``, if given)."""
         if outcome is not None:
             u.process.interrupt(outcome)
@@ -406,8 +405,8 @@ class EventEngine(RoundMachinery):
         """Stop updates in flight; recorded with ``outcome``."""
         for u in updates:
             if u.in_flight:
-                self._stop(u, outcome)
-                self._settle(u, outcome, self.env.now)
+                self.stop_update(u, outcome)
+                self.settle(u, outcome, self.env.now)
 
     @property
     def available(self) -> np.ndarray | None:
@@ -441,14 +440,26 @@ class EventEngine(RoundMachinery):
     def _timer_due(self, name: str) -> None:
         if self.stopping:
             return
-        if name.startswith("_"):
-            getattr(self, name)()
+        own = {"_server_round_end": self.rounds.server_round_end, "_empty_round_end": self.rounds.empty_round_end}
+        if name in own:
+            own[name]()
         else:
             self.protocol.on_timer(self, name)
 
+    # --- rounds (round-based protocols) --------------------------------------------------------
+
+    def begin_round(self) -> None:
+        """Start the next round as sync does (see RoundDriver.begin); ``protocol.on_round`` follows."""
+        self.rounds.begin()
+
+    def end_round(self, round_: Round, on_time: list, carried: list = (), carried_weights=(), *,
+                  drop_late: bool = False) -> None:
+        """Aggregate a round (see RoundDriver.end)."""
+        self.rounds.end(round_, on_time, carried, carried_weights, drop_late=drop_late)
+
     # --- aggregation ---------------------------------------------------------------------------
 
-    def _train_pending(self, exclude=()) -> None:
+    def train_pending(self, exclude=()) -> None:
         """Compute the updates of the devices started since the last aggregation (they share the
         current model): one batched call per work key."""
         if self.learner is None or not self.untrained:
@@ -470,7 +481,7 @@ class EventEngine(RoundMachinery):
         """One aggregation: the algorithm applies ``updates`` with the protocol's ``weights`` (one
         per update); ``mix``: each moves the model toward the device's model y (its start + delta),
         x <- x + w (y - x), rather than by w delta. The server version then increases by one."""
-        self._train_pending()
+        self.train_pending()
         v = self.version
         staleness = [v - u.version for u in updates]
         metrics = {}
@@ -484,17 +495,17 @@ class EventEngine(RoundMachinery):
         for u in updates:
             u.version_applied = v
             self.last_applied[u.device] = v + 1
-            self._settle(u, "applied", now)
+            self.settle(u, "applied", now)
         # the applied updates, in arrival order (updates.csv has every upload)
         self.on_round(AggregationRecord(v, self.last_aggregation_s, now, self.parts.downlink_s, updates, staleness,
                                         metrics, self.dispatch_info, self.available, self.availability.since))
-        self._aggregated()
+        self.aggregated()
 
     def discard(self, update: Update, outcome: str) -> None:
         """Drop an update that arrived (e.g. too stale); recorded with ``outcome``."""
-        self._settle(update, outcome, self.env.now)
+        self.settle(update, outcome, self.env.now)
 
-    def _settle(self, u: Update, outcome: str, t: float) -> None:
+    def settle(self, u: Update, outcome: str, t: float) -> None:
         """``u``'s fate is known at time ``t``: its energies, its row, and no more references to it."""
         u.outcome = outcome
         self.held.pop(u.seq, None)
@@ -513,7 +524,7 @@ class EventEngine(RoundMachinery):
         self.on_update(u)
         u.delta = u.start = None
 
-    def _aggregated(self) -> None:
+    def aggregated(self) -> None:
         """The version is done: count it, evaluate if due, stop or checkpoint."""
         self.version += 1
         if not math.isfinite(self.env.now):
