@@ -6,41 +6,29 @@ or asked for the uplink, so the same queue forms again and every pending event l
 time and in the same order (wirelessfl.sim.clock)."""
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 
 from .engine import load_parts_state, parts_state
-from .flight import ARRIVED, ON_AIR, QUEUED, Round, Update
+from .flight import ON_AIR, QUEUED, Round, Update
 from .rounds import numbers_only
 
 __all__ = ["engine_state", "load_engine_state", "restore"]
 
 
 def engine_state(engine) -> dict:
-    """Everything the engine needs to continue exactly where it is (taken between events)."""
-    updates = {**engine.flying, **engine.held}
-    if engine.rounds.current is not None:  # the round's finished updates too: its record needs them
-        updates.update({u.seq: u for u in engine.rounds.current.updates})
-    starts: dict[int, Any] = {}
-    saved = []
-    for u in updates.values():
-        row = {name: getattr(u, name) for name in Update.SAVED}
-        row["delta"] = u.delta
-        if u.start is not None:
-            starts.setdefault(id(u.start), (len(starts), u.start))
-            row["start"] = starts[id(u.start)][0]
-        saved.append(row)
+    """Everything the engine needs to continue exactly where it is (taken between events): its own
+    counters, then its components' state (flights, availability, timers, the round driver, the
+    uplink, the protocol, the parts)."""
+    current = engine.rounds.current
     return {
         "rounds_done": engine.version, "now_s": engine.now, "eval_next_s": engine.eval_rule.next_s,
-        "target_reached": engine.stop.reached, "evals_at": list(engine._evals_at),
+        "target_reached": engine.stop.reached, "evals_at": list(engine.evals_at),
         "streams": {name: g.bit_generator.state for name, g in engine.streams.items()},
         **parts_state(engine.parts),
-        **engine.availability.state_dict(), "updates": saved, "starts": [t for _, t in starts.values()],
-        "untrained": [u.seq for u in engine.untrained], "busy": engine.busy.copy(),
-        "last_applied": engine.last_applied.copy(), "wanted": engine.wanted, "next_seq": engine.next_seq,
-        "reports": engine._reports,
-        "queue_seq": engine.queue_seq, "repeats": [[k, v] for k, v in engine._repeats.items()],
+        # the round's finished updates too: its record needs them
+        **engine.flights.state_dict(also=current.updates if current is not None else ()),
+        **engine.availability.state_dict(),
+        "last_applied": engine.last_applied.copy(), "wanted": engine.wanted,
         "last_aggregation_s": engine.last_aggregation_s, "dispatch_info": numbers_only(engine.dispatch_info),
         **engine.timers.state_dict(),
         **engine.rounds.state_dict(),
@@ -50,54 +38,40 @@ def engine_state(engine) -> dict:
 
 
 def load_engine_state(engine, state: dict) -> None:
-    """Continue from a state_dict (call before run)."""
+    """Continue from a state_dict (call before run; ``restore`` rebuilds the updates as it starts)."""
     engine.version = int(state["rounds_done"])
-    engine._start_s = float(state["now_s"])
+    engine.start_s = float(state["now_s"])
     engine.eval_rule.next_s = float(state["eval_next_s"])
     engine.stop.reached = bool(state["target_reached"])
-    engine._evals_at = list(state["evals_at"])
+    engine.evals_at = list(state["evals_at"])
     for name, g in engine.streams.items():
         if name in state["streams"]:
             g.bit_generator.state = state["streams"][name]
     load_parts_state(engine.parts, state)
+    engine.flights.load_state(state)
     engine.availability.load_state(state)
     engine.timers.load_state(state)
-    engine.busy = np.asarray(state["busy"], dtype=bool).copy()
     engine.last_applied = np.asarray(state["last_applied"], dtype=np.int64).copy()
-    engine.wanted, engine.next_seq, engine.queue_seq = int(state["wanted"]), int(state["next_seq"]), \
-        int(state["queue_seq"])
-    engine._reports = int(state["reports"])
-    engine._repeats = {int(k): int(v) for k, v in state["repeats"]}
+    engine.wanted = int(state["wanted"])
     engine.last_aggregation_s = float(state["last_aggregation_s"])
     engine.dispatch_info = dict(state["dispatch_info"])
-    engine._restored = state
+    engine.restored = state
 
 
 def restore(engine, state: dict) -> None:
-    """Rebuild updates, processes, the uplink's queue, the round and the timers (run() calls it)."""
-    starts = state["starts"]
-    by_seq: dict[int, Update] = {}
-    for row in state["updates"]:
-        u = Update()
-        for name in Update.SAVED:
-            setattr(u, name, row[name])
-        u.delta = row.get("delta")
-        if "start" in row:
-            u.start = starts[row["start"]]
-        by_seq[u.seq] = u
-    engine.flying = {seq: u for seq, u in by_seq.items() if u.phase < ARRIVED}
-    engine.held = {seq: u for seq, u in by_seq.items() if u.phase == ARRIVED}
-    engine.untrained = [by_seq[seq] for seq in state["untrained"]]
+    """Rebuild updates, processes, the uplink's queue and the round (run() calls it)."""
+    by_seq = engine.flights.restore(state)
     engine.rounds.load_state(state, by_seq)
     engine.protocol.load_state(_decode(state["protocol"], by_seq, engine.rounds.current))
     # processes in the order they hold or asked for the uplink, then the rest: the same queue
-    on_air = [u for u in engine.flying.values() if u.phase == ON_AIR]
-    queued = sorted((u for u in engine.flying.values() if u.phase == QUEUED), key=lambda u: u.queue_seq)
-    rest = [u for u in engine.flying.values() if u.phase < QUEUED]
+    flying = engine.flights.flying.values()
+    on_air = [u for u in flying if u.phase == ON_AIR]
+    queued = sorted((u for u in flying if u.phase == QUEUED), key=lambda u: u.queue_seq)
+    rest = [u for u in flying if u.phase < QUEUED]
     for u in on_air + queued + rest:
-        u.process = engine.env.process(engine._fly(u))
+        engine.fly(u)
     engine.uplink.load_state(state["uplink"])
-    engine._restored = None
+    engine.restored = None
 
 
 _UPDATE, _ROUND = "__update__", "__round__"

@@ -51,17 +51,13 @@ from .engine import STREAMS, EvalRule, Parts, StopRule, evaluate, raise_non_fini
 from .pipeline import AggregationRecord, RoundRecord, tell_uplink
 from .timers import Timers
 from .event_state import engine_state, load_engine_state, restore
+from .flights import Flights
 from .flight import ARRIVED, COMPUTE, DOWNLINK, FINISHED, WAITING, Round, Update, arrived_facts
 from .rounds import RoundDriver
 
 __all__ = ["EventEngine", "EventStall", "Round", "Update"]
 
 _INT64 = np.dtype(np.int64)  # a dispatch of these needs no conversion
-_REPEAT = 2 ** 32
-"""A device started again from the same version trains with the key version + k x _REPEAT."""
-_REPORTS = 2 ** 60
-"""Reports (uploads before a round's computation) are numbered from here: dispatch numbers count
-model updates only, as under sync."""
 
 
 class EventStall(RuntimeError):
@@ -92,26 +88,19 @@ class EventEngine:
         self.availability_period_s = float(availability_period_s)
         n = self.num_devices = parts.num_devices
         self.version = 0
-        self.flying: dict[int, Update] = {}  # in flight, by dispatch number (in dispatch order)
-        self.held: dict[int, Update] = {}    # arrived, not yet applied or dropped
-        self.untrained: list[Update] = []    # started from the current version, not trained yet
-        self.busy = np.zeros(n, dtype=bool)
+        self.flights = Flights(n)  # the updates under way
         self.last_applied = np.zeros(n, dtype=np.int64)
         self.availability = AvailabilitySteps(parts.availability, streams["availability"], availability_period_s,
                                               self._availability_step)
         self.wanted = 0  # slots the protocol asked for and no device could fill yet
-        self.next_seq = 0
-        self._reports = 0
-        self.queue_seq = 0  # places in the uplink's queue (kept so a resume rebuilds the queue in order)
-        self._repeats: dict[int, int] = {}
         self.last_aggregation_s = 0.0
         self.dispatch_info: dict = {}
         self.rounds = RoundDriver(self)  # the round under way, for round-based protocols
         self.timers = Timers(self._timer_due)
-        self._start_s = 0.0
-        self._restored: dict | None = None
+        self.start_s = 0.0  # where the clock starts (a resume: where it stood)
+        self.restored: dict | None = None  # a checkpoint's state, rebuilt as the run starts
         self._settle_pending = False
-        self._evals_at: list[int] = []  # the versions of the last two evaluations
+        self.evals_at: list[int] = []  # the versions of the last two evaluations
         self.stopping = False
         gain = parts.channel.mean_gain()
         self.mean_gains = np.ones(n) if gain is None else np.array(gain, dtype=float)
@@ -125,7 +114,7 @@ class EventEngine:
         self.packets_on = link.packets_on and parts.fading is None
         self.checks = PartChecks(parts)  # the user's scheduler and channel: their outputs are checked
         self._dispatch_state = DispatchState(
-            time_s=0.0, version=0, slots=0, busy=self.busy, num_busy=0, available=None,
+            time_s=0.0, version=0, slots=0, busy=self.flights.busy, num_busy=0, available=None,
             last_applied=self.last_applied,
             mean_gains=self.mean_gains, model_bits=parts.upload_bits, bandwidth_hz=link.bandwidth_hz,
             noise_power=link.noise_power, per_aggregation=protocol.per_aggregation, interval_s=math.nan,
@@ -142,17 +131,17 @@ class EventEngine:
     @property
     def now(self) -> float:
         """The simulated clock."""
-        return float(self.env.now) if self.env is not None else self._start_s
+        return float(self.env.now) if self.env is not None else self.start_s
 
     def run(self) -> None:
         """Run until the stop rule fires (from where ``load_state`` left it, if it was called)."""
-        env = self.env = Clock(initial_time=self._start_s)
+        env = self.env = Clock(initial_time=self.start_s)
         self.store = simpy.Store(env)
         self.uplink = self.parts.access.event_uplink(self)
         self._done = env.event()
         self.timers.start(env)
-        if self._restored is not None:
-            self._restore(self._restored)
+        if self.restored is not None:
+            self._restore(self.restored)
         else:
             self.availability.begin()
             if self.eval_rule.at_start:
@@ -186,12 +175,12 @@ class EventEngine:
         """The run ended: updates still under way are recorded as in flight; the final model is
         evaluated if it changed since the last evaluation."""
         now = self.env.now
-        for u in sorted([*self.flying.values(), *self.held.values()], key=lambda u: u.seq):
+        for u in sorted([*self.flights.flying.values(), *self.flights.held.values()], key=lambda u: u.seq):
             if not u.report:
                 self.settle(u, "in_flight", now)
-        self.flying.clear()
-        self.held.clear()
-        if self.learner is not None and (not self._evals_at or self._evals_at[-1] != self.version):
+        self.flights.flying.clear()
+        self.flights.held.clear()
+        if self.learner is not None and (not self.evals_at or self.evals_at[-1] != self.version):
             self._evaluate()
 
     # --- processes ---------------------------------------------------------------------------
@@ -201,6 +190,10 @@ class EventEngine:
             u = yield self.store.get()
             if not self.stopping:
                 self.protocol.on_arrival(self, u)
+
+    def fly(self, u: Update) -> None:
+        """Start (or, on a resume, restart) the process of ``u`` from the phase it is in."""
+        u.process = self.env.process(self._fly(u))
 
     def _fly(self, u: Update):
         env = self.env
@@ -225,9 +218,9 @@ class EventEngine:
             self.rounds.report_done(u)
             return
         u.phase = ARRIVED
-        del self.flying[u.seq]
-        self.busy[u.device] = False
-        self.held[u.seq] = u
+        del self.flights.flying[u.seq]
+        self.flights.busy[u.device] = False
+        self.flights.held[u.seq] = u
         yield self.store.put(u)
 
     # --- starting devices ----------------------------------------------------------------------
@@ -249,7 +242,7 @@ class EventEngine:
             self.mean_gains[:] = self.parts.channel.mean_gain()
         state.time_s, state.version, state.slots, state.available = self.env.now, self.version, self.wanted, \
             self.available
-        state.busy, state.num_busy, state.last_applied = self.busy, len(self.flying), self.last_applied
+        state.busy, state.num_busy, state.last_applied = self.flights.busy, len(self.flights.flying), self.last_applied
         state.interval_s = self.last_aggregation_s / self.version if self.version else math.nan
         choice = scheduler.dispatch(state)
         devices = choice.devices
@@ -258,7 +251,7 @@ class EventEngine:
         chosen = devices.tolist()
         if not chosen:
             return 0
-        busy, available = self.busy, self.available
+        busy, available = self.flights.busy, self.available
         if len(chosen) == 1:  # the usual dispatch, once per upload: one device, one launch
             device = chosen[0]
             if busy[device] or (available is not None and not available[device]):
@@ -308,9 +301,8 @@ class EventEngine:
         return comp.tolist(), energy
 
     def work_key(self, device: int) -> int:
-        k = self._repeats.get(device, 0)
-        self._repeats[device] = k + 1
-        return self.version + k * _REPEAT
+        """The work key of ``device`` started now (see Flights.work_key)."""
+        return self.flights.work_key(device, self.version)
 
     def launch(self, device: int, power: float, compute_s: float, energy_j: float, *, key: int, bits: float,
                 round_=None, gain: float = math.nan, airtime_s: float = math.nan, q: float = math.nan,
@@ -318,22 +310,18 @@ class EventEngine:
                 report: bool = False, round_gain: bool = False) -> Update:
         now = self.env.now
         start = now + self.parts.downlink_s if compute_start_s is None else compute_start_s
-        seq = _REPORTS + self._reports if report else self.next_seq
+        seq = self.flights.next_number(report)
         u = Update(seq, device, self.version, key, self.version if round_ is None else round_, share, q,
                    now, start, compute_s, start + compute_s, power, bits, gain, airtime_s,
                    compute_energy_full_j=energy_j, report=report, round_gain=round_gain)
         if waiting:  # its computation starts when the round's reports are up
             u.phase, u.compute_start_s, u.compute_end_s = WAITING, math.nan, math.nan
-        if report:
-            self._reports += 1
-        else:
-            self.next_seq += 1
-        self.flying[u.seq] = u
+        self.flights.flying[u.seq] = u
         if not report:
-            self.busy[device] = True
+            self.flights.busy[device] = True
             if self.learner is not None:
-                self.untrained.append(u)
-        u.process = self.env.process(self._fly(u))
+                self.flights.untrained.append(u)
+        self.fly(u)
         return u
 
     def start_transmission(self, u: Update) -> None:
@@ -361,16 +349,15 @@ class EventEngine:
 
     def next_queue_place(self) -> int:
         """A place in the uplink's queue (a resume rebuilds the processes in this order)."""
-        self.queue_seq += 1
-        return self.queue_seq
+        return self.flights.next_queue_place()
 
     def update(self, seq: int) -> Update:
         """The update in flight with dispatch number ``seq``."""
-        return self.flying[seq]
+        return self.flights.flying[seq]
 
     def in_flight(self):
         """The updates still computing or uploading, in dispatch order."""
-        return self.flying.values()
+        return self.flights.flying.values()
 
     def draw_gain(self, device: int) -> float:
         """A fresh gain of ``device`` (the channel's "channel" stream), as a transmission begins."""
@@ -396,9 +383,9 @@ class EventEngine:
         """``u`` stops where it is (its process is interrupted with ``outcome``, if given)."""
         if outcome is not None:
             u.process.interrupt(outcome)
-        del self.flying[u.seq]
+        del self.flights.flying[u.seq]
         if not u.report:
-            self.busy[u.device] = False
+            self.flights.busy[u.device] = False
         u.phase = FINISHED
 
     def cancel(self, updates, outcome: str) -> None:
@@ -418,7 +405,7 @@ class EventEngine:
         if self.stopping:
             return
         available = self.availability.step()
-        gone = [u for u in self.flying.values() if not available[u.device]]
+        gone = [u for u in self.flights.flying.values() if not available[u.device]]
         for u in gone:
             if u.in_flight:
                 u.process.interrupt("offline")
@@ -462,11 +449,11 @@ class EventEngine:
     def train_pending(self, exclude=()) -> None:
         """Compute the updates of the devices started since the last aggregation (they share the
         current model): one batched call per work key."""
-        if self.learner is None or not self.untrained:
+        if self.learner is None or not self.flights.untrained:
             return
         skip = {u.seq for u in exclude}
-        pending = [u for u in self.untrained if u.phase != FINISHED and u.seq not in skip]
-        self.untrained = []
+        pending = [u for u in self.flights.untrained if u.phase != FINISHED and u.seq not in skip]
+        self.flights.untrained = []
         groups: dict[int, list[Update]] = {}
         for u in pending:
             groups.setdefault(u.key, []).append(u)
@@ -508,7 +495,7 @@ class EventEngine:
     def settle(self, u: Update, outcome: str, t: float) -> None:
         """``u``'s fate is known at time ``t``: its energies, its row, and no more references to it."""
         u.outcome = outcome
-        self.held.pop(u.seq, None)
+        self.flights.held.pop(u.seq, None)
         if u.phase >= ARRIVED or outcome == "applied":
             u.phase = FINISHED
         if outcome not in ("applied", "stale") and u.tx_end_s != u.tx_end_s:
@@ -529,7 +516,7 @@ class EventEngine:
         self.version += 1
         if not math.isfinite(self.env.now):
             raise_non_finite_clock(self.env.now, f"aggregation {self.version}")
-        self._repeats = {}
+        self.flights.repeats = {}
         self.last_aggregation_s = self.env.now
         if self.learner is not None and self.eval_rule.due(self.version, self.env.now):
             self._evaluate()
@@ -547,7 +534,7 @@ class EventEngine:
 
     def _evaluate(self) -> None:
         if self.learner is not None:
-            self._evals_at = [*self._evals_at[-1:], self.version]
+            self.evals_at = [*self.evals_at[-1:], self.version]
             evaluate(self.learner, self.stop, self.on_eval, self.version, float(self.env.now))
 
     # --- checkpoints ---------------------------------------------------------------------------

@@ -37,8 +37,8 @@ class RoundDriver:
             return
         p, r, t = e.parts, e.version, e.env.now
         available = e.available
-        if e.busy.any():
-            available = ~e.busy if available is None else available & ~e.busy
+        if e.flights.busy.any():
+            available = ~e.flights.busy if available is None else available & ~e.flights.busy
         opening = open_round(p, e.streams, e.checks, e.learner, r, t, available)
         gains, plan = opening.gains, opening.plan
         if plan is not None:
@@ -167,7 +167,7 @@ class RoundDriver:
     def report_done(self, u: Update, lost: bool = False) -> None:
         """One of the round's reports is up (or lost): when the last is, the computations begin."""
         e = self.engine
-        del e.flying[u.seq]
+        del e.flights.flying[u.seq]
         u.phase = FINISHED
         round_ = self.current
         if u.tx_start_s == u.tx_start_s:  # P x time on the air, summed as sync sums them
