@@ -6,7 +6,6 @@ or asked for the uplink, so the same queue forms again and every pending event l
 time and in the same order (wirelessfl.sim.clock)."""
 from __future__ import annotations
 
-import numpy as np
 
 from .engine import load_parts_state, parts_state
 from .flight import ON_AIR, QUEUED, Round, Update
@@ -21,15 +20,14 @@ def engine_state(engine) -> dict:
     uplink, the protocol, the parts)."""
     current = engine.rounds.current
     return {
-        "rounds_done": engine.version, "now_s": engine.now, "eval_next_s": engine.eval_rule.next_s,
+        **engine.server.state_dict(), "now_s": engine.now, "eval_next_s": engine.eval_rule.next_s,
         "target_reached": engine.stop.reached, "evals_at": list(engine.evals_at),
         "streams": {name: g.bit_generator.state for name, g in engine.streams.items()},
         **parts_state(engine.parts),
         # the round's finished updates too: its record needs them
         **engine.flights.state_dict(also=current.updates if current is not None else ()),
         **engine.availability.state_dict(),
-        "last_applied": engine.last_applied.copy(), "wanted": engine.wanted,
-        "last_aggregation_s": engine.last_aggregation_s, "dispatch_info": numbers_only(engine.dispatch_info),
+        "wanted": engine.wanted, "dispatch_info": numbers_only(engine.dispatch_info),
         **engine.timers.state_dict(),
         **engine.rounds.state_dict(),
         "uplink": engine.uplink.state_dict(),
@@ -39,7 +37,7 @@ def engine_state(engine) -> dict:
 
 def load_engine_state(engine, state: dict) -> None:
     """Continue from a state_dict (call before run; ``restore`` rebuilds the updates as it starts)."""
-    engine.version = int(state["rounds_done"])
+    engine.server.load_state(state)
     engine.start_s = float(state["now_s"])
     engine.eval_rule.next_s = float(state["eval_next_s"])
     engine.stop.reached = bool(state["target_reached"])
@@ -51,9 +49,7 @@ def load_engine_state(engine, state: dict) -> None:
     engine.flights.load_state(state)
     engine.availability.load_state(state)
     engine.timers.load_state(state)
-    engine.last_applied = np.asarray(state["last_applied"], dtype=np.int64).copy()
     engine.wanted = int(state["wanted"])
-    engine.last_aggregation_s = float(state["last_aggregation_s"])
     engine.dispatch_info = dict(state["dispatch_info"])
     engine.restored = state
 

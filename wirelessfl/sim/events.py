@@ -48,11 +48,12 @@ from .availability import AvailabilitySteps
 from .checks import PartChecks
 from ..des.clock import CHECKPOINT, RANK_DEVICE, RANK_STOP, Clock, priority
 from .engine import STREAMS, EvalRule, Parts, StopRule, evaluate, raise_non_finite_clock
-from .pipeline import AggregationRecord, RoundRecord, tell_uplink
+from .pipeline import RoundRecord
+from .server import Server
 from .timers import Timers
 from .event_state import engine_state, load_engine_state, restore
 from .flights import Flights
-from .flight import ARRIVED, COMPUTE, DOWNLINK, FINISHED, WAITING, Round, Update, arrived_facts
+from .flight import ARRIVED, COMPUTE, DOWNLINK, FINISHED, WAITING, Round, Update
 from .rounds import RoundDriver
 
 __all__ = ["EventEngine", "EventStall", "Round", "Update"]
@@ -87,13 +88,11 @@ class EventEngine:
         self.on_round, self.on_eval, self.on_update, self.after_round = on_round, on_eval, on_update, after_round
         self.availability_period_s = float(availability_period_s)
         n = self.num_devices = parts.num_devices
-        self.version = 0
+        self.server = Server(self, n)  # the model's version, and what applies and settles updates
         self.flights = Flights(n)  # the updates under way
-        self.last_applied = np.zeros(n, dtype=np.int64)
         self.availability = AvailabilitySteps(parts.availability, streams["availability"], availability_period_s,
                                               self._availability_step)
         self.wanted = 0  # slots the protocol asked for and no device could fill yet
-        self.last_aggregation_s = 0.0
         self.dispatch_info: dict = {}
         self.rounds = RoundDriver(self)  # the round under way, for round-based protocols
         self.timers = Timers(self._timer_due)
@@ -447,77 +446,44 @@ class EventEngine:
     # --- aggregation ---------------------------------------------------------------------------
 
     def train_pending(self, exclude=()) -> None:
-        """Compute the updates of the devices started since the last aggregation (they share the
-        current model): one batched call per work key."""
-        if self.learner is None or not self.flights.untrained:
-            return
-        skip = {u.seq for u in exclude}
-        pending = [u for u in self.flights.untrained if u.phase != FINISHED and u.seq not in skip]
-        self.flights.untrained = []
-        groups: dict[int, list[Update]] = {}
-        for u in pending:
-            groups.setdefault(u.key, []).append(u)
-        for key, group in groups.items():
-            deltas = self.learner.local_updates(np.array([u.device for u in group], dtype=np.int64), key)
-            for u, delta in zip(group, deltas):
-                u.delta = delta.clone()
-                if self.keep_start:
-                    u.start = self.learner.params
+        """Train the updates started since the last aggregation (see Server.train_pending)."""
+        self.server.train_pending(exclude)
 
     def apply(self, updates: list, weights, *, mix: bool = False) -> None:
         """One aggregation: the algorithm applies ``updates`` with the protocol's ``weights`` (one
         per update); ``mix``: each moves the model toward the device's model y (its start + delta),
         x <- x + w (y - x), rather than by w delta. The server version then increases by one."""
-        self.train_pending()
-        v = self.version
-        staleness = [v - u.version for u in updates]
-        metrics = {}
-        if self.learner is not None and updates:
-            devices = np.array([u.device for u in updates], dtype=np.int64)
-            tell_uplink(self.learner, arrived_facts(updates, self.parts.access))
-            metrics = self.learner.apply_updates(devices, [u.delta for u in updates], np.asarray(weights, dtype=float),
-                                                 np.array(staleness, dtype=np.int64),
-                                                 [u.start for u in updates] if mix else None)
-        now = self.env.now
-        for u in updates:
-            u.version_applied = v
-            self.last_applied[u.device] = v + 1
-            self.settle(u, "applied", now)
-        # the applied updates, in arrival order (updates.csv has every upload)
-        self.on_round(AggregationRecord(v, self.last_aggregation_s, now, self.parts.downlink_s, updates, staleness,
-                                        metrics, self.dispatch_info, self.available, self.availability.since))
-        self.aggregated()
+        self.server.apply(updates, weights, mix=mix)
 
     def discard(self, update: Update, outcome: str) -> None:
         """Drop an update that arrived (e.g. too stale); recorded with ``outcome``."""
-        self.settle(update, outcome, self.env.now)
+        self.server.settle(update, outcome, self.env.now)
 
     def settle(self, u: Update, outcome: str, t: float) -> None:
-        """``u``'s fate is known at time ``t``: its energies, its row, and no more references to it."""
-        u.outcome = outcome
-        self.flights.held.pop(u.seq, None)
-        if u.phase >= ARRIVED or outcome == "applied":
-            u.phase = FINISHED
-        if outcome not in ("applied", "stale") and u.tx_end_s != u.tx_end_s:
-            u.lost_s = t
-        if u.tx_end_s == u.tx_end_s:  # the whole upload: P x airtime
-            u.energy_j = u.power * u.airtime_s
-        else:  # on the air until now, or never
-            u.energy_j = u.power * (t - u.tx_start_s) if u.tx_start_s == u.tx_start_s else 0.0
-        if t >= u.compute_end_s or not u.compute_s > 0:
-            u.compute_energy_j = u.compute_energy_full_j
-        else:
-            u.compute_energy_j = u.compute_energy_full_j * min(max((t - u.compute_start_s) / u.compute_s, 0.0), 1.0)
-        self.on_update(u)
-        u.delta = u.start = None
+        """``u``'s fate is known at time ``t`` (see Server.settle)."""
+        self.server.settle(u, outcome, t)
+
+    @property
+    def version(self) -> int:
+        """The server's model version (aggregations so far)."""
+        return self.server.version
+
+    @property
+    def last_applied(self) -> np.ndarray:
+        """The version each device's last applied update produced (0: never)."""
+        return self.server.last_applied
+
+    @property
+    def last_aggregation_s(self) -> float:
+        """When the last aggregation was."""
+        return self.server.last_aggregation_s
 
     def aggregated(self) -> None:
         """The version is done: count it, evaluate if due, stop or checkpoint."""
-        self.version += 1
+        self.server.advance(self.env.now)
         if not math.isfinite(self.env.now):
             raise_non_finite_clock(self.env.now, f"aggregation {self.version}")
         self.flights.repeats = {}
-        self.last_aggregation_s = self.env.now
         if self.learner is not None and self.eval_rule.due(self.version, self.env.now):
             self._evaluate()
         if self.stop.done(self.version, self.env.now):

@@ -1,0 +1,103 @@
+"""The server of the event engine: the model's version, when each device's update was last applied,
+when the last aggregation was; it trains the updates started from the current model (in one
+batched call per work key, just before the aggregation that needs them), applies a set of updates,
+and settles each update's fate (its energies and its row of updates.csv)."""
+from __future__ import annotations
+
+import numpy as np
+
+from ..des import ARRIVED, FINISHED
+from .flight import Update, arrived_facts
+from .pipeline import AggregationRecord, tell_uplink
+
+__all__ = ["Server"]
+
+
+class Server:
+    """The model's version and its aggregations, for the event engine (its collaborator)."""
+
+    def __init__(self, engine, num_devices: int):
+        self.engine = engine
+        self.version = 0
+        self.last_applied = np.zeros(num_devices, dtype=np.int64)  # the version a device's last applied update made
+        self.last_aggregation_s = 0.0
+
+    def advance(self, now: float) -> None:
+        """An aggregation is done: the next version."""
+        self.version += 1
+        self.last_aggregation_s = now
+
+    def train_pending(self, exclude=()) -> None:
+        """Compute the updates of the devices started since the last aggregation (they share the
+        current model): one batched call per work key."""
+        e = self.engine
+        if e.learner is None or not e.flights.untrained:
+            return
+        skip = {u.seq for u in exclude}
+        pending = [u for u in e.flights.untrained if u.phase != FINISHED and u.seq not in skip]
+        e.flights.untrained = []
+        groups: dict[int, list[Update]] = {}
+        for u in pending:
+            groups.setdefault(u.key, []).append(u)
+        for key, group in groups.items():
+            deltas = e.learner.local_updates(np.array([u.device for u in group], dtype=np.int64), key)
+            for u, delta in zip(group, deltas):
+                u.delta = delta.clone()
+                if e.keep_start:
+                    u.start = e.learner.params
+
+    def apply(self, updates: list, weights, *, mix: bool = False) -> None:
+        """One aggregation: the algorithm applies ``updates`` with the protocol's ``weights`` (one
+        per update; ``mix``: toward each device's model rather than by its delta), one row of
+        rounds.csv, then the engine counts the version (``aggregated``)."""
+        e = self.engine
+        self.train_pending()
+        v = self.version
+        staleness = [v - u.version for u in updates]
+        metrics = {}
+        if e.learner is not None and updates:
+            devices = np.array([u.device for u in updates], dtype=np.int64)
+            tell_uplink(e.learner, arrived_facts(updates, e.parts.access))
+            metrics = e.learner.apply_updates(devices, [u.delta for u in updates], np.asarray(weights, dtype=float),
+                                              np.array(staleness, dtype=np.int64),
+                                              [u.start for u in updates] if mix else None)
+        now = e.env.now
+        for u in updates:
+            u.version_applied = v
+            self.last_applied[u.device] = v + 1
+            self.settle(u, "applied", now)
+        # the applied updates, in arrival order (updates.csv has every upload)
+        e.on_round(AggregationRecord(v, self.last_aggregation_s, now, e.parts.downlink_s, updates, staleness,
+                                     metrics, e.dispatch_info, e.available, e.availability.since))
+        e.aggregated()
+
+    def settle(self, u: Update, outcome: str, t: float) -> None:
+        """``u``'s fate is known at time ``t``: its energies, its row, and no more references to it."""
+        e = self.engine
+        u.outcome = outcome
+        e.flights.held.pop(u.seq, None)
+        if u.phase >= ARRIVED or outcome == "applied":
+            u.phase = FINISHED
+        if outcome not in ("applied", "stale") and u.tx_end_s != u.tx_end_s:
+            u.lost_s = t
+        if u.tx_end_s == u.tx_end_s:  # the whole upload: P x airtime
+            u.energy_j = u.power * u.airtime_s
+        else:  # on the air until now, or never
+            u.energy_j = u.power * (t - u.tx_start_s) if u.tx_start_s == u.tx_start_s else 0.0
+        if t >= u.compute_end_s or not u.compute_s > 0:
+            u.compute_energy_j = u.compute_energy_full_j
+        else:
+            u.compute_energy_j = u.compute_energy_full_j * min(max((t - u.compute_start_s) / u.compute_s, 0.0), 1.0)
+        e.on_update(u)
+        u.delta = u.start = None
+
+    def state_dict(self) -> dict:
+        """The version, when each device was last applied and when the last aggregation was."""
+        return {"rounds_done": self.version, "last_applied": self.last_applied.copy(),
+                "last_aggregation_s": self.last_aggregation_s}
+
+    def load_state(self, state: dict) -> None:
+        """Restore them."""
+        self.version = int(state["rounds_done"])
+        self.last_applied = np.asarray(state["last_applied"], dtype=np.int64).copy()
+        self.last_aggregation_s = float(state["last_aggregation_s"])
