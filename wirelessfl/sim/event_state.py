@@ -3,7 +3,7 @@ the rebuild of its processes from it. SimPy generators cannot be pickled, so eve
 or held (phase, times, draws, delta), the uplink's queue, the round under way, the armed timers and
 every random stream are saved explicitly; a resume recreates the processes in the order they held
 or asked for the uplink, so the same queue forms again and every pending event lands at the same
-time and in the same order (wirelessfl.sim.clock)."""
+time and in the same order (wirelessfl.des.clock)."""
 from __future__ import annotations
 
 

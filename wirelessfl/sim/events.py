@@ -27,7 +27,7 @@ keyed by (version, device), as under sync (a device started twice from one versi
 Checkpoints are taken between events (after SimPy's own events of that instant): every update in
 flight with its phase, times and draws, the uplink's queue, the protocol's and scheduler's state,
 the armed timers and every random stream are saved explicitly, and a resume rebuilds the processes
-so that every pending event lands at the same time and in the same order (wirelessfl.sim.clock).
+so that every pending event lands at the same time and in the same order (wirelessfl.des.clock).
 
 Modules: this one (the run, the processes, dispatch, losses, timers, aggregation), rounds.py (the
 round machinery of round-based protocols), flight.py (an update's and a round's data),

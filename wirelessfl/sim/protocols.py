@@ -55,7 +55,7 @@ class RoundProtocol(Protocol):
     (the scheduler decides per round, through ``begin_round``; otherwise devices are started one
     free slot at a time through the scheduler's ``dispatch``), ``per_aggregation`` (updates an
     aggregation applies, as the dispatch rule's power budget assumes and as many as an over-the-air
-    uplink gathers into one joint transmission: wirelessfl.sim.uplink.JointUplink).
+    uplink gathers into one joint transmission: wirelessfl.access.aircomp.JointUplink).
     """
 
     Options: ClassVar[type | None] = None
