@@ -133,3 +133,17 @@ def test_power_settling_kept_as_it_goes_equals_the_whole_series(seed):
             running.add(p)
         expected = power_settled_round(series[:n], 1.0)
         assert running.settled_round == expected or (math.isnan(expected) and math.isnan(running.settled_round))
+
+
+def test_the_row_at_a_checkpoint_s_length_is_found_however_long_rows_are(tmp_path):
+    from wirelessfl.sim.round_file import rounds_file_problem
+
+    path = tmp_path / "rounds.csv"
+    rows = ["round,selected"] + [f"{r}," + " ".join(["12345"] * (3000 if r == 2 else 3)) for r in range(4)]
+    text = "\n".join(rows) + "\n"
+    path.write_text(text)
+    through_round_2 = len("\n".join(rows[:4]) + "\n")  # the header and rounds 0, 1, 2 (a 18 KB row)
+    assert rounds_file_problem(path, 3, ["round", "selected"], through_round_2) is None
+    assert "3 rounds" in rounds_file_problem(path, 3, ["round", "selected"], len("\n".join(rows[:3]) + "\n"))
+    assert rounds_file_problem(path, 3, ["round", "selected"], through_round_2 - 5) is not None  # mid-row
+    assert rounds_file_problem(path, 0, ["round", "selected"], len("round,selected\n")) is None

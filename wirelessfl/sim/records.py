@@ -30,6 +30,8 @@ import numpy as np
 from ..files import open_append, write_atomic
 from ..jsonio import write_json_atomic
 from .device_arrays import DECISIONS, DeviceArrays
+from .round_file import csv_rows, header, rounds_file_problem
+from .update_log import OUTCOMES, UPDATE_COLUMNS, UpdateLog  # noqa: F401 (OUTCOMES, UPDATE_COLUMNS: read from here too)
 from .pipeline import AggregationRecord, RoundRecord
 from .summary import PowerSettling, RoundTotals
 
@@ -51,18 +53,6 @@ event protocols (see wirelessfl.sim.events) selected lists the devices of the ro
 the updates applied (fedbuff, fedasync, in arrival order; upload_order and q_selected are then empty),
 and energy_j is their transmit energy up to the aggregation; every update's own energy is in
 updates.csv and in the device totals."""
-UPDATE_COLUMNS = ["update", "device", "version_started", "dispatch_s", "compute_end_s", "tx_start_s", "tx_end_s",
-                  "version_applied", "staleness", "outcome", "energy_j", "compute_energy_j", "airtime_s", "gain",
-                  "power", "lost_s", "attempts"]
-"""One row per dispatched device: ``update`` numbers the dispatches from 0; times in simulated
-seconds (empty: the phase never began); version_applied and staleness are empty unless the update
-was applied; outcome is "applied", "stale" (older than the protocol's max_staleness), "late_dropped"
-(missed the round's deadline, or its first k, under late = "drop"), "offline" (the device left while
-computing or uploading), "lost" (a packet failed link.max_attempts times), "silent" (it did not
-send: aircomp's truncation) or "in_flight" (the run ended first); attempts counts its packets' transmissions (retries included); energy_j is the transmit energy spent
-(P x time on the air), compute_energy_j the computation energy (the part done, when it stopped early);
-lost_s is when a device that went offline (or was stopped, or was still under way at the end) stopped."""
-OUTCOMES = ("applied", "stale", "late_dropped", "offline", "lost", "silent", "in_flight")
 EVAL_COLUMNS = ["round", "time_s", "accuracy", "test_loss", "train_loss",
                 # personalised evaluation (docs/papers/perfedavg.md), empty unless run.personalised_eval is on
                 "personal_accuracy", "personal_accuracy_std", "local_accuracy", "personal_per_device",
@@ -117,168 +107,6 @@ def _numbers(values: dict, prefix: str, skip: tuple[str, ...] = ()) -> dict:
         out[name] = int(value) if isinstance(value, (bool, np.bool_)) else value.item() \
             if isinstance(value, np.generic) else value
     return out
-
-
-_ROW = "%d,%d,%d,%.12g,%.12g,%.12g,%.12g,%s,%s,%.12g,%.12g,%.12g,%.12g,%.12g,%.12g,%d\n"
-"""An updates.csv row (UPDATE_COLUMNS; version_applied and staleness come as one cell). Numbers
-have 12 significant digits (a picosecond at a thousand simulated seconds): the shortest exact form
-costs three times as much, and a row is written for every upload (ten a round under sync)."""
-
-
-def _round_rows(item: tuple) -> list[tuple]:
-    """The UPDATE_COLUMNS rows of a sync round written by UpdateLog.write_round (version_applied and
-    staleness NaN where not applied)."""
-    first, devices, version, dispatch_s, ready, tx_start, tx_end, airtime, arrived, energy, compute_energy, gain, \
-        power, end_s, attempts = item
-    full_end = (tx_start + airtime if tx_end is None else tx_end).tolist()
-    ready, start, air, ok, energy, compute_energy, gain, power = (
-        a.tolist() for a in (ready, tx_start, airtime, arrived, energy, compute_energy, gain, power))
-    tries = [int(t == t) for t in start] if attempts is None else attempts.tolist()
-    rows = []
-    for i, n in enumerate(devices.tolist()):
-        if ok[i]:
-            outcome, end, lost = "applied", full_end[i], math.nan
-        elif air[i] == 0 and attempts is None:  # it never sent (aircomp: below the truncation gain)
-            outcome, end, lost = "silent", math.nan, math.nan
-        elif full_end[i] <= end_s:  # its transmissions ended: its packets failed, it gave up then
-            outcome, end, lost = "lost", math.nan, full_end[i]
-        else:  # cut by the deadline (before its turn: it sent nothing)
-            outcome, end, lost = "late_dropped", math.nan, end_s
-        rows.append((first + i, n, version, dispatch_s, ready[i], start[i], end, version if ok[i] else math.nan,
-                     0 if ok[i] else math.nan, outcome, energy[i], compute_energy[i], air[i], gain[i], power[i], lost,
-                     tries[i] if start[i] == start[i] else 0))
-    return rows
-
-
-class UpdateLog:
-    """updates.csv: one line per update, appended as its fate becomes known. Without a folder the
-    rows stay in memory (``rows_in_memory``); with one they are only on disk, so memory stays flat.
-    Single rows (the event protocols') wait in a short buffer and are formatted a chunk at a time."""
-
-    CHUNK = 1024
-    """Rows formatted and written at once (a flush, a checkpoint or the end writes the rest)."""
-
-    def __init__(self, path: Path | None):
-        self.path = path
-        self.rows = 0
-        self.in_memory: list[tuple] | None = [] if path is None else None
-        self._fh = None
-        self._pending: list[tuple] = []
-
-    def start(self) -> None:
-        """A new file holding the header."""
-        if self.path is not None:
-            write_atomic(self.path, ",".join(UPDATE_COLUMNS) + "\n")
-            self._fh = open_append(self.path)
-
-    def write(self, update: int, device: int, version_started: int, dispatch_s: float, compute_end_s: float,
-              tx_start_s: float, tx_end_s: float, version_applied: int, outcome: str, energy_j: float,
-              compute_energy_j: float, airtime_s: float, gain: float, power: float, lost_s: float = math.nan,
-              attempts: int = 1) -> None:
-        """One update's row (numbers as Python ints and floats); version_applied < 0: not applied."""
-        self.rows += 1
-        applied = version_applied >= 0
-        if self.in_memory is not None:
-            self.in_memory.append((update, device, version_started, dispatch_s, compute_end_s, tx_start_s, tx_end_s,
-                                   version_applied if applied else math.nan,
-                                   version_applied - version_started if applied else math.nan, outcome, energy_j,
-                                   compute_energy_j, airtime_s, gain, power, lost_s, attempts))
-        if self._fh is not None:
-            self._pending.append((update, device, version_started, dispatch_s, compute_end_s, tx_start_s, tx_end_s,
-                                  f"{version_applied},{version_applied - version_started}" if applied else ",",
-                                  outcome, energy_j, compute_energy_j, airtime_s, gain, power, lost_s, attempts))
-            if len(self._pending) >= self.CHUNK:
-                self._write_pending()
-
-    def _write_pending(self) -> None:
-        # one %-format per row; NaN becomes empty (no outcome contains "nan")
-        self._fh.write("".join([_ROW % row for row in self._pending]).replace("nan", ""))
-        self._pending = []
-
-    def write_round(self, first: int, devices: np.ndarray, version: int, dispatch_s: float, ready: np.ndarray,
-                    tx_start: np.ndarray, airtime: np.ndarray, arrived: np.ndarray, energy: np.ndarray,
-                    compute_energy: np.ndarray, gain: np.ndarray, power: np.ndarray, end_s: float,
-                    tx_end: np.ndarray | None = None, attempts: np.ndarray | None = None) -> None:
-        """A sync round's rows at once (one per selected device, numbered from ``first``): applied
-        where it arrived; lost where its transmissions ended but it did not arrive (its packets failed;
-        it gave up then); else dropped at the deadline ``end_s``. ``tx_end``: the uploads' ends where
-        they are not tx_start + airtime; ``attempts``: transmissions (default one for those that
-        began). The arrays are kept, not copied; rows are made from them when needed (_round_rows)."""
-        self.rows += len(devices)
-        item = (first, devices, version, dispatch_s, ready, tx_start, tx_end, airtime, arrived, energy, compute_energy,
-                gain, power, end_s, attempts)
-        if self.in_memory is not None:
-            self.in_memory.append(item)
-        if self._fh is None:
-            return
-        if self._pending:
-            self._write_pending()
-        if tx_end is None and attempts is None and arrived.all():  # the usual round: every upload in, once
-            ready, start, air, energy, compute_energy, gain, power = (
-                a.tolist() for a in (ready, tx_start, airtime, energy, compute_energy, gain, power))
-            cell = f"{version},0"
-            text = "".join([_ROW % (first + i, n, version, dispatch_s, ready[i], start[i], start[i] + air[i], cell,
-                                    "applied", energy[i], compute_energy[i], air[i], gain[i], power[i], math.nan, 1)
-                            for i, n in enumerate(devices.tolist())])
-        else:
-            text = "".join([_ROW % (*row[:7], f"{row[7]},0" if row[7] == row[7] else ",", *row[9:])
-                            for row in _round_rows(item)])
-        self._fh.write(text.replace("nan", ""))
-
-    def rows_in_memory(self) -> list[tuple] | None:
-        """The rows kept without a folder (UPDATE_COLUMNS), in the order they were written."""
-        if self.in_memory is None:
-            return None
-        rows = []
-        for item in self.in_memory:
-            rows.extend([item] if len(item) == len(UPDATE_COLUMNS) else _round_rows(item))
-        return rows
-
-    def flush(self) -> None:
-        if self._fh is not None:
-            if self._pending:
-                self._write_pending()
-            self._fh.flush()
-
-    def close(self) -> None:
-        if self._fh is not None:
-            self.flush()
-            self._fh.close()
-            self._fh = None
-
-    def state_dict(self) -> dict:
-        """How many rows, and how many bytes of the file, a checkpoint covers."""
-        self.flush()
-        size = self.path.stat().st_size if self.path is not None else 0
-        rows = self.rows_in_memory()
-        return {"rows": self.rows, "bytes": size, "in_memory": list(map(list, rows)) if rows is not None else None}
-
-    def check(self, state: dict) -> str | None:
-        """Why the file cannot continue from ``state`` (None: it can)."""
-        if not isinstance(state, dict) or not isinstance(state.get("rows"), int):
-            return "the checkpoint has no count of update rows"
-        if self.path is None:
-            return None
-        if self.path.is_symlink():
-            return f"{self.path.name} is a symbolic link"
-        try:
-            size = self.path.stat().st_size
-        except OSError:
-            return f"{self.path.name} is missing"
-        if size < int(state.get("bytes", 0)):
-            return f"{self.path.name} is shorter ({size} bytes) than at the checkpoint ({state['bytes']} bytes)"
-        return None
-
-    def load_state(self, state: dict) -> None:
-        """Cut the file back to the checkpoint's rows and append from there."""
-        self.rows = int(state["rows"])
-        if self.in_memory is not None:
-            self.in_memory = [tuple(r) for r in (state.get("in_memory") or [])]
-        if self.path is not None:
-            self.close()
-            with open(self.path, "r+b") as fh:  # not a link: check() refused one
-                fh.truncate(int(state["bytes"]))
-            self._fh = open_append(self.path)
 
 
 class Recorder:
@@ -548,7 +376,7 @@ class Recorder:
         if "rounds" not in self._files:
             return
         self.flush()
-        rows = _csv_rows(self.out_dir / "rounds.csv", self.totals.rounds - 1)
+        rows = csv_rows(self.out_dir / "rounds.csv", self.totals.rounds - 1)
         self._open("rounds", self.round_columns, rows + [row])
 
     def rounds_frame(self):
@@ -619,7 +447,7 @@ class Recorder:
             path = self.out_dir / name
             if path.is_symlink():
                 return f"{name} is a symbolic link"
-        problem = _rounds_file_problem(self.out_dir / "rounds.csv", rounds_done, state.get("round_columns"),
+        problem = rounds_file_problem(self.out_dir / "rounds.csv", rounds_done, state.get("round_columns"),
                                        int(state.get("round_bytes", 0)))
         if problem is not None:
             return problem
@@ -660,13 +488,13 @@ class Recorder:
         was added since (the file was written again with a wider header), its first ``rows`` rows
         written again under the checkpoint's header."""
         path = self.out_dir / "rounds.csv"
-        if _header(path) == self.round_columns:
+        if header(path) == self.round_columns:
             with open(path, "r+b") as fh:  # not a link: check_resume refused one
                 fh.truncate(size)
             fh = open_append(path)
             self._files["rounds"] = (fh, csv.writer(fh), list(self.round_columns))
         else:
-            self._open("rounds", self.round_columns, _csv_rows(path, rows))
+            self._open("rounds", self.round_columns, csv_rows(path, rows))
 
     def device_table(self, sigmas: np.ndarray, extra: dict[str, np.ndarray] | None = None) -> dict[str, np.ndarray]:
         """Per-device totals: selections, transmit and computation energy, dropped uploads, the fraction
@@ -697,61 +525,6 @@ class Recorder:
 
         write_atomic(self.out_dir / "devices.csv", pd.DataFrame(devices).to_csv(index=False))
         write_json_atomic(self.out_dir / "summary.json", summary)
-
-
-def _header(path: Path) -> list[str] | None:
-    """The header of a CSV file (None: missing or unreadable)."""
-    try:
-        with open(path, newline="") as fh:
-            return next(csv.reader(fh), None)
-    except (OSError, csv.Error, UnicodeDecodeError):
-        return None
-
-
-def _csv_rows(path: Path, count: int) -> list[dict]:
-    """The first ``count`` rows of a CSV file as dicts of the text written (empty cells: "")."""
-    with open(path, newline="") as fh:
-        reader = csv.DictReader(fh)
-        return [row for _, row in zip(range(count), reader)]
-
-
-def _rounds_file_problem(path: Path, rows: int, columns, size: int) -> str | None:
-    """Why rounds.csv cannot be cut back to a checkpoint's ``rows`` rows (None: it can). With the
-    checkpoint's header, the file must be at least its ``size`` bytes, end a line there and have
-    round ``rows - 1`` on that line (checked without reading the rows before it); with a wider
-    header (a column added since), it must hold rounds 0 .. rows - 1."""
-    header = _header(path)
-    if header is None:
-        return "rounds.csv is missing or cannot be read"
-    if not isinstance(columns, list) or "round" not in header:
-        return "rounds.csv has no round column" if "round" not in header else "the checkpoint names no columns"
-    where = header.index("round")
-    if header == columns:
-        try:
-            with open(path, "rb") as fh:
-                fh.seek(0, 2)
-                if fh.tell() < size:
-                    return f"rounds.csv is shorter ({fh.tell()} bytes) than at the checkpoint ({size} bytes)"
-                fh.seek(max(size - 65536, 0))
-                tail = fh.read(size - fh.tell()).decode(errors="replace")
-        except OSError as exc:
-            return f"rounds.csv cannot be read ({exc.strerror or exc})"
-        if not tail.endswith("\n"):
-            return "rounds.csv does not end a row where the checkpoint says"
-        last = tail.rstrip("\n").rsplit("\n", 1)[-1]
-        if rows == 0:
-            return None if last.split(",") == header else "rounds.csv holds rows before the checkpoint's first"
-        cells = next(csv.reader([last]), [])
-        if len(cells) <= where or cells[where] != str(rows - 1):
-            return f"rounds.csv does not hold the checkpoint's {rows} rounds"
-        return None
-    try:
-        kept = [int(row.get("round", -1)) for row in _csv_rows(path, rows)]
-    except (OSError, ValueError, TypeError, csv.Error):
-        return "rounds.csv cannot be read"
-    if kept != list(range(rows)):
-        return f"rounds.csv holds {len(kept)} rounds, not the checkpoint's first {rows}"
-    return None
 
 
 def _columns(rows: list[dict]) -> list[str]:
