@@ -147,3 +147,69 @@ def test_the_row_at_a_checkpoint_s_length_is_found_however_long_rows_are(tmp_pat
     assert "3 rounds" in rounds_file_problem(path, 3, ["round", "selected"], len("\n".join(rows[:3]) + "\n"))
     assert rounds_file_problem(path, 3, ["round", "selected"], through_round_2 - 5) is not None  # mid-row
     assert rounds_file_problem(path, 0, ["round", "selected"], len("round,selected\n")) is None
+
+
+LONG_FEDBUFF = """seed = 0
+[run]
+time_budget_s = 20000.0
+timing_only = true
+checkpoint_every = 200
+[channel]
+profile = "linear"
+sigma_min = 0.1
+sigma_max = 10.0
+[link]
+bandwidth_hz = 10e6
+p_max = "30 dB"
+model_bits = 3000000
+[devices]
+count = 100
+compute = "shifted_exponential"
+delay_shift_s = 0.5
+delay_mean_s = 1.5
+[scheduler]
+name = "uniform"
+[protocol]
+name = "fedbuff"
+concurrency = 20
+buffer = 10
+"""
+
+
+@pytest.mark.slow
+def test_a_long_fedbuff_run_killed_with_sigkill_resumes_to_the_uninterrupted_files(tmp_path):
+    """20,000 simulated s of fedbuff (about 126k uploads, a checkpoint every 200 aggregations): the
+    run killed outright midway and resumed writes the files of the run left alone, byte for byte."""
+    import json
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    (tmp_path / "fb.toml").write_text(LONG_FEDBUFF)
+    run = [sys.executable, "-m", "wirelessfl.cli", "run", str(tmp_path / "fb.toml"), "--no-progress"]
+    whole = subprocess.run(run + ["--out", str(tmp_path / "whole")], capture_output=True, text=True)
+    assert whole.returncode == 0, whole.stderr
+    proc = subprocess.Popen(run + ["--out", str(tmp_path / "cut")], stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+    cut = tmp_path / "cut" / "fb"
+    deadline = time.time() + 120
+    # kill it once it has checkpointed past a third of the run's aggregations
+    while time.time() < deadline and proc.poll() is None:
+        rounds = cut / "rounds.csv"
+        if (cut / "checkpoint.pt").exists() and rounds.exists() and rounds.stat().st_size > 2_500_000:
+            break
+        time.sleep(0.05)
+    assert proc.poll() is None, "the run ended before it could be killed"
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    assert json.loads((cut / "summary.json").read_text())["status"] != "complete" if (cut / "summary.json").exists() \
+        else True
+    done = subprocess.run([sys.executable, "-m", "wirelessfl.cli", "run", "--resume", str(tmp_path / "cut"),
+                           "--no-progress"], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    whole_dir = tmp_path / "whole" / "fb"
+    assert json.loads((whole_dir / "summary.json").read_text())["uploads"] > 100_000
+    for name in ("rounds.csv", "updates.csv", "evals.csv", "devices.csv"):
+        assert (cut / name).read_bytes() == (whole_dir / name).read_bytes(), name
