@@ -40,17 +40,46 @@ if TYPE_CHECKING:  # the learning layer loads torch: not for timing-only runs
 
 
 class Learner(Protocol):
-    """What the engine needs from the training side (None in timing-only runs)."""
+    """What the engines and the runner use of the training side (None in timing-only runs;
+    wirelessfl.learning.learner.FederatedLearner is the one the runner builds)."""
 
-    def train_round(self, selected: np.ndarray, decision: Decision, round_idx: int) -> dict: ...
+    model_bits: int
+    """32 x the model's parameters: one upload's bits when link.model_bits is not set."""
 
-    def server_round(self, round_idx: int) -> dict: ...
+    def train_round(self, selected: np.ndarray, decision: Decision, round_idx: int) -> dict:
+        """A sync or semi_sync round: the algorithm's round on the devices whose uploads arrived."""
 
-    def reports(self, request: ReportRequest, round_idx: int) -> Reports: ...
+    def server_round(self, round_idx: int) -> dict:
+        """A round in which the server trains alone."""
 
-    def evaluate(self) -> dict: ...
+    def reports(self, request: ReportRequest, round_idx: int) -> Reports:
+        """What the devices a scheduler asked report (losses, gradients) at the current model."""
 
-    # Optional: ``uplink(facts: UplinkFacts)``, told what the uplink did before every aggregation.
+    def evaluate(self) -> dict:
+        """The model's accuracy and losses now."""
+
+    def local_updates(self, devices: np.ndarray, key: int) -> list:
+        """Event protocols: the deltas of ``devices`` trained from the current model (work key ``key``)."""
+
+    def apply_updates(self, devices: np.ndarray, deltas: list, weights: np.ndarray, staleness: np.ndarray,
+                      starts: list | None = None) -> dict:
+        """Event protocols: one aggregation of updates computed from possibly older models."""
+
+    @property
+    def params(self):
+        """The current model's parameters (a device keeps it as its start model when mixing)."""
+
+    def uplink(self, facts) -> None:
+        """Optional: what the uplink did for the next aggregation's updates (UplinkFacts)."""
+
+    def label_coverage(self, devices: np.ndarray) -> float:
+        """The share of the training labels held by ``devices`` (the summary's label_coverage)."""
+
+    def state_dict(self) -> dict:
+        """The model and the algorithm's state, for checkpoints."""
+
+    def load_state(self, state: dict) -> None:
+        """Restore them."""
 
 
 @dataclass

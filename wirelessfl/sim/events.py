@@ -105,7 +105,7 @@ class EventEngine:
         self.mean_gains = np.ones(n) if gain is None else np.array(gain, dtype=float)
         # moving devices: the dispatch rule sees the mean gains of where they are
         self.moving = moving(parts.channel)
-        self.keep_start = bool(getattr(protocol, "keeps_start_model", False))
+        self.keep_start = bool(protocol.keeps_start_model)
         link = parts.access.link
         self._energy = getattr(parts.compute, "has_energy", True)  # without an energy model: no call per dispatch
         # uploads in packets that may fail (wirelessfl.access.Link; a fixed rate alone, with fading within

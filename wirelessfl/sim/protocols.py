@@ -63,6 +63,9 @@ class RoundProtocol(Protocol):
     event_driven: ClassVar[bool] = True
     round_based: ClassVar[bool] = False
     per_aggregation: float = 1.0
+    keeps_start_model: ClassVar[bool] = False
+    """True: each update keeps the model it started from, for an application that mixes toward the
+    device's model (``server.apply(..., mix=True)``, FedAsync)."""
 
     @classmethod
     def from_scenario(cls, scenario, options) -> "RoundProtocol":

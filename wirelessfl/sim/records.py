@@ -31,7 +31,9 @@ from ..files import open_append, write_atomic
 from ..jsonio import write_json_atomic
 from .device_arrays import DECISIONS, DeviceArrays
 from .round_file import csv_rows, header, rounds_file_problem
-from .update_log import OUTCOMES, UPDATE_COLUMNS, UpdateLog  # noqa: F401 (OUTCOMES, UPDATE_COLUMNS: read from here too)
+from .update_log import OUTCOMES, UPDATE_COLUMNS, UpdateLog
+
+__all__ = ["EVAL_COLUMNS", "OUTCOMES", "ROUND_COLUMNS", "Recorder", "UPDATE_COLUMNS", "UpdateLog"]
 from .pipeline import AggregationRecord, RoundRecord
 from .summary import PowerSettling, RoundTotals
 
