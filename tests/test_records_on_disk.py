@@ -48,6 +48,23 @@ def test_a_run_with_a_folder_reads_its_rows_back_as_the_file_has_them(tmp_path):
     np.testing.assert_array_equal(in_memory.rounds["t_end"].to_numpy(float), res.rounds["t_end"].to_numpy(float))
 
 
+def interrupted(scenario, out, monkeypatch, after: int) -> None:
+    """Run ``scenario`` into ``out``, interrupted (Ctrl-C) as its record number ``after`` comes."""
+    real = records_module.Recorder.on_round
+    calls = {"n": 0}
+
+    def stop(self, rec):
+        calls["n"] += 1
+        if calls["n"] == after + 1:
+            raise KeyboardInterrupt
+        return real(self, rec)
+
+    monkeypatch.setattr(records_module.Recorder, "on_round", stop)
+    with pytest.raises(KeyboardInterrupt):
+        simulate(scenario, out, progress=False)
+    monkeypatch.setattr(records_module.Recorder, "on_round", real)
+
+
 def _late_column_from(first_round: int, monkeypatch):
     """The uniform scheduler's decisions gain the fact ``late_fact`` from round ``first_round`` on."""
     real = schedulers.UniformScheduler.decide
@@ -68,40 +85,15 @@ def test_a_resume_cuts_rounds_csv_back_also_after_a_column_was_added(tmp_path, m
     _late_column_from(5, monkeypatch)
     full = simulate(sc, tmp_path / "full", progress=False)
     assert "late_fact" in full.rounds and math.isnan(full.rounds["late_fact"][4]) and full.rounds["late_fact"][5] == 2.5
-    real = records_module.Recorder.on_round
-    calls = {"n": 0}
-
-    def stop_in_round_7(self, rec):
-        calls["n"] += 1
-        if calls["n"] == 8:
-            raise KeyboardInterrupt
-        return real(self, rec)
-
-    monkeypatch.setattr(records_module.Recorder, "on_round", stop_in_round_7)
-    with pytest.raises(KeyboardInterrupt):
-        simulate(sc, tmp_path / "cut", progress=False)
+    interrupted(sc, tmp_path / "cut", monkeypatch, after=7)  # in round 7
     assert load_checkpoint(tmp_path / "cut" / "checkpoint.pt")["engine"]["rounds_done"] == 6 // every * every
-    monkeypatch.setattr(records_module.Recorder, "on_round", real)
     resume(tmp_path / "cut", progress=False)
     for name in ("rounds.csv", "updates.csv", "devices.csv"):
         assert (tmp_path / "cut" / name).read_bytes() == (tmp_path / "full" / name).read_bytes(), name
 
 
 def test_a_damaged_rounds_file_is_a_one_line_resume_error_and_the_folder_is_left_as_it_was(tmp_path, monkeypatch):
-    sc = fedbuff(60.0, every=5)
-    real = records_module.Recorder.on_round
-    calls = {"n": 0}
-
-    def stop(self, rec):
-        calls["n"] += 1
-        if calls["n"] == 12:
-            raise KeyboardInterrupt
-        return real(self, rec)
-
-    monkeypatch.setattr(records_module.Recorder, "on_round", stop)
-    with pytest.raises(KeyboardInterrupt):
-        simulate(sc, tmp_path / "cut", progress=False)
-    monkeypatch.setattr(records_module.Recorder, "on_round", real)
+    interrupted(fedbuff(60.0, every=5), tmp_path / "cut", monkeypatch, after=11)
     path = tmp_path / "cut" / "rounds.csv"
     text = path.read_text()
     path.write_text(text[: len(text) // 3])  # rows the checkpoint counts are gone

@@ -7,11 +7,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..des import ON_AIR, RANK_DEVICE, priority
 from ..fields import option
 from .base import AccessScheme, AirtimePrice
 from .fdma import FDMA
-from .link import Link, send_packets
+from .link import Link, send_alone
 
 __all__ = ["Dedicated", "DedicatedOptions", "IndependentUplink"]
 
@@ -79,17 +78,7 @@ class IndependentUplink:
 
     def transmit(self, u):
         """The upload of ``u`` (a SimPy generator): on the air at once for its airtime."""
-        host = self.host
-        if u.phase != ON_AIR:  # a resumed upload that was on the air already has its times
-            u.phase = ON_AIR
-            host.start_transmission(u)
-        if host.packets_on:  # on its own sub-band
-            return (yield from send_packets(host, self.scheme.upload_link(), u))
-        u.attempts = 1
-        end = u.tx_start_s + u.airtime_s
-        yield host.env.at(end, priority(RANK_DEVICE, u.seq))
-        u.tx_end_s = end
-        return True
+        return (yield from send_alone(self.host, self.scheme.upload_link(), u))  # on its own sub-band
 
     def state_dict(self) -> dict:
         return {}

@@ -8,9 +8,9 @@ import math
 
 import numpy as np
 
-from ..des import QUEUED, RANK_DEVICE, priority
+from ..des import ON_AIR, QUEUED, RANK_DEVICE, priority
 
-__all__ = ["Link", "queue", "send_packets", "share_snr"]
+__all__ = ["Link", "queue", "send_alone", "send_packets", "share_snr"]
 
 
 class Link:
@@ -133,6 +133,22 @@ def queue(host, u) -> None:
     u.phase = QUEUED
     if u.queue_seq < 0:
         u.queue_seq = host.next_queue_place()
+
+
+def send_alone(host, link: Link, u):
+    """The upload of ``u`` on a channel it has to itself from now (a SimPy generator): it goes on
+    the air (unless a resumed upload already is, with its times), then sends its packets on
+    ``link`` or, without packets, holds the channel for its airtime. Returns whether it got through."""
+    if u.phase != ON_AIR:
+        u.phase = ON_AIR
+        host.start_transmission(u)
+    if host.packets_on:
+        return (yield from send_packets(host, link, u))
+    u.attempts = 1
+    end = u.tx_start_s + u.airtime_s
+    yield host.env.at(end, priority(RANK_DEVICE, u.seq))
+    u.tx_end_s = end
+    return True
 
 
 def send_packets(host, link: Link, u, slotted=None):

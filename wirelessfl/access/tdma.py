@@ -8,10 +8,10 @@ import math
 import numpy as np
 import simpy
 
-from ..des import ON_AIR, RANK_DEVICE, priority
+from ..des import ON_AIR
 from ..fields import NoOptions
 from .base import DEFAULT_UPLINKS, AccessScheme, UplinkSchedule
-from .link import Link, queue, send_packets
+from .link import Link, queue, send_alone
 
 __all__ = ["OneTransmitter", "TDMA"]
 
@@ -95,16 +95,7 @@ class OneTransmitter:
             queue(host, u)
         with self.band.request() as slot:  # released (or withdrawn) however the process leaves
             yield slot
-            if u.phase != ON_AIR:  # a resumed upload that was on the air already has its times
-                u.phase = ON_AIR
-                host.start_transmission(u)
-            if host.packets_on:
-                return (yield from send_packets(host, self.scheme.upload_link(), u))
-            u.attempts = 1
-            end = u.tx_start_s + u.airtime_s
-            yield host.env.at(end, priority(RANK_DEVICE, u.seq))
-            u.tx_end_s = end
-        return True
+            return (yield from send_alone(host, self.scheme.upload_link(), u))
 
     def state_dict(self) -> dict:
         """Nothing besides the updates' own fields (the queue is rebuilt in their order)."""

@@ -249,8 +249,8 @@ class Engine:
     def _round(self, r: int):
         p = self.parts
         t_start = self.env.now
-        available = p.availability.step(self.streams["availability"]) if p.availability is not None else None
-        opening = open_round(p, self.streams, self.checks, self.learner, r, t_start, available)
+        opening = open_round(p, self.streams, self.checks, self.learner, r, t_start, self._step_availability)
+        available = opening.available
         if opening.plan is not None:
             yield from self._server_round(opening)
             return
@@ -305,6 +305,11 @@ class Engine:
             available=available, extra_airtime_s=pre_s + piggy_s, extra_energy_j=pre_energy,
             metrics=metrics, idle_s=idle_s, ready_s=ready, tx_start=uplink.tx_start, tx_end=uplink.tx_end,
             attempts=attempts, power=None if power is opening.decision_power else power))
+
+    def _step_availability(self) -> np.ndarray | None:
+        """Who is available this round: the availability model's next step (None: everyone)."""
+        p = self.parts
+        return p.availability.step(self.streams["availability"]) if p.availability is not None else None
 
     def _send(self, bits, gains: np.ndarray, power: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Each selected device's upload in packets at the round's gain, from the "link" stream: (time

@@ -10,7 +10,7 @@ Knows nothing of SimPy.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 
@@ -105,13 +105,16 @@ class RoundOpening:
 
 
 def open_round(parts, streams: dict, checks, learner, index: int, t_start: float,
-               available: np.ndarray | None) -> RoundOpening:
-    """Open round ``index`` at ``t_start``: the channel's gains, the algorithm's plan (a server
-    round, or a client round), the scheduler's probe and decision (reports first, training runs
-    only), the devices drawn from it, their powers and bits, and their computation times and energy."""
+               availability: Callable[[], np.ndarray | None]) -> RoundOpening:
+    """Open round ``index`` at ``t_start``: the channel's gains, who is available
+    (``availability()``, asked after the gains are drawn: a trace that runs out says so in that
+    order), the algorithm's plan (a server round, or a client round), the scheduler's probe and
+    decision (reports first, training runs only), the devices drawn from it, their powers and bits,
+    and their computation times and energy."""
     p = parts
     p.channel.set_time(t_start)
     gains = checks.gains(p.channel.draw(streams["channel"]), f"round {index}")
+    available = availability()
     opening = RoundOpening(index, t_start, gains, available, round_state(parts, streams, index, t_start, gains, available))
     state = opening.state
     opening.plan = p.algorithm.plan_round(index, streams["round_type"])

@@ -39,7 +39,7 @@ class RoundDriver:
         available = e.available
         if e.flights.busy.any():
             available = ~e.flights.busy if available is None else available & ~e.flights.busy
-        opening = open_round(p, e.streams, e.checks, e.learner, r, t, available)
+        opening = open_round(p, e.streams, e.checks, e.learner, r, t, lambda: available)
         gains, plan = opening.gains, opening.plan
         if plan is not None:
             end = t + plan.duration_s if plan.duration_s > 0 else t + p.idle_round_s
