@@ -42,6 +42,8 @@ def _power(s: dict) -> str:
         return text
     text += f" (budget P̄ = {s['p_bar']:g}, a long-run average"
     settled = s.get("power_settled_round", math.nan)
+    if math.isnan(settled) and not _round_decisions(s.get("protocol", "sync")):
+        return text + ")"  # devices dispatched one by one: no round decisions, no virtual queues to fill
     if math.isnan(settled):
         return text + ("" if "power_settled_round" not in s else
                        f"; above it to the end: the empty queues' transient outlasts these {s['rounds']} rounds)")
@@ -74,6 +76,18 @@ def _finish(results: dict, out: Path, title: str) -> int:
     for name in failed:
         print(f"wirelessfl: {name} did not complete: {_failure(results[name])}", file=sys.stderr)
     return 1 if failed else 0
+
+
+def _round_decisions(protocol: str) -> bool:
+    """Whether runs of the round protocol named ``protocol`` decide per round (sync, semi_sync),
+    where the Lyapunov queues start empty; True for one that cannot be loaded here."""
+    from .sim.protocols import PROTOCOLS
+
+    try:
+        loaded = PROTOCOLS.load(protocol)
+    except ValueError:  # PluginError
+        return True
+    return not loaded.event_driven or bool(loaded.round_based)
 
 
 def _event_driven(protocol: str) -> bool:
