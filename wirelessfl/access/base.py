@@ -4,25 +4,16 @@ round (``airtime_s``, ``schedule``) and the event uplink the event protocols' de
 
 Which engine needs which member (as pymanopt says which solver needs which method):
 
-============================  ==========  ==========================================================
-member                        needed by   default (on :class:`AccessScheme`)
-============================  ==========  ==========================================================
-``from_scenario``             both        none: required
-``link``                      both        none: set by ``AccessScheme.__init__(link)``
-``airtime_s``                 both        none: required (sync: every selected device; events: one
-                                          upload through ``upload_s``)
-``schedule``                  sync        none: required
-``event_uplink``              events      one transmitter (``tdma.OneTransmitter``), or the
-                                          band shared at ``rates_bps`` (``fdma.SharedBand``) for
-                                          a ``concurrent`` scheme
-``upload_s``                  events      ``airtime_s`` of one device (so an override of ``airtime_s``
-                                          serves both engines)
-``rates_bps``, ``block_fading``  events   1 / ``airtime_s`` of one bit; nothing to draw
-``check``, ``transmit_power``,
-``pricing``, ``uplink_facts``,
-``upload_link``, ``on_air_s``,
-``state_dict``, ``load_state``  both      see each
-============================  ==========  ==========================================================
+- both engines: ``from_scenario`` (required); ``link`` (set by ``AccessScheme.__init__(link)``);
+  ``airtime_s`` (required: under sync every selected device's, under the event protocols one
+  upload's through ``upload_s``); ``check``, ``transmit_power``, ``pricing``, ``uplink_facts``,
+  ``upload_link``, ``on_air_s``, ``state_dict``, ``load_state`` (defaults: see each).
+- sync only: ``schedule`` (required), the round's uplink in closed form.
+- event protocols only: ``event_uplink`` (default: one transmitter, ``tdma.OneTransmitter``, or
+  the band shared at ``rates_bps``, ``fdma.SharedBand``, for a ``concurrent`` scheme);
+  ``upload_s`` (default: ``airtime_s`` of one device, so an override of ``airtime_s`` serves both
+  engines); ``rates_bps`` and ``block_fading`` for a shared band (defaults: 1 / ``airtime_s`` of
+  one bit; nothing to draw).
 """
 from __future__ import annotations
 
