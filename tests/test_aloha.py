@@ -114,3 +114,14 @@ def test_the_link_s_own_packets_are_refused_in_one_line(field, value):
 def test_a_transmit_probability_of_one_is_refused():
     with pytest.raises(ConfigError, match="link.transmit_probability"):
         from_dict({"run": {"rounds": 1}, "link": {"access": "aloha", "transmit_probability": 1.0}})
+
+
+def test_an_upload_dropped_while_contending_pays_only_for_the_slots_it_sent_in():
+    # semi_sync dropping late uploads at the first 2 of 6: the others are stopped while contending
+    res = simulate(scenario({"name": "semi_sync", "first_k": 2, "late": "drop"}, rounds=20), progress=False)
+    up = res.updates
+    dropped = up[up["outcome"] == "late_dropped"]
+    contending = dropped[dropped["tx_start_s"].notna()]
+    assert len(contending) > 5
+    np.testing.assert_allclose(contending["energy_j"], contending["power"] * contending["attempts"] * 1e-3)
+    assert (contending["energy_j"] < contending["power"] * (contending["lost_s"] - contending["tx_start_s"])).any()

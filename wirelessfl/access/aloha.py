@@ -194,6 +194,10 @@ class AlohaUplink:
             u.airtime_s = u.attempts * scheme.slot_s
             raise
 
+    def on_air_until(self, u, t: float) -> float:
+        """The time on the air of an upload stopped at ``t``: the slots it transmitted in."""
+        return u.attempts * self.scheme.slot_s
+
     def _arm(self) -> None:
         """Arm the end of the next slot in which somebody contends (nothing if one is armed)."""
         if self.slot is not None or not self.contending:

@@ -129,7 +129,8 @@ class EventUplink(Protocol):
     deadline dropped it): it must then let go of what it holds and re-raise. ``state_dict`` and
     ``load_state`` save and restore what it keeps besides the updates' own fields (a resume
     recreates the processes in the order they held or asked for the uplink, then calls
-    ``load_state``)."""
+    ``load_state``). Optional: ``on_air_until(u, t)``, the time on the air of an upload stopped at
+    ``t`` (default: ``t - u.tx_start_s``, a channel held from the start; ALOHA: its transmissions)."""
 
     def transmit(self, u): ...
 

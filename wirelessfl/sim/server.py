@@ -82,8 +82,11 @@ class Server:
             u.lost_s = t
         if u.tx_end_s == u.tx_end_s:  # the whole upload: P x airtime
             u.energy_j = u.power * u.airtime_s
-        else:  # on the air until now, or never
-            u.energy_j = u.power * (t - u.tx_start_s) if u.tx_start_s == u.tx_start_s else 0.0
+        elif u.tx_start_s == u.tx_start_s:  # stopped on the air: until now, or as its uplink counts it
+            until = getattr(e.uplink, "on_air_until", None)  # optional (EventUplink's docstring)
+            u.energy_j = u.power * (until(u, t) if until is not None else t - u.tx_start_s)
+        else:  # never on the air
+            u.energy_j = 0.0
         if t >= u.compute_end_s or not u.compute_s > 0:
             u.compute_energy_j = u.compute_energy_full_j
         else:
