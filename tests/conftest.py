@@ -29,7 +29,6 @@ _pin_float_kernels()
 import pytest  # noqa: E402
 import torch  # noqa: E402
 
-from wirelessfl.sim import records as records_module
 from wirelessfl.experiments.run import resume, simulate
 
 
@@ -63,21 +62,11 @@ def interrupted_and_resumed(tmp_path, monkeypatch):
     Returns (uninterrupted result, resumed result); checks the interrupted run says so on disk.
     """
     def run(scenario, after=12):
+        from fakes import interrupted
+
         full = simulate(scenario, tmp_path / "full", progress=False)
-        calls = {"n": 0}
-        real = records_module.Recorder.on_round
-
-        def stop_after(self, rec):
-            calls["n"] += 1
-            if calls["n"] == after + 1:
-                raise KeyboardInterrupt
-            return real(self, rec)
-
-        monkeypatch.setattr(records_module.Recorder, "on_round", stop_after)
-        with pytest.raises(KeyboardInterrupt):
-            simulate(scenario, tmp_path / "cut", progress=False)
+        interrupted(scenario, tmp_path / "cut", monkeypatch, after)
         assert json.loads((tmp_path / "cut" / "summary.json").read_text())["status"] == "interrupted"
-        monkeypatch.setattr(records_module.Recorder, "on_round", real)
         return full, resume(tmp_path / "cut", progress=False)
 
     return run

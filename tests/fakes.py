@@ -1,6 +1,8 @@
 """Fakes for driving the engine directly: a fixed channel, a scheduler that selects everyone, a
-learner that records what it was asked, and ``make_engine`` that wires them like the runner."""
+learner that records what it was asked, and ``make_engine`` that wires them like the runner; and
+``interrupted``, a run stopped with Ctrl-C at a given record."""
 import numpy as np
+import pytest
 
 from wirelessfl.learning.algorithms import Algorithm
 from wirelessfl.scheduling.base import Decision, Scheduler
@@ -75,3 +77,24 @@ def make_engine(*, channel, link, compute, scheduler, model_bits, num_devices, s
                   round_deadline_s=round_deadline_s)
     return Engine(parts, streams=streams, stop=stop, evaluate=evaluate, learner=learner, on_round=on_round,
                   on_eval=on_eval)
+
+
+def interrupted(scenario, out, monkeypatch, after: int) -> None:
+    """Run ``scenario`` into ``out`` with Ctrl-C as its record number ``after`` + 1 comes (the
+    recorder's ``on_round`` is restored afterwards)."""
+    from wirelessfl.experiments.run import simulate
+    from wirelessfl.sim import records as records_module
+
+    real = records_module.Recorder.on_round
+    calls = {"n": 0}
+
+    def stop(self, rec):
+        calls["n"] += 1
+        if calls["n"] == after + 1:
+            raise KeyboardInterrupt
+        return real(self, rec)
+
+    monkeypatch.setattr(records_module.Recorder, "on_round", stop)
+    with pytest.raises(KeyboardInterrupt):
+        simulate(scenario, out, progress=False)
+    monkeypatch.setattr(records_module.Recorder, "on_round", real)

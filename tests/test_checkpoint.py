@@ -118,21 +118,9 @@ def test_divergence_stops_with_a_clear_error_and_keeps_records(tmp_path):
 
 def interrupted_after_7_rounds(monkeypatch, sc, out) -> None:
     """Run ``sc`` into ``out`` with Ctrl-C as the 8th round is recorded."""
-    from wirelessfl.sim import records as records_module
+    from fakes import interrupted
 
-    calls = {"n": 0}
-    real = records_module.Recorder.on_round
-
-    def stop_after(self, rec):
-        calls["n"] += 1
-        if calls["n"] == 8:
-            raise KeyboardInterrupt
-        return real(self, rec)
-
-    monkeypatch.setattr(records_module.Recorder, "on_round", stop_after)
-    with pytest.raises(KeyboardInterrupt):
-        simulate(sc, out, progress=False)
-    monkeypatch.setattr(records_module.Recorder, "on_round", real)
+    interrupted(sc, out, monkeypatch, after=7)
 
 
 def test_a_checkpoint_of_another_scenario_is_refused_and_the_folder_left_as_it_was(tmp_path, monkeypatch):

@@ -10,10 +10,11 @@ import pytest
 from wirelessfl.config import from_dict
 from wirelessfl.experiments.run import load_run, resume, simulate
 from wirelessfl.scheduling import schedulers
-from wirelessfl.sim import records as records_module
 from wirelessfl.sim import runner as runner_module
 from wirelessfl.sim.checkpoint import load_checkpoint
 from wirelessfl.sim.summary import PowerSettling, RoundTotals, power_settled_round
+
+from fakes import interrupted
 
 
 def fedbuff(budget_s: float, every: int = 20):
@@ -46,23 +47,6 @@ def test_a_run_with_a_folder_reads_its_rows_back_as_the_file_has_them(tmp_path):
     in_memory = simulate(fedbuff(30.0), progress=False)
     assert len(in_memory.rounds) == len(res.rounds) == res.summary["aggregations"]
     np.testing.assert_array_equal(in_memory.rounds["t_end"].to_numpy(float), res.rounds["t_end"].to_numpy(float))
-
-
-def interrupted(scenario, out, monkeypatch, after: int) -> None:
-    """Run ``scenario`` into ``out``, interrupted (Ctrl-C) as its record number ``after`` comes."""
-    real = records_module.Recorder.on_round
-    calls = {"n": 0}
-
-    def stop(self, rec):
-        calls["n"] += 1
-        if calls["n"] == after + 1:
-            raise KeyboardInterrupt
-        return real(self, rec)
-
-    monkeypatch.setattr(records_module.Recorder, "on_round", stop)
-    with pytest.raises(KeyboardInterrupt):
-        simulate(scenario, out, progress=False)
-    monkeypatch.setattr(records_module.Recorder, "on_round", real)
 
 
 def _late_column_from(first_round: int, monkeypatch):

@@ -13,12 +13,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Callable
 
 from ..config import ConfigError, Scenario, dumps, load_scenario
-from ..files import DamagedFile, FolderLock, UnsafeOutput, check_output_folder, read_table, write_atomic
+from ..files import DamagedFile, FolderLock, UnsafeOutput, check_output_folder, write_atomic
 from ..jsonio import read_json, write_json_atomic
 from ..learning import DatasetError
 from ..learning.learner import TrainingDiverged
 from ..sim.checkpoint import CHECKPOINT_NAME, ResumeError, load_checkpoint
-from ..sim.runner import ERROR_LOG, Run, RunResult
+from ..sim.runner import ERROR_LOG, Run, RunResult, read_run_file
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -144,16 +144,8 @@ def load_run(run_dir: str | Path) -> RunResult:
     summary_path = run_dir / "summary.json"
     summary = read_json(summary_path) if summary_path.exists() else {"status": "incomplete"}
 
-    import pandas as pd
-
-    def read(name: str) -> pd.DataFrame:
-        path = run_dir / name
-        if not path.exists() or path.stat().st_size == 0:  # a run killed before its first row
-            return pd.DataFrame()
-        return read_table(path)
-
-    return RunResult(rounds=read("rounds.csv"), evals=read("evals.csv"), devices=read("devices.csv"),
-                     summary=summary, run_dir=run_dir)
+    return RunResult(rounds=read_run_file(run_dir, "rounds.csv"), evals=read_run_file(run_dir, "evals.csv"),
+                     devices=read_run_file(run_dir, "devices.csv"), summary=summary, run_dir=run_dir)
 
 
 def _write_index(out: Path, scenario: Scenario, results: dict[str, RunResult]) -> None:

@@ -86,7 +86,6 @@ class EventEngine:
         self.parts, self.protocol, self.streams, self.learner = parts, protocol, streams, learner
         self.stop, self.eval_rule = stop, evaluate
         self.on_round, self.on_eval, self.on_update, self.after_round = on_round, on_eval, on_update, after_round
-        self.availability_period_s = float(availability_period_s)
         n = self.num_devices = parts.num_devices
         self.server = Server(self, n)  # the model's version, and what applies and settles updates
         self.flights = Flights(n)  # the updates under way
@@ -96,6 +95,8 @@ class EventEngine:
         self.dispatch_info: dict = {}
         self.rounds = RoundDriver(self)  # the round under way, for round-based protocols
         self.timers = Timers(self._timer_due)
+        self._own_timers = {"_server_round_end": self.rounds.server_round_end,
+                            "_empty_round_end": self.rounds.empty_round_end}
         self.start_s = 0.0  # where the clock starts (a resume: where it stood)
         self.restored: dict | None = None  # a checkpoint's state, rebuilt as the run starts
         self._settle_pending = False
@@ -137,6 +138,7 @@ class EventEngine:
         env = self.env = Clock(initial_time=self.start_s)
         self.store = simpy.Store(env)
         self.uplink = self.parts.access.event_uplink(self)
+        self.server.use_uplink(self.uplink)
         self._done = env.event()
         self.timers.start(env)
         if self.restored is not None:
@@ -426,9 +428,9 @@ class EventEngine:
     def _timer_due(self, name: str) -> None:
         if self.stopping:
             return
-        own = {"_server_round_end": self.rounds.server_round_end, "_empty_round_end": self.rounds.empty_round_end}
-        if name in own:
-            own[name]()
+        own = self._own_timers.get(name)
+        if own is not None:
+            own()
         else:
             self.protocol.on_timer(self, name)
 

@@ -381,19 +381,6 @@ class Recorder:
         rows = csv_rows(self.out_dir / "rounds.csv", self.totals.rounds - 1)
         self._open("rounds", self.round_columns, rows + [row])
 
-    def rounds_frame(self):
-        """rounds.csv as a DataFrame: the rows kept in memory, or read back from the folder."""
-        import pandas as pd
-
-        from ..files import read_table
-
-        if self.rounds is not None:
-            return pd.DataFrame(self.rounds, columns=self.round_columns)
-        path = self.out_dir / "rounds.csv"
-        if not path.exists() or path.stat().st_size == 0:
-            return pd.DataFrame(columns=self.round_columns)
-        return read_table(path)
-
     def flush(self) -> None:
         """Hand the rows written so far to the operating system (checkpoints call it first)."""
         for fh, *_ in self._files.values():

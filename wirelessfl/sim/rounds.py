@@ -44,7 +44,7 @@ class RoundDriver:
         if plan is not None:
             end = t + plan.duration_s if plan.duration_s > 0 else t + p.idle_round_s
             self.current = Round(r, t, t, None, np.empty(0, dtype=np.int64), gains, available, np.empty(0), [],
-                                server_s=plan.duration_s)
+                                 server_s=plan.duration_s)
             self.drain = plan.drain
             e.timer("_server_round_end", end)
             return
@@ -72,8 +72,8 @@ class RoundDriver:
                        else np.full(senders.size, math.nan))
             for i, device in enumerate(senders.tolist()):
                 e.launch(device, float(decision.power[device]), 0.0, 0.0, key=-1, bits=float(pre[device]),
-                             round_=r, gain=float(gains[device]), airtime_s=float(pre_air[i]), compute_start_s=start,
-                             report=True, round_gain=True)
+                         round_=r, gain=float(gains[device]), airtime_s=float(pre_air[i]), compute_start_s=start,
+                         report=True, round_gain=True)
         share = 1.0 / max(selected.size, 1)
         for i, device in enumerate(selected.tolist()):
             round_.updates.append(e.launch(
@@ -101,13 +101,13 @@ class RoundDriver:
                                            round_.available))
         duration = round_.server_s
         e.on_round(server_round_record(e.parts, e.learner, opening, self.drain, duration, e.env.now,
-                                          0.0 if duration > 0 else e.parts.idle_round_s, per_update=True))
+                                       0.0 if duration > 0 else e.parts.idle_round_s, per_update=True))
         self.current = None
         e.aggregated()
         self.begin()
 
     def end(self, round_: Round, on_time: list, carried: list = (), carried_weights=(), *,
-                  drop_late: bool = False) -> None:
+            drop_late: bool = False) -> None:
         """Aggregate a round: the algorithm's round on the devices whose uploads are in
         (``on_time``), then the ``carried`` updates of earlier rounds with their weights. Devices of
         this round still in flight are stopped (``drop_late``: outcome "late_dropped", as a sync
@@ -134,7 +134,7 @@ class RoundDriver:
                 devices = np.array([u.device for u in carried], dtype=np.int64)
                 tell_uplink(e.learner, arrived_facts(carried, p.access))
                 more = e.learner.apply_updates(devices, [u.delta for u in carried],
-                                                  np.asarray(carried_weights, dtype=float), staleness[len(on_time):])
+                                               np.asarray(carried_weights, dtype=float), staleness[len(on_time):])
                 metrics.update({f"carried_{k}": v for k, v in more.items()})
         fresh = {u.seq for u in on_time} | {u.seq for u in carried}
         for u in round_.updates + carried:  # rows in the order sync writes them: the round's devices

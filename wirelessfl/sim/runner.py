@@ -35,10 +35,23 @@ from .summary import summarise
 if TYPE_CHECKING:
     import pandas as pd
 
-__all__ = ["ERROR_LOG", "Run", "RunResult", "fairness_metrics", "personalised_eval"]
+__all__ = ["ERROR_LOG", "Run", "RunResult", "fairness_metrics", "personalised_eval", "read_run_file"]
 
 ERROR_LOG = "error.log"
 """Where a failed run writes the traceback of its error (summary.json names it)."""
+
+
+def read_run_file(run_dir: Path | None, name: str) -> pd.DataFrame:
+    """A table of a run folder (empty for no folder, or a file a run killed before its first row
+    left missing or empty); DamagedFile, in one line, for one that cannot be read."""
+    import pandas as pd
+
+    from ..files import read_table
+
+    path = run_dir / name if run_dir is not None else None
+    if path is None or not path.exists() or path.stat().st_size == 0:
+        return pd.DataFrame()
+    return read_table(path)
 
 
 class RunResult:
@@ -59,13 +72,7 @@ class RunResult:
     def rounds(self) -> pd.DataFrame:
         """rounds.csv as a DataFrame (columns wirelessfl.sim.records.ROUND_COLUMNS and the parts' own)."""
         if self._rounds is None:
-            import pandas as pd
-
-            from ..files import read_table
-
-            path = self.run_dir / "rounds.csv" if self.run_dir is not None else None
-            self._rounds = (read_table(path) if path is not None and path.exists() and path.stat().st_size
-                            else pd.DataFrame())
+            self._rounds = read_run_file(self.run_dir, "rounds.csv")
         return self._rounds
 
     @property
@@ -304,7 +311,9 @@ class Run:
         import pandas as pd  # not before the first round: 0.3 s of start-up
 
         rec = self.recorder
-        return RunResult(rounds=rec.rounds_frame() if rec.rounds is not None else None,
+        # a run with a folder keeps no rows: RunResult reads rounds.csv when asked
+        rounds = pd.DataFrame(rec.rounds, columns=rec.round_columns) if rec.rounds is not None else None
+        return RunResult(rounds=rounds,
                          evals=pd.DataFrame(rec.evals), devices=pd.DataFrame(devices),
                          summary=summary, run_dir=self.run_dir, update_rows=rec.updates.rows_in_memory())
 

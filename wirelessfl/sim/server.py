@@ -21,6 +21,12 @@ class Server:
         self.version = 0
         self.last_applied = np.zeros(num_devices, dtype=np.int64)  # the version a device's last applied update made
         self.last_aggregation_s = 0.0
+        self.on_air_until = None  # the uplink's count of a stopped upload's time on the air, if it keeps one
+
+    def use_uplink(self, uplink) -> None:
+        """The run's uplink: its optional ``on_air_until(u, t)`` (EventUplink's docstring) says how
+        long an upload stopped at t was on the air (default: since it began)."""
+        self.on_air_until = getattr(uplink, "on_air_until", None)
 
     def advance(self, now: float) -> None:
         """An aggregation is done: the next version."""
@@ -83,7 +89,7 @@ class Server:
         if u.tx_end_s == u.tx_end_s:  # the whole upload: P x airtime
             u.energy_j = u.power * u.airtime_s
         elif u.tx_start_s == u.tx_start_s:  # stopped on the air: until now, or as its uplink counts it
-            until = getattr(e.uplink, "on_air_until", None)  # optional (EventUplink's docstring)
+            until = self.on_air_until
             u.energy_j = u.power * (until(u, t) if until is not None else t - u.tx_start_s)
         else:  # never on the air
             u.energy_j = 0.0
