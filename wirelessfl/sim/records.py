@@ -181,18 +181,43 @@ class Recorder:
     def on_round(self, rec: RoundRecord | AggregationRecord) -> None:
         """One row of rounds.csv: a round (sync, semi_sync, a server round) or an aggregation of
         updates that arrived one by one (fedbuff, fedasync)."""
-        where = self.positions() if self.positions is not None else None
         if isinstance(rec, AggregationRecord):
-            row, info = self._aggregation_row(rec), rec.info
-        else:
-            row, info = self._round_row(rec, where), rec.decision.info
-        row.update(_numbers(info, "scheduler", skip=("objective", "queue_mean")))
+            self._on_aggregation(rec)
+            return
+        where = self.positions() if self.positions is not None else None
+        row = self._round_row(rec, where)
+        row.update(_numbers(rec.decision.info, "scheduler", skip=("objective", "queue_mean")))
         row.update(_numbers(rec.metrics, "algorithm"))
         if self.rounds is not None:
             self.rounds.append(row)
         self.totals.add(row)
         if where is not None:
             self.distance_sum += np.hypot(where[:, 0], where[:, 1])
+        self._write("rounds", row)
+
+    def _on_aggregation(self, rec: AggregationRecord) -> None:
+        """An aggregation's row, kept as a list in the file's column order: one may come per upload,
+        so it skips the dict a round's row is built as (the same values, the same bytes)."""
+        values = self._aggregation_values(rec)
+        extra = {}
+        if rec.info:
+            extra.update(_numbers(rec.info, "scheduler", skip=("objective", "queue_mean")))
+        if rec.metrics:
+            extra.update(_numbers(rec.metrics, "algorithm"))
+        if self.positions is not None:
+            where = self.positions()
+            self.distance_sum += np.hypot(where[:, 0], where[:, 1])
+        # t_end, comm_s, comp_s, downlink_s, energy_j, compute_energy_j, num_selected
+        self.totals.add_aggregation(values[2], values[5], values[4], values[3], values[10], values[15], values[6])
+        if self.rounds is None and extra.keys() <= self._known:
+            if len(self.round_columns) > len(ROUND_COLUMNS):
+                values += [extra.get(name, "") for name in self.round_columns[len(ROUND_COLUMNS):]]
+            self._write_values("rounds", values)
+            return
+        row = dict(zip(ROUND_COLUMNS, values))
+        row.update(extra)
+        if self.rounds is not None:
+            self.rounds.append(row)
         self._write("rounds", row)
 
     def _round_row(self, rec: RoundRecord, where) -> dict:
@@ -252,30 +277,31 @@ class Recorder:
             self.arrays.append(arrays)
         return row
 
-    def _aggregation_row(self, rec: AggregationRecord) -> dict:
-        """An aggregation's row, from its updates, in plain Python (the same numbers as the arrays
-        of a round give: see _fsum); its updates count their own per-device totals."""
+    def _aggregation_values(self, rec: AggregationRecord) -> list:
+        """An aggregation's ROUND_COLUMNS, from its updates, in plain Python (the same numbers as the
+        arrays of a round give: see _fsum); its updates count their own per-device totals."""
         ups = rec.updates
         k = len(ups)
-        airtime = [u.airtime_s for u in ups]
-        staleness = rec.staleness
         info = rec.info
-        return {
-            "round": rec.round, "t_start": rec.t_start, "t_end": rec.t_end,
-            "downlink_s": rec.downlink_s, "comp_s": max((u.compute_s for u in ups), default=0.0),
-            "comm_s": _fsum(airtime), "num_selected": k, "selected": " ".join([str(u.device) for u in ups]),
-            "upload_order": "", "airtime_s": " ".join(map(_G6, airtime)),
-            "energy_j": _fsum([u.energy_j for u in ups]),
-            "power_mean": _fsum([u.power for u in ups]) / k if k else 0.0,
-            "q_selected": "", "queue_mean": info.get("queue_mean", 0.0), "objective": info.get("objective", math.nan),
-            "compute_energy_j": _fsum([u.compute_energy_j for u in ups]),
-            "num_available": self._count_available(rec.available, rec.available_since),
-            "num_arrived": k, "dropped": "", "server_round": 0, "server_s": 0.0, "extra_airtime_s": 0.0,
-            "extra_energy_j": 0.0, "idle_s": 0.0, "num_updates": len(staleness),
-            # the sum of whole numbers is exact in any order: np.mean's value
-            "staleness_mean": float(sum(staleness)) / len(staleness) if staleness else 0.0,
-            "staleness_max": max(staleness) if staleness else 0,
-        }
+        staleness = rec.staleness
+        if k == 1:  # one update per aggregation (fedasync, fedbuff with K = 1): _fsum of one value is 0.0 + it
+            u = ups[0]
+            comp, comm, selected, airtimes = u.compute_s, 0.0 + u.airtime_s, str(u.device), _G6(u.airtime_s)
+            energy, power, compute_energy = 0.0 + u.energy_j, 0.0 + u.power, 0.0 + u.compute_energy_j
+        else:
+            airtime = [u.airtime_s for u in ups]
+            comp = max((u.compute_s for u in ups), default=0.0)
+            comm, selected, airtimes = _fsum(airtime), " ".join([str(u.device) for u in ups]), " ".join(map(_G6, airtime))
+            energy = _fsum([u.energy_j for u in ups])
+            power = _fsum([u.power for u in ups]) / k if k else 0.0
+            compute_energy = _fsum([u.compute_energy_j for u in ups])
+        return [rec.round, rec.t_start, rec.t_end, rec.downlink_s, comp, comm, k, selected, "", airtimes, energy,
+                power, "", info.get("queue_mean", 0.0), info.get("objective", math.nan), compute_energy,
+                self._count_available(rec.available, rec.available_since), k, "", 0, 0.0, 0.0, 0.0, 0.0,
+                len(staleness),
+                # the sum of whole numbers is exact in any order: np.mean's value
+                float(sum(staleness)) / len(staleness) if staleness else 0.0,
+                max(staleness) if staleness else 0]
 
     def _count_available(self, available: np.ndarray | None, since) -> int:
         """Count one aggregation at this availability, which began at ``since``: aggregations at one
@@ -363,8 +389,13 @@ class Recorder:
             self._widen(row)
             return
         if name in self._files:
-            fh, writer, columns = self._files[name]
-            writer.writerow([row.get(key, "") for key in columns])  # what csv.DictWriter writes, without its overhead
+            # what csv.DictWriter writes, without its overhead
+            self._write_values(name, [row.get(key, "") for key in self._files[name][2]])
+
+    def _write_values(self, name: str, values: list) -> None:
+        """A row given as its values in the file's column order."""
+        if name in self._files:
+            self._files[name][1].writerow(values)
             now = time.monotonic()
             if name == "evals" or now - self._flushed_at >= FLUSH_EVERY_S:
                 self.flush()

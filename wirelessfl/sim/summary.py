@@ -89,6 +89,23 @@ class RoundTotals:
         sums["dropped"] += row["num_selected"] - row.get("num_arrived", row["num_selected"])
         sums["num_selected"] += row["num_selected"]
 
+    def add_aggregation(self, t_end: float, comm_s: float, comp_s: float, downlink_s: float, energy_j: float,
+                        compute_energy_j: float, num_selected: int) -> None:
+        """One row of an aggregation of updates (``add`` with the values its row always has: no
+        extra airtime, no server round, nothing dropped), without the row."""
+        sums = self.sums
+        self.rounds += 1
+        self.end_s = float(t_end)
+        sums["comm_s"] += comm_s
+        sums["extra_airtime_s"] += 0.0
+        sums["comp_s"] += comp_s
+        sums["downlink_s"] += downlink_s
+        sums["server_round"] += 0
+        sums["server_s"] += 0.0
+        sums["energy_j"] += energy_j
+        sums["compute_energy_j"] += compute_energy_j
+        sums["num_selected"] += num_selected
+
     @classmethod
     def of(cls, rows) -> "RoundTotals":
         """The totals of ``rows`` (a list of rounds.csv rows as dicts)."""
