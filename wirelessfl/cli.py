@@ -115,6 +115,8 @@ def cmd_run(args) -> int:
         raise ConfigError(f"run: give a SCENARIO file or --resume RUN_DIR, not both (--resume continues the run "
                           f"with the scenario.toml in {args.resume})")
     if args.resume:
+        if args.variant:
+            raise ConfigError("run --resume: finishes every variant in the folder; --variant goes with a SCENARIO")
         return _resume(args)
     if not args.scenario:
         raise ConfigError("run: give a SCENARIO file, or --resume RUN_DIR")
@@ -133,7 +135,7 @@ def cmd_run(args) -> int:
     timing = args.timing_only or all(m.run.timing_only for _, m in scenario.variant_scenarios())
     out = Path(args.out) if args.out else Path("runs") / (scenario.name + ("-timing" if timing else ""))
     results = run_variants(scenario, out, progress=not args.no_progress, timing_only=True if args.timing_only else None,
-                           overwrite=args.overwrite, notice=print)
+                           overwrite=args.overwrite, notice=print, variants=args.variant)
     return _finish(results, out, scenario.name)
 
 
@@ -337,6 +339,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="continue an interrupted run (or every run under a folder) from its last checkpoint")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                    help="override a field, e.g. --set scheduler.V=1000 (repeatable)")
+    p.add_argument("--variant", action="append", default=[], metavar="NAME",
+                   help="run only this variant of the scenario (repeatable); the others are left for a later "
+                   "run or --resume")
     p.add_argument("--out", help="folder of the scenario's runs (default runs/NAME, runs/NAME-timing for timing only)")
     p.add_argument("--overwrite", action="store_true",
                    help="replace runs already in --out (by default complete runs of the same scenario are reused "

@@ -34,6 +34,7 @@ class _Inherited:
 
 
 INHERITED = _Inherited()
+_PART_FIELDS = {k.field for k in KINDS.values()}
 INHERITED_OF = {k.name: _Inherited(k.name) for k in KINDS.values() if not k.owns_table}
 """The same for the parts whose options are a sub-table of their own (learning.model_options, ...)."""
 
@@ -94,20 +95,64 @@ def from_dict(data: dict, overrides: Iterable[str] = (), base_dir: str | Path | 
         key, value = _parse_override(item)
         _check_not_replaced(data, key)
         _apply_override(data, key, value)
+        _apply_to_variants(data, key, value)
     return _build_scenario(data, Path(base_dir) if base_dir is not None else None)
 
 
+def _apply_to_variants(data: dict, key: str, value: Any) -> None:
+    """An override reaches every variant, as a sweep's grid value does: a variant that sets the field
+    itself (``protocol.concurrency = 20`` in async.toml's fedbuff) gets the override's value instead
+    (also where it wrote the field in the other form, ``protocol.options.concurrency``)."""
+    variants = data.get("variants")
+    if not isinstance(variants, dict) or key.split(".")[0] in SPECIAL:
+        return
+    forms = _forms(key)
+    for overrides in variants.values():
+        if not isinstance(overrides, dict):
+            continue
+        found = [form for form in forms if _pop_dotted(overrides, form)]
+        if found:
+            _set_dotted(overrides, key, value)
+
+
+def _forms(key: str) -> list[str]:
+    """The ways of writing the field ``key``: an option of the part a table names is ``table.k`` or
+    ``table.options.k``."""
+    parts = key.split(".")
+    if parts[0] not in KIND_OF_TABLE:
+        return [key]
+    if len(parts) == 2 and parts[1] not in own_fields(parts[0]) and parts[1] != "options":
+        return [key, f"{parts[0]}.options.{parts[1]}"]
+    if len(parts) == 3 and parts[1] == "options" and parts[2] not in own_fields(parts[0]):
+        return [key, f"{parts[0]}.{parts[2]}"]
+    return [key]
+
+
+def _pop_dotted(data: dict, key: str) -> bool:
+    """Remove the dotted ``key`` from nested tables; whether it was there."""
+    *parents, leaf = key.split(".")
+    node = data
+    for part in parents:
+        node = node.get(part) if isinstance(node, dict) else None
+    if not isinstance(node, dict) or leaf not in node or isinstance(node[leaf], dict):
+        return False
+    del node[leaf]
+    return True
+
+
 def _check_not_replaced(data: dict, key: str) -> None:
-    """An override that every variant, or the sweep, sets again would change nothing: refuse it."""
+    """An override of the part that every variant names would make the variants one run (they differ
+    in it), and one of a key the sweep sets would change nothing: refuse them. Any other override
+    reaches every variant (``_apply_to_variants``)."""
     variants, sweep = data.get("variants"), data.get("sweep")
     if key.split(".")[0] in SPECIAL:
         return
-    if isinstance(variants, dict) and variants and all(
+    if key in _PART_FIELDS and isinstance(variants, dict) and len(variants) > 1 and all(
             isinstance(ov, dict) and key in dict(_flatten(ov)) for ov in variants.values()):
         names = ", ".join(map(str, variants))
         first = next(iter(variants))
-        raise ConfigError(f"{key}: every variant sets it ({names}), so an override would change nothing; "
-                          f"set it for one variant, e.g. variants.{first}.{key}=...")
+        raise ConfigError(f"{key}: every variant sets it ({names}): they differ in it, and an override would "
+                          f"make them one run; set it for one variant, e.g. variants.{first}.{key}=...")
     if isinstance(sweep, dict) and key in dict(_flatten(sweep)):
         raise ConfigError(f"{key}: the scenario's [sweep] sets it, so an override would change nothing; "
                           f"give its values to the sweep instead (--grid {key}=...)")

@@ -89,11 +89,17 @@ def dumps(scenario, only_changed: bool = False) -> str:
     """
     data = to_dict(scenario, only_changed)
     lines = [f"{k} = {toml_value(v)}" for k, v in data.items() if not isinstance(v, dict)]
+    held = {f.name: getattr(scenario, f.name).held for f in dataclasses.fields(scenario)
+            if isinstance(getattr(getattr(scenario, f.name), "held", None), PluginOptions)}
 
     def table(name: str, body: dict) -> None:
         scalars = {k: v for k, v in body.items() if not isinstance(v, dict)}
         lines.append(f"\n[{name}]")
-        lines.extend(f"{_quote_key(k)} = {toml_value(v)}" for k, v in scalars.items())
+        kept = held.get(name, ())
+        lines.extend(f"{_quote_key(k)} = {toml_value(v)}" for k, v in scalars.items() if k not in kept)
+        if kept:  # a family's options of the parts its variants or sweep name, not of this table's own part
+            lines.append("# options of the parts that variants or the sweep name (not of this table's own part):")
+            lines.extend(f"{_quote_key(k)} = {toml_value(v)}" for k, v in scalars.items() if k in kept)
         for k, v in body.items():
             if isinstance(v, dict):
                 table(f"{name}.{_quote_key(k)}", v)

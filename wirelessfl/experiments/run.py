@@ -8,6 +8,7 @@ finishes whatever was left: interrupted variants from their checkpoints, the oth
 """
 from __future__ import annotations
 
+import contextlib
 import warnings
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable
@@ -58,6 +59,15 @@ def run_state(run_dir: Path, scenario: Scenario) -> str:
     except DamagedFile:  # a damaged summary: the run has to be written again
         complete = False
     return "complete" if complete else "partial"
+
+
+def _locked_state(run_dir: Path, scenario: Scenario) -> str:
+    """run_state, read under the folder's lock when the folder exists: a folder another process is
+    writing to is FolderBusy, said before anything about what it holds (an interrupted run to resume)."""
+    if not run_dir.is_dir() or run_dir.is_symlink():
+        return run_state(run_dir, scenario)
+    with FolderLock(run_dir):
+        return run_state(run_dir, scenario)
 
 
 def _refuse(run_dir: Path, state: str) -> OutputExists:
@@ -149,12 +159,34 @@ def load_run(run_dir: str | Path) -> RunResult:
 
 
 def _write_index(out: Path, scenario: Scenario, results: dict[str, RunResult]) -> None:
-    """index.json: the scenario's variants and each one's status (pending until it has run)."""
-    names = [name for name, _ in scenario.variant_scenarios()]
-    write_json_atomic(out / "index.json", {
-        "scenario": scenario.name, "runs": names,
-        "status": {name: results[name].summary.get("status", "incomplete") if name in results else "pending"
-                   for name in names}})
+    """index.json: the scenario's variants and each one's status: a variant that did not run in this
+    call has the status its folder holds ("complete", "incomplete": interrupted, or "pending": never
+    started)."""
+    members = scenario.variant_scenarios()
+    status = {}
+    for name, member in members:
+        if name in results:
+            status[name] = results[name].summary.get("status", "incomplete")
+        else:
+            state = run_state(out / name, member)
+            status[name] = {"complete": "complete", "partial": "incomplete"}.get(state, "pending")
+    write_json_atomic(out / "index.json", {"scenario": scenario.name, "runs": [n for n, _ in members],
+                                           "status": status})
+
+
+def pick_variants(scenario: Scenario, names) -> list[tuple[str, Scenario]]:
+    """The members of ``scenario`` called ``names`` (all of them when ``names`` is empty or None), in
+    the scenario's order; an unknown name is a ConfigError listing the variants."""
+    members = scenario.variant_scenarios()
+    if not names:
+        return members
+    known = [name for name, _ in members]
+    if not scenario.variants:
+        raise ConfigError(f"--variant {names[0]}: scenario {scenario.name!r} has no variants")
+    for name in names:
+        if name not in known:
+            raise ConfigError(f"--variant {name}: scenario {scenario.name!r} has the variants {', '.join(known)}")
+    return [(name, member) for name, member in members if name in set(names)]
 
 
 def _run_member(member: Scenario, run_dir: Path | None, progress: bool, overwrite: bool = False) -> RunResult:
@@ -175,18 +207,19 @@ def _run_member(member: Scenario, run_dir: Path | None, progress: bool, overwrit
 
 def run_variants(scenario: Scenario, out_dir: str | Path | None = None, progress: bool = True,
                  timing_only: bool | None = None, overwrite: bool = False,
-                 notice: Callable[[str], None] | None = None) -> dict[str, RunResult]:
+                 notice: Callable[[str], None] | None = None, variants=None) -> dict[str, RunResult]:
     """Run every variant of a scenario (or the scenario itself) into ``out_dir/VARIANT``.
 
     A variant whose run fails (diverges, raises) is recorded as failed (its summary's "status" and
     "error") and the others still run. ``out_dir`` gets the scenario (scenario.toml) first and
-    index.json with every variant's status last. Every variant's folder is checked before anything
-    runs: the same scenario's complete runs are reused (``notice`` hears of it), other runs raise
-    OutputExists unless ``overwrite``.
+    index.json with every variant's status last (also after an interruption). Every variant's folder
+    is checked before anything runs: the same scenario's complete runs are reused (``notice`` hears of
+    it), other runs raise OutputExists unless ``overwrite``. ``variants``: names of the variants to run
+    (default all); the others are left as they are, for a later run or ``resume_variants``.
     """
     if timing_only is not None and timing_only != scenario.run.timing_only:
         scenario = scenario.replace(f"run.timing_only={'true' if timing_only else 'false'}")
-    members = scenario.variant_scenarios()
+    members = pick_variants(scenario, variants)
     out = Path(out_dir) if out_dir is not None else None
     if out is not None:
         check_output_folder(out)
@@ -195,7 +228,7 @@ def run_variants(scenario: Scenario, out_dir: str | Path | None = None, progress
             raise OutputExists(f"{out}: holds the runs of another scenario; choose another output folder (--out, "
                                "out_dir=), or overwrite it (--overwrite, overwrite=True)")
         for name, member in members:
-            state = run_state(out / name, member)
+            state = _locked_state(out / name, member)
             if state in ("other", "partial") and not overwrite:
                 raise _refuse(out / name, state)
             if state == "complete" and not overwrite and notice is not None:
@@ -214,6 +247,11 @@ def run_variants(scenario: Scenario, out_dir: str | Path | None = None, progress
             (out / "index.json").unlink(missing_ok=True)
             if created and not any(out.iterdir()):
                 out.rmdir()
+        raise
+    except BaseException:  # interrupted (Ctrl-C): index.json says which variants are complete, which not
+        if out is not None:
+            with contextlib.suppress(Exception):
+                _write_index(out, scenario, results)
         raise
     if out is not None:
         _write_index(out, scenario, results)
@@ -242,7 +280,7 @@ def resume_variants(out_dir: str | Path, progress: bool = True,
     results = {}
     for name, member in scenario.variant_scenarios():
         run_dir = out / name
-        state = run_state(run_dir, member)
+        state = _locked_state(run_dir, member)
         if state == "other":
             raise _refuse(run_dir, state)
         if state == "complete":

@@ -1,0 +1,124 @@
+"""Hardening, fourth round (issue 46, items 4-6): inputs that would make a run crawl or hang are one-line
+errors naming the fields and the limit; a run in which no device can ever be dispatched stops; a
+plug-in's output is checked where it enters the simulator; and what a plug-in author and a new user
+met (overrides that did not reach the variants, carried uploads counted as dropped, ...)."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from wirelessfl import load_scenario, simulate
+from wirelessfl.config import ConfigError, from_dict
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def cli(*args, cwd, env=None) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "wirelessfl.cli", *map(str, args)], capture_output=True,
+                          text=True, cwd=cwd, env=env)
+
+
+def one_line_error(proc: subprocess.CompletedProcess, words: str, code: int = 2) -> None:
+    assert proc.returncode == code, (proc.returncode, proc.stderr)
+    assert proc.stderr.strip().count("\n") == 0, proc.stderr
+    assert words in proc.stderr, proc.stderr
+
+
+# ---------------------------------------------------------------------------------------------
+# run --set reaches every variant; --variant
+
+
+def test_an_override_reaches_every_variant_that_sets_the_field_itself():
+    scenario = load_scenario(ROOT / "scenarios" / "async.toml", ["protocol.concurrency=5", "protocol.first_k=3"])
+    members = dict(scenario.variant_scenarios())
+    assert members["fedbuff"].protocol.options.concurrency == 5
+    assert members["fedasync"].protocol.options.concurrency == 5
+    assert members["semi_sync"].protocol.options.first_k == 3
+    assert members["fedbuff"].protocol.options.buffer == 10  # what the override does not name stays
+    # a variant that writes the other form of the same option, protocol.options.concurrency
+    family = {"run": {"rounds": 2, "timing_only": True}, "protocol": {"name": "fedbuff", "buffer": 2},
+              "variants": {"a": {"protocol": {"options": {"concurrency": 20}}}, "b": {"protocol": {"buffer": 3}}}}
+    members = dict(from_dict(family, ["protocol.concurrency=7"]).variant_scenarios())
+    assert members["a"].protocol.options.concurrency == members["b"].protocol.options.concurrency == 7
+
+
+@pytest.mark.parametrize("override, words", [
+    ("protocol.alpha=2", "variants.fedasync: protocol.alpha = 2.0: must be <= 1"),
+    ("protocol.buffer=-3", "variants.fedbuff: protocol.buffer = -3: must be >= 1"),
+    ("protocol.concurrency=0", "variants.fedbuff: protocol.concurrency = 0: must be >= 1"),
+])
+def test_an_invalid_override_of_a_variant_s_field_is_refused(override, words):
+    with pytest.raises(ConfigError) as err:
+        load_scenario(ROOT / "scenarios" / "async.toml", [override])
+    assert str(err.value).startswith(words) and "\n" not in str(err.value)
+
+
+def test_the_recorded_family_says_which_options_are_held_for_the_variants(tmp_path):
+    import tomllib
+
+    from wirelessfl.config import dumps
+
+    scenario = load_scenario(ROOT / "scenarios" / "async.toml", ["protocol.concurrency=5"])
+    text = dumps(scenario)
+    data = tomllib.loads(text)
+    assert data["variants"]["fedbuff"]["protocol.concurrency"] == 5  # what each variant ran with
+    assert data["variants"]["fedasync"]["protocol.concurrency"] == 5
+    protocol = text[text.index("[protocol]"):]
+    assert protocol.index("# options of the parts that variants") < protocol.index("concurrency = 5")
+    assert from_dict(data) == scenario
+
+
+def test_run_variant_runs_only_the_named_variants_and_resume_finishes_the_others(tmp_path):
+    (tmp_path / "s.toml").write_text(textwrap.dedent("""
+        [run]
+        rounds = 3
+        timing_only = true
+        [devices]
+        count = 4
+        [link]
+        model_bits = 1000
+        [variants.a]
+        scheduler.m = 2
+        [variants.b]
+        scheduler.m = 3
+    """))
+    proc = cli("run", "s.toml", "--variant", "b", "--no-progress", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    folder = tmp_path / "runs" / "s-timing"
+    assert (folder / "b" / "summary.json").exists() and not (folder / "a").exists()
+    assert json.loads((folder / "index.json").read_text())["status"] == {"a": "pending", "b": "complete"}
+    one_line_error(cli("run", "s.toml", "--variant", "c", cwd=tmp_path), "--variant c: scenario 's' has the variants a, b")
+    proc = cli("run", "--resume", folder, "--no-progress", cwd=tmp_path)
+    assert proc.returncode == 0 and "a: not started, running it" in proc.stdout
+    assert json.loads((folder / "index.json").read_text())["status"] == {"a": "complete", "b": "complete"}
+
+
+def test_a_second_run_into_a_folder_in_use_hears_of_the_lock_not_of_resume(tmp_path):
+    (tmp_path / "s.toml").write_text("[run]\nrounds = 3\ntiming_only = true\ncheckpoint_every = 1\n"
+                                     "[devices]\ncount = 4\n[link]\nmodel_bits = 1000\n")
+    run_dir = tmp_path / "runs" / "s-timing" / "s"
+    assert cli("run", "s.toml", "--no-progress", cwd=tmp_path).returncode == 0
+    summary = run_dir / "summary.json"
+    summary.write_text(summary.read_text().replace('"complete"', '"interrupted"'))  # as while it runs
+    holder = subprocess.Popen([sys.executable, "-c", "import fcntl, sys, time; fh = open(sys.argv[1], 'w'); "
+                               "fcntl.flock(fh, fcntl.LOCK_EX); print('held', flush=True); time.sleep(60)",
+                               str(run_dir / ".lock")], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        proc = cli("run", "s.toml", "--no-progress", cwd=tmp_path)
+        one_line_error(proc, "another run is writing to this folder")
+        assert "--resume" not in proc.stderr
+        proc = cli("run", "--resume", tmp_path / "runs" / "s-timing", "--no-progress", cwd=tmp_path)
+        one_line_error(proc, "another run is writing to this folder")
+    finally:
+        holder.kill()
+        holder.wait()
+    proc = cli("run", "s.toml", "--no-progress", cwd=tmp_path)
+    one_line_error(proc, "--resume")  # free again: an interrupted run, to resume
