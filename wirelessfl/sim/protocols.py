@@ -331,6 +331,16 @@ class FedBuff(_Dispatching):
     Options = FedBuffOptions
     name = "fedbuff"
 
+    @classmethod
+    def check(cls, scenario, options) -> None:
+        """As every dispatching protocol, and a buffer no larger than the devices in flight: the
+        buffer holds the updates that arrived since the last aggregation (a model-sized delta each)."""
+        super().check(scenario, options)
+        if options.buffer > options.concurrency:
+            raise ConfigError(f"protocol.buffer = {options.buffer}: at most protocol.concurrency = "
+                              f"{options.concurrency} (the buffer keeps every update that arrived until it holds "
+                              "buffer of them)")
+
     def __init__(self, options: FedBuffOptions, plugin_path: Sequence[str] = ()):
         super().__init__(options, plugin_path)
         self.per_aggregation = float(options.buffer)
