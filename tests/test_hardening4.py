@@ -36,10 +36,10 @@ def one_line_error(proc: subprocess.CompletedProcess, words: str, code: int = 2)
 
 
 def test_an_override_reaches_every_variant_that_sets_the_field_itself():
-    scenario = load_scenario(ROOT / "scenarios" / "async.toml", ["protocol.concurrency=5", "protocol.first_k=3"])
+    scenario = load_scenario(ROOT / "scenarios" / "async.toml", ["protocol.concurrency=12", "protocol.first_k=3"])
     members = dict(scenario.variant_scenarios())
-    assert members["fedbuff"].protocol.options.concurrency == 5
-    assert members["fedasync"].protocol.options.concurrency == 5
+    assert members["fedbuff"].protocol.options.concurrency == 12
+    assert members["fedasync"].protocol.options.concurrency == 12
     assert members["semi_sync"].protocol.options.first_k == 3
     assert members["fedbuff"].protocol.options.buffer == 10  # what the override does not name stays
     # a variant that writes the other form of the same option, protocol.options.concurrency
@@ -65,13 +65,13 @@ def test_the_recorded_family_says_which_options_are_held_for_the_variants(tmp_pa
 
     from wirelessfl.config import dumps
 
-    scenario = load_scenario(ROOT / "scenarios" / "async.toml", ["protocol.concurrency=5"])
+    scenario = load_scenario(ROOT / "scenarios" / "async.toml", ["protocol.concurrency=15"])
     text = dumps(scenario)
     data = tomllib.loads(text)
-    assert data["variants"]["fedbuff"]["protocol.concurrency"] == 5  # what each variant ran with
-    assert data["variants"]["fedasync"]["protocol.concurrency"] == 5
+    assert data["variants"]["fedbuff"]["protocol.concurrency"] == 15  # what each variant ran with
+    assert data["variants"]["fedasync"]["protocol.concurrency"] == 15
     protocol = text[text.index("[protocol]"):]
-    assert protocol.index("# options of the parts that variants") < protocol.index("concurrency = 5")
+    assert protocol.index("# options of the parts that variants") < protocol.index("concurrency = 15")
     assert from_dict(data) == scenario
 
 
@@ -122,3 +122,70 @@ def test_a_second_run_into_a_folder_in_use_hears_of_the_lock_not_of_resume(tmp_p
         holder.wait()
     proc = cli("run", "s.toml", "--no-progress", cwd=tmp_path)
     one_line_error(proc, "--resume")  # free again: an interrupted run, to resume
+
+
+# ---------------------------------------------------------------------------------------------
+# uploads by outcome; semi_sync's carried uploads are not dropped
+
+_TIMING = {"run": {"time_budget_s": 20.0, "timing_only": True}, "devices": {"count": 12, "compute": "shifted_exponential",
+           "delay_shift_s": 0.2, "delay_mean_s": 1.0}, "link": {"model_bits": 200000, "bandwidth_hz": 1e6},
+           "scheduler": {"name": "uniform", "m": 6}}
+
+
+def _with(**tables) -> dict:
+    data = json.loads(json.dumps(_TIMING))
+    for table, values in tables.items():
+        data.setdefault(table, {}).update(values)
+    return data
+
+
+@pytest.mark.parametrize("case", [
+    _with(protocol={"name": "semi_sync", "first_k": 2}),
+    _with(protocol={"name": "semi_sync", "first_k": 2, "late": "drop"}),
+    _with(link={"errors": "outage", "rate_bps": 4e6, "packet_bits": 50000, "max_attempts": 2}),
+    _with(run={"time_budget_s": 20.0, "timing_only": True, "round_deadline_s": 1.0}),
+    _with(link={"access": "aircomp", "model_bits": 200000, "truncation_gain": 0.8}),
+    _with(protocol={"name": "fedbuff", "concurrency": 6, "buffer": 2},
+          devices={"p_on_to_off": 0.3, "p_off_to_on": 0.5}),
+], ids=["semi_sync_carry", "semi_sync_drop", "sync_arq", "sync_deadline", "aircomp", "fedbuff_offline"])
+def test_every_upload_is_counted_by_its_outcome_and_carried_ones_are_not_dropped(tmp_path, case):
+    res = simulate(from_dict(case), tmp_path / "run", progress=False)
+    updates = pd.read_csv(tmp_path / "run" / "updates.csv")
+    counted = {k: v for k, v in res.summary["outcomes"].items() if v}
+    assert counted == updates["outcome"].value_counts().to_dict()
+    assert json.loads((tmp_path / "run" / "summary.json").read_text())["outcomes"] == res.summary["outcomes"]
+    rounds = pd.read_csv(tmp_path / "run" / "rounds.csv", dtype={"dropped": str}, keep_default_na=False)
+    listed = sum(len(cell.split()) for cell in rounds["dropped"])
+    assert res.summary["dropped_uploads"] == listed
+    gone = int(((updates["outcome"] != "applied") & (updates["outcome"] != "in_flight")).sum())
+    if case.get("protocol", {}).get("name", "sync") in ("sync", "semi_sync"):
+        assert listed <= gone  # a device listed as dropped is one whose update is gone, never a carried one
+    if case.get("protocol", {}).get("late") is None and case.get("protocol", {}).get("name") == "semi_sync":
+        assert listed == 0 and res.summary["carried_uploads"] > 0
+        assert res.summary["carried_uploads"] == int((rounds["num_selected"] - rounds["num_arrived"]).sum())
+    else:
+        assert res.summary["carried_uploads"] == 0
+    assert len(counted) > 1  # each case has an outcome other than applied
+
+
+def test_the_summary_line_counts_the_uploads_by_outcome():
+    from wirelessfl.cli import _fmt_summary
+
+    summary = {"status": "complete", "rounds": 8, "sim_time_s": 20.0, "final_accuracy": 0.5,
+               "mean_distinct_per_round": 9.75, "wall_time_s": 1.0, "carried_uploads": 38,
+               "outcomes": {"applied": 68, "lost": 2, "silent": 0, "in_flight": 20}}
+    line = _fmt_summary("semi_sync", summary)
+    assert "uploads 90 (68 applied, 2 lost, 20 in flight; 38 carried to a later aggregation)" in line
+    summary.update(outcomes={"applied": 68}, carried_uploads=0)
+    assert "uploads" not in _fmt_summary("sync", summary)
+
+
+@pytest.mark.parametrize("protocol", [{"name": "semi_sync", "first_k": 2}, {"name": "sync"}])
+def test_a_resumed_run_counts_the_outcomes_an_uninterrupted_one_counts(interrupted_and_resumed, protocol):
+    case = _with(protocol=protocol, link={"errors": "outage", "rate_bps": 4e6, "packet_bits": 50000,
+                                          "max_attempts": 2} if protocol["name"] == "sync" else {},
+                 run={"rounds": 12, "timing_only": True, "checkpoint_every": 3})
+    case["run"].pop("time_budget_s")
+    full, resumed = interrupted_and_resumed(from_dict(case), after=7)
+    for key in ("outcomes", "dropped_uploads", "carried_uploads"):
+        assert resumed.summary[key] == full.summary[key], key

@@ -28,10 +28,24 @@ def _fmt_summary(name: str, s: dict) -> str:
             t = s["time_to_target_s"]
             parts.append(f"time to {s['target_accuracy']:g}: " + ("not reached" if math.isnan(t) else f"{t:.1f} s"))
         parts.append(f"{s['mean_distinct_per_round']:.2f} devices/round")
+    outcomes = _outcomes(s)
+    if outcomes:
+        parts.append(outcomes)
     parts.append(f"wall {s['wall_time_s']:.1f} s")
     if s.get("status") not in ("complete", None):
         parts.append(f"{s['status']}: {s.get('error')}")
     return ", ".join(parts)
+
+
+def _outcomes(s: dict) -> str:
+    """The uploads by outcome (updates.csv's), when any was not applied: "uploads 120 (100 applied,
+    20 lost; 9 carried to a later aggregation)"; "" when every one was applied."""
+    counts = {k: v for k, v in (s.get("outcomes") or {}).items() if v}
+    carried = s.get("carried_uploads") or 0
+    if not counts or (set(counts) == {"applied"} and not carried):
+        return ""
+    words = ", ".join(f"{n} {k.replace('_', ' ')}" for k, n in counts.items())
+    return f"uploads {sum(counts.values())} ({words}" + (f"; {carried} carried to a later aggregation)" if carried else ")")
 
 
 def _power(s: dict) -> str:

@@ -38,6 +38,8 @@ class RoundRecord:
     decision: Decision
     compute_energy_j: np.ndarray | None = None  # per selected device, for the computation done
     arrived: np.ndarray | None = None    # per selected device: upload complete by the deadline
+    dropped: np.ndarray | None = None    # per selected device: its update is gone (None: not arrived);
+                                         # semi_sync's late uploads, carried to a later aggregation, are not
     available: np.ndarray | None = None  # per device (N,): could be scheduled (None: all)
     server_round: bool = False  # the server trained alone (no device took part)
     server_s: float = 0.0  # that round's server computation time

@@ -43,8 +43,9 @@ ROUND_COLUMNS = ["round", "t_start", "t_end", "downlink_s", "comp_s", "comm_s", 
                  "server_round", "server_s", "extra_airtime_s", "extra_energy_j", "idle_s",
                  "num_updates", "staleness_mean", "staleness_max"]
 """energy_j is the round's transmit energy (P x time on the air), compute_energy_j its computation
-energy (0 unless the computation model has one); dropped lists the devices whose uploads missed the
-round deadline; server_round is 1 for a SAFARI server round (no device takes part) and server_s
+energy (0 unless the computation model has one); dropped lists the devices whose updates of the round
+are gone (missed the round deadline, lost, silent, offline; not semi_sync's late uploads carried to a
+later aggregation); server_round is 1 for a SAFARI server round (no device takes part) and server_s
 its server computation time (0 otherwise); extra_airtime_s is the uplink time of traffic other than
 the models (fair selection: bootstrap gradients, loss scalars, piggy-backed gradients; included in
 comm_s) and extra_energy_j the transmit energy of the pre-round uploads; idle_s is run.idle_round_s for a
@@ -147,6 +148,7 @@ class Recorder:
                        if keep_device_arrays and out_dir is not None else None)
         self.updates = UpdateLog(out_dir / "updates.csv" if out_dir is not None else None)
         self.update_stats = {"applied": 0, "staleness_sum": 0, "uploads": 0, "airtime_s": 0.0}
+        self.outcomes = dict.fromkeys(OUTCOMES, 0)  # updates.csv's rows by outcome
         self.round_columns = list(ROUND_COLUMNS)
         self._known = set(ROUND_COLUMNS)  # round_columns as a set: a row with a key outside it widens the file
         self._files = {}
@@ -244,13 +246,15 @@ class Recorder:
         comp_energy_sum = float(comp_energy.sum()) if comp_energy is not None else 0.0
         arrived = rec.arrived
         lost = None if arrived is None or arrived.all() else sel[~arrived]  # usually nobody
+        # the devices whose updates are gone (semi_sync: not those still under way, carried to a later round)
+        gone = lost if rec.dropped is None or lost is None else sel[rec.dropped]
         available = rec.available
         staleness = rec.staleness
         applied = len(sel) - (0 if lost is None else len(lost)) if staleness is None else len(staleness)
         row.update(compute_energy_j=comp_energy_sum,
                    num_available=self.num_devices if available is None else int(available.sum()),
                    num_arrived=len(sel) if lost is None else len(sel) - len(lost),
-                   dropped="" if lost is None else _ids(lost),
+                   dropped="" if gone is None else _ids(gone),
                    server_round=int(rec.server_round), server_s=rec.server_s,
                    extra_airtime_s=rec.extra_airtime_s, extra_energy_j=rec.extra_energy_j, idle_s=rec.idle_s,
                    num_updates=applied,
@@ -338,14 +342,29 @@ class Recorder:
         stats["uploads"] += k
         if arrived.all():
             stats["applied"] += k
+            self.outcomes["applied"] += k
             stats["airtime_s"] += float(airtime.sum())
         else:  # lost uploads held the band for their transmissions, dropped ones until the deadline
+            self._count_round_outcomes(rec, arrived)
             stats["applied"] += int(arrived.sum())
             full_end = tx_start + airtime if rec.tx_end is None else rec.tx_end
             with np.errstate(invalid="ignore"):
                 on_air = np.where(full_end <= rec.t_end, airtime,
                                   np.where(np.isnan(tx_start), 0.0, rec.t_end - tx_start))
             stats["airtime_s"] += float(on_air.sum())
+
+    def _count_round_outcomes(self, rec: RoundRecord, arrived: np.ndarray) -> None:
+        """A sync round's updates by outcome, as updates.csv's rows name them (update_log._round_rows)."""
+        missed = ~arrived
+        silent = missed & (rec.airtime_s == 0) if rec.attempts is None else np.zeros_like(missed)
+        full_end = rec.tx_start + rec.airtime_s if rec.tx_end is None else rec.tx_end
+        with np.errstate(invalid="ignore"):
+            lost = missed & ~silent & (full_end <= rec.t_end)
+        counts = self.outcomes
+        counts["applied"] += int(arrived.sum())
+        counts["silent"] += int(silent.sum())
+        counts["lost"] += int(lost.sum())
+        counts["late_dropped"] += int((missed & ~silent & ~lost).sum())
 
     def on_update(self, u) -> None:
         """An event protocol's update whose fate is known (``u`` has the attributes of
@@ -354,6 +373,7 @@ class Recorder:
         stats["uploads"] += 1
         if u.tx_start_s == u.tx_start_s:
             stats["airtime_s"] += (u.tx_end_s if u.tx_end_s == u.tx_end_s else u.lost_s) - u.tx_start_s
+        self.outcomes[u.outcome] = self.outcomes.get(u.outcome, 0) + 1
         if u.outcome == "applied":
             stats["applied"] += 1
             stats["staleness_sum"] += u.version_applied - u.version
@@ -441,7 +461,8 @@ class Recorder:
                 "dropped": self.dropped.copy(), "available_rounds": self.available_rounds.copy(),
                 "expected_power_sum": self.expected_power_sum.copy(), "distance_sum": self.distance_sum.copy(),
                 "device_rows": self.arrays.rows if self.arrays is not None else 0,
-                "updates": self.updates.state_dict(), "update_stats": dict(self.update_stats)}
+                "updates": self.updates.state_dict(), "update_stats": dict(self.update_stats),
+                "outcomes": dict(self.outcomes)}
 
     def check_resume(self, state: dict, rounds_done: int) -> str | None:
         """Why the checkpoint's records cannot continue this folder (None: they can); touches nothing.
@@ -459,7 +480,8 @@ class Recorder:
         for key in ("selections", "energy_j", "compute_energy_j", "dropped", "available_rounds", "expected_power_sum"):
             if np.shape(state.get(key)) != (self.num_devices,):
                 return f"the checkpoint's {key} is not one value per device ({self.num_devices})"
-        if "updates" not in state or not isinstance(state.get("update_stats"), dict):
+        if "updates" not in state or not isinstance(state.get("update_stats"), dict) \
+                or not isinstance(state.get("outcomes"), dict):
             return "the checkpoint has no update records (written by an earlier version)"
         if self.out_dir is None:
             return None
@@ -489,6 +511,7 @@ class Recorder:
         for key in ("selections", "energy_j", "compute_energy_j", "dropped", "available_rounds", "expected_power_sum"):
             setattr(self, key, np.asarray(state[key]).copy())
         self.update_stats = dict(state["update_stats"])
+        self.outcomes = {str(k): int(v) for k, v in state["outcomes"].items()}
         self.distance_sum = np.asarray(state.get("distance_sum", np.zeros(self.num_devices)), dtype=float).copy()
         self.totals.load_state(state["totals"])
         self.power.load_state(state["power"])

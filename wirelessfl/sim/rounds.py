@@ -160,7 +160,8 @@ class RoundDriver:
             upload_order=selected[order], airtime_s=airtime, energy_j=transmit_energy(power, on_air),
             gains=round_.gains, decision=round_.decision, compute_energy_j=comp_energy, arrived=arrived,
             available=round_.available, metrics=metrics, idle_s=p.idle_round_s if idle else 0.0,
-            staleness=staleness, per_update=True))
+            staleness=staleness, per_update=True,
+            dropped=~arrived & np.array([not u.in_flight for u in ups], dtype=bool)))  # carried: still in flight
         self.current = None
         e.aggregated()
 

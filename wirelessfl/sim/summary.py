@@ -61,7 +61,7 @@ class PowerSettling:
 
 
 _SUMS = ("comm_s", "extra_airtime_s", "comp_s", "downlink_s", "server_round", "server_s", "energy_j",
-         "compute_energy_j", "dropped", "num_selected")
+         "compute_energy_j", "dropped", "num_selected", "carried")
 
 
 class RoundTotals:
@@ -86,7 +86,11 @@ class RoundTotals:
         sums["server_s"] += row.get("server_s", 0.0)
         sums["energy_j"] += row["energy_j"]
         sums["compute_energy_j"] += row.get("compute_energy_j", 0.0)
-        sums["dropped"] += row["num_selected"] - row.get("num_arrived", row["num_selected"])
+        missed = row["num_selected"] - row.get("num_arrived", row["num_selected"])
+        gone = row.get("dropped")  # the devices whose updates are gone, as ids ("": none); else all missed
+        gone = missed if gone is None else gone.count(" ") + 1 if isinstance(gone, str) and gone else 0
+        sums["dropped"] += gone
+        sums["carried"] += missed - gone  # not in by the aggregation, not gone: carried to a later one
         sums["num_selected"] += row["num_selected"]
 
     def add_aggregation(self, t_end: float, comm_s: float, comp_s: float, downlink_s: float, energy_j: float,
@@ -119,14 +123,15 @@ class RoundTotals:
 
     def load_state(self, state: dict) -> None:
         self.rounds, self.end_s = int(state["rounds"]), float(state["end_s"])
-        self.sums = {key: state["sums"][key] for key in _SUMS}
+        self.sums = {key: state["sums"].get(key, 0) for key in _SUMS}  # "carried": added since
 
 
 def summarise(scenario, totals: RoundTotals, evals: list[dict], devices: dict,
               *, wall_time_s: float, model_bits: int, updates: dict | None = None,
               sim_time_s: float | None = None, power_settled: float = math.nan) -> dict:
     """Headline numbers of a run. ``totals``: the sums over its rounds.csv rows; ``updates``: the
-    recorder's counts over updates.csv (uploads, applied, staleness_sum, airtime_s); ``sim_time_s``:
+    recorder's counts over updates.csv (uploads, applied, staleness_sum, airtime_s, and outcomes: its rows
+    by outcome); ``sim_time_s``:
     where the clock stopped; ``power_settled``: the round from which the expected power stayed within
     the budget (see power_settled_round)."""
     from ..config import to_dict
@@ -171,7 +176,10 @@ def summarise(scenario, totals: RoundTotals, evals: list[dict], devices: dict,
         "total_compute_energy_j": float(sums["compute_energy_j"]),
         "max_device_energy_j": float(np.max(devices["transmit_energy_j"] + devices["compute_energy_j"],
                                             initial=0.0)),
-        "dropped_uploads": int(sums["dropped"]),
+        "dropped_uploads": int(sums["dropped"]),  # rounds.csv's dropped: updates gone at their round's end
+        "carried_uploads": int(sums["carried"]),  # semi_sync: late uploads carried to a later aggregation
+        # updates.csv's rows by outcome: applied, stale, late_dropped, offline, lost, silent, in_flight
+        "outcomes": {k: int(v) for k, v in (updates.get("outcomes") or {}).items()},
         "mean_time_avg_power": float(np.mean(devices["time_avg_power"])),
         "mean_distinct_per_round": float(sums["num_selected"]) / n_rounds if n_rounds else 0.0,
         "wall_time_s": wall_time_s,
