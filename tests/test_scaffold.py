@@ -192,10 +192,10 @@ def test_a_missing_or_damaged_journal_is_a_one_line_resume_error(tmp_path):
         make_trainer("loop").device_states.restore({"v": ref})  # a run without a folder
     fresh = make_trainer("loop")
     fresh.device_states.use_run_folder(tmp_path)
-    with pytest.raises(ValueError, match="v.g0.journal: a damaged segment at byte 0"):
-        fresh.device_states.restore({"v": ref})
+    with pytest.raises(ValueError, match="v.g0.journal: damaged: its first 24 bytes are not the ones whose digest"):
+        fresh.device_states.restore({"v": ref})  # the digest the checkpoint holds tells
     journal.unlink()
-    with pytest.raises(ValueError, match="v.g0.journal: No such file"):
+    with pytest.raises(ValueError, match="v.g0.journal: cannot be read \\(No such file"):
         fresh.device_states.restore({"v": ref})
 
 

@@ -2,17 +2,27 @@
 temporary file, then a rename), streamed files only by appending.
 
 A symbolic link placed in a run folder (``rounds.csv -> /etc/passwd``) is refused, not followed;
-the output folder itself must be a writable folder, checked before anything is written.
+the output folder itself must be a writable folder, checked before anything is written. Every file
+and folder the simulator creates or writes goes through the helpers here: folders are made by
+:func:`make_folder` (a link where a folder should be is refused), files opened by name are opened
+with ``O_NOFOLLOW`` and must be regular files (a FIFO or a device there is refused in one line
+instead of hanging the run or writing without end), and files read back for a resume are opened
+by :func:`open_regular` the same way. :class:`FileDigest` keeps the running SHA-256 of a file that
+grows by appending, so that a checkpoint can hold the digest of every record file it continues.
 """
 from __future__ import annotations
 
+import errno
 import os
+import stat
 import tempfile
 from contextlib import contextmanager
 from pathlib import Path
 
-__all__ = ["DamagedFile", "FolderBusy", "FolderLock", "UnsafeOutput", "check_output_folder", "open_append", "read_table",
-           "replacing", "replacing_path", "unreadable_file", "write_atomic", "write_figure"]
+__all__ = ["DamagedFile", "FileDigest", "FolderBusy", "FolderLock", "UnsafeOutput", "check_output_folder",
+           "make_folder", "open_append", "open_regular", "open_rewrite", "open_scratch_array", "read_table",
+           "refuse_links", "replacing", "replacing_path", "truncate_file", "unreadable_file", "write_atomic",
+           "write_figure"]
 
 
 class UnsafeOutput(ValueError):
@@ -21,6 +31,15 @@ class UnsafeOutput(ValueError):
 
 class DamagedFile(ValueError):
     """A file the simulator wrote cannot be read back: truncated, edited, or not what its name says."""
+
+
+def _refusal(path: Path, problem: str) -> UnsafeOutput:
+    """UnsafeOutput "PATH: PROBLEM; ..." with ``problem`` kept as its attribute (for messages of their own)."""
+    exc = UnsafeOutput(f"{path}: {problem}; " + ("a run writes its files itself and does not follow links"
+                                                 if "symbolic link" in problem else
+                                                 "wirelessfl reads and writes regular files only"))
+    exc.problem = problem
+    return exc
 
 
 class FolderBusy(UnsafeOutput, RuntimeError):
@@ -37,9 +56,7 @@ class FolderLock:
         self.fh = None
 
     def __enter__(self) -> "FolderLock":
-        _refuse_link(self.path)
-        fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW, 0o644)
-        self.fh = os.fdopen(fd, "w")
+        self.fh = os.fdopen(_open_file(self.path, os.O_WRONLY | os.O_CREAT), "w")
         try:
             import fcntl
 
@@ -61,7 +78,10 @@ def read_table(path: Path, columns: tuple[str, ...] = (), **read_csv):
     import pandas as pd
 
     try:
-        table = pd.read_csv(path, keep_default_na=False, na_values=[""], **read_csv)
+        with open_regular(path, follow=True) as fh:
+            table = pd.read_csv(fh, keep_default_na=False, na_values=[""], **read_csv)
+    except UnsafeOutput:  # a FIFO, a device: refused as it is, not read
+        raise
     except (ValueError, UnicodeDecodeError) as exc:  # pandas' ParserError is a ValueError
         reason = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
         raise DamagedFile(f"{path}: damaged, not the table that wirelessfl wrote ({reason})") from None
@@ -75,19 +95,22 @@ def unreadable_file(path: Path) -> str | None:
     """Why ``path`` cannot be read as a data file (None: it can): missing, a folder, or not a regular
     file. A FIFO waits for a writer forever and a device such as /dev/zero never ends, so neither is
     opened; a link to a regular file is fine."""
-    import stat
-
     try:
         mode = os.stat(path).st_mode
     except OSError as exc:
         return "no such file" if isinstance(exc, FileNotFoundError) else f"cannot be read ({exc.strerror or exc})"
+    return _not_regular(mode)
+
+
+def _not_regular(mode: int) -> str | None:
+    """What a file of ``mode`` is when it is not a regular file (None: it is one)."""
+    if stat.S_ISREG(mode):
+        return None
     if stat.S_ISDIR(mode):
         return "is a folder, not a file"
-    if not stat.S_ISREG(mode):
-        kind = "a FIFO" if stat.S_ISFIFO(mode) else "a device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode) \
-            else "a socket" if stat.S_ISSOCK(mode) else "not a regular file"
-        return f"is {kind}, not a regular file"
-    return None
+    kind = "a FIFO" if stat.S_ISFIFO(mode) else "a device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode) \
+        else "a socket" if stat.S_ISSOCK(mode) else "not a regular file"
+    return f"is {kind}, not a regular file"
 
 
 def check_output_folder(path: Path, what: str = "--out") -> None:
@@ -111,15 +134,197 @@ def check_output_folder(path: Path, what: str = "--out") -> None:
 
 def _refuse_link(path: Path) -> None:
     if path.is_symlink():
-        raise UnsafeOutput(f"{path}: is a symbolic link; a run writes its files itself and does not follow links")
+        raise _refusal(path, "is a symbolic link")
+
+
+def _open_file(path: Path, flags: int, follow: bool = False) -> int:
+    """``os.open(path, flags)`` (new files with mode 0o644) that never follows a symbolic link (unless
+    ``follow``, for reading) and opens regular files only: a FIFO is opened without waiting for a
+    writer or reader and then refused, as are devices, sockets and folders (UnsafeOutput, one line)."""
+    path = Path(path)
+    extra = os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0) | (0 if follow else os.O_NOFOLLOW)
+    try:
+        fd = os.open(path, flags | extra, 0o644)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP and not follow and os.path.islink(path):
+            raise _refusal(path, "is a symbolic link") from None
+        if exc.errno in (errno.ENXIO, errno.EISDIR):  # a FIFO nobody reads, a folder
+            try:
+                problem = _not_regular(os.stat(path).st_mode)
+            except OSError:
+                problem = None
+            if problem is not None:
+                raise _refusal(path, problem) from None
+        raise
+    try:
+        problem = _not_regular(os.fstat(fd).st_mode)
+        if problem is not None:
+            raise _refusal(path, problem)
+        if os.name == "posix":  # back to ordinary blocking reads and writes
+            import fcntl
+
+            fcntl.fcntl(fd, fcntl.F_SETFL, fcntl.fcntl(fd, fcntl.F_GETFL) & ~os.O_NONBLOCK)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def open_regular(path: Path, mode: str = "rb", follow: bool = False):
+    """Open ``path`` for reading (``mode`` "rb" or "r") as a regular file: a symbolic link (followed
+    when ``follow``), a FIFO, a device or a folder is refused in one line (UnsafeOutput) instead of
+    read, so that a file read back never hangs a run or feeds it without end."""
+    if mode not in ("r", "rb"):
+        raise ValueError(f"open_regular reads: mode {mode!r}")
+    fd = _open_file(Path(path), os.O_RDONLY, follow=follow)
+    return os.fdopen(fd, mode, **({} if "b" in mode else {"encoding": "utf-8", "newline": ""}))
 
 
 def open_append(path: Path):
-    """Open an existing ``path`` for appending text, refusing symbolic links."""
+    """Open an existing ``path`` for appending text, refusing symbolic links and anything but a
+    regular file."""
+    return os.fdopen(_open_file(Path(path), os.O_WRONLY | os.O_APPEND), "a", newline="")
+
+
+def open_rewrite(path: Path, create: bool = True):
+    """Open ``path`` for reading and writing in place (binary, at its start; created when missing and
+    ``create``), refusing symbolic links and anything but a regular file: for files that a
+    checkpoint cuts back and appends to (journals)."""
+    return os.fdopen(_open_file(Path(path), os.O_RDWR | (os.O_CREAT if create else 0)), "r+b")
+
+
+def truncate_file(path: Path, size: int) -> None:
+    """Cut the regular file ``path`` back to ``size`` bytes (a link or a FIFO there is refused)."""
+    fd = _open_file(Path(path), os.O_WRONLY)
+    try:
+        os.ftruncate(fd, size)
+    finally:
+        os.close(fd)
+
+
+def make_folder(path: Path, below: Path | None = None) -> Path:
+    """Create the folder ``path`` (and its missing parents) unless it is one already; a symbolic link,
+    or something other than a folder, at ``path`` or at any folder between ``below`` and ``path``
+    is refused in one line (UnsafeOutput), so that nothing is ever written through a link planted
+    where the simulator keeps its folders. ``below``: a folder the user chose (it may itself be a
+    link); default: only ``path`` itself and the parents this call creates are checked."""
     path = Path(path)
-    _refuse_link(path)
-    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_NOFOLLOW)
-    return os.fdopen(fd, "a", newline="")
+    if below is not None and Path(below) not in path.parents:
+        below = None
+    chain = [path]
+    for parent in path.parents:
+        if parent == below if below is not None else os.path.lexists(parent):
+            break
+        chain.append(parent)
+    for folder in reversed(chain):
+        if folder.is_symlink():
+            raise UnsafeOutput(f"{folder}: is a symbolic link; wirelessfl makes its folders itself and does not "
+                               "follow links")
+        try:
+            folder.mkdir()
+        except FileExistsError:
+            if not folder.is_dir() or folder.is_symlink():
+                raise UnsafeOutput(f"{folder}: is {'a symbolic link' if folder.is_symlink() else 'a file'}, "
+                                   "where wirelessfl keeps a folder") from None
+    return path
+
+
+def refuse_links(folder: Path, names) -> None:
+    """UnsafeOutput, in one line, for the first of ``folder/NAME`` that is a symbolic link or, when
+    it exists, not a regular file: checked before a run, a resume or a sweep writes anything."""
+    for name in names:
+        path = Path(folder) / name
+        try:
+            mode = os.lstat(path).st_mode
+        except FileNotFoundError:
+            continue
+        problem = "is a symbolic link" if stat.S_ISLNK(mode) else _not_regular(mode)
+        if problem is not None:
+            raise _refusal(path, problem)
+
+
+def open_scratch_array(path: Path, dtype, shape: tuple[int, ...]):
+    """A new zero-filled numpy array memory-mapped in ``path`` (an .npy file), created in place of
+    whatever regular file was there; a link or a FIFO there is refused (numpy's own open_memmap
+    follows links)."""
+    import numpy as np
+
+    fd = _open_file(Path(path), os.O_RDWR | os.O_CREAT | os.O_TRUNC)
+    with os.fdopen(fd, "r+b") as fh:
+        header = {"descr": np.lib.format.dtype_to_descr(np.dtype(dtype)), "fortran_order": False,
+                  "shape": tuple(int(n) for n in shape)}
+        np.lib.format.write_array_header_2_0(fh, header)
+        offset = fh.tell()
+        fh.flush()
+        if not int(np.prod(shape)):
+            return np.zeros(shape, dtype=dtype)
+        return np.memmap(fh, dtype=dtype, mode="r+", shape=tuple(shape), offset=offset)
+
+
+class FileDigest:
+    """The running SHA-256 of a file that grows by appending: ``advance`` hashes what was appended
+    since the last call (read back from the file, so the writer is not slowed down), and a
+    checkpoint stores ``state()``, the length and digest of the file at that point. A checkpoint's
+    cost stays that of what was written since the previous one, whatever the file's length; a
+    resume hashes the file's prefix once (``verify``) and goes on from there."""
+
+    BLOCK = 1 << 20
+
+    def __init__(self, path: Path | None):
+        import hashlib
+
+        self.path, self.bytes, self._hash = path, 0, hashlib.sha256()
+
+    def restart(self) -> None:
+        """The file was written again from its start: hash it all at the next ``advance``."""
+        import hashlib
+
+        self.bytes, self._hash = 0, hashlib.sha256()
+
+    def _feed(self, fh, size: int) -> int:
+        done = 0
+        while done < size:
+            block = fh.read(min(self.BLOCK, size - done))
+            if not block:
+                break
+            self._hash.update(block)
+            done += len(block)
+        return done
+
+    def advance(self, size: int) -> dict:
+        """Hash the file up to ``size`` bytes (its length now; flushed) and return ``state()``."""
+        if self.path is not None and size > self.bytes:
+            with open_regular(self.path) as fh:
+                fh.seek(self.bytes)
+                self.bytes += self._feed(fh, size - self.bytes)
+        return self.state()
+
+    def state(self) -> dict:
+        return {"bytes": self.bytes, "sha256": self._hash.hexdigest()}
+
+    def verify(self, size: int, sha256) -> str | None:
+        """Why the file's first ``size`` bytes are not the ones whose digest is ``sha256`` (None:
+        they are, and hashing goes on from there). Reads the file once; touches nothing."""
+        import hashlib
+
+        self.restart()
+        if not isinstance(sha256, str):
+            return f"the checkpoint has no digest of {self.path.name} (written by an earlier version)"
+        try:
+            with open_regular(self.path) as fh:
+                read = self._feed(fh, size)
+        except UnsafeOutput as exc:
+            return f"{self.path.name} {exc.problem}"
+        except OSError as exc:
+            return f"{self.path.name} cannot be read ({exc.strerror or exc})"
+        if read < size:
+            self.restart()
+            return f"{self.path.name} is shorter ({read} bytes) than at the checkpoint ({size} bytes)"
+        if self._hash.hexdigest() != sha256:
+            self.restart()
+            return f"{self.path.name} is not the file the checkpoint continues (its first {size} bytes differ)"
+        self.bytes = size
+        return None
 
 
 @contextmanager

@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from .files import DamagedFile, write_atomic
+from .files import DamagedFile, open_regular, write_atomic
 
 __all__ = ["NON_FINITE", "dumps_strict", "read_json", "write_json_atomic"]
 
@@ -55,9 +55,11 @@ def write_json_atomic(path: Path, data: dict) -> None:
 
 def read_json(path: Path) -> dict:
     """A JSON object written by ``write_json_atomic``, with its non-finite numbers put back.
-    DamagedFile (one line naming the file) for a file that is not one: truncated, edited, empty."""
+    DamagedFile (one line naming the file) for a file that is not one: truncated, edited, empty;
+    UnsafeOutput for a FIFO, a device or a folder (refused, not read: it would never end)."""
     try:
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
+        with open_regular(Path(path), follow=True) as fh:  # a FIFO or a device is refused, not read
+            data = json.loads(fh.read().decode("utf-8"))
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise DamagedFile(f"{path}: damaged, not the JSON that wirelessfl wrote ({exc})") from None
     except RecursionError:

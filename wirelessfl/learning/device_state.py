@@ -13,19 +13,24 @@ resume), so that N x d states larger than memory still run.
 
 How it is checkpointed: a checkpoint does not copy the array. Each checkpoint appends the rows
 written since the previous one to ``<run>/device_state/<name>.g<k>.journal`` (a segment: row
-count, the rows' indices, their values) and the checkpoint holds only the journal's name and
-length. A resume replays the journal up to that length, so it sees the rows as they were at the
-checkpoint, whatever was appended after it. When the journal outgrows twice the array, the next
+count, the rows' indices, their values) and the checkpoint holds only the journal's name, length
+and SHA-256 digest (kept as the journal grows: a checkpoint hashes only what it appends). A resume
+replays the journal up to that length, so it sees the rows as they were at the checkpoint, whatever
+was appended after it, once the digest of those bytes matches: a journal edited, cut, replaced by
+another or by a link, a FIFO or a device is refused in one line naming it. When the journal outgrows twice the array, the next
 checkpoint starts a new generation with one segment of every row ever written; the generation the
 last checkpoint named is kept until the next checkpoint, older ones are deleted.
 """
 from __future__ import annotations
 
+import hashlib
 import os
 from pathlib import Path
 
 import numpy as np
 import torch
+
+from ..files import DamagedFile, UnsafeOutput, make_folder, open_regular, open_rewrite, open_scratch_array
 
 __all__ = ["DeviceState", "DeviceStates", "MEMMAP_BYTES"]
 
@@ -43,11 +48,11 @@ class DeviceState:
         self.name, self.num_devices, self.width, self.device = name, int(num_devices), int(width), device
         self.folder = folder
         self.generation, self.journal_bytes = 0, 0
+        self._digest = hashlib.sha256()  # of the journal's first journal_bytes bytes
         nbytes = self.num_devices * self.width * 4
         if folder is not None and nbytes > MEMMAP_BYTES:
-            folder.mkdir(parents=True, exist_ok=True)
-            self.array = np.lib.format.open_memmap(folder / f"{name}.live", mode="w+", dtype=np.float32,
-                                                   shape=(self.num_devices, self.width))
+            make_folder(folder)
+            self.array = open_scratch_array(folder / f"{name}.live", np.float32, (self.num_devices, self.width))
         else:
             self.array = np.zeros((self.num_devices, self.width), dtype=np.float32)
         self._rows = torch.from_numpy(self.array)  # shares the array's memory (or the mapped file's)
@@ -110,30 +115,32 @@ class DeviceState:
         writes no checkpoint file, so this serves the Python API's state_dict only)."""
         if self.folder is None:
             return {"width": self.width, "array": self.array.copy()}
-        self.folder.mkdir(parents=True, exist_ok=True)
+        make_folder(self.folder)
         named = self._journal(self.generation).name  # what the last checkpoint named: kept until the next
         if self.journal_bytes > 2 * self.array.nbytes:  # a new generation: every row once
             self.generation, self.journal_bytes = self.generation + 1, 0
+            self._digest = hashlib.sha256()
             rows = np.flatnonzero(self._touched)
         else:
             rows = np.flatnonzero(self._dirty)
         path = self._journal(self.generation)
         for old in self.folder.glob(f"{self.name}.g*.journal"):
             if old.name not in (named, path.name):
-                old.unlink()
-        with open(path, "r+b" if path.exists() else "wb") as f:
+                old.unlink()  # a link there goes, not what it points to
+        with open_rewrite(path) as f:  # never through a link, never a FIFO or a device
             f.truncate(self.journal_bytes)  # bytes past the last checkpoint are from an attempt that died
             f.seek(self.journal_bytes)
             if rows.size:
-                f.write(np.asarray([rows.size], dtype=_HEADER).tobytes())
-                f.write(rows.astype(_HEADER).tobytes())
-                f.write(np.ascontiguousarray(self.array[rows]).tobytes())
+                for part in (np.asarray([rows.size], dtype=_HEADER).tobytes(), rows.astype(_HEADER).tobytes(),
+                             np.ascontiguousarray(self.array[rows]).tobytes()):
+                    f.write(part)
+                    self._digest.update(part)
             f.flush()
             os.fsync(f.fileno())
             self.journal_bytes = f.tell()
         self._dirty[:] = False
         return {"width": self.width, "journal": path.name, "bytes": self.journal_bytes,
-                "generation": self.generation}
+                "generation": self.generation, "sha256": self._digest.hexdigest()}
 
     def restore(self, ref: dict) -> None:
         """Rebuild the rows a checkpoint named (``checkpoint``'s reference). Reads only: the journal's
@@ -149,31 +156,44 @@ class DeviceState:
         else:
             if self.folder is None or Path(ref["journal"]).name != ref["journal"]:
                 raise ValueError(f"device state {self.name!r}: the checkpoint names a journal this run cannot read")
-            self._replay(self.folder / ref["journal"], int(ref["bytes"]))
+            if not isinstance(ref.get("sha256"), str):
+                raise ValueError(f"device state {self.name!r}: the checkpoint has no digest of its journal "
+                                 "(written by an earlier version)")
+            self._digest = self._replay(self.folder / ref["journal"], int(ref["bytes"]), ref["sha256"])
             self.generation, self.journal_bytes = int(ref["generation"]), int(ref["bytes"])
         self._dirty[:] = False
 
-    def _replay(self, path: Path, length: int) -> None:
+    def _replay(self, path: Path, length: int, sha256: str):
+        """Replay the journal's first ``length`` bytes once their digest is ``sha256``; returns the
+        digest (it goes on with the journal). DamagedFile, in one line naming the journal, for a
+        journal that is not those bytes; nothing on disk is changed."""
         try:
-            with open(path, "rb") as f:
+            with open_regular(path) as f:  # not a link, a FIFO or a device
                 data = f.read(length)
+        except UnsafeOutput as exc:
+            raise DamagedFile(f"{path}: {exc.problem}; a journal is read from the run folder itself") from None
         except OSError as exc:
-            raise ValueError(f"{path.name}: {exc.strerror or exc}") from None
+            raise DamagedFile(f"{path}: cannot be read ({exc.strerror or exc})") from None
         if len(data) != length:
-            raise ValueError(f"{path.name} holds {len(data)} bytes, the checkpoint expects {length}")
+            raise DamagedFile(f"{path}: damaged: it holds {len(data)} bytes, the checkpoint expects {length}")
+        digest = hashlib.sha256(data)
+        if digest.hexdigest() != sha256:
+            raise DamagedFile(f"{path}: damaged: its first {length} bytes are not the ones whose digest the "
+                              "checkpoint holds")
         at, row_bytes = 0, self.width * 4
         while at < length:
             count = int(np.frombuffer(data, dtype=_HEADER, count=1, offset=at)[0]) if at + 8 <= length else -1
             end = at + 8 + count * (8 + row_bytes)
             if count < 0 or end > length:
-                raise ValueError(f"{path.name}: a damaged segment at byte {at}")
+                raise DamagedFile(f"{path}: damaged: a segment at byte {at} cannot be read")
             rows = np.frombuffer(data, dtype=_HEADER, count=count, offset=at + 8)
             values = np.frombuffer(data, dtype=np.float32, count=count * self.width, offset=at + 8 + 8 * count)
             if rows.size and (rows.min() < 0 or rows.max() >= self.num_devices):
-                raise ValueError(f"{path.name}: a damaged segment at byte {at}")
+                raise DamagedFile(f"{path}: damaged: a segment at byte {at} cannot be read")
             self.array[rows] = values.reshape(-1, self.width)
             self._touched[rows] = True
             at = end
+        return digest
 
 
 class DeviceStates:
@@ -206,8 +226,8 @@ class DeviceStates:
 
     def remove_files(self) -> None:
         """Delete the journals and memory-mapped arrays (a run that completed has nothing to resume)."""
-        if self.folder is None or not self.folder.is_dir():
-            return
+        if self.folder is None or self.folder.is_symlink() or not self.folder.is_dir():
+            return  # a link there: what it points to is not ours
         for name in self.states:
             for path in [*self.folder.glob(f"{name}.g*.journal"), self.folder / f"{name}.live"]:
                 path.unlink(missing_ok=True)

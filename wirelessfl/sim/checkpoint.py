@@ -6,6 +6,11 @@ server state, ...: their ``state_dict``), the global model and the records so fa
 atomically (temporary file, then rename) and read with torch's weights-only loader, so loading one
 executes no code. Parts may put numpy arrays in their state: they are stored as tensors and come
 back as numpy arrays.
+
+A checkpoint carries the SHA-256 of what it holds (``CHECKSUM``: every key, number, string and
+tensor's bytes, in order), so a byte changed in the file, or a state edited and saved again, is
+refused in one line when it is read, and nothing is resumed from it. The records a checkpoint
+continues carry digests of their own (see wirelessfl.files.FileDigest).
 """
 from __future__ import annotations
 
@@ -14,9 +19,11 @@ from typing import Any
 
 import numpy as np
 
-from ..files import unreadable_file, write_atomic
+from ..files import UnsafeOutput, open_regular, write_atomic
 
 CHECKPOINT_NAME = "checkpoint.pt"
+CHECKSUM = "sha256"
+"""The checkpoint's own key: the digest of everything else it holds (see ``state_digest``)."""
 
 
 class ResumeError(ValueError):
@@ -68,35 +75,86 @@ def from_checkpoint(value: Any) -> Any:
     return value
 
 
+def state_digest(state: dict) -> str:
+    """The SHA-256 of a stored state (what to_checkpoint gives, and what torch's loader gives back):
+    its structure, keys and values in order, tensors by dtype, shape and bytes."""
+    import hashlib
+    import struct
+
+    import torch
+
+    h = hashlib.sha256()
+
+    def feed(value) -> None:
+        if isinstance(value, dict):
+            h.update(b"d%d;" % len(value))
+            for key, item in value.items():
+                feed(key)
+                feed(item)
+        elif isinstance(value, (list, tuple)):
+            h.update(b"%c%d;" % (b"l" if isinstance(value, list) else b"t", len(value)))
+            for item in value:
+                feed(item)
+        elif isinstance(value, torch.Tensor):
+            flat = value.detach().cpu().contiguous().reshape(-1)
+            h.update(f"T{flat.dtype}{tuple(value.shape)};".encode())
+            h.update(flat.view(torch.uint8).numpy().tobytes() if flat.numel() else b"")
+        elif isinstance(value, bool) or value is None:
+            h.update(b"b%r;" % value)
+        elif isinstance(value, int):
+            h.update(b"i%d;" % value)
+        elif isinstance(value, float):
+            h.update(b"f" + struct.pack("<d", value))
+        elif isinstance(value, complex):
+            h.update(b"c" + struct.pack("<dd", value.real, value.imag))
+        elif isinstance(value, str):
+            data = value.encode("utf-8", "surrogatepass")
+            h.update(b"s%d;" % len(data) + data)
+        else:
+            raise CheckpointError(f"a {type(value).__name__} in the state: {_HOLDS}")
+
+    feed(state)
+    return h.hexdigest()
+
+
 def save_checkpoint(path: Path, state: dict) -> None:
-    """Write ``state`` to ``path`` so a reader sees the previous checkpoint or this one, never a torn file."""
+    """Write ``state`` to ``path`` so a reader sees the previous checkpoint or this one, never a torn
+    file; with the digest of what it holds (``CHECKSUM``)."""
     import io
 
     import torch
 
+    stored = to_checkpoint(state)
+    stored[CHECKSUM] = state_digest(stored)
     buffer = io.BytesIO()
-    torch.save(to_checkpoint(state), buffer)
+    torch.save(stored, buffer)
     write_atomic(path, buffer.getvalue())
 
 
 def load_checkpoint(path: Path) -> dict:
     """Read a checkpoint without executing pickled code (torch weights-only mode); ResumeError, in one
-    line, for a link, a truncated, damaged or refused file."""
+    line, for a link, a FIFO or a device, a truncated, damaged or refused file, and one whose
+    contents do not match the digest it carries."""
     import pickle
     import warnings
 
     import torch
 
     path = Path(path)
-    if path.is_symlink():
-        raise ResumeError(f"{path}: is a symbolic link; a checkpoint is read only from the run folder itself")
-    problem = unreadable_file(path)
-    if problem is not None:
-        raise ResumeError(f"{path}: {problem}; it cannot be a checkpoint")
     try:
-        with warnings.catch_warnings():
+        fh = open_regular(path)  # not a link (refused), a FIFO (would hang) or a device (never ends)
+    except UnsafeOutput as exc:
+        what = "a checkpoint is read only from the run folder itself" if "link" in exc.problem \
+            else "it cannot be a checkpoint"
+        raise ResumeError(f"{path}: {exc.problem}; {what}") from None
+    except FileNotFoundError:
+        raise ResumeError(f"{path}: no such file; it cannot be a checkpoint") from None
+    except OSError as exc:
+        raise ResumeError(f"{path}: cannot be read ({exc.strerror or exc}); it cannot be a checkpoint") from None
+    try:
+        with fh, warnings.catch_warnings():
             warnings.simplefilter("ignore")  # torch's notes on unusual files: the error below says it
-            state = torch.load(path, weights_only=True)
+            state = torch.load(fh, weights_only=True)
     except (OSError, RuntimeError, EOFError, ValueError, pickle.UnpicklingError, AttributeError, KeyError,
             TypeError, IndexError) as exc:  # what torch raises for damaged and refused files
         text = str(exc).strip()
@@ -107,4 +165,14 @@ def load_checkpoint(path: Path) -> dict:
         raise ResumeError(f"{path}: cannot be read as a checkpoint ({reason})") from None
     if not isinstance(state, dict):
         raise ResumeError(f"{path}: is not a checkpoint of a run")
+    checksum = state.pop(CHECKSUM, None)
+    if not isinstance(checksum, str):
+        raise ResumeError(f"{path}: carries no checksum (written by an earlier version, or edited); start the "
+                          "run again")
+    try:
+        same = state_digest(state) == checksum
+    except CheckpointError:
+        same = False
+    if not same:
+        raise ResumeError(f"{path}: damaged: what it holds does not match its checksum; the folder is left as it was")
     return from_checkpoint(state)
