@@ -27,10 +27,10 @@ from pathlib import Path
 
 import numpy as np
 
-from ..files import open_append, write_atomic
+from ..files import FileDigest, open_append, truncate_file, write_atomic
 from ..jsonio import write_json_atomic
 from .device_arrays import DECISIONS, DeviceArrays
-from .round_file import csv_rows, header, rounds_file_problem
+from .round_file import csv_rows, header, rounds_digest_problem, rounds_file_problem
 from .update_log import OUTCOMES, UPDATE_COLUMNS, UpdateLog
 
 __all__ = ["EVAL_COLUMNS", "OUTCOMES", "ROUND_COLUMNS", "Recorder", "UPDATE_COLUMNS", "UpdateLog"]
@@ -147,6 +147,8 @@ class Recorder:
         self.arrays = (DeviceArrays(out_dir / DECISIONS, num_devices, extra={"positions": (2,)} if positions else None)
                        if keep_device_arrays and out_dir is not None else None)
         self.updates = UpdateLog(out_dir / "updates.csv" if out_dir is not None else None)
+        # rounds.csv's running digest: a checkpoint holds it, a resume checks the file against it
+        self.round_digest = FileDigest(out_dir / "rounds.csv" if out_dir is not None else None)
         self.update_stats = {"applied": 0, "staleness_sum": 0, "uploads": 0, "airtime_s": 0.0}
         self.outcomes = dict.fromkeys(OUTCOMES, 0)  # updates.csv's rows by outcome
         self.round_columns = list(ROUND_COLUMNS)
@@ -177,6 +179,8 @@ class Recorder:
         writer.writerows(rows)
         path = self.out_dir / f"{name}.csv"
         write_atomic(path, text.getvalue())
+        if name == "rounds":  # written again from its start: its digest too
+            self.round_digest.restart()
         fh = open_append(path)
         self._files[name] = (fh, csv.writer(fh), list(columns))
 
@@ -452,8 +456,10 @@ class Recorder:
             return [{k: (v.item() if isinstance(v, np.generic) else v) for k, v in row.items()} for row in rows]
 
         rounds_file = self.out_dir / "rounds.csv" if self.out_dir is not None else None
+        round_bytes = rounds_file.stat().st_size if rounds_file is not None else 0
         return {"round_rows": self.totals.rounds, "round_columns": list(self.round_columns),
-                "round_bytes": rounds_file.stat().st_size if rounds_file is not None else 0,
+                "round_bytes": round_bytes, "round_sha256": self.round_digest.advance(round_bytes)["sha256"],
+                "device_sha256": self.arrays.digests() if self.arrays is not None else None,
                 "rounds": plain(self.rounds) if self.rounds is not None else None,
                 "totals": self.totals.state_dict(), "power": self.power.state_dict(),
                 "evals": plain(self.evals), "selections": self.selections.copy(),
@@ -491,6 +497,9 @@ class Recorder:
                 return f"{name} is a symbolic link"
         problem = rounds_file_problem(self.out_dir / "rounds.csv", rounds_done, state.get("round_columns"),
                                        int(state.get("round_bytes", 0)))
+        if problem is None:  # not only as long: the same bytes
+            problem = rounds_digest_problem(self.round_digest, rounds_done, state.get("round_columns"),
+                                            int(state.get("round_bytes", 0)), state.get("round_sha256"))
         if problem is not None:
             return problem
         problem = self.updates.check(state["updates"])
@@ -500,7 +509,7 @@ class Recorder:
             device_rows = state.get("device_rows", 0)
             if device_rows != rounds_done:
                 return f"the checkpoint has {device_rows} rounds of per-device arrays for {rounds_done} rounds"
-            return self.arrays.check(device_rows)
+            return self.arrays.check(device_rows, state.get("device_sha256"))
         return None
 
     def load_state(self, state: dict) -> None:
@@ -532,8 +541,7 @@ class Recorder:
         written again under the checkpoint's header."""
         path = self.out_dir / "rounds.csv"
         if header(path) == self.round_columns:
-            with open(path, "r+b") as fh:  # not a link: check_resume refused one
-                fh.truncate(size)
+            truncate_file(path, size)  # not a link, nor a FIFO (refused)
             fh = open_append(path)
             self._files["rounds"] = (fh, csv.writer(fh), list(self.round_columns))
         else:

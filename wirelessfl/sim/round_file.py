@@ -4,23 +4,27 @@ the rows before the checkpoint's last)."""
 from __future__ import annotations
 
 import csv
+import hashlib
+import io
 from pathlib import Path
 
-__all__ = ["csv_rows", "header", "rounds_file_problem"]
+from ..files import FileDigest, open_regular
+
+__all__ = ["csv_rows", "header", "rounds_digest_problem", "rounds_file_problem"]
 
 
 def header(path: Path) -> list[str] | None:
     """The header of a CSV file (None: missing or unreadable)."""
     try:
-        with open(path, newline="") as fh:
+        with open_regular(path, "r") as fh:  # not a link, a FIFO or a device (None)
             return next(csv.reader(fh), None)
-    except (OSError, csv.Error, UnicodeDecodeError):
+    except (OSError, ValueError, csv.Error):
         return None
 
 
 def csv_rows(path: Path, count: int) -> list[dict]:
     """The first ``count`` rows of a CSV file as dicts of the text written (empty cells: "")."""
-    with open(path, newline="") as fh:
+    with open_regular(path, "r") as fh:
         reader = csv.DictReader(fh)
         return [row for _, row in zip(range(count), reader)]
 
@@ -61,7 +65,7 @@ def rounds_file_problem(path: Path, rows: int, columns, size: int) -> str | None
 def _line_ending_at(path: Path, size: int) -> str | None:
     """The line of ``path`` that ends (with its newline) at byte ``size``; None when the file is
     shorter or no line ends there. Read backwards in growing blocks: a row may be long."""
-    with open(path, "rb") as fh:
+    with open_regular(path) as fh:
         fh.seek(0, 2)
         if fh.tell() < size or size == 0:
             return None
@@ -76,3 +80,21 @@ def _line_ending_at(path: Path, size: int) -> str | None:
             if cut >= 0 or start == 0:
                 return tail[cut + 1:-1].decode(errors="replace")
             block *= 4
+
+
+def rounds_digest_problem(digest: FileDigest, rows: int, columns, size: int, sha256) -> str | None:
+    """Why rounds.csv is not the file a checkpoint continues, byte for byte (None: it is; call after
+    rounds_file_problem). With the checkpoint's header its first ``size`` bytes must have the
+    digest ``sha256`` (``digest`` goes on from there); with a wider header (a column added since),
+    its first ``rows`` rows written again under the checkpoint's header must."""
+    if not isinstance(sha256, str):
+        return "the checkpoint has no digest of rounds.csv (written by an earlier version): start the run again"
+    if header(digest.path) == columns:
+        return digest.verify(size, sha256)
+    text = io.StringIO(newline="")
+    writer = csv.DictWriter(text, fieldnames=columns, extrasaction="ignore")
+    writer.writeheader()
+    writer.writerows(csv_rows(digest.path, rows))
+    if hashlib.sha256(text.getvalue().encode()).hexdigest() != sha256:
+        return f"rounds.csv is not the file the checkpoint continues (its first {rows} rows differ)"
+    return None

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..files import open_append, write_atomic
+from ..files import FileDigest, open_append, truncate_file, write_atomic
 
 __all__ = ["OUTCOMES", "UPDATE_COLUMNS", "UpdateLog"]
 
@@ -71,11 +71,13 @@ class UpdateLog:
         self.in_memory: list[tuple] | None = [] if path is None else None
         self._fh = None
         self._pending: list[tuple] = []
+        self.digest = FileDigest(path)  # the file's running digest, for checkpoints
 
     def start(self) -> None:
         """A new file holding the header."""
         if self.path is not None:
             write_atomic(self.path, ",".join(UPDATE_COLUMNS) + "\n")
+            self.digest.restart()
             self._fh = open_append(self.path)
 
     def write(self, update: int, device: int, version_started: int, dispatch_s: float, compute_end_s: float,
@@ -158,7 +160,8 @@ class UpdateLog:
         self.flush()
         size = self.path.stat().st_size if self.path is not None else 0
         rows = self.rows_in_memory()
-        return {"rows": self.rows, "bytes": size, "in_memory": list(map(list, rows)) if rows is not None else None}
+        return {"rows": self.rows, "bytes": size, "sha256": self.digest.advance(size)["sha256"],
+                "in_memory": list(map(list, rows)) if rows is not None else None}
 
     def check(self, state: dict) -> str | None:
         """Why the file cannot continue from ``state`` (None: it can)."""
@@ -174,7 +177,7 @@ class UpdateLog:
             return f"{self.path.name} is missing"
         if size < int(state.get("bytes", 0)):
             return f"{self.path.name} is shorter ({size} bytes) than at the checkpoint ({state['bytes']} bytes)"
-        return None
+        return self.digest.verify(int(state.get("bytes", 0)), state.get("sha256"))  # the same bytes, not only as many
 
     def load_state(self, state: dict) -> None:
         """Cut the file back to the checkpoint's rows and append from there."""
@@ -183,6 +186,5 @@ class UpdateLog:
             self.in_memory = [tuple(r) for r in (state.get("in_memory") or [])]
         if self.path is not None:
             self.close()
-            with open(self.path, "r+b") as fh:  # not a link: check() refused one
-                fh.truncate(int(state["bytes"]))
+            truncate_file(self.path, int(state["bytes"]))  # not a link, nor a FIFO (refused)
             self._fh = open_append(self.path)
