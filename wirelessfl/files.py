@@ -19,7 +19,7 @@ import tempfile
 from contextlib import contextmanager
 from pathlib import Path
 
-__all__ = ["DamagedFile", "FileDigest", "FolderBusy", "FolderLock", "UnsafeOutput", "check_output_folder",
+__all__ = ["DamagedFile", "FileDigest", "FolderBusy", "FolderLock", "UnsafeOutput", "check_folder", "check_output_folder",
            "make_folder", "open_append", "open_regular", "open_rewrite", "open_scratch_array", "read_table",
            "refuse_links", "replacing", "replacing_path", "truncate_file", "unreadable_file", "write_atomic",
            "write_figure"]
@@ -217,16 +217,23 @@ def make_folder(path: Path, below: Path | None = None) -> Path:
             break
         chain.append(parent)
     for folder in reversed(chain):
-        if folder.is_symlink():
-            raise UnsafeOutput(f"{folder}: is a symbolic link; wirelessfl makes its folders itself and does not "
-                               "follow links")
+        check_folder(folder)
         try:
             folder.mkdir()
-        except FileExistsError:
-            if not folder.is_dir() or folder.is_symlink():
-                raise UnsafeOutput(f"{folder}: is {'a symbolic link' if folder.is_symlink() else 'a file'}, "
-                                   "where wirelessfl keeps a folder") from None
+        except FileExistsError:  # made meanwhile: a folder is fine, anything else is not
+            check_folder(folder)
     return path
+
+
+def check_folder(path: Path) -> None:
+    """UnsafeOutput, in one line naming ``path``, when it is a symbolic link or exists and is not a
+    folder: a folder the simulator keeps under one the user chose (a variant's run, a sweep's runs),
+    checked before anything is written into it. Creates nothing."""
+    path = Path(path)
+    if path.is_symlink():
+        raise UnsafeOutput(f"{path}: is a symbolic link; wirelessfl makes its folders itself and does not follow links")
+    if os.path.lexists(path) and not path.is_dir():
+        raise UnsafeOutput(f"{path}: is a file, where wirelessfl keeps a folder")
 
 
 def refuse_links(folder: Path, names) -> None:

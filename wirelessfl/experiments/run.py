@@ -14,7 +14,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Callable
 
 from ..config import ConfigError, Scenario, dumps, load_scenario
-from ..files import DamagedFile, FolderLock, UnsafeOutput, check_output_folder, write_atomic
+from ..files import (DamagedFile, FolderLock, UnsafeOutput, check_folder, check_output_folder, make_folder,
+                     refuse_links, write_atomic)
 from ..jsonio import read_json, write_json_atomic
 from ..learning import DatasetError
 from ..learning.learner import TrainingDiverged
@@ -43,8 +44,11 @@ input would meet: raised, where a failure of the run itself is recorded as its r
 
 def run_state(run_dir: Path, scenario: Scenario) -> str:
     """What ``run_dir`` holds for ``scenario``: "absent", "complete" or "partial" (a run of this
-    scenario), or "other" (a run of another scenario, or files that cannot be read as one)."""
+    scenario), or "other" (a run of another scenario, or files that cannot be read as one).
+    UnsafeOutput, naming it, for a run file that is a link, a FIFO or a device: never read nor written."""
     run_dir = Path(run_dir)
+    if run_dir.is_dir():
+        refuse_links(run_dir, RUN_FILES)
     if not any((run_dir / name).exists() for name in RUN_FILES):
         return "absent"
     try:
@@ -118,7 +122,8 @@ def simulate(scenario: Scenario, out_dir: str | Path | None = None, progress: bo
         if state == "complete" and not overwrite:
             return load_run(run_dir)
     run = Run(scenario, run_dir, progress)  # loads the data: a missing dataset writes nothing
-    run_dir.mkdir(parents=True, exist_ok=True)
+    if not run_dir.is_dir():  # made here (a link the user chose as the folder is theirs)
+        make_folder(run_dir)
     with FolderLock(run_dir):  # one writer: a second run, resume or overwrite of this folder is refused
         state = _allowed_state(run_dir, scenario, overwrite)  # again: another writer may have finished
         if state == "complete" and not overwrite:
@@ -228,6 +233,7 @@ def run_variants(scenario: Scenario, out_dir: str | Path | None = None, progress
             raise OutputExists(f"{out}: holds the runs of another scenario; choose another output folder (--out, "
                                "out_dir=), or overwrite it (--overwrite, overwrite=True)")
         for name, member in members:
+            check_folder(out / name)  # never a run written through a link planted there
             state = _locked_state(out / name, member)
             if state in ("other", "partial") and not overwrite:
                 raise _refuse(out / name, state)
@@ -278,6 +284,8 @@ def resume_variants(out_dir: str | Path, progress: bool = True,
         raise ConfigError(f"{out}: not a scenario folder written by wirelessfl run ({exc})") from None
     say = notice or (lambda text: warnings.warn(text, stacklevel=3))
     results = {}
+    for name, _ in scenario.variant_scenarios():  # before any variant runs
+        check_folder(out / name)
     for name, member in scenario.variant_scenarios():
         run_dir = out / name
         state = _locked_state(run_dir, member)

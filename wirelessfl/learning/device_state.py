@@ -30,7 +30,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from ..files import DamagedFile, UnsafeOutput, make_folder, open_regular, open_rewrite, open_scratch_array
+from ..files import (DamagedFile, UnsafeOutput, make_folder, open_regular, open_rewrite, open_scratch_array,
+                     refuse_links)
 
 __all__ = ["DeviceState", "DeviceStates", "MEMMAP_BYTES"]
 
@@ -223,6 +224,17 @@ class DeviceStates:
     def checkpoint(self) -> dict:
         """Every state's checkpoint reference, by name."""
         return {name: state.checkpoint() for name, state in self.states.items()}
+
+    def check_files(self) -> None:
+        """UnsafeOutput, in one line naming the path, when the run folder's ``device_state`` is a link
+        or not a folder, or holds a journal or an array that is a link or not a regular file: what
+        this run would write through or read from (checked before a run or a resume begins)."""
+        if self.folder is None or not os.path.lexists(self.folder):
+            return
+        if self.folder.is_symlink() or not self.folder.is_dir():
+            make_folder(self.folder)  # says which
+        refuse_links(self.folder, sorted(p.name for p in self.folder.iterdir()
+                                         if p.name.endswith((".journal", ".live"))))
 
     def remove_files(self) -> None:
         """Delete the journals and memory-mapped arrays (a run that completed has nothing to resume)."""

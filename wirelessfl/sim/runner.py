@@ -19,11 +19,12 @@ import numpy as np
 
 from .. import rng as rngs
 from ..config import ConfigError, Scenario
+from ..config.limits import check_upload
 from ..devices import WorkScaledCompute, build_availability
 from ..access import Link, check_scheme
 from ..fading import block_fading
 from ..wireless import build_channel, moving, sigma_profile
-from ..files import write_atomic
+from ..files import DamagedFile, refuse_links, write_atomic
 from .checkpoint import CHECKPOINT_NAME, ResumeError, save_checkpoint
 from .engine import STREAMS, Engine, EvalRule, Parts, StopRule
 from .pipeline import RoundRecord
@@ -39,6 +40,11 @@ __all__ = ["ERROR_LOG", "Run", "RunResult", "fairness_metrics", "personalised_ev
 
 ERROR_LOG = "error.log"
 """Where a failed run writes the traceback of its error (summary.json names it)."""
+
+WRITES = ("scenario.toml", "rounds.csv", "evals.csv", "updates.csv", "devices.csv", "decisions.h5", "summary.json",
+          CHECKPOINT_NAME, ERROR_LOG)
+"""The files a run (or a resume) reads back or writes in its folder: each must be a regular file
+where it exists, never a link, a FIFO or a device (checked before anything is written)."""
 
 
 def read_run_file(run_dir: Path | None, name: str) -> pd.DataFrame:
@@ -139,6 +145,9 @@ class Run:
             from ..learning.learner import model_bits_of
 
             self.bits = model_bits_of(scenario)
+        vectors = self.algorithm.upload_vectors
+        size = "link.model_bits" if scenario.link.model_bits is not None else "32 x the model's parameters"
+        check_upload(scenario, self.bits * vectors, size if vectors == 1 else f"{vectors} x {size}")
         self.scheduler = scenario.part("scheduler").from_scenario(scenario, scenario.options("scheduler"))
         # the cell (positions, per-device shadowing) is drawn once from its own stream: a resumed run
         # rebuilds it from the seed, so it is not part of the checkpoint
@@ -244,6 +253,7 @@ class Run:
         file changes: a checkpoint that does not fit this scenario or disagrees with the records on
         disk raises ResumeError and leaves the folder as it was."""
         where = f"{self.run_dir or 'run'}: cannot resume"
+        self.check_folder()  # nothing is read through a link, nor from a FIFO
         keys = ("engine", "scheduler", "algorithm", "compute", "learner", "records")
         if not isinstance(state, dict) or any(k not in state for k in keys):
             raise ResumeError(f"{where}: the checkpoint lacks {', '.join(k for k in keys if k not in (state or {}))}")
@@ -262,6 +272,8 @@ class Run:
                 self.compute.load_state(state["compute"])
                 if self.learner is not None:
                     self.learner.load_state(state["learner"])
+        except DamagedFile as exc:  # a journal of the per-device state: it names itself
+            problem = str(exc)
         except (KeyError, TypeError, ValueError, IndexError, AttributeError, RuntimeError) as exc:
             problem = f"the checkpoint does not fit this scenario ({type(exc).__name__}: {exc})"
         if problem is not None:
@@ -270,6 +282,17 @@ class Run:
         self._wall_before = float(state.get("wall_time_s", 0.0))
         self.resumed = True
         self.bar.bar.update(state["engine"]["now_s"] if self.bar.by_time else state["engine"]["rounds_done"])
+
+    def check_folder(self) -> None:
+        """UnsafeOutput, in one line naming the path, when one of the files this run writes or reads
+        back in its folder (WRITES, the per-device state's folder and journals) is a symbolic link or
+        not a regular file: refused before anything is written or read, so nothing outside the
+        folder changes and no read waits on a FIFO."""
+        if self.run_dir is None:
+            return
+        refuse_links(self.run_dir, WRITES)
+        if self.learner is not None:
+            self.learner.trainer.device_states.check_files()
 
     def execute(self) -> RunResult:
         """Run to the end (or until interrupted), then write the device table and the summary."""
@@ -283,6 +306,8 @@ class Run:
 
             threads = torch.get_num_threads()
             torch.set_num_threads(self.scenario.run.threads)
+        if not self.resumed:
+            self.check_folder()  # before the first file is written
         try:
             if not self.resumed:
                 self.recorder.start()
