@@ -348,7 +348,8 @@ def test_a_staleness_class_by_import_path_runs_fedasync(tmp_path, one_torch_thre
         sc = scenario({**base, "staleness": name}, timing=False, rounds=10, plugin_path=[str(tmp_path)])
         runs[name] = simulate(sc, tmp_path / name.replace(":", "_"), progress=False)
     calls = sys.modules["mystale"].CALLS
-    assert len(calls) == 10 and any(tau[0] > 0 for tau in calls)  # one call per aggregation, some stale
+    # one call per staleness value (the protocol keeps the weights of those it saw), some stale
+    assert len(calls) == len({tuple(tau) for tau in calls}) >= 2 and any(tau[0] > 0 for tau in calls)
     files_equal(tmp_path / "polynomial", tmp_path / "mystale_MyPolynomial")  # the same weights: the same run
     assert not runs["mystale:Halving"].evals.equals(runs["polynomial"].evals)
     protocol = sc.part("protocol").from_scenario(sc, sc.options("protocol"))

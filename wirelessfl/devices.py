@@ -188,6 +188,8 @@ class ShiftedExponentialCompute(ComputeModel):
 
     def compute_times(self, devices: np.ndarray, rng: np.random.Generator, round_idx: int = 0) -> np.ndarray:
         """shift + Exp(mean) for each of ``devices``."""
+        if len(devices) == 1:  # one device started (the event protocols' usual dispatch): a scalar draw, the same number
+            return np.array([self.shift_s + rng.exponential(self.mean_s)])
         return self.shift_s + rng.exponential(self.mean_s, len(devices))
 
 

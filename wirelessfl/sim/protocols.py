@@ -285,6 +285,23 @@ class _Dispatching(RoundProtocol):
     def __init__(self, options, plugin_path: Sequence[str] = ()):
         self.options = options
         self.staleness = options.function(plugin_path)
+        self._weights: dict[tuple, np.ndarray] = {}
+
+    def weights(self, staleness: tuple) -> np.ndarray:
+        """The weight of each update of an aggregation, by their staleness (``_weigh``). Aggregations
+        of a few updates repeat the same staleness values, so their weights are kept: s is a
+        function of tau alone (wirelessfl.sim.staleness)."""
+        weights = self._weights.get(staleness)
+        if weights is None:
+            weights = self._weigh(np.array(staleness, dtype=float))
+            if len(staleness) <= 4:
+                if len(self._weights) >= 1024:
+                    self._weights.clear()
+                self._weights[staleness] = weights
+        return weights
+
+    def _weigh(self, staleness: np.ndarray) -> np.ndarray:
+        raise NotImplementedError
 
     @classmethod
     def from_scenario(cls, scenario, options):
@@ -351,8 +368,12 @@ class FedBuff(_Dispatching):
         self.buffer.append(update)
         if len(self.buffer) >= o.buffer:
             buffer, self.buffer = self.buffer, []
-            staleness = np.array([server.version - u.version for u in buffer], dtype=float)
-            server.apply(buffer, o.server_lr * self.staleness(staleness) / o.buffer)
+            version = server.version
+            server.apply(buffer, self.weights(tuple([version - u.version for u in buffer])))
+
+    def _weigh(self, staleness: np.ndarray) -> np.ndarray:
+        o = self.options
+        return o.server_lr * self.staleness(staleness) / o.buffer
 
     def state_dict(self) -> dict:
         return {"buffer": list(self.buffer)}
@@ -376,9 +397,10 @@ class FedAsync(_Dispatching):
     keeps_start_model = True  # the mix needs the model the device started from
 
     def _take(self, server, update) -> None:
-        o = self.options
-        server.apply([update], o.alpha * self.staleness(np.array([server.version - update.version], dtype=float)),
-                     mix=True)
+        server.apply([update], self.weights((server.version - update.version,)), mix=True)
+
+    def _weigh(self, staleness: np.ndarray) -> np.ndarray:
+        return self.options.alpha * self.staleness(staleness)
 
 
 PROTOCOLS = Registry("protocol", "wirelessfl.sim.protocols:RoundProtocol", {

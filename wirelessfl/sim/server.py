@@ -64,7 +64,7 @@ class Server:
         if e.learner is not None and updates:
             devices = np.array([u.device for u in updates], dtype=np.int64)
             tell_uplink(e.learner, arrived_facts(updates, e.parts.access))
-            metrics = e.learner.apply_updates(devices, [u.delta for u in updates], np.asarray(weights, dtype=float),
+            metrics = e.learner.apply_updates(devices, [u.delta for u in updates], np.array(weights, dtype=float),  # a copy: protocols keep theirs
                                               np.array(staleness, dtype=np.int64),
                                               [u.start for u in updates] if mix else None)
         now = e.env.now

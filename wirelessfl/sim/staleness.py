@@ -32,7 +32,8 @@ class Staleness(Protocol):
         return cls()
 
     def __call__(self, staleness: np.ndarray) -> np.ndarray:
-        """The weight s(tau) of each staleness tau (a float array; the result has its shape)."""
+        """The weight s(tau) of each staleness tau (a float array; the result has its shape). A
+        function of tau alone: the protocols keep the weights of staleness values seen before."""
         ...
 
 
