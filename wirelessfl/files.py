@@ -202,13 +202,16 @@ def truncate_file(path: Path, size: int) -> None:
         os.close(fd)
 
 
-def make_folder(path: Path, below: Path | None = None) -> Path:
+def make_folder(path: Path, below: Path | None = None, theirs: bool = False) -> Path:
     """Create the folder ``path`` (and its missing parents) unless it is one already; a symbolic link,
     or something other than a folder, at ``path`` or at any folder between ``below`` and ``path``
     is refused in one line (UnsafeOutput), so that nothing is ever written through a link planted
     where the simulator keeps its folders. ``below``: a folder the user chose (it may itself be a
-    link); default: only ``path`` itself and the parents this call creates are checked."""
+    link); default: only ``path`` itself and the parents this call creates are checked. ``theirs``:
+    ``path`` is a folder the user named (--out): a link to a folder there is theirs to choose."""
     path = Path(path)
+    if theirs and path.is_dir():
+        return path
     if below is not None and Path(below) not in path.parents:
         below = None
     chain = [path]

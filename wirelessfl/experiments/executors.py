@@ -54,8 +54,9 @@ def run_task(toml_text: str, runs_dir: str, key: str, torch_threads: int | None 
 
         torch.set_num_threads(torch_threads)
     tmp = runs / f".{key}.tmp-{os.getpid()}"
-    shutil.rmtree(tmp, ignore_errors=True)
+    _remove(tmp)
     try:
+        os.mkdir(tmp)  # a folder of its own: never one a link planted there points to
         scenario = from_dict(tomllib.loads(toml_text))
         result = simulate(scenario, tmp, progress=False)
     except Exception as exc:
@@ -66,8 +67,19 @@ def run_task(toml_text: str, runs_dir: str, key: str, torch_threads: int | None 
     return {"status": "complete", "summary": result.summary}
 
 
+def _remove(path: Path) -> None:
+    """Remove a leftover folder of the sweep's own; a link there goes, not what it points to."""
+    if path.is_symlink():
+        path.unlink()
+    else:
+        shutil.rmtree(path, ignore_errors=True)
+
+
 def _publish(tmp: Path, final: Path) -> None:
-    """Move a finished run into place; an incomplete leftover at ``final`` is replaced."""
+    """Move a finished run into place; an incomplete leftover at ``final`` is replaced (a link there
+    is removed, never followed)."""
+    if final.is_symlink():
+        final.unlink()
     try:
         os.rename(tmp, final)
         return

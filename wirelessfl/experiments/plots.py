@@ -10,7 +10,7 @@ matplotlib.use("Agg")  # files only: no display is needed or assumed
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
-from ..files import write_figure  # noqa: E402
+from ..files import make_folder, write_figure  # noqa: E402
 from ..plugins import PluginError, registry  # noqa: E402
 from .run import RunResult, load_run  # noqa: E402
 
@@ -22,7 +22,7 @@ def _save(fig, out_dir: str | Path, name: str) -> Path:
     """Lay out ``fig``, write it as ``out_dir/name`` and close it; returns the path."""
     fig.tight_layout()
     out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
+    make_folder(out_dir, theirs=True)
     path = out_dir / name
     write_figure(fig, path, dpi=120)
     plt.close(fig)
@@ -54,7 +54,7 @@ def plot_runs(runs: dict[str, RunResult], out_dir: str | Path, x: str = "time",
         raise ValueError(f"x = {x!r}: must be one of {', '.join(_X)}")
     xcol, xlabel = _X[x]
     out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
+    make_folder(out_dir, theirs=True)
     written = []
     for metric in metrics:
         fig, ax = plt.subplots(figsize=(6.4, 4.2))
@@ -236,7 +236,7 @@ def plot_round_times(runs: dict[str, RunResult], path: str | Path, title: str | 
         fig.suptitle(title)
     fig.tight_layout()
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
+    make_folder(path.parent, theirs=True)
     write_figure(fig, path, dpi=120)
     plt.close(fig)
     return path

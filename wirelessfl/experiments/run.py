@@ -240,7 +240,7 @@ def run_variants(scenario: Scenario, out_dir: str | Path | None = None, progress
             if state == "complete" and not overwrite and notice is not None:
                 notice(f"{name}: complete already in {out / name}, read back (--overwrite runs it again)")
         created = not out.exists()
-        out.mkdir(parents=True, exist_ok=True)
+        make_folder(out, theirs=True)
         write_atomic(family, dumps(scenario))
         _write_index(out, scenario, {})  # marks the folder as a scenario's, for --resume
     results = {}

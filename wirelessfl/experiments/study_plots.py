@@ -16,7 +16,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from ..files import write_figure  # noqa: E402
+from ..files import make_folder, write_figure  # noqa: E402
 from .analysis import seed_std  # noqa: E402
 from .sweep import load_table, sweep_parameters  # noqa: E402
 
@@ -124,7 +124,7 @@ def plot_study(sweep_dir: str | Path, x: str, y: str | Sequence[str], hue: str |
             ("_heatmap" if kind == "heatmap" else "")
         out = sweep_dir / (stem.replace(".", "-") + ".png")
     out = Path(out)
-    out.parent.mkdir(parents=True, exist_ok=True)
+    make_folder(out.parent, theirs=True)
     write_figure(fig, out, dpi=120)
     plt.close(fig)
     return out

@@ -42,7 +42,8 @@ import pandas as pd
 
 from ..config import ConfigError, Scenario, dumps, parse_value
 from ..fields import require_memory
-from ..files import DamagedFile, FolderLock, check_output_folder, read_table, replacing, write_atomic
+from ..files import (DamagedFile, FolderLock, check_folder, check_output_folder, make_folder, read_table, refuse_links,
+                     replacing, write_atomic)
 from ..plugins import KINDS, registry, source_file
 from ..jsonio import read_json, write_json_atomic
 from .analysis import seed_std, with_spread
@@ -337,7 +338,10 @@ def _clean_tmp(runs_dir: Path) -> None:
     """Remove temporary run folders left by killed sweeps (we hold the sweep lock: none is live)."""
     for path in runs_dir.iterdir():
         if _TMP.match(path.name):
-            shutil.rmtree(path, ignore_errors=True)
+            if path.is_symlink():  # the link goes, not what it points to
+                path.unlink()
+            else:
+                shutil.rmtree(path, ignore_errors=True)
 
 
 def sweep(scenario: Scenario, grid=None, seeds: int | Sequence[int] = 1, executor: str = "serial",
@@ -376,9 +380,16 @@ def sweep(scenario: Scenario, grid=None, seeds: int | Sequence[int] = 1, executo
     if address:  # before anything is written
         check_scheduler(address)
     runs_dir, failed_dir = out / "runs", out / "failed"  # failed/ only once a run has failed
-    runs_dir.mkdir(parents=True, exist_ok=True)
+    make_folder(runs_dir)  # never through a link planted at OUT/runs
 
     with FolderLock(out, "another sweep"):
+        # nothing is written through a link planted where the sweep writes: refused before it begins
+        refuse_links(out, ("scenario.toml", "sweep.json", "table.csv"))
+        check_folder(failed_dir)
+        for m in members:
+            check_folder(runs_dir / m.key)
+        if failed_dir.is_dir():
+            refuse_links(failed_dir, [f"{m.key}.json" for m in members])
         _refuse_another_sweep(out, dumps(scenario), keys_values, timing_only, overwrite)
         _clean_tmp(runs_dir)
         write_atomic(out / "scenario.toml", dumps(scenario))
@@ -421,7 +432,7 @@ def sweep(scenario: Scenario, grid=None, seeds: int | Sequence[int] = 1, executo
                     result.ran += 1
                 else:
                     rows[i] = _row(m, "failed", error=res["error"])
-                    failed_dir.mkdir(exist_ok=True)
+                    make_folder(failed_dir)
                     write_json_atomic(failed_dir / f"{m.key}.json", {
                         "key": m.key, "params": m.params, "seed": m.seed, "error": res["error"],
                         "traceback": res.get("traceback", ""), "scenario": m.toml,

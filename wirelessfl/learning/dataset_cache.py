@@ -11,7 +11,9 @@ SHA-256 of the cache format and of every source file's name and bytes (hashing F
 26 MB takes 20 ms), so a changed or replaced file makes a new entry. An entry is written into a
 temporary folder and renamed into place: a reader sees all of it or nothing. A cache folder that
 cannot be written, or an entry that cannot be read back as what it should be, is passed over: the
-dataset is then decoded as without a cache, and a run never fails because of its cache.
+dataset is then decoded as without a cache, and a run never fails because of its cache. Nothing
+in the cache is read or written through a symbolic link (a link at ``datasets`` or at an entry
+passes the cache over), and only regular files are read from it.
 """
 from __future__ import annotations
 
@@ -23,6 +25,8 @@ from pathlib import Path
 from typing import Callable, Sequence
 
 import numpy as np
+
+from ..files import UnsafeOutput, check_folder, make_folder, refuse_links
 
 __all__ = ["cache_root", "cached_arrays"]
 
@@ -67,8 +71,11 @@ def _read(entry: Path) -> tuple[np.ndarray, ...] | None:
     """The entry's arrays, copy-on-write mapped (writes stay in the process), or None if it is
     missing or not four arrays of the expected kinds."""
     try:
+        check_folder(entry.parent)
+        check_folder(entry)
+        refuse_links(entry, [f"{name}.npy" for name in ARRAYS])  # a FIFO there would never end
         arrays = tuple(np.load(entry / f"{name}.npy", mmap_mode="c", allow_pickle=False) for name in ARRAYS)
-    except (OSError, ValueError, EOFError):
+    except (OSError, ValueError, EOFError):  # UnsafeOutput is a ValueError
         return None
     x_train, y_train, x_test, y_test = arrays
     if (x_train.dtype != np.float32 or x_test.dtype != np.float32 or y_train.dtype != np.int64
@@ -82,7 +89,8 @@ def _write(entry: Path, arrays: Sequence[np.ndarray]) -> None:
     """Store ``arrays`` as ``entry`` (all or nothing); quietly nothing if the folder is not writable."""
     tmp = None
     try:
-        entry.parent.mkdir(parents=True, exist_ok=True)
+        make_folder(entry.parent)  # never through a link planted at datasets
+        check_folder(entry)
         tmp = Path(tempfile.mkdtemp(prefix=f".{entry.name}.", dir=entry.parent))
         for name, array in zip(ARRAYS, arrays):
             np.save(tmp / f"{name}.npy", np.ascontiguousarray(array), allow_pickle=False)
@@ -90,8 +98,8 @@ def _write(entry: Path, arrays: Sequence[np.ndarray]) -> None:
             shutil.rmtree(entry, ignore_errors=True)
         os.rename(tmp, entry)
         tmp = None
-    except OSError:
-        pass  # another process renamed its copy first, or the cache folder is not writable
+    except (OSError, UnsafeOutput):
+        pass  # another process renamed its copy first, the cache folder is not writable, or holds a link
     finally:
         if tmp is not None:
             shutil.rmtree(tmp, ignore_errors=True)

@@ -24,7 +24,7 @@ import pandas as pd
 
 from ..config import ConfigError, Scenario, from_dict, load_scenario, to_dict
 from ..experiments.analysis import SPREAD, seed_std, with_spread  # noqa: F401  (the papers' one spread convention)
-from ..files import write_figure
+from ..files import make_folder, write_atomic, write_figure
 from ..jsonio import read_json, write_json_atomic
 
 SCALES = ("tiny", "cpu", "paper")
@@ -191,8 +191,6 @@ def cached_family(scenario: Scenario, seeds: int, cache: Path) -> Runs:
 
 def write_data(data: pd.DataFrame, path: Path) -> Path:
     """Write a recipe's data CSV: floats to 6 significant digits (compact, and stable across platforms)."""
-    from ..files import write_atomic
-
     write_atomic(path, data.to_csv(index=False, float_format="%.6g").encode())
     return path
 
@@ -289,10 +287,11 @@ def reproduce(recipes: Sequence[Recipe], scale: str = "cpu", seeds: int = 3, out
     if seeds < 1:
         raise ConfigError(f"--seeds {seeds}: must be at least 1")
     out = Path(out)
-    figures = Path(figures) if figures is not None else out / "figures"
+    given = figures is not None
+    figures = Path(figures) if given else out / "figures"
     if data is not None:  # every data file is read before anything is written
         tables = [(r, read_data(Path(data) / r.data_file)) for r in recipes]
-        figures.mkdir(parents=True, exist_ok=True)
+        _figures_folder(figures, theirs=given)
         return [_report_from_given(r, table, Path(data) / r.data_file, figures, scale) for r, table in tables]
     families: dict[str, tuple[Scenario, dict]] = {}
     for recipe in recipes:
@@ -303,7 +302,7 @@ def reproduce(recipes: Sequence[Recipe], scale: str = "cpu", seeds: int = 3, out
         scenario = family(base, variants)
         runs.merge(run_family(scenario, seeds, out / "cache", executor, workers, progress) if run
                    else cached_family(scenario, seeds, out / "cache"))
-    figures.mkdir(parents=True, exist_ok=True)
+    _figures_folder(figures, theirs=given)
     reports = []
     for recipe in recipes:
         needed = recipe.variants(scale, overrides)
@@ -313,6 +312,12 @@ def reproduce(recipes: Sequence[Recipe], scale: str = "cpu", seeds: int = 3, out
         reports.append(_report(recipe, read_data(path), figures, scale, failed))
         reports[-1].outputs.insert(0, path)
     return reports
+
+
+def _figures_folder(figures: Path, theirs: bool) -> None:
+    """The figures' folder, made unless it is one (a link the user named as --figures is theirs;
+    one planted at OUT/figures is refused)."""
+    make_folder(figures, theirs=theirs)
 
 
 def _report_from_given(recipe: Recipe, table: pd.DataFrame, path: Path, figures: Path, scale: str) -> Report:
@@ -369,7 +374,7 @@ def _report(recipe: Recipe, table: pd.DataFrame, figures: Path, scale: str, fail
     if failed:
         text += ["", "Failed or missing runs:", *(f"- {f}" for f in failed)]
     md = figures / recipe.report_file
-    md.write_text("\n".join(text) + "\n", encoding="utf-8")
+    write_atomic(md, "\n".join(text) + "\n")  # never through a link planted there
     write_json_atomic(md.with_suffix(".json"), report.numbers)
     report.outputs = [md, *report.outputs]
     return report

@@ -27,7 +27,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..files import FileDigest, open_append, truncate_file, write_atomic
+from ..files import FileDigest, make_folder, open_append, truncate_file, write_atomic
 from ..jsonio import write_json_atomic
 from .device_arrays import DECISIONS, DeviceArrays
 from .round_file import csv_rows, header, rounds_digest_problem, rounds_file_problem
@@ -160,7 +160,7 @@ class Recorder:
         """A fresh run: the CSV files with their headers, an empty decisions.h5."""
         if self.out_dir is None:
             return
-        self.out_dir.mkdir(parents=True, exist_ok=True)
+        make_folder(self.out_dir, theirs=True)
         for name, cols in (("rounds", self.round_columns), ("evals", EVAL_COLUMNS)):
             self._open(name, cols, [])
         self.updates.start()

@@ -34,6 +34,7 @@ import numpy as np
 import pandas as pd
 
 from ...experiments.analysis import best_setting_table, markdown_table, mean_time_to_target
+from ...files import write_atomic
 from ...sim.device_arrays import load_decisions
 from ..recipes import Recipe, Report, Runs, pyplot, save_figure
 from .common import (HORIZON_LEGEND, INF, PAPER_TARGETS, SCALES, SPEEDUP_LEGEND, Cell, Context, Scale, TimingCell, _band,
@@ -276,7 +277,7 @@ def _table_recipe(name: str, channel: str, alphas: Sequence[float]) -> Callable[
                     csv_rows.append({"channel": channel, "alpha": alpha_label(a), "target": target,
                                      "policy": policy, **row})
         csv_path = ctx.figures / f"{name}.csv"
-        pd.DataFrame(csv_rows).to_csv(csv_path, index=False)
+        write_atomic(csv_path, pd.DataFrame(csv_rows).to_csv(index=False))
         title = "Heterogeneous" if channel == "het" else "Homogeneous"
         md = [f"# {'Table I' if name == 'table1' else 'Table II'}: best settings per computation-time range, "
               f"{title.lower()} channels", "",
@@ -287,7 +288,7 @@ def _table_recipe(name: str, channel: str, alphas: Sequence[float]) -> Callable[
         for frame in frames:
             md += [markdown_table(frame), ""]
         md_path = ctx.figures / f"{name}.md"
-        md_path.write_text("\n".join(md))
+        write_atomic(md_path, "\n".join(md))
         return Report(name, [md_path, csv_path], {"ranges": csv_rows}, "\n".join(md))
     return analyse
 
