@@ -199,9 +199,19 @@ def fedbuff_queue_run(c: int, load: float, airtime: str, uploads: int, seed: int
         began = (start >= lo) & (start < hi)
         wait.append((start[began] - ready[began]).mean())
     n = int(np.count_nonzero((end >= warm) & (end < warm + span)))
+    # near saturation a short run may see no idle period at all, and every batch is busy throughout
+    # (batch standard error 0): the idle time is a compound Poisson sum of Exp(C lam) periods, so its
+    # standard error is at least that of one such period, sqrt(2 max(K, 1)) / (C lam span), K the
+    # idle periods seen
+    order = np.argsort(start)
+    s_sorted, e_sorted = start[order], end[order]
+    gaps = (s_sorted[1:] > e_sorted[:-1]) & (s_sorted[1:] >= warm) & (s_sorted[1:] < warm + span)
+    idle_floor = math.sqrt(2 * max(int(gaps.sum()), 1)) / (c / mean_compute * span)
     checks = []
     for name, values, unit in (("throughput", rate, "uploads/s"), ("wait", wait, "s"), ("utilisation", busy, "")):
         m, se = batch_means(np.asarray(values))
+        if name == "utilisation":
+            se = max(se, idle_floor)
         checks.append(Check(f"C = {c}, load {load:g}: {name}", m, exact[name], se, n, unit))
     return checks
 
