@@ -189,3 +189,88 @@ def test_a_resumed_run_counts_the_outcomes_an_uninterrupted_one_counts(interrupt
     full, resumed = interrupted_and_resumed(from_dict(case), after=7)
     for key in ("outcomes", "dropped_uploads", "carried_uploads"):
         assert resumed.summary[key] == full.summary[key], key
+
+
+# ---------------------------------------------------------------------------------------------
+# bounds on options whose product would make the clock crawl
+
+_SMALL = {"run": {"rounds": 3, "timing_only": True}, "devices": {"count": 4}, "link": {"model_bits": 10000}}
+_FEDBUFF = {"name": "fedbuff", "concurrency": 2, "buffer": 1}
+
+
+@pytest.mark.parametrize("setting, words", [
+    ({"link": {"model_bits": 10 ** 12, "packet_bits": 1}},
+     "link.packet_bits = 1, link.max_attempts = 1: an upload of 1e+12 bits (link.model_bits) would be "
+     "1,000,000,000,000 packet(s)"),
+    ({"link": {"rate_bps": 1e300, "errors": "outage", "max_attempts": 1000000}},
+     "link.rate_bps = 1e+300: a packet of 10000 bits would be on the air for 1e-296 s"),
+    ({"link": {"packet_bits": 100, "max_attempts": 100000}}, "link.packet_bits = 100, link.max_attempts = 100000: an "
+     "upload of 10000 bits (link.model_bits) would be 100 packet(s) x 100,000 transmission(s) each = 1e+07; at most "
+     "1,000,000 transmissions an upload"),
+    ({"channel": {"coherence_s": 1e-308}}, "channel.coherence_s = 1e-308: an upload's channel would change every"),
+    ({"devices": {"speed_mps": 1e308}}, "devices.speed_mps = 1e+308 and link.carrier_hz = 2e+09: an upload's channel"),
+    ({"devices": {"speed_mps": 1.0}, "link": {"carrier_hz": 1e308}},
+     "devices.speed_mps = 1 and link.carrier_hz = 1e+308: an upload's channel"),
+    ({"devices": {"speed_mps": 1e300, "mobility": "random_waypoint"}, "channel": {"path_loss": True, "coherence_s": 1.0}},
+     "devices.speed_mps = 1e+300: 4 devices at that speed in a cell of channel.cell_radius_m = 100 would begin"),
+    ({"link": {"access": "aloha", "slot_s": 1e-308}}, "link.slot_s = 1e-308: 1e+308 slots a simulated second under "
+                                                      "link.access = 'aloha'; at most 10,000,000"),
+    ({"link": {"access": "tdma_slotted", "slot_s": 1e-308}}, "link.slot_s = 1e-308: 1e+308 slots"),
+    ({"devices": {"p_on_to_off": 0.5, "availability_period_s": 1e-308}, "protocol": _FEDBUFF},
+     "devices.availability_period_s = 1e-308: the availability chain would step 1e+308 times a simulated second"),
+    ({"devices": {"p_on_to_off": 1.0, "p_off_to_on": 1e-9}, "protocol": _FEDBUFF},
+     "devices.p_off_to_on = 1e-09: with devices.p_on_to_off = 1 and 4 devices, a step in which any device is "
+     "available comes once in 2.5e+08 availability steps"),
+    ({"learning": {"local_steps": 10 ** 12}}, "learning.local_steps = 1000000000000: must be <= 1000000"),
+])
+def test_options_whose_product_would_make_the_clock_crawl_are_one_line_errors(setting, words):
+    data = json.loads(json.dumps(_SMALL))
+    for table, values in setting.items():
+        data.setdefault(table, {}).update(values)
+    with pytest.raises(ConfigError) as err:
+        from_dict(data)
+    assert str(err.value).startswith(words) and "\n" not in str(err.value), str(err.value)
+
+
+def test_the_bounds_leave_ordinary_values_alone():
+    ordinary = [{"link": {"packet_bits": 12000, "max_attempts": 4, "errors": "waterfall"}},
+                {"link": {"rate_bps": 1e7, "errors": "outage", "packet_bits": 12000, "max_attempts": 8}},
+                {"devices": {"speed_mps": 30.0}, "link": {"carrier_hz": 6e9}},
+                {"link": {"access": "aloha", "slot_s": 9e-6}},
+                {"devices": {"p_on_to_off": 0.5, "p_off_to_on": 0.01, "availability_period_s": 1e-3},
+                 "protocol": _FEDBUFF},
+                {"devices": {"p_on_to_off": 1.0, "p_off_to_on": 1e-9}, "protocol": _FEDBUFF,
+                 "run": {"time_budget_s": 5.0, "rounds": None}}]  # a time budget ends it
+    for setting in ordinary:
+        data = json.loads(json.dumps(_SMALL))
+        for table, values in setting.items():
+            data.setdefault(table, {}).update(values)
+        data["run"] = {k: v for k, v in data["run"].items() if v is not None}
+        from_dict(data)
+
+
+def test_the_measured_upload_size_is_bounded_where_it_is_known(tmp_path):
+    """Without link.model_bits the upload is 32 x the model's parameters, known when the run is built."""
+    sc = from_dict({"run": {"rounds": 2, "timing_only": True}, "devices": {"count": 4}, "link": {"packet_bits": 1},
+                    "learning": {"model": "mlp"}})
+    with pytest.raises(ConfigError, match=r"^link.packet_bits = 1, link.max_attempts = 1: an upload of 6.37472e\+06 "
+                                          r"bits \(32 x the model's parameters\)"):
+        simulate(sc, progress=False)
+
+
+def test_a_run_whose_devices_are_never_available_stops_as_stalled(monkeypatch):
+    """Only run.rounds: aggregations that never come would keep the clock stepping availability forever."""
+    from wirelessfl.config import limits
+    from wirelessfl.sim.engine import NonFiniteTime  # noqa: F401  (the engines' errors module loads)
+    from wirelessfl.sim.events import EventStall
+
+    import dataclasses
+
+    monkeypatch.setattr(limits, "MAX_IDLE_STEPS", 200)
+    sc = from_dict({"run": {"rounds": 3, "timing_only": True}, "devices": {"count": 4, "p_on_to_off": 1.0,
+                    "p_off_to_on": 0.5}, "link": {"model_bits": 1000}, "protocol": _FEDBUFF,
+                    "scheduler": {"name": "uniform", "m": 2}})
+    # past the check at load, which refuses such a chain outright: what a trace or a plug-in could do
+    sc = dataclasses.replace(sc, devices=dataclasses.replace(sc.devices, p_off_to_on=1e-12))
+    with pytest.raises(EventStall, match=r"^devices: no device was in flight for 200 availability steps in a row"):
+        simulate(sc, progress=False)

@@ -23,6 +23,8 @@ import math
 
 import numpy as np
 
+from .fields import ConfigError
+
 __all__ = ["BlockFading", "SPEED_OF_LIGHT", "block_fading"]
 
 SPEED_OF_LIGHT = 299_792_458.0
@@ -83,8 +85,9 @@ class BlockFading:
             left -= rate * self.coherence_s
             elapsed += self.coherence_s
             if k >= MAX_BLOCKS:
-                raise RuntimeError(f"device {device}: an upload of {bits:g} bits spans more than {MAX_BLOCKS} "
-                                   "coherence times (channel.coherence_s)")
+                raise ConfigError(f"channel.coherence_s (or devices.speed_mps with link.carrier_hz): device {device}'s "
+                                  f"upload of {bits:g} bits spans more than {MAX_BLOCKS:,} coherence times of "
+                                  f"{self.coherence_s:.3g} s; at most {MAX_BLOCKS:,} fading blocks an upload")
         raise AssertionError("unreachable")
 
     def _check_reachable(self, bits: float, power: float, device: int) -> None:

@@ -47,11 +47,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Mapping, Sequence
 
-__all__ = ["KINDS", "OPTION_KINDS", "FunctionPart", "Kind", "PluginError", "Registry", "part_class", "registry"]
+__all__ = ["KINDS", "OPTION_KINDS", "FunctionPart", "Kind", "PartError", "PluginError", "Registry", "part_class",
+           "registry"]
 
 
 class PluginError(ValueError):
     """A part named in a scenario cannot be found, imported, or does not fit its protocol."""
+
+
+class PartError(ValueError):
+    """A part handed the simulator something outside its contract (checked where it enters)."""
 
 
 @dataclass(frozen=True)

@@ -7,6 +7,7 @@ import os
 
 from ..fields import ConfigError, require_memory
 from ..plugins import KINDS
+from .limits import check_rates
 
 
 def cross_check(s) -> None:
@@ -61,6 +62,7 @@ def cross_check(s) -> None:
         raise ConfigError(f"link.p_max = {s.link.p_max:g}: must be >= link.p_bar = {s.link.p_bar:g}")
     for kind in KINDS.values():
         _check_part(s, kind)
+    check_rates(s)  # options whose product would make the clock crawl (config.limits)
     # every variant and every sweep value must itself be a valid scenario
     members = []
     for vname, overrides in s.variants:

@@ -292,7 +292,7 @@ class LearningConfig(_PartTable):
                            "plugin or 'module:Class'")
     aux_samples: int = option(0, ge=0, doc="size n_T of the server's auxiliary set, drawn uniformly "
                               "from the training set (stream 'aux') and removed from the devices' pool")
-    local_steps: int = option(10, ge=1, doc="K local SGD steps")
+    local_steps: int = option(10, ge=1, le=1_000_000, doc="K local SGD steps (at most a million)")
     batch_size: int = option(32, ge=1)
     lr: float = option(0.01, gt=0, doc="local step size gamma")
     size_sigma: float = option(0.0, ge=0, doc="unequal dataset sizes: samples_per_device x "

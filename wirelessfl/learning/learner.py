@@ -61,16 +61,69 @@ def _loaded(scenario):
 
 def _index_lists(parts, num_devices: int, size: int, where: str) -> list[np.ndarray]:
     """The per-device index lists a part returned, checked: one per device, int indices in [0, size)."""
-    parts = list(parts)
+    need = f"one list of sample indices per device ({num_devices} lists)"
+    if parts is None or isinstance(parts, (str, bytes, dict)) or not hasattr(parts, "__iter__"):
+        raise DatasetError(f"{where}: returned {_kind(parts)}; it must return {need}")
+    try:
+        parts = list(parts)
+    except Exception as exc:  # a generator that raises, ...
+        raise DatasetError(f"{where}: its index lists cannot be read: {type(exc).__name__}: {exc}") from None
     if len(parts) != num_devices:
         raise DatasetError(f"{where}: gave {len(parts)} index lists for devices.count = {num_devices} devices")
     out = []
     for n, p in enumerate(parts):
-        ix = np.asarray(p)
-        if ix.size and (ix.dtype.kind not in "iu" or ix.ndim != 1 or ix.min() < 0 or ix.max() >= size):
+        if p is None or isinstance(p, (str, bytes, dict)):
+            raise DatasetError(f"{where}: device {n}'s index list is {_kind(p)}; it must return {need}")
+        try:
+            ix = np.asarray(p)
+        except Exception as exc:  # ragged nested lists, ...
+            raise DatasetError(f"{where}: device {n}'s index list cannot be read as integers: {exc}") from None
+        if ix.ndim != 1 and ix.size:
+            raise DatasetError(f"{where}: device {n}'s indices have shape {ix.shape}: one flat list each")
+        if ix.size and (ix.dtype.kind not in "iu" or ix.min() < 0 or ix.max() >= size):
             raise DatasetError(f"{where}: device {n}'s indices must be integers in [0, {size}), one list each")
         out.append(ix.astype(np.int64).reshape(-1))
     return out
+
+
+def _kind(value) -> str:
+    """How a message names a value of the wrong kind."""
+    return "None" if value is None else f"a {type(value).__name__}"
+
+
+def _check_dataset(scenario, data) -> None:
+    """What a dataset part of one's own loaded, at the seam: tensors of matching shapes, the input
+    shape and classes it declares (``DatasetLoader.shape``), finite features and labels in range
+    (the built-ins are pinned by their own tests)."""
+    import torch
+
+    from ..plugins import registry
+
+    name = scenario.part_name("dataset")
+    if name in registry("dataset").builtins:
+        return
+    where = f"learning.dataset = {name!r}"
+    tensors = {k: getattr(data, k, None) for k in ("x_train", "y_train", "x_test", "y_test")}
+    for key, t in tensors.items():
+        if not isinstance(t, torch.Tensor):
+            raise DatasetError(f"{where}: Dataset.{key} is {_kind(t)}, not a torch tensor (build the dataset with "
+                               "wirelessfl.learning.Dataset.from_arrays)")
+    shape = tuple(int(v) for v in data.input_shape)
+    for split in ("train", "test"):
+        x, y = tensors[f"x_{split}"], tensors[f"y_{split}"]
+        if tuple(x.shape[1:]) != shape or x.shape[0] != y.reshape(-1).shape[0]:
+            raise DatasetError(f"{where}: {split} features of shape {tuple(x.shape)} and {y.numel()} labels do not "
+                               f"fit Dataset.input_shape = {shape}: one row of that shape per label")
+        if x.is_floating_point() and not bool(torch.isfinite(x).all()):
+            row = int(torch.nonzero(~torch.isfinite(x.reshape(x.shape[0], -1)).any(dim=1))[0])
+            raise DatasetError(f"{where}: {split} sample {row} has a feature that is not finite (NaN or inf)")
+        if y.numel() and (int(y.min()) < 0 or int(y.max()) >= int(data.num_classes)):
+            raise DatasetError(f"{where}: {split} labels must lie in [0, {data.num_classes}) (Dataset.num_classes)")
+    declared = scenario.part("dataset").shape(scenario, scenario.options("dataset"))
+    if declared is not None and (tuple(declared[0]), int(declared[1])) != (shape, int(data.num_classes)):
+        raise DatasetError(f"{where}: shape() declares inputs {tuple(declared[0])} and {declared[1]} classes, and "
+                           f"load() gave inputs {shape} and {data.num_classes} classes; they must agree (the model and "
+                           "the upload size are built from the declared shape)")
 
 
 def federated_data(scenario):
@@ -79,6 +132,7 @@ def federated_data(scenario):
     data = _loaded(scenario)
     n = scenario.devices.count
     aux = np.empty(0, dtype=np.int64)
+    _check_dataset(scenario, data.dataset if scenario.part("dataset").own_split else data)
     if scenario.part("dataset").own_split:  # e.g. Synthetic: generated per device
         where = f"learning.dataset = {scenario.part_name('dataset')!r}"
         return data.dataset, _index_lists(data.train_indices, n, len(data.dataset.y_train), where), aux
@@ -117,6 +171,54 @@ def _device_test_splits(scenario, data, parts: list[np.ndarray]) -> list[np.ndar
                             rngs.stream(scenario.seed, "device_test"), data.num_classes)
 
 
+def _check_model(scenario, trainer) -> None:
+    """The model part's module, at the seam: logits of shape (batch, classes) for a batch of the
+    dataset's inputs, and as many parameters as its ``parameter_count`` says (a timing-only run sizes
+    its upload by that count). Computed in eval mode, under a fork of torch's RNG: nothing changes."""
+    import torch
+    from torch.func import functional_call
+
+    from ..fields import ConfigError
+    from .models import model_kwargs
+
+    where = f"learning.model = {scenario.part_name('model')!r}"
+    data, model = trainer.dataset, trainer.model
+    x = data.x_train[:2].to(trainer.device)
+    training = model.training
+    try:
+        with torch.random.fork_rng(devices=[]), torch.no_grad():
+            model.eval()
+            out = functional_call(model, trainer.unflatten(trainer.params), (x,))
+    except Exception as exc:  # a layer that does not fit the inputs
+        reason = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:300]
+        raise ConfigError(f"{where}: fails on a batch of the dataset's inputs of shape {tuple(x.shape)}: "
+                          f"{type(exc).__name__}: {reason}") from None
+    finally:
+        model.train(training)
+    if not isinstance(out, torch.Tensor) or tuple(out.shape) != (x.shape[0], int(data.num_classes)):
+        got = tuple(out.shape) if isinstance(out, torch.Tensor) else _kind(out)
+        raise ConfigError(f"{where}: a batch of {x.shape[0]} inputs gave output {got}; it must give logits of shape "
+                          f"(batch, num_classes) = ({x.shape[0]}, {data.num_classes})")
+    counted = getattr(scenario.part("model"), "parameter_count", None)
+    declared = counted(tuple(data.input_shape), int(data.num_classes), **model_kwargs(scenario.options("model"))) \
+        if counted is not None else None
+    if declared is not None and int(declared) != trainer.num_params:
+        raise ConfigError(f"{where}: parameter_count() says {int(declared):,} parameters and the module it builds has "
+                          f"{trainer.num_params:,}; they must agree (a timing-only run sizes its upload by the count)")
+
+
+def _first_nonfinite_row(state, num_devices: int) -> int | None:
+    """The first device whose row of the per-device ``state`` is not finite (None: every row is), read
+    in chunks of about ten million numbers."""
+    step = max(1, 10_000_000 // max(int(state.width), 1))
+    for first in range(0, num_devices, step):
+        rows = state[np.arange(first, min(first + step, num_devices))]
+        bad = ~rows.isfinite().all(dim=1)
+        if bool(bad.any()):
+            return first + int(np.flatnonzero(bad.cpu().numpy())[0])
+    return None
+
+
 class FederatedLearner:
     """Adapts the training core (trainer + algorithm) to the engine's Learner protocol.
 
@@ -141,9 +243,11 @@ class FederatedLearner:
                                device=scenario.run.device, eval_train_samples=lc.eval_train_samples,
                                batching=scenario.run.batching, server_indices=aux,
                                model_options=scenario.options("model"))
+        _check_model(scenario, self.trainer)
         if run_dir is not None:  # per-device states keep their journals (and large arrays) there
             self.trainer.device_states.use_run_folder(run_dir)
         self.algorithm = algorithm
+        self.scenario_learning, self.algorithm_name = lc, scenario.learning.algorithm
         algorithm.setup(self.trainer)
         self.per_alpha, self.per_adapt_on = lc.per_alpha, lc.per_adapt_on
         self.num_devices = scenario.devices.count
@@ -162,7 +266,7 @@ class FederatedLearner:
     def train_round(self, selected: np.ndarray, decision: Decision, round_idx: int) -> dict:
         """The algorithm's client round on the devices whose uploads arrived; its numbers."""
         metrics = self.algorithm.round(self.trainer, selected, decision.q, self.num_devices, round_idx)
-        self._check_finite(f"round {round_idx}", "learning.lr", self.trainer.lr)
+        self._check_finite(f"round {round_idx}")
         return dict(metrics or {})
 
     @property
@@ -190,22 +294,43 @@ class FederatedLearner:
         metrics = self.algorithm.apply_updates(self.trainer, Updates(np.asarray(devices, dtype=np.int64), stacked,
                                                                      np.asarray(weights, dtype=float),
                                                                      np.asarray(staleness)))
-        self._check_finite("an aggregation", "learning.lr", self.trainer.lr)
+        self._check_finite("an aggregation")
         return dict(metrics or {})
 
     def server_round(self, round_idx: int) -> dict:
         """The algorithm's server round; its numbers."""
         metrics = self.algorithm.server_round(self.trainer, round_idx)
-        self._check_finite(f"server round {round_idx}", "server step size", None)
+        self._check_finite(f"server round {round_idx}", server=True)
         return dict(metrics or {})
 
-    def _check_finite(self, where: str, knob: str, value) -> None:
+    def _check_finite(self, where: str, server: bool = False) -> None:
+        """TrainingDiverged, saying where the first value that was not finite appeared, when the model
+        is no longer finite."""
         import torch
 
         if not bool(torch.isfinite(self.trainer.params).all()):
-            now = f" (now {value:g})" if value is not None else ""
-            raise TrainingDiverged(f"training diverged in {where}: the model is no longer finite; "
-                                   f"try a smaller {knob}{now}")
+            raise TrainingDiverged(f"training diverged in {where}: the model is no longer finite: {self._cause(server)}")
+
+    def _cause(self, server: bool) -> str:
+        """Where a divergence began: a device's state that is not finite, local updates that were not
+        (the step size), or an aggregation of finite updates (the algorithm or its options)."""
+        states = self.trainer.device_states.states
+        for name, state in states.items():
+            n = _first_nonfinite_row(state, self.num_devices)
+            if n is not None:
+                return (f"device {n}'s state {name!r} is not finite (a per-device state the algorithm keeps; "
+                        "restored from a damaged device_state journal?)")
+        lc, algorithm = self.scenario_learning, self.algorithm_name
+        if server:
+            return ("the server's own training steps were not finite; try a smaller server step size "
+                    "(learning.server_lr)")
+        if self.trainer.nonfinite_local is not None:
+            device, round_idx = self.trainer.nonfinite_local
+            return (f"the local update of device {device} (round {round_idx}) was the first value that was not "
+                    f"finite; try a smaller learning.lr (now {lc.lr:g}) or fewer learning.local_steps "
+                    f"(now {lc.local_steps})")
+        return (f"the local updates were finite and the aggregation of learning.algorithm = {algorithm!r} made "
+                "the model non-finite; check the algorithm's options (a server step size, Flower's eta, ...)")
 
     def reports(self, request: ReportRequest, round_idx: int) -> Reports:
         """The requested devices' losses (and gradients) at the current global model."""
@@ -227,10 +352,23 @@ class FederatedLearner:
                 "device_states": self.trainer.device_states.checkpoint()}
 
     def load_state(self, state: dict) -> None:
-        """Restore the global model and the per-device states."""
-        self.trainer.params = state["params"]
+        """Restore the global model and the per-device states; a model that is not finite is refused
+        (the run would diverge at once, blaming what did not cause it)."""
+        import torch
+
+        from ..files import DamagedFile
+
+        params = torch.as_tensor(state["params"])
+        if not bool(torch.isfinite(params).all()):
+            raise DamagedFile("checkpoint.pt: the model in it is not finite (the checkpoint is damaged)")
+        self.trainer.params = params
         self.trainer.aggregations = int(state.get("aggregations", 0))
         self.trainer.device_states.restore(state.get("device_states", {}))
+        for name, kept in self.trainer.device_states.states.items():
+            n = _first_nonfinite_row(kept, self.num_devices)
+            if n is not None:
+                raise DamagedFile(f"device_state/{name}: device {n}'s row is not finite after its journal was "
+                                  "replayed (the journal is damaged)")
 
     def evaluate(self) -> dict:
         """Test accuracy and losses, plus personalised and fairness metrics where they are on."""

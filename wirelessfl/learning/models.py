@@ -216,9 +216,16 @@ def build_model(
 def _checked_module(module, part) -> nn.Module:
     from torch import nn
 
+    from ..fields import ConfigError
+
     if not isinstance(module, nn.Module):
         name = getattr(part, "__qualname__", repr(part))
         raise TypeError(f"model {name} returned a {type(module).__name__}, not a torch.nn.Module")
+    if not any(p.numel() for p in module.parameters()):
+        name = f"{getattr(part, '__module__', '?')}:{getattr(part, '__qualname__', repr(part))}"
+        raise ConfigError(f"learning.model = {name!r}: the module it built has no parameters to train (layers "
+                          "kept in a plain list or dict are not registered: use nn.ModuleList, nn.ModuleDict or "
+                          "nn.Sequential)")
     return module
 
 

@@ -175,6 +175,8 @@ class Trainer(Evaluation):
         self.batching = batching
         self._has_conv = any(isinstance(mod, torch.nn.modules.conv._ConvNd) for mod in self.model.modules())
         self.device_states = DeviceStates(self.num_devices, self.device)
+        # (device, round) of the first local update that was not finite (None: none so far)
+        self.nonfinite_local: tuple[int, int] | None = None
 
     def device_state(self, name: str, width: int | None = None) -> DeviceState:
         """The per-device state ``name``: an (N, width) float32 array, zero at first, read and written
@@ -299,6 +301,9 @@ class Trainer(Evaluation):
         for start in range(0, k, max(chunk, 1)):
             sl = slice(start, min(start + chunk, k))
             out[sl] = self._run_local(devices[sl], round_idx, steps[sl], lrs[sl], direction)
+        if self.nonfinite_local is None and k and not bool(torch.isfinite(out).all()):
+            bad = int(torch.nonzero(~torch.isfinite(out).all(dim=1))[0])
+            self.nonfinite_local = (devices[bad], round_idx)  # where a divergence first showed (see learner)
         return out
 
     def batching_for(self, k: int) -> str:

@@ -21,6 +21,7 @@ class AvailabilitySteps:
         self.available: np.ndarray | None = None
         self.next_step_s: float | None = None
         self.env: Clock | None = None
+        self.idle_steps = 0  # steps in a row after which no device was in flight (a stall, when many)
 
     def begin(self) -> None:
         """A fresh run: the first step, at time 0."""
@@ -49,15 +50,21 @@ class AvailabilitySteps:
         self.next_step_s += self.period_s
         self._arm()
 
+    def count_idle(self, idle: bool) -> int:
+        """Count a step after which no device was in flight (``idle``), or end the count; the steps in a row."""
+        self.idle_steps = self.idle_steps + 1 if idle else 0
+        return self.idle_steps
+
     def _arm(self) -> None:
         self.env.at(self.next_step_s, priority(RANK_AVAILABILITY)).callbacks.append(lambda _: self.on_step())
 
     def state_dict(self) -> dict:
         """Who is available, and when the next step is."""
         return {"available": None if self.available is None else self.available.copy(),
-                "next_tick_s": self.next_step_s}
+                "next_tick_s": self.next_step_s, "idle_steps": self.idle_steps}
 
     def load_state(self, state: dict) -> None:
         """Restore them (the next step is armed on ``start``)."""
         self.available = None if state["available"] is None else np.asarray(state["available"], dtype=bool)
         self.next_step_s = None if state["next_tick_s"] is None else float(state["next_tick_s"])
+        self.idle_steps = int(state.get("idle_steps", 0))

@@ -9,11 +9,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..plugins import PartError  # a part outside its contract (defined with the parts: learning raises it too)
+
 __all__ = ["PartChecks", "PartError", "check_decision", "check_gains", "is_plugin", "part_name"]
-
-
-class PartError(ValueError):
-    """A part handed the engine something outside its contract."""
 
 
 def is_plugin(part) -> bool:

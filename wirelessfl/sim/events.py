@@ -413,6 +413,19 @@ class EventEngine:
                 self._lost(u, "offline")
         self.availability.advance()
         self._fill()
+        if self.stop.time_budget_s is None:  # only aggregations end the run: stop one that has none to come
+            self._check_stall()
+
+    def _check_stall(self) -> None:
+        """EventStall when no device has been in flight for MAX_IDLE_STEPS availability steps in a row."""
+        from ..config import limits
+
+        idle = self.availability.count_idle(not self.flights.flying)
+        if idle >= limits.MAX_IDLE_STEPS:
+            raise EventStall(f"devices: no device was in flight for {idle:,} availability steps in a row (t = "
+                             f"{self.env.now:.6g} s, {self.version} aggregations of run.rounds = {self.stop.rounds}): "
+                             "none could be dispatched (devices.p_off_to_on, devices.availability_trace, the "
+                             "scheduler's dispatch rule); set run.time_budget_s, or make devices available")
 
     # --- timers ------------------------------------------------------------------------------
 
