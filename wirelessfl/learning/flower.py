@@ -82,6 +82,8 @@ class FlowerStrategy(Algorithm):
 
     strategy_class: ClassVar[type]
     Options = None  # the strategy's constructor arguments, as a dict
+    seed = 0  # the scenario's: seeds the strategy's random stream
+    _numpy_random = None  # the state of that stream (numpy's legacy state tuple), once used
 
     def __init__(self, arguments: dict):
         self.arguments = dict(arguments)
@@ -92,7 +94,9 @@ class FlowerStrategy(Algorithm):
     def from_scenario(cls, scenario, options) -> "FlowerStrategy":
         """The strategy's constructor arguments from [learning.options]; it is built at setup, when
         the initial model exists."""
-        return cls(dict(options))
+        algorithm = cls(dict(options))
+        algorithm.seed = int(scenario.seed)
+        return algorithm
 
     @classmethod
     def check(cls, scenario, options) -> None:
@@ -151,6 +155,7 @@ class FlowerStrategy(Algorithm):
         from flwr.common import parameters_to_ndarrays
 
         self.strategy = self._build(self.arguments, trainer)
+        self._own_numpy_random()
         first = self.strategy.initialize_parameters(client_manager=_Devices([]))
         if first is not None:
             trainer.params = _flat(parameters_to_ndarrays(first), trainer.num_params)
@@ -205,15 +210,50 @@ class FlowerStrategy(Algorithm):
                                      lr=None if lr is None else float(lr), direction=direction)
 
     def state_dict(self) -> dict:
-        """The strategy's attributes that hold numbers and arrays (FedAdam's moments, FedAvgM's
-        momentum, ...): what it carries from round to round."""
-        return {key: value for key, value in vars(self.strategy or object()).items() if _storable(value)}
+        """What the strategy carries from round to round: its attributes that hold numbers, strings,
+        arrays (NDArrays) and Flower's ``Parameters`` (kept as their bytes, exactly: FedAvgM's model),
+        those of a strategy it wraps (the DP strategies'), and the state of its random stream."""
+        state = _state_of(self.strategy) if self.strategy is not None else {}
+        if self._numpy_random is not None:
+            kind, keys, pos, has_gauss, cached = self._numpy_random
+            state[_RANDOM] = [kind, np.asarray(keys, dtype=np.int64), int(pos), int(has_gauss), float(cached)]
+        return state
 
     def load_state(self, state: dict) -> None:
         """Restore what ``state_dict`` kept."""
         if self.strategy is not None:
-            for key, value in state.items():
-                setattr(self.strategy, key, value)
+            state = dict(state)
+            if _RANDOM in state:
+                kind, keys, pos, has_gauss, cached = state.pop(_RANDOM)
+                self._numpy_random = (kind, np.asarray(keys, dtype=np.uint32), int(pos), int(has_gauss), float(cached))
+            _restore(self.strategy, state)
+
+    def _own_numpy_random(self) -> None:
+        """Make the strategy's calls draw from a random stream of their own: Flower's strategies draw
+        from numpy's global random state (the DP strategies' noise), which the simulator neither
+        seeds nor checkpoints. Each call of initialize_parameters, configure_fit and aggregate_fit
+        runs with the stream's state (seeded from the scenario's seed, kept in checkpoints) and
+        leaves numpy's global state as it found it."""
+        for name in ("initialize_parameters", "configure_fit", "aggregate_fit"):
+            setattr(self.strategy, name, self._in_own_random(getattr(self.strategy, name)))
+
+    def _in_own_random(self, method):
+        @functools.wraps(method)
+        def call(*args, **kwargs):
+            outer = np.random.get_state()
+            if self._numpy_random is None:
+                from .. import rng as rngs
+
+                seed = int(rngs.stream(self.seed, "flower").integers(2 ** 32))
+                self._numpy_random = np.random.RandomState(seed).get_state()
+            np.random.set_state(self._numpy_random)
+            try:
+                return method(*args, **kwargs)
+            finally:
+                self._numpy_random = np.random.get_state()
+                np.random.set_state(outer)
+
+        return call
 
 
 def _kind_of(value) -> str | None:
@@ -241,12 +281,56 @@ def _no_metrics(pairs: list) -> dict:
     return {}
 
 
+_PARAMETERS = "__flwr_parameters__"
+"""The tag of a Flower Parameters object in a strategy's state (its tensors' bytes)."""
+_STRATEGY = "__flwr_strategy__"
+"""The tag of the state of a strategy that another wraps (the DP strategies' ``strategy``)."""
+_RANDOM = "__numpy_random__"
+"""The key of the strategy's random stream in its state."""
+_TAGS = (_PARAMETERS, _STRATEGY, _RANDOM)
+
+
+def _state_of(strategy) -> dict:
+    """A strategy's attributes that a checkpoint holds: plain values as they are, Parameters by
+    their bytes, a strategy it wraps by its own state (see FlowerStrategy.state_dict)."""
+    from flwr.common import Parameters
+    from flwr.server.strategy import Strategy
+
+    state = {}
+    for key, value in vars(strategy).items():
+        if isinstance(value, Parameters):
+            state[key] = {_PARAMETERS: [np.frombuffer(bytes(t), dtype=np.uint8).copy() for t in value.tensors],
+                          "tensor_type": str(value.tensor_type)}
+        elif isinstance(value, Strategy):
+            state[key] = {_STRATEGY: _state_of(value)}
+        elif _storable(value):
+            state[key] = value
+    return state
+
+
+def _restore(strategy, state: dict) -> None:
+    """Put back what _state_of kept."""
+    from flwr.common import Parameters
+
+    for key, value in state.items():
+        if isinstance(value, dict) and _STRATEGY in value:
+            _restore(getattr(strategy, key), value[_STRATEGY])
+            continue
+        if isinstance(value, dict) and _PARAMETERS in value:
+            value = Parameters(tensors=[np.asarray(t, dtype=np.uint8).tobytes() for t in value[_PARAMETERS]],
+                               tensor_type=value["tensor_type"])
+        setattr(strategy, key, value)
+
+
 def _storable(value) -> bool:
-    """Numbers, strings, None, numeric arrays and lists or tuples of them: what a checkpoint holds
-    (Flower's Parameters and the functions a strategy was built with are left out: the constructor
-    sets them, not the rounds)."""
+    """Numbers, strings, None, numeric arrays and lists, tuples and string-keyed dicts of them: what
+    a checkpoint holds as it is (Parameters and wrapped strategies are stored by _state_of; the
+    functions and objects a strategy was built with are left out: the constructor sets them, not
+    the rounds)."""
     if isinstance(value, (list, tuple)):
         return all(_storable(v) for v in value)
+    if isinstance(value, dict):
+        return all(isinstance(k, str) and k not in _TAGS and _storable(v) for k, v in value.items())
     if isinstance(value, np.ndarray):
         return value.dtype.kind in "biufc"
     return isinstance(value, (bool, int, float, str, np.generic, type(None)))
