@@ -12,7 +12,7 @@ from pathlib import Path
 PACKAGE = Path(__file__).resolve().parent.parent / "wirelessfl"
 
 LAYERS = (
-    ("fields", "files", "jsonio", "rng", "plugins", "traces", "decisions"),  # no model of anything: values, files, streams
+    ("fields", "files", "jsonio", "rng", "plugins", "capabilities", "traces", "decisions"),  # no model of anything
     ("config",),
     ("des",),  # the simulated clock and an upload's phases: what every timed model runs on
     ("access", "devices", "fading", "mobility", "participation", "wireless"),

@@ -10,10 +10,11 @@ a replayed trace.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, ClassVar, Protocol
+from typing import Any, ClassVar, Protocol, runtime_checkable
 
 import numpy as np
 
+from .capabilities import absent, provides
 from .fields import ConfigError, FilePath, option
 from .plugins import Registry
 from .traces import Trace, TraceOptions
@@ -24,7 +25,7 @@ class ComputeModel(Protocol):
 
     Required: ``from_scenario`` and ``compute_times``; subclass to inherit the optional parts. The
     times are a FedAvg round's (``learning.local_steps`` steps); algorithms with other work scale
-    them (see WorkScaledCompute).
+    them (see WorkScaledCompute). Capability (wirelessfl.capabilities): :class:`ComputeEnergy`.
     """
 
     Options: ClassVar[type | None] = None
@@ -47,6 +48,7 @@ class ComputeModel(Protocol):
     def check(cls, scenario, options) -> None:
         """Raise ConfigError if the scenario cannot run with this model."""
 
+    @absent
     def energy_j(self, devices: np.ndarray, round_idx: int = 0) -> np.ndarray:
         """Energy of each of ``devices``' whole computation this round (default: no energy model)."""
         return np.zeros(len(devices))
@@ -57,6 +59,14 @@ class ComputeModel(Protocol):
 
     def load_state(self, state: dict[str, Any]) -> None:
         """Restore what ``state_dict`` returned."""
+
+
+@runtime_checkable
+class ComputeEnergy(Protocol):
+    """A computation model with an energy: what each device's computation costs in joules."""
+
+    def energy_j(self, devices: np.ndarray, round_idx: int = 0) -> np.ndarray:
+        """Energy of each of ``devices``' whole computation this round (see ComputeModel)."""
 
 
 def _per_device_lengths(scenario, options, keys: tuple[str, ...]) -> None:
@@ -282,8 +292,8 @@ class WorkScaledCompute:
 
     @property
     def has_energy(self) -> bool:
-        """Whether the base model has an energy model (ComputeModel's default has none: zeros)."""
-        return getattr(type(self.base), "energy_j", None) is not ComputeModel.energy_j
+        """Whether the base model has an energy model (:class:`ComputeEnergy`; without one: zeros)."""
+        return provides(self.base, ComputeEnergy)
 
     def energy_j(self, devices: np.ndarray, round_idx: int = 0) -> np.ndarray:
         """The base model's energy, scaled like its time."""

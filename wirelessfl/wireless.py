@@ -11,10 +11,11 @@ airtimes, energy, the downlink) and the access schemes are in wirelessfl.access.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, ClassVar, Protocol
+from typing import Any, ClassVar, Protocol, runtime_checkable
 
 import numpy as np
 
+from .capabilities import provides
 from .fields import NoOptions, option
 from .mobility import Mobility
 from .plugins import Registry
@@ -24,7 +25,8 @@ from .traces import Trace, TraceOptions
 class Channel(Protocol):
     """A fading process: one draw of every device's gain |h_n|^2 per round (block fading).
 
-    Required: ``from_scenario`` and ``draw``; subclass to inherit the optional parts.
+    Required: ``from_scenario`` and ``draw``; subclass to inherit the optional parts. Capability
+    (wirelessfl.capabilities): :class:`MovingDevices`.
     """
 
     Options: ClassVar[type | None] = None
@@ -74,9 +76,27 @@ class Channel(Protocol):
         """Restore what ``state_dict`` returned."""
 
 
+@runtime_checkable
+class MovingDevices(Protocol):
+    """A channel whose devices move: the mean gains follow their positions (``set_time`` moves them),
+    and fading within an upload follows their path loss (wirelessfl.fading)."""
+
+    mobility: Mobility | None
+    """Where the devices are at each time (None: they stand still after all)."""
+    path_loss: PathLoss
+    """Their distance gains (``distance_gain``, ``distances_m``), moved with them."""
+
+    def set_time(self, time_s: float) -> None:
+        """Move the devices to where they are at ``time_s`` (see Channel)."""
+
+    def positions_m(self) -> np.ndarray | None:
+        """Every device's position (N, 2) at the last ``set_time`` (see Channel)."""
+
+
 def moving(channel) -> bool:
-    """Whether the channel's devices move (a path-loss channel with devices.mobility other than static)."""
-    return getattr(channel, "mobility", None) is not None
+    """Whether the channel's devices move (:class:`MovingDevices` with a mobility; the built-in: a
+    path-loss channel with devices.mobility other than static)."""
+    return provides(channel, MovingDevices) and channel.mobility is not None
 
 
 def sigma_profile(cfg, num_devices: int) -> np.ndarray:

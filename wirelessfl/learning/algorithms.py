@@ -10,26 +10,34 @@ Like Flower's ``Strategy`` the interface is narrow. An algorithm fits :class:`Al
 
 Everything else is optional, with defaults inherited by subclassing :class:`Algorithm`: its
 ``Options`` dataclass, ``check`` (cross-field rules at load time), ``setup`` (the data is loaded),
-``plan_round`` and ``server_round`` (rounds in which the server trains alone), ``work_units`` and
-``compute_factor`` (work that scales the devices' computation time), ``upload_vectors`` and
-``broadcast_vectors`` (model-sized vectors on the air per round), and the checkpoint state.
+``compute_factor`` (a local step's cost), ``upload_vectors`` and ``broadcast_vectors`` (model-sized
+vectors on the air per round), and the checkpoint state. What only some algorithms do is a
+capability (wirelessfl.capabilities), provided by implementing its members:
+:class:`AppliesStaleUpdates` (``local_updates`` and ``apply_updates``: the event protocols),
+:class:`ServerRounds` (``plan_round`` and ``server_round``: rounds in which the server trains
+alone), :class:`HearsTheUplink` (``uplink``: what the radio did to an aggregation's updates) and
+:class:`CountsWork` (``work_units``: work that scales the devices' computation time).
 FedShuffle, SAFARI and Per-FedAvg subclass :class:`FedAvg` and change the weights or the local rule
 (``Trainer.local_updates`` accepts per-device step counts, step sizes and local directions).
 This module does not import torch.
 """
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, ClassVar, Protocol
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol, runtime_checkable
 
 import numpy as np
 
+from ..capabilities import absent, provides
 from ..fields import ConfigError, option
 
 if TYPE_CHECKING:
     from .trainer import Trainer
 
-__all__ = ["AGGREGATIONS", "Algorithm", "FedAvg", "FedAvgOptions", "Safari", "SafariOptions", "ServerRound", "Updates"]
+__all__ = ["AGGREGATIONS", "Algorithm", "AppliesStaleUpdates", "CountsWork", "FedAvg", "FedAvgOptions",
+           "HearsTheUplink", "Safari", "SafariOptions", "ServerRound", "ServerRounds", "Updates",
+           "applies_stale_updates", "can_apply_stale_updates"]
 
 
 AGGREGATIONS = ("unbiased", "mean", "data_size")
@@ -77,9 +85,6 @@ class Algorithm(Protocol):
     """Model-sized vectors the server broadcasts per round."""
     compute_factor: float = 1.0
     """Cost of one local step relative to a FedAvg step: multiplies every device's computation time."""
-    asynchronous: ClassVar[bool] = False
-    """True: the algorithm can apply updates computed from an older model (fedbuff, fedasync,
-    semi_sync with late = "carry"); it then implements ``local_updates`` and ``apply_updates``."""
 
     @classmethod
     def from_scenario(cls, scenario, options) -> "Algorithm":
@@ -98,32 +103,38 @@ class Algorithm(Protocol):
     def setup(self, trainer: "Trainer") -> None:
         """Called once before the first round of a training run, with the data loaded."""
 
+    @absent
     def plan_round(self, round_idx: int, rng: np.random.Generator) -> ServerRound | None:
         """None for a client round; a ServerRound for a round in which the server trains alone
         (``rng``: the run's "round_type" stream)."""
         return None
 
+    @absent
     def server_round(self, trainer: "Trainer", round_idx: int) -> dict[str, Any]:
         """The server's training in a server round; returns numbers to record."""
         return {}
 
+    @absent
     def local_updates(self, trainer: "Trainer", devices: np.ndarray, round_idx: int):
         """Event protocols: the devices' deltas y - x from the trainer's current model x (a (k, d)
         tensor), without changing the model; ``round_idx`` keys their minibatches (the version they
         started from)."""
         raise NotImplementedError(f"{type(self).__name__} cannot train devices apart from a round")
 
+    @absent
     def apply_updates(self, trainer: "Trainer", updates: Updates) -> dict[str, Any]:
         """Event protocols: one aggregation of ``updates`` (maybe stale) into the model; returns
         numbers to record."""
         raise NotImplementedError(f"{type(self).__name__} cannot apply stale updates")
 
+    @absent
     def uplink(self, facts) -> None:
         """Called before each aggregation with what the uplink did for its updates
         (wirelessfl.access.UplinkFacts: devices, gains, power, arrived, noise_var): an algorithm whose
         aggregation depends on the radio (over-the-air noise, channel-aware weights) keeps what it
         needs. Default: nothing."""
 
+    @absent
     def work_units(self, devices: np.ndarray, round_idx: int) -> np.ndarray | None:
         """Local steps of each device this round (scales work-proportional computation models and
         devices.step_time_s); None: learning.local_steps each."""
@@ -137,15 +148,70 @@ class Algorithm(Protocol):
         """Restore what ``state_dict`` returned."""
 
 
+@runtime_checkable
+class AppliesStaleUpdates(Protocol):
+    """An algorithm that applies updates computed from an older model (fedbuff, fedasync, semi_sync
+    carrying late uploads): it trains devices apart from a round and applies what they sent."""
+
+    def local_updates(self, trainer: "Trainer", devices: np.ndarray, round_idx: int):
+        """The devices' deltas y - x from the trainer's current model (see Algorithm)."""
+
+    def apply_updates(self, trainer: "Trainer", updates: Updates) -> dict[str, Any]:
+        """One aggregation of ``updates`` into the model (see Algorithm)."""
+
+
+@runtime_checkable
+class ServerRounds(Protocol):
+    """An algorithm with rounds in which the server trains alone (SAFARI)."""
+
+    def plan_round(self, round_idx: int, rng: np.random.Generator) -> ServerRound | None:
+        """None for a client round, a ServerRound for a server round (see Algorithm)."""
+
+    def server_round(self, trainer: "Trainer", round_idx: int) -> dict[str, Any]:
+        """The server's training in a server round (see Algorithm)."""
+
+
+@runtime_checkable
+class HearsTheUplink(Protocol):
+    """An algorithm whose aggregation depends on what the radio did (over-the-air noise, channel-aware
+    weights)."""
+
+    def uplink(self, facts) -> None:
+        """What the uplink did for the next aggregation's updates (see Algorithm)."""
+
+
+@runtime_checkable
+class CountsWork(Protocol):
+    """An algorithm that gives devices other work than a FedAvg round's: their computation times
+    scale with it."""
+
+    def work_units(self, devices: np.ndarray, round_idx: int) -> np.ndarray | None:
+        """Local steps of each device this round (see Algorithm)."""
+
+
+def can_apply_stale_updates(algorithm) -> bool:
+    """Whether an algorithm (or its class) applies stale updates. A class that still says so with
+    ``asynchronous = False`` (the flag this capability replaced) is taken at its word, with a notice."""
+    cls = algorithm if isinstance(algorithm, type) else type(algorithm)
+    flag = getattr(cls, "asynchronous", None)
+    if flag is not None:
+        warnings.warn(f"{cls.__name__}.asynchronous is deprecated and will be ignored in the next release: an "
+                      "algorithm applies stale updates when it implements local_updates and apply_updates "
+                      "(wirelessfl.learning.algorithms.AppliesStaleUpdates)", DeprecationWarning, stacklevel=2)
+        if not flag:
+            return False
+    return provides(cls, AppliesStaleUpdates)
+
+
 def _inclusion_probabilities(scenario) -> bool:
     """Whether the scenario's scheduler gives inclusion probabilities to weigh updates with."""
     return scenario.part("scheduler").inclusion_probabilities
 
 
 def scales_work(algorithm) -> bool:
-    """Whether the algorithm gives devices other work than a FedAvg round's (it has its own
-    ``work_units``), so computation times must be scaled."""
-    return getattr(type(algorithm), "work_units", None) is not Algorithm.work_units
+    """Whether the algorithm gives devices other work than a FedAvg round's, so computation times
+    must be scaled."""
+    return provides(algorithm, CountsWork)
 
 
 def applies_stale_updates(scenario) -> bool:
@@ -191,7 +257,6 @@ class FedAvg(Algorithm):
     """
 
     Options = FedAvgOptions
-    asynchronous = True
 
     def __init__(self, server_lr: float = 1.0, aggregation: str = "unbiased", data_sizes=None):
         if aggregation not in AGGREGATIONS:
@@ -308,7 +373,8 @@ class Safari(FedAvg):
     """
 
     Options = SafariOptions
-    asynchronous = False  # its server rounds are rounds: no stale updates
+    # its server rounds are rounds: it applies no stale updates (the contract's default: it cannot)
+    apply_updates = Algorithm.apply_updates
 
     def __init__(self, aux_indices: np.ndarray | None = None, server_lr: float | None = None,
                  server_steps: int | None = None, global_lr: float = 1.0, aggregation: str = "unbiased",

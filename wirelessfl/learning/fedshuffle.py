@@ -291,9 +291,8 @@ class FedShuffleGen(Algorithm):
         self.prev_params = x0.cpu().numpy()
 
     # ------------------------------------------------------------------------------------------
-    # event protocols (stale updates)
-
-    asynchronous = True  # without momentum, FedNova's tau_eff or cohort-wide work (see _Method.check)
+    # event protocols (stale updates: without momentum, FedNova's tau_eff or cohort-wide work; see
+    # _Method.check)
 
     def local_updates(self, trainer, devices: np.ndarray, round_idx: int):
         """The devices' deltas from the current model: their own steps and step sizes."""

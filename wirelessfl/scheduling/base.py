@@ -5,10 +5,11 @@ imports too; they are re-exported here."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Protocol
+from typing import Any, ClassVar, Protocol, runtime_checkable
 
 import numpy as np
 
+from ..capabilities import absent, provides
 from ..decisions import NO_TRAFFIC, Decision, ReportRequest, Reports, Traffic  # noqa: F401  (re-exported)
 
 
@@ -91,6 +92,8 @@ class Scheduler(Protocol):
 
     Required: ``from_scenario`` and ``decide``. Everything else is optional: subclass this protocol
     to inherit the defaults below (no options, no state, no probe, no queues, no dispatch rule).
+    Capabilities (wirelessfl.capabilities): :class:`Dispatches` (a dispatch rule, for fedbuff and
+    fedasync) and :class:`Probes` (reports asked for before deciding).
     """
 
     Options: ClassVar[type | None] = None
@@ -115,6 +118,7 @@ class Scheduler(Protocol):
     def check(cls, scenario, options) -> None:
         """Raise wirelessfl.config.ConfigError if the scenario cannot run with this scheduler."""
 
+    @absent
     def probe(self, state: RoundState) -> ReportRequest | None:
         """Reports wanted before ``decide`` (training runs deliver them to ``receive``); None: none.
         Their uplink cost is the decision's ``pre_upload_bits``."""
@@ -123,6 +127,7 @@ class Scheduler(Protocol):
     def receive(self, reports: Reports) -> None:
         """Reports asked for by ``probe`` or ``Decision.traffic.report_with_upload``."""
 
+    @absent
     def dispatch(self, state: DispatchState) -> Dispatch:
         """Under the event protocols (fedbuff, fedasync): which idle, available device(s) to start
         now, at most ``state.slots`` of them, and their transmit powers. A scheduler without this
@@ -174,6 +179,26 @@ def draw_devices(omega: np.ndarray, m: int, rng: np.random.Generator, replace: b
     return np.array(sorted(set(draws.tolist())), dtype=np.int64)
 
 
+@runtime_checkable
+class Dispatches(Protocol):
+    """A scheduler with a dispatch rule: it starts devices one free slot at a time (fedbuff, fedasync)."""
+
+    def dispatch(self, state: DispatchState) -> Dispatch:
+        """Which idle, available device(s) to start now, and their powers (see Scheduler)."""
+
+
+@runtime_checkable
+class Probes(Protocol):
+    """A scheduler that asks devices for reports before it decides (fair selection's losses and
+    gradients)."""
+
+    def probe(self, state: RoundState) -> ReportRequest | None:
+        """Reports wanted before ``decide`` (see Scheduler)."""
+
+    def receive(self, reports: Reports) -> None:
+        """The reports asked for (see Scheduler)."""
+
+
 def has_dispatch(cls: type) -> bool:
-    """Whether a scheduler class has a dispatch rule of its own (not the protocol's default)."""
-    return getattr(cls, "dispatch", None) is not Scheduler.dispatch
+    """Whether a scheduler (or its class) has a dispatch rule of its own (:class:`Dispatches`)."""
+    return provides(cls, Dispatches)

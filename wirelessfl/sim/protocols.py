@@ -79,7 +79,7 @@ class RoundProtocol(Protocol):
     @classmethod
     def stale_updates(cls, options) -> bool:
         """Whether runs apply updates computed from an older model (the algorithm must then be
-        able to: ``Algorithm.asynchronous``)."""
+        able to: wirelessfl.learning.algorithms.AppliesStaleUpdates)."""
         return cls.event_driven and not cls.round_based
 
     def start(self, server) -> None:
@@ -109,11 +109,12 @@ class RoundProtocol(Protocol):
 
 def _require_stale_updates(scenario, name: str) -> None:
     """ConfigError unless the scenario's algorithm can apply updates computed from older models."""
-    algorithm = scenario.part("algorithm")
-    if not getattr(algorithm, "asynchronous", False):
+    from ..learning.algorithms import can_apply_stale_updates
+
+    if not can_apply_stale_updates(scenario.part("algorithm")):
         raise ConfigError(f"learning.algorithm = {scenario.learning.algorithm!r}: cannot apply updates computed "
                           f"from an older model, which protocol.name = {name!r} does; use fedavg (or another "
-                          "algorithm that sets asynchronous = True), or protocol.name = 'sync'")
+                          "algorithm that implements local_updates and apply_updates), or protocol.name = 'sync'")
 
 
 def _require_dispatch(scenario, name: str) -> None:
