@@ -274,3 +274,222 @@ def test_a_run_whose_devices_are_never_available_stops_as_stalled(monkeypatch):
     sc = dataclasses.replace(sc, devices=dataclasses.replace(sc.devices, p_off_to_on=1e-12))
     with pytest.raises(EventStall, match=r"^devices: no device was in flight for 200 availability steps in a row"):
         simulate(sc, progress=False)
+
+
+# ---------------------------------------------------------------------------------------------
+# plug-in outputs checked where they enter
+
+PARTS = textwrap.dedent('''
+    import numpy as np
+    import torch
+    from torch import nn
+
+    from wirelessfl.learning import Dataset, DatasetLoader, Partitioner
+
+    def arrays(nan=False, n=80, features=6):
+        rng = np.random.default_rng(0)
+        x = rng.normal(size=(n, features)).astype(np.float32)
+        y = rng.integers(0, 3, size=n)
+        if nan:
+            x[5, 2] = np.nan
+        return x, y
+
+    class Tiny(DatasetLoader):
+        def __init__(self, options=None):
+            pass
+
+        @classmethod
+        def from_scenario(cls, scenario, options):
+            return cls()
+
+        @classmethod
+        def shape(cls, scenario, options):
+            return (6,), 3
+
+        def load(self):
+            x, y = arrays()
+            return Dataset.from_arrays("tiny", x[:60], y[:60], x[60:], y[60:], 3)
+
+    class WithNaN(Tiny):
+        def load(self):
+            x, y = arrays(nan=True)
+            return Dataset.from_arrays("nan", x[:60], y[:60], x[60:], y[60:], 3)
+
+    class Misdeclared(Tiny):
+        @classmethod
+        def shape(cls, scenario, options):
+            return (7,), 3
+
+    class NoParameters(nn.Module):
+        def __init__(self, input_shape, num_classes):
+            super().__init__()
+            self.layers = [nn.Linear(input_shape[0], num_classes)]  # a plain list: not registered
+
+        def forward(self, x):
+            return self.layers[0](x)
+
+    class ThreeLogits(nn.Module):
+        def __init__(self, input_shape, num_classes):
+            super().__init__()
+            self.fc = nn.Linear(input_shape[0], 2)
+
+        def forward(self, x):
+            return self.fc(x)
+
+    class Miscounted(nn.Module):
+        def __init__(self, input_shape, num_classes):
+            super().__init__()
+            self.fc = nn.Linear(input_shape[0], num_classes)
+
+        @staticmethod
+        def parameter_count(input_shape, num_classes):
+            return 1000
+
+        def forward(self, x):
+            return self.fc(x)
+
+    class GivesNone(Partitioner):
+        def __init__(self, options=None):
+            pass
+
+        @classmethod
+        def from_scenario(cls, scenario, options):
+            return cls()
+
+        def split(self, labels, num_devices, rng, num_classes=None):
+            return None
+
+    class GivesRagged(GivesNone):
+        def split(self, labels, num_devices, rng, num_classes=None):
+            return [np.zeros((2, 2), dtype=int)] * num_devices
+
+    class Exits(nn.Module):
+        def __init__(self, input_shape, num_classes):
+            raise SystemExit(3)
+''')
+
+
+@pytest.fixture
+def parts_folder(tmp_path):
+    (tmp_path / "my_parts.py").write_text(PARTS)
+    return tmp_path
+
+
+def _training(folder: Path, **learning) -> dict:
+    table = {"dataset": "my_parts:Tiny", "model": "logreg", "partition": "iid", "samples_per_device": 10,
+             "local_steps": 2, "batch_size": 4, "eval_train_samples": 20, **learning}
+    return {"plugin_path": [str(folder)], "run": {"rounds": 2}, "devices": {"count": 4},
+            "scheduler": {"name": "uniform", "m": 2}, "learning": table}
+
+
+@pytest.mark.parametrize("learning, error, words", [
+    ({"model": "my_parts:NoParameters"}, ConfigError,
+     "learning.model = 'my_parts:NoParameters': the module it built has no parameters to train"),
+    ({"model": "my_parts:ThreeLogits"}, ConfigError,
+     "learning.model = 'my_parts:ThreeLogits': a batch of 2 inputs gave output (2, 2); it must give logits of "
+     "shape (batch, num_classes) = (2, 3)"),
+    ({"model": "my_parts:Miscounted"}, ConfigError,
+     "learning.model = 'my_parts:Miscounted': parameter_count() says 1,000 parameters and the module it builds has 21"),
+    ({"partition": "my_parts:GivesNone"}, "DatasetError",
+     "learning.partition = 'my_parts:GivesNone': returned None; it must return one list of sample indices per device"),
+    ({"partition": "my_parts:GivesRagged"}, "DatasetError",
+     "learning.partition = 'my_parts:GivesRagged': device 0's indices have shape (2, 2): one flat list each"),
+    ({"dataset": "my_parts:WithNaN"}, "DatasetError",
+     "learning.dataset = 'my_parts:WithNaN': train sample 5 has a feature that is not finite"),
+    ({"dataset": "my_parts:Misdeclared"}, "DatasetError",
+     "learning.dataset = 'my_parts:Misdeclared': shape() declares inputs (7,) and 3 classes, and load() gave inputs "
+     "(6,) and 3 classes"),
+])
+def test_a_plug_in_s_output_is_checked_where_it_enters(parts_folder, learning, error, words):
+    from wirelessfl.learning import DatasetError
+
+    expected = DatasetError if error == "DatasetError" else error
+    with pytest.raises(expected) as err:
+        simulate(from_dict(_training(parts_folder, **learning)), progress=False)
+    assert str(err.value).startswith(words) and "\n" not in str(err.value), str(err.value)
+
+
+def test_the_plug_in_checks_pass_a_sound_plug_in(parts_folder):
+    res = simulate(from_dict(_training(parts_folder)), progress=False)
+    assert res.summary["status"] == "complete" and np.isfinite(res.summary["final_accuracy"])
+
+
+def test_system_exit_in_a_plug_in_is_reported_in_one_line(parts_folder):
+    (parts_folder / "s.toml").write_text(
+        '[run]\nrounds = 2\n[devices]\ncount = 4\n[scheduler]\nname = "uniform"\nm = 2\n'
+        '[learning]\ndataset = "my_parts:Tiny"\nmodel = "my_parts:Exits"\npartition = "iid"\nsamples_per_device = 10\n')
+    proc = cli("run", "s.toml", "--no-progress", cwd=parts_folder)
+    assert proc.returncode != 0
+    error_lines = [line for line in proc.stderr.splitlines() if line.startswith("wirelessfl")]
+    assert len(error_lines) == 1 and proc.returncode == 1, proc.stderr
+    assert "PartError: module my_parts (my_parts.py:" in error_lines[0] and "called sys.exit(3)" in error_lines[0]
+
+
+DIVERGING = textwrap.dedent('''
+    import math
+
+    import torch
+
+    from wirelessfl.learning import FedAvg
+
+    class BadState(FedAvg):
+        """Keeps a per-device state that turns NaN, and a model that follows it."""
+
+        def round(self, trainer, selected, q, num_devices, round_idx):
+            state = trainer.device_state("memory", 1)
+            state[[1]] = torch.full((1, 1), math.nan)
+            out = super().round(trainer, selected, q, num_devices, round_idx)
+            trainer.params = trainer.params + state[[1]].sum()
+            return out
+
+    class BadAggregate(FedAvg):
+        """Finite local updates, then an aggregation that overflows."""
+
+        def round(self, trainer, selected, q, num_devices, round_idx):
+            out = super().round(trainer, selected, q, num_devices, round_idx)
+            trainer.params = trainer.params * 1e308 * 1e308
+            return out
+''')
+
+
+@pytest.mark.parametrize("learning, words", [
+    ({"lr": 1e6, "model": "mlp"}, "the local update of device 0 (round 0) was the first value that was not finite"),
+    ({"algorithm": "diverging:BadState"}, "device 1's state 'memory' is not finite"),
+    ({"algorithm": "diverging:BadAggregate"}, "the local updates were finite and the aggregation of "
+                                              "learning.algorithm = 'diverging:BadAggregate' made the model non-finite"),
+])
+def test_a_divergence_says_where_the_first_value_that_was_not_finite_appeared(parts_folder, learning, words):
+    from wirelessfl import TrainingDiverged
+
+    (parts_folder / "diverging.py").write_text(DIVERGING)
+    data = _training(parts_folder, **learning)
+    data["learning"]["local_steps"] = 20
+    with pytest.raises(TrainingDiverged) as err:
+        simulate(from_dict(data), progress=False)
+    text = str(err.value)
+    assert "training diverged in round" in text and words in text and "\n" not in text, text
+    if "lr" not in learning:
+        assert "learning.lr" not in text  # not blamed for what it did not cause
+    else:
+        assert "try a smaller learning.lr (now 1e+06)" in text
+
+
+def test_a_checkpoint_whose_model_is_not_finite_is_refused_in_one_line(parts_folder, monkeypatch):
+    import torch
+
+    from fakes import interrupted
+    from wirelessfl import resume
+    from wirelessfl.sim.checkpoint import ResumeError, load_checkpoint, save_checkpoint
+
+    data = _training(parts_folder)
+    data["run"] = {"rounds": 6, "checkpoint_every": 2}
+    interrupted(from_dict(data), parts_folder / "cut", monkeypatch, after=3)
+    path = parts_folder / "cut" / "checkpoint.pt"
+    state = load_checkpoint(path)
+    state["learner"]["params"] = torch.full_like(state["learner"]["params"], float("nan"))
+    save_checkpoint(path, state)  # written whole, as by a run: only its model is not finite
+    before = (parts_folder / "cut" / "rounds.csv").read_bytes()
+    with pytest.raises(ResumeError, match=r"checkpoint.pt: the model in it is not finite") as err:
+        resume(parts_folder / "cut", progress=False)
+    assert "\n" not in str(err.value) and "learning.lr" not in str(err.value)
+    assert (parts_folder / "cut" / "rounds.csv").read_bytes() == before

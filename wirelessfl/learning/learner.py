@@ -115,7 +115,7 @@ def _check_dataset(scenario, data) -> None:
             raise DatasetError(f"{where}: {split} features of shape {tuple(x.shape)} and {y.numel()} labels do not "
                                f"fit Dataset.input_shape = {shape}: one row of that shape per label")
         if x.is_floating_point() and not bool(torch.isfinite(x).all()):
-            row = int(torch.nonzero(~torch.isfinite(x.reshape(x.shape[0], -1)).any(dim=1))[0])
+            row = int(torch.nonzero(~torch.isfinite(x.reshape(x.shape[0], -1)).all(dim=1))[0])
             raise DatasetError(f"{where}: {split} sample {row} has a feature that is not finite (NaN or inf)")
         if y.numel() and (int(y.min()) < 0 or int(y.max()) >= int(data.num_classes)):
             raise DatasetError(f"{where}: {split} labels must lie in [0, {data.num_classes}) (Dataset.num_classes)")

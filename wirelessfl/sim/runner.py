@@ -20,6 +20,7 @@ import numpy as np
 from .. import rng as rngs
 from ..config import ConfigError, Scenario
 from ..config.limits import check_upload
+from ..plugins import PartError
 from ..devices import WorkScaledCompute, build_availability
 from ..access import Link, check_scheme
 from ..fading import block_fading
@@ -58,6 +59,21 @@ def read_run_file(run_dir: Path | None, name: str) -> pd.DataFrame:
     if path is None or not path.exists() or path.stat().st_size == 0:
         return pd.DataFrame()
     return read_table(path)
+
+
+def exited_in(exc: BaseException) -> str:
+    """Who raised ``exc`` (a SystemExit): the module of the deepest frame outside this package and
+    Python's own library, as "module my_parts (my_parts.py:12)"; "a part" when none is."""
+    import sysconfig
+    import traceback
+
+    package = str(Path(__file__).resolve().parents[1])
+    library = {str(Path(sysconfig.get_paths()[k]).resolve()) for k in ("stdlib", "platstdlib")}
+    for frame, line in reversed(list(traceback.walk_tb(exc.__traceback__))):
+        name = str(Path(frame.f_code.co_filename).resolve())
+        if not name.startswith(package) and not any(name.startswith(lib) for lib in library):
+            return f"module {frame.f_globals.get('__name__', '?')} ({Path(name).name}:{line})"
+    return "a part"
 
 
 class RunResult:
@@ -128,6 +144,12 @@ class Run:
     """One run's parts (engine, scheduler, algorithm, learner, recorder) wired together."""
 
     def __init__(self, scenario: Scenario, run_dir: Path | None, progress: bool):
+        try:
+            self._build(scenario, run_dir, progress)
+        except SystemExit as exc:  # a part's sys.exit() fails the run; it does not end the program
+            raise PartError(f"{exited_in(exc)} called sys.exit({exc.code!r}) while the run was built") from None
+
+    def _build(self, scenario: Scenario, run_dir: Path | None, progress: bool) -> None:
         self.scenario, self.run_dir = scenario, run_dir
         rc, lc, dc, n = scenario.run, scenario.learning, scenario.devices, scenario.devices.count
         self.algorithm = scenario.part("algorithm").from_scenario(scenario, scenario.options("algorithm"))
@@ -315,7 +337,7 @@ class Run:
         except BaseException as exc:  # record what happened, keep what was written, then re-raise
             status = "interrupted" if isinstance(exc, KeyboardInterrupt) else "failed"
             # a part's sys.exit() fails the run; it does not end the program
-            failure = RuntimeError(f"a part called sys.exit({exc.code!r}) during the run") \
+            failure = PartError(f"{exited_in(exc)} called sys.exit({exc.code!r}) during the run") \
                 if isinstance(exc, SystemExit) else exc
             error = f"{type(failure).__name__}: {failure}"
             if status == "failed" and self.run_dir is not None:  # the whole story, beside the one line
