@@ -253,22 +253,22 @@ def refuse_links(folder: Path, names) -> None:
             raise _refusal(path, problem)
 
 
-def open_scratch_array(path: Path, dtype, shape: tuple[int, ...]):
-    """A new zero-filled numpy array memory-mapped in ``path`` (an .npy file), created in place of
-    whatever regular file was there; a link or a FIFO there is refused (numpy's own open_memmap
-    follows links)."""
+def open_scratch_array(folder: Path, name: str, dtype, shape: tuple[int, ...]):
+    """A new zero-filled numpy array memory-mapped in a scratch file of ``folder`` that has no name:
+    created exclusively under a fresh name and unlinked at once, so that no link planted in the
+    folder is ever written through, nothing in the folder changes, and the kernel frees its space
+    when the process ends, even by SIGKILL (the array lives while it is mapped). ``name``: a hint
+    for the moment it has a name."""
     import numpy as np
 
-    fd = _open_file(Path(path), os.O_RDWR | os.O_CREAT | os.O_TRUNC)
+    fd, tmp = tempfile.mkstemp(dir=Path(folder), prefix=f".{name}.", suffix=".scratch")
+    os.unlink(tmp)
     with os.fdopen(fd, "r+b") as fh:
-        header = {"descr": np.lib.format.dtype_to_descr(np.dtype(dtype)), "fortran_order": False,
-                  "shape": tuple(int(n) for n in shape)}
-        np.lib.format.write_array_header_2_0(fh, header)
-        offset = fh.tell()
-        fh.flush()
-        if not int(np.prod(shape)):
+        nbytes = int(np.prod(shape, dtype=np.int64)) * np.dtype(dtype).itemsize
+        if not nbytes:
             return np.zeros(shape, dtype=dtype)
-        return np.memmap(fh, dtype=dtype, mode="r+", shape=tuple(shape), offset=offset)
+        os.ftruncate(fd, nbytes)  # sparse: zeros, and disk is used only where rows are written
+        return np.memmap(fh, dtype=dtype, mode="r+", shape=tuple(shape))
 
 
 class FileDigest:

@@ -228,6 +228,8 @@ def run_variants(scenario: Scenario, out_dir: str | Path | None = None, progress
     out = Path(out_dir) if out_dir is not None else None
     if out is not None:
         check_output_folder(out)
+        if out.is_dir():  # the scenario's own files: never read nor written through a link
+            refuse_links(out, ("scenario.toml", "index.json"))
         family = out / "scenario.toml"
         if family.exists() and not overwrite and not _same_family(family, scenario):
             raise OutputExists(f"{out}: holds the runs of another scenario; choose another output folder (--out, "
@@ -278,6 +280,7 @@ def resume_variants(out_dir: str | Path, progress: bool = True,
     the ones never started run; index.json is written again. ``notice`` receives the notices
     (default: warnings.warn)."""
     out = Path(out_dir)
+    refuse_links(out, ("scenario.toml", "index.json"))  # read, and index.json written again
     try:
         scenario = load_scenario(out / "scenario.toml")
     except ConfigError as exc:

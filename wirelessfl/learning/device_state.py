@@ -8,8 +8,10 @@ vectors have (``(width,)`` for an int, ``(k, width)`` for k indices), and ``stat
 stores them.
 
 Where it lives: in memory, or, when the run has a folder and the array is larger than
-``MEMMAP_BYTES``, memory-mapped in ``<run>/device_state/<name>.live`` (a scratch file, rebuilt on
-resume), so that N x d states larger than memory still run.
+``MEMMAP_BYTES``, memory-mapped in a scratch file of ``<run>/device_state`` that has no name (made
+and unlinked at once: nothing can be planted where it is written, and its space goes back when the
+process ends, even killed; a resume rebuilds it from the journal), so that N x d states larger than
+memory still run.
 
 How it is checkpointed: a checkpoint does not copy the array. Each checkpoint appends the rows
 written since the previous one to ``<run>/device_state/<name>.g<k>.journal`` (a segment: row
@@ -53,7 +55,7 @@ class DeviceState:
         nbytes = self.num_devices * self.width * 4
         if folder is not None and nbytes > MEMMAP_BYTES:
             make_folder(folder)
-            self.array = open_scratch_array(folder / f"{name}.live", np.float32, (self.num_devices, self.width))
+            self.array = open_scratch_array(folder, name, np.float32, (self.num_devices, self.width))
         else:
             self.array = np.zeros((self.num_devices, self.width), dtype=np.float32)
         self._rows = torch.from_numpy(self.array)  # shares the array's memory (or the mapped file's)
