@@ -493,3 +493,30 @@ def test_a_checkpoint_whose_model_is_not_finite_is_refused_in_one_line(parts_fol
         resume(parts_folder / "cut", progress=False)
     assert "\n" not in str(err.value) and "learning.lr" not in str(err.value)
     assert (parts_folder / "cut" / "rounds.csv").read_bytes() == before
+
+
+@pytest.mark.parametrize("options, words", [
+    ({"V": 1e308}, "scheduler.V = 1e+308: must be <= 1e+100"),
+    ({"lam": 1e308}, "scheduler.V = 100, scheduler.lam = 1e+308: their product (inf)"),
+    ({"age_weight": 1e308}, "scheduler.V = 100, scheduler.age_weight = 1e+308: their product (inf)"),
+    ({"V": 1e99, "lam": 100.0}, "scheduler.V = 1e+99, scheduler.lam = 100: their product (1e+101)"),
+])
+@pytest.mark.parametrize("protocol", [{"name": "sync"}, _FEDBUFF])
+def test_lyapunov_weights_whose_costs_overflow_are_refused_instead_of_scheduling_nobody(options, words, protocol):
+    data = {**json.loads(json.dumps(_SMALL)), "scheduler": {"name": "lyapunov", "m": 2, **options},
+            "protocol": protocol}
+    with pytest.raises(ConfigError) as err:
+        from_dict(data)
+    assert str(err.value).startswith(words) and "\n" not in str(err.value)
+    data["scheduler"] = {"name": "lyapunov", "m": 2, "V": 1e100, "lam": 1.0, "age_weight": 1.0}  # at the bound: runs
+    assert simulate(from_dict(data), progress=False).summary["uploads"] > 0
+
+
+def test_the_price_of_airtime_that_overflows_is_an_error_not_an_empty_schedule():
+    from types import SimpleNamespace
+
+    from wirelessfl.scheduling.pricing import priced_power_and_airtime
+
+    state = SimpleNamespace(access=None, bandwidth_hz=1e-300, noise_power=1.0, model_bits=1e10)
+    with pytest.raises(ConfigError, match=r"^scheduler.V = 1e\+50, scheduler.lam = 1e\+50: the price of airtime"):
+        priced_power_and_airtime(state, np.ones(3), np.zeros(3), np.full(3, 10.0), V=1e50, lam=1e50, k=1, rule="exact")

@@ -39,6 +39,14 @@ def dispatch_costs(state: DispatchState, queue: np.ndarray, p_max: np.ndarray, *
                                               k=max(in_flight, 1), rule=rule)
     cost = airtime + queue * power - V * mu * (state.version - state.last_applied)
     eligible = ~state.busy if state.available is None else state.available & ~state.busy
+    bad = np.flatnonzero(eligible & np.isfinite(airtime) & ~np.isfinite(cost))
+    if bad.size:  # an overflowed age term would leave the device out as if it could not send
+        from ..fields import ConfigError
+
+        i = int(bad[0])
+        raise ConfigError(f"scheduler.V = {V:g}, scheduler.age_weight = {mu:g}: device {i}'s dispatch cost is "
+                          f"{float(cost[i])!r} (age {int(state.version - state.last_applied[i])}), not a finite number; "
+                          "choose smaller V or age_weight")
     return np.where(eligible, cost, np.inf), power
 
 

@@ -39,11 +39,28 @@ def priced_power_and_airtime(state, gains: np.ndarray, queue: np.ndarray, p_max:
     if state.access is not None:
         power = state.access.transmit_power(gains, power)
     if price.fixed_s is not None:
+        _finite(V * lam * price.fixed_s, power, V, lam, f"the joint upload's {price.fixed_s:g} s")
         return power, np.where(power > 0, V * lam * price.fixed_s, np.inf)
     # ln(1 + snr), accurate for tiny snr; c / log2(1 + snr) = c ln2 / ln(1 + snr).
     rate = np.log1p(gains * (power / price.noise_power))
     c = V * lam * state.model_bits / price.bandwidth_hz * _LN2
+    _finite(c, power, V, lam, f"{state.model_bits:g} bits on {price.bandwidth_hz:g} Hz")
     if c == 0.0:
         return power, np.where(rate > 0, 0.0, np.inf)
     with np.errstate(divide="ignore", over="ignore"):
         return power, c / rate  # rate 0 (no power, or below rounding): +inf
+
+
+def _finite(price: float, power: np.ndarray, V: float, lam: float, what: str) -> None:
+    """ConfigError naming V and lam when the price of airtime, or a power, is not a finite number:
+    every device would be left out as if it could not send, and the run would schedule nobody and
+    say nothing."""
+    bad = np.flatnonzero(~np.isfinite(power))
+    if math.isfinite(price) and not bad.size:
+        return
+    from ..fields import ConfigError
+
+    where = f"the power of device {int(bad[0])} is {float(power[bad[0]])!r}" if bad.size else \
+        f"the price of airtime, V lam x {what}, is {price!r}"
+    raise ConfigError(f"scheduler.V = {V:g}, scheduler.lam = {lam:g}: {where}, not a finite number; choose smaller "
+                      "V or lam (costs must stay finite, or nobody is ever scheduled)")

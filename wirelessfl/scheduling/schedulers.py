@@ -17,7 +17,7 @@ import numpy as np
 
 from dataclasses import dataclass
 
-from ..fields import option, require_memory
+from ..fields import ConfigError, option, require_memory
 from .base import Decision, Dispatch, DispatchState, RoundState, Scheduler, inclusion_probability
 from .dispatch import DispatchQueues
 from .power import POWER_RULES, check_gains
@@ -110,12 +110,18 @@ class UniformOptions:
                                "paper's client sampling, docs/papers/safari.md)")
 
 
+MAX_WEIGHT = 1e100
+"""V, V lam and V age_weight at most this: the costs they weigh, and the exact solver's squares of
+them, stay finite numbers (at 1e250 the solver's Newton steps divide by zero; at 1e308 every cost is
+infinite and nobody is ever scheduled)."""
+
+
 @dataclass(frozen=True)
 class LyapunovOptions:
     """Options of the drift-plus-penalty scheduler (docs/papers/lyapunov.md)."""
 
     m: int = option(10, ge=1, doc="draws with replacement per round")
-    V: float = option(100.0, gt=0, doc="drift-plus-penalty trade-off")
+    V: float = option(100.0, gt=0, le=1e100, doc="drift-plus-penalty trade-off")
     lam: float = option(100.0, ge=0, doc="weight of airtime against 1/q in the objective")
     power_rule: str = option("exact", choices=POWER_RULES, doc="exact: the minimiser; paper: the printed rule")
     solver: str = option("exact", choices=SELECTION_METHODS, doc="exact KKT solver or pymanopt on the simplex")
@@ -233,8 +239,15 @@ class LyapunovScheduler(Scheduler):
 
     @classmethod
     def check(cls, scenario, options: LyapunovOptions) -> None:
-        """m draws a round must fit in memory."""
+        """m draws a round must fit in memory; the weights of the costs must multiply to finite numbers
+        (V lam and V age_weight at 1e308 overflow: every cost infinite, nobody ever scheduled)."""
         require_memory("scheduler.m", options.m, 24.0 * options.m, f"drawing {options.m} devices a round")
+        for name, weight in (("lam", options.lam), ("age_weight", options.age_weight)):
+            if not options.V * weight <= MAX_WEIGHT:
+                raise ConfigError(f"scheduler.V = {options.V:g}, scheduler.{name} = {weight:g}: their product "
+                                  f"({options.V * weight:.3g}) leaves no room for the costs it weighs (an airtime, an "
+                                  "age) and the solver's squares of them to stay finite numbers, and no device would "
+                                  f"be scheduled; keep V x {name} at most {MAX_WEIGHT:g}")
 
     @classmethod
     def from_scenario(cls, scenario, options: LyapunovOptions) -> "LyapunovScheduler":
