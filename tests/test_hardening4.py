@@ -520,3 +520,54 @@ def test_the_price_of_airtime_that_overflows_is_an_error_not_an_empty_schedule()
     state = SimpleNamespace(access=None, bandwidth_hz=1e-300, noise_power=1.0, model_bits=1e10)
     with pytest.raises(ConfigError, match=r"^scheduler.V = 1e\+50, scheduler.lam = 1e\+50: the price of airtime"):
         priced_power_and_airtime(state, np.ones(3), np.zeros(3), np.full(3, 10.0), V=1e50, lam=1e50, k=1, rule="exact")
+
+
+# ---------------------------------------------------------------------------------------------
+# Flower strategies: what aggregate_fit returns and what configure_fit asks for
+
+STRATEGIES = textwrap.dedent('''
+    from flwr.common import FitIns
+    from flwr.server.strategy import FedAvg
+
+    class Garbage(FedAvg):
+        def aggregate_fit(self, server_round, results, failures):
+            return "not a pair of parameters and metrics"
+
+    class NotParameters(FedAvg):
+        def aggregate_fit(self, server_round, results, failures):
+            return [1.0, 2.0], {}
+
+    class Endless(FedAvg):
+        def configure_fit(self, server_round, parameters, client_manager):
+            return [(c, FitIns(parameters, {"local_steps": 10 ** 12})) for c in client_manager.all().values()]
+''')
+
+
+def _flower(folder: Path, algorithm: str, options=None) -> dict:
+    data = _training(folder, algorithm=algorithm)
+    data["learning"]["options"] = options or {}
+    return data
+
+
+@pytest.mark.parametrize("algorithm, options, error, words", [
+    ("strategies:Garbage", None, "PartError", "learning.algorithm = Garbage: aggregate_fit (round 1) returned str 'not a "
+                                              "pair of parameters and metrics'; Flower's contract is a pair"),
+    ("strategies:NotParameters", None, "PartError", "learning.algorithm = NotParameters: aggregate_fit (round 1) "
+                                                    "returned list [1.0, 2.0] as the parameters"),
+    ("strategies:Endless", None, ConfigError, "Endless's fit config local_steps = 1000000000000: at most 1,000,000 "
+                                              "local steps of a device in a round"),
+    ("flwr.server.strategy:FedAdam", {"eta": 1e308}, "TrainingDiverged",
+     "training diverged in round 0: the model is no longer finite: FedAdam.aggregate_fit returned parameters that are "
+     "not finite from finite local models; check the strategy's options"),
+])
+def test_a_flower_strategy_s_output_is_checked_where_it_enters(parts_folder, algorithm, options, error, words):
+    pytest.importorskip("flwr")
+    from wirelessfl import TrainingDiverged
+    from wirelessfl.plugins import PartError
+
+    (parts_folder / "strategies.py").write_text(STRATEGIES)
+    expected = {"PartError": PartError, "TrainingDiverged": TrainingDiverged}.get(error, error)
+    with pytest.raises(expected) as err:
+        simulate(from_dict(_flower(parts_folder, algorithm, options)), progress=False)
+    assert str(err.value).startswith(words) and "\n" not in str(err.value), str(err.value)
+    assert "learning.lr" not in str(err.value)

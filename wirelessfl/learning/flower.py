@@ -32,6 +32,7 @@ import numpy as np
 
 from ..fields import ConfigError
 from ..plugins import PluginError
+from . import TrainingDiverged
 from .algorithms import Algorithm
 
 if TYPE_CHECKING:
@@ -122,7 +123,7 @@ class FlowerStrategy(Algorithm):
         except Exception as exc:  # whatever the strategy's constructor refuses
             raise ConfigError(f"learning.options: {name}({', '.join(f'{k}={v!r}' for k, v in arguments.items())}) "
                               f"fails: {type(exc).__name__}: {exc}".replace("\n", " ")) from None
-        if scenario.part("access").over_the_air:
+        if scenario.facts.over_the_air:
             raise ConfigError(f"learning.algorithm: {name} aggregates the devices' models one by one, and "
                               f"link.access = {scenario.link.access!r} delivers only their sum; use another access scheme")
 
@@ -180,11 +181,41 @@ class FlowerStrategy(Algorithm):
         results = [(proxy, FitRes(status=ok, parameters=ndarrays_to_parameters([model.cpu().numpy()]),
                                   num_examples=int(trainer.data_sizes[n]), metrics={}))
                    for proxy, n, model in zip(proxies, devices, models)]
-        aggregated, _ = self.strategy.aggregate_fit(server_round, results, [])
+        aggregated = self._aggregated(self.strategy.aggregate_fit(server_round, results, []), server_round, trainer)
         if aggregated is not None:  # None: the strategy keeps the model (Flower's convention)
-            new = _flat(parameters_to_ndarrays(aggregated), trainer.num_params).to(x.device)
+            new = aggregated.to(x.device)
             trainer.aggregate((new - x)[None], [1.0])
         return {"num_trained": int(devices.size)}
+
+    def _aggregated(self, returned, server_round: int, trainer: "Trainer"):
+        """aggregate_fit's return, checked at the seam: a pair (Parameters or None, metrics dict) whose
+        parameters are the model's size and finite (from finite updates: otherwise the strategy's own
+        arithmetic, e.g. FedAdam's eta, made them so). The flat model, or None."""
+        from flwr.common import Parameters, parameters_to_ndarrays
+
+        from ..plugins import PartError
+
+        where = f"learning.algorithm = {self.strategy_class.__name__}: aggregate_fit (round {server_round})"
+        if not isinstance(returned, tuple) or len(returned) != 2:
+            raise PartError(f"{where} returned {_shown(returned)}; Flower's contract is a pair "
+                            "(Parameters or None, dict of metrics)")
+        aggregated = returned[0]
+        if aggregated is None:
+            return None
+        if not isinstance(aggregated, Parameters):
+            raise PartError(f"{where} returned {_shown(aggregated)} as the parameters; Flower's contract is a "
+                            "Parameters (flwr.common.ndarrays_to_parameters) or None")
+        try:
+            arrays = parameters_to_ndarrays(aggregated)
+            flat = _flat(arrays, trainer.num_params)
+        except Exception as exc:  # bytes that are not NumPy arrays, a wrong size
+            raise PartError(f"{where}: its parameters cannot be read as the model's: {exc}") from None
+        if not bool(flat.isfinite().all()) and trainer.nonfinite_local is None:
+            raise TrainingDiverged(f"training diverged in round {server_round - 1}: the model is no longer finite: "
+                                   f"{self.strategy_class.__name__}.aggregate_fit returned parameters that are not "
+                                   "finite from finite local models; check the strategy's options in "
+                                   "[learning.options] (a server step size such as eta)")
+        return flat
 
     def _fit_config(self, server_round: int, x, proxies: list) -> dict:
         from flwr.common import ndarrays_to_parameters
@@ -199,11 +230,23 @@ class FlowerStrategy(Algorithm):
         return config
 
     def _local_updates(self, trainer: "Trainer", devices: np.ndarray, round_idx: int, config: dict):
+        from ..config.limits import check_local_steps
+
         lr = config.get("lr", config.get("learning_rate"))
         steps = config.get("local_steps")
+        name = f"{self.strategy_class.__name__}'s fit config"
+        if steps is not None:
+            check_local_steps(steps, f"{name} local_steps")
         if "local_epochs" in config:  # epochs over each device's data in minibatches of B
             sizes = trainer.data_sizes[devices]
+            check_local_steps(config["local_epochs"], f"{name} local_epochs")
             steps = [int(config["local_epochs"]) * max(math.ceil(s / trainer.batch_size), 1) for s in sizes]
+            check_local_steps(max(steps, default=0), f"{name} local_epochs x batches of the largest device")
+        if lr is not None and not (isinstance(lr, (int, float)) and not isinstance(lr, bool)
+                                   and math.isfinite(lr) and lr > 0):
+            from ..fields import ConfigError
+
+            raise ConfigError(f"{name} lr = {lr!r}: must be a finite number > 0")
         mu = float(config.get("proximal_mu", 0.0))
         direction = (lambda g, y, x0, anchor: g + mu * (y - x0)) if mu else None
         return trainer.local_updates(devices, round_idx, local_steps=steps,
@@ -254,6 +297,12 @@ class FlowerStrategy(Algorithm):
                 np.random.set_state(outer)
 
         return call
+
+
+def _shown(value) -> str:
+    """A value in a message: its type, and its text cut short."""
+    text = repr(value)
+    return f"{type(value).__name__} {text[:60]}{'...' if len(text) > 60 else ''}"
 
 
 def _kind_of(value) -> str | None:
