@@ -571,3 +571,20 @@ def test_a_flower_strategy_s_output_is_checked_where_it_enters(parts_folder, alg
         simulate(from_dict(_flower(parts_folder, algorithm, options)), progress=False)
     assert str(err.value).startswith(words) and "\n" not in str(err.value), str(err.value)
     assert "learning.lr" not in str(err.value)
+
+
+# ---------------------------------------------------------------------------------------------
+# what a plug-in author and a new user met
+
+
+def test_an_integer_field_takes_a_whole_number_in_float_notation():
+    sc = from_dict({"run": {"rounds": 2e0, "timing_only": True}, "devices": {"count": 1e1},
+                    "link": {"model_bits": 1e6, "packet_bits": 1.5e4}})
+    assert (sc.run.rounds, sc.devices.count, sc.link.model_bits, sc.link.packet_bits) == (2, 10, 10 ** 6, 15000)
+    assert all(type(v) is int for v in (sc.run.rounds, sc.devices.count, sc.link.model_bits))
+    for bad, words in ((2.5, "run.rounds = 2.5: must be an integer"), (float("inf"), "run.rounds = inf: must be an "
+                                                                                    "integer"),
+                       (1e300, "run.rounds = 1e+300: must be a 64-bit integer")):
+        with pytest.raises(ConfigError, match="^" + words.replace("+", r"\+")):
+            from_dict({"run": {"rounds": bad}})
+    assert "model_bits = 1000000\n" in __import__("wirelessfl.config", fromlist=["dumps"]).dumps(sc)

@@ -90,10 +90,13 @@ def coerce(value: Any, hint: Any, path: str, base_dir: Path | None = None) -> An
             raise ConfigError(f"{path} = {show(value)}: must be true or false")
         return value
     if hint is int:
+        given = value
+        if isinstance(value, float) and value.is_integer():  # 1e6 as TOML writes it: a whole number, kept exact
+            value = int(value)
         if isinstance(value, bool) or not isinstance(value, int):
             raise ConfigError(f"{path} = {show(value)}: must be an integer")
         if not -2 ** 63 <= value < 2 ** 63:
-            raise ConfigError(f"{path} = {show(value)}: must be a 64-bit integer")
+            raise ConfigError(f"{path} = {show(given)}: must be a 64-bit integer")
         return value
     if hint is float:
         if isinstance(value, bool) or not isinstance(value, (int, float)):
