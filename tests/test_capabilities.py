@@ -136,3 +136,23 @@ def test_a_channel_moves_its_devices_when_it_has_a_mobility():
 
     assert not moving(Still()) and not provides(Still(), MovingDevices)
     assert moving(Roadside(mobility=object())) and not moving(Roadside(mobility=None))
+
+
+@pytest.mark.parametrize("tables, facts", [
+    ({"protocol": {"name": "sync"}}, (False, False, True, False)),
+    ({"protocol": {"name": "fedasync", "concurrency": 4}, "scheduler": {"name": "uniform"}}, (True, True, True, False)),
+    ({"protocol": {"name": "fedbuff", "concurrency": 4, "buffer": 2}, "scheduler": {"name": "uniform"}},
+     (True, False, True, False)),
+    ({"protocol": {"name": "semi_sync", "late": "drop"}, "link": {"access": "aircomp"}}, (False, False, True, True)),
+    ({"scheduler": {"name": "power_of_choice"}, "learning": {"aggregation": "mean"}}, (False, False, False, False)),
+])
+def test_a_scenarios_facts_are_what_its_parts_declare(tables, facts):
+    scenario = from_dict({"run": {"rounds": 2, "timing_only": True}, **tables})
+    f = scenario.facts
+    assert (f.stale_updates, f.mixes_device_models, f.inclusion_probabilities, f.over_the_air) == facts
+
+
+def test_scaffold_refuses_a_protocol_that_mixes_device_models():
+    with pytest.raises(ConfigError, match=r"^learning.algorithm = 'scaffold': protocol.name = 'fedasync' mixes"):
+        from_dict({"run": {"rounds": 2, "timing_only": True}, "learning": {"algorithm": "scaffold"},
+                   "protocol": {"name": "fedasync", "concurrency": 4}, "scheduler": {"name": "uniform"}})

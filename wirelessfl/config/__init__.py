@@ -17,11 +17,11 @@ model, the dataset and the partition; their options are its sub-tables ``model_o
 torch.
 """
 from .build import from_dict, load_scenario, parse_value
-from .tables import (ChannelConfig, DevicesConfig, LearningConfig, LinkConfig, PluginOptions, ProtocolConfig,
+from .tables import (ChannelConfig, DevicesConfig, Facts, LearningConfig, LinkConfig, PluginOptions, ProtocolConfig,
                      RunConfig, Scenario, SchedulerConfig)
 from .writing import dumps, to_dict
 from ..fields import ConfigError, FilePath, Power, option
 
-__all__ = ["ChannelConfig", "ConfigError", "DevicesConfig", "FilePath", "LearningConfig", "LinkConfig", "Power",
+__all__ = ["ChannelConfig", "ConfigError", "DevicesConfig", "Facts", "FilePath", "LearningConfig", "LinkConfig", "Power",
            "PluginOptions", "ProtocolConfig", "RunConfig", "Scenario", "SchedulerConfig", "dumps", "from_dict", "load_scenario",
            "option", "parse_value", "to_dict"]

@@ -373,6 +373,11 @@ class Scenario:
         """The class of the part of ``kind``."""
         return registry(kind).load(self.part_name(kind), self.plugin_path)
 
+    @property
+    def facts(self) -> "Facts":
+        """What this scenario's parts declare that other parts may depend on (:class:`Facts`)."""
+        return Facts.of(self)
+
     def options(self, kind: str):
         """The options of the part of ``kind``: its Options instance, or a dict."""
         opts = getattr(getattr(self, KINDS[kind].table), KINDS[kind].options_key)
@@ -411,3 +416,32 @@ class Scenario:
 SPECIAL = ("variants", "sweep")
 TABLES = {"run": RunConfig, "channel": ChannelConfig, "link": LinkConfig, "devices": DevicesConfig,
           "protocol": ProtocolConfig, "scheduler": SchedulerConfig, "learning": LearningConfig}
+
+
+@dataclass(frozen=True)
+class Facts:
+    """What a scenario's parts declare that other parts may depend on, each read from the part that
+    declares it, so that a part's ``check`` reads a fact rather than another part's class:
+
+    - stale_updates: the protocol applies updates computed from an older model
+      (``RoundProtocol.stale_updates``: fedbuff, fedasync, semi_sync carrying late uploads);
+    - mixes_device_models: the protocol moves the model toward each device's model rather than by
+      its delta (``RoundProtocol.keeps_start_model``: fedasync);
+    - inclusion_probabilities: the scheduler's Decision.q are the devices' inclusion probabilities
+      (``Scheduler.inclusion_probabilities``; fair selection picks its devices itself);
+    - over_the_air: the uplink delivers only the sum of the updates sent together
+      (``AccessScheme.over_the_air``: aircomp).
+    """
+
+    stale_updates: bool
+    mixes_device_models: bool
+    inclusion_probabilities: bool
+    over_the_air: bool
+
+    @classmethod
+    def of(cls, scenario: Scenario) -> "Facts":
+        protocol = scenario.part("protocol")
+        return cls(stale_updates=bool(protocol.stale_updates(scenario.options("protocol"))),
+                   mixes_device_models=bool(getattr(protocol, "keeps_start_model", False)),
+                   inclusion_probabilities=bool(getattr(scenario.part("scheduler"), "inclusion_probabilities", True)),
+                   over_the_air=bool(getattr(scenario.part("access"), "over_the_air", False)))

@@ -203,9 +203,6 @@ def can_apply_stale_updates(algorithm) -> bool:
     return provides(cls, AppliesStaleUpdates)
 
 
-def _inclusion_probabilities(scenario) -> bool:
-    """Whether the scenario's scheduler gives inclusion probabilities to weigh updates with."""
-    return scenario.part("scheduler").inclusion_probabilities
 
 
 def scales_work(algorithm) -> bool:
@@ -216,12 +213,12 @@ def scales_work(algorithm) -> bool:
 
 def applies_stale_updates(scenario) -> bool:
     """Whether the scenario's round protocol applies updates computed from an older model."""
-    return scenario.part("protocol").stale_updates(scenario.options("protocol"))
+    return scenario.facts.stale_updates
 
 
 def require_inclusion_probabilities(scenario, algorithm: str) -> None:
     """ConfigError when an algorithm that weighs updates by 1 / q meets a scheduler without q."""
-    if not _inclusion_probabilities(scenario):
+    if not scenario.facts.inclusion_probabilities:
         raise ConfigError(f"learning.algorithm = {algorithm!r}: it weighs updates by 1 / q, and scheduler.name = "
                           f"{scenario.scheduler.name!r} chooses its devices without inclusion probabilities; "
                           "use 'fedavg'")
@@ -274,12 +271,12 @@ class FedAvg(Algorithm):
     def _aggregation(scenario, options: FedAvgOptions) -> str:
         # the fair schedulers' kappa updates are averaged (docs/papers/fair_selection.md: a training
         # round), not weighted by 1 / (N q)
-        return options.aggregation or ("unbiased" if _inclusion_probabilities(scenario) else "mean")
+        return options.aggregation or ("unbiased" if scenario.facts.inclusion_probabilities else "mean")
 
     @classmethod
     def check(cls, scenario, options: FedAvgOptions) -> None:
         """Unbiased weights need a scheduler with inclusion probabilities."""
-        if options.aggregation == "unbiased" and not _inclusion_probabilities(scenario):
+        if options.aggregation == "unbiased" and not scenario.facts.inclusion_probabilities:
             raise ConfigError(f"learning.aggregation = 'unbiased': scheduler.name = {scenario.scheduler.name!r} "
                               "chooses its devices without inclusion probabilities; use 'mean' or 'data_size'")
 

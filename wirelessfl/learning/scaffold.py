@@ -53,8 +53,7 @@ class Scaffold(FedAvg):
     def check(cls, scenario, options: FedAvgOptions) -> None:
         """FedAvg's rules, and no fedasync mix (it has no control-variate update)."""
         super().check(scenario, options)
-        protocol = scenario.part("protocol")
-        if getattr(protocol, "keeps_start_model", False):
+        if scenario.facts.mixes_device_models:
             raise ConfigError(f"learning.algorithm = 'scaffold': protocol.name = {scenario.protocol.name!r} mixes "
                               "each device's model into the server's, which leaves no place for control variates; "
                               "use 'sync', 'semi_sync' or 'fedbuff'")
