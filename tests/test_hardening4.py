@@ -588,3 +588,34 @@ def test_an_integer_field_takes_a_whole_number_in_float_notation():
         with pytest.raises(ConfigError, match="^" + words.replace("+", r"\+")):
             from_dict({"run": {"rounds": bad}})
     assert "model_bits = 1000000\n" in __import__("wirelessfl.config", fromlist=["dumps"]).dumps(sc)
+
+
+def test_a_resumed_run_s_progress_bar_shows_the_accuracy_reached_not_nan(parts_folder, monkeypatch):
+    from fakes import interrupted
+    from wirelessfl.sim.checkpoint import load_checkpoint
+    from wirelessfl.sim.runner import Run
+
+    data = _training(parts_folder)
+    data["run"] = {"rounds": 6, "checkpoint_every": 2, "eval_every_rounds": 1}
+    sc = from_dict(data)
+    interrupted(sc, parts_folder / "cut", monkeypatch, after=3)
+    run = Run(sc, parts_folder / "cut", progress=False)
+    run.load_state(load_checkpoint(parts_folder / "cut" / "checkpoint.pt"))
+    evals = pd.read_csv(parts_folder / "cut" / "evals.csv")
+    assert run.bar.acc == pytest.approx(evals["accuracy"].iloc[-1])
+    run.bar._last = type("Rec", (), {"round": 3, "t_end": 1.0})()
+    assert run.bar._postfix()["acc"] != "nan"
+    run.bar.acc = float("nan")  # before any evaluation: no accuracy shown rather than nan
+    assert "acc" not in run.bar._postfix()
+
+
+def test_a_summary_without_its_numbers_is_reported_not_a_key_error(tmp_path):
+    (tmp_path / "s.toml").write_text("[run]\nrounds = 2\ntiming_only = true\n[devices]\ncount = 4\n")
+    assert cli("run", "s.toml", "--out", "out", "--no-progress", cwd=tmp_path).returncode == 0
+    summary = tmp_path / "out" / "s" / "summary.json"
+    data = json.loads(summary.read_text())
+    del data["rounds"]
+    summary.write_text(json.dumps(data))
+    proc = cli("run", "--resume", "out/s", "--no-progress", cwd=tmp_path)
+    assert "KeyError" not in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
+    assert "s: complete (its summary.json lacks rounds)" in proc.stdout

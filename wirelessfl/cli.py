@@ -17,6 +17,10 @@ from .learning import DatasetError, TrainingDiverged
 def _fmt_summary(name: str, s: dict) -> str:
     if s.get("status") not in ("complete", None) and "rounds" not in s:  # failed before its first round
         return f"{name}: {s.get('status')}: {s.get('error')}"
+    needed = ("rounds", "sim_time_s", "mean_distinct_per_round", "wall_time_s")
+    if any(not isinstance(s.get(key), (int, float)) for key in needed):  # a summary.json edited or of another version
+        return f"{name}: {s.get('status', 'no status')} (its summary.json lacks " \
+               f"{', '.join(k for k in needed if not isinstance(s.get(k), (int, float)))})"
     parts = [f"{name}: {s['rounds']} rounds", f"{s['sim_time_s']:.1f} s simulated"]
     if math.isnan(s.get("final_accuracy", math.nan)):  # timing only: what the schedule cost
         rounds = max(s["rounds"], 1)

@@ -48,7 +48,7 @@ class ProgressBar:
 
     def _postfix(self) -> dict:
         shown = {"round": self._last.round + 1, "t": f"{self._last.t_end:.1f}s"}
-        if self.training:
+        if self.training and not math.isnan(self.acc):  # no evaluation yet: nothing to show
             shown["acc"] = f"{self.acc:.3f}"
         return shown
 

@@ -304,6 +304,8 @@ class Run:
         self._wall_before = float(state.get("wall_time_s", 0.0))
         self.resumed = True
         self.bar.bar.update(state["engine"]["now_s"] if self.bar.by_time else state["engine"]["rounds_done"])
+        if self.recorder.evals:  # the accuracy the run had reached, until the next evaluation
+            self.bar.acc = float(self.recorder.evals[-1]["accuracy"])
 
     def check_folder(self) -> None:
         """UnsafeOutput, in one line naming the path, when one of the files this run writes or reads
