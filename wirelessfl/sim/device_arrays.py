@@ -25,7 +25,7 @@ except ImportError:  # pragma: no cover - not POSIX
 
 import numpy as np
 
-from ..files import UnsafeOutput, refuse_links, replacing_path
+from ..files import UnsafeOutput, refuse_links, replacing_path, unreadable_file
 
 __all__ = ["ARRAY_KEYS", "DECISIONS", "DeviceArrays", "load_decisions", "rounds_per_write"]
 
@@ -226,6 +226,10 @@ def load_decisions(run_dir: str | Path, keys=None) -> dict[str, np.ndarray]:
     run_dir = Path(run_dir)
     if (run_dir / DECISIONS).exists():
         import h5py
+
+        problem = unreadable_file(run_dir / DECISIONS)
+        if problem is not None:  # a FIFO would never answer HDF5's reads
+            raise UnsafeOutput(f"{run_dir / DECISIONS}: {problem}; wirelessfl reads regular files only")
 
         with h5py.File(run_dir / DECISIONS, "r", libver="latest", swmr=True) as fh:
             return {k: fh[k][()] for k in (fh.keys() if keys is None else keys) if k in fh}
