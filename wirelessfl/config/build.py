@@ -5,12 +5,11 @@ import dataclasses
 import os
 import re
 import sys
-import typing
 import unicodedata
 from pathlib import Path
 from typing import Any, Iterable
 
-from ..fields import ConfigError, build_dataclass, field_value, show
+from ..fields import ConfigError, build_dataclass, field_value, show, type_hints
 from ..files import unreadable_file
 from ..plugins import KIND_OF_TABLE, KINDS, OPTION_KINDS, PluginError, registry
 from .rules import cross_check
@@ -298,7 +297,7 @@ def _build_scenario(data: Any, base_dir: Path | None) -> Scenario:
     for key in data:
         if key not in fields:
             raise ConfigError(f"{key}: unknown key; allowed: {', '.join(fields)}")
-    hints = typing.get_type_hints(Scenario)
+    hints = type_hints(Scenario)
     plugin_path = field_value(fields["plugin_path"], hints["plugin_path"], data.get("plugin_path", []),
                               "plugin_path", base_dir)
     for i, folder in enumerate(plugin_path):
@@ -362,7 +361,7 @@ def _build_table(cls, data: Any, path: str, ctx: _Context):
     if part_field is None and extra:
         key = next(iter(extra))
         raise ConfigError(f"{_join(path, key)}: unknown key; allowed: {', '.join(fields)}")
-    hints = typing.get_type_hints(cls)
+    hints = type_hints(cls)
     values = {}
     for name, f in fields.items():
         if name in data:
