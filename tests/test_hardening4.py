@@ -639,3 +639,21 @@ def test_type_hints_are_evaluated_once_per_class():
     from wirelessfl.fields import type_hints
 
     assert type_hints(RunConfig) is type_hints(RunConfig) and type_hints(RunConfig)["rounds"] == int | None
+
+
+@pytest.mark.parametrize("protocol", [{"name": "sync"}, {"name": "semi_sync", "first_k": 2}, _FEDBUFF])
+def test_updates_and_rounds_join_on_time_exactly(tmp_path, protocol):
+    case = _with(protocol=protocol)
+    case["protocol"]["name"] = protocol["name"]
+    simulate(from_dict(case), tmp_path / "run", progress=False)
+    rounds = pd.read_csv(tmp_path / "run" / "rounds.csv", dtype=str, keep_default_na=False)
+    updates = pd.read_csv(tmp_path / "run" / "updates.csv", dtype=str, keep_default_na=False)
+    ends = set(rounds["t_end"])
+    applied = updates[updates["outcome"] == "applied"]
+    if protocol["name"] == "fedbuff":  # an aggregation happens as the update that fills the buffer arrives
+        assert set(applied["tx_end_s"]) & ends and len(set(applied["tx_end_s"]) & ends) == len(rounds)
+    else:  # sync: the round ends when the last upload does; semi_sync when its k-th does
+        assert len(set(applied["tx_end_s"]) & ends) >= len(rounds[rounds["num_selected"].astype(int) > 0]) - 1
+    for column in ("dispatch_s", "compute_end_s", "tx_start_s", "tx_end_s", "lost_s"):
+        for cell in updates[column]:
+            assert cell == "" or repr(float(cell)) == cell or cell == "0", (column, cell)  # the shortest exact form

@@ -26,10 +26,12 @@ lost_s is when a device that went offline (or was stopped, or was still under wa
 OUTCOMES = ("applied", "stale", "late_dropped", "offline", "lost", "silent", "in_flight")
 
 
-_ROW = "%d,%d,%d,%.12g,%.12g,%.12g,%.12g,%s,%s,%.12g,%.12g,%.12g,%.12g,%.12g,%.12g,%d\n"
-"""An updates.csv row (UPDATE_COLUMNS; version_applied and staleness come as one cell). Numbers
-have 12 significant digits (a picosecond at a thousand simulated seconds): the shortest exact form
-costs three times as much, and a row is written for every upload (ten a round under sync)."""
+_ROW = "%d,%d,%d,%s,%s,%s,%s,%s,%s,%.12g,%.12g,%.12g,%.12g,%.12g,%s,%d\n"
+"""An updates.csv row (UPDATE_COLUMNS; version_applied and staleness come as one cell). Times
+(dispatch_s, compute_end_s, tx_start_s, tx_end_s, lost_s) are written in full, the shortest form
+that reads back as the same float, as rounds.csv writes t_start and t_end, so the two files join on
+time exactly; the other numbers have 12 significant digits (the shortest exact form costs about
+a microsecond more a number, and a row is written for every upload)."""
 
 
 def _round_rows(item: tuple) -> list[tuple]:
