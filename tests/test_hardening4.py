@@ -657,3 +657,30 @@ def test_updates_and_rounds_join_on_time_exactly(tmp_path, protocol):
     for column in ("dispatch_s", "compute_end_s", "tx_start_s", "tx_end_s", "lost_s"):
         for cell in updates[column]:
             assert cell == "" or repr(float(cell)) == cell or cell == "0", (column, cell)  # the shortest exact form
+
+
+def test_no_empty_lock_file_is_left_in_a_run_or_sweep_folder(tmp_path):
+    (tmp_path / "s.toml").write_text("[run]\nrounds = 2\ntiming_only = true\n[devices]\ncount = 4\n"
+                                     "[variants.a]\nscheduler.m = 2\n[variants.b]\nscheduler.m = 3\n")
+    assert cli("run", "s.toml", "--out", "out", "--no-progress", cwd=tmp_path).returncode == 0
+    assert cli("sweep", "s.toml", "--grid", "scheduler.V=1,10", "--out", "sw", "--no-progress", cwd=tmp_path).returncode == 0
+    assert cli("run", "--resume", "out", "--no-progress", cwd=tmp_path).returncode == 0
+    assert not [p for p in tmp_path.rglob(".lock")]
+
+
+def test_a_lock_whose_file_was_removed_by_its_last_holder_is_taken_afresh(tmp_path):
+    """The race a removed lock file opens: B opens .lock, A removes it and lets go, B locks the removed
+    file. B must see that the path no longer names what it locked and lock the file there now."""
+    import fcntl
+
+    from wirelessfl.files import FolderLock
+
+    first = FolderLock(tmp_path)
+    first.__enter__()
+    stale = open(tmp_path / ".lock", "a")  # opened before the holder lets go
+    first.__exit__(None, None, None)
+    assert not (tmp_path / ".lock").exists()
+    fcntl.flock(stale, fcntl.LOCK_EX | fcntl.LOCK_NB)  # a lock on a file nobody can find: worth nothing
+    with FolderLock(tmp_path) as lock:  # a new file, locked for real
+        assert lock._ours() and (tmp_path / ".lock").exists()
+    stale.close()

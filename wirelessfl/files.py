@@ -49,27 +49,47 @@ class FolderBusy(UnsafeOutput, RuntimeError):
 class FolderLock:
     """An exclusive lock on FOLDER/.lock for as long as the ``with`` block lasts: one writer per run
     or sweep folder. The kernel releases it when the holder dies, even by SIGKILL, so a stale lock
-    file never blocks anyone. ``who``: what the message calls the other writer."""
+    file never blocks anyone; the holder removes the file as it lets go, so a folder nobody writes
+    to holds none. ``who``: what the message calls the other writer."""
 
     def __init__(self, folder: Path, who: str = "another run"):
         self.path, self.who = Path(folder) / ".lock", who
         self.fh = None
 
     def __enter__(self) -> "FolderLock":
-        self.fh = os.fdopen(_open_file(self.path, os.O_WRONLY | os.O_CREAT), "w")
-        try:
-            import fcntl
+        for _ in range(100):
+            self.fh = os.fdopen(_open_file(self.path, os.O_WRONLY | os.O_CREAT), "w")
+            try:
+                import fcntl
 
-            fcntl.flock(self.fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except ImportError:  # pragma: no cover - not POSIX
-            pass
+                fcntl.flock(self.fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except ImportError:  # pragma: no cover - not POSIX
+                return self
+            except OSError:
+                self.fh.close()
+                raise FolderBusy(f"{self.path.parent}: {self.who} is writing to this folder; wait for it to end") from None
+            if self._ours():
+                return self
+            self.fh.close()  # its holder removed the file between our open and our lock: lock the new one
+        raise FolderBusy(f"{self.path.parent}: {self.who} is writing to this folder; wait for it to end")
+
+    def _ours(self) -> bool:
+        """Whether the path still names the file this lock holds."""
+        try:
+            there = os.stat(self.path, follow_symlinks=False)
         except OSError:
-            self.fh.close()
-            raise FolderBusy(f"{self.path.parent}: {self.who} is writing to this folder; wait for it to end") from None
-        return self
+            return False
+        held = os.fstat(self.fh.fileno())
+        return (there.st_dev, there.st_ino) == (held.st_dev, held.st_ino)
 
     def __exit__(self, *exc) -> None:
-        self.fh.close()
+        try:
+            if self._ours():  # removed while still held: nobody can lock a file that is going
+                os.unlink(self.path)
+        except OSError:  # a folder made read-only or removed meanwhile: the lock goes with the close
+            pass
+        finally:
+            self.fh.close()
 
 
 def read_table(path: Path, columns: tuple[str, ...] = (), **read_csv):
