@@ -110,7 +110,8 @@ def _simulate(data: dict):
 def finite_source_queue(c: int, lam: float, lst: Callable[[float], float], mean_s: float) -> dict[str, float]:
     """The M/G/1//C queue (machine repairman): C customers, each thinking for an Exp(lam) time, then
     served first come first served by one server with service times of Laplace-Stieltjes transform
-    ``lst`` and mean ``mean_s``. Takacs (1962); Takagi, Queueing Analysis vol. 2 (1993), sec. 1.3:
+    ``lst`` and mean ``mean_s``. Takacs (1962), Introduction to the Theory of Queues; Takagi (1993), Queueing Analysis
+    vol. 2 (finite systems):
 
         1 / P0 = 1 + C lam E[S] sum_{n=0}^{C-1} binom(C-1, n) prod_{i=1}^{n} (1 - lst(i lam)) / lst(i lam)
 
@@ -200,19 +201,16 @@ def fedbuff_queue_run(c: int, load: float, airtime: str, uploads: int, seed: int
         wait.append((start[began] - ready[began]).mean())
     n = int(np.count_nonzero((end >= warm) & (end < warm + span)))
     # near saturation a short run may see no idle period at all, and every batch is busy throughout
-    # (batch standard error 0): the idle time is a compound Poisson sum of Exp(C lam) periods, so its
-    # standard error is at least that of one such period, sqrt(2 max(K, 1)) / (C lam span), K the
-    # idle periods seen
-    order = np.argsort(start)
-    s_sorted, e_sorted = start[order], end[order]
-    gaps = (s_sorted[1:] > e_sorted[:-1]) & (s_sorted[1:] >= warm) & (s_sorted[1:] < warm + span)
-    idle_floor = math.sqrt(2 * max(int(gaps.sum()), 1)) / (c / mean_compute * span)
+    # (batch standard error 0): the idle time is a sum of idle periods of Exp(C lam) length (every
+    # device computing), so the utilisation is known no better than one such period over the span:
+    # its root mean square sqrt(2) / (C lam), divided by the span
+    idle_floor = math.sqrt(2.0) / (c / mean_compute * span)
     checks = []
-    for name, values, unit in (("throughput", rate, "uploads/s"), ("wait", wait, "s"), ("utilisation", busy, "")):
+    for name, values in (("throughput (uploads/s)", rate), ("wait (s)", wait), ("utilisation", busy)):
         m, se = batch_means(np.asarray(values))
         if name == "utilisation":
             se = max(se, idle_floor)
-        checks.append(Check(f"C = {c}, load {load:g}: {name}", m, exact[name], se, n, unit))
+        checks.append(Check(f"C = {c}, load {load:g}: {name}", m, exact[name.split(" ")[0]], se, n, "uploads"))
     return checks
 
 
@@ -222,8 +220,8 @@ def case_queue(scale: float = 1.0) -> Result:
     uploads = max(int(100_000 * scale), 2000)
     checks, curves = [], {}
     for airtime, name in (("constant", "M/D/1//C"), ("exponential", "M/M/1//C")):
-        for c, load in QUEUE_SETTINGS:
-            rows = fedbuff_queue_run(c, load, airtime, uploads)
+        for i, (c, load) in enumerate(QUEUE_SETTINGS):
+            rows = fedbuff_queue_run(c, load, airtime, uploads, seed=1 + i + (100 if airtime == "exponential" else 0))
             for r in rows:
                 r.what = f"{name}, {r.what}"
             checks += rows
@@ -285,7 +283,7 @@ def fdma_rates(gain: np.ndarray, power: np.ndarray, bandwidth_hz: float, noise_p
 
 def ergodic_log2(snr):
     """E[log2(1 + snr X)] for X ~ Exp(1) (a Rayleigh block of mean SNR snr): e^(1/snr) E1(1/snr) / ln 2
-    (e.g. Goldsmith, Wireless Communications (2005), eq. 4.12 with Rayleigh fading; Alouini & Goldsmith 1999)."""
+    (Alouini & Goldsmith, IEEE Trans. Veh. Technol. 48(4), 1999: the ergodic capacity of Rayleigh fading)."""
     from scipy.special import exp1
 
     a = 1.0 / np.asarray(snr, dtype=float)
@@ -330,7 +328,7 @@ def case_shared_band(scale: float = 1.0) -> Result:
         for i in (0, k - 1) if k > 1 else (0,):
             m, se = mean_se(rates[:, i])
             checks.append(Check(f"OFDMA equal, {r_blocks} blocks, k = {k}: mean rate at SNR g P k / N0 = "
-                                f"{g[i] * k:.3g}", m, float(exact[i]), se, draws, "bit/s"))
+                                f"{g[i] * k:.3g} (bit/s)", m, float(exact[i]), se, draws, "draws"))
     return Result("shared_band", checks)
 
 
@@ -348,7 +346,7 @@ def _on_air_at_starts(start: np.ndarray, end: np.ndarray) -> np.ndarray:
 def order_statistic_moments(k: int, m: int, mean: float) -> tuple[float, float]:
     """Mean and variance of the k-th smallest of m i.i.d. Exp(mean) (Renyi's representation: the
     gaps are independent exponentials of means mean / m, mean / (m - 1), ...; David & Nagaraja,
-    Order Statistics (2003), sec. 2.5): mean sum_{j=m-k+1}^{m} 1/j, variance mean^2 sum 1/j^2."""
+    Order Statistics (2003)): mean sum_{j=m-k+1}^{m} 1/j, variance mean^2 sum 1/j^2."""
     j = np.arange(m - k + 1, m + 1, dtype=float)
     return float(mean * np.sum(1 / j)), float(mean ** 2 * np.sum(1 / j ** 2))
 
@@ -381,12 +379,12 @@ def case_semi_sync(scale: float = 1.0) -> Result:
         length = (res.rounds.t_end - res.rounds.t_start).to_numpy() - airtime
         mu, var = order_statistic_moments(k, m, mean)
         got, se = mean_se(length)
-        checks.append(Check(f"first {k} of {m}: mean round length - airtime", got, mu, se, length.size, "s"))
+        checks.append(Check(f"first {k} of {m}: mean round length - airtime (s)", got, mu, se, length.size, "rounds"))
         # the sample variance's standard error: sqrt((m4 - s^4) / n) with the sample's own fourth moment
         centred = length - length.mean()
         s2, m4 = float(np.mean(centred ** 2)), float(np.mean(centred ** 4))
-        checks.append(Check(f"first {k} of {m}: variance of the round length", s2, var,
-                            math.sqrt(max(m4 - s2 ** 2, 0.0) / length.size), length.size, "s^2"))
+        checks.append(Check(f"first {k} of {m}: variance of the round length (s^2)", s2, var,
+                            math.sqrt(max(m4 - s2 ** 2, 0.0) / length.size), length.size, "rounds"))
         curves[k] = np.sort(length)
     return Result("semi_sync", checks, {"lengths": curves, "m": m, "mean": mean})
 
@@ -474,8 +472,8 @@ def _channel(n: int, seed: int = 0, **channel):
 
 
 def case_rayleigh_outage(scale: float = 1.0) -> Result:
-    """P(|h|^2 < g_th) = 1 - exp(-g_th / mean) for Rayleigh fading (|h|^2 exponential; e.g. Goldsmith
-    (2005), eq. 3.53), through a round's draw and through one upload's draw (the event protocols')."""
+    """P(|h|^2 < g_th) = 1 - exp(-g_th / mean) for Rayleigh fading (|h|^2 exponential; Goldsmith,
+    Wireless Communications (2005), ch. 3), through a round's draw and through one upload's draw (the event protocols')."""
     n, rounds = 1000, max(int(1000 * scale), 50)
     sigma = 1.5
     mean = 2 * sigma ** 2
@@ -496,7 +494,7 @@ def case_rayleigh_outage(scale: float = 1.0) -> Result:
 def rician_moment(order: int, omega: float, k: float) -> float:
     """E[|h|^(2n)] of Rician fading with mean power omega and K factor k: n! (omega / (K + 1))^n L_n(-K)
     (L_n: Laguerre polynomial; Simon & Alouini, Digital Communication over Fading Channels (2005),
-    eq. 2.17). K = 0: Rayleigh, n! omega^n, the Nakagami-m moments Gamma(m + n) / (Gamma(m) m^n) omega^n at m = 1."""
+    ch. 2). K = 0: Rayleigh, n! omega^n, the Nakagami-m moments Gamma(m + n) / (Gamma(m) m^n) omega^n at m = 1."""
     from scipy.special import eval_laguerre
 
     return math.factorial(order) * (omega / (k + 1)) ** order * float(eval_laguerre(order, -k))
@@ -571,8 +569,8 @@ def case_path_loss(scale: float = 1.0) -> Result:
 def case_jakes(scale: float = 1.0) -> Result:
     """Fading within an upload: the correlation of |h|^2 between blocks k coherence times apart
     against the Gauss-Markov rule rho^(2k) (its own law, circular Gaussian h) and, at k = 1, Jakes'
-    J0(2 pi f_D T_c)^2 (Clarke's model: E[h(t) h*(t + tau)] / E|h|^2 = J0(2 pi f_D tau); Jakes,
-    Microwave Mobile Communications (1974), eq. 1.3-26; |h|^2's correlation is its square)."""
+    J0(2 pi f_D T_c)^2 (Clarke's model: E[h(t) h*(t + tau)] / E|h|^2 = J0(2 pi f_D tau); Clarke (1968);
+    Jakes, Microwave Mobile Communications (1974), ch. 1; |h|^2's correlation is its square)."""
     from scipy.special import j0
 
     from wirelessfl.config import from_dict
@@ -769,7 +767,8 @@ def case_aircomp(scale: float = 1.0) -> Result:
     """AirComp through a sync run (homogeneous Rayleigh, mean gain gbar, threshold g_th): a selected
     device is silent with probability 1 - exp(-g_th / gbar); a sender inverts its channel at power
     rho0 / g, of mean E[rho0 / g | g >= g_th] = rho0 E1(x) / (gbar e^(-x)), x = g_th / gbar (the
-    truncated channel inversion's mean power, e.g. Goldsmith (2005), sec. 9.3.3 with Rayleigh fading);
+    truncated channel inversion's mean power, Goldsmith & Varaiya, IEEE Trans. Inf. Theory 43(6), 1997,
+    with Rayleigh fading);
     every upload lasts (bits / bits_per_symbol) / B however many send; the aggregate's error has
     variance N0 / (rho0 K^2) times the updates' power per entry (the trainer's noise, sampled)."""
     import torch
@@ -1044,15 +1043,18 @@ def case_unbiased(scale: float = 1.0) -> Result:
     full = deltas.mean(axis=0)
     sched = LyapunovScheduler(n, m, V=100.0, lam=100.0, p_bar=1.0, p_max=10 ** 3.5)
     keep = {0, 10, 100, 499}
-    decisions = {}
+    decisions, never = {}, 0
     for t in range(500):
         dec = sched.decide(RoundState(round=t, gains=rng.exponential(2 * sigmas ** 2), model_bits=320_000,
                                       bandwidth_hz=1e6, noise_power=1.0))
+        never += int(np.count_nonzero(dec.omega <= 0))
         if t in keep:
             decisions[t] = dec
     draws = max(int(40_000 * scale), 2000)
     algo = FedAvg()
-    checks = []
+    # a device the scheduler gives omega = 0 is never drawn, and the aggregate is then biased against it
+    checks = [Check("devices with omega = 0 in any of the 500 rounds (unbiasedness needs q > 0)", never, 0, 0.0,
+                    500 * n, "device-rounds")]
     for t, dec in decisions.items():
         draw_rng = np.random.default_rng(t)
         est = np.empty((draws, d))
@@ -1091,7 +1093,7 @@ CASES: dict[str, Callable[[float], Result]] = {
 
 
 def _num(x: float) -> str:
-    if x == 0:
+    if abs(x) < 1e-14:  # zero, or a formula's rounding of it
         return "0"
     if not math.isfinite(x):
         return str(x)
@@ -1100,12 +1102,34 @@ def _num(x: float) -> str:
 
 def table(result: Result) -> str:
     """The case's checks as the page's Markdown table."""
+    if result.case == "queue":
+        return queue_table(result)
     lines = ["| quantity | exact | measured | standard error | z | sample |", "|---|---|---|---|---|---|"]
     for c in result.checks:
-        se = _num(c.se) if c.se > 0 else "exact replay" if c.exact == 0 and c.n > 1 else "-"
+        se = _num(c.se) if c.se > 0 else "none (deterministic)"
         z = f"{c.z:+.2f}" if c.se > 0 else "-"
         flag = "" if c.agrees() else " **DISAGREES**"
         lines.append(f"| {c.what} | {_num(c.exact)} | {_num(c.measured)}{flag} | {se} | {z} | {c.n:,} {c.unit} |")
+    return "\n".join(lines)
+
+
+def queue_table(result: Result) -> str:
+    """The queue's checks, one row per setting: each quantity as exact / measured ± standard error."""
+    lines = ["| queue | C | load | throughput (uploads/s): exact / measured ± SE | wait (s) | utilisation | "
+             "uploads |", "|---|---|---|---|---|---|---|"]
+    rows: dict = {}
+    for c in result.checks:
+        model, rest = c.what.split(", ", 1)
+        setting = rest.split(":")[0]
+        rows.setdefault((model, setting), []).append(c)
+    for (model, setting), checks in rows.items():
+        cells = []
+        for c in checks:
+            flag = "" if c.agrees() else " **DISAGREES**"
+            cells.append(f"{_num(c.exact)} / {_num(c.measured)} ± {_num(c.se)}{flag}" if c.se > 0
+                         else f"{_num(c.exact)} / {_num(c.measured)}{flag}")
+        c_val, load = setting.split(", load ")
+        lines.append(f"| {model} | {c_val.split('= ')[1]} | {load} | {' | '.join(cells)} | {checks[0].n:,} |")
     return "\n".join(lines)
 
 

@@ -78,7 +78,7 @@ def test_the_model_agrees_with_its_exact_result_at_the_page_s_size(name):
 @pytest.mark.parametrize("c", [1, 2, 5, 16])
 def test_the_finite_source_formula_is_the_birth_death_chain_for_exponential_service(c):
     """M/M/1//C: P(k at the server) proportional to C! / (C - k)! (lam / mu)^k (Kleinrock, Queueing
-    Systems vol. 1 (1975), sec. 3.8)."""
+    Systems vol. 1 (1975), the finite-population single server)."""
     for lam in (0.05, 0.3, 1.0):
         weights = [math.factorial(c) / math.factorial(c - k) * lam ** k for k in range(c + 1)]
         p0 = 1 / sum(weights)
