@@ -684,3 +684,21 @@ def test_a_lock_whose_file_was_removed_by_its_last_holder_is_taken_afresh(tmp_pa
     with FolderLock(tmp_path) as lock:  # a new file, locked for real
         assert lock._ours() and (tmp_path / ".lock").exists()
     stale.close()
+
+
+def test_the_guide_s_fedprox_and_per_device_state_blocks_run_as_written(parts_folder):
+    import re
+
+    blocks = re.findall(r"```(\w+)\n(.*?)```", (ROOT / "docs" / "extending.md").read_text(), re.S)
+    python = [code for lang, code in blocks if lang == "python"]
+    for module, marker in (("fedprox", "class FedProx("), ("lastdelta", "class LastDelta(")):
+        code = next(code for code in python if marker in code)
+        assert code.lstrip().startswith(("import", "from")), module  # complete, with its imports
+        (parts_folder / f"{module}.py").write_text(code)
+    for algorithm, extra in (("fedprox:FedProx", {"mu": 0.5}), ("lastdelta:LastDelta", {})):
+        data = _training(parts_folder, algorithm=algorithm, **extra)
+        data["run"] = {"rounds": 2, "checkpoint_every": 1}
+        res = simulate(from_dict(data), parts_folder / algorithm.partition(":")[0], progress=False)
+        assert res.summary["status"] == "complete"
+        assert not (parts_folder / algorithm.partition(":")[0] / "checkpoint.pt").exists()  # removed: complete
+        assert not (parts_folder / algorithm.partition(":")[0] / "device_state").exists()
