@@ -702,3 +702,19 @@ def test_the_guide_s_fedprox_and_per_device_state_blocks_run_as_written(parts_fo
         assert res.summary["status"] == "complete"
         assert not (parts_folder / algorithm.partition(":")[0] / "checkpoint.pt").exists()  # removed: complete
         assert not (parts_folder / algorithm.partition(":")[0] / "device_state").exists()
+
+
+def test_the_summary_line_names_aggregations_and_gives_power_for_training_runs_too():
+    from wirelessfl.cli import _fmt_summary
+
+    base = {"status": "complete", "rounds": 12, "sim_time_s": 10.0, "mean_distinct_per_round": 10.0,
+            "wall_time_s": 1.0, "total_comm_s": 12.0, "total_energy_j": 3.0, "mean_time_avg_power": 1.4,
+            "p_bar": 1.0, "power_settled_round": float("nan"), "scheduler": "uniform"}
+    event = _fmt_summary("fedbuff", {**base, "protocol": "fedbuff"})
+    assert "12 aggregations" in event and "10.00 updates/aggregation" in event and "s/aggregation" in event
+    assert "12 rounds" in _fmt_summary("sync", {**base, "protocol": "sync"})
+    trained = _fmt_summary("sync", {**base, "protocol": "sync", "final_accuracy": 0.8})
+    assert "accuracy 0.800" in trained and "time-average power 1.4 (budget P̄ = 1" in trained
+    # a scheduler without virtual queues has no queues' transient to speak of
+    assert "transient" not in trained and "above it to the end of these 12 rounds" in trained
+    assert "empty queues' transient" in _fmt_summary("sync", {**base, "protocol": "sync", "scheduler": "lyapunov"})

@@ -21,17 +21,23 @@ def _fmt_summary(name: str, s: dict) -> str:
     if any(not isinstance(s.get(key), (int, float)) for key in needed):  # a summary.json edited or of another version
         return f"{name}: {s.get('status', 'no status')} (its summary.json lacks " \
                f"{', '.join(k for k in needed if not isinstance(s.get(k), (int, float)))})"
-    parts = [f"{name}: {s['rounds']} rounds", f"{s['sim_time_s']:.1f} s simulated"]
+    # devices dispatched one by one (fedbuff, fedasync): a row is an aggregation of updates, not a round
+    rounds, per = ("rounds", "devices/round") if _round_decisions(s.get("protocol", "sync")) \
+        else ("aggregations", "updates/aggregation")
+    parts = [f"{name}: {s['rounds']} {rounds}", f"{s['sim_time_s']:.1f} s simulated"]
     if math.isnan(s.get("final_accuracy", math.nan)):  # timing only: what the schedule cost
-        rounds = max(s["rounds"], 1)
-        parts += [f"{s['mean_distinct_per_round']:.2f} devices/round", f"airtime {s['total_comm_s'] / rounds:.3g} s/round",
+        count = max(s["rounds"], 1)
+        parts += [f"{s['mean_distinct_per_round']:.2f} {per}",
+                  f"airtime {s['total_comm_s'] / count:.3g} s/{per.split('/')[1]}",
                   _power(s), f"transmit energy {s['total_energy_j']:.3g} J"]
     else:
         parts.append(f"accuracy {s['final_accuracy']:.3f}")
         if s.get("target_accuracy"):
             t = s["time_to_target_s"]
             parts.append(f"time to {s['target_accuracy']:g}: " + ("not reached" if math.isnan(t) else f"{t:.1f} s"))
-        parts.append(f"{s['mean_distinct_per_round']:.2f} devices/round")
+        parts.append(f"{s['mean_distinct_per_round']:.2f} {per}")
+        if isinstance(s.get("mean_time_avg_power"), (int, float)):  # as a timing-only run says it
+            parts.append(_power(s))
     outcomes = _outcomes(s)
     if outcomes:
         parts.append(outcomes)
@@ -62,6 +68,8 @@ def _power(s: dict) -> str:
     settled = s.get("power_settled_round", math.nan)
     if math.isnan(settled) and not _round_decisions(s.get("protocol", "sync")):
         return text + ")"  # devices dispatched one by one: no round decisions, no virtual queues to fill
+    if math.isnan(settled) and s.get("scheduler", "lyapunov") != "lyapunov" and "power_settled_round" in s:
+        return text + f"; above it to the end of these {s['rounds']} rounds)"  # a scheduler without virtual queues
     if math.isnan(settled):
         return text + ("" if "power_settled_round" not in s else
                        f"; above it to the end: the empty queues' transient outlasts these {s['rounds']} rounds)")
