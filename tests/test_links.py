@@ -233,3 +233,15 @@ def test_a_sweep_s_temporary_run_folder_is_never_one_a_link_points_to(sandbox):
     assert result["status"] == "complete", result
     assert tree(sandbox / "outside") == before and (target / "keep.txt").read_text() == "precious\n"
     assert (sandbox / "work" / "sw" / "runs" / key / "summary.json").is_file()
+
+
+def test_a_resume_of_the_run_folders_under_a_folder_refuses_one_that_is_a_link(interrupted_run):
+    """`run --resume FOLDER` without a scenario's index.json resumes every run folder in it: one
+    that is a link planted there is refused, not continued wherever it points."""
+    sandbox = interrupted_run
+    (sandbox / "work" / "out" / "index.json").unlink()
+    shutil.move(sandbox / "work" / RUN, sandbox / "outside" / "s")
+    (sandbox / "work" / RUN).symlink_to(sandbox / "outside" / "s", target_is_directory=True)
+    before = tree(sandbox, skip=sandbox / "work" / "out")
+    assert_refused(*wirelessfl("run", "--resume", "out"), RUN)
+    assert tree(sandbox, skip=sandbox / "work" / "out") == before

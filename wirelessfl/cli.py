@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 from .config import ConfigError, load_scenario
-from .files import DamagedFile, UnsafeOutput
+from .files import DamagedFile, UnsafeOutput, check_folder
 from .sim.checkpoint import ResumeError
 from .sim.summary import POWER_TOLERANCE
 from .learning import DatasetError, TrainingDiverged
@@ -176,6 +176,8 @@ def _resume(args) -> int:
         dirs = [root]
     else:
         dirs = sorted(p.parent for p in root.glob("*/scenario.toml"))
+        for run_dir in dirs:  # run folders under the one named: never one a link planted there points to
+            check_folder(run_dir)
     if not dirs:
         raise FileNotFoundError(f"{root}: no run directory (a folder with scenario.toml) to resume")
     results = {}
