@@ -239,7 +239,8 @@ def test_a_resume_of_the_run_folders_under_a_folder_refuses_one_that_is_a_link(i
     """`run --resume FOLDER` without a scenario's index.json resumes every run folder in it: one
     that is a link planted there is refused, not continued wherever it points."""
     sandbox = interrupted_run
-    (sandbox / "work" / "out" / "index.json").unlink()
+    for name in ("index.json", "scenario.toml"):  # a folder of run folders, not a scenario's
+        (sandbox / "work" / "out" / name).unlink()
     shutil.move(sandbox / "work" / RUN, sandbox / "outside" / "s")
     (sandbox / "work" / RUN).symlink_to(sandbox / "outside" / "s", target_is_directory=True)
     before = tree(sandbox, skip=sandbox / "work" / "out")
