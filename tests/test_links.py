@@ -246,3 +246,39 @@ def test_a_resume_of_the_run_folders_under_a_folder_refuses_one_that_is_a_link(i
     before = tree(sandbox, skip=sandbox / "work" / "out")
     assert_refused(*wirelessfl("run", "--resume", "out"), RUN)
     assert tree(sandbox, skip=sandbox / "work" / "out") == before
+
+
+@pytest.mark.parametrize("planted", ["datasets", "entry", "array"])
+def test_the_dataset_cache_is_never_written_or_read_through_a_link_planted_in_it(tmp_path, monkeypatch, planted):
+    """A link at the cache's datasets/ folder (to an empty folder: an entry would be written there),
+    at an entry or at one of its arrays (to other arrays of the same shape): the cache is passed over,
+    the data are decoded as without one, and nothing is written where the link points."""
+    import numpy as np
+    import torch
+
+    from test_datasets import entries, write_mnist_folder
+    from wirelessfl.learning import load_dataset
+
+    write_mnist_folder(tmp_path / "mnist", np.random.default_rng(5), n_train=9, n_test=5)
+    cache, outside = tmp_path / "cache", tmp_path / "outside"
+    outside.mkdir()
+    monkeypatch.setenv("WIRELESSFL_CACHE", str(cache))
+    decoded = load_dataset("mnist", data_dir=tmp_path)  # makes the entry
+    (name,) = entries(cache)
+    entry = cache / "datasets" / name
+    if planted == "datasets":
+        shutil.rmtree(cache / "datasets")
+        (outside / "datasets").mkdir()
+        (cache / "datasets").symlink_to(outside / "datasets", target_is_directory=True)
+    elif planted == "entry":
+        shutil.move(entry, outside / "entry")
+        np.save(outside / "entry" / "x_train.npy", np.zeros_like(np.load(outside / "entry" / "x_train.npy")))
+        entry.symlink_to(outside / "entry", target_is_directory=True)
+    else:
+        np.save(outside / "x_train.npy", np.zeros_like(np.load(entry / "x_train.npy")))
+        (entry / "x_train.npy").unlink()
+        (entry / "x_train.npy").symlink_to(outside / "x_train.npy")
+    before = tree(outside)
+    again = load_dataset("mnist", data_dir=tmp_path)
+    assert torch.equal(again.x_train, decoded.x_train)  # not the arrays a link points to
+    assert tree(outside) == before
