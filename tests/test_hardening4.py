@@ -718,3 +718,13 @@ def test_the_summary_line_names_aggregations_and_gives_power_for_training_runs_t
     # a scheduler without virtual queues has no queues' transient to speak of
     assert "transient" not in trained and "above it to the end of these 12 rounds" in trained
     assert "empty queues' transient" in _fmt_summary("sync", {**base, "protocol": "sync", "scheduler": "lyapunov"})
+
+
+def test_mobility_whose_segments_the_clock_cannot_tell_apart_stops_in_one_line():
+    from wirelessfl.mobility import Mobility
+
+    mobility = Mobility(np.zeros((1, 2)), 1.0, 2.5e6, "constant_velocity", 0)
+    # far into a run: a segment of 4e-7 s is below the clock's resolution at 1e10 s (1.9e-6 s)
+    mobility.t0[:], mobility.t1[:], mobility.segments[:], mobility.now = 1e10 - 1e-7, 1e10, 1, 1e10
+    with pytest.raises(ConfigError, match=r"^devices.speed_mps = 2.5e\+06: at t = 1e\+10 s a device's straight segments"):
+        mobility.positions(1e10 + 1.0)

@@ -22,6 +22,7 @@ import math
 import numpy as np
 
 from . import rng as rngs
+from .fields import ConfigError
 
 __all__ = ["MOBILITY", "Mobility"]
 
@@ -59,12 +60,19 @@ class Mobility:
         if t < self.now:
             raise ValueError(f"positions at {t:g} s asked for after {self.now:g} s: the clock only moves forward")
         self.now = t
+        stuck = 0
         while True:
             due = np.flatnonzero(self.t1 < t)
             if due.size == 0:
                 break
+            before = self.t1[due].copy()
             for d in due.tolist():
                 self._next_segment(d, float(self.t1[d]))
+            stuck = stuck + 1 if (self.t1[due] <= before).any() else 0
+            if stuck > 1000:  # segments shorter than the clock's resolution at t: the loop would never end
+                raise ConfigError(f"devices.speed_mps = {self.speed:g}: at t = {t:g} s a device's straight segments "
+                                  f"in the cell of radius {self.radius:g} m are shorter than the clock can tell apart; "
+                                  "choose a lower speed (or a larger channel.cell_radius_m)")
         return self.origin + self.velocity * (t - self.t0)[:, None]
 
     def _next_segment(self, d: int, t: float) -> None:
