@@ -728,3 +728,15 @@ def test_mobility_whose_segments_the_clock_cannot_tell_apart_stops_in_one_line()
     mobility.t0[:], mobility.t1[:], mobility.segments[:], mobility.now = 1e10 - 1e-7, 1e10, 1, 1e10
     with pytest.raises(ConfigError, match=r"^devices.speed_mps = 2.5e\+06: at t = 1e\+10 s a device's straight segments"):
         mobility.positions(1e10 + 1.0)
+
+
+def test_run_and_sweep_folders_are_not_taken_for_each_other(tmp_path):
+    (tmp_path / "s.toml").write_text("[run]\nrounds = 2\ntiming_only = true\n[devices]\ncount = 4\n")
+    assert cli("sweep", "s.toml", "--grid", "scheduler.V=1,10", "--out", "sw", "--no-progress", cwd=tmp_path).returncode == 0
+    before = sorted(p.name for p in (tmp_path / "sw").iterdir())
+    one_line_error(cli("run", "--resume", "sw", "--no-progress", cwd=tmp_path), "sw is a sweep's folder, not a run's")
+    one_line_error(cli("run", "s.toml", "--out", "sw", "--no-progress", cwd=tmp_path), "sw holds a sweep")
+    assert sorted(p.name for p in (tmp_path / "sw").iterdir()) == before
+    assert cli("run", "s.toml", "--out", "rn", "--no-progress", cwd=tmp_path).returncode == 0
+    one_line_error(cli("sweep", "s.toml", "--grid", "scheduler.V=1", "--out", "rn", cwd=tmp_path),
+                   "rn holds a scenario's runs")

@@ -160,6 +160,8 @@ def cmd_run(args) -> int:
 
     timing = args.timing_only or all(m.run.timing_only for _, m in scenario.variant_scenarios())
     out = Path(args.out) if args.out else Path("runs") / (scenario.name + ("-timing" if timing else ""))
+    if (out / "sweep.json").exists():
+        raise ConfigError(f"run: {out} holds a sweep; a scenario's runs go to a folder of their own (--out)")
     results = run_variants(scenario, out, progress=not args.no_progress, timing_only=True if args.timing_only else None,
                            overwrite=args.overwrite, notice=print, variants=args.variant)
     return _finish(results, out, scenario.name)
@@ -169,6 +171,11 @@ def _resume(args) -> int:
     from .experiments.run import CHECKPOINT_NAME, load_run, resume_recorded, resume_variants
 
     root = Path(args.resume)
+    sweep_dir = next((d for d in (root, root.parent) if (d / "sweep.json").exists() and (d == root or root.name in (
+        "runs", "failed"))), None)  # the sweep's folder, or its runs/ or failed/
+    if sweep_dir is not None:
+        raise ConfigError(f"run --resume {root}: {sweep_dir} is a sweep's folder, not a run's; a sweep continues "
+                          f"where it stopped when run again: wirelessfl sweep SCENARIO --out {sweep_dir}")
     if (root / "index.json").exists():  # a scenario's folder: finish every variant
         results = resume_variants(root, progress=not args.no_progress, notice=print)
         return _finish(results, root, root.name)
@@ -266,6 +273,10 @@ def cmd_sweep(args) -> int:
 
     scenario = load_scenario(args.scenario, args.set)
     from .experiments.sweep import SweepFailed, sweep
+
+    if args.out and (Path(args.out) / "index.json").exists():
+        raise ConfigError(f"sweep: {args.out} holds a scenario's runs (wirelessfl run); a sweep goes to a folder of "
+                          "its own (--out)")
 
     executor = args.executor or ("dask" if args.address else "serial")
     try:
