@@ -104,6 +104,9 @@ KINDS: dict[str, Kind] = {k.name: k for k in (
          ("from_scenario", "load"), options_key="dataset_options"),
     Kind("partition", "learning", "partition", "wirelessfl.partitions", "wirelessfl.learning:PARTITIONS",
          ("from_scenario", "split"), options_key="partition_options"),
+    Kind("compression", "learning", "compression", "wirelessfl.compressors",
+         "wirelessfl.learning.compression:COMPRESSORS", ("bits", "encode", "decode"),
+         options_key="compression_options"),
 )}
 """The kinds by name. The engine, the runner, the recorder and the config know parts only through these."""
 

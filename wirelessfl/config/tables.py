@@ -312,6 +312,10 @@ class LearningConfig(_PartTable):
     model_options: Any = _options_of("model")
     dataset_options: Any = _options_of("dataset")
     partition_options: Any = _options_of("partition")
+    compression: str = option("none", doc="what a device's update is sent as: none (32-bit floats), float16, "
+                              "topk, randk, qsgd, sign (wirelessfl.learning.compression: COMPRESSORS), an "
+                              "installed plugin or 'module:Class'; its options in compression_options")
+    compression_options: Any = _options_of("compression")
     options: Any = _options()
     held: Any = _held()
 

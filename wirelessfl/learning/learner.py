@@ -226,8 +226,12 @@ class FederatedLearner:
     accuracies and the client dissimilarity (the runner decides both from the scenario and parts).
     """
 
+    compression: str | None = None
+    """learning.compression when the updates are encoded (None: they are sent as computed)."""
+
     def __init__(self, scenario, algorithm, *, personalised: bool = False, fairness: bool = False,
-                 run_dir=None):
+                 run_dir=None, compressor=None):
+        from .compression import Uplink, sends_floats
         from .trainer import Trainer
 
         lc = scenario.learning
@@ -246,6 +250,9 @@ class FederatedLearner:
         _check_model(scenario, self.trainer)
         if run_dir is not None:  # per-device states keep their journals (and large arrays) there
             self.trainer.device_states.use_run_folder(run_dir)
+        self.compression = None if compressor is None or sends_floats(compressor) else scenario.learning.compression
+        if self.compression is not None:
+            self.trainer.uplink = Uplink(compressor, scenario.seed, self.trainer.device_state)
         self.algorithm = algorithm
         self.scenario_learning, self.algorithm_name = lc, scenario.learning.algorithm
         algorithm.setup(self.trainer)
@@ -265,9 +272,22 @@ class FederatedLearner:
 
     def train_round(self, selected: np.ndarray, decision: Decision, round_idx: int) -> dict:
         """The algorithm's client round on the devices whose uploads arrived; its numbers."""
+        sent = self._sent()
         metrics = self.algorithm.round(self.trainer, selected, decision.q, self.num_devices, round_idx)
+        self._check_sent(sent, len(selected))
         self._check_finite(f"round {round_idx}")
         return dict(metrics or {})
+
+    def _sent(self) -> int:
+        return self.trainer.vectors_sent if self.compression is not None else 0
+
+    def _check_sent(self, before: int, devices: int) -> None:
+        """With compression, the devices' updates must have gone through ``Trainer.upload``: an
+        algorithm that made them some other way would send 32-bit floats on an airtime of fewer bits."""
+        if self.compression is not None and devices and self.trainer.vectors_sent == before:
+            raise ValueError(f"learning.compression = {self.compression!r}: learning.algorithm = "
+                             f"{self.algorithm_name!r} made its devices' updates without trainer.local_updates or "
+                             "trainer.upload, so none was compressed (see docs/compression.md)")
 
     @property
     def params(self):
@@ -277,7 +297,10 @@ class FederatedLearner:
     def local_updates(self, devices: np.ndarray, key: int):
         """Event protocols: the devices' deltas from the current model by the algorithm's local rule
         (minibatches keyed by ``key``), a (k, d) tensor; the model does not change."""
-        return self.algorithm.local_updates(self.trainer, np.asarray(devices, dtype=np.int64), key)
+        sent = self._sent()
+        deltas = self.algorithm.local_updates(self.trainer, np.asarray(devices, dtype=np.int64), key)
+        self._check_sent(sent, len(devices))
+        return deltas
 
     def apply_updates(self, devices: np.ndarray, deltas: list, weights: np.ndarray, staleness: np.ndarray,
                       starts: list | None = None) -> dict:

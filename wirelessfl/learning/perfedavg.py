@@ -147,7 +147,7 @@ class PerFedAvg(FedAvg):
             for s in range(trainer.local_steps):
                 y.sub_(self.meta_gradient(trainer, y, *(trainer.batch(idx[key][:, s]) for key in BATCH_STREAMS)),
                        alpha=beta)
-            return y.sub_(x0)
+            return trainer.upload(devices, y.sub_(x0), round_idx)
         out = torch.empty(len(devices), trainer.num_params, dtype=torch.float32, device=trainer.device)
         for j in range(len(devices)):
             y = x0.clone()
@@ -155,7 +155,7 @@ class PerFedAvg(FedAvg):
                 y.sub_(self.meta_gradient(trainer, y, *(trainer.batch(idx[key][j, s]) for key in BATCH_STREAMS)),
                        alpha=beta)
             out[j] = y.sub_(x0)
-        return out
+        return trainer.upload(devices, out, round_idx)
 
 
 class PerFedAvgFO(PerFedAvg):

@@ -67,15 +67,18 @@ class Scaffold(FedAvg):
         self.c_devices = trainer.device_state(CONTROL_VARIATES)
 
     def local_updates(self, trainer: "Trainer", devices: np.ndarray, round_idx: int):
-        """(k, 2d): each device's delta_y = y_K - x followed by its delta_c = c_n+ - c_n."""
+        """(k, 2d): each device's delta_y = y_K - x followed by its delta_c = c_n+ - c_n, as sent (with
+        compression both are encoded; the device's c_n then moves by what it sent, so that c stays
+        the mean of the c_n)."""
         import torch
 
         c, c_devices = self.c, self.c_devices
         correction = lambda g, y, x0, anchor, devices: g + (c - c_devices[devices])  # noqa: E731
-        delta_y = trainer.local_updates(devices, round_idx, direction=correction)
+        delta_y = trainer.local_updates(devices, round_idx, direction=correction, upload=False)
         # option II: c_n+ - c_n = -c - delta_y / (K eta_l)
         delta_c = -c - delta_y / (trainer.local_steps * trainer.lr)
-        return torch.cat([delta_y, delta_c], dim=1)
+        return torch.cat([trainer.upload(devices, delta_y, round_idx), trainer.upload(devices, delta_c, round_idx, 1)],
+                         dim=1)
 
     def round(self, trainer: "Trainer", selected: np.ndarray, q: np.ndarray, num_devices: int,
               round_idx: int) -> dict:

@@ -130,6 +130,8 @@ class Trainer(Evaluation):
         self.batch_size = int(batch_size)
         self.lr = float(lr)
         self.root_seed = int(root_seed)
+        self.uplink = None  # the devices' side of compression (wirelessfl.learning.compression.Uplink), if any
+        self.vectors_sent = 0  # rows passed through ``upload`` (the learner checks compressed runs with it)
         self.eval_batch_size = int(eval_batch_size)
         self.max_devices_per_batch = max_devices_per_batch
         n_train = len(dataset.y_train)
@@ -272,6 +274,7 @@ class Trainer(Evaluation):
         local_steps: int | Sequence[int] | None = None,
         lr: float | Sequence[float] | None = None,
         direction: "Direction | None" = None,
+        upload: bool = True,
     ) -> torch.Tensor:
         """Run local SGD from the current global model for every device in ``devices``.
 
@@ -286,6 +289,8 @@ class Trainer(Evaluation):
         ``devices`` keyword is also told which devices it computes for: the device's index (an int)
         with vectors, a LongTensor (k,) with a stack, so that ``state[devices]`` has g's shape on both
         paths (per-device state, as SCAFFOLD's control variates). The global model is not changed.
+        ``upload``: the deltas are what the devices send, as the server receives them (``upload``);
+        False: as computed (an algorithm that sends something made from them calls ``upload`` itself).
         """
         devices = [int(n) for n in devices]
         k = len(devices)
@@ -304,7 +309,16 @@ class Trainer(Evaluation):
         if self.nonfinite_local is None and k and not bool(torch.isfinite(out).all()):
             bad = int(torch.nonzero(~torch.isfinite(out).all(dim=1))[0])
             self.nonfinite_local = (devices[bad], round_idx)  # where a divergence first showed (see learner)
-        return out
+        return self.upload(devices, out, round_idx) if upload else out
+
+    def upload(self, devices: Sequence[int], vectors: torch.Tensor, round_idx: int, vector: int = 0) -> torch.Tensor:
+        """What the server receives of the devices' model-sized ``vectors`` (one row each): with a
+        compressor (``learning.compression``, ``self.uplink``) each row encoded and decoded, with its
+        error feedback; else the rows themselves. ``vector`` numbers an algorithm's vectors (SCAFFOLD
+        sends two), each with its own memory. A local rule that does not end in ``local_updates``
+        passes what it sends through here."""
+        self.vectors_sent += len(devices)
+        return vectors if self.uplink is None else self.uplink.send(devices, vectors, round_idx, vector)
 
     def batching_for(self, k: int) -> str:
         """The path that computes ``k`` devices' local updates: "vmap" or "loop".

@@ -153,12 +153,14 @@ class Run:
         self.scenario, self.run_dir = scenario, run_dir
         rc, lc, dc, n = scenario.run, scenario.learning, scenario.devices, scenario.devices.count
         self.algorithm = scenario.part("algorithm").from_scenario(scenario, scenario.options("algorithm"))
+        compressor = scenario.part("compression").from_scenario(scenario, scenario.options("compression"))
         self.learner = None
         if not rc.timing_only:
             from ..learning.learner import FederatedLearner
 
             self.learner = FederatedLearner(scenario, self.algorithm, personalised=personalised_eval(scenario),
-                                            fairness=fairness_metrics(scenario), run_dir=run_dir)
+                                            fairness=fairness_metrics(scenario), run_dir=run_dir,
+                                            compressor=compressor)
         if scenario.link.model_bits is not None:
             self.bits = scenario.link.model_bits
         elif self.learner is not None:
@@ -176,6 +178,7 @@ class Run:
         self.channel = build_channel(scenario, rngs.stream(scenario.seed, "cell"))
         base = scenario.part("compute").from_scenario(scenario, scenario.options("compute"))
         from ..learning.algorithms import scales_work
+        from ..learning.compression import upload_bits
 
         self.compute = WorkScaledCompute(base, self.algorithm.work_units if scales_work(self.algorithm) else None,
                                          ref_steps=lc.local_steps, step_time_s=dc.step_time_s,
@@ -188,7 +191,7 @@ class Run:
         parts = Parts(channel=self.channel, compute=self.compute, scheduler=self.scheduler, algorithm=self.algorithm,
                       access=access,
                       num_devices=n,
-                      upload_bits=self.bits * self.algorithm.upload_vectors,
+                      upload_bits=upload_bits(compressor, self.bits) * self.algorithm.upload_vectors,
                       downlink_s=link.downlink_time_s(self.bits * self.algorithm.broadcast_vectors),
                       availability=availability, round_deadline_s=rc.round_deadline_s, idle_round_s=rc.idle_round_s,
                       fading=block_fading(scenario, self.channel, access.upload_link()))
