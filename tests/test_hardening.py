@@ -350,7 +350,7 @@ def test_a_full_disk_is_one_line_and_keeps_what_was_written(tmp_path, command):
     assert not [p for p in (tmp_path / "out").rglob("*") if ".tmp" in p.name]  # no temporary files left
     if command == "run":  # the rounds written before the disk filled are kept, and readable
         rounds = pd.read_csv(tmp_path / "out" / "s" / "rounds.csv")
-        assert len(rounds) > 100 and list(rounds["round"]) == list(range(len(rounds)))
+        assert len(rounds) > 50 and list(rounds["round"]) == list(range(len(rounds)))  # updates.csv fills first
 
 
 DAMAGE = {

@@ -159,6 +159,7 @@ class SlottedUplink(OneTransmitter):
                     yield env.at(start, priority(RANK_DEVICE, u.seq))
                 u.phase = ON_AIR
                 host.start_transmission(u)
+                u.tx_start_s = start  # on the slot's boundary, as the closed form has it (now may be a rounding before)
                 self.free = j if host.packets_on else j + slots.slots(u.airtime_s)
             if host.packets_on:  # its packets take whole slots as they go
                 return (yield from send_packets(host, slots.upload_link(), u, self))

@@ -116,6 +116,7 @@ class UpdateLog:
         they are not tx_start + airtime; ``attempts``: transmissions (default one for those that
         began). The arrays are kept, not copied; rows are made from them when needed (_round_rows)."""
         self.rows += len(devices)
+        dispatch_s, end_s = float(dispatch_s), float(end_s)  # times in full: 0 is written 0.0, as the event rows'
         item = (first, devices, version, dispatch_s, ready, tx_start, tx_end, airtime, arrived, energy, compute_energy,
                 gain, power, end_s, attempts)
         if self.in_memory is not None:
