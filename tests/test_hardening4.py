@@ -740,3 +740,13 @@ def test_run_and_sweep_folders_are_not_taken_for_each_other(tmp_path):
     assert cli("run", "s.toml", "--out", "rn", "--no-progress", cwd=tmp_path).returncode == 0
     one_line_error(cli("sweep", "s.toml", "--grid", "scheduler.V=1", "--out", "rn", cwd=tmp_path),
                    "rn holds a scenario's runs")
+
+
+def test_a_run_that_ends_with_no_aggregation_says_so():
+    from wirelessfl.cli import _fmt_summary
+
+    # path loss with moving devices at the defaults: the first upload takes longer than the budget
+    res = simulate(from_dict({"run": {"time_budget_s": 2.0, "timing_only": True}, "devices": {"count": 4},
+                              "link": {"model_bits": 10 ** 9}, "protocol": _FEDBUFF}), progress=False)
+    line = _fmt_summary("fedbuff", res.summary)
+    assert res.summary["rounds"] == 0 and "no aggregation within run.time_budget_s" in line

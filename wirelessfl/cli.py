@@ -41,6 +41,9 @@ def _fmt_summary(name: str, s: dict) -> str:
     outcomes = _outcomes(s)
     if outcomes:
         parts.append(outcomes)
+    if s["rounds"] == 0 and s.get("status") == "complete" and s.get("rounds_to_target") != 0:  # an empty run says so
+        parts.append(f"no {rounds[:-1]} within run.time_budget_s: the first uploads or computations outlast it "
+                     "(updates.csv has their times)")
     parts.append(f"wall {s['wall_time_s']:.1f} s")
     if s.get("status") not in ("complete", None):
         parts.append(f"{s['status']}: {s.get('error')}")
