@@ -91,7 +91,7 @@ def test_resume_finishes_the_whole_folder(folder, monkeypatch):
         run_variants(scenario, folder / "out", progress=False)
     monkeypatch.undo()
     index = json.loads((folder / "out" / "index.json").read_text())
-    assert index["status"] == {"lyapunov": "pending", "uniform": "pending"}
+    assert index["status"] == {"lyapunov": "incomplete", "uniform": "pending"}  # interrupted, never started
     done = cli("run", "--resume", "out", cwd=folder)
     assert done.returncode == 0, done.stderr
     assert "lyapunov: continuing from its checkpoint" in done.stdout and "uniform: not started" in done.stdout
