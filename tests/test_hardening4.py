@@ -750,3 +750,20 @@ def test_a_run_that_ends_with_no_aggregation_says_so():
                               "link": {"model_bits": 10 ** 9}, "protocol": _FEDBUFF}), progress=False)
     line = _fmt_summary("fedbuff", res.summary)
     assert res.summary["rounds"] == 0 and "no aggregation within run.time_budget_s" in line
+
+
+def test_an_override_reaches_the_variants_of_a_written_scenario_too():
+    """scenario.toml writes a variant's fields as quoted dotted keys ("protocol.concurrency" = 20), and
+    Scenario.replace rebuilds from that form: the override reaches them as it reaches nested tables."""
+    import tomllib
+
+    from wirelessfl.config import dumps
+
+    family = load_scenario(ROOT / "scenarios" / "async.toml")
+    for again in (from_dict(tomllib.loads(dumps(family)), ["protocol.concurrency=15"]),
+                  family.replace("protocol.concurrency=15")):
+        members = dict(again.variant_scenarios())
+        assert members["fedbuff"].protocol.options.concurrency == members["fedasync"].protocol.options.concurrency == 15
+        assert members["fedbuff"].protocol.options.buffer == 10
+        assert [k for k, _ in dict(again.variants)["fedbuff"]] == ["protocol.name", "protocol.concurrency",
+                                                                   "protocol.buffer"]  # in the file's order

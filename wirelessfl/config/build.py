@@ -105,13 +105,15 @@ def _apply_to_variants(data: dict, key: str, value: Any) -> None:
     variants = data.get("variants")
     if not isinstance(variants, dict) or key.split(".")[0] in SPECIAL:
         return
-    forms = _forms(key)
-    for overrides in variants.values():
+    forms = set(_forms(key))
+    for name, overrides in list(variants.items()):
         if not isinstance(overrides, dict):
             continue
-        found = [form for form in forms if _pop_dotted(overrides, form)]
-        if found:
-            _set_dotted(overrides, key, value)
+        flat = list(_flatten(overrides))  # nested tables and quoted dotted keys alike (scenario.toml writes those)
+        hits = [i for i, (k, _) in enumerate(flat) if k in forms]
+        if hits:  # the override's value where the variant set the field first: a part named before its options
+            variants[name] = dict((key, value) if i == hits[0] else (k, v) for i, (k, v) in enumerate(flat)
+                                  if i == hits[0] or i not in hits)
 
 
 def _forms(key: str) -> list[str]:
@@ -127,16 +129,6 @@ def _forms(key: str) -> list[str]:
     return [key]
 
 
-def _pop_dotted(data: dict, key: str) -> bool:
-    """Remove the dotted ``key`` from nested tables; whether it was there."""
-    *parents, leaf = key.split(".")
-    node = data
-    for part in parents:
-        node = node.get(part) if isinstance(node, dict) else None
-    if not isinstance(node, dict) or leaf not in node or isinstance(node[leaf], dict):
-        return False
-    del node[leaf]
-    return True
 
 
 def _check_not_replaced(data: dict, key: str) -> None:
