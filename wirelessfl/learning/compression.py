@@ -142,6 +142,18 @@ class Float16(Compressor):
         return floats_of_bits(bits, d, np.float16)
 
 
+class _WithOptions(Compressor):
+    """A compressor built from its Options (``error_feedback`` among them, where it has one)."""
+
+    def __init__(self, options=None):
+        self.options = self.Options() if options is None else options
+        self.error_feedback = bool(getattr(self.options, "error_feedback", False))
+
+    @classmethod
+    def from_scenario(cls, scenario, options) -> "_WithOptions":
+        return cls(options)
+
+
 @dataclass(frozen=True)
 class SparseOptions:
     """How many entries a sparse update keeps."""
@@ -161,18 +173,11 @@ class TopKOptions(SparseOptions):
     error_feedback: bool = option(True, doc="keep what was dropped and add it to the next update")
 
 
-class TopK(Compressor):
+class TopK(_WithOptions):
     """``"topk"``: the k entries of largest magnitude (ties: the lower index), ceil(log2 d)-bit
     indices and 32-bit values."""
 
     Options = TopKOptions
-
-    def __init__(self, options: TopKOptions = TopKOptions()):
-        self.options, self.error_feedback = options, bool(options.error_feedback)
-
-    @classmethod
-    def from_scenario(cls, scenario, options) -> "TopK":
-        return cls(options)
 
     def bits(self, d: int) -> int:
         return _kept(self.options, d) * (index_width(d) + 32)
@@ -200,18 +205,11 @@ class RandKOptions(SparseOptions):
     error_feedback: bool = option(False, doc="keep what was dropped and add it to the next update")
 
 
-class RandK(Compressor):
+class RandK(_WithOptions):
     """``"randk"``: k entries drawn uniformly without replacement, scaled by d / k; the indices are
     drawn again by the server from the 64-bit seed that precedes the values."""
 
     Options = RandKOptions
-
-    def __init__(self, options: RandKOptions = RandKOptions()):
-        self.options, self.error_feedback = options, bool(options.error_feedback)
-
-    @classmethod
-    def from_scenario(cls, scenario, options) -> "RandK":
-        return cls(options)
 
     def bits(self, d: int) -> int:
         return 64 + 32 * _kept(self.options, d)
@@ -241,37 +239,30 @@ class QSGDOptions:
     levels: int = option(16, ge=1, le=2 ** 20, doc="s: the quantisation levels of |v_i| / ||v||")
 
 
-class QSGD(Compressor):
+class QSGD(_WithOptions):
     """``"qsgd"``: ||v|| sign(v_i) xi_i / s with xi_i = floor(s |v_i| / ||v||) or that + 1, the latter
     with probability s |v_i| / ||v|| - floor(.) (unbiased); a 32-bit norm, then a sign bit and a
     ceil(log2(s + 1))-bit level per entry."""
 
     Options = QSGDOptions
 
-    def __init__(self, options: QSGDOptions = QSGDOptions()):
-        self.levels = int(options.levels)
-
-    @classmethod
-    def from_scenario(cls, scenario, options) -> "QSGD":
-        return cls(options)
-
     def bits(self, d: int) -> int:
-        return 32 + int(d) * (1 + self.levels.bit_length())
+        return 32 + int(d) * (1 + self.options.levels.bit_length())
 
     def encode(self, vector, rng):
         v = np.asarray(vector, dtype=np.float64)
         norm = float(np.float32(np.linalg.norm(v)))  # the norm as it goes on the air
-        scaled = self.levels * np.abs(v) / norm if norm > 0 else np.zeros(v.size)
+        scaled = self.options.levels * np.abs(v) / norm if norm > 0 else np.zeros(v.size)
         low = np.floor(scaled)
-        level = np.minimum(low + (rng.random(v.size) < scaled - low), self.levels).astype(np.int64)
+        level = np.minimum(low + (rng.random(v.size) < scaled - low), self.options.levels).astype(np.int64)
         return np.concatenate([bits_of_floats(np.array([norm])), (v < 0).astype(np.uint8),
-                               bits_of_ints(level, self.levels.bit_length())])
+                               bits_of_ints(level, self.options.levels.bit_length())])
 
     def decode(self, bits, d):
         norm = floats_of_bits(bits, 1)[0]
         negative = bits[32:32 + d].astype(bool)
-        level = ints_of_bits(bits[32 + d:], d, self.levels.bit_length())
-        return np.where(negative, -1.0, 1.0) * norm * level / self.levels
+        level = ints_of_bits(bits[32 + d:], d, self.options.levels.bit_length())
+        return np.where(negative, -1.0, 1.0) * norm * level / self.options.levels
 
 
 @dataclass(frozen=True)
@@ -281,18 +272,11 @@ class SignOptions:
     error_feedback: bool = option(True, doc="keep what was dropped and add it to the next update")
 
 
-class ScaledSign(Compressor):
+class ScaledSign(_WithOptions):
     """``"sign"``: (||v||_1 / d) sign(v_i) (a zero entry sends +), a 32-bit scale and a bit per entry
     (Karimireddy et al., ICML 2019, with error feedback)."""
 
     Options = SignOptions
-
-    def __init__(self, options: SignOptions = SignOptions()):
-        self.error_feedback = bool(options.error_feedback)
-
-    @classmethod
-    def from_scenario(cls, scenario, options) -> "ScaledSign":
-        return cls(options)
 
     def bits(self, d: int) -> int:
         return 32 + int(d)

@@ -38,8 +38,8 @@ from typing import Sequence
 import numpy as np
 import pandas as pd
 
-from .recipes import Recipe, Report, Runs, figure_caption, packaged, pyplot, run_summary, save_figure, seed_std, \
-    with_spread
+from .recipes import Recipe, Report, Runs, figure_caption, packaged, pyplot, run_summary, save_figure, \
+    seed_mean_curves, seed_std, with_spread
 
 PUBLISHED = {"FedScale (FedBuff mode, FEMNIST)": 1.46, "FedBuff paper": 3.3}
 """Published speed-ups of buffered asynchronous FL over synchronous FL, at equal accuracy."""
@@ -175,7 +175,7 @@ def report_uplink(data: pd.DataFrame, figures: Path, scale: str) -> Report:
     plt = pyplot()
     fig, axes = plt.subplots(1, len(LINK_LABELS), figsize=(4.3 * len(LINK_LABELS), 4), sharey=True)
     for ax, link in zip(axes, LINK_LABELS):
-        _curves(ax, curves, [(variant_name("sync", link), "sync"), (variant_name("fedbuff", link), "fedbuff")], target)
+        seed_mean_curves(ax, curves, [(variant_name("sync", link), "sync"), (variant_name("fedbuff", link), "fedbuff")], target)
         ax.set_title(LINK_LABELS[link])
     path = save_figure(fig, figures / "async_wireless_uplink.png", caption=figure_caption(scale, data))
     md.append("![](async_wireless_uplink.png)")
@@ -197,24 +197,6 @@ def _families(recipe: str, variants, extra: dict[str, tuple] | None = None):
 
 def _mean_std(values: pd.Series, fmt: str) -> str:
     return with_spread(values.mean(), seed_std(values), fmt)
-
-
-def _curves(ax, curves: pd.DataFrame, variants: Sequence[tuple[str, str]], target: float) -> None:
-    """Seed-averaged accuracy against time, one line per (variant, label)."""
-    styles = ("-", "--", "-.", ":")
-    for i, (variant, label) in enumerate(variants):
-        of = curves[curves["variant"] == variant] if len(curves) else curves
-        if not len(of):
-            continue
-        grid = np.arange(0.0, of["time_s"].max() + 1e-9, 1.0)
-        acc = np.array([np.interp(grid, c["time_s"], c["accuracy"]) for _, c in of.groupby("seed")])
-        ax.plot(grid, 100 * acc.mean(0), color=f"C{i}", ls=styles[i % 4], lw=1.5,
-                label=f"{label} ({len(acc)} seed{'' if len(acc) == 1 else 's'})")
-    if math.isfinite(target):
-        ax.axhline(100 * target, color="grey", ls=":", lw=1, label=f"target {100 * target:.0f} %")
-    ax.set(xlabel="simulated wall-clock time (s)", ylabel="test accuracy (%)")
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=7, loc="lower right")
 
 
 def _split(data: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame, float]:
@@ -308,7 +290,7 @@ def report_buffer(data: pd.DataFrame, figures: Path, scale: str) -> Report:
     ax_s.set(xlabel="concurrency", ylabel="mean staleness (aggregations)", title="staleness against concurrency")
     ax_s.grid(alpha=0.3)
     ax_s.legend(fontsize=8)
-    _curves(ax_f, curves, [(f"fedasync_{fn}", f"FedAsync, {fn}") for fn in STALENESS], target)
+    seed_mean_curves(ax_f, curves, [(f"fedasync_{fn}", f"FedAsync, {fn}") for fn in STALENESS], target)
     ax_f.set_title("FedAsync's staleness functions")
     path = save_figure(fig, figures / "async_wireless_buffer.png", caption=figure_caption(scale, data))
     return Report("buffer", [path], numbers, "\n".join([*lines, *stale, *fas, "", "![](async_wireless_buffer.png)"]))
@@ -353,7 +335,7 @@ def report_dispatch(data: pd.DataFrame, figures: Path, scale: str) -> Report:
         numbers[v] = {"time_to_target_s": float(r.time_to_target_s.mean()), "time_avg_power": float(r.time_avg_power.mean())}
     plt = pyplot()
     fig, ax = plt.subplots(figsize=(7, 4.3))
-    _curves(ax, curves, list(DISPATCH_LABELS.items()), target)
+    seed_mean_curves(ax, curves, list(DISPATCH_LABELS.items()), target)
     ax.set_title("dispatch under FedBuff, and the synchronous schedulers (shared TDMA)")
     path = save_figure(fig, figures / "async_wireless_dispatch.png", caption=figure_caption(scale, data))
     md = ["Heterogeneous channels (σ 0.1 to 10), shared TDMA. Mean ± std over seeds; the time-average power is "
@@ -405,7 +387,7 @@ def report_semi(data: pd.DataFrame, figures: Path, scale: str) -> Report:
         numbers[v] = float(r.time_to_target_s.mean())
     plt = pyplot()
     fig, ax = plt.subplots(figsize=(7.5, 4.3))
-    _curves(ax, curves, [(v, label[v]) for v in order], target)
+    seed_mean_curves(ax, curves, [(v, label[v]) for v in order], target)
     ax.set_title("first k of m = 10 against sync (shared TDMA)")
     path = save_figure(fig, figures / "async_wireless_semi_sync.png", caption=figure_caption(scale, data))
     md = ["Semi-synchronous rounds: m = 10 devices start each round, the server aggregates when the first k uploads "
@@ -487,7 +469,7 @@ def report_link(data: pd.DataFrame, figures: Path, scale: str) -> Report:
     ax_r.set(xlabel="speed (km/h)", ylabel="mean round length (s)", title="round length against speed (2 GHz)")
     ax_r.grid(alpha=0.3)
     ax_r.legend(fontsize=8)
-    _curves(ax_a, curves, [("adaptive", "adaptive rate"), ("arq", "fixed rate + ARQ")], target)
+    seed_mean_curves(ax_a, curves, [("adaptive", "adaptive rate"), ("arq", "fixed rate + ARQ")], target)
     ax_a.set_title("ARQ against adaptive rate")
     path = save_figure(fig, figures / "async_wireless_link.png", caption=figure_caption(scale, data))
     return Report("link", [path], numbers, "\n".join([*lines, "", "![](async_wireless_link.png)"]))

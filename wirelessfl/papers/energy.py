@@ -18,8 +18,8 @@ import numpy as np
 import pandas as pd
 
 from ..learning.compression import COMPRESSORS
-from .recipes import Recipe, Report, Runs, figure_caption, packaged, pyplot, run_summary, save_figure, seed_std, \
-    with_spread
+from .recipes import Recipe, Report, Runs, figure_caption, packaged, pyplot, run_summary, save_figure, \
+    seed_mean_curves, seed_std, with_spread
 
 COMPRESSIONS = ("none", "float16", "qsgd", "topk", "sign", "randk")
 PROTOCOLS = {"sync": {"protocol.name": "sync"},
@@ -103,21 +103,10 @@ def report(data: pd.DataFrame, figures: Path, scale: str) -> Report:
         md.append("")
     plt = pyplot()
     fig, axes = plt.subplots(1, len(PROTOCOLS), figsize=(5.2 * len(PROTOCOLS), 4), sharey=True)
-    styles = ("-", "--", "-.", ":")
     for ax, protocol in zip(np.atleast_1d(axes), PROTOCOLS):
-        for i, name in enumerate(COMPRESSIONS):
-            of = curves[curves["variant"] == f"{protocol}_{name}"] if len(curves) else curves
-            if not len(of):
-                continue
-            grid = np.arange(0.0, of["time_s"].max() + 1e-9, 1.0)
-            acc = np.array([np.interp(grid, c["time_s"], c["accuracy"]) for _, c in of.groupby("seed")])
-            ax.plot(grid, 100 * acc.mean(0), color=f"C{i}", ls=styles[i % 4], lw=1.5,
-                    label=f"{name} ({bits_share(name):.3g} of the bits)")
-        ax.axhline(100 * TARGET, color="grey", ls=":", lw=1)
-        ax.set(title=protocol, xlabel="simulated wall-clock time (s)",
-               ylabel="test accuracy (%)")
-        ax.grid(alpha=0.3)
-        ax.legend(fontsize=7, loc="lower right")
+        seed_mean_curves(ax, curves, [(f"{protocol}_{name}", f"{name}, {bits_share(name):.3g} of the bits")
+                                      for name in COMPRESSIONS], TARGET)
+        ax.set_title(protocol)
     path = save_figure(fig, figures / "energy_compression.png", caption=figure_caption(scale, data))
     md.append("![](energy_compression.png)")
     return Report("compression", [path], numbers, "\n".join(md))

@@ -15,11 +15,13 @@ beside a figure redraws it (``reproduce NAME --no-run --data DIR``) without runn
 from __future__ import annotations
 
 import json
+import math
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterable, Sequence
 
+import numpy as np
 import pandas as pd
 
 from ..config import ConfigError, Scenario, from_dict, load_scenario, to_dict
@@ -224,6 +226,25 @@ def figure_caption(scale: str, data: pd.DataFrame) -> str:
     """What every figure says about itself: its scale and the seeds of its data."""
     seeds = data_seeds(data)
     return f"{scale} scale, {seeds} seed{'' if seeds == 1 else 's'}"
+
+
+def seed_mean_curves(ax, curves: pd.DataFrame, variants: Sequence[tuple[str, str]], target: float) -> None:
+    """Seed-averaged accuracy (%) against simulated time on ``ax``, one line per (variant, label) of
+    ``curves`` (rows with variant, seed, time_s, accuracy), and the target as a dotted line."""
+    styles = ("-", "--", "-.", ":")
+    for i, (variant, label) in enumerate(variants):
+        of = curves[curves["variant"] == variant] if len(curves) else curves
+        if not len(of):
+            continue
+        grid = np.arange(0.0, of["time_s"].max() + 1e-9, 1.0)
+        acc = np.array([np.interp(grid, c["time_s"], c["accuracy"]) for _, c in of.groupby("seed")])
+        ax.plot(grid, 100 * acc.mean(0), color=f"C{i}", ls=styles[i % 4], lw=1.5,
+                label=f"{label} ({len(acc)} seed{'' if len(acc) == 1 else 's'})")
+    if math.isfinite(target):
+        ax.axhline(100 * target, color="grey", ls=":", lw=1, label=f"target {100 * target:.0f} %")
+    ax.set(xlabel="simulated wall-clock time (s)", ylabel="test accuracy (%)")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7, loc="lower right")
 
 
 def save_figure(fig, path: Path, dpi: int = 120, caption: str | None = None) -> Path:
