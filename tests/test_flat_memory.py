@@ -44,3 +44,15 @@ def test_a_buffer_larger_than_the_devices_in_flight_is_refused():
     from_dict({**base, "protocol": {"name": "fedbuff", "concurrency": 5, "buffer": 5}})
     with pytest.raises(ConfigError, match=r"^protocol.buffer = 6: at most protocol.concurrency = 5"):
         from_dict({**base, "protocol": {"name": "fedbuff", "concurrency": 5, "buffer": 6}})
+
+
+def test_a_run_without_a_folder_stops_in_one_line_before_its_rows_fill_the_memory(monkeypatch):
+    import wirelessfl.sim.records as records
+    from wirelessfl.experiments.run import simulate
+
+    monkeypatch.setattr(records, "physical_memory", lambda: 2 * records.PER_ROUND_BYTES * 500)  # room for 500 rows
+    scenario = from_dict({"run": {"time_budget_s": 1e12, "timing_only": True}, "scheduler": {"name": "uniform"},
+                          "protocol": {"name": "fedbuff", "concurrency": 4, "buffer": 1}})
+    with pytest.raises(ConfigError, match=r"^run.time_budget_s: this run keeps its records in memory \(it has no "
+                                          r"folder\) and has made 500 rows"):
+        simulate(scenario, progress=False)

@@ -27,6 +27,8 @@ from pathlib import Path
 
 import numpy as np
 
+from ..config.rules import PER_ROUND_BYTES
+from ..fields import ConfigError, physical_memory
 from ..files import FileDigest, make_folder, open_append, truncate_file, write_atomic
 from ..jsonio import write_json_atomic
 from .device_arrays import DECISIONS, DeviceArrays
@@ -131,6 +133,8 @@ class Recorder:
         self.positions = positions
         self.distance_sum = np.zeros(num_devices)
         self.rounds: list[dict] | None = [] if out_dir is None else None
+        memory = physical_memory()
+        self._rows_in_memory = math.inf if memory is None else max(int(0.5 * memory / PER_ROUND_BYTES), 1)
         self.totals = RoundTotals()
         self.evals: list[dict] = []
         self.selections = np.zeros(num_devices, dtype=np.int64)
@@ -195,7 +199,7 @@ class Recorder:
         row.update(_numbers(rec.decision.info, "scheduler", skip=("objective", "queue_mean")))
         row.update(_numbers(rec.metrics, "algorithm"))
         if self.rounds is not None:
-            self.rounds.append(row)
+            self._keep(row)
         self.totals.add(row)
         if where is not None:
             self.distance_sum += np.hypot(where[:, 0], where[:, 1])
@@ -223,8 +227,19 @@ class Recorder:
         row = dict(zip(ROUND_COLUMNS, values))
         row.update(extra)
         if self.rounds is not None:
-            self.rounds.append(row)
+            self._keep(row)
         self._write("rounds", row)
+
+    def _keep(self, row: dict) -> None:
+        """A row kept in memory (a run without a folder): up to half of this machine's memory, then a
+        one-line error rather than a machine that swaps (run.rounds is checked at load; a time
+        budget cannot say how many rows it will make)."""
+        self.rounds.append(row)
+        if len(self.rounds) >= self._rows_in_memory:
+            raise ConfigError(f"run.time_budget_s: this run keeps its records in memory (it has no folder) and "
+                              f"has made {len(self.rounds):,} rows, about half of this machine's memory; give it "
+                              "a folder (simulate(scenario, out_dir), or the CLI's --out) so that they stream to "
+                              "disk, or set run.rounds")
 
     def _round_row(self, rec: RoundRecord, where) -> dict:
         """A round's row, its per-device totals (unless its updates count their own), the expected
