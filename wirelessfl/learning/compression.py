@@ -32,7 +32,7 @@ from typing import Any, Callable, ClassVar, Protocol
 
 import numpy as np
 
-from ..fields import ConfigError, option
+from ..fields import ConfigError, NoOptions, option
 from ..plugins import Registry
 
 __all__ = ["COMPRESSORS", "Compressor", "Float16", "NoCompression", "QSGD", "RandK", "ScaledSign", "TopK", "Uplink",
@@ -114,6 +114,8 @@ class Compressor(Protocol):
 class NoCompression(Compressor):
     """``"none"``: the 32-bit floats (and over the air, the analog values: nothing is encoded)."""
 
+    Options = NoOptions
+
     @classmethod
     def check(cls, scenario, options) -> None:
         """Any scenario: nothing is encoded."""
@@ -130,6 +132,8 @@ class NoCompression(Compressor):
 
 class Float16(Compressor):
     """``"float16"``: half-precision floats (entries beyond its range become infinite)."""
+
+    Options = NoOptions
 
     def bits(self, d: int) -> int:
         return 16 * int(d)
