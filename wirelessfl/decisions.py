@@ -75,6 +75,10 @@ class Decision:
     queue: the virtual queues Z_n the decision was made with, for a scheduler that keeps them (the
         Lyapunov scheduler); None: it keeps none (recorded as zeros).
     traffic: uplink traffic beyond the model uploads (:class:`Traffic`); default: none.
+    frequency: (N,) the CPU frequency in Hz each device computes at if selected, for a scheduler
+        that chooses it (capability ``ChoosesFrequency``; the computation model must be
+        ``FrequencyScaled``, e.g. devices.compute = "cpu"; docs/energy.md, "CPU frequency").
+        None (default): the computation model's own.
     """
 
     omega: np.ndarray
@@ -86,6 +90,7 @@ class Decision:
     replace: bool = True
     queue: np.ndarray | None = None
     traffic: Traffic = NO_TRAFFIC
+    frequency: np.ndarray | None = None
 
     def queues(self) -> np.ndarray:
         """The virtual queues, zeros for a scheduler that keeps none."""

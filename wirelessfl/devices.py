@@ -25,7 +25,8 @@ class ComputeModel(Protocol):
 
     Required: ``from_scenario`` and ``compute_times``; subclass to inherit the optional parts. The
     times are a FedAvg round's (``learning.local_steps`` steps); algorithms with other work scale
-    them (see WorkScaledCompute). Capability (wirelessfl.capabilities): :class:`ComputeEnergy`.
+    them (see WorkScaledCompute). Capabilities (wirelessfl.capabilities): :class:`ComputeEnergy`,
+    :class:`FrequencyScaled`.
     """
 
     Options: ClassVar[type | None] = None
@@ -121,22 +122,48 @@ class CpuOptions:
     cycles_per_sample: float = option(1e7, gt=0, doc="CPU cycles c per training sample")
     cycles_per_sample_per_device: tuple[float, ...] = option((), gt=0, doc="one c per device")
     kappa: float = option(1e-28, ge=0, doc="effective switched capacitance; kappa f^2 J per cycle")
+    f_min_hz: float | None = option(None, gt=0, doc="lowest frequency a scheduler may choose (None: each device's "
+                                    "own cpu_hz; docs/energy.md, CPU frequency)")
+    f_max_hz: float | None = option(None, gt=0, doc="highest frequency a scheduler may choose (None: each device's "
+                                    "own cpu_hz)")
+
+
+@runtime_checkable
+class FrequencyScaled(Protocol):
+    """A computation model whose devices run at a CPU frequency a scheduler may choose
+    (Decision.frequency; docs/energy.md, "CPU frequency"): a round of C_n cycles takes C_n / f
+    seconds and kappa C_n f^2 joules at f Hz, f within [f_min_n, f_max_n]. At f = 1 the two give
+    C_n and kappa C_n, the coefficients a scheduler prices a frequency with."""
+
+    def times_at(self, devices: np.ndarray, f: np.ndarray) -> np.ndarray:
+        """C_n / f_n seconds for each of ``devices`` at frequencies ``f`` (one per device given, or a scalar)."""
+
+    def energy_at(self, devices: np.ndarray, f: np.ndarray) -> np.ndarray:
+        """kappa C_n f_n^2 joules for each of ``devices`` at frequencies ``f``."""
+
+    def frequency_bounds(self) -> tuple[np.ndarray, np.ndarray]:
+        """(f_min, f_max): each device's lowest and highest frequency (N,) each, Hz."""
 
 
 class CpuCompute(ComputeModel):
     """A CPU at f_n Hz needing c_n cycles per sample, S samples per round (S = local steps x batch).
 
     time_n = c_n S / f_n; energy_n = kappa f_n^2 x c_n S (dynamic power kappa f^3 over that time).
+    Capability :class:`FrequencyScaled`: a scheduler may choose f_n in [f_min_hz, f_max_hz] (both
+    default to the device's own cpu_hz: nothing to choose).
     """
 
     Options = CpuOptions
     work_proportional = True
 
     def __init__(self, cpu_hz: np.ndarray, cycles_per_sample: np.ndarray, samples_per_round: int,
-                 kappa: float):
+                 kappa: float, f_min: np.ndarray | float | None = None, f_max: np.ndarray | float | None = None):
         self.cpu_hz = np.asarray(cpu_hz, dtype=float)
         self.cycles = np.asarray(cycles_per_sample, dtype=float) * samples_per_round  # per round
         self.kappa = float(kappa)
+        n = self.cpu_hz.shape
+        self.f_min = self.cpu_hz.copy() if f_min is None else np.broadcast_to(np.asarray(f_min, dtype=float), n).copy()
+        self.f_max = self.cpu_hz.copy() if f_max is None else np.broadcast_to(np.asarray(f_max, dtype=float), n).copy()
 
     @classmethod
     def from_scenario(cls, scenario, options: CpuOptions) -> "CpuCompute":
@@ -145,12 +172,18 @@ class CpuCompute(ComputeModel):
         f = np.asarray(options.cpu_hz_per_device) if options.cpu_hz_per_device else np.full(n, options.cpu_hz)
         c = (np.asarray(options.cycles_per_sample_per_device) if options.cycles_per_sample_per_device
              else np.full(n, options.cycles_per_sample))
-        return cls(f, c, scenario.learning.local_steps * scenario.learning.batch_size, options.kappa)
+        return cls(f, c, scenario.learning.local_steps * scenario.learning.batch_size, options.kappa,
+                   f_min=options.f_min_hz, f_max=options.f_max_hz)
 
     @classmethod
     def check(cls, scenario, options: CpuOptions) -> None:
-        """One value per device when given per device; finite times and energies."""
+        """One value per device when given per device; f_min <= f_max; finite times and energies."""
         _per_device_lengths(scenario, options, ("cpu_hz_per_device", "cycles_per_sample_per_device"))
+        bounds = cls.from_scenario(scenario, options)
+        if (bounds.f_min > bounds.f_max).any():
+            i = int(np.flatnonzero(bounds.f_min > bounds.f_max)[0])
+            raise ConfigError(f"devices.f_min_hz: device {i}'s lowest frequency {bounds.f_min[i]:g} Hz is above its "
+                              f"highest {bounds.f_max[i]:g} Hz (devices.f_max_hz, else its cpu_hz)")
         everyone = np.arange(scenario.devices.count)
         with np.errstate(over="ignore"):
             model = cls.from_scenario(scenario, options)
@@ -169,6 +202,18 @@ class CpuCompute(ComputeModel):
     def energy_j(self, devices: np.ndarray, round_idx: int = 0) -> np.ndarray:
         """kappa f_n^2 c_n S for each of ``devices``."""
         return self.kappa * self.cpu_hz[devices] ** 2 * self.cycles[devices]
+
+    def times_at(self, devices: np.ndarray, f: np.ndarray) -> np.ndarray:
+        """c_n S / f_n for each of ``devices`` at the frequencies ``f``."""
+        return self.cycles[devices] / np.asarray(f, dtype=float)
+
+    def energy_at(self, devices: np.ndarray, f: np.ndarray) -> np.ndarray:
+        """kappa f_n^2 c_n S for each of ``devices`` at the frequencies ``f``."""
+        return self.kappa * np.asarray(f, dtype=float) ** 2 * self.cycles[devices]
+
+    def frequency_bounds(self) -> tuple[np.ndarray, np.ndarray]:
+        """(f_min, f_max) of every device: f_min_hz and f_max_hz, else its cpu_hz."""
+        return self.f_min.copy(), self.f_max.copy()
 
 
 @dataclass(frozen=True)
@@ -300,6 +345,20 @@ class WorkScaledCompute:
         energy = self.base.energy_j(devices, round_idx=round_idx)
         scaled = self._scale(devices, round_idx)
         return energy if scaled is None else energy * scaled[1]
+
+    @property
+    def frequency_scaled(self) -> bool:
+        """Whether the base model runs at a frequency a scheduler may choose (:class:`FrequencyScaled`)."""
+        return provides(self.base, FrequencyScaled)
+
+    def at_frequency(self, devices: np.ndarray, f: np.ndarray, round_idx: int = 0) -> tuple[np.ndarray, np.ndarray]:
+        """(times, energy) of each of ``devices`` at the frequencies ``f`` (one per device given), scaled
+        like ``compute_times`` and ``energy_j``; the base model must be :class:`FrequencyScaled`."""
+        times, energy = self.base.times_at(devices, f), self.base.energy_at(devices, f)
+        scaled = self._scale(devices, round_idx)
+        if scaled is None:
+            return times, energy
+        return times * scaled[1] + self.step_time_s * scaled[0], energy * scaled[1]
 
     def state_dict(self) -> dict:
         """The base model's state."""

@@ -10,6 +10,7 @@ from typing import Any, ClassVar, Protocol, runtime_checkable
 import numpy as np
 
 from ..capabilities import absent, provides
+from ..fields import ConfigError
 from ..decisions import NO_TRAFFIC, Decision, ReportRequest, Reports, Traffic  # noqa: F401  (re-exported)
 
 
@@ -93,7 +94,8 @@ class Scheduler(Protocol):
     Required: ``from_scenario`` and ``decide``. Everything else is optional: subclass this protocol
     to inherit the defaults below (no options, no state, no probe, no queues, no dispatch rule).
     Capabilities (wirelessfl.capabilities): :class:`Dispatches` (a dispatch rule, for fedbuff and
-    fedasync) and :class:`Probes` (reports asked for before deciding).
+    fedasync), :class:`Probes` (reports asked for before deciding) and :class:`ChoosesFrequency`
+    (a CPU frequency per device in its decisions).
     """
 
     Options: ClassVar[type | None] = None
@@ -133,6 +135,13 @@ class Scheduler(Protocol):
         now, at most ``state.slots`` of them, and their transmit powers. A scheduler without this
         rule runs under sync and semi_sync only."""
         raise NotImplementedError(f"{type(self).__name__} has no dispatch rule")
+
+    @classmethod
+    @absent
+    def chooses_frequency(cls, options) -> bool:
+        """Whether runs with these options return Decision.frequency (a CPU frequency per device,
+        for a computation model that is FrequencyScaled). Default: never."""
+        return False
 
     def skip_round(self, state: RoundState, drain: bool) -> np.ndarray | None:
         """A round that does not consult the scheduler (a server round). Returns the virtual queues
@@ -197,6 +206,33 @@ class Probes(Protocol):
 
     def receive(self, reports: Reports) -> None:
         """The reports asked for (see Scheduler)."""
+
+
+@runtime_checkable
+class ChoosesFrequency(Protocol):
+    """A scheduler whose decisions may carry a CPU frequency per device (Decision.frequency), used for
+    the selected devices' computation time and energy when the computation model is
+    :class:`wirelessfl.devices.FrequencyScaled` (docs/energy.md, "CPU frequency")."""
+
+    @classmethod
+    def chooses_frequency(cls, options) -> bool:
+        """Whether runs with these options return a frequency (see Scheduler)."""
+
+
+def chooses_frequency(scenario) -> bool:
+    """Whether the scenario's scheduler, with its options, chooses CPU frequencies."""
+    part = scenario.part("scheduler")
+    return provides(part, ChoosesFrequency) and bool(part.chooses_frequency(scenario.options("scheduler")))
+
+
+def check_frequency_choice(scenario) -> None:
+    """ConfigError (one line) when the scheduler chooses frequencies and the computation model cannot take them."""
+    from ..devices import FrequencyScaled
+
+    if chooses_frequency(scenario) and not provides(scenario.part("compute"), FrequencyScaled):
+        raise ConfigError(f"scheduler.name = {scenario.scheduler.name!r} chooses CPU frequencies, which "
+                          f"devices.compute = {scenario.devices.compute!r} cannot run at; use devices.compute = 'cpu' "
+                          "(with f_min_hz and f_max_hz), or turn the scheduler's frequency choice off")
 
 
 def has_dispatch(cls: type) -> bool:

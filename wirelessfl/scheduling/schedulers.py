@@ -18,7 +18,7 @@ import numpy as np
 from dataclasses import dataclass
 
 from ..fields import ConfigError, option, require_memory
-from .base import Decision, Dispatch, DispatchState, RoundState, Scheduler, inclusion_probability
+from .base import Decision, Dispatch, DispatchState, RoundState, Scheduler, check_frequency_choice, inclusion_probability
 from .dispatch import DispatchQueues
 from .power import POWER_RULES, check_gains
 from .pricing import priced_power_and_airtime
@@ -129,6 +129,11 @@ class LyapunovOptions:
                                "since the model last had its data) against its airtime and power (docs/dispatch.md)")
     initial_queue: float = option(0.0, ge=0, doc="every virtual queue Z_n at the start; the paper's 0 makes round 0 "
                                   "transmit at p_max and the next rounds pay it back (README: the power budget)")
+    choose_frequency: bool = option(False, doc="also choose each device's CPU frequency f_n in [f_min, f_max] "
+                                    "(devices.compute = 'cpu'; sync and semi_sync; docs/energy.md, CPU frequency)")
+    lam_f: float = option(100.0, ge=0, doc="choose_frequency: weight of the expected computation time C_n / f_n")
+    e_bar_j: float = option(0.01, ge=0, doc="choose_frequency: each device's computation-energy budget, joules per "
+                            "round on average (virtual queue Y_n)")
 
 
 class UniformScheduler(Scheduler):
@@ -198,6 +203,12 @@ class LyapunovScheduler(Scheduler):
        b_n = V lam l / (B log2(1 + g_n P_n / N0)) + Z_n P_n (``solver`` "exact" or "manifold").
     3. Z_n <- max(Z_n + P_n q_n - Pbar_n, 0). The Decision carries the Z the round was decided with.
 
+    With a ``frequency_model`` (option choose_frequency; capability ChoosesFrequency), each device's
+    CPU frequency too (docs/energy.md, "CPU frequency"): f_n = (V lam_f / (2 kappa Y_n))^(1/3) on
+    [f_min_n, f_max_n] (f_max_n where Y_n kappa = 0), b_n gains V lam_f C_n / f_n + Y_n kappa C_n f_n^2,
+    and a second queue Y_n <- max(Y_n + q_n kappa C_n f_n^2 - e_bar, 0) keeps the computation energy
+    within its budget. The Decision carries the frequencies in ``frequency``.
+
     Devices left out of step 2 get omega = q = 0 (never selected): unavailable devices (their
     queues are left unchanged) and devices that cannot send this round because their power is 0
     or their rate underflows to 0 (b_n = +inf: infinite airtime). Excluding the latter is the
@@ -209,7 +220,7 @@ class LyapunovScheduler(Scheduler):
 
     def __init__(self, num_devices: int, m: int, V: float, lam: float, p_bar, p_max,
                  power_rule: str = "exact", solver: str = "exact", age_weight: float = 1.0,
-                 initial_queue: float = 0.0):
+                 initial_queue: float = 0.0, frequency_model=None, lam_f: float = 0.0, e_bar=0.0):
         self.num_devices = int(num_devices)
         if self.num_devices < 1:
             raise ValueError(f"num_devices must be >= 1, got {num_devices!r}")
@@ -234,29 +245,53 @@ class LyapunovScheduler(Scheduler):
         self.queue = np.full(self.num_devices, self.initial_queue)
         self.age_weight = float(age_weight)
         self.dispatch_queues = DispatchQueues(self.p_bar)
+        self.frequency_model = frequency_model
+        if frequency_model is not None:
+            if not (math.isfinite(lam_f) and lam_f >= 0):
+                raise ValueError(f"lam_f must be finite and >= 0, got {lam_f!r}")
+            everyone = np.arange(self.num_devices)
+            self.lam_f = float(lam_f)
+            self.e_bar = per_device(e_bar, self.num_devices, "e_bar")
+            self.cycles = np.asarray(frequency_model.times_at(everyone, 1.0), dtype=float)        # C_n
+            self.energy_coeff = np.asarray(frequency_model.energy_at(everyone, 1.0), dtype=float)  # kappa C_n
+            self.f_min, self.f_max = (np.asarray(f, dtype=float) for f in frequency_model.frequency_bounds())
+            safe = np.where(self.cycles > 0, self.cycles, 1.0)
+            self.kappa = np.where(self.cycles > 0, self.energy_coeff / safe, 0.0)  # kappa of each device
+            self.energy_queue = np.zeros(self.num_devices)  # Y_n
 
     Options = LyapunovOptions
+
+    @classmethod
+    def chooses_frequency(cls, options: LyapunovOptions) -> bool:
+        """Whether the scheduler chooses CPU frequencies: option choose_frequency (capability ChoosesFrequency)."""
+        return bool(getattr(options, "choose_frequency", False))
 
     @classmethod
     def check(cls, scenario, options: LyapunovOptions) -> None:
         """m draws a round must fit in memory; the weights of the costs must multiply to finite numbers
         (V lam and V age_weight at 1e308 overflow: every cost infinite, nobody ever scheduled)."""
         require_memory("scheduler.m", options.m, 24.0 * options.m, f"drawing {options.m} devices a round")
-        for name, weight in (("lam", options.lam), ("age_weight", options.age_weight)):
+        for name, weight in (("lam", options.lam), ("age_weight", options.age_weight), ("lam_f", options.lam_f)):
             if not options.V * weight <= MAX_WEIGHT:
                 raise ConfigError(f"scheduler.V = {options.V:g}, scheduler.{name} = {weight:g}: their product "
                                   f"({options.V * weight:.3g}) leaves no room for the costs it weighs (an airtime, an "
                                   "age) and the solver's squares of them to stay finite numbers, and no device would "
                                   f"be scheduled; keep V x {name} at most {MAX_WEIGHT:g}")
+        check_frequency_choice(scenario)
 
     @classmethod
     def from_scenario(cls, scenario, options: LyapunovOptions) -> "LyapunovScheduler":
         """The scheduler of docs/papers/lyapunov.md at the scenario's power budget, queues at
         ``initial_queue``."""
         link = scenario.link
+        model = None
+        if options.choose_frequency:
+            check_frequency_choice(scenario)
+            model = scenario.part("compute").from_scenario(scenario, scenario.options("compute"))
         return cls(scenario.devices.count, options.m, options.V, options.lam, link.p_bar, link.p_max,
                    power_rule=options.power_rule, solver=options.solver, age_weight=options.age_weight,
-                   initial_queue=options.initial_queue)
+                   initial_queue=options.initial_queue, frequency_model=model, lam_f=options.lam_f,
+                   e_bar=options.e_bar_j)
 
     def skip_round(self, state: RoundState, drain: bool) -> np.ndarray:
         """A round without the scheduler (a SAFARI server round): the queues stay, or, with
@@ -265,17 +300,37 @@ class LyapunovScheduler(Scheduler):
         queue = self.queue
         if drain:
             self.queue = np.maximum(queue - self.p_bar, 0.0)
+            if self.frequency_model is not None:
+                self.energy_queue = np.maximum(self.energy_queue - self.e_bar, 0.0)
         return queue.copy()
 
     def state_dict(self) -> dict:
-        """The virtual queues (and the dispatch rule's power use in the current slot)."""
-        return {"queue": self.queue.copy(), "dispatch": self.dispatch_queues.state_dict()}
+        """The virtual queues (and the dispatch rule's power use in the current slot; the energy
+        queues Y when it chooses frequencies)."""
+        state = {"queue": self.queue.copy(), "dispatch": self.dispatch_queues.state_dict()}
+        if self.frequency_model is not None:
+            state["energy_queue"] = self.energy_queue.copy()
+        return state
 
     def load_state(self, state: dict) -> None:
         """Restore the virtual queues."""
         self.queue = np.asarray(state["queue"], dtype=float).copy()
         if "dispatch" in state:
             self.dispatch_queues.load_state(state["dispatch"])
+        if self.frequency_model is not None and "energy_queue" in state:
+            self.energy_queue = np.asarray(state["energy_queue"], dtype=float).copy()
+
+    def frequencies(self, energy_queue: np.ndarray) -> np.ndarray:
+        """Each device's minimiser of V lam_f C_n / f + Y_n kappa C_n f^2 on [f_min_n, f_max_n]:
+        (V lam_f / (2 kappa Y_n))^(1/3), clipped; f_max_n where Y_n kappa = 0 (docs/energy.md)."""
+        y_kappa = energy_queue * self.kappa
+        with np.errstate(divide="ignore", over="ignore"):
+            free = np.cbrt(self.V * self.lam_f / (2.0 * y_kappa))
+        return np.where(y_kappa > 0, np.clip(free, self.f_min, self.f_max), self.f_max)
+
+    def frequency_costs(self, f: np.ndarray, energy_queue: np.ndarray) -> np.ndarray:
+        """V lam_f C_n / f_n + Y_n kappa C_n f_n^2: each device's part of b_n for its computation."""
+        return self.V * self.lam_f * self.cycles / f + energy_queue * self.energy_coeff * f ** 2
 
     def dispatch(self, state: DispatchState) -> Dispatch:
         """Event protocols: the ``state.slots`` idle, available devices of least drift-plus-penalty
@@ -302,6 +357,10 @@ class LyapunovScheduler(Scheduler):
         check_gains(np.asarray(state.gains, dtype=float))
         z = self.queue  # replaced, never written in place, below
         power, b = self.costs(state, z)
+        if self.frequency_model is not None:
+            y = self.energy_queue
+            frequency = self.frequencies(y)
+            b = b + self.frequency_costs(frequency, y)
         eligible = b < np.inf
         if avail is not None:
             eligible &= avail
@@ -320,4 +379,10 @@ class LyapunovScheduler(Scheduler):
             info.update(scheduled=0, objective=0.0, success=False, message="no device can be scheduled")
         queue = np.maximum(z + power * q - self.p_bar, 0.0)
         self.queue = queue if avail is None else np.where(avail, queue, z)
-        return Decision(omega=omega, q=q, power=power, queue=z, m=m, info=info)
+        if self.frequency_model is None:
+            return Decision(omega=omega, q=q, power=power, queue=z, m=m, info=info)
+        energy_queue = np.maximum(y + q * self.energy_coeff * frequency ** 2 - self.e_bar, 0.0)
+        self.energy_queue = energy_queue if avail is None else np.where(avail, energy_queue, y)
+        info.update(frequency_mean_hz=float(frequency.mean()), energy_queue_mean=float(y.mean()),
+                    expected_compute_energy_j=float((q * self.energy_coeff * frequency ** 2).sum()))
+        return Decision(omega=omega, q=q, power=power, queue=z, m=m, info=info, frequency=frequency)

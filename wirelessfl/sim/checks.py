@@ -50,6 +50,13 @@ def check_decision(decision, n: int, available: np.ndarray | None, where: str) -
         if bad.size:
             raise PartError(f"{where}: Decision.{name}[{bad[0]}] = {float(a[bad[0]])!r}: must be finite and >= 0")
         arrays[name] = a
+    if decision.frequency is not None:
+        f = np.asarray(decision.frequency, dtype=float)
+        if f.shape != (n,):
+            raise PartError(f"{where}: Decision.frequency has shape {f.shape}; need one entry per device, ({n},)")
+        bad = np.flatnonzero(~(np.isfinite(f) & (f > 0)))
+        if bad.size:
+            raise PartError(f"{where}: Decision.frequency[{bad[0]}] = {float(f[bad[0]])!r}: must be finite and > 0")
     total = float(arrays["omega"].sum())
     if total != 0.0 and abs(total - 1.0) > 1e-6:
         raise PartError(f"{where}: Decision.omega sums to {total!r}: must sum to 1 (or be all zero: nobody)")

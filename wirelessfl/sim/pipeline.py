@@ -14,6 +14,7 @@ from typing import Any, Callable
 
 import numpy as np
 
+from ..plugins import PartError
 from ..scheduling.base import Decision, ReportRequest, RoundState, draw_devices
 
 __all__ = ["AggregationRecord", "RoundOpening", "RoundRecord", "compute_energy", "learn_round", "open_round", "piggyback_s", "round_state",
@@ -88,7 +89,7 @@ class RoundOpening:
     selected device's power as the scheduler gave it and as it transmits: the access scheme may
     invert the channel); bits: one upload's bits, or per selected device with ``extra`` bits riding
     on it (Decision.traffic.piggyback_bits; None: none); comp: computation times; energy_full:
-    computation energy of the whole computation."""
+    computation energy of the whole computation (both at Decision.frequency where the scheduler chose one)."""
 
     index: int
     t_start: float
@@ -138,6 +139,15 @@ def open_round(parts, streams: dict, checks, learner, index: int, t_start: float
     if decision.traffic.piggyback_bits is not None:  # e.g. a refreshed gradient riding on the model upload
         opening.extra = np.asarray(decision.traffic.piggyback_bits, dtype=float)[selected]
         opening.bits = p.upload_bits + opening.extra
+    if decision.frequency is not None:  # the scheduler chose each device's CPU frequency (ChoosesFrequency)
+        if not getattr(p.compute, "frequency_scaled", False):
+            raise PartError(f"round {index}: the scheduler returned Decision.frequency, and the computation model "
+                            "cannot run at a chosen frequency (wirelessfl.devices.FrequencyScaled, e.g. "
+                            "devices.compute = 'cpu')")
+        f = np.asarray(decision.frequency, dtype=float)[selected]
+        comp, energy = p.compute.at_frequency(selected, f, round_idx=index)
+        opening.comp, opening.energy_full = np.asarray(comp, dtype=float), np.asarray(energy, dtype=float)
+        return opening
     opening.comp = np.asarray(p.compute.compute_times(selected, streams["compute"], round_idx=index), dtype=float)
     opening.energy_full = np.asarray(p.compute.energy_j(selected, round_idx=index), dtype=float)
     return opening

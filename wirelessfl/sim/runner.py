@@ -24,6 +24,7 @@ from ..plugins import PartError
 from ..devices import WorkScaledCompute, build_availability
 from ..access import Link, check_scheme
 from ..fading import block_fading
+from ..scheduling.base import check_frequency_choice
 from ..wireless import build_channel, moving, sigma_profile
 from ..files import DamagedFile, refuse_links, write_atomic
 from .checkpoint import CHECKPOINT_NAME, ResumeError, save_checkpoint
@@ -172,6 +173,7 @@ class Run:
         vectors = self.algorithm.upload_vectors
         size = "link.model_bits" if scenario.link.model_bits is not None else "32 x the model's parameters"
         check_upload(scenario, self.bits * vectors, size if vectors == 1 else f"{vectors} x {size}")
+        check_frequency_choice(scenario)  # a scheduler's CPU frequencies need a computation model that takes them
         self.scheduler = scenario.part("scheduler").from_scenario(scenario, scenario.options("scheduler"))
         # the cell (positions, per-device shadowing) is drawn once from its own stream: a resumed run
         # rebuilds it from the seed, so it is not part of the checkpoint
