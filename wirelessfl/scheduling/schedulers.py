@@ -131,7 +131,9 @@ class LyapunovOptions:
                                   "transmit at p_max and the next rounds pay it back (README: the power budget)")
     choose_frequency: bool = option(False, doc="also choose each device's CPU frequency f_n in [f_min, f_max] "
                                     "(devices.compute = 'cpu'; sync and semi_sync; docs/energy.md, CPU frequency)")
-    lam_f: float = option(100.0, ge=0, doc="choose_frequency: weight of the expected computation time C_n / f_n")
+    lam_f: float = option(1e-4, ge=0, doc="choose_frequency: weight of the expected computation time C_n / f_n "
+                          "(1e-4: at the cpu model's defaults f lands between 1e8 and 1e9 Hz for energy queues of "
+                          "about 1 J; docs/energy.md)")
     e_bar_j: float = option(0.01, ge=0, doc="choose_frequency: each device's computation-energy budget, joules per "
                             "round on average (virtual queue Y_n)")
 
