@@ -368,8 +368,8 @@ class FedBuff(_Dispatching):
         super().check(scenario, options)
         if options.buffer > options.concurrency:
             raise ConfigError(f"protocol.buffer = {options.buffer}: at most protocol.concurrency = "
-                              f"{options.concurrency} (the buffer keeps every update that arrived until it holds "
-                              "buffer of them)")
+                              f"{options.concurrency}: the buffer holds every arrived update until it is full, so it "
+                              "must not outgrow the devices in flight")
 
     def __init__(self, options: FedBuffOptions, plugin_path: Sequence[str] = ()):
         super().__init__(options, plugin_path)
