@@ -14,6 +14,12 @@ from .sim.summary import POWER_TOLERANCE
 from .learning import DatasetError, TrainingDiverged
 
 
+def _busy(s: dict) -> list[str]:
+    """The share of the time the uplink carried an upload (where the summary has it)."""
+    share = s.get("uplink_utilisation")
+    return [f"uplink busy {100 * share:.0f} %"] if isinstance(share, (int, float)) and share == share else []
+
+
 def _fmt_summary(name: str, s: dict) -> str:
     if s.get("status") not in ("complete", None) and "rounds" not in s:  # failed before its first round
         return f"{name}: {s.get('status')}: {s.get('error')}"
@@ -28,7 +34,7 @@ def _fmt_summary(name: str, s: dict) -> str:
     if math.isnan(s.get("final_accuracy", math.nan)):  # timing only: what the schedule cost
         count = max(s["rounds"], 1)
         parts += [f"{s['mean_distinct_per_round']:.2f} {per}",
-                  f"airtime {s['total_comm_s'] / count:.3g} s/{per.split('/')[1]}",
+                  f"airtime {s['total_comm_s'] / count:.3g} s/{per.split('/')[1]}", *_busy(s),
                   _power(s), f"transmit energy {s['total_energy_j']:.3g} J"]
     else:
         parts.append(f"accuracy {s['final_accuracy']:.3f}")

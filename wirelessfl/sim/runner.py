@@ -381,7 +381,8 @@ class Run:
             extra = {"distance_m": distance, "mean_gain": self.channel.mean_gain()}
         devices = rec.device_table(sigma_profile(sc.channel, sc.devices.count), extra)
         summary = summarise(sc, rec.totals, rec.evals, devices, wall_time_s=wall_time_s, model_bits=self.bits,
-                            updates={**rec.update_stats, "outcomes": rec.outcomes}, sim_time_s=self.engine.now,
+                            updates={**rec.update_stats, "outcomes": rec.outcomes,
+                                     "busy_s": rec.updates.busy_s(float(self.engine.now))}, sim_time_s=self.engine.now,
                             power_settled=rec.power.settled_round)
         summary.update(status=status, error=error)
         if error_log is not None:

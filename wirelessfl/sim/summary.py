@@ -158,8 +158,10 @@ def summarise(scenario, totals: RoundTotals, evals: list[dict], devices: dict,
         # one row of rounds.csv per aggregation (server version), under every protocol
         "aggregations": n_rounds, "uploads": int(updates.get("uploads", 0)), "updates_applied": int(applied),
         "mean_staleness": updates.get("staleness_sum", 0) / applied if applied else math.nan,
-        # share of the simulated time the uplink carried model uploads (FDMA: summed over devices)
-        "uplink_utilisation": updates.get("airtime_s", 0.0) / end_s if end_s > 0 else math.nan,
+        # how long the uplink carried at least one model upload, and that share of the simulated time
+        # (total_comm_s sums the uploads' airtimes: more where they share the band)
+        "uplink_busy_s": float(updates.get("busy_s", updates.get("airtime_s", 0.0))),
+        "uplink_utilisation": updates.get("busy_s", updates.get("airtime_s", 0.0)) / end_s if end_s > 0 else math.nan,
         "final_accuracy": evals[-1]["accuracy"] if evals else math.nan,
         "best_accuracy": max((e["accuracy"] for e in evals), default=math.nan),
         "final_dissimilarity": evals[-1].get("dissimilarity", math.nan) if evals else math.nan,

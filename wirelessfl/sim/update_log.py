@@ -59,6 +59,20 @@ def _round_rows(item: tuple) -> list[tuple]:
     return rows
 
 
+def union_length(start: np.ndarray, end: np.ndarray) -> float:
+    """The length of the union of the intervals [start_i, end_i] (NaN starts and empty ones left out)."""
+    keep = (start == start) & (end > start)
+    start, end = start[keep], end[keep]
+    if not start.size:
+        return 0.0
+    order = np.argsort(start, kind="stable")
+    start, reach = start[order], np.maximum.accumulate(end[order])
+    first = np.empty(start.size, dtype=bool)
+    first[0], first[1:] = True, start[1:] > reach[:-1]  # a new busy period: it starts after all before it ended
+    last = np.r_[np.flatnonzero(first)[1:] - 1, start.size - 1]
+    return float((reach[last] - start[first]).sum())
+
+
 class UpdateLog:
     """updates.csv: one line per update, appended as its fate becomes known. Without a folder the
     rows stay in memory (``rows_in_memory``); with one they are only on disk, so memory stays flat.
@@ -145,6 +159,23 @@ class UpdateLog:
         for item in self.in_memory:
             rows.extend([item] if len(item) == len(UPDATE_COLUMNS) else _round_rows(item))
         return rows
+
+    def busy_s(self, until: float) -> float:
+        """How long the uplink carried at least one upload, up to ``until``: the length of the union
+        of the uploads' times on the air, each from its first transmission to its end (or to when it
+        stopped; one still on the air counts to ``until``). One transmitter at a time (tdma): the
+        summed airtime; where uploads share the band (fdma, ofdma, aircomp): less."""
+        if self.path is not None:
+            import pandas as pd
+
+            self.flush()
+            table = pd.read_csv(self.path, usecols=["tx_start_s", "tx_end_s", "lost_s"])
+            start, end, lost = (table[c].to_numpy(dtype=float) for c in ("tx_start_s", "tx_end_s", "lost_s"))
+        else:
+            rows = self.rows_in_memory() or []
+            start, end, lost = (np.array([r[i] for r in rows], dtype=float) for i in (5, 6, 15))
+        end = np.where(np.isnan(end), lost, end)
+        return union_length(start, np.minimum(np.where(np.isnan(end), until, end), until))
 
     def flush(self) -> None:
         if self._fh is not None:

@@ -1,0 +1,48 @@
+"""The uplink's busy time: the union of the uploads' times on the air, not their sum."""
+import numpy as np
+import pytest
+
+from wirelessfl.config import from_dict
+from wirelessfl.experiments.run import simulate
+from wirelessfl.sim.update_log import union_length
+
+
+def test_the_union_of_intervals_by_hand():
+    start = np.array([0.0, 1.0, 5.0, 6.0, np.nan, 9.0, 2.0])
+    end = np.array([2.0, 3.0, 7.0, 6.5, 4.0, 9.0, 2.5])  # [0, 3] and [5, 7]; a NaN start and an empty one left out
+    assert union_length(start, end) == 5.0
+    assert union_length(np.array([1.0, 2.0]), np.array([2.0, 3.0])) == 2.0  # back to back: one busy period
+    assert union_length(np.array([]), np.array([])) == 0.0
+
+
+def run(access, tmp_path=None):
+    scenario = from_dict({"seed": 1, "run": {"time_budget_s": 60, "timing_only": True},
+                          "devices": {"count": 30, "compute": "shifted_exponential", "delay_mean_s": 0.2},
+                          "link": {"access": access, "model_bits": 400_000, "bandwidth_hz": 1e6},
+                          "protocol": {"name": "fedbuff", "concurrency": 10, "buffer": 2},
+                          "scheduler": {"name": "uniform"}})
+    return simulate(scenario, tmp_path, progress=False)
+
+
+@pytest.mark.parametrize("folder", [False, True])
+def test_a_shared_band_is_busy_less_than_its_summed_airtime_and_never_more_than_the_clock(tmp_path, folder):
+    res = run("fdma", tmp_path / "fdma" if folder else None)
+    s, up = res.summary, res.updates
+    end = np.where(up.tx_end_s.isna(), up.lost_s, up.tx_end_s)
+    end = np.minimum(np.where(np.isnan(end), s["sim_time_s"], end), s["sim_time_s"])
+    intervals = sorted((a, b) for a, b in zip(up.tx_start_s, end) if a == a and b > a)
+    busy, reach = 0.0, -np.inf  # the union, walked one interval at a time
+    for a, b in intervals:
+        busy += max(b - max(a, reach), 0.0)
+        reach = max(reach, b)
+    assert s["uplink_busy_s"] == pytest.approx(busy, rel=1e-9)
+    assert s["uplink_busy_s"] < 0.9 * s["total_comm_s"]  # ten devices in flight share the band
+    assert 0 < s["uplink_utilisation"] <= 1
+
+
+def test_one_transmitter_at_a_time_is_busy_for_its_summed_airtime():
+    res = run("tdma")
+    s, up = res.summary, res.updates
+    end = np.minimum(up.tx_end_s.fillna(s["sim_time_s"]).to_numpy(), s["sim_time_s"])  # the last one cut by the end
+    assert s["uplink_busy_s"] == pytest.approx(float(np.nansum(end - up.tx_start_s.to_numpy())), rel=1e-9)
+    assert 0.5 < s["uplink_utilisation"] <= 1
