@@ -176,3 +176,18 @@ def test_a_trace_refuses_moving_devices_in_one_line(tmp_path, capsys):
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "devices.mobility" in err[0] and "static" in err[0]
     assert not (tmp_path / "t" / "gains.csv").exists()
+
+
+def test_a_moving_run_with_no_aggregation_records_where_the_devices_are():
+    """Before, distance_m was the mean over no records: 0 for every device."""
+    from wirelessfl.config import from_dict
+    from wirelessfl.experiments.run import simulate
+
+    sc = from_dict({"seed": 1, "run": {"time_budget_s": 30, "timing_only": True}, "channel": {"path_loss": True},
+                    "devices": {"count": 10, "mobility": "random_waypoint", "speed_mps": 10},
+                    "link": {"model_bits": 100_000}, "protocol": {"name": "fedbuff", "concurrency": 4, "buffer": 2},
+                    "scheduler": {"name": "uniform"}})
+    res = simulate(sc, progress=False)
+    assert res.summary["rounds"] == 0  # the first uploads outlast the budget at the default path loss
+    distance = res.devices["distance_m"].to_numpy()
+    assert (distance > 1.0).all() and (distance <= 100.0).all() and len(set(distance.round(6))) == 10

@@ -376,8 +376,8 @@ class Run:
         rec, sc = self.recorder, self.scenario
         extra = None
         if sc.channel.path_loss:  # moving devices: their mean distance over the records
-            distance = (rec.distance_sum / max(rec.totals.rounds, 1) if rec.positions is not None
-                        else self.channel.path_loss.distances_m)
+            distance = (rec.distance_sum / rec.totals.rounds if rec.positions is not None and rec.totals.rounds
+                        else self.channel.path_loss.distances_m)  # no record yet: where the devices are
             extra = {"distance_m": distance, "mean_gain": self.channel.mean_gain()}
         devices = rec.device_table(sigma_profile(sc.channel, sc.devices.count), extra)
         summary = summarise(sc, rec.totals, rec.evals, devices, wall_time_s=wall_time_s, model_bits=self.bits,
