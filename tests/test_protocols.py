@@ -740,3 +740,33 @@ def test_the_summary_line_speaks_of_the_queues_transient_only_for_round_decision
     assert _power({**summary, "protocol": "fedbuff"}) == "time-average power 1.02 (budget P̄ = 1, a long-run average)"
     assert "transient outlasts these 120 rounds" in _power({**summary, "protocol": "sync"})
     assert "transient" in _power({**summary, "protocol": "semi_sync"})
+
+
+def test_a_dispatch_rule_sees_the_updates_that_wait_in_the_buffer(tmp_path):
+    """DispatchState.waiting counts each device's updates that arrived and are not applied yet: at a
+    dispatch at time t, those with tx_end <= t whose aggregation comes after t (a dispatch follows the
+    aggregation of the same arrival)."""
+    from wirelessfl.scheduling.schedulers import UniformScheduler
+
+    seen = []
+    real = UniformScheduler.dispatch
+
+    def watching(self, state):
+        seen.append((state.time_s, state.waiting.copy()))
+        return real(self, state)
+
+    UniformScheduler.dispatch = watching
+    try:
+        res = simulate(scenario({"name": "fedbuff", "concurrency": 6, "buffer": 4}, rounds=30), tmp_path / "fb",
+                       progress=False)
+    finally:
+        UniformScheduler.dispatch = real
+    up, ends = res.updates, res.rounds.set_index("round")["t_end"]
+    applied_at = up.version_applied.map(ends).fillna(np.inf).to_numpy()
+    checked = 0
+    for t, waiting in seen[6:]:  # after the first concurrency dispatches at t = 0
+        held = up[(up.tx_end_s.to_numpy() <= t) & (applied_at > t) & (up.outcome.isin(["applied", "in_flight"]))]
+        expected = np.bincount(held.device.to_numpy(dtype=np.int64), minlength=waiting.size)
+        assert (waiting == expected).all(), t
+        checked += int(waiting.sum() > 0)
+    assert checked > 10  # the buffer held updates at many dispatches

@@ -48,7 +48,9 @@ class DispatchState:
     it or change its arrays.
 
     time_s: the simulated clock. version: the server's model version (aggregations so far).
-    busy: (N,) devices in flight (they cannot be started again); num_busy: how many. available: (N,)
+    busy: (N,) devices in flight (they cannot be started again); num_busy: how many. waiting: (N,) how
+        many of each device's updates arrived and wait to be applied (in fedbuff's buffer: a device
+        started again now may be applied twice in one aggregation; None: not given). available: (N,)
         mask of devices that may be scheduled (None: all). last_applied: (N,) the version each device's last applied
         update produced (0: never), so version - last_applied is how many aggregations the model
         has gone without its data (its age).
@@ -76,6 +78,7 @@ class DispatchState:
     interval_s: float
     rng: np.random.Generator
     access: Any = None
+    waiting: np.ndarray | None = None
 
 
 @dataclass(slots=True)

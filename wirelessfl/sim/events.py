@@ -114,7 +114,8 @@ class EventEngine:
         self.packets_on = link.packets_on and parts.fading is None
         self.checks = PartChecks(parts)  # the user's scheduler and channel: their outputs are checked
         self._dispatch_state = DispatchState(
-            time_s=0.0, version=0, slots=0, busy=self.flights.busy, num_busy=0, available=None,
+            time_s=0.0, version=0, slots=0, busy=self.flights.busy, waiting=self.flights.waiting, num_busy=0,
+            available=None,
             last_applied=self.last_applied,
             mean_gains=self.mean_gains, model_bits=parts.upload_bits, bandwidth_hz=link.bandwidth_hz,
             noise_power=link.noise_power, per_aggregation=protocol.per_aggregation, interval_s=math.nan,
@@ -221,7 +222,7 @@ class EventEngine:
         u.phase = ARRIVED
         del self.flights.flying[u.seq]
         self.flights.busy[u.device] = False
-        self.flights.held[u.seq] = u
+        self.flights.hold(u)
         yield self.store.put(u)
 
     # --- starting devices ----------------------------------------------------------------------
@@ -244,6 +245,7 @@ class EventEngine:
         state.time_s, state.version, state.slots, state.available = self.env.now, self.version, self.wanted, \
             self.available
         state.busy, state.num_busy, state.last_applied = self.flights.busy, len(self.flights.flying), self.last_applied
+        state.waiting = self.flights.waiting
         state.interval_s = self.last_aggregation_s / self.version if self.version else math.nan
         choice = scheduler.dispatch(state)
         devices = choice.devices

@@ -29,10 +29,21 @@ class Flights:
         self.held: dict[int, Update] = {}    # arrived, not yet applied or dropped
         self.untrained: list[Update] = []    # started from the current version, not trained yet
         self.busy = np.zeros(num_devices, dtype=bool)
+        self.waiting = np.zeros(num_devices, dtype=np.int64)  # per device: its updates among the held
         self.next_seq = 0  # the next dispatch number
         self.reports = 0  # reports sent so far
         self.queue_seq = 0  # places in the uplink's queue (kept so a resume rebuilds the queue in order)
         self.repeats: dict[int, int] = {}  # devices started more than once from the current version
+
+    def hold(self, u: Update) -> None:
+        """``u`` arrived: held until it is applied or dropped (``release``)."""
+        self.held[u.seq] = u
+        self.waiting[u.device] += 1
+
+    def release(self, u: Update) -> None:
+        """``u``'s fate is known: no longer held (nothing if it never was)."""
+        if self.held.pop(u.seq, None) is not None:
+            self.waiting[u.device] -= 1
 
     def next_number(self, report: bool) -> int:
         """The number of the next dispatch (or report)."""
@@ -93,5 +104,7 @@ class Flights:
             by_seq[u.seq] = u
         self.flying = {seq: u for seq, u in by_seq.items() if u.phase < ARRIVED}
         self.held = {seq: u for seq, u in by_seq.items() if u.phase == ARRIVED}
+        self.waiting[:] = 0
+        np.add.at(self.waiting, np.array([u.device for u in self.held.values()], dtype=np.int64), 1)
         self.untrained = [by_seq[seq] for seq in state["untrained"]]
         return by_seq

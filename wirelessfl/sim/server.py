@@ -81,7 +81,7 @@ class Server:
         """``u``'s fate is known at time ``t``: its energies, its row, and no more references to it."""
         e = self.engine
         u.outcome = outcome
-        e.flights.held.pop(u.seq, None)
+        e.flights.release(u)
         if u.phase >= ARRIVED or outcome == "applied":
             u.phase = FINISHED
         if outcome not in ("applied", "stale") and u.tx_end_s != u.tx_end_s:
