@@ -174,7 +174,8 @@ class JointUplink:
             u.power = float(self.scheme.transmit_power(np.array([u.gain]), np.array([u.power]))[0])
             u.attempts = 1 if u.power > 0 else 0
             if u.power > 0:
-                u.phase, u.tx_start_s, u.airtime_s = ON_AIR, now, length
+                u.phase, u.airtime_s = ON_AIR, length
+                host.start_transmission(u)  # on the air now, with its gain and the joint airtime
                 self.on_air.append(u)
             else:
                 u.airtime_s = 0.0

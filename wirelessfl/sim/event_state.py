@@ -29,6 +29,7 @@ def engine_state(engine) -> dict:
         **engine.availability.state_dict(),
         "wanted": engine.wanted, "dispatch_info": numbers_only(engine.dispatch_info),
         **engine.timers.state_dict(),
+        **engine.busy.state_dict(),
         **engine.rounds.state_dict(),
         "uplink": engine.uplink.state_dict(),
         "protocol": _encode(engine.protocol.state_dict()),
@@ -49,6 +50,7 @@ def load_engine_state(engine, state: dict) -> None:
     engine.flights.load_state(state)
     engine.availability.load_state(state)
     engine.timers.load_state(state)
+    engine.busy.load_state(state)
     engine.wanted = int(state["wanted"])
     engine.dispatch_info = dict(state["dispatch_info"])
     engine.restored = state

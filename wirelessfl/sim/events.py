@@ -45,6 +45,7 @@ import simpy
 from ..scheduling.base import DispatchState
 from ..wireless import moving
 from .availability import AvailabilitySteps
+from .busy import BusyClock
 from .checks import PartChecks
 from ..des.clock import CHECKPOINT, RANK_DEVICE, RANK_STOP, Clock, priority
 from .engine import STREAMS, EvalRule, Parts, StopRule, evaluate, raise_non_finite_clock
@@ -95,6 +96,7 @@ class EventEngine:
         self.dispatch_info: dict = {}
         self.rounds = RoundDriver(self)  # the round under way, for round-based protocols
         self.timers = Timers(self._timer_due)
+        self.busy = BusyClock()  # how long the uplink carried a model upload
         self._own_timers = {"_server_round_end": self.rounds.server_round_end,
                             "_empty_round_end": self.rounds.empty_round_end}
         self.start_s = 0.0  # where the clock starts (a resume: where it stood)
@@ -211,8 +213,12 @@ class EventEngine:
                 yield env.at(u.compute_end_s, prio)
             delivered = yield from self.uplink.transmit(u)
         except simpy.Interrupt as stop:
+            if u.tx_start_s == u.tx_start_s and not u.report:  # cut while on the air
+                self.busy.stop(env.now)
             self._lost(u, stop.cause)  # nothing more if whoever interrupted settled it already
             return
+        if not u.report and u.tx_start_s == u.tx_start_s:
+            self.busy.stop(env.now)
         if delivered is False or isinstance(delivered, str):  # a packet failed link.max_attempts times,
             self._lost(u, delivered or "lost")                   # or AirComp left it silent
             return
@@ -331,6 +337,8 @@ class EventEngine:
         """``u`` goes on the air now: its gain (drawn now, unless its round drew it) and its time on
         the air as the access scheme says (NaN under FDMA: the shared band decides as it goes)."""
         u.tx_start_s = self.env.now
+        if not u.report:
+            self.busy.start(self.env.now)
         if u.gain != u.gain:
             u.gain = self.draw_gain(u.device)
         if u.airtime_s != u.airtime_s:

@@ -33,7 +33,7 @@ from ..files import FileDigest, make_folder, open_append, truncate_file, write_a
 from ..jsonio import write_json_atomic
 from .device_arrays import DECISIONS, DeviceArrays
 from .round_file import csv_rows, header, rounds_digest_problem, rounds_file_problem
-from .update_log import OUTCOMES, UPDATE_COLUMNS, UpdateLog
+from .update_log import OUTCOMES, UPDATE_COLUMNS, UpdateLog, union_length
 
 __all__ = ["EVAL_COLUMNS", "OUTCOMES", "ROUND_COLUMNS", "Recorder", "UPDATE_COLUMNS", "UpdateLog"]
 from .pipeline import AggregationRecord, RoundRecord
@@ -359,6 +359,10 @@ class Recorder:
                                  rec.decision.power[sel] if rec.power is None else rec.power,
                                  rec.t_end, rec.tx_end, rec.attempts)
         stats["uploads"] += k
+        # the round's busy uplink: the union of its uploads' times on the air (rounds do not overlap)
+        full = tx_start + airtime if rec.tx_end is None else rec.tx_end
+        with np.errstate(invalid="ignore"):
+            stats["busy_s"] = stats.get("busy_s", 0.0) + union_length(tx_start, np.minimum(full, rec.t_end))
         if arrived.all():
             stats["applied"] += k
             self.outcomes["applied"] += k

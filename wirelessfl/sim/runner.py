@@ -371,6 +371,12 @@ class Run:
                          evals=pd.DataFrame(rec.evals), devices=pd.DataFrame(devices),
                          summary=summary, run_dir=self.run_dir, update_rows=rec.updates.rows_in_memory())
 
+    def _busy_s(self) -> float:
+        """How long the uplink carried a model upload: the sync rounds' (recorded with their rows)
+        and the event engine's (kept as uploads go on and off the air)."""
+        busy = getattr(self.engine, "busy", None)
+        return self.recorder.update_stats.get("busy_s", 0.0) + (busy.busy_s(float(self.engine.now)) if busy else 0.0)
+
     def _close(self, wall_time_s: float, status: str, error: str | None,
                error_log: str | None = None) -> tuple[dict, dict]:
         rec, sc = self.recorder, self.scenario
@@ -381,8 +387,8 @@ class Run:
             extra = {"distance_m": distance, "mean_gain": self.channel.mean_gain()}
         devices = rec.device_table(sigma_profile(sc.channel, sc.devices.count), extra)
         summary = summarise(sc, rec.totals, rec.evals, devices, wall_time_s=wall_time_s, model_bits=self.bits,
-                            updates={**rec.update_stats, "outcomes": rec.outcomes,
-                                     "busy_s": rec.updates.busy_s(float(self.engine.now))}, sim_time_s=self.engine.now,
+                            updates={**rec.update_stats, "outcomes": rec.outcomes, "busy_s": self._busy_s()},
+                            sim_time_s=self.engine.now,
                             power_settled=rec.power.settled_round)
         summary.update(status=status, error=error)
         if error_log is not None:

@@ -160,23 +160,6 @@ class UpdateLog:
             rows.extend([item] if len(item) == len(UPDATE_COLUMNS) else _round_rows(item))
         return rows
 
-    def busy_s(self, until: float) -> float:
-        """How long the uplink carried at least one upload, up to ``until``: the length of the union
-        of the uploads' times on the air, each from its first transmission to its end (or to when it
-        stopped; one still on the air counts to ``until``). One transmitter at a time (tdma): the
-        summed airtime; where uploads share the band (fdma, ofdma, aircomp): less."""
-        if self.path is not None:
-            import pandas as pd
-
-            self.flush()
-            table = pd.read_csv(self.path, usecols=["tx_start_s", "tx_end_s", "lost_s"])
-            start, end, lost = (table[c].to_numpy(dtype=float) for c in ("tx_start_s", "tx_end_s", "lost_s"))
-        else:
-            rows = self.rows_in_memory() or []
-            start, end, lost = (np.array([r[i] for r in rows], dtype=float) for i in (5, 6, 15))
-        end = np.where(np.isnan(end), lost, end)
-        return union_length(start, np.minimum(np.where(np.isnan(end), until, end), until))
-
     def flush(self) -> None:
         if self._fh is not None:
             if self._pending:
