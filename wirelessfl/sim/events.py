@@ -213,12 +213,10 @@ class EventEngine:
                 yield env.at(u.compute_end_s, prio)
             delivered = yield from self.uplink.transmit(u)
         except simpy.Interrupt as stop:
-            if u.tx_start_s == u.tx_start_s and not u.report:  # cut while on the air
-                self.busy.stop(env.now)
+            self._off_air(u)  # if it was cut while on the air
             self._lost(u, stop.cause)  # nothing more if whoever interrupted settled it already
             return
-        if not u.report and u.tx_start_s == u.tx_start_s:
-            self.busy.stop(env.now)
+        self._off_air(u)
         if delivered is False or isinstance(delivered, str):  # a packet failed link.max_attempts times,
             self._lost(u, delivered or "lost")                   # or AirComp left it silent
             return
@@ -230,6 +228,11 @@ class EventEngine:
         self.flights.busy[u.device] = False
         self.flights.hold(u)
         yield self.store.put(u)
+
+    def _off_air(self, u: Update) -> None:
+        """``u``'s process ends: a model upload that went on the air has left it (the busy clock)."""
+        if u.tx_start_s == u.tx_start_s and not u.report:
+            self.busy.stop(self.env.now)
 
     # --- starting devices ----------------------------------------------------------------------
 
@@ -251,7 +254,6 @@ class EventEngine:
         state.time_s, state.version, state.slots, state.available = self.env.now, self.version, self.wanted, \
             self.available
         state.busy, state.num_busy, state.last_applied = self.flights.busy, len(self.flights.flying), self.last_applied
-        state.waiting = self.flights.waiting
         state.interval_s = self.last_aggregation_s / self.version if self.version else math.nan
         choice = scheduler.dispatch(state)
         devices = choice.devices

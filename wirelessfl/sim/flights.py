@@ -29,7 +29,8 @@ class Flights:
         self.held: dict[int, Update] = {}    # arrived, not yet applied or dropped
         self.untrained: list[Update] = []    # started from the current version, not trained yet
         self.busy = np.zeros(num_devices, dtype=bool)
-        self.waiting = np.zeros(num_devices, dtype=np.int64)  # per device: its updates among the held
+        # per device: its updates among the held (changed in place only: DispatchState shares it)
+        self.waiting = np.zeros(num_devices, dtype=np.int64)
         self.next_seq = 0  # the next dispatch number
         self.reports = 0  # reports sent so far
         self.queue_seq = 0  # places in the uplink's queue (kept so a resume rebuilds the queue in order)

@@ -359,28 +359,26 @@ class Recorder:
                                  rec.decision.power[sel] if rec.power is None else rec.power,
                                  rec.t_end, rec.tx_end, rec.attempts)
         stats["uploads"] += k
+        full_end = tx_start + airtime if rec.tx_end is None else rec.tx_end  # each upload's end, had it gone on
         # the round's busy uplink: the union of its uploads' times on the air (rounds do not overlap)
-        full = tx_start + airtime if rec.tx_end is None else rec.tx_end
         with np.errstate(invalid="ignore"):
-            stats["busy_s"] = stats.get("busy_s", 0.0) + union_length(tx_start, np.minimum(full, rec.t_end))
+            stats["busy_s"] = stats.get("busy_s", 0.0) + union_length(tx_start, np.minimum(full_end, rec.t_end))
         if arrived.all():
             stats["applied"] += k
             self.outcomes["applied"] += k
             stats["airtime_s"] += float(airtime.sum())
         else:  # lost uploads held the band for their transmissions, dropped ones until the deadline
-            self._count_round_outcomes(rec, arrived)
+            self._count_round_outcomes(rec, arrived, full_end)
             stats["applied"] += int(arrived.sum())
-            full_end = tx_start + airtime if rec.tx_end is None else rec.tx_end
             with np.errstate(invalid="ignore"):
                 on_air = np.where(full_end <= rec.t_end, airtime,
                                   np.where(np.isnan(tx_start), 0.0, rec.t_end - tx_start))
             stats["airtime_s"] += float(on_air.sum())
 
-    def _count_round_outcomes(self, rec: RoundRecord, arrived: np.ndarray) -> None:
+    def _count_round_outcomes(self, rec: RoundRecord, arrived: np.ndarray, full_end: np.ndarray) -> None:
         """A sync round's updates by outcome, as updates.csv's rows name them (update_log._round_rows)."""
         missed = ~arrived
         silent = missed & (rec.airtime_s == 0) if rec.attempts is None else np.zeros_like(missed)
-        full_end = rec.tx_start + rec.airtime_s if rec.tx_end is None else rec.tx_end
         with np.errstate(invalid="ignore"):
             lost = missed & ~silent & (full_end <= rec.t_end)
         counts = self.outcomes

@@ -145,6 +145,7 @@ def summarise(scenario, totals: RoundTotals, evals: list[dict], devices: dict,
     end_s = totals.end_s if n_rounds else 0.0
     if sim_time_s is not None:
         end_s = max(end_s, float(sim_time_s))
+    busy_s = float(updates.get("busy_s", updates.get("airtime_s", 0.0)))  # summed airtime: a caller without it
     return {
         "name": scenario.name, "seed": scenario.seed, "scheduler": scenario.scheduler.name,
         "algorithm": scenario.learning.algorithm, "access": scenario.link.access,
@@ -160,8 +161,8 @@ def summarise(scenario, totals: RoundTotals, evals: list[dict], devices: dict,
         "mean_staleness": updates.get("staleness_sum", 0) / applied if applied else math.nan,
         # how long the uplink carried at least one model upload, and that share of the simulated time
         # (total_comm_s sums the uploads' airtimes: more where they share the band)
-        "uplink_busy_s": float(updates.get("busy_s", updates.get("airtime_s", 0.0))),
-        "uplink_utilisation": updates.get("busy_s", updates.get("airtime_s", 0.0)) / end_s if end_s > 0 else math.nan,
+        "uplink_busy_s": busy_s,
+        "uplink_utilisation": busy_s / end_s if end_s > 0 else math.nan,
         "final_accuracy": evals[-1]["accuracy"] if evals else math.nan,
         "best_accuracy": max((e["accuracy"] for e in evals), default=math.nan),
         "final_dissimilarity": evals[-1].get("dissimilarity", math.nan) if evals else math.nan,
