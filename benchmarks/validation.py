@@ -1255,12 +1255,15 @@ FIGURES: dict[str, Callable[[Result, Path], Path]] = {
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("cases", nargs="*", choices=[[], *CASES], help="cases to run (default: all)")
+    parser.add_argument("cases", nargs="*", metavar="CASE", help=f"cases to run (default: all): {', '.join(CASES)}")
     parser.add_argument("--scale", type=float, default=1.0, help="sample sizes x this (1: the page's)")
     parser.add_argument("--figures", type=Path, default=HERE.parent / "figures" / "validation",
                         help="where the figures go (default figures/validation)")
     parser.add_argument("--no-figures", action="store_true")
     args = parser.parse_args(argv)
+    unknown = [name for name in args.cases if name not in CASES]
+    if unknown:
+        parser.error(f"unknown case {', '.join(unknown)}; choose from {', '.join(CASES)}")
     names = args.cases or list(CASES)
     bad = 0
     for name in names:
