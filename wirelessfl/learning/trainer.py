@@ -25,9 +25,12 @@ import torch
 import torch.nn.functional as F
 from torch.func import functional_call, grad, jvp, vmap
 
+from wirelessfl.learning.binding import FlatBinding
+from wirelessfl.learning.batched_conv import matmul_twin
 from wirelessfl.learning.datasets import Dataset
 from wirelessfl.learning.device_state import DeviceState, DeviceStates
 from wirelessfl.learning.evaluation import Evaluation
+from wirelessfl.learning.graphs import LocalStepGraphs
 from wirelessfl.learning.models import build_model
 from wirelessfl.learning.numerics import float32_kernels
 from wirelessfl.rng import stream, torch_generator
@@ -170,10 +173,16 @@ class Trainer(Evaluation):
             union = np.sort(stream(self.root_seed, "eval_train_subset").choice(union, eval_train_samples, replace=False))
         self._eval_train_idx = torch.from_numpy(union).to(self.device)
 
-        # Per-device gradient of the minibatch loss, vectorised over a stack of parameter vectors.
-        self.batched_grad = vmap(grad(self.loss))
+        # Per-device gradient of the minibatch loss, vectorised over a stack of parameter vectors; on an
+        # accelerator through a twin of the model whose convolutions are matrix products (batched_conv.py)
+        self._batched_model = (matmul_twin(self.model) if self.device.type != "cpu" else None) or self.model
+        self.batched_grad = vmap(grad(self._batched_loss))
         self._func_grad = grad(self.loss)  # composable with jvp (hvp) and vmap
         self.batched_hvp = vmap(self.hvp)  # per-device Hessian-vector products over a stack
+        self._binding = FlatBinding(self.model, self._names, self._shapes, self._numels)
+        # one device's local steps replayed as a captured CUDA graph (graphs.py; False: always eager)
+        self.cuda_graphs = self.device.type == "cuda"
+        self._graphs: LocalStepGraphs | None = None
         self.batching = batching
         self._has_conv = any(isinstance(mod, torch.nn.modules.conv._ConvNd) for mod in self.model.modules())
         self.device_states = DeviceStates(self.num_devices, self.device)
@@ -212,6 +221,11 @@ class Trainer(Evaluation):
     def loss(self, flat: torch.Tensor, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
         """Mean cross-entropy of the model with parameters ``flat`` on the batch (x, y)."""
         return F.cross_entropy(functional_call(self.model, self.unflatten(flat), (x,)), y)
+
+    def _batched_loss(self, flat: torch.Tensor, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        """:meth:`loss` as the vectorised path computes it (the twin with matrix-product convolutions
+        on an accelerator; the same function up to float32 rounding)."""
+        return F.cross_entropy(functional_call(self._batched_model, self.unflatten(flat), (x,)), y)
 
     @float32_kernels
     def grad(self, flat: torch.Tensor, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
@@ -306,7 +320,9 @@ class Trainer(Evaluation):
         for start in range(0, k, max(chunk, 1)):
             sl = slice(start, min(start + chunk, k))
             out[sl] = self._run_local(devices[sl], round_idx, steps[sl], lrs[sl], direction)
-        if self.nonfinite_local is None and k and not bool(torch.isfinite(out).all()):
+        # one sum first (a sum of finite numbers is almost always finite), the exact test only if not
+        if self.nonfinite_local is None and k and not math.isfinite(float(out.sum())) \
+                and not bool(torch.isfinite(out).all()):
             bad = int(torch.nonzero(~torch.isfinite(out).all(dim=1))[0])
             self.nonfinite_local = (devices[bad], round_idx)  # where a divergence first showed (see learner)
         return self.upload(devices, out, round_idx) if upload else out
@@ -376,18 +392,38 @@ class Trainer(Evaluation):
 
     def _run_loop(self, idx: torch.Tensor, steps: np.ndarray, lrs: np.ndarray,
                   directions: list) -> torch.Tensor:
+        # The module is bound to leaves sharing each device's y once (not re-bound every step, as
+        # functional_call would): the same gradients, less Python per step (binding.py)
         x0 = self._params
         out = torch.empty(len(steps), self.num_params, dtype=torch.float32, device=self.device)
-        for j, (k_j, lr_j, direction) in enumerate(zip(steps, lrs, directions)):
-            y = x0.clone()
-            for s in range(int(k_j)):
-                xb, yb = self._x_train[idx[j, s]], self._y_train[idx[j, s]]
-                g = self._grad(y, xb, yb)
-                if direction is not None:
-                    g = direction(g, y, x0, lambda: self._grad(x0, xb, yb))
-                y.sub_(g, alpha=float(lr_j))
-            out[j] = y.sub_(x0)
+        with self._binding.bound() as bind, torch.enable_grad():
+            for j, (k_j, lr_j, direction) in enumerate(zip(steps, lrs, directions)):
+                if direction is None and self.cuda_graphs and k_j > 0:
+                    self._graphs = self._graphs or LocalStepGraphs(self)
+                    replayed = self._graphs.run(idx[j, :k_j], float(lr_j))
+                    if replayed is not None:
+                        out[j] = replayed.sub_(x0)
+                        continue
+                y = x0.clone()
+                leaves = bind(y)
+                xs, ys = self._x_train[idx[j, :k_j]], self._y_train[idx[j, :k_j]]  # one gather per device
+                if direction is None:
+                    self._sgd_steps(leaves, xs, ys, float(lr_j))
+                else:
+                    for xb, yb in zip(xs, ys):
+                        g = self._binding.flat_grad(F.cross_entropy(self.model(xb), yb), leaves)
+                        with torch.no_grad():
+                            y.sub_(direction(g, y, x0, lambda: self._grad(x0, xb, yb)), alpha=float(lr_j))
+                out[j] = y.sub_(x0)
         return out
+
+    def _sgd_steps(self, leaves: list[torch.Tensor], xs: torch.Tensor, ys: torch.Tensor, lr: float) -> None:
+        """Plain local SGD on the module bound to ``leaves``: one step per minibatch (xs[s], ys[s]),
+        the pieces of y changed in place (the same numbers as y - lr g, without a flat copy of g)."""
+        for xb, yb in zip(xs, ys):
+            grads = self._binding.grads(F.cross_entropy(self.model(xb), yb), leaves)
+            with torch.no_grad():
+                torch._foreach_sub_(leaves, grads, alpha=lr)
 
     @float32_kernels
     def full_gradients(self, devices: Sequence[int], params: torch.Tensor | None = None) -> torch.Tensor:

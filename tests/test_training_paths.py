@@ -1,0 +1,137 @@
+"""The training core's fast paths give the numbers of the reference paths: the module bound once per
+update (binding.py) against functional_call every step, convolutions as matrix products
+(batched_conv.py) against torch's, and on CUDA the captured local steps (graphs.py) against eager."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+from torch import nn
+from torch.func import functional_call, grad, vmap
+
+from wirelessfl.learning import Trainer, partition
+from wirelessfl.learning.batched_conv import MatmulConv2d, matmul_twin
+from wirelessfl.learning.binding import FlatBinding
+from wirelessfl.rng import stream
+
+from test_trainer import tiny_dataset
+
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
+cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+
+
+@pytest.fixture(scope="module")
+def data():
+    ds = tiny_dataset()
+    parts = partition(ds.y_train.numpy(), 8, "iid", rng=stream(0, "partition"), samples_per_device=50)
+    return ds, parts
+
+
+def make(data, model="small_cnn", **kw):
+    ds, parts = data
+    return Trainer(ds, parts, model, **{"local_steps": 4, "batch_size": 8, "lr": 0.1, "batching": "loop", **kw})
+
+
+def functional_deltas(trainer: Trainer, devices, round_idx, direction=None):
+    """Reference: each step through Trainer.grad (functional_call on a fresh flat leaf)."""
+    out = []
+    for n in devices:
+        x0 = trainer.params
+        y = x0.clone()
+        for ix in trainer.minibatch_indices(n, round_idx):
+            xb, yb = trainer.batch(ix)
+            g = trainer.grad(y, xb, yb)
+            if direction is not None:
+                g = direction(g, y, x0, None)
+            y.sub_(g, alpha=trainer.lr)
+        out.append(y - x0)
+    return torch.stack(out)
+
+
+@pytest.mark.parametrize("model", ["small_cnn", "mlp", "logreg"])
+def test_the_loop_path_gives_the_functional_path_s_numbers_bit_for_bit(data, model):
+    trainer = make(data, model)
+    assert torch.equal(trainer.local_updates([0, 5, 2], 3), functional_deltas(trainer, [0, 5, 2], 3))
+
+
+def test_a_direction_on_the_loop_path_sees_the_current_local_model(data):
+    trainer = make(data, "mlp")
+    prox = lambda g, y, x0, anchor: g + 0.3 * (y - x0)  # FedProx's term: wrong if y were stale
+    got = trainer.local_updates([1, 4], 2, direction=prox)
+    assert torch.equal(got, functional_deltas(trainer, [1, 4], 2, direction=prox))
+    assert not torch.equal(got, trainer.local_updates([1, 4], 2))
+
+
+def test_the_binding_gives_the_module_its_parameters_back_and_handles_tied_weights():
+    torch.manual_seed(0)
+    shared = nn.Linear(4, 4)
+    model = nn.Sequential(shared, nn.ReLU(), shared)  # one parameter in two places
+    named = list(model.named_parameters())
+    binding = FlatBinding(model, [n for n, _ in named], [p.shape for _, p in named], [p.numel() for _, p in named])
+    own = [p for _, p in named]
+    flat = torch.cat([p.detach().reshape(-1) for p in own]) + 0.5
+    x = torch.randn(3, 4)
+    with binding.bound() as bind:
+        leaves = bind(flat)
+        g = binding.flat_grad(model(x).square().sum(), leaves)
+    assert [p for _, p in model.named_parameters()] == own  # the module's own parameters are back
+    views = {n: piece.view(p.shape) for (n, p), piece in zip(named, torch.split(flat, [p.numel() for p in own]))}
+    leaf = flat.clone().requires_grad_(True)
+    pieces = dict(zip(views, (piece.view(v.shape) for piece, v in zip(torch.split(leaf, [v.numel() for v in views.values()]),
+                                                                      views.values()))))
+    (ref,) = torch.autograd.grad(functional_call(model, pieces, (x,)).square().sum(), leaf)
+    assert torch.equal(g, ref)
+
+
+def test_convolutions_as_matrix_products_match_torch_s_convolutions():
+    torch.manual_seed(1)
+    for conv in (nn.Conv2d(3, 5, 3, padding=1), nn.Conv2d(2, 4, (3, 2), stride=2, padding=(1, 0), dilation=(1, 2)),
+                 nn.Conv2d(1, 3, 5, bias=False)):
+        x = torch.randn(6, conv.in_channels, 11, 9)
+        twin = matmul_twin(nn.Sequential(conv))
+        assert isinstance(twin[0], MatmulConv2d)
+        torch.testing.assert_close(twin(x), conv(x), rtol=1e-5, atol=1e-5)
+        torch.testing.assert_close(twin(x[0]), conv(x[0]), rtol=1e-5, atol=1e-5)  # unbatched input
+    assert matmul_twin(nn.Sequential(nn.Linear(3, 2))) is None
+    grouped = nn.Sequential(nn.Conv2d(4, 4, 3, groups=2))
+    assert matmul_twin(grouped) is None  # only what a matrix product computes as it is
+
+
+def test_the_twin_s_vectorised_gradients_match_the_grouped_convolution_s(data):
+    trainer = make(data)
+    twin = matmul_twin(trainer.model)
+    assert [n for n, _ in twin.named_parameters()] == trainer._names
+    k = 5
+    idx = torch.stack([trainer.minibatch_indices(n, 0)[0] for n in range(k)])
+    xb, yb = trainer._x_train[idx], trainer._y_train[idx]
+    y = trainer.params.expand(k, -1) + 0.01 * torch.randn(k, trainer.num_params, generator=torch.Generator().manual_seed(0))
+    loss = lambda model: lambda flat, x, t: F.cross_entropy(functional_call(model, trainer.unflatten(flat), (x,)), t)
+    torch.testing.assert_close(vmap(grad(loss(twin)))(y, xb, yb), vmap(grad(loss(trainer.model)))(y, xb, yb),
+                               rtol=1e-4, atol=1e-6)
+
+
+def test_the_cpu_keeps_vmap_s_own_convolutions_and_no_graphs(data):
+    trainer = make(data, batching="vmap")
+    assert trainer._batched_model is trainer.model and not trainer.cuda_graphs
+
+
+@cuda
+@pytest.mark.parametrize("model", ["small_cnn", "mlp"])
+def test_captured_local_steps_give_the_eager_steps_numbers_bit_for_bit(data, model):
+    graphed, eager = make(data, model, device="cuda"), make(data, model, device="cuda")
+    eager.cuda_graphs = False
+    for round_idx in range(3):  # the first captures, the others replay
+        assert torch.equal(graphed.local_updates([0, 6], round_idx), eager.local_updates([0, 6], round_idx))
+    assert graphed._graphs is not None and len(graphed._graphs._graphs) == 1
+    mixed = graphed.local_updates([1, 2], 5, local_steps=[4, 2], lr=[0.1, 0.05])  # another graph per (K, lr)
+    assert torch.equal(mixed, eager.local_updates([1, 2], 5, local_steps=[4, 2], lr=[0.1, 0.05]))
+
+
+@cuda
+def test_the_batched_path_on_cuda_uses_the_twin_repeats_and_matches_the_cpu(data):
+    gpu, cpu = make(data, device="cuda", batching="vmap"), make(data, batching="vmap")
+    assert isinstance(gpu._batched_model[0], MatmulConv2d)
+    first = gpu.local_updates([0, 3, 5, 7], 1)
+    assert torch.equal(gpu.local_updates([0, 3, 5, 7], 1), first)
+    torch.testing.assert_close(first.cpu(), cpu.local_updates([0, 3, 5, 7], 1), rtol=1e-4, atol=1e-5)
