@@ -86,7 +86,12 @@ def test_auto_batching_takes_the_measured_faster_path_and_matches_the_loop(data,
     assert [cnn.batching_for(k) for k in (1, 5, 20)] == ["loop"] * 3
     assert [mlp.batching_for(k) for k in (1, 4, 5, 20)] == ["loop", "loop", "vmap", "vmap"]
     monkeypatch.setattr(mlp, "device", torch.device("cuda"))  # the rule only, no tensor moves
-    # On an H200: the loop for one or two devices, one batched call from three on.
+    mlp.cuda_graphs = True
+    # On an H200: the loop (each device's steps a captured CUDA graph) up to 31 devices, one batched
+    # call from 32 on; steps that cannot be captured (a direction) batched from three on.
+    assert [mlp.batching_for(k) for k in (1, 3, 31, 32, 100)] == ["loop", "loop", "loop", "vmap", "vmap"]
+    assert [mlp.batching_for(k, plain=False) for k in (1, 2, 3, 100)] == ["loop", "loop", "vmap", "vmap"]
+    mlp.cuda_graphs = False
     assert [mlp.batching_for(k) for k in (1, 2, 3, 100)] == ["loop", "loop", "vmap", "vmap"]
     monkeypatch.undo()
     devices = [0, 1, 2, 3, 4, 5]

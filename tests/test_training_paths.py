@@ -1,17 +1,14 @@
 """The training core's fast paths give the numbers of the reference paths: the module bound once per
-update (binding.py) against functional_call every step, convolutions as matrix products
-(batched_conv.py) against torch's, and on CUDA the captured local steps (graphs.py) against eager."""
+update (binding.py) against functional_call every step, and on CUDA the captured local steps
+(graphs.py) against the eager ones."""
 from __future__ import annotations
 
-import numpy as np
 import pytest
 import torch
-import torch.nn.functional as F
 from torch import nn
-from torch.func import functional_call, grad, vmap
+from torch.func import functional_call
 
 from wirelessfl.learning import Trainer, partition
-from wirelessfl.learning.batched_conv import MatmulConv2d, matmul_twin
 from wirelessfl.learning.binding import FlatBinding
 from wirelessfl.rng import stream
 
@@ -84,36 +81,10 @@ def test_the_binding_gives_the_module_its_parameters_back_and_handles_tied_weigh
     assert torch.equal(g, ref)
 
 
-def test_convolutions_as_matrix_products_match_torch_s_convolutions():
-    torch.manual_seed(1)
-    for conv in (nn.Conv2d(3, 5, 3, padding=1), nn.Conv2d(2, 4, (3, 2), stride=2, padding=(1, 0), dilation=(1, 2)),
-                 nn.Conv2d(1, 3, 5, bias=False)):
-        x = torch.randn(6, conv.in_channels, 11, 9)
-        twin = matmul_twin(nn.Sequential(conv))
-        assert isinstance(twin[0], MatmulConv2d)
-        torch.testing.assert_close(twin(x), conv(x), rtol=1e-5, atol=1e-5)
-        torch.testing.assert_close(twin(x[0]), conv(x[0]), rtol=1e-5, atol=1e-5)  # unbatched input
-    assert matmul_twin(nn.Sequential(nn.Linear(3, 2))) is None
-    grouped = nn.Sequential(nn.Conv2d(4, 4, 3, groups=2))
-    assert matmul_twin(grouped) is None  # only what a matrix product computes as it is
-
-
-def test_the_twin_s_vectorised_gradients_match_the_grouped_convolution_s(data):
+def test_the_cpu_captures_no_graphs(data):
     trainer = make(data)
-    twin = matmul_twin(trainer.model)
-    assert [n for n, _ in twin.named_parameters()] == trainer._names
-    k = 5
-    idx = torch.stack([trainer.minibatch_indices(n, 0)[0] for n in range(k)])
-    xb, yb = trainer._x_train[idx], trainer._y_train[idx]
-    y = trainer.params.expand(k, -1) + 0.01 * torch.randn(k, trainer.num_params, generator=torch.Generator().manual_seed(0))
-    loss = lambda model: lambda flat, x, t: F.cross_entropy(functional_call(model, trainer.unflatten(flat), (x,)), t)
-    torch.testing.assert_close(vmap(grad(loss(twin)))(y, xb, yb), vmap(grad(loss(trainer.model)))(y, xb, yb),
-                               rtol=1e-4, atol=1e-6)
-
-
-def test_the_cpu_keeps_vmap_s_own_convolutions_and_no_graphs(data):
-    trainer = make(data, batching="vmap")
-    assert trainer._batched_model is trainer.model and not trainer.cuda_graphs
+    trainer.local_updates([0], 0)
+    assert not trainer.cuda_graphs and trainer._graphs is None
 
 
 @cuda
@@ -129,9 +100,8 @@ def test_captured_local_steps_give_the_eager_steps_numbers_bit_for_bit(data, mod
 
 
 @cuda
-def test_the_batched_path_on_cuda_uses_the_twin_repeats_and_matches_the_cpu(data):
+def test_the_batched_path_on_cuda_repeats_and_matches_the_cpu(data):
     gpu, cpu = make(data, device="cuda", batching="vmap"), make(data, batching="vmap")
-    assert isinstance(gpu._batched_model[0], MatmulConv2d)
     first = gpu.local_updates([0, 3, 5, 7], 1)
     assert torch.equal(gpu.local_updates([0, 3, 5, 7], 1), first)
     torch.testing.assert_close(first.cpu(), cpu.local_updates([0, 3, 5, 7], 1), rtol=1e-4, atol=1e-5)

@@ -29,7 +29,7 @@ class LocalStepGraphs:
         self.trainer = trainer
         self._graphs: dict[tuple, tuple] = {}
         self._pool = None  # one memory pool shared by the graphs
-        self.usable = next(iter(trainer.model.buffers()), None) is None
+        self.usable = True  # False once a capture failed
 
     def run(self, idx: torch.Tensor, lr: float) -> torch.Tensor | None:
         """y_K after the local steps from the global model on the minibatches ``idx`` (K, B) with step

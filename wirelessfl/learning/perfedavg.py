@@ -142,7 +142,7 @@ class PerFedAvg(FedAvg):
         # (k, tau, B) indices per batch kind
         idx = {key: torch.stack([trainer.minibatch_indices(n, round_idx, stream_name=name) for n in devices])
                for key, name in BATCH_STREAMS.items()}
-        if trainer.batching_for(len(devices)) == "vmap":
+        if trainer.batching_for(len(devices), plain=False) == "vmap":
             y = x0.expand(len(devices), -1).clone()
             for s in range(trainer.local_steps):
                 y.sub_(self.meta_gradient(trainer, y, *(trainer.batch(idx[key][:, s]) for key in BATCH_STREAMS)),

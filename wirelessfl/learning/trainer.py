@@ -26,7 +26,6 @@ import torch.nn.functional as F
 from torch.func import functional_call, grad, jvp, vmap
 
 from wirelessfl.learning.binding import FlatBinding
-from wirelessfl.learning.batched_conv import matmul_twin
 from wirelessfl.learning.datasets import Dataset
 from wirelessfl.learning.device_state import DeviceState, DeviceStates
 from wirelessfl.learning.evaluation import Evaluation
@@ -173,10 +172,8 @@ class Trainer(Evaluation):
             union = np.sort(stream(self.root_seed, "eval_train_subset").choice(union, eval_train_samples, replace=False))
         self._eval_train_idx = torch.from_numpy(union).to(self.device)
 
-        # Per-device gradient of the minibatch loss, vectorised over a stack of parameter vectors; on an
-        # accelerator through a twin of the model whose convolutions are matrix products (batched_conv.py)
-        self._batched_model = (matmul_twin(self.model) if self.device.type != "cpu" else None) or self.model
-        self.batched_grad = vmap(grad(self._batched_loss))
+        # Per-device gradient of the minibatch loss, vectorised over a stack of parameter vectors.
+        self.batched_grad = vmap(grad(self.loss))
         self._func_grad = grad(self.loss)  # composable with jvp (hvp) and vmap
         self.batched_hvp = vmap(self.hvp)  # per-device Hessian-vector products over a stack
         self._binding = FlatBinding(self.model, self._names, self._shapes, self._numels)
@@ -221,11 +218,6 @@ class Trainer(Evaluation):
     def loss(self, flat: torch.Tensor, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
         """Mean cross-entropy of the model with parameters ``flat`` on the batch (x, y)."""
         return F.cross_entropy(functional_call(self.model, self.unflatten(flat), (x,)), y)
-
-    def _batched_loss(self, flat: torch.Tensor, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-        """:meth:`loss` as the vectorised path computes it (the twin with matrix-product convolutions
-        on an accelerator; the same function up to float32 rounding)."""
-        return F.cross_entropy(functional_call(self._batched_model, self.unflatten(flat), (x,)), y)
 
     @float32_kernels
     def grad(self, flat: torch.Tensor, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
@@ -336,20 +328,28 @@ class Trainer(Evaluation):
         self.vectors_sent += len(devices)
         return vectors if self.uplink is None else self.uplink.send(devices, vectors, round_idx, vector)
 
-    def batching_for(self, k: int) -> str:
+    def batching_for(self, k: int, plain: bool = True) -> str:
         """The path that computes ``k`` devices' local updates: "vmap" or "loop".
 
         "auto" picks what ``benchmarks/training.py`` measured faster, by a fixed rule so that a run
-        always takes the same path: on an accelerator one batched call from 3 devices on (H200: 1.3x
-        faster at m = 3, 4x at 10, 17-38x at 100; the loop is 2x faster for one device, 1.15x for
-        two); on the CPU vmap for models without convolutions from 5 devices on (MLP 1.1-1.5x faster
-        at m = 5-20), else the loop (vmap turns convolutions into grouped ones, no faster there).
+        always takes the same path. On a GPU (H200) the loop replays each device's steps as a captured
+        CUDA graph (``plain``: the plain minibatch-gradient step, no direction, a model without
+        buffers): 1.9 ms per device for the MLP, so the loop wins up to about 30 devices (m = 10:
+        11.8 against 36.7 ms; m = 100: 108 against 45), and one batched call from 32 devices on;
+        steps that cannot be graphed cost 14 ms per device, and the batched call wins from 3. On the
+        CPU vmap for models without convolutions from 5 devices on, else the loop (vmap turns
+        convolutions into grouped ones, no faster there).
         """
         if self.batching != "auto":
             return self.batching
         if self.device.type != "cpu":
-            return "vmap" if k >= 3 else "loop"
+            return "vmap" if k >= (32 if plain and self._graphable else 3) else "loop"
         return "vmap" if k >= 5 and not self._has_conv else "loop"
+
+    @property
+    def _graphable(self) -> bool:
+        """Whether one device's plain local steps run as a captured CUDA graph (graphs.py)."""
+        return self.cuda_graphs and next(iter(self.model.buffers()), None) is None
 
     def _run_local(self, devices: list[int], round_idx: int, steps: np.ndarray, lrs: np.ndarray,
                    direction: "Direction | None" = None) -> torch.Tensor:
@@ -365,7 +365,7 @@ class Trainer(Evaluation):
             batches.append(b)
         idx = torch.stack(batches).to(self.device)  # (k, K, B)
         told = direction is not None and _wants_devices(direction)
-        if self.batching_for(k) == "loop":
+        if self.batching_for(k, plain=direction is None) == "loop":
             directions = [functools.partial(direction, devices=n) for n in devices] if told else [direction] * k
             return self._run_loop(idx, steps, lrs, directions)
         if told:
@@ -398,7 +398,7 @@ class Trainer(Evaluation):
         out = torch.empty(len(steps), self.num_params, dtype=torch.float32, device=self.device)
         with self._binding.bound() as bind, torch.enable_grad():
             for j, (k_j, lr_j, direction) in enumerate(zip(steps, lrs, directions)):
-                if direction is None and self.cuda_graphs and k_j > 0:
+                if direction is None and self._graphable and k_j > 0:
                     self._graphs = self._graphs or LocalStepGraphs(self)
                     replayed = self._graphs.run(idx[j, :k_j], float(lr_j))
                     if replayed is not None:
