@@ -92,12 +92,15 @@ class Trainer(Evaluation):
     max_devices_per_batch: compute at most this many devices in one vmap call (bounds memory for
         large models or many selected devices; results do not depend on it). None: all at once.
     batching: "vmap" (all selected devices in one vectorised call per step), "loop" (one device
-        after another, the reference path) or "auto" (the faster of the two for the model, the
-        device type and the number of devices: see ``batching_for``).
+        after another, the reference path; on CUDA each device's plain steps replayed as a captured
+        graph, see ``cuda_graphs``) or "auto" (the faster of the two for the model, the device type
+        and the number of devices: see ``batching_for``).
     server_indices: training samples held by the server itself (SAFARI's auxiliary set), not by
         any device.
 
-    Attributes: ``params`` (flat float32 vector of the global model, on ``device``), ``num_params``
+    Attributes: ``cuda_graphs`` (on CUDA, True: one device's plain local steps run as a captured CUDA
+    graph, graphs.py, with the same numbers; set it False to launch them eagerly), ``params`` (flat
+    float32 vector of the global model, on ``device``), ``num_params``
     (d), ``model_bits`` (32 d, the upload size ℓ), ``model`` (the module, used only functionally),
     ``data_sizes`` (|D_n| of every device), ``server_indices``.
     """
