@@ -124,16 +124,19 @@ def test_fedprox_local_steps_match_an_autograd_reference(one_torch_thread):
             torch.testing.assert_close(deltas[j], y - x0, rtol=1e-5, atol=1e-6)
 
 
+TWO_VARIANTS = ("--variant", "fedavg", "--variant", "fedprox")  # the two the fast tests compare (not mu = 10)
+
+
 def test_fedprox_from_its_folder_with_mu_0_is_fedavg_and_records_mu(tmp_path):
     out = tmp_path / "out"
-    cli("run", EXAMPLES / "fedprox" / "fedprox.toml", "--set", "run.rounds=4", "--set", "run.eval_every_rounds=2",
+    cli("run", EXAMPLES / "fedprox" / "fedprox.toml", *TWO_VARIANTS, "--set", "run.rounds=4", "--set", "run.eval_every_rounds=2",
         "--set", "devices.count=10", "--set", "learning.samples_per_device=60", "--set", "learning.local_steps=3",
         "--set", "learning.mu=0.0", "--out", out, "--no-progress", cwd=tmp_path)
     prox, avg = (pd.read_csv(out / name / "evals.csv") for name in ("fedprox", "fedavg"))
     pd.testing.assert_frame_equal(prox, avg)  # mu = 0: the same model in every evaluation
     rounds = pd.read_csv(out / "fedprox" / "rounds.csv")
     assert rounds["mu"].tolist() == [0.0] * 4 and "mu" not in pd.read_csv(out / "fedavg" / "rounds.csv")
-    cli("run", EXAMPLES / "fedprox" / "fedprox.toml", "--set", "run.rounds=4", "--set", "run.eval_every_rounds=2",
+    cli("run", EXAMPLES / "fedprox" / "fedprox.toml", *TWO_VARIANTS, "--set", "run.rounds=4", "--set", "run.eval_every_rounds=2",
         "--set", "devices.count=10", "--set", "learning.samples_per_device=60", "--set", "learning.local_steps=3", "--out", tmp_path / "mu",
         "--no-progress", cwd=tmp_path)
     assert not pd.read_csv(tmp_path / "mu" / "fedprox" / "evals.csv").equals(
@@ -144,7 +147,7 @@ def test_fedprox_from_its_folder_with_mu_0_is_fedavg_and_records_mu(tmp_path):
 def test_the_fedprox_example_shows_what_its_comment_says(tmp_path):
     """At its own scale (a minute): FedProx at mu = 1 keeps the training loss below FedAvg's at most
     evaluations and ends level in accuracy; mu = 10 learns slowest."""
-    cli("run", EXAMPLES / "fedprox" / "fedprox.toml", "--out", tmp_path / "out", "--no-progress", cwd=tmp_path)
+    cli("run", EXAMPLES / "fedprox" / "fedprox.toml", *TWO_VARIANTS, "--out", tmp_path / "out", "--no-progress", cwd=tmp_path)
     avg, prox, slow = (pd.read_csv(tmp_path / "out" / name / "evals.csv") for name in ("fedavg", "fedprox", "fedprox_mu10"))
     later = slice(1, None)  # after the initial model
     assert (prox["train_loss"][later] <= avg["train_loss"][later]).mean() >= 0.75
@@ -178,10 +181,10 @@ def test_fedprox_runs_under_fedbuff_and_its_mu_matters(tmp_path):
               "--set", "learning.samples_per_device=60", "--set", "learning.local_steps=3",
               "--set", "protocol.name=fedbuff", "--set", "protocol.concurrency=4", "--set", "protocol.buffer=2",
               "--no-progress"]
-    cli("run", EXAMPLES / "fedprox" / "fedprox.toml", *common, "--out", tmp_path / "a", cwd=tmp_path)
+    cli("run", EXAMPLES / "fedprox" / "fedprox.toml", *TWO_VARIANTS, *common, "--out", tmp_path / "a", cwd=tmp_path)
     prox, avg = (pd.read_csv(tmp_path / "a" / name / "evals.csv") for name in ("fedprox", "fedavg"))
     assert not prox.equals(avg)  # mu = 0.1 changes the model
-    cli("run", EXAMPLES / "fedprox" / "fedprox.toml", *common, "--set", "learning.mu=0.0", "--out", tmp_path / "b",
+    cli("run", EXAMPLES / "fedprox" / "fedprox.toml", *TWO_VARIANTS, *common, "--set", "learning.mu=0.0", "--out", tmp_path / "b",
         cwd=tmp_path)
     prox, avg = (pd.read_csv(tmp_path / "b" / name / "evals.csv") for name in ("fedprox", "fedavg"))
     pd.testing.assert_frame_equal(prox, avg)  # mu = 0 is FedAvg, stale updates and all
