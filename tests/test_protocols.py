@@ -696,6 +696,22 @@ def test_event_figures_from_the_command_line(tmp_path):
     assert main(["plot", str(tmp_path / "runs"), "--window", "5,1"]) == 2  # one line, exit 2
 
 
+def test_plot_draws_a_scenario_s_variants_in_the_scenario_s_order(tmp_path):
+    """plot --events (and every plot of a scenario's folder) takes the variants in the order the run
+    drew them (index.json), not by name: the same panels and colours as the run's own figures."""
+    from wirelessfl.experiments.plots import find_runs
+    from wirelessfl.experiments.run import run_variants
+
+    base = scenario({"name": "sync"}, rounds=3).replace("run.timing_only=true")
+    family = base.replace('variants.zeta.protocol.name="fedbuff"', "variants.zeta.protocol.concurrency=3",
+                          "variants.zeta.protocol.buffer=2", 'variants.alpha.protocol.name="sync"')
+    run_variants(family, out_dir=tmp_path / "runs", progress=False)
+    listed = json.loads((tmp_path / "runs" / "index.json").read_text())["runs"]
+    assert listed == ["zeta", "alpha"] and list(find_runs([tmp_path / "runs"])) == listed
+    (tmp_path / "runs" / "index.json").unlink()  # without it: by name
+    assert list(find_runs([tmp_path / "runs"])) == ["alpha", "zeta"]
+
+
 def test_algorithms_hear_what_the_uplink_did_before_each_aggregation(tmp_path, one_torch_thread):
     """Algorithm.uplink gets the devices, gains, powers and arrivals of the updates it aggregates:
     the same as updates.csv says, under sync and fedbuff."""

@@ -224,12 +224,12 @@ def cmd_plot(args) -> int:
         print(f"wrote {plot_round_times(runs, target)}")
         return 0
     out = Path(args.out) if args.out else Path(args.runs[0])
+    title = ", ".join(Path(p).resolve().name for p in args.runs)  # what was plotted, as run does
     if args.events or args.window:
-        for path in _event_figures(runs, out, window=_window(args.window)):
+        for path in _event_figures(runs, out, window=_window(args.window), title=title):
             print(f"wrote {path}")
         return 0
     training = any(not run.evals.empty for run in runs.values())
-    title = ", ".join(Path(p).resolve().name for p in args.runs)  # what was plotted, as run does
     for path in (plot_runs(runs, out, x=args.x or "time", title=title) if training
                  else [plot_timing(runs, out, title=title)]):
         print(f"wrote {path}")

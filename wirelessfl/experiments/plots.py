@@ -2,6 +2,8 @@
 per device and over time, and simulated round times against the no-overlap formula."""
 from __future__ import annotations
 
+import json
+
 from pathlib import Path
 
 import matplotlib
@@ -36,12 +38,23 @@ def find_runs(paths: list[str | Path]) -> dict[str, RunResult]:
         if (path / "evals.csv").exists():
             runs[path.name] = load_run(path)
             continue
-        subs = sorted(p.parent for p in path.glob("*/evals.csv"))
+        subs = sorted((p.parent for p in path.glob("*/evals.csv")), key=_variant_order(path))
         if not subs:
             raise FileNotFoundError(f"{path}: no run directory (a folder with evals.csv) found there")
         for sub in subs:
             runs[sub.name if len(paths) == 1 else f"{path.name}/{sub.name}"] = load_run(sub)
     return runs
+
+
+def _variant_order(folder: Path):
+    """A sort key for the run folders of a scenario's folder: the variants in the scenario's order
+    (its index.json), as the run drew them (colours and panels alike), then any others by name."""
+    try:
+        listed = json.loads((folder / "index.json").read_text()).get("runs", [])
+        order = {name: i for i, name in enumerate(listed) if isinstance(name, str)}
+    except (OSError, ValueError, AttributeError):
+        order = {}
+    return lambda run_dir: (order.get(run_dir.name, len(order)), run_dir.name)
 
 
 _LINESTYLES = ("-", "--", "-.", ":")
