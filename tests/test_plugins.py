@@ -267,6 +267,43 @@ def test_a_channel_and_a_computation_model_from_the_users_folder(tmp_path):
     assert np.array_equal(load_decisions(tmp_path / "run")["gains"], np.tile(np.arange(1.0, 13.0), (6, 1)))
     for (_, row), chosen in zip(res.rounds.iterrows(), selected_rows(res.rounds)):
         assert row["comp_s"] == pytest.approx(0.1 * max(chosen))  # the slowest selected device
+    assert "mean_gain" not in res.devices  # Ladder tells no mean gain and no positions
+
+
+PLACED = MODELS + textwrap.dedent('''
+
+    class Placed(Ladder):
+        """Ladder's gains, with a mean gain and devices on a line that moves 1 m a second."""
+
+        def mean_gain(self):
+            return np.arange(1.0, self.n + 1.0)
+
+        def set_time(self, time_s):
+            self.t = time_s
+
+        def positions_m(self):
+            return np.column_stack([np.arange(self.n) + self.t, np.zeros(self.n)])
+''')
+
+
+@pytest.mark.parametrize("protocol", ["sync", "fedbuff"])
+def test_a_users_channel_s_mean_gains_and_positions_are_recorded(tmp_path, protocol):
+    folder = write_plugins(tmp_path / "m", models_mod=PLACED)
+    text = scenario_text('name = "uniform"\nm = 3', extra=f'[protocol]\nname = "{protocol}"' + (
+        "\nconcurrency = 3\nbuffer = 2" if protocol == "fedbuff" else "")).replace(
+        '[channel]\nprofile = "linear"', '[channel]\nmodel = "models_mod:Placed"')
+    (folder / "s.toml").write_text(text)
+    res = simulate(load_scenario(folder / "s.toml"), tmp_path / "run", progress=False)
+    devices = pd.read_csv(tmp_path / "run" / "devices.csv")
+    np.testing.assert_array_equal(devices["mean_gain"], np.arange(1.0, 13.0))
+    last = float(np.nanmax(res.updates["tx_start_s"])) if protocol == "fedbuff" else \
+        float(res.rounds["t_start"].iloc[-1])  # the last set_time: the last draw
+    np.testing.assert_allclose(devices["x_m"], np.arange(12) + last)
+    assert (devices["y_m"] == 0).all()
+    write_plugins(folder, bad_mod=PLACED.replace("np.zeros(self.n)])", "np.zeros(self.n)])[:2]"))
+    (folder / "s.toml").write_text(text.replace("models_mod:Placed", "bad_mod:Placed"))
+    with pytest.raises(ValueError, match=r"channel.model = 'bad_mod:Placed': positions_m\(\) gave shape \(2, 2\)"):
+        simulate(load_scenario(folder / "s.toml"), tmp_path / "run2", progress=False)
 
 
 # --- options and errors -----------------------------------------------------------------------

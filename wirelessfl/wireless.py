@@ -395,6 +395,30 @@ CHANNELS = Registry("channel", "wirelessfl.wireless:Channel", {
 """Built-in channels by the name ``channel.model`` gives them."""
 
 
+def channel_columns(channel: Channel, num_devices: int, where: str = "channel.model") -> dict[str, np.ndarray]:
+    """What a channel tells of its devices, for devices.csv: ``mean_gain`` (E|h_n|^2) and the
+    positions ``x_m``, ``y_m`` at the run's end, each where the channel gives it (PartError when it
+    gives something of the wrong shape)."""
+    from .plugins import PartError
+
+    columns = {}
+    mean = channel.mean_gain()
+    if mean is not None:
+        mean = np.asarray(mean, dtype=float)
+        if mean.shape != (num_devices,):
+            raise PartError(f"{where}: mean_gain() gave shape {mean.shape}; it must give one value per device "
+                            f"({num_devices},)")
+        columns["mean_gain"] = mean
+    positions = channel.positions_m()
+    if positions is not None:
+        positions = np.asarray(positions, dtype=float)
+        if positions.shape != (num_devices, 2):
+            raise PartError(f"{where}: positions_m() gave shape {positions.shape}; it must give (x, y) in metres "
+                            f"per device ({num_devices}, 2)")
+        columns.update(x_m=positions[:, 0], y_m=positions[:, 1])
+    return columns
+
+
 def build_channel(scenario, rng: np.random.Generator | None = None) -> Channel:
     """The scenario's channel: its part (``channel.model``) times path loss when that is on.
 

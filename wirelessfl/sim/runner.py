@@ -20,12 +20,12 @@ import numpy as np
 from .. import rng as rngs
 from ..config import ConfigError, Scenario
 from ..config.limits import check_upload
-from ..plugins import PartError
+from ..plugins import PartError, registry
 from ..devices import WorkScaledCompute, build_availability
 from ..access import Link, check_scheme
 from ..fading import block_fading
 from ..scheduling.base import check_frequency_choice
-from ..wireless import build_channel, moving, sigma_profile
+from ..wireless import build_channel, channel_columns, moving, sigma_profile
 from ..files import DamagedFile, refuse_links, write_atomic
 from .checkpoint import CHECKPOINT_NAME, ResumeError, save_checkpoint
 from .engine import STREAMS, Engine, EvalRule, Parts, StopRule
@@ -385,6 +385,9 @@ class Run:
             distance = (rec.distance_sum / rec.totals.rounds if rec.positions is not None and rec.totals.rounds
                         else self.channel.path_loss.distances_m)  # no record yet: where the devices are
             extra = {"distance_m": distance, "mean_gain": self.channel.mean_gain()}
+        elif sc.part_name("channel") not in registry("channel").builtins:  # a channel of one's own: what it
+            # tells of its devices (the built-ins' are their sigma; kept as they are, byte for byte)
+            extra = channel_columns(self.channel, sc.devices.count, f"channel.model = {sc.part_name('channel')!r}")
         devices = rec.device_table(sigma_profile(sc.channel, sc.devices.count), extra)
         summary = summarise(sc, rec.totals, rec.evals, devices, wall_time_s=wall_time_s, model_bits=self.bits,
                             updates={**rec.update_stats, "outcomes": rec.outcomes, "busy_s": self._busy_s()},
