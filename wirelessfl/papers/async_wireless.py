@@ -460,12 +460,14 @@ def report_link(data: pd.DataFrame, figures: Path, scale: str) -> Report:
             numbers[v] = float(r.time_to_target_s.mean())
     plt = pyplot()
     fig, (ax_r, ax_a) = plt.subplots(1, 2, figsize=(11, 4))
-    if len(timing):
-        g = timing.groupby("speed_kmh")["mean_round_s"]
+    if len(timing):  # 0 km/h is the other model (one draw per upload), not a point of the moving line
+        g = timing[timing["speed_kmh"] > 0].groupby("speed_kmh")["mean_round_s"]
         ax_r.errorbar(g.mean().index, g.mean().values, yerr=np.nan_to_num(g.agg(seed_std).values), marker="o",
                       capsize=3, label="fading within the upload")
         if not still.empty:
-            ax_r.axhline(still.mean(), color="grey", ls="--", lw=1, label="one draw per upload")
+            ax_r.axhline(still.mean(), color="grey", ls="--", lw=1)
+            ax_r.errorbar([0.0], [still.mean()], yerr=[np.nan_to_num(seed_std(still))], color="grey", marker="s",
+                          capsize=3, ls="none", label="one draw per upload (0 km/h)")
     ax_r.set(xlabel="speed (km/h)", ylabel="mean round length (s)", title="round length against speed (2 GHz)")
     ax_r.grid(alpha=0.3)
     ax_r.legend(fontsize=8)
