@@ -103,3 +103,58 @@ def test_a_shared_band_override_of_airtime_s_is_refused_under_the_event_protocol
     with pytest.raises(ConfigError, match="SlowFDMA overrides airtime_s.*override rates_bps instead") as err:
         simulate(scenario(tmp_path, "slowfdma:SlowFDMA", PROTOCOLS[1]), progress=False)
     assert "\n" not in str(err.value)
+
+
+COUNTING = '''
+import numpy as np
+
+from wirelessfl.access import TDMA
+from wirelessfl.wireless import RayleighFading
+
+
+class Counting(TDMA):
+    """TDMA that counts the uploads it priced and reports the count in every row of rounds.csv."""
+
+    priced = 0
+
+    def upload_s(self, bits, gain, power):
+        self.priced += 1
+        return super().upload_s(bits, gain, power)
+
+    def airtime_s(self, bits, gain, power):
+        self.priced += np.size(gain)
+        return super().airtime_s(bits, gain, power)
+
+    def round_info(self):
+        return {"priced": self.priced}
+
+
+class Clocked(RayleighFading):
+    """Rayleigh fading that reports the time it was last moved to."""
+
+    moved_to = 0.0
+
+    def set_time(self, time_s):
+        self.moved_to = time_s
+
+    def round_info(self):
+        return {"moved_to": self.moved_to, "label": "not a number: left out"}
+'''
+
+
+@pytest.mark.parametrize("protocol", PROTOCOLS, ids=lambda p: p["name"])
+def test_an_access_scheme_and_a_channel_add_columns_of_their_own_to_rounds_csv(tmp_path, protocol):
+    (tmp_path / "counting.py").write_text(COUNTING)
+    sc = scenario(tmp_path, "counting:Counting", protocol).replace('channel.model="counting:Clocked"')
+    res = simulate(sc, tmp_path / "run", progress=False)
+    rounds = res.rounds
+    assert "label" not in rounds
+    priced = rounds["priced"].to_numpy()
+    assert (np.diff(priced) >= 0).all() and priced[-1] > 0  # read as each row is written: a running count
+    up = res.updates.dropna(subset=["tx_start_s"])
+    if protocol["name"] == "sync":  # a round's uploads priced together, the count read at its end
+        np.testing.assert_array_equal(priced, np.cumsum(rounds["num_selected"]))
+    else:  # every upload priced as it starts: those started by the aggregation's time
+        started = [int((up.tx_start_s <= t).sum()) for t in rounds.t_end]
+        np.testing.assert_array_equal(priced, started)
+    assert (rounds["moved_to"] <= rounds["t_end"] + 1e-12).all() and rounds["moved_to"].iloc[-1] > 0

@@ -68,6 +68,11 @@ class Channel(Protocol):
         """Every device's position (N, 2) at the last ``set_time`` (None: the channel has none)."""
         return None
 
+    def round_info(self) -> dict[str, float]:
+        """Numbers of the channel's own for the row of rounds.csv of each round or aggregation (a
+        column each, named by its key), read as the row is written. Default: none."""
+        return {}
+
     def state_dict(self) -> dict[str, Any]:
         """The channel's memory, for checkpoints."""
         return {}

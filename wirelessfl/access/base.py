@@ -240,6 +240,12 @@ class AccessScheme:
         default None: nothing)."""
         return None
 
+    def round_info(self) -> dict[str, float]:
+        """Numbers of the scheme's own (collisions, slots idle, ...) for the row of rounds.csv of each
+        round or aggregation (a column each, named by its key), read as the row is written. Default:
+        none."""
+        return {}
+
     def state_dict(self) -> dict[str, Any]:
         """The scheme's memory, for checkpoints."""
         return {}

@@ -126,11 +126,13 @@ class Recorder:
     """
 
     def __init__(self, num_devices: int, out_dir: Path | None = None, keep_device_arrays: bool = True,
-                 positions=None, p_bar: float = math.nan):
+                 positions=None, p_bar: float = math.nan, part_columns: tuple = ()):
         self.num_devices = num_devices
         # moving devices: where they are at each record (a callable giving (N, 2) metres), kept in
         # decisions.h5 and averaged into devices.csv's distance_m
         self.positions = positions
+        # (prefix, round_info) of the parts that add numbers of their own to every row of rounds.csv
+        self.part_columns = tuple(part_columns)
         self.distance_sum = np.zeros(num_devices)
         self.rounds: list[dict] | None = [] if out_dir is None else None
         memory = physical_memory()
@@ -198,6 +200,8 @@ class Recorder:
         row = self._round_row(rec, where)
         row.update(_numbers(rec.decision.info, "scheduler", skip=("objective", "queue_mean")))
         row.update(_numbers(rec.metrics, "algorithm"))
+        for prefix, info in self.part_columns:
+            row.update(_numbers(info(), prefix))
         if self.rounds is not None:
             self._keep(row)
         self.totals.add(row)
@@ -214,6 +218,8 @@ class Recorder:
             extra.update(_numbers(rec.info, "scheduler", skip=("objective", "queue_mean")))
         if rec.metrics:
             extra.update(_numbers(rec.metrics, "algorithm"))
+        for prefix, info in self.part_columns:
+            extra.update(_numbers(info(), prefix))
         if self.positions is not None:
             where = self.positions()
             self.distance_sum += np.hypot(where[:, 0], where[:, 1])
