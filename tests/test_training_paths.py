@@ -8,26 +8,18 @@ import torch
 from torch import nn
 from torch.func import functional_call
 
-from wirelessfl.learning import Trainer, partition
+from wirelessfl.learning import Trainer
 from wirelessfl.learning.binding import FlatBinding
-from wirelessfl.rng import stream
 
-from test_trainer import tiny_dataset
+from test_trainer import data, make as make_trainer  # noqa: F401 (data: the fixture)
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 
 
-@pytest.fixture(scope="module")
-def data():
-    ds = tiny_dataset()
-    parts = partition(ds.y_train.numpy(), 8, "iid", rng=stream(0, "partition"), samples_per_device=50)
-    return ds, parts
-
-
 def make(data, model="small_cnn", **kw):
-    ds, parts = data
-    return Trainer(ds, parts, model, **{"local_steps": 4, "batch_size": 8, "lr": 0.1, "batching": "loop", **kw})
+    """test_trainer's tiny trainer, on the loop path unless told otherwise."""
+    return make_trainer(data, model, **{"batching": "loop", **kw})
 
 
 def functional_deltas(trainer: Trainer, devices, round_idx, direction=None):
