@@ -176,6 +176,7 @@ def test_the_guide_s_dispatch_rule_and_round_protocol_run_as_written(tmp_path):
     assert set(up.device) <= set(range(14, 20))  # the best channels (sigma grows with the index)
 
 
+@pytest.mark.slow  # end to end: two training runs through the command line
 def test_fedprox_runs_under_fedbuff_and_its_mu_matters(tmp_path):
     common = ["--set", "run.rounds=6", "--set", "run.eval_every_rounds=3", "--set", "devices.count=10",
               "--set", "learning.samples_per_device=60", "--set", "learning.local_steps=3",

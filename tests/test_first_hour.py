@@ -53,6 +53,7 @@ def folder(tmp_path):
     return tmp_path
 
 
+@pytest.mark.slow  # end to end: five runs through the command line, three of them training
 def test_a_folder_of_runs_is_reused_refused_or_overwritten_and_timing_only_runs_go_elsewhere(folder):
     first = cli("run", "pair.toml", cwd=folder)
     assert first.returncode == 0, first.stderr
