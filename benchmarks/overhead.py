@@ -39,15 +39,16 @@ def timed_simulate(rounds: int, scheduler: str, model: str):
     return time.perf_counter() - start, result
 
 
-def bare_replay(result, scheduler: str, model: str) -> tuple[float, torch.Tensor]:
-    """Train the rounds the simulator ran, with a plain loop, and return (seconds, final params)."""
-    sc = scenario(len(result.rounds), scheduler, model)
+def bare_replay(rounds, scheduler: str, model: str) -> tuple[float, torch.Tensor]:
+    """Train the rounds the simulator ran (rows of its rounds.csv, indexed by round), with a plain
+    loop, and return (seconds, final params)."""
+    sc = scenario(len(rounds), scheduler, model)
     trainer = Run(sc, None, progress=False).learner.trainer
     n = sc.devices.count
     params = trainer.params.clone()
     data = (trainer.dataset.x_train, trainer.dataset.y_train)
     start = time.perf_counter()
-    for r, row in result.rounds.iterrows():
+    for r, row in rounds.iterrows():
         devices = [int(v) for v in row["selected"].split()]
         q = np.array([float(v) for v in row["q_selected"].split()])
         batches = [trainer.minibatch_indices(d, r) for d in devices]
@@ -70,12 +71,11 @@ def main() -> None:
     t_long, long_run = timed_simulate(2 * r, args.scheduler, args.model)
     sim_per_round = (t_long - t_short) / r
     # the bare loop replays the last R rounds of the long run (same devices, same batches)
-    tail = long_run.rounds.iloc[r:]
+    tail = long_run.rounds.iloc[r:].copy()
     tail.index = range(r, 2 * r)
-    long_run.rounds = tail
-    t_bare, _ = bare_replay(long_run, args.scheduler, args.model)
+    t_bare, _ = bare_replay(tail, args.scheduler, args.model)
     bare_per_round = t_bare / r
-    devices = np.mean(long_run.rounds["num_selected"])
+    devices = np.mean(tail["num_selected"])
     print(f"{args.scheduler}, {args.model}, N=100, m=10 ({devices:.1f} devices/round), {r} rounds, "
           f"{args.threads} thread(s)")
     print(f"simulate: {sim_per_round * 1e3:8.1f} ms/round")
