@@ -28,4 +28,8 @@ def main(scale: str, names: list[str]) -> None:
 
 
 if __name__ == "__main__":
+    if len(sys.argv) < 2 or sys.argv[1].startswith("-"):
+        print(f"usage: python benchmarks/recipe_costs.py SCALE [RECIPE ...]  (SCALE: tiny, cpu, ...)\n{__doc__}",
+              file=sys.stderr)
+        sys.exit(2)
     main(sys.argv[1], sys.argv[2:] or ["all"])
