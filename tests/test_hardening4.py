@@ -621,17 +621,16 @@ def test_a_summary_without_its_numbers_is_reported_not_a_key_error(tmp_path):
     assert "s: complete (its summary.json lacks rounds)" in proc.stdout
 
 
-def test_reproduce_list_answers_within_a_second(tmp_path):
-    import time
-
-    cli("reproduce", "--list", cwd=tmp_path)  # byte-compiled files in place, as after an install
-    took = []
-    for _ in range(2):
-        start = time.perf_counter()
-        proc = cli("reproduce", "--list", cwd=tmp_path)
-        took.append(time.perf_counter() - start)
-        assert proc.returncode == 0 and "runs/seed" in proc.stdout
-    assert min(took) < 1.5  # 0.6 s on the 2-core machine this was measured on; a margin for a loaded one
+def test_reproduce_list_imports_neither_torch_nor_the_plotting_and_solver_libraries(tmp_path):
+    """The listing's speed (benchmarks/cli.py: 0.6 s on 2 cores, goal under 1 s) comes from importing
+    only what it prints: no torch, matplotlib, scipy, h5py or pymanopt (about 2 s together)."""
+    listing = ("import contextlib, io, sys\nfrom wirelessfl.cli import main\n"
+               "with contextlib.redirect_stdout(io.StringIO()) as out:\n    code = main(['reproduce', '--list'])\n"
+               "print(code, 'runs/seed' in out.getvalue(), *sorted({m.split('.')[0] for m in sys.modules}))")
+    done = subprocess.run([sys.executable, "-c", listing], capture_output=True, text=True, cwd=tmp_path)
+    code, listed, *modules = done.stdout.split()
+    assert code == "0" and listed == "True", done.stderr
+    assert not {"torch", "matplotlib", "scipy", "h5py", "pymanopt"} & set(modules)
 
 
 def test_type_hints_are_evaluated_once_per_class():
