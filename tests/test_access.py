@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import textwrap
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -651,3 +652,20 @@ def test_dedicated_uploads_never_wait_and_last_their_own_sub_band_s_airtime(tmp_
     rate = 1e6 / 8 * np.log2(1 + sent["gain"] * sent["power"] * 8 / 1.0)
     np.testing.assert_allclose(sent["airtime_s"], 1e5 / rate, rtol=1e-9)
     np.testing.assert_allclose(sent["tx_end_s"] - sent["tx_start_s"], sent["airtime_s"], rtol=1e-9)
+
+
+def test_the_gantt_draws_uploads_lost_to_errors_as_lost(tmp_path, monkeypatch):
+    """gantt.png: an upload whose packets all failed is red ("upload lost or dropped"), not orange."""
+    import wirelessfl.experiments.plots as plots
+
+    res = simulate(packet_scenario(PROTOCOLS[1], {"errors": "waterfall", "waterfall_m": 0.01, "max_attempts": 2,
+                                                  "packet_bits": 10000}, rounds=40), tmp_path / "r", progress=False)
+    drawn = {}
+    monkeypatch.setattr(plots, "_save", lambda fig, out_dir, name: drawn.setdefault(name, fig) and Path(name))
+    window = (0.0, float(res.updates.dispatch_s.max()) + 1e3)  # every upload of the run
+    plots.plot_gantt({"r": res}, tmp_path, window=window)
+    segments = {c.get_label(): len(c.get_segments()) for c in drawn["gantt.png"].axes[0].collections}
+    up = res.updates[res.updates.tx_start_s.notna()]
+    assert (up.outcome == "lost").sum() > 5
+    assert segments["upload lost or dropped"] == (~up.outcome.isin(["applied", "in_flight"])).sum()
+    assert segments["upload"] == up.outcome.isin(["applied", "in_flight"]).sum()

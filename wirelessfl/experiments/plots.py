@@ -14,6 +14,7 @@ import numpy as np  # noqa: E402
 
 from ..files import make_folder, write_figure  # noqa: E402
 from ..plugins import PluginError, registry  # noqa: E402
+from ..sim.update_log import OUTCOMES  # noqa: E402
 from .run import RunResult, load_run  # noqa: E402
 
 _X = {"time": ("time_s", "simulated wall-clock time (s)"), "round": ("round", "round")}
@@ -296,6 +297,9 @@ def plot_staleness(runs: dict[str, RunResult], out_dir: str | Path, title: str |
 
 
 GANTT_COLUMNS = ["device", "dispatch_s", "compute_end_s", "tx_start_s", "tx_end_s", "outcome", "lost_s"]
+NOT_APPLIED = tuple(o for o in OUTCOMES if o not in ("applied", "in_flight"))
+"""The outcomes of an upload that never reached the model (drawn red): lost to errors, silent over the
+air, offline, dropped late or stale. In flight at the run's end is still an upload."""
 
 
 def gantt_window(updates, uploads: int = 40) -> tuple[float, float]:
@@ -308,7 +312,7 @@ def plot_gantt(runs: dict[str, RunResult], out_dir: str | Path, window: tuple[fl
                title: str | None = None) -> Path | None:
     """gantt.png: the event model as a picture, one panel per run. Each device is a row: its
     download and computation (blue), its wait for the uplink (thin grey), its upload (orange; red when
-    it was lost or dropped), and the aggregations as vertical lines, over ``window`` (seconds;
+    it never reached the model: NOT_APPLIED), and the aggregations as vertical lines, over ``window`` (seconds;
     default: until 40 uploads of the first run have ended). None: no run has updates."""
     tables = {name: _updates(run, GANTT_COLUMNS) for name, run in runs.items()}
     tables = {name: t for name, t in tables.items() if not t.empty}
@@ -322,7 +326,7 @@ def plot_gantt(runs: dict[str, RunResult], out_dir: str | Path, window: tuple[fl
         devices = np.sort(t["device"].unique())
         row = {d: i for i, d in enumerate(devices)}
         y = t["device"].map(row).to_numpy()
-        lost = t["outcome"].isin(["offline", "late_dropped", "stale"]).to_numpy()
+        lost = t["outcome"].isin(NOT_APPLIED).to_numpy()
         comp_end = np.fmin(t["compute_end_s"].to_numpy(float), t["lost_s"].fillna(np.inf).to_numpy(float))
         ax.hlines(y, t["dispatch_s"], comp_end, color="C0", lw=6, label="downlink + computation")
         waiting = t["tx_start_s"].notna().to_numpy()
