@@ -22,7 +22,6 @@ command's wall time and each variant's ``wall_time_s``.
 from __future__ import annotations
 
 import argparse
-import copy
 import json
 import subprocess
 import sys
@@ -32,9 +31,10 @@ from pathlib import Path
 
 import numpy as np
 import torch
-import torch.nn.functional as F
 
 from wirelessfl.learning import Trainer, load_dataset, partition
+
+from overhead_baseline import bare_fedavg_round
 
 K, B, LR = 10, 32, 0.05
 
@@ -52,26 +52,16 @@ def timed(fn, device: torch.device) -> float:
 
 
 def plain_loop(trainer: Trainer):
-    """One device's K steps in a plain nn.Module + torch.optim.SGD loop, on the minibatches the
-    trainer's device 0 takes in the given round."""
-    model = copy.deepcopy(trainer.model).requires_grad_(True)
-    opt = torch.optim.SGD(model.parameters(), lr=LR)
-    start = {name: p.detach().clone() for name, p in model.named_parameters()}
-
-    def run(round_idx: int) -> None:
-        with torch.no_grad():
-            for name, p in model.named_parameters():
-                p.copy_(start[name])  # from the global model, as the trainer starts
-        idx = trainer.minibatch_indices(0, round_idx).to(trainer.device)
-        for s in range(K):
-            xb, yb = trainer._x_train[idx[s]], trainer._y_train[idx[s]]
-            opt.zero_grad()
-            F.cross_entropy(model(xb), yb).backward()
-            opt.step()
-    return run
+    """One device's K steps in plain PyTorch (overhead_baseline.bare_fedavg_round: a copy of the module,
+    torch.optim.SGD, the delta applied with weight 1), on the minibatches the trainer's device 0 takes
+    in the given round."""
+    data = (trainer._x_train, trainer._y_train)
+    return lambda round_idx: bare_fedavg_round(trainer.model, trainer.params, data,
+                                               [trainer.minibatch_indices(0, round_idx).to(trainer.device)],
+                                               LR, K, weights=[1.0])
 
 
-def bench_model(model: str, data, parts, args, device: torch.device) -> list[str]:
+def bench_model(model: str, data, parts, args, device: torch.device) -> None:
     cuda = device.type == "cuda"
     make = lambda **kw: Trainer(data, parts, model, local_steps=K, batch_size=B, lr=LR, device=device, **kw)
     paths = {b: make(batching=b) for b in ("loop", "vmap", "auto")}
@@ -79,7 +69,6 @@ def bench_model(model: str, data, parts, args, device: torch.device) -> list[str
     if cuda:
         extra["eager"] = make(batching="loop")
         extra["eager"].cuda_graphs = False
-    rows = []
     for m in args.m:
         devices = list(range(m))
         ref = paths["loop"].local_updates(devices, 0)
@@ -111,8 +100,6 @@ def bench_model(model: str, data, parts, args, device: torch.device) -> list[str
         if "eager" in ms:
             line += f"   eager {ms['eager']:.2f} ms ({'same numbers' if same else 'NUMBERS DIFFER'})"
         print(line, flush=True)
-        rows.append(line)
-    return rows
 
 
 def end_to_end(args) -> None:

@@ -57,7 +57,7 @@ def test_the_binding_gives_the_module_its_parameters_back_and_handles_tied_weigh
     shared = nn.Linear(4, 4)
     model = nn.Sequential(shared, nn.ReLU(), shared)  # one parameter in two places
     named = list(model.named_parameters())
-    binding = FlatBinding(model, [n for n, _ in named], [p.shape for _, p in named], [p.numel() for _, p in named])
+    binding = FlatBinding(model)
     own = [p for _, p in named]
     flat = torch.cat([p.detach().reshape(-1) for p in own]) + 0.5
     x = torch.randn(3, 4)
@@ -65,10 +65,8 @@ def test_the_binding_gives_the_module_its_parameters_back_and_handles_tied_weigh
         leaves = bind(flat)
         g = binding.flat_grad(model(x).square().sum(), leaves)
     assert [p for _, p in model.named_parameters()] == own  # the module's own parameters are back
-    views = {n: piece.view(p.shape) for (n, p), piece in zip(named, torch.split(flat, [p.numel() for p in own]))}
     leaf = flat.clone().requires_grad_(True)
-    pieces = dict(zip(views, (piece.view(v.shape) for piece, v in zip(torch.split(leaf, [v.numel() for v in views.values()]),
-                                                                      views.values()))))
+    pieces = {n: piece.view(p.shape) for (n, p), piece in zip(named, torch.split(leaf, [p.numel() for p in own]))}
     (ref,) = torch.autograd.grad(functional_call(model, pieces, (x,)).square().sum(), leaf)
     assert torch.equal(g, ref)
 

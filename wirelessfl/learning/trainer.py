@@ -179,12 +179,13 @@ class Trainer(Evaluation):
         self.batched_grad = vmap(grad(self.loss))
         self._func_grad = grad(self.loss)  # composable with jvp (hvp) and vmap
         self.batched_hvp = vmap(self.hvp)  # per-device Hessian-vector products over a stack
-        self._binding = FlatBinding(self.model, self._names, self._shapes, self._numels)
+        self._binding = FlatBinding(self.model)
         # one device's local steps replayed as a captured CUDA graph (graphs.py; False: always eager)
         self.cuda_graphs = self.device.type == "cuda"
         self._graphs: LocalStepGraphs | None = None
         self.batching = batching
         self._has_conv = any(isinstance(mod, torch.nn.modules.conv._ConvNd) for mod in self.model.modules())
+        self._has_buffers = next(iter(self.model.buffers()), None) is not None
         self.device_states = DeviceStates(self.num_devices, self.device)
         # (device, round) of the first local update that was not finite (None: none so far)
         self.nonfinite_local: tuple[int, int] | None = None
@@ -352,7 +353,7 @@ class Trainer(Evaluation):
     @property
     def _graphable(self) -> bool:
         """Whether one device's plain local steps run as a captured CUDA graph (graphs.py)."""
-        return self.cuda_graphs and next(iter(self.model.buffers()), None) is None
+        return self.cuda_graphs and not self._has_buffers
 
     def _run_local(self, devices: list[int], round_idx: int, steps: np.ndarray, lrs: np.ndarray,
                    direction: "Direction | None" = None) -> torch.Tensor:
@@ -399,9 +400,10 @@ class Trainer(Evaluation):
         # functional_call would): the same gradients, less Python per step (binding.py)
         x0 = self._params
         out = torch.empty(len(steps), self.num_params, dtype=torch.float32, device=self.device)
+        graphable = self._graphable
         with self._binding.bound() as bind, torch.enable_grad():
             for j, (k_j, lr_j, direction) in enumerate(zip(steps, lrs, directions)):
-                if direction is None and self._graphable and k_j > 0:
+                if direction is None and graphable and k_j > 0:
                     self._graphs = self._graphs or LocalStepGraphs(self)
                     replayed = self._graphs.run(idx[j, :k_j], float(lr_j))
                     if replayed is not None:
@@ -414,17 +416,21 @@ class Trainer(Evaluation):
                     self._sgd_steps(leaves, xs, ys, float(lr_j))
                 else:
                     for xb, yb in zip(xs, ys):
-                        g = self._binding.flat_grad(F.cross_entropy(self.model(xb), yb), leaves)
+                        g = self._binding.flat_grad(self._bound_loss(xb, yb), leaves)
                         with torch.no_grad():
                             y.sub_(direction(g, y, x0, lambda: self._grad(x0, xb, yb)), alpha=float(lr_j))
                 out[j] = y.sub_(x0)
         return out
 
+    def _bound_loss(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        """:meth:`loss` of the module as bound (binding.py) on the batch (x, y)."""
+        return F.cross_entropy(self.model(x), y)
+
     def _sgd_steps(self, leaves: list[torch.Tensor], xs: torch.Tensor, ys: torch.Tensor, lr: float) -> None:
         """Plain local SGD on the module bound to ``leaves``: one step per minibatch (xs[s], ys[s]),
         the pieces of y changed in place (the same numbers as y - lr g, without a flat copy of g)."""
         for xb, yb in zip(xs, ys):
-            grads = self._binding.grads(F.cross_entropy(self.model(xb), yb), leaves)
+            grads = self._binding.grads(self._bound_loss(xb, yb), leaves)
             with torch.no_grad():
                 torch._foreach_sub_(leaves, grads, alpha=lr)
 

@@ -145,7 +145,7 @@ def summarise(scenario, totals: RoundTotals, evals: list[dict], devices: dict,
     end_s = totals.end_s if n_rounds else 0.0
     if sim_time_s is not None:
         end_s = max(end_s, float(sim_time_s))
-    busy_s = float(updates.get("busy_s", updates.get("airtime_s", 0.0)))  # summed airtime: a caller without it
+    busy_s = float(updates.get("busy_s", 0.0))
     return {
         "name": scenario.name, "seed": scenario.seed, "scheduler": scenario.scheduler.name,
         "algorithm": scenario.learning.algorithm, "access": scenario.link.access,
