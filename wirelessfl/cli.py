@@ -95,17 +95,19 @@ def _event_figures(runs: dict, out: Path, window=None, title=None) -> list[Path]
 
 def _finish(results: dict, out: Path, title: str) -> int:
     """Print each variant's summary, draw the figures, and name the failed variants; the exit code."""
-    from .experiments.plots import plot_runs, plot_timing
+    from .experiments.plots import plot_battery, plot_runs, plot_timing
 
     for name, res in results.items():
         print(_fmt_summary(name, res.summary))
     done = {name: res for name, res in results.items() if not res.rounds.empty}
     training = any(not res.evals.empty for res in done.values())
     paths = plot_runs(done, out, title=title) if training else [plot_timing(done, out, title=title)] if done else []
+    paths.append(plot_battery(done, out, title=title))
     if any(_event_driven(res.summary.get("protocol", "sync")) for res in done.values()):
         paths += _event_figures(done, out, title=title)
     for path in paths:
-        print(f"wrote {path}")
+        if path is not None:
+            print(f"wrote {path}")
     print(f"results in {out}")
     failed = [name for name, res in results.items() if res.summary.get("status") != "complete"]
     for name in failed:
@@ -210,7 +212,7 @@ def _resume(args) -> int:
 
 
 def cmd_plot(args) -> int:
-    from .experiments.plots import find_runs, plot_energy, plot_round_times, plot_runs, plot_timing
+    from .experiments.plots import find_runs, plot_battery, plot_energy, plot_round_times, plot_runs, plot_timing
 
     if len(args.runs) == 1 and (Path(args.runs[0]) / "sweep.json").exists():
         return _plot_study(args)
@@ -233,9 +235,9 @@ def cmd_plot(args) -> int:
     for path in (plot_runs(runs, out, x=args.x or "time", title=title) if training
                  else [plot_timing(runs, out, title=title)]):
         print(f"wrote {path}")
-    energy = plot_energy(runs, out)
-    if energy is not None:
-        print(f"wrote {energy}")
+    for path in (plot_energy(runs, out), plot_battery(runs, out, title=title)):
+        if path is not None:
+            print(f"wrote {path}")
     return 0
 
 

@@ -46,14 +46,16 @@ def check_rates(s) -> None:
 
 def _check_availability(s) -> None:
     dc = s.devices
-    if dc.p_on_to_off == 0 and dc.availability_trace is None or not s.part("protocol").event_driven:
+    battery = dc.availability == "battery"
+    if dc.p_on_to_off == 0 and dc.availability_trace is None and not battery or not s.part("protocol").event_driven:
         return  # nobody ever leaves, or the chain steps once a round (sync)
     steps = 1.0 / dc.availability_period_s
     if not steps <= MAX_EVENTS_PER_SECOND:
+        model = "battery" if battery else "trace" if dc.availability_trace is not None else "chain"
         raise ConfigError(f"devices.availability_period_s = {_g(dc.availability_period_s)}: the availability "
-                          f"{'trace' if dc.availability_trace is not None else 'chain'} would step {steps:.3g} "
+                          f"{model} would step {steps:.3g} "
                           f"times a simulated second; {_RATE} (availability_period_s >= {1 / MAX_EVENTS_PER_SECOND:g})")
-    if dc.availability_trace is None and s.run.time_budget_s is None:
+    if dc.availability_trace is None and not battery and s.run.time_budget_s is None:
         # in the chain's steady state a device is available with probability on = p_off_to_on /
         # (p_off_to_on + p_on_to_off), and a step with any of the N available has 1 - (1 - on)^N
         on = dc.p_off_to_on / (dc.p_off_to_on + dc.p_on_to_off)

@@ -47,6 +47,7 @@ def cross_check(s) -> None:
         if not on.any():
             raise ConfigError(f"devices.availability_trace = {s.devices.availability_trace!r}: no device is ever "
                               "available in it, so no device could ever take part")
+    _check_battery(s)
     if s.learning.aux_samples and s.part("dataset").own_split:
         raise ConfigError(f"learning.aux_samples: dataset {s.learning.dataset!r} brings its own split over devices, "
                           "with no shared training pool to draw an auxiliary set from; use 0")
@@ -84,6 +85,26 @@ PER_DEVICE_BYTES = 1200
 per-device arrays): measured about 1 KB at N = 10,000 (benchmarks/scale.py), rounded up."""
 PER_ROUND_BYTES = 2000
 """Memory of one round's records kept for the result (a row of rounds.csv and its Python objects)."""
+
+
+def _check_battery(s) -> None:
+    """Batteries replace the availability chain, start within their capacity, and harvest from a trace
+    only when one is named."""
+    dc = s.devices
+    if dc.availability != "battery":
+        return
+    if dc.p_on_to_off > 0 or dc.availability_trace is not None:
+        raise ConfigError("devices.availability = 'battery': replaces the availability chain and trace; leave "
+                          "devices.p_on_to_off at 0 and devices.availability_trace unset")
+    if dc.battery_initial_j is not None and dc.battery_initial_j > dc.battery_capacity_j:
+        raise ConfigError(f"devices.battery_initial_j = {dc.battery_initial_j:g}: must be <= "
+                          f"devices.battery_capacity_j = {dc.battery_capacity_j:g}")
+    if (dc.harvest == "trace") != (dc.harvest_trace is not None):
+        raise ConfigError("devices.harvest_trace: set it exactly when devices.harvest = 'trace'")
+    if dc.harvest == "trace":
+        from ..traces import Trace
+
+        Trace.read(dc.harvest_trace, dc.count, "devices.harvest_trace", nonnegative=True)
 
 
 def _check_device(s) -> None:

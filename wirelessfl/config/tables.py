@@ -227,6 +227,27 @@ class DevicesConfig(_PartTable):
                                                  "(replaces the Markov chain)")
     availability_trace_end: str = option("stop", choices=("stop", "cycle"),
                                          doc="when the trace runs out: stop with an error, or start over")
+    availability: str = option("chain", choices=("chain", "battery"),
+                               doc="who can be reached: chain (the Markov chain p_on_to_off / p_off_to_on, or "
+                                   "availability_trace) or battery (each device's charge: the battery_* and harvest_* "
+                                   "options, docs/energy.md)")
+    battery_capacity_j: float = option(1000.0, gt=0, doc="availability = 'battery': each device's capacity, joules")
+    battery_initial_j: float | None = option(None, ge=0, doc="the charge each device starts with (None: full)")
+    battery_threshold: float = option(0.1, ge=0, le=1, doc="a device holding less than this fraction of its "
+                                      "capacity at a step is unavailable (and one a task leaves below it, at once)")
+    harvest: str = option("none", choices=("none", "bernoulli", "poisson", "trace"),
+                          doc="energy arriving at each step (a round; availability_period_s under event protocols): "
+                              "none; harvest_j with probability harvest_p; a Poisson number (mean harvest_mean) of "
+                              "harvest_j each; or a trace's row of joules")
+    harvest_j: float = option(1.0, ge=0, doc="joules per harvested arrival")
+    harvest_p: float = option(0.5, ge=0, le=1, doc="harvest = 'bernoulli': the probability of an arrival per step")
+    harvest_mean: float = option(1.0, ge=0, doc="harvest = 'poisson': the mean number of arrivals per step")
+    harvest_trace: FilePath | None = option(None, doc="harvest = 'trace': CSV or .npy of steps x devices, joules "
+                                            "harvested (>= 0)")
+    harvest_trace_end: str = option("stop", choices=("stop", "cycle"),
+                                    doc="when the harvest trace runs out: stop with an error, or start over")
+    rx_power_w: float = option(0.1, ge=0, doc="batteries: the power a device draws while it receives the model "
+                                "(the broadcast's duration, link.downlink_s and link.downlink_rate_bps)")
     excluded: tuple[int, ...] = option((), ge=0, doc="devices that never take part (incomplete "
                                        "participation, docs/papers/safari.md): never available to the scheduler")
     excluded_count: int = option(0, ge=0, doc="this many more devices, drawn once from the 'exclusion' "

@@ -183,6 +183,34 @@ def plot_energy(runs: dict[str, RunResult], out_dir: str | Path, title: str | No
     return _save(fig, out_dir, "energy.png")
 
 
+def plot_battery(runs: dict[str, RunResult], out_dir: str | Path, title: str | None = None) -> Path | None:
+    """battery.png: the mean charge and the devices below the threshold over simulated time, and who
+    took part: each device's updates against its channel's scale sigma (docs/energy.md).
+
+    Returns None when no run has batteries."""
+    runs = {name: run for name, run in runs.items() if "battery_mean_j" in run.rounds and not run.rounds.empty}
+    if not runs:
+        return None
+    fig, (ax1, ax2, ax3) = plt.subplots(1, 3, figsize=(14, 4.2))
+    for k, (name, run) in enumerate(runs.items()):
+        r, d = run.rounds, run.devices
+        ax1.step(r["t_end"], r["battery_mean_j"], where="post", color=f"C{k}", lw=1.6, label=name)
+        ax2.step(r["t_end"], r["battery_low"], where="post", color=f"C{k}", lw=1.6, label=name)
+        ax3.scatter(d["sigma"], d["selections"], s=14, color=f"C{k}", label=name)
+    ax1.set_ylabel("mean charge (J)")
+    ax2.set_ylabel("devices below the threshold")
+    for ax in (ax1, ax2):
+        ax.set_xlabel("simulated wall-clock time (s)")
+    ax3.set_xlabel("the device's channel scale sigma")
+    ax3.set_ylabel("updates started (selections)")
+    for ax in (ax1, ax2, ax3):
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=8)
+    if title:
+        fig.suptitle(title)
+    return _save(fig, out_dir, "battery.png")
+
+
 def no_overlap_round_s(rounds) -> np.ndarray:
     """Round time if nothing overlapped: downlink + longest computation + sum of the airtimes.
 

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Callable, Protocol
 import numpy as np
 
 from ..access import AccessScheme, share_snr
+from ..battery import Battery
 from ..des.clock import Clock
 from ..devices import ComputeModel, MarkovAvailability, TraceAvailability
 from ..fading import BlockFading
@@ -92,7 +93,8 @@ class Parts:
     upload per round; downlink_s: the broadcast's duration; round_deadline_s: uploads not done this
     long after the round started are dropped; idle_round_s: the length of a round in which nothing
     takes time (nobody scheduled, no downlink); fading: the channel within an upload (None: it does
-    not change during one).
+    not change during one); battery: the devices' batteries (wirelessfl.battery; also the
+    availability model, then) or None.
     """
 
     channel: Channel
@@ -107,6 +109,7 @@ class Parts:
     round_deadline_s: float | None = None
     idle_round_s: float = 0.01
     fading: BlockFading | None = None
+    battery: Battery | None = None
 
 
 @dataclass
@@ -276,6 +279,10 @@ class Engine:
         deadline_at = None
         if p.round_deadline_s is not None:
             deadline_at = t_compute + max(t_start + p.round_deadline_s - t_compute, 0.0)
+        comp_energy, emptied = opening.energy_full, None
+        if p.battery is not None:  # tasks cut where a battery runs out: they send less, or nothing
+            comp, comp_energy, airtime, emptied = p.battery.closed_round(selected, p.downlink_s, comp, comp_energy,
+                                                                         airtime, power)
         # every selected device computes from t_compute on; the access scheme queues their uploads
         ready = t_compute + comp
         uplink = p.access.schedule(ready, airtime, deadline_at)
@@ -287,7 +294,6 @@ class Engine:
         t_end = self.env.now
 
         arrived = uplink.arrived if delivered is None else uplink.arrived & delivered  # lost uploads do not count
-        comp_energy = opening.energy_full
         if deadline_at is None or uplink.on_air_s is not None:  # everything was done, or said as it went
             on_air = airtime
         else:  # energy for what was done: a dropped upload spent power only while on the air
@@ -295,16 +301,31 @@ class Engine:
                               np.where(np.isnan(uplink.tx_start), 0.0, t_end - uplink.tx_start))
         if deadline_at is not None:  # an interrupted computation spent the fraction it completed
             comp_energy = compute_energy(comp_energy, comp, t_end - t_compute)
+        energy = transmit_energy(power, on_air)
+        emptied_s = None
+        if emptied is not None:
+            emptied_s, arrived = self._drain(selected, emptied, ready, uplink.tx_start, airtime, t_end,
+                                             comp_energy + energy, arrived)
         metrics = learn_round(p, self.learner, decision, selected, arrived, gains[selected], power, r)
         self.on_round(RoundRecord(
             round=r, t_start=t_start, t_end=t_end, downlink_s=p.downlink_s,
             comp_s=float(comp.max(initial=0.0)), comm_s=float(airtime.sum()) + pre_s, selected=selected,
             upload_order=selected[uplink.order], airtime_s=airtime,
-            energy_j=transmit_energy(power, on_air),
+            energy_j=energy,
             gains=gains, decision=decision, compute_energy_j=comp_energy, arrived=arrived,
             available=available, extra_airtime_s=pre_s + piggy_s, extra_energy_j=pre_energy,
             metrics=metrics, idle_s=idle_s, ready_s=ready, tx_start=uplink.tx_start, tx_end=uplink.tx_end,
-            attempts=attempts, power=None if power is opening.decision_power else power))
+            attempts=attempts, power=None if power is opening.decision_power else power, emptied_s=emptied_s))
+
+    def _drain(self, selected, emptied, ready, tx_start, airtime, t_end, spent_j, arrived):
+        """A round's energy leaves the batteries (with what the broadcast cost): (when each selected
+        device ran out, NaN where it did not, or the deadline came first; who arrived, less those)."""
+        battery = self.parts.battery
+        with np.errstate(invalid="ignore"):
+            when = np.where(airtime > 0, tx_start + airtime, ready)  # on the air, or before sending
+            emptied = emptied & (when <= t_end)
+        battery.spend(selected, spent_j + battery.rx_power_w * self.parts.downlink_s, emptied)
+        return np.where(emptied, when, np.nan), arrived & ~emptied
 
     def _step_availability(self) -> np.ndarray | None:
         """Who is available this round: the availability model's next step (None: everyone)."""

@@ -46,6 +46,7 @@ from ..scheduling.base import DispatchState
 from ..wireless import moving
 from .availability import AvailabilitySteps
 from .busy import BusyClock
+from .drain import TIMER as BATTERY_TIMER, BatteryDrain
 from .checks import PartChecks
 from ..des.clock import CHECKPOINT, RANK_DEVICE, RANK_STOP, Clock, priority
 from .engine import STREAMS, EvalRule, Parts, StopRule, evaluate, raise_non_finite_clock
@@ -99,6 +100,7 @@ class EventEngine:
         self.busy = BusyClock()  # how long the uplink carried a model upload
         self._own_timers = {"_server_round_end": self.rounds.server_round_end,
                             "_empty_round_end": self.rounds.empty_round_end}
+        self.drain = BatteryDrain(self, parts.battery) if parts.battery is not None else None
         self.start_s = 0.0  # where the clock starts (a resume: where it stood)
         self.restored: dict | None = None  # a checkpoint's state, rebuilt as the run starts
         self._settle_pending = False
@@ -202,23 +204,30 @@ class EventEngine:
     def _fly(self, u: Update):
         env = self.env
         prio = priority(RANK_DEVICE, u.seq)
+        drain = self.drain
         try:
             if u.phase == WAITING:  # until the round's reports are up; then its computation is timed
                 yield self.rounds.current.computing
             if u.phase == DOWNLINK:
                 if u.compute_start_s > env.now:
+                    if drain is not None:
+                        drain.receiving(u)
                     yield env.at(u.compute_start_s, prio)
                 u.phase = COMPUTE
             if u.phase == COMPUTE:
+                if drain is not None:
+                    drain.computing(u)
                 yield env.at(u.compute_end_s, prio)
+                if drain is not None:  # waiting for the uplink costs nothing
+                    drain.draw(u, 0.0)
             delivered = yield from self.uplink.transmit(u)
         except simpy.Interrupt as stop:
             self._off_air(u)  # if it was cut while on the air
-            self._lost(u, stop.cause)  # nothing more if whoever interrupted settled it already
+            self.lose(u, stop.cause)  # nothing more if whoever interrupted settled it already
             return
         self._off_air(u)
         if delivered is False or isinstance(delivered, str):  # a packet failed link.max_attempts times,
-            self._lost(u, delivered or "lost")                   # or AirComp left it silent
+            self.lose(u, delivered or "lost")                   # or AirComp left it silent
             return
         if u.report:
             self.rounds.report_done(u)
@@ -230,9 +239,12 @@ class EventEngine:
         yield self.store.put(u)
 
     def _off_air(self, u: Update) -> None:
-        """``u``'s process ends: a model upload that went on the air has left it (the busy clock)."""
+        """``u``'s process ends: a model upload that went on the air has left it (the busy clock), and
+        its device's battery draws nothing more."""
         if u.tx_start_s == u.tx_start_s and not u.report:
             self.busy.stop(self.env.now)
+        if self.drain is not None:
+            self.drain.done(u)
 
     # --- starting devices ----------------------------------------------------------------------
 
@@ -341,6 +353,8 @@ class EventEngine:
         u.tx_start_s = self.env.now
         if not u.report:
             self.busy.start(self.env.now)
+        if self.drain is not None:
+            self.drain.on_air(u)
         if u.gain != u.gain:
             u.gain = self.draw_gain(u.device)
         if u.airtime_s != u.airtime_s:
@@ -381,7 +395,8 @@ class EventEngine:
 
     # --- losing devices ------------------------------------------------------------------------
 
-    def _lost(self, u: Update, outcome: str) -> None:
+    def lose(self, u: Update, outcome: str) -> None:
+        """``u`` ends with ``outcome`` where it is (its process already stopped); the protocol hears of a loss."""
         if u.phase == FINISHED:
             return
         if u.report:  # a report lost: the round goes on without it
@@ -389,7 +404,7 @@ class EventEngine:
             return
         self.stop_update(u)
         self.settle(u, outcome, self.env.now)
-        if outcome in ("offline", "lost", "silent") and not self.stopping:
+        if outcome in ("offline", "lost", "silent", "battery") and not self.stopping:
             self.protocol.on_lost(self, u)
 
     def stop_update(self, u: Update, outcome: str | None = None) -> None:
@@ -417,12 +432,17 @@ class EventEngine:
         """An availability step: devices in flight that went offline are lost; waiting slots retried."""
         if self.stopping:
             return
+        if self.drain is not None:
+            self.drain.before_step()
         available = self.availability.step()
-        gone = [u for u in self.flights.flying.values() if not available[u.device]]
+        # a device at work stays at it until its battery runs out (the drain's timers)
+        gone = [] if self.drain is not None else [u for u in self.flights.flying.values() if not available[u.device]]
+        if self.drain is not None:
+            self.drain.after_step()
         for u in gone:
             if u.in_flight:
                 u.process.interrupt("offline")
-                self._lost(u, "offline")
+                self.lose(u, "offline")
         self.availability.advance()
         self._fill()
         if self.stop.time_budget_s is None:  # only aggregations end the run: stop one that has none to come
@@ -433,10 +453,15 @@ class EventEngine:
         from ..config import limits
 
         idle = self.availability.count_idle(not self.flights.flying)
+        battery = self.parts.battery
+        if battery is not None and not self.flights.flying and battery.exhausted:
+            raise EventStall(f"devices: every battery is below devices.battery_threshold and devices.harvest = 'none' "
+                             f"refills none (t = {self.env.now:.6g} s, {self.version} aggregations of run.rounds = "
+                             f"{self.stop.rounds}); set run.time_budget_s, or a harvest")
         if idle >= limits.MAX_IDLE_STEPS:
             raise EventStall(f"devices: no device was in flight for {idle:,} availability steps in a row (t = "
                              f"{self.env.now:.6g} s, {self.version} aggregations of run.rounds = {self.stop.rounds}): "
-                             "none could be dispatched (devices.p_off_to_on, devices.availability_trace, the "
+                             "none could be dispatched (devices.p_off_to_on, devices.availability_trace, the batteries' harvest_*, the "
                              "scheduler's dispatch rule); set run.time_budget_s, or make devices available")
 
     # --- timers ------------------------------------------------------------------------------
@@ -456,6 +481,8 @@ class EventEngine:
         own = self._own_timers.get(name)
         if own is not None:
             own()
+        elif name.startswith(BATTERY_TIMER):
+            self.drain.ran_out(int(name[len(BATTERY_TIMER):]))
         else:
             self.protocol.on_timer(self, name)
 

@@ -56,6 +56,7 @@ class RoundRecord:
     q: np.ndarray | None = None         # likewise (NaN: dispatched, not drawn)
     staleness: np.ndarray | None = None  # per update applied (None: all fresh, sync)
     per_update: bool = False  # device totals come from the update records (event protocols)
+    emptied_s: np.ndarray | None = None  # per selected device: when its battery ran out (NaN: it did not)
 
 
 class AggregationRecord:

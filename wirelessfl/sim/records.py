@@ -363,7 +363,7 @@ class Recorder:
         self.updates.write_round(stats["uploads"], sel, rec.round, rec.t_start, rec.ready_s, tx_start, airtime,
                                  arrived, rec.energy_j, comp_energy, rec.gains[sel],
                                  rec.decision.power[sel] if rec.power is None else rec.power,
-                                 rec.t_end, rec.tx_end, rec.attempts)
+                                 rec.t_end, rec.tx_end, rec.attempts, rec.emptied_s)
         stats["uploads"] += k
         full_end = tx_start + airtime if rec.tx_end is None else rec.tx_end  # each upload's end, had it gone on
         # the round's busy uplink: the union of its uploads' times on the air (rounds do not overlap)
@@ -384,6 +384,10 @@ class Recorder:
     def _count_round_outcomes(self, rec: RoundRecord, arrived: np.ndarray, full_end: np.ndarray) -> None:
         """A sync round's updates by outcome, as updates.csv's rows name them (update_log._round_rows)."""
         missed = ~arrived
+        if rec.emptied_s is not None:  # its battery ran out: counted as that, whatever else it looks like
+            emptied = ~np.isnan(rec.emptied_s)
+            self.outcomes["battery"] += int(emptied.sum())
+            missed = missed & ~emptied
         silent = missed & (rec.airtime_s == 0) if rec.attempts is None else np.zeros_like(missed)
         with np.errstate(invalid="ignore"):
             lost = missed & ~silent & (full_end <= rec.t_end)

@@ -21,6 +21,7 @@ from .. import rng as rngs
 from ..config import ConfigError, Scenario
 from ..config.limits import check_upload
 from ..plugins import PartError, registry
+from ..battery import build_battery
 from ..devices import WorkScaledCompute, build_availability
 from ..access import Link, check_scheme
 from ..access.base import AccessScheme
@@ -78,14 +79,15 @@ def exited_in(exc: BaseException) -> str:
     return "a part"
 
 
-def part_columns(channel, access) -> tuple:
-    """(prefix, round_info) of the channel (its fading part, under path loss) and the access scheme
-    where they give numbers of their own for rounds.csv (the defaults give none and are left out: one
-    call less per aggregation)."""
+def part_columns(channel, access, battery=None) -> tuple:
+    """(prefix, round_info) of the channel (its fading part, under path loss), the access scheme and
+    the batteries where they give numbers of their own for rounds.csv (the defaults give none and are
+    left out: one call less per aggregation)."""
     fading = channel.fading if isinstance(channel, PathLossChannel) else channel
-    return tuple((prefix, part.round_info) for prefix, part, default in
-                 (("channel", fading, Channel.round_info), ("access", access, AccessScheme.round_info))
-                 if getattr(type(part), "round_info", default) is not default)
+    parts = tuple((prefix, part.round_info) for prefix, part, default in
+                  (("channel", fading, Channel.round_info), ("access", access, AccessScheme.round_info))
+                  if getattr(type(part), "round_info", default) is not default)
+    return parts + ((("battery", battery.round_info),) if battery is not None else ())
 
 
 class RunResult:
@@ -196,6 +198,7 @@ class Run:
         self.compute = WorkScaledCompute(base, self.algorithm.work_units if scales_work(self.algorithm) else None,
                                          ref_steps=lc.local_steps, step_time_s=dc.step_time_s,
                                          factor=self.algorithm.compute_factor)
+        self.battery = build_battery(scenario)
         availability, self.excluded = self._availability()
         link = Link(scenario.link)
         self.protocol = scenario.part("protocol").from_scenario(scenario, scenario.options("protocol"))
@@ -207,12 +210,12 @@ class Run:
                       upload_bits=upload_bits(compressor, self.bits) * self.algorithm.upload_vectors,
                       downlink_s=link.downlink_time_s(self.bits * self.algorithm.broadcast_vectors),
                       availability=availability, round_deadline_s=rc.round_deadline_s, idle_round_s=rc.idle_round_s,
-                      fading=block_fading(scenario, self.channel, access.upload_link()))
+                      fading=block_fading(scenario, self.channel, access.upload_link()), battery=self.battery)
         # per-device arrays are per round decision: the dispatch protocols have none
         decisions = not self.protocol.event_driven or self.protocol.round_based
         self.recorder = Recorder(n, run_dir, keep_device_arrays=rc.record_devices and decisions,
                                  positions=self.channel.positions_m if moving(self.channel) else None,
-                                 p_bar=scenario.link.p_bar, part_columns=part_columns(self.channel, access))
+                                 p_bar=scenario.link.p_bar, part_columns=part_columns(self.channel, access, self.battery))
         self.resumed = False
         self._wall_before, self._started = 0.0, time.perf_counter()  # wall time of earlier attempts (resume)
         self.bar = ProgressBar(scenario, enabled=progress)
@@ -231,7 +234,7 @@ class Run:
     def _availability(self):
         """The availability model, with the devices that never take part removed (docs/papers/safari.md)."""
         scenario, dc, n = self.scenario, self.scenario.devices, self.scenario.devices.count
-        availability = build_availability(scenario)
+        availability = self.battery if self.battery is not None else build_availability(scenario)
         if not (dc.excluded or dc.excluded_count or dc.min_mean_snr_db is not None):
             return availability, np.zeros(n, dtype=bool)
         from ..participation import ExcludedAvailability, excluded_mask
@@ -399,6 +402,8 @@ class Run:
         elif sc.part_name("channel") not in registry("channel").builtins:  # a channel of one's own: what it
             # tells of its devices (the built-ins' are their sigma; kept as they are, byte for byte)
             extra = channel_columns(self.channel, sc.devices.count, f"channel.model = {sc.part_name('channel')!r}")
+        if self.battery is not None:
+            extra = {**(extra or {}), **self.battery.device_columns()}
         devices = rec.device_table(sigma_profile(sc.channel, sc.devices.count), extra)
         summary = summarise(sc, rec.totals, rec.evals, devices, wall_time_s=wall_time_s, model_bits=self.bits,
                             updates={**rec.update_stats, "outcomes": rec.outcomes, "busy_s": self._busy_s()},

@@ -20,10 +20,10 @@ seconds (empty: the phase never began); version_applied and staleness are empty 
 was applied; outcome is "applied", "stale" (older than the protocol's max_staleness), "late_dropped"
 (missed the round's deadline, or its first k, under late = "drop"), "offline" (the device left while
 computing or uploading), "lost" (a packet failed link.max_attempts times), "silent" (it did not
-send: aircomp's truncation) or "in_flight" (the run ended first); attempts counts its packets' transmissions (retries included); energy_j is the transmit energy spent
+send: aircomp's truncation), "battery" (its battery ran out during the task) or "in_flight" (the run ended first); attempts counts its packets' transmissions (retries included); energy_j is the transmit energy spent
 (P x time on the air), compute_energy_j the computation energy (the part done, when it stopped early);
 lost_s is when a device that went offline (or was stopped, or was still under way at the end) stopped."""
-OUTCOMES = ("applied", "stale", "late_dropped", "offline", "lost", "silent", "in_flight")
+OUTCOMES = ("applied", "stale", "late_dropped", "offline", "lost", "silent", "battery", "in_flight")
 
 
 _ROW = "%d,%d,%d,%s,%s,%s,%s,%s,%s,%.12g,%.12g,%.12g,%.12g,%.12g,%s,%d\n"
@@ -38,15 +38,18 @@ def _round_rows(item: tuple) -> list[tuple]:
     """The UPDATE_COLUMNS rows of a sync round written by UpdateLog.write_round (version_applied and
     staleness NaN where not applied)."""
     first, devices, version, dispatch_s, ready, tx_start, tx_end, airtime, arrived, energy, compute_energy, gain, \
-        power, end_s, attempts = item
+        power, end_s, attempts, emptied_s = item
     full_end = (tx_start + airtime if tx_end is None else tx_end).tolist()
     ready, start, air, ok, energy, compute_energy, gain, power = (
         a.tolist() for a in (ready, tx_start, airtime, arrived, energy, compute_energy, gain, power))
     tries = [int(t == t) for t in start] if attempts is None else attempts.tolist()
+    emptied = [math.nan] * len(ok) if emptied_s is None else emptied_s.tolist()
     rows = []
     for i, n in enumerate(devices.tolist()):
         if ok[i]:
             outcome, end, lost = "applied", full_end[i], math.nan
+        elif emptied[i] == emptied[i]:  # its battery ran out (wirelessfl.battery)
+            outcome, end, lost = "battery", math.nan, emptied[i]
         elif air[i] == 0 and attempts is None:  # it never sent (aircomp: below the truncation gain)
             outcome, end, lost = "silent", math.nan, math.nan
         elif full_end[i] <= end_s:  # its transmissions ended: its packets failed, it gave up then
@@ -123,16 +126,17 @@ class UpdateLog:
     def write_round(self, first: int, devices: np.ndarray, version: int, dispatch_s: float, ready: np.ndarray,
                     tx_start: np.ndarray, airtime: np.ndarray, arrived: np.ndarray, energy: np.ndarray,
                     compute_energy: np.ndarray, gain: np.ndarray, power: np.ndarray, end_s: float,
-                    tx_end: np.ndarray | None = None, attempts: np.ndarray | None = None) -> None:
+                    tx_end: np.ndarray | None = None, attempts: np.ndarray | None = None,
+                    emptied_s: np.ndarray | None = None) -> None:
         """A sync round's rows at once (one per selected device, numbered from ``first``): applied
         where it arrived; lost where its transmissions ended but it did not arrive (its packets failed;
         it gave up then); else dropped at the deadline ``end_s``. ``tx_end``: the uploads' ends where
         they are not tx_start + airtime; ``attempts``: transmissions (default one for those that
-        began). The arrays are kept, not copied; rows are made from them when needed (_round_rows)."""
+        began); ``emptied_s``: when a device's battery ran out (NaN: it did not; None: none did). The arrays are kept, not copied; rows are made from them when needed (_round_rows)."""
         self.rows += len(devices)
         dispatch_s, end_s = float(dispatch_s), float(end_s)  # times in full: 0 is written 0.0, as the event rows'
         item = (first, devices, version, dispatch_s, ready, tx_start, tx_end, airtime, arrived, energy, compute_energy,
-                gain, power, end_s, attempts)
+                gain, power, end_s, attempts, emptied_s)
         if self.in_memory is not None:
             self.in_memory.append(item)
         if self._fh is None:
