@@ -216,3 +216,41 @@ def test_a_run_choosing_frequencies_resumes_exactly(interrupted_and_resumed):
     full, resumed = interrupted_and_resumed(sc, after=12)
     pd.testing.assert_frame_equal(full.rounds.reset_index(drop=True), resumed.rounds.reset_index(drop=True))
     assert full.rounds.energy_queue_mean.iloc[12:].gt(0).any()
+
+
+def _cpu_scenario(**devices):
+    return from_dict({"run": {"rounds": 2, "timing_only": True}, "scheduler": {"name": "uniform", "m": 2},
+                      "learning": {"local_steps": 2, "batch_size": 5},
+                      "devices": {"count": 3, "compute": "cpu", **devices}})
+
+
+def test_per_device_kappa_and_bounds_from_lists_and_from_a_file(tmp_path):
+    from wirelessfl.devices import COMPUTE
+
+    lists = _cpu_scenario(kappa_per_device=[1e-28, 2e-28, 0.0], f_min_hz_per_device=[1e8, 2e8, 3e8],
+                          f_max_hz_per_device=[1e9, 2e9, 3e9], cycles_per_sample=1e6)
+    (tmp_path / "cpus.csv").write_text("# one row per device\ncpu_hz,kappa,f_max_hz\n1e9,1e-28,1e9\n"
+                                       "2e9,2e-28,2e9\n5e8,0,3e9\n")
+    filed = _cpu_scenario(profile_file=str(tmp_path / "cpus.csv"), cycles_per_sample=1e6)
+    for sc, hz in ((lists, [1e9, 1e9, 1e9]), (filed, [1e9, 2e9, 5e8])):
+        model = COMPUTE.load("cpu").from_scenario(sc, sc.options("compute"))
+        everyone = np.arange(3)
+        cycles = 1e6 * 2 * 5  # c x local steps x batch
+        np.testing.assert_allclose(model.compute_times(everyone), cycles / np.array(hz))
+        np.testing.assert_allclose(model.energy_j(everyone), np.array([1e-28, 2e-28, 0.0]) * np.array(hz) ** 2 * cycles)
+        assert model.frequency_bounds()[1].tolist() == [1e9, 2e9, 3e9]
+    assert COMPUTE.load("cpu").from_scenario(lists, lists.options("compute")).frequency_bounds()[0].tolist() == \
+        [1e8, 2e8, 3e8]
+
+
+@pytest.mark.parametrize("text, devices, message", [
+    ("kappa\n1e-28\n1e-28\n", {}, r"has 2 rows: must have one per device \(devices.count = 3\)"),
+    ("speed\n1\n1\n1\n", {}, r"columns \['speed'\]: each must be one of cpu_hz, cycles_per_sample, kappa"),
+    ("cpu_hz\n1e9\n-1\n1e9\n", {}, r"column cpu_hz must hold finite numbers > 0"),
+    ("kappa\n1e-28\n1e-28\n1e-28\n", {"kappa_per_device": [1e-28] * 3},
+     r"^devices.kappa_per_device: also a column of devices.profile_file; keep one$"),
+])
+def test_a_bad_profile_file_is_refused_in_one_line(tmp_path, text, devices, message):
+    (tmp_path / "p.csv").write_text(text)
+    with pytest.raises(ConfigError, match=message):
+        _cpu_scenario(profile_file=str(tmp_path / "p.csv"), **devices)

@@ -126,6 +126,48 @@ class CpuOptions:
                                     "own cpu_hz; docs/energy.md, CPU frequency)")
     f_max_hz: float | None = option(None, gt=0, doc="highest frequency a scheduler may choose (None: each device's "
                                     "own cpu_hz)")
+    kappa_per_device: tuple[float, ...] = option((), ge=0, doc="one kappa per device")
+    f_min_hz_per_device: tuple[float, ...] = option((), gt=0, doc="one lowest frequency per device")
+    f_max_hz_per_device: tuple[float, ...] = option((), gt=0, doc="one highest frequency per device")
+    profile_file: FilePath | None = option(None, doc="CSV with a header and one row per device, columns among "
+                                           "cpu_hz, cycles_per_sample, kappa, f_min_hz, f_max_hz (a column "
+                                           "replaces that option for every device)")
+
+
+PROFILE_COLUMNS = ("cpu_hz", "cycles_per_sample", "kappa", "f_min_hz", "f_max_hz")
+"""The columns a CPU profile file may have (devices.profile_file)."""
+
+
+def read_profile(path, num_devices: int) -> dict[str, np.ndarray]:
+    """The columns of a CPU profile file: one row per device, each value a finite number > 0 (kappa >= 0);
+    ConfigError naming devices.profile_file if it does not fit."""
+    from pathlib import Path
+
+    from .files import unreadable_file
+
+    where = f"devices.profile_file = {str(path)!r}"
+    problem = unreadable_file(Path(path))
+    if problem is not None:
+        raise ConfigError(f"{where}: {problem}")
+    with open(path, encoding="utf-8") as fh:
+        lines = [line.strip() for line in fh if line.strip() and not line.startswith("#")]
+    if not lines:
+        raise ConfigError(f"{where}: empty; expected a header line of {', '.join(PROFILE_COLUMNS)} and a row per device")
+    names = [name.strip() for name in lines[0].split(",")]
+    unknown = [name for name in names if name not in PROFILE_COLUMNS]
+    if unknown or len(set(names)) != len(names):
+        raise ConfigError(f"{where}: columns {names}: each must be one of {', '.join(PROFILE_COLUMNS)}, once")
+    try:
+        rows = np.array([[float(v) for v in line.split(",")] for line in lines[1:]], dtype=float).reshape(-1, len(names))
+    except ValueError:
+        raise ConfigError(f"{where}: every row must hold {len(names)} numbers separated by commas") from None
+    if rows.shape[0] != num_devices:
+        raise ConfigError(f"{where}: has {rows.shape[0]} rows: must have one per device (devices.count = {num_devices})")
+    columns = dict(zip(names, rows.T))
+    for name, values in columns.items():
+        if not np.isfinite(values).all() or not (values >= 0 if name == "kappa" else values > 0).all():
+            raise ConfigError(f"{where}: column {name} must hold finite numbers {'>= 0' if name == 'kappa' else '> 0'}")
+    return columns
 
 
 @runtime_checkable
@@ -157,28 +199,45 @@ class CpuCompute(ComputeModel):
     work_proportional = True
 
     def __init__(self, cpu_hz: np.ndarray, cycles_per_sample: np.ndarray, samples_per_round: int,
-                 kappa: float, f_min: np.ndarray | float | None = None, f_max: np.ndarray | float | None = None):
+                 kappa: np.ndarray | float, f_min: np.ndarray | float | None = None,
+                 f_max: np.ndarray | float | None = None):
         self.cpu_hz = np.asarray(cpu_hz, dtype=float)
         self.cycles = np.asarray(cycles_per_sample, dtype=float) * samples_per_round  # per round
-        self.kappa = float(kappa)
         n = self.cpu_hz.shape
+        self.kappa = np.broadcast_to(np.asarray(kappa, dtype=float), n).copy()
         self.f_min = self.cpu_hz.copy() if f_min is None else np.broadcast_to(np.asarray(f_min, dtype=float), n).copy()
         self.f_max = self.cpu_hz.copy() if f_max is None else np.broadcast_to(np.asarray(f_max, dtype=float), n).copy()
 
     @classmethod
     def from_scenario(cls, scenario, options: CpuOptions) -> "CpuCompute":
-        """S = learning.local_steps x learning.batch_size samples per round."""
+        """S = learning.local_steps x learning.batch_size samples per round; each value per device from
+        its ``*_per_device`` list, else the profile file's column, else the one option for all."""
         n = scenario.devices.count
-        f = np.asarray(options.cpu_hz_per_device) if options.cpu_hz_per_device else np.full(n, options.cpu_hz)
-        c = (np.asarray(options.cycles_per_sample_per_device) if options.cycles_per_sample_per_device
-             else np.full(n, options.cycles_per_sample))
-        return cls(f, c, scenario.learning.local_steps * scenario.learning.batch_size, options.kappa,
-                   f_min=options.f_min_hz, f_max=options.f_max_hz)
+        profile = read_profile(options.profile_file, n) if options.profile_file is not None else {}
+
+        def per_device(name: str, listed: tuple, value):
+            if listed:
+                return np.asarray(listed, dtype=float)
+            return profile[name] if name in profile else value
+
+        return cls(per_device("cpu_hz", options.cpu_hz_per_device, np.full(n, options.cpu_hz)),
+                   per_device("cycles_per_sample", options.cycles_per_sample_per_device,
+                              np.full(n, options.cycles_per_sample)),
+                   scenario.learning.local_steps * scenario.learning.batch_size,
+                   per_device("kappa", options.kappa_per_device, options.kappa),
+                   f_min=per_device("f_min_hz", options.f_min_hz_per_device, options.f_min_hz),
+                   f_max=per_device("f_max_hz", options.f_max_hz_per_device, options.f_max_hz))
 
     @classmethod
     def check(cls, scenario, options: CpuOptions) -> None:
         """One value per device when given per device; f_min <= f_max; finite times and energies."""
-        _per_device_lengths(scenario, options, ("cpu_hz_per_device", "cycles_per_sample_per_device"))
+        _per_device_lengths(scenario, options, ("cpu_hz_per_device", "cycles_per_sample_per_device", "kappa_per_device",
+                                                "f_min_hz_per_device", "f_max_hz_per_device"))
+        if options.profile_file is not None:
+            both = [name for name in read_profile(options.profile_file, scenario.devices.count)
+                    if getattr(options, f"{name}_per_device")]
+            if both:
+                raise ConfigError(f"devices.{both[0]}_per_device: also a column of devices.profile_file; keep one")
         bounds = cls.from_scenario(scenario, options)
         if (bounds.f_min > bounds.f_max).any():
             i = int(np.flatnonzero(bounds.f_min > bounds.f_max)[0])
@@ -192,7 +251,7 @@ class CpuCompute(ComputeModel):
             if not np.isfinite(values).all():
                 raise ConfigError(f"devices.compute = 'cpu': the {name} of a round is not a finite number (cpu_hz up "
                                   f"to {model.cpu_hz.max():g}, cycles c S up to {model.cycles.max():g}, kappa "
-                                  f"{model.kappa:g})")
+                                  f"up to {model.kappa.max():g})")
 
     def compute_times(self, devices: np.ndarray, rng: np.random.Generator | None = None,
                       round_idx: int = 0) -> np.ndarray:
@@ -200,16 +259,16 @@ class CpuCompute(ComputeModel):
         return self.cycles[devices] / self.cpu_hz[devices]
 
     def energy_j(self, devices: np.ndarray, round_idx: int = 0) -> np.ndarray:
-        """kappa f_n^2 c_n S for each of ``devices``."""
-        return self.kappa * self.cpu_hz[devices] ** 2 * self.cycles[devices]
+        """kappa_n f_n^2 c_n S for each of ``devices``."""
+        return self.kappa[devices] * self.cpu_hz[devices] ** 2 * self.cycles[devices]
 
     def times_at(self, devices: np.ndarray, f: np.ndarray) -> np.ndarray:
         """c_n S / f_n for each of ``devices`` at the frequencies ``f``."""
         return self.cycles[devices] / np.asarray(f, dtype=float)
 
     def energy_at(self, devices: np.ndarray, f: np.ndarray) -> np.ndarray:
-        """kappa f_n^2 c_n S for each of ``devices`` at the frequencies ``f``."""
-        return self.kappa * np.asarray(f, dtype=float) ** 2 * self.cycles[devices]
+        """kappa_n f_n^2 c_n S for each of ``devices`` at the frequencies ``f``."""
+        return self.kappa[devices] * np.asarray(f, dtype=float) ** 2 * self.cycles[devices]
 
     def frequency_bounds(self) -> tuple[np.ndarray, np.ndarray]:
         """(f_min, f_max) of every device: f_min_hz and f_max_hz, else its cpu_hz."""
