@@ -432,13 +432,14 @@ class EventEngine:
         """An availability step: devices in flight that went offline are lost; waiting slots retried."""
         if self.stopping:
             return
-        if self.drain is not None:
+        if self.drain is not None:  # a device at work stays at it until its battery runs out (the drain's timers)
             self.drain.before_step()
-        available = self.availability.step()
-        # a device at work stays at it until its battery runs out (the drain's timers)
-        gone = [] if self.drain is not None else [u for u in self.flights.flying.values() if not available[u.device]]
-        if self.drain is not None:
+            self.availability.step()
             self.drain.after_step()
+            gone = []
+        else:
+            available = self.availability.step()
+            gone = [u for u in self.flights.flying.values() if not available[u.device]]
         for u in gone:
             if u.in_flight:
                 u.process.interrupt("offline")
@@ -461,8 +462,9 @@ class EventEngine:
         if idle >= limits.MAX_IDLE_STEPS:
             raise EventStall(f"devices: no device was in flight for {idle:,} availability steps in a row (t = "
                              f"{self.env.now:.6g} s, {self.version} aggregations of run.rounds = {self.stop.rounds}): "
-                             "none could be dispatched (devices.p_off_to_on, devices.availability_trace, the batteries' harvest_*, the "
-                             "scheduler's dispatch rule); set run.time_budget_s, or make devices available")
+                             "none could be dispatched (devices.p_off_to_on, devices.availability_trace, the "
+                             "batteries' harvest_*, the scheduler's dispatch rule); set run.time_budget_s, or make "
+                             "devices available")
 
     # --- timers ------------------------------------------------------------------------------
 
