@@ -18,7 +18,7 @@ PAPERS = {
     "safari": "SAFARI: server-assisted federated learning under incomplete participation",
     "perfedavg": "Fallah et al., Personalized federated learning: a meta-learning approach (Per-FedAvg)",
     "async_wireless": "A study of this simulator: asynchronous FL over a fading, shared uplink",
-    "energy": "A study of this simulator: compressed updates on a narrow, shared, fading uplink",
+    "energy": "A study of this simulator: compressed updates on a narrow, shared, fading uplink, and batteries",
 }
 """Paper module name -> the paper."""
 
