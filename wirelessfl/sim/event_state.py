@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from .engine import load_parts_state, parts_state
 from .flight import ON_AIR, QUEUED, Round, Update
-from .rounds import numbers_only
 
 __all__ = ["engine_state", "load_engine_state", "restore"]
 
@@ -27,7 +26,7 @@ def engine_state(engine) -> dict:
         # the round's finished updates too: its record needs them
         **engine.flights.state_dict(also=current.updates if current is not None else ()),
         **engine.availability.state_dict(),
-        "wanted": engine.wanted, "dispatch_info": numbers_only(engine.dispatch_info),
+        **engine.dispatcher.state_dict(),
         **engine.timers.state_dict(),
         **engine.busy.state_dict(),
         **engine.rounds.state_dict(),
@@ -51,8 +50,7 @@ def load_engine_state(engine, state: dict) -> None:
     engine.availability.load_state(state)
     engine.timers.load_state(state)
     engine.busy.load_state(state)
-    engine.wanted = int(state["wanted"])
-    engine.dispatch_info = dict(state["dispatch_info"])
+    engine.dispatcher.load_state(state)
     engine.restored = state
 
 

@@ -29,9 +29,9 @@ flight with its phase, times and draws, the uplink's queue, the protocol's and s
 the armed timers and every random stream are saved explicitly, and a resume rebuilds the processes
 so that every pending event lands at the same time and in the same order (wirelessfl.des.clock).
 
-Modules: this one (the run, the processes, dispatch, losses, timers, aggregation), rounds.py (the
-round machinery of round-based protocols), flight.py (an update's and a round's data),
-event_state.py (checkpoints); the uplinks are the access schemes' own (wirelessfl.access, each
+Modules: this one (the run, the processes, losses, timers, aggregation), dispatcher.py (starting
+devices), rounds.py (the round machinery of round-based protocols), flight.py (an update's and a
+round's data), drain.py (batteries in continuous time), event_state.py (checkpoints); the uplinks are the access schemes' own (wirelessfl.access, each
 scheme's ``event_uplink``), the clock is wirelessfl.des.clock (absolute times and event order).
 """
 from __future__ import annotations
@@ -42,10 +42,9 @@ from typing import Callable
 import numpy as np
 import simpy
 
-from ..scheduling.base import DispatchState
-from ..wireless import moving
 from .availability import AvailabilitySteps
 from .busy import BusyClock
+from .dispatcher import Dispatcher
 from .drain import TIMER as BATTERY_TIMER, BatteryDrain
 from .checks import PartChecks
 from ..des.clock import CHECKPOINT, RANK_DEVICE, RANK_STOP, Clock, priority
@@ -59,8 +58,6 @@ from .flight import ARRIVED, COMPUTE, DOWNLINK, FINISHED, WAITING, Round, Update
 from .rounds import RoundDriver
 
 __all__ = ["EventEngine", "EventStall", "Round", "Update"]
-
-_INT64 = np.dtype(np.int64)  # a dispatch of these needs no conversion
 
 
 class EventStall(RuntimeError):
@@ -93,8 +90,6 @@ class EventEngine:
         self.flights = Flights(n)  # the updates under way
         self.availability = AvailabilitySteps(parts.availability, streams["availability"], availability_period_s,
                                               self._availability_step)
-        self.wanted = 0  # slots the protocol asked for and no device could fill yet
-        self.dispatch_info: dict = {}
         self.rounds = RoundDriver(self)  # the round under way, for round-based protocols
         self.timers = Timers(self._timer_due)
         self.busy = BusyClock()  # how long the uplink carried a model upload
@@ -106,24 +101,13 @@ class EventEngine:
         self._settle_pending = False
         self.evals_at: list[int] = []  # the versions of the last two evaluations
         self.stopping = False
-        gain = parts.channel.mean_gain()
-        self.mean_gains = np.ones(n) if gain is None else np.array(gain, dtype=float)
-        # moving devices: the dispatch rule sees the mean gains of where they are
-        self.moving = moving(parts.channel)
         self.keep_start = bool(protocol.keeps_start_model)
         link = parts.access.link
-        self._energy = getattr(parts.compute, "has_energy", True)  # without an energy model: no call per dispatch
         # uploads in packets that may fail (wirelessfl.access.Link; a fixed rate alone, with fading within
         # an upload, is the fading's)
         self.packets_on = link.packets_on and parts.fading is None
         self.checks = PartChecks(parts)  # the user's scheduler and channel: their outputs are checked
-        self._dispatch_state = DispatchState(
-            time_s=0.0, version=0, slots=0, busy=self.flights.busy, waiting=self.flights.waiting, num_busy=0,
-            available=None,
-            last_applied=self.last_applied,
-            mean_gains=self.mean_gains, model_bits=parts.upload_bits, bandwidth_hz=link.bandwidth_hz,
-            noise_power=link.noise_power, per_aggregation=protocol.per_aggregation, interval_s=math.nan,
-            rng=streams["selection"], access=parts.access)
+        self.dispatcher = Dispatcher(self)  # the slots the protocol wants filled, and who fills them
         self.env: Clock | None = None
 
     # --- the run -----------------------------------------------------------------------------
@@ -251,77 +235,8 @@ class EventEngine:
     def dispatch(self, k: int = 1) -> int:
         """Start up to ``k`` more devices chosen by the scheduler's dispatch rule; slots no idle,
         available device can fill now are filled when one can (after an availability step, or
-        when a device frees). Returns how many started now."""
-        self.wanted += int(k)
-        return self._fill()
-
-    def _fill(self) -> int:
-        if self.stopping or self.wanted <= 0:
-            return 0
-        scheduler = self.parts.scheduler
-        state = self._dispatch_state  # one object, brought up to date (arrays are the engine's own)
-        if self.moving:
-            self.parts.channel.set_time(self.env.now)
-            self.mean_gains[:] = self.parts.channel.mean_gain()
-        state.time_s, state.version, state.slots, state.available = self.env.now, self.version, self.wanted, \
-            self.available
-        state.busy, state.num_busy, state.last_applied = self.flights.busy, len(self.flights.flying), self.last_applied
-        state.interval_s = self.last_aggregation_s / self.version if self.version else math.nan
-        choice = scheduler.dispatch(state)
-        devices = choice.devices
-        if not (type(devices) is np.ndarray and devices.dtype is _INT64 and devices.ndim == 1):
-            devices = np.asarray(devices, dtype=np.int64).reshape(-1)
-        chosen = devices.tolist()
-        if not chosen:
-            return 0
-        busy, available = self.flights.busy, self.available
-        if len(chosen) == 1:  # the usual dispatch, once per upload: one device, one launch
-            device = chosen[0]
-            if busy[device] or (available is not None and not available[device]):
-                self._bad_dispatch(chosen)
-            self.dispatch_info = choice.info
-            key = self.work_key(device)
-            comp, energy = self._work(devices, key)
-            power = float(choice.power[0])
-            if self.checks.scheduler is not None:
-                self.checks.dispatch_power(power, device, f"t = {self.env.now:.6g} s")
-            self.launch(device, power, comp[0], energy[0], key=key, bits=self.parts.upload_bits)
-            self.wanted -= 1
-            return 1
-        if len(chosen) > self.wanted or len(set(chosen)) != len(chosen) or any(busy[d] for d in chosen) or (
-                available is not None and not all(available[d] for d in chosen)):
-            self._bad_dispatch(chosen)
-        self.dispatch_info = choice.info
-        power = choice.power.tolist() if isinstance(choice.power, np.ndarray) else list(choice.power)
-        if self.checks.scheduler is not None:
-            if len(power) != len(chosen):
-                self._bad_dispatch(chosen)
-            for device, p in zip(chosen, power):
-                self.checks.dispatch_power(float(p), device, f"t = {self.env.now:.6g} s")
-        keys = [self.work_key(device) for device in chosen]
-        if len(keys) == 1 or len(set(keys)) == 1:  # the usual case: one call for the devices started now
-            comp, energy = self._work(devices, keys[0])
-        else:  # a device started again from this version: its own key (its own draws of local work)
-            comp, energy = [], []
-            for i, key in enumerate(keys):
-                c, e = self._work(devices[i:i + 1], key)
-                comp, energy = comp + c, energy + e
-        for device, p, c, e, key in zip(chosen, power, comp, energy, keys):
-            self.launch(device, p, c, e, key=key, bits=self.parts.upload_bits)
-        self.wanted -= len(chosen)
-        return len(chosen)
-
-    def _bad_dispatch(self, chosen: list) -> None:
-        raise ValueError(f"scheduler.name: {type(self.parts.scheduler).__name__}.dispatch returned {chosen}: "
-                         f"at most {self.wanted} distinct idle, available devices")
-
-    def _work(self, devices: np.ndarray, key: int) -> tuple[list, list]:
-        """(computation times, computation energies) of devices started now with work key ``key``."""
-        compute = self.parts.compute
-        comp = np.asarray(compute.compute_times(devices, self.streams["compute"], round_idx=key), dtype=float)
-        energy = (np.asarray(compute.energy_j(devices, round_idx=key), dtype=float).tolist() if self._energy
-                  else [0.0] * len(devices))
-        return comp.tolist(), energy
+        when a device frees). Returns how many started now (see Dispatcher)."""
+        return self.dispatcher.want(k)
 
     def work_key(self, device: int) -> int:
         """The work key of ``device`` started now (see Flights.work_key)."""
@@ -445,7 +360,7 @@ class EventEngine:
                 u.process.interrupt("offline")
                 self.lose(u, "offline")
         self.availability.advance()
-        self._fill()
+        self.dispatcher.fill()
         if self.stop.time_budget_s is None:  # only aggregations end the run: stop one that has none to come
             self._check_stall()
 

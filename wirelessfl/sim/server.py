@@ -74,7 +74,7 @@ class Server:
             self.settle(u, "applied", now)
         # the applied updates, in arrival order (updates.csv has every upload)
         e.on_round(AggregationRecord(v, self.last_aggregation_s, now, e.parts.downlink_s, updates, staleness,
-                                     metrics, e.dispatch_info, e.available, e.availability.since))
+                                     metrics, e.dispatcher.info, e.available, e.availability.since))
         e.aggregated()
 
     def settle(self, u: Update, outcome: str, t: float) -> None:

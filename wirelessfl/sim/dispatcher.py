@@ -1,0 +1,130 @@
+"""Starting devices under the event protocols: the slots the protocol asked for, filled with the
+devices the scheduler's dispatch rule picks (wirelessfl.scheduling ``dispatch``), each checked and
+given its computation time and energy, then launched by the engine. Slots that no idle, available
+device can fill now stay wanted until one can (an availability step, or a device that frees)."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ..scheduling.base import DispatchState
+from ..wireless import moving
+from .rounds import numbers_only
+
+__all__ = ["Dispatcher"]
+
+_INT64 = np.dtype(np.int64)  # a dispatch of these needs no conversion
+
+
+class Dispatcher:
+    """The engine's dispatch: ``want(k)`` asks for k more devices, ``fill()`` starts what it can.
+    Its state is the slots still wanted and the dispatch rule's latest facts (``info``, which the
+    aggregations' rows of rounds.csv carry)."""
+
+    def __init__(self, engine):
+        self.engine = engine
+        parts, flights = engine.parts, engine.flights
+        self.wanted = 0  # slots the protocol asked for and no device could fill yet
+        self.info: dict = {}
+        gain = parts.channel.mean_gain()
+        self.mean_gains = np.ones(engine.num_devices) if gain is None else np.array(gain, dtype=float)
+        self.moving = moving(parts.channel)  # moving devices: the rule sees the mean gains of where they are
+        self._energy = getattr(parts.compute, "has_energy", True)  # without an energy model: no call per device
+        link = parts.access.link
+        self.state = DispatchState(  # one object, brought up to date at each dispatch (arrays: the engine's own)
+            time_s=0.0, version=0, slots=0, busy=flights.busy, waiting=flights.waiting, num_busy=0, available=None,
+            last_applied=engine.last_applied, mean_gains=self.mean_gains, model_bits=parts.upload_bits,
+            bandwidth_hz=link.bandwidth_hz, noise_power=link.noise_power,
+            per_aggregation=engine.protocol.per_aggregation, interval_s=math.nan, rng=engine.streams["selection"],
+            access=parts.access)
+
+    def want(self, k: int) -> int:
+        """``k`` more slots; returns how many devices started now."""
+        self.wanted += int(k)
+        return self.fill()
+
+    def fill(self) -> int:
+        """Start the devices the dispatch rule picks for the slots still wanted; how many started."""
+        e = self.engine
+        if e.stopping or self.wanted <= 0:
+            return 0
+        parts, state, now = e.parts, self.state, e.env.now
+        if self.moving:
+            parts.channel.set_time(now)
+            self.mean_gains[:] = parts.channel.mean_gain()
+        state.time_s, state.version, state.slots, state.available = now, e.version, self.wanted, e.available
+        state.busy, state.num_busy, state.last_applied = e.flights.busy, len(e.flights.flying), e.last_applied
+        state.interval_s = e.last_aggregation_s / e.version if e.version else math.nan
+        choice = parts.scheduler.dispatch(state)
+        devices = choice.devices
+        if not (type(devices) is np.ndarray and devices.dtype is _INT64 and devices.ndim == 1):
+            devices = np.asarray(devices, dtype=np.int64).reshape(-1)
+        chosen = devices.tolist()
+        if not chosen:
+            return 0
+        if len(chosen) == 1:  # the usual dispatch, once per upload: one device, one launch
+            return self._start_one(chosen[0], devices, choice)
+        return self._start_many(chosen, devices, choice)
+
+    def _start_one(self, device: int, devices: np.ndarray, choice) -> int:
+        e = self.engine
+        available = e.available
+        if e.flights.busy[device] or (available is not None and not available[device]):
+            self._bad([device])
+        self.info = choice.info
+        key = e.work_key(device)
+        comp, energy = self.work(devices, key)
+        power = float(choice.power[0])
+        if e.checks.scheduler is not None:
+            e.checks.dispatch_power(power, device, f"t = {e.env.now:.6g} s")
+        e.launch(device, power, comp[0], energy[0], key=key, bits=e.parts.upload_bits)
+        self.wanted -= 1
+        return 1
+
+    def _start_many(self, chosen: list, devices: np.ndarray, choice) -> int:
+        e = self.engine
+        busy, available = e.flights.busy, e.available
+        if len(chosen) > self.wanted or len(set(chosen)) != len(chosen) or any(busy[d] for d in chosen) or (
+                available is not None and not all(available[d] for d in chosen)):
+            self._bad(chosen)
+        self.info = choice.info
+        power = choice.power.tolist() if isinstance(choice.power, np.ndarray) else list(choice.power)
+        if e.checks.scheduler is not None:
+            if len(power) != len(chosen):
+                self._bad(chosen)
+            for device, p in zip(chosen, power):
+                e.checks.dispatch_power(float(p), device, f"t = {e.env.now:.6g} s")
+        keys = [e.work_key(device) for device in chosen]
+        if len(set(keys)) == 1:  # the usual case: one call for the devices started now
+            comp, energy = self.work(devices, keys[0])
+        else:  # a device started again from this version: its own key (its own draws of local work)
+            comp, energy = [], []
+            for i, key in enumerate(keys):
+                c, en = self.work(devices[i:i + 1], key)
+                comp, energy = comp + c, energy + en
+        for device, p, c, en, key in zip(chosen, power, comp, energy, keys):
+            e.launch(device, p, c, en, key=key, bits=e.parts.upload_bits)
+        self.wanted -= len(chosen)
+        return len(chosen)
+
+    def _bad(self, chosen: list) -> None:
+        raise ValueError(f"scheduler.name: {type(self.engine.parts.scheduler).__name__}.dispatch returned {chosen}: "
+                         f"at most {self.wanted} distinct idle, available devices")
+
+    def work(self, devices: np.ndarray, key: int) -> tuple[list, list]:
+        """(computation times, computation energies) of devices started now with work key ``key``."""
+        compute, rng = self.engine.parts.compute, self.engine.streams["compute"]
+        comp = np.asarray(compute.compute_times(devices, rng, round_idx=key), dtype=float)
+        energy = (np.asarray(compute.energy_j(devices, round_idx=key), dtype=float).tolist() if self._energy
+                  else [0.0] * len(devices))
+        return comp.tolist(), energy
+
+    def state_dict(self) -> dict:
+        """The slots still wanted and the rule's latest facts (numbers only)."""
+        return {"wanted": self.wanted, "dispatch_info": numbers_only(self.info)}
+
+    def load_state(self, state: dict) -> None:
+        """Restore them."""
+        self.wanted = int(state["wanted"])
+        self.info = dict(state["dispatch_info"])
