@@ -32,6 +32,8 @@ from ..fields import ConfigError, physical_memory
 from ..files import FileDigest, make_folder, open_append, truncate_file, write_atomic
 from ..jsonio import write_json_atomic
 from .device_arrays import DECISIONS, DeviceArrays
+from .columns import EVAL_COLUMNS, G6, ROUND_COLUMNS, columns, floats, fsum, ids, numbers
+from .device_totals import DeviceTotals
 from .round_file import csv_rows, header, rounds_digest_problem, rounds_file_problem
 from .update_log import OUTCOMES, UPDATE_COLUMNS, UpdateLog, union_length
 
@@ -39,79 +41,10 @@ __all__ = ["EVAL_COLUMNS", "OUTCOMES", "ROUND_COLUMNS", "Recorder", "UPDATE_COLU
 from .pipeline import AggregationRecord, RoundRecord
 from .summary import PowerSettling, RoundTotals
 
-ROUND_COLUMNS = ["round", "t_start", "t_end", "downlink_s", "comp_s", "comm_s", "num_selected",
-                 "selected", "upload_order", "airtime_s", "energy_j", "power_mean", "q_selected",
-                 "queue_mean", "objective", "compute_energy_j", "num_available", "num_arrived", "dropped",
-                 "server_round", "server_s", "extra_airtime_s", "extra_energy_j", "idle_s",
-                 "num_updates", "staleness_mean", "staleness_max"]
-"""energy_j is the round's transmit energy (P x time on the air), compute_energy_j its computation
-energy (0 unless the computation model has one); dropped lists the devices whose updates of the round
-are gone (missed the round deadline, lost, silent, offline; not semi_sync's late uploads carried to a
-later aggregation); server_round is 1 for a SAFARI server round (no device takes part) and server_s
-its server computation time (0 otherwise); extra_airtime_s is the uplink time of traffic other than
-the models (fair selection: bootstrap gradients, loss scalars, piggy-backed gradients; included in
-comm_s) and extra_energy_j the transmit energy of the pre-round uploads; idle_s is run.idle_round_s for a
-round in which nothing took time (nobody could be scheduled), else 0. A row is one aggregation (one
-server version): num_updates is the number of updates it applied and staleness_mean / staleness_max
-their staleness (the version applied to minus the version started from; 0 under sync). Under the
-event protocols (see wirelessfl.sim.events) selected lists the devices of the round (semi_sync) or of
-the updates applied (fedbuff, fedasync, in arrival order; upload_order and q_selected are then empty),
-and energy_j is their transmit energy up to the aggregation; every update's own energy is in
-updates.csv and in the device totals."""
-EVAL_COLUMNS = ["round", "time_s", "accuracy", "test_loss", "train_loss",
-                # personalised evaluation (docs/papers/perfedavg.md), empty unless run.personalised_eval is on
-                "personal_accuracy", "personal_accuracy_std", "local_accuracy", "personal_per_device",
-                # fairness (docs/papers/fair_selection.md), empty unless fairness metrics are on
-                "device_acc_mean", "dissimilarity", "device_acc_p10", "device_acc_min", "device_acc_range",
-                "pairwise_gap"]
-"""The device_* columns and dissimilarity are filled when fairness metrics are on (see
-learning.fairness): per-device test accuracy, mean, 10th percentile, minimum and max - min;
-dissimilarity = population std of the per-device accuracies (docs/papers/fair_selection.md,
-"Metrics"); pairwise_gap = mean |a_i - a_j| over all pairs. All as fractions (x 100 for percentage points)."""
-
-
 FLUSH_EVERY_S = 0.5
 """Round rows reach the file at least this often (evaluation rows at once, all rows before every
 checkpoint): a flush per round cost a timing-only run a tenth of its time, and a run killed
 outright loses at most this much wall time of rows, which its checkpoint does not need."""
-
-
-def _ids(values: np.ndarray) -> str:
-    return " ".join(map(str, np.asarray(values, dtype=np.int64).tolist()))
-
-
-_G6 = "{:.6g}".format
-
-
-_NEVER = object()  # an availability that never was
-
-
-def _fsum(values: list) -> float:
-    """The sum of ``values`` as numpy sums a float64 array of them, to the last bit: one by one from
-    0.0 below eight values (numpy's pairwise summation adds fewer than eight in order), numpy's own
-    sum above."""
-    if len(values) < 8:
-        total = 0.0
-        for value in values:
-            total += value
-        return total
-    return float(np.add.reduce(np.array(values, dtype=float)))
-
-
-def _floats(values: np.ndarray) -> str:
-    return " ".join(map(_G6, np.asarray(values, dtype=float).tolist()))
-
-
-def _numbers(values: dict, prefix: str, skip: tuple[str, ...] = ()) -> dict:
-    """The numeric entries of ``values`` (booleans as 0/1), renamed where they clash with a column."""
-    out = {}
-    for key, value in values.items():
-        if key in skip or not isinstance(value, (int, float, np.integer, np.floating)):
-            continue
-        name = f"{prefix}_{key}" if key in ROUND_COLUMNS else key
-        out[name] = int(value) if isinstance(value, (bool, np.bool_)) else value.item() \
-            if isinstance(value, np.generic) else value
-    return out
 
 
 class Recorder:
@@ -133,22 +66,13 @@ class Recorder:
         self.positions = positions
         # (prefix, round_info) of the parts that add numbers of their own to every row of rounds.csv
         self.part_columns = tuple(part_columns)
-        self.distance_sum = np.zeros(num_devices)
         self.rounds: list[dict] | None = [] if out_dir is None else None
         memory = physical_memory()
         self._rows_in_memory = math.inf if memory is None else max(int(0.5 * memory / PER_ROUND_BYTES), 1)
         self.totals = RoundTotals()
         self.evals: list[dict] = []
-        self.selections = np.zeros(num_devices, dtype=np.int64)
-        self.energy_j = np.zeros(num_devices)  # transmit energy
-        self.compute_energy_j = np.zeros(num_devices)
-        self.dropped = np.zeros(num_devices, dtype=np.int64)
-        self.available_rounds = np.zeros(num_devices, dtype=np.int64)
-        self.expected_power_sum = np.zeros(num_devices)  # sum over rounds of P q (Fig. 7)
+        self.devices = DeviceTotals(num_devices)  # devices.csv's sums
         self.power = PowerSettling(p_bar)  # mean over devices of P q, round by round (the transient)
-        self._device_pending: list[tuple] = []  # updates' totals not yet added to the arrays above
-        # aggregations counted at the current availability, not yet added to available_rounds
-        self._available, self._available_since, self._available_sum, self._available_count = None, _NEVER, 0, 0
         self.out_dir = out_dir
         self.arrays = (DeviceArrays(out_dir / DECISIONS, num_devices, extra={"positions": (2,)} if positions else None)
                        if keep_device_arrays and out_dir is not None else None)
@@ -198,15 +122,15 @@ class Recorder:
             return
         where = self.positions() if self.positions is not None else None
         row = self._round_row(rec, where)
-        row.update(_numbers(rec.decision.info, "scheduler", skip=("objective", "queue_mean")))
-        row.update(_numbers(rec.metrics, "algorithm"))
+        row.update(numbers(rec.decision.info, "scheduler", skip=("objective", "queue_mean")))
+        row.update(numbers(rec.metrics, "algorithm"))
         for prefix, info in self.part_columns:
-            row.update(_numbers(info(), prefix))
+            row.update(numbers(info(), prefix))
         if self.rounds is not None:
             self._keep(row)
         self.totals.add(row)
         if where is not None:
-            self.distance_sum += np.hypot(where[:, 0], where[:, 1])
+            self.devices.distance_sum += np.hypot(where[:, 0], where[:, 1])
         self._write("rounds", row)
 
     def _on_aggregation(self, rec: AggregationRecord) -> None:
@@ -215,14 +139,14 @@ class Recorder:
         values = self._aggregation_values(rec)
         extra = {}
         if rec.info:
-            extra.update(_numbers(rec.info, "scheduler", skip=("objective", "queue_mean")))
+            extra.update(numbers(rec.info, "scheduler", skip=("objective", "queue_mean")))
         if rec.metrics:
-            extra.update(_numbers(rec.metrics, "algorithm"))
+            extra.update(numbers(rec.metrics, "algorithm"))
         for prefix, info in self.part_columns:
-            extra.update(_numbers(info(), prefix))
+            extra.update(numbers(info(), prefix))
         if self.positions is not None:
             where = self.positions()
-            self.distance_sum += np.hypot(where[:, 0], where[:, 1])
+            self.devices.distance_sum += np.hypot(where[:, 0], where[:, 1])
         # t_end, comm_s, comp_s, downlink_s, energy_j, compute_energy_j, num_selected
         self.totals.add_aggregation(values[2], values[5], values[4], values[3], values[10], values[15], values[6])
         if self.rounds is None and extra.keys() <= self._known:
@@ -256,12 +180,12 @@ class Recorder:
         row = {
             "round": rec.round, "t_start": rec.t_start, "t_end": rec.t_end,
             "downlink_s": rec.downlink_s, "comp_s": rec.comp_s, "comm_s": rec.comm_s,
-            "num_selected": len(sel), "selected": _ids(sel), "upload_order": _ids(rec.upload_order),
-            "airtime_s": _floats(rec.airtime_s),
+            "num_selected": len(sel), "selected": ids(sel), "upload_order": ids(rec.upload_order),
+            "airtime_s": floats(rec.airtime_s),
             "energy_j": float(rec.energy_j.sum()),
             # sum / size: np.mean's value at a fraction of its cost
             "power_mean": float(power.sum() / len(sel)) if len(sel) else 0.0,
-            "q_selected": _floats(d.q[sel]) if rec.q is None else _floats(rec.q),
+            "q_selected": floats(d.q[sel]) if rec.q is None else floats(rec.q),
             # no round decision (dispatch protocols): the dispatch rule's queues, if it keeps any
             "queue_mean": (float(d.queue.sum() / d.queue.size) if d.queue is not None and d.queue.size
                            else d.info.get("queue_mean", 0.0)),
@@ -279,24 +203,19 @@ class Recorder:
         row.update(compute_energy_j=comp_energy_sum,
                    num_available=self.num_devices if available is None else int(available.sum()),
                    num_arrived=len(sel) if lost is None else len(sel) - len(lost),
-                   dropped="" if gone is None else _ids(gone),
+                   dropped="" if gone is None else ids(gone),
                    server_round=int(rec.server_round), server_s=rec.server_s,
                    extra_airtime_s=rec.extra_airtime_s, extra_energy_j=rec.extra_energy_j, idle_s=rec.idle_s,
                    num_updates=applied,
                    staleness_mean=float(staleness.mean()) if staleness is not None and len(staleness) else 0.0,
                    staleness_max=int(staleness.max()) if staleness is not None and len(staleness) else 0)
-        self.available_rounds += 1 if available is None else available
+        self.devices.add_available(available)
         if not rec.per_update:
-            self.selections[sel] += 1
-            self.energy_j[sel] += rec.energy_j
-            if comp_energy_sum != 0.0:
-                self.compute_energy_j[sel] += comp_energy
-            if lost is not None:
-                self.dropped[lost] += 1
+            self.devices.add_round(sel, rec.energy_j, comp_energy if comp_energy_sum != 0.0 else None, lost)
             self._round_updates(rec)
         if rec.q is None:  # a round decision: its expected power P q (dispatched updates count their own)
             expected = d.power * d.q
-            self.expected_power_sum += expected
+            self.devices.expected_power_sum += expected
             self.power.add(float(expected.mean()))
         if self.arrays is not None:
             arrays = {"gains": rec.gains, "omega": d.omega, "q": d.q, "power": d.power, "queue": d.queues(),
@@ -315,40 +234,22 @@ class Recorder:
         staleness = rec.staleness
         if k == 1:  # one update per aggregation (fedasync, fedbuff with K = 1): _fsum of one value is 0.0 + it
             u = ups[0]
-            comp, comm, selected, airtimes = u.compute_s, 0.0 + u.airtime_s, str(u.device), _G6(u.airtime_s)
+            comp, comm, selected, airtimes = u.compute_s, 0.0 + u.airtime_s, str(u.device), G6(u.airtime_s)
             energy, power, compute_energy = 0.0 + u.energy_j, 0.0 + u.power, 0.0 + u.compute_energy_j
         else:
             airtime = [u.airtime_s for u in ups]
             comp = max((u.compute_s for u in ups), default=0.0)
-            comm, selected, airtimes = _fsum(airtime), " ".join([str(u.device) for u in ups]), " ".join(map(_G6, airtime))
-            energy = _fsum([u.energy_j for u in ups])
-            power = _fsum([u.power for u in ups]) / k if k else 0.0
-            compute_energy = _fsum([u.compute_energy_j for u in ups])
+            comm, selected, airtimes = fsum(airtime), " ".join([str(u.device) for u in ups]), " ".join(map(G6, airtime))
+            energy = fsum([u.energy_j for u in ups])
+            power = fsum([u.power for u in ups]) / k if k else 0.0
+            compute_energy = fsum([u.compute_energy_j for u in ups])
         return [rec.round, rec.t_start, rec.t_end, rec.downlink_s, comp, comm, k, selected, "", airtimes, energy,
                 power, "", info.get("queue_mean", 0.0), info.get("objective", math.nan), compute_energy,
-                self._count_available(rec.available, rec.available_since), k, "", 0, 0.0, 0.0, 0.0, 0.0,
+                self.devices.count_available(rec.available, rec.available_since), k, "", 0, 0.0, 0.0, 0.0, 0.0,
                 len(staleness),
                 # the sum of whole numbers is exact in any order: np.mean's value
                 float(sum(staleness)) / len(staleness) if staleness else 0.0,
                 max(staleness) if staleness else 0]
-
-    def _count_available(self, available: np.ndarray | None, since) -> int:
-        """Count one aggregation at this availability, which began at ``since``: aggregations at one
-        availability are added to available_rounds together, when it changes (_fold_available).
-        Returns how many devices are available."""
-        if since != self._available_since or (available is None) != (self._available is None):
-            self._fold_available()
-            self._available_since = since
-            self._available = None if available is None else available.copy()
-            self._available_sum = self.num_devices if available is None else int(self._available.sum())
-        self._available_count += 1
-        return self._available_sum
-
-    def _fold_available(self) -> None:
-        if self._available_count:
-            self.available_rounds += (self._available_count if self._available is None
-                                      else self._available * self._available_count)
-            self._available_count = 0
 
     def _round_updates(self, rec: RoundRecord) -> None:
         """updates.csv rows of a sync round: one per selected device."""
@@ -409,27 +310,11 @@ class Recorder:
             stats["applied"] += 1
             stats["staleness_sum"] += u.version_applied - u.version
         # dispatched, not drawn: its power counts toward the time average (drawn ones: the round's P q)
-        self._device_pending.append((u.device, u.energy_j, u.compute_energy_j, u.power if u.q != u.q else 0.0,
-                                     u.outcome != "applied" and u.outcome != "in_flight"))
-        if len(self._device_pending) >= 4096:
-            self._fold_device_totals()
+        self.devices.add_update(u.device, u.energy_j, u.compute_energy_j, u.power if u.q != u.q else 0.0,
+                                u.outcome != "applied" and u.outcome != "in_flight")
         self.updates.write(u.seq, u.device, u.version, u.dispatch_s, u.compute_end_s, u.tx_start_s, u.tx_end_s,
                            u.version_applied, u.outcome, u.energy_j, u.compute_energy_j, u.airtime_s, u.gain, u.power,
                            u.lost_s, u.attempts)
-
-    def _fold_device_totals(self) -> None:
-        """Add the updates' totals kept since the last fold to the per-device arrays (in order, so
-        each device's sums are the ones a running total gives)."""
-        if not self._device_pending:
-            return
-        devices, energy, compute_energy, power, dropped = zip(*self._device_pending)
-        self._device_pending = []
-        idx = np.asarray(devices, dtype=np.int64)
-        np.add.at(self.selections, idx, 1)
-        np.add.at(self.energy_j, idx, energy)
-        np.add.at(self.compute_energy_j, idx, compute_energy)
-        np.add.at(self.expected_power_sum, idx, power)
-        np.add.at(self.dropped, idx, np.asarray(dropped, dtype=np.int64))
 
     def on_eval(self, row: dict) -> None:
         self.evals.append(row)
@@ -455,7 +340,7 @@ class Recorder:
     def _widen(self, row: dict) -> None:
         """``row`` brings a new column: rounds.csv is written again with the wider header (its rows
         read back from the file as the text they were written as), then ``row``."""
-        self.round_columns = _columns([dict.fromkeys(self.round_columns), row])
+        self.round_columns = columns([dict.fromkeys(self.round_columns), row])
         self._known = set(self.round_columns)
         if "rounds" not in self._files:
             return
@@ -474,8 +359,6 @@ class Recorder:
         the rounds, and the length of each file the rows stream to (its rows themselves stay on disk).
         Everything is flushed first."""
         self.flush()
-        self._fold_device_totals()
-        self._fold_available()
         if self.arrays is not None:
             self.arrays.flush()
 
@@ -489,10 +372,7 @@ class Recorder:
                 "device_sha256": self.arrays.digests() if self.arrays is not None else None,
                 "rounds": plain(self.rounds) if self.rounds is not None else None,
                 "totals": self.totals.state_dict(), "power": self.power.state_dict(),
-                "evals": plain(self.evals), "selections": self.selections.copy(),
-                "energy_j": self.energy_j.copy(), "compute_energy_j": self.compute_energy_j.copy(),
-                "dropped": self.dropped.copy(), "available_rounds": self.available_rounds.copy(),
-                "expected_power_sum": self.expected_power_sum.copy(), "distance_sum": self.distance_sum.copy(),
+                "evals": plain(self.evals), **self.devices.state_dict(),
                 "device_rows": self.arrays.rows if self.arrays is not None else 0,
                 "updates": self.updates.state_dict(), "update_stats": dict(self.update_stats),
                 "outcomes": dict(self.outcomes)}
@@ -510,9 +390,9 @@ class Recorder:
             return f"the checkpoint's records have {state['round_rows']} rounds, its counters {rounds_done}"
         if any(not isinstance(e, dict) or not 0 <= e.get("round", -1) <= rounds_done for e in state.get("evals", [])):
             return "the checkpoint's evaluations do not belong to its rounds"
-        for key in ("selections", "energy_j", "compute_energy_j", "dropped", "available_rounds", "expected_power_sum"):
-            if np.shape(state.get(key)) != (self.num_devices,):
-                return f"the checkpoint's {key} is not one value per device ({self.num_devices})"
+        problem = self.devices.check(state)
+        if problem is not None:
+            return problem
         if "updates" not in state or not isinstance(state.get("update_stats"), dict) \
                 or not isinstance(state.get("outcomes"), dict):
             return "the checkpoint has no update records (written by an earlier version)"
@@ -544,11 +424,9 @@ class Recorder:
         to them: rounds.csv to its length at the checkpoint, evals.csv rewritten, the per-device rows
         and update rows written after it dropped."""
         self.evals = list(state["evals"])
-        for key in ("selections", "energy_j", "compute_energy_j", "dropped", "available_rounds", "expected_power_sum"):
-            setattr(self, key, np.asarray(state[key]).copy())
+        self.devices.load_state(state)
         self.update_stats = dict(state["update_stats"])
         self.outcomes = {str(k): int(v) for k, v in state["outcomes"].items()}
-        self.distance_sum = np.asarray(state.get("distance_sum", np.zeros(self.num_devices)), dtype=float).copy()
         self.totals.load_state(state["totals"])
         self.power.load_state(state["power"])
         self.round_columns = list(state["round_columns"])
@@ -577,14 +455,8 @@ class Recorder:
     def device_table(self, sigmas: np.ndarray, extra: dict[str, np.ndarray] | None = None) -> dict[str, np.ndarray]:
         """Per-device totals: selections, transmit and computation energy, dropped uploads, the fraction
         of rounds available and time-average expected power; ``extra`` adds columns (e.g. distance_m)."""
-        self._fold_device_totals()
-        self._fold_available()
-        n_rounds = max(self.totals.rounds, 1)
         return {"device": np.arange(self.num_devices), "sigma": sigmas, **(extra or {}),
-                "selections": self.selections, "selection_rate": self.selections / n_rounds,
-                "transmit_energy_j": self.energy_j, "compute_energy_j": self.compute_energy_j,
-                "dropped": self.dropped, "available_rate": self.available_rounds / n_rounds,
-                "time_avg_power": self.expected_power_sum / n_rounds}
+                **self.devices.table(self.totals.rounds)}
 
     def close(self, summary: dict, devices: dict[str, np.ndarray]) -> None:
         """Write the device table, the rest of the per-device arrays and, last, the summary. Every
@@ -603,11 +475,3 @@ class Recorder:
 
         write_atomic(self.out_dir / "devices.csv", pd.DataFrame(devices).to_csv(index=False))
         write_json_atomic(self.out_dir / "summary.json", summary)
-
-
-def _columns(rows: list[dict]) -> list[str]:
-    """ROUND_COLUMNS, then every other key of ``rows`` in the order it first appears."""
-    seen = dict.fromkeys(ROUND_COLUMNS)
-    for row in rows:
-        seen.update(dict.fromkeys(row))
-    return list(seen)

@@ -396,7 +396,7 @@ class Run:
         rec, sc = self.recorder, self.scenario
         extra = None
         if sc.channel.path_loss:  # moving devices: their mean distance over the records
-            distance = (rec.distance_sum / rec.totals.rounds if rec.positions is not None and rec.totals.rounds
+            distance = (rec.devices.distance_sum / rec.totals.rounds if rec.positions is not None and rec.totals.rounds
                         else self.channel.path_loss.distances_m)  # no record yet: where the devices are
             extra = {"distance_m": distance, "mean_gain": self.channel.mean_gain()}
         elif sc.part_name("channel") not in registry("channel").builtins:  # a channel of one's own: what it
@@ -415,8 +415,8 @@ class Run:
         # incomplete participation (docs/papers/safari.md): who could never take part, and the capacity
         # omega = share of devices that ever took part
         summary.update(excluded=[int(i) for i in np.flatnonzero(self.excluded)],
-                       ever_participated=float(np.mean(rec.selections > 0)),
-                       label_coverage=(self.learner.label_coverage(rec.selections > 0)
+                       ever_participated=float(np.mean(rec.devices.selections > 0)),
+                       label_coverage=(self.learner.label_coverage(rec.devices.selections > 0)
                                        if self.learner is not None else math.nan))
         rec.close(summary, devices)
         if status == "complete" and self.run_dir is not None:  # nothing left to resume
