@@ -409,6 +409,19 @@ def test_a_plug_in_s_output_is_checked_where_it_enters(parts_folder, learning, e
     assert str(err.value).startswith(words) and "\n" not in str(err.value), str(err.value)
 
 
+def test_a_timing_only_run_holds_a_plug_in_s_parameter_count_to_its_module(parts_folder):
+    """A timing-only run sizes its uploads by the declared count: a wrong one is refused as in training."""
+    data = _training(parts_folder, model="my_parts:Miscounted")
+    data["run"]["timing_only"] = True
+    with pytest.raises(ConfigError) as err:
+        simulate(from_dict(data), progress=False)
+    assert str(err.value) == ("learning.model = 'my_parts:Miscounted': parameter_count() says 1,000 parameters and "
+                              "the module it builds has 21; they must agree (a timing-only run sizes its upload by "
+                              "the count)")
+    data["learning"]["model"] = "logreg"  # a built-in counts the layers it builds: nothing to hold
+    assert simulate(from_dict(data), progress=False).summary["status"] == "complete"
+
+
 def test_the_plug_in_checks_pass_a_sound_plug_in(parts_folder):
     res = simulate(from_dict(_training(parts_folder)), progress=False)
     assert res.summary["status"] == "complete" and np.isfinite(res.summary["final_accuracy"])

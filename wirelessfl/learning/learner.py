@@ -7,6 +7,7 @@ import numpy as np
 from .. import rng as rngs
 from . import DatasetError, TrainingDiverged
 from ..decisions import Decision, ReportRequest, Reports
+from ..plugins import registry
 
 __all__ = ["FederatedLearner", "TrainingDiverged", "data_shape", "federated_data", "model_bits_of"]
 
@@ -19,7 +20,31 @@ def model_bits_of(scenario) -> int:
     from .models import count_parameters
 
     input_shape, num_classes = data_shape(scenario)
-    return 32 * count_parameters(scenario.part("model"), input_shape, num_classes, scenario.options("model"))
+    counted = count_parameters(scenario.part("model"), input_shape, num_classes, scenario.options("model"))
+    if scenario.part_name("model") not in registry("model").builtins:  # a plug-in's own count: held to its module
+        _check_declared_count(scenario, counted, input_shape, num_classes)
+    return 32 * counted
+
+
+def _check_declared_count(scenario, declared: int, input_shape, num_classes: int) -> None:
+    """A plug-in model's ``parameter_count`` against the module it builds (the built-ins count the very
+    layer list they build): a timing-only run sizes its uploads by the count, a training run by the
+    module, and the two must simulate the same uploads."""
+    import torch
+
+    from ..fields import ConfigError
+    from .models import build_model, model_kwargs, num_parameters
+
+    part, options = scenario.part("model"), scenario.options("model")
+    counted = getattr(part, "parameter_count", None)
+    if counted is None or counted(tuple(input_shape), int(num_classes), **model_kwargs(options)) is None:
+        return  # measured from the module already
+    with torch.random.fork_rng(devices=[]):
+        built = num_parameters(build_model(part, input_shape, num_classes, options=options))
+    if built != declared:
+        raise ConfigError(f"learning.model = {scenario.part_name('model')!r}: parameter_count() says {declared:,} "
+                          f"parameters and the module it builds has {built:,}; they must agree (a timing-only run "
+                          "sizes its upload by the count)")
 
 
 def data_shape(scenario) -> tuple[tuple[int, ...], int]:
@@ -96,8 +121,6 @@ def _check_dataset(scenario, data) -> None:
     shape and classes it declares (``DatasetLoader.shape``), finite features and labels in range
     (the built-ins are pinned by their own tests)."""
     import torch
-
-    from ..plugins import registry
 
     name = scenario.part_name("dataset")
     if name in registry("dataset").builtins:
