@@ -144,10 +144,14 @@ def test_a_battery_run_resumes_exactly(tmp_path, interrupted_and_resumed, protoc
     ({"harvest": "trace"}, r"^devices.harvest_trace: set it exactly when devices.harvest = 'trace'$"),
     ({"harvest": "sun"}, r"^devices.harvest = 'sun'"),
     ({"battery_threshold": 1.5}, r"^devices.battery_threshold = 1.5"),
+    ({"link": {"access": "aircomp"}}, r"^devices.availability = 'battery': under link.access = 'aircomp' the "),
 ])
 def test_bad_battery_options_are_refused_in_one_line(devices, message):
+    link = devices.pop("link", {})
+    data = battery_scenario("sync", **devices)
+    data["link"].update(link)
     with pytest.raises(ConfigError, match=message):
-        from_dict(battery_scenario("sync", **devices))
+        from_dict(data)
 
 
 def test_a_harvest_trace_is_replayed_row_by_row(tmp_path):

@@ -96,6 +96,10 @@ def _check_battery(s) -> None:
     if dc.p_on_to_off > 0 or dc.availability_trace is not None:
         raise ConfigError("devices.availability = 'battery': replaces the availability chain and trace; leave "
                           "devices.p_on_to_off at 0 and devices.availability_trace unset")
+    if s.part("access").over_the_air:
+        raise ConfigError(f"devices.availability = 'battery': under link.access = {s.link.access!r} the devices send "
+                          "one analog sum together, which a battery running out mid-upload would cut for all; use "
+                          "another access scheme")
     if dc.battery_initial_j is not None and dc.battery_initial_j > dc.battery_capacity_j:
         raise ConfigError(f"devices.battery_initial_j = {dc.battery_initial_j:g}: must be <= "
                           f"devices.battery_capacity_j = {dc.battery_capacity_j:g}")
