@@ -1,5 +1,6 @@
 """A study of this simulator: what compressed updates buy on a narrow, shared, fading uplink
-(figures/README_energy.md); the batteries' study is in energy_battery.py.
+(figures/README_energy.md); the studies of CPU frequency and batteries are in energy_frequency.py and
+energy_battery.py.
 
 ``compression``: every built-in compressor (docs/compression.md) under synchronous FedAvg (m = 10)
 and FedBuff (K = 5, 10 devices training at once) on the packaged ``compression`` scenario: 50
@@ -113,10 +114,12 @@ def report(data: pd.DataFrame, figures: Path, scale: str) -> Report:
 
 
 from .energy_battery import RECIPES as BATTERY_RECIPES  # noqa: E402
+from .energy_frequency import RECIPES as FREQUENCY_RECIPES  # noqa: E402
 
 RECIPES: list[Recipe] = [
     Recipe("energy", "compression", "Each compressor under sync and FedBuff on a 1 MHz shared TDMA uplink: time to "
            "70 %, accuracy, airtime and energy", ("energy_compression.png",), families, collect, report,
            {"tiny": 0.18, "cpu": 4.1}),
+    *FREQUENCY_RECIPES,
     *BATTERY_RECIPES,
 ]

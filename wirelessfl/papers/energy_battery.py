@@ -15,7 +15,6 @@ import math
 from pathlib import Path
 from typing import Sequence
 
-import numpy as np
 import pandas as pd
 
 from .recipes import Recipe, Report, Runs, figure_caption, packaged, pyplot, run_summary, save_figure, \
