@@ -173,12 +173,9 @@ def test_refusals_are_one_line():
                                           r"devices.compute = 'constant' cannot run at"):
         from_dict({"run": {"rounds": 2, "timing_only": True}, "devices": {"count": 10, "compute": "constant"},
                    "scheduler": {"name": "lyapunov", "choose_frequency": True}})
-    with pytest.raises(ConfigError, match=r"protocol.name = 'fedbuff' dispatches devices without one"):
-        scenario(protocol={"name": "fedbuff", "concurrency": 3, "buffer": 2})
     with pytest.raises(ConfigError, match=r"^devices.f_min_hz: device 0's lowest frequency"):
         scenario(devices={"f_min_hz": 3e9})
-    # off: no refusal under fedbuff
-    scenario(scheduler={"choose_frequency": False}, protocol={"name": "fedbuff", "concurrency": 3, "buffer": 2})
+
 
 
 class FixedFrequency(UniformScheduler):
@@ -254,3 +251,65 @@ def test_a_bad_profile_file_is_refused_in_one_line(tmp_path, text, devices, mess
     (tmp_path / "p.csv").write_text(text)
     with pytest.raises(ConfigError, match=message):
         _cpu_scenario(profile_file=str(tmp_path / "p.csv"), **devices)
+
+
+# --- the frequency with each dispatch (fedbuff, fedasync) ------------------------------------------
+
+
+def test_the_dispatch_rule_s_energy_queue_by_hand():
+    """Y_n <- max(Y_n + e_n - e_bar, 0) at every aggregation, e_n the energy kappa C f^2 of the device's
+    dispatches in that slot; f from Y as in the round rule."""
+    from wirelessfl.scheduling.base import DispatchState
+
+    model = cpu(n=4)
+    sched = lyapunov(model, n=4, e_bar=0.05)
+    rng = np.random.default_rng(0)
+
+    def state(version, busy=()):
+        mask = np.zeros(4, dtype=bool)
+        mask[list(busy)] = True
+        return DispatchState(time_s=0.0, version=version, slots=1, busy=mask, num_busy=int(mask.sum()), available=None,
+                             last_applied=np.zeros(4, dtype=np.int64), mean_gains=np.array([1.0, 2.0, 3.0, 4.0]),
+                             model_bits=1e5, bandwidth_hz=1e6, noise_power=1.0, per_aggregation=1,
+                             interval_s=1.0, rng=rng)
+
+    first = sched.dispatch(state(0))
+    assert first.frequency.tolist() == [2e9]  # Y = 0: f_max
+    energy = 1e-28 * 1e7 * 32 * 4e18  # kappa C f^2 at 2 GHz
+    second = sched.dispatch(state(1, busy=first.devices.tolist()))  # one aggregation later
+    y = np.maximum(np.where(np.arange(4) == first.devices[0], energy, 0.0) - 0.05, 0.0)
+    np.testing.assert_allclose(sched.energy_queue, y)
+    f = second.frequency[0]
+    expected = sched.frequencies(y)[second.devices[0]]
+    assert f == expected and 2e8 <= f <= 2e9
+
+
+@pytest.mark.parametrize("protocol", [{"name": "fedbuff", "concurrency": 4, "buffer": 2},
+                                      {"name": "fedasync", "concurrency": 4}])
+def test_each_dispatch_computes_at_its_frequency_and_the_budget_holds(tmp_path, protocol):
+    data = {"seed": 1, "run": {"rounds": 400, "timing_only": True}, "link": {"model_bits": 100000},
+            "devices": {"count": 10, "compute": "cpu", "cpu_hz": 1e9, "f_min_hz": 2e8, "f_max_hz": 2e9},
+            "learning": {"local_steps": 10, "batch_size": 32}, "protocol": protocol,
+            "scheduler": {"name": "lyapunov", "choose_frequency": True, "lam_f": 1e-4, "e_bar_j": 0.05}}
+    res = simulate(from_dict(data), tmp_path / "run", progress=False)
+    up = pd.read_csv(tmp_path / "run" / "updates.csv")
+    cycles = 1e7 * 10 * 32
+    f = cycles / (up["compute_end_s"] - up["dispatch_s"])  # each update's time at its frequency: C / f
+    assert ((f > 2e8 * (1 - 1e-9)) & (f < 2e9 * (1 + 1e-9))).all() and f.nunique() > 10
+    done = up["outcome"] != "in_flight"
+    np.testing.assert_allclose(up.loc[done, "compute_energy_j"], 1e-28 * cycles * f[done] ** 2, rtol=1e-9)
+    per_slot = up["compute_energy_j"].sum() / 10 / res.summary["rounds"]  # per device and aggregation
+    assert per_slot == pytest.approx(0.05, rel=0.1)
+    assert res.rounds["energy_queue_mean"].iloc[-1] > 0
+
+
+def test_a_fedbuff_run_choosing_frequencies_resumes_exactly(tmp_path, interrupted_and_resumed):
+    data = {"seed": 2, "run": {"rounds": 60, "timing_only": True, "checkpoint_every": 7},
+            "link": {"model_bits": 100000},
+            "devices": {"count": 10, "compute": "cpu", "cpu_hz": 1e9, "f_min_hz": 2e8, "f_max_hz": 2e9},
+            "protocol": {"name": "fedbuff", "concurrency": 4, "buffer": 2},
+            "scheduler": {"name": "lyapunov", "choose_frequency": True, "e_bar_j": 0.05}}
+    full, resumed = interrupted_and_resumed(from_dict(data), after=25)
+    assert resumed.summary["status"] == "complete"
+    for name in ("rounds.csv", "updates.csv", "devices.csv"):
+        assert (tmp_path / "full" / name).read_text() == (tmp_path / "cut" / name).read_text(), name

@@ -84,11 +84,14 @@ class DispatchState:
 @dataclass(slots=True)
 class Dispatch:
     """Devices to start now (distinct, not busy, available) and the power each will transmit at;
-    info: numbers worth recording (the latest dispatch's become columns of rounds.csv)."""
+    info: numbers worth recording (the latest dispatch's become columns of rounds.csv); frequency:
+    the CPU frequency (Hz) each computes at (None: its computation model's own; a scheduler that
+    returns one is :class:`ChoosesFrequency`, with a computation model that is FrequencyScaled)."""
 
     devices: np.ndarray
     power: np.ndarray
     info: dict = field(default_factory=dict)
+    frequency: np.ndarray | None = None
 
 
 class Scheduler(Protocol):

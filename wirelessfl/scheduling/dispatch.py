@@ -51,10 +51,11 @@ def dispatch_costs(state: DispatchState, queue: np.ndarray, p_max: np.ndarray, *
 
 
 class DispatchQueues:
-    """The power queues of the dispatch rule and the power spent in the current slot."""
+    """Virtual queues of a per-slot budget (the power queues Z with P̄; the computation-energy queues
+    Y with ē when the rule also chooses CPU frequencies) and what each device spent in the current slot."""
 
     def __init__(self, p_bar: np.ndarray):
-        self.p_bar = np.asarray(p_bar, dtype=float)
+        self.p_bar = np.asarray(p_bar, dtype=float)  # the budget per slot
         self.spent = np.zeros(self.p_bar.size)
         self.version = 0
 
@@ -66,11 +67,17 @@ class DispatchQueues:
             self.version += 1
         return queue
 
+    def spend(self, devices: np.ndarray, amounts: np.ndarray) -> None:
+        """``devices`` spend ``amounts`` in the current slot."""
+        np.add.at(self.spent, devices, amounts)
+
     def choose(self, state: DispatchState, queue: np.ndarray, p_max: np.ndarray, *, V: float, lam: float,
-               mu: float, rule: str) -> tuple[np.ndarray, np.ndarray, dict]:
-        """(devices, powers, info) of the s = state.slots cheapest devices; their powers count
-        toward this slot's use."""
+               mu: float, rule: str, extra: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, dict]:
+        """(devices, powers, info) of the s = state.slots cheapest devices (``extra``: a cost per
+        device added to J_n, e.g. its computation's); their powers count toward this slot's use."""
         cost, power = dispatch_costs(state, queue, p_max, V=V, lam=lam, mu=mu, rule=rule)
+        if extra is not None:
+            cost = cost + extra
         finite = int(np.count_nonzero(np.isfinite(cost)))
         k = min(int(state.slots), finite)
         if k <= 0:

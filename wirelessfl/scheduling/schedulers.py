@@ -260,6 +260,7 @@ class LyapunovScheduler(Scheduler):
             safe = np.where(self.cycles > 0, self.cycles, 1.0)
             self.kappa = np.where(self.cycles > 0, self.energy_coeff / safe, 0.0)  # kappa of each device
             self.energy_queue = np.zeros(self.num_devices)  # Y_n
+            self.energy_slots = DispatchQueues(self.e_bar)  # the dispatch rule's: Y_n per aggregation
 
     Options = LyapunovOptions
 
@@ -312,6 +313,7 @@ class LyapunovScheduler(Scheduler):
         state = {"queue": self.queue.copy(), "dispatch": self.dispatch_queues.state_dict()}
         if self.frequency_model is not None:
             state["energy_queue"] = self.energy_queue.copy()
+            state["energy_dispatch"] = self.energy_slots.state_dict()
         return state
 
     def load_state(self, state: dict) -> None:
@@ -321,6 +323,8 @@ class LyapunovScheduler(Scheduler):
             self.dispatch_queues.load_state(state["dispatch"])
         if self.frequency_model is not None and "energy_queue" in state:
             self.energy_queue = np.asarray(state["energy_queue"], dtype=float).copy()
+            if "energy_dispatch" in state:
+                self.energy_slots.load_state(state["energy_dispatch"])
 
     def frequencies(self, energy_queue: np.ndarray) -> np.ndarray:
         """Each device's minimiser of V lam_f C_n / f + Y_n kappa C_n f^2 on [f_min_n, f_max_n]:
@@ -339,10 +343,21 @@ class LyapunovScheduler(Scheduler):
         cost V lam airtime + Z P - V mu age at their optimal power, with the queues updated once per
         aggregation by the power each device's uploads of that slot use (docs/dispatch.md)."""
         self.queue = self.dispatch_queues.advance(self.queue, state.version)
+        frequency = extra = None
+        if self.frequency_model is not None:  # each device's f_n, and its computation in J_n
+            self.energy_queue = self.energy_slots.advance(self.energy_queue, state.version)
+            frequency = self.frequencies(self.energy_queue)
+            extra = self.frequency_costs(frequency, self.energy_queue)
         devices, power, info = self.dispatch_queues.choose(state, self.queue, self.p_max, V=self.V, lam=self.lam,
-                                                           mu=self.age_weight, rule=self.power_rule)
+                                                           mu=self.age_weight, rule=self.power_rule, extra=extra)
         info["queue_mean"] = float(self.queue.mean())
-        return Dispatch(devices, power, info)
+        if frequency is None:
+            return Dispatch(devices, power, info)
+        f = frequency[devices]
+        self.energy_slots.spend(devices, self.energy_coeff[devices] * f ** 2)
+        info.update(frequency_hz=float(f.mean()) if f.size else math.nan,
+                    energy_queue_mean=float(self.energy_queue.mean()))
+        return Dispatch(devices, power, info, frequency=f)
 
     def costs(self, state: RoundState, queue: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(P, b): the powers and b_n = V lam airtime_n + Z P, +inf for a device that cannot send;

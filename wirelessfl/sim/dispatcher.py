@@ -74,7 +74,7 @@ class Dispatcher:
             self._bad([device])
         self.info = choice.info
         key = e.work_key(device)
-        comp, energy = self.work(devices, key)
+        comp, energy = self.work(devices, key, choice.frequency)
         power = float(choice.power[0])
         if e.checks.scheduler is not None:
             e.checks.dispatch_power(power, device, f"t = {e.env.now:.6g} s")
@@ -96,12 +96,13 @@ class Dispatcher:
             for device, p in zip(chosen, power):
                 e.checks.dispatch_power(float(p), device, f"t = {e.env.now:.6g} s")
         keys = [e.work_key(device) for device in chosen]
+        frequency = choice.frequency
         if len(set(keys)) == 1:  # the usual case: one call for the devices started now
-            comp, energy = self.work(devices, keys[0])
+            comp, energy = self.work(devices, keys[0], frequency)
         else:  # a device started again from this version: its own key (its own draws of local work)
             comp, energy = [], []
             for i, key in enumerate(keys):
-                c, en = self.work(devices[i:i + 1], key)
+                c, en = self.work(devices[i:i + 1], key, None if frequency is None else frequency[i:i + 1])
                 comp, energy = comp + c, energy + en
         for device, p, c, en, key in zip(chosen, power, comp, energy, keys):
             e.launch(device, p, c, en, key=key, bits=e.parts.upload_bits)
@@ -112,9 +113,18 @@ class Dispatcher:
         raise ValueError(f"scheduler.name: {type(self.engine.parts.scheduler).__name__}.dispatch returned {chosen}: "
                          f"at most {self.wanted} distinct idle, available devices")
 
-    def work(self, devices: np.ndarray, key: int) -> tuple[list, list]:
-        """(computation times, computation energies) of devices started now with work key ``key``."""
+    def work(self, devices: np.ndarray, key: int, frequency=None) -> tuple[list, list]:
+        """(computation times, computation energies) of devices started now with work key ``key``, at
+        the dispatch's CPU ``frequency`` (one per device) where it gives one."""
         compute, rng = self.engine.parts.compute, self.engine.streams["compute"]
+        if frequency is not None:
+            frequency = np.asarray(frequency, dtype=float).reshape(-1)
+            if frequency.shape != devices.shape or not (np.isfinite(frequency) & (frequency > 0)).all():
+                raise ValueError(f"scheduler.name: {type(self.engine.parts.scheduler).__name__}.dispatch returned "
+                                 f"frequencies {frequency.tolist()} for devices {devices.tolist()}: one finite "
+                                 "frequency > 0 (Hz) per device")
+            comp, energy = compute.at_frequency(devices, frequency, round_idx=key)
+            return np.asarray(comp, dtype=float).tolist(), np.asarray(energy, dtype=float).tolist()
         comp = np.asarray(compute.compute_times(devices, rng, round_idx=key), dtype=float)
         energy = (np.asarray(compute.energy_j(devices, round_idx=key), dtype=float).tolist() if self._energy
                   else [0.0] * len(devices))

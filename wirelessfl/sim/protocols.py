@@ -134,17 +134,6 @@ def _no_rounds(scenario, name: str) -> None:
                           "be), or use protocol.name = 'sync' or 'semi_sync'")
 
 
-def _no_frequency_choice(scenario, name: str) -> None:
-    """A device's dispatch carries no CPU frequency: a scheduler that chooses one is refused."""
-    from ..scheduling.base import chooses_frequency
-
-    if chooses_frequency(scenario):
-        raise ConfigError(f"scheduler.name = {scenario.scheduler.name!r} chooses CPU frequencies in its round "
-                          f"decisions, and protocol.name = {name!r} dispatches devices without one; turn the "
-                          "frequency choice off (scheduler.choose_frequency = false), or use protocol.name = 'sync' "
-                          "or 'semi_sync'")
-
-
 def _require_concurrency(scenario, concurrency: int) -> None:
     n = scenario.devices.count
     if concurrency > n:
@@ -327,7 +316,6 @@ class _Dispatching(RoundProtocol):
         _require_dispatch(scenario, cls.name)
         _require_concurrency(scenario, options.concurrency)
         _no_rounds(scenario, cls.name)
-        _no_frequency_choice(scenario, cls.name)
 
     def start(self, server) -> None:
         server.dispatch(self.options.concurrency)
