@@ -78,24 +78,40 @@ def battery_scenario(protocol: str, rounds: int = 30, **devices) -> dict:
             "protocol": {"name": protocol, **PROTOCOLS[protocol]}, "scheduler": {"name": "uniform", "m": 5}}
 
 
-@pytest.mark.parametrize("protocol", sorted(PROTOCOLS))
-def test_every_joule_is_accounted_for(tmp_path, protocol):
-    """final charge = initial + harvested - (reception + computation + transmission), per device, with the
-    spending read from updates.csv: the batteries and the records agree, and some devices ran out."""
-    res = simulate(from_dict(battery_scenario(protocol)), tmp_path / "run", progress=False)
-    up = pd.read_csv(tmp_path / "run" / "updates.csv")
-    assert (up["outcome"] == "battery").sum() > 0 and res.summary["outcomes"]["battery"] > 0
+def conserved(run_dir, res, capacity: float) -> pd.DataFrame:
+    """Assert final charge = initial + harvested - (reception + computation + transmission) per device,
+    the spending read from updates.csv; returns updates.csv."""
+    up = pd.read_csv(run_dir / "updates.csv")
     # reception: 0.5 W for the 0.2 s broadcast, or until the task stopped (a run that ended mid-broadcast)
     stopped = up["lost_s"].fillna(np.inf) - up["dispatch_s"]
     rx = 0.5 * np.minimum(0.2, stopped)
     spent = (up["energy_j"] + up["compute_energy_j"] + rx).groupby(up["device"]).sum().reindex(range(16),
                                                                                                  fill_value=0.0)
     dev = res.devices
-    np.testing.assert_allclose(dev["battery_j"], 2.0 + dev["harvested_j"] - spent, atol=1e-9)
-    assert (dev["battery_j"] >= 0).all() and (dev["battery_j"] <= 2.0).all()
-    assert dev["battery_lost"].sum() == (up["outcome"] == "battery").sum()
+    np.testing.assert_allclose(dev["battery_j"], capacity + dev["harvested_j"] - spent, atol=1e-9)
+    assert (dev["battery_j"] >= 0).all() and (dev["battery_j"] <= capacity).all()
+    return up
+
+
+@pytest.mark.parametrize("protocol", sorted(PROTOCOLS))
+def test_every_joule_is_accounted_for(tmp_path, protocol):
+    """The batteries and the records agree, and some devices ran out."""
+    res = simulate(from_dict(battery_scenario(protocol)), tmp_path / "run", progress=False)
+    up = conserved(tmp_path / "run", res, 2.0)
+    assert (up["outcome"] == "battery").sum() > 0 and res.summary["outcomes"]["battery"] > 0
+    assert res.devices["battery_lost"].sum() == (up["outcome"] == "battery").sum()
     emptied = up[up["outcome"] == "battery"]
     assert emptied["lost_s"].notna().all() and (emptied["version_applied"].isna()).all()
+
+
+@pytest.mark.parametrize("protocol", ["sync", "fedbuff", "semi_sync"])
+@pytest.mark.parametrize("link", [{"packet_bits": 200000, "rate_bps": 2e6, "errors": "waterfall", "max_attempts": 3},
+                                  {"access": "tdma_slotted"}, {"access": "fdma"}, {"access": "ofdma"}])
+def test_every_joule_is_accounted_for_on_every_uplink(tmp_path, protocol, link):
+    """Packets with retransmissions, slots, a shared band and resource blocks: the same identity."""
+    data = battery_scenario(protocol, battery_capacity_j=20.0, harvest_j=3.0)
+    data["link"].update(link)
+    conserved(tmp_path / "run", simulate(from_dict(data), tmp_path / "run", progress=False), 20.0)
 
 
 @pytest.mark.parametrize("protocol", sorted(PROTOCOLS))
@@ -118,6 +134,20 @@ def test_a_run_whose_batteries_cannot_come_back_stops_in_one_line_at_once(tmp_pa
     data = battery_scenario("fedbuff", rounds=10_000, harvest="none", battery_threshold=0.05)
     with pytest.raises(EventStall, match=r"^devices: every battery is below devices.battery_threshold and "
                                          r"devices.harvest = 'none' refills none"):
+        simulate(from_dict(data), progress=False)
+
+
+def test_a_run_whose_tasks_always_run_out_stops_in_one_line(monkeypatch):
+    """Every upload needs more than a battery holds (8 W on the air for 10 packets of 0.1 s, 2 J): no
+    aggregation can ever come, and the run says so instead of running forever."""
+    from wirelessfl.config import limits
+    from wirelessfl.sim.events import EventStall
+
+    monkeypatch.setattr(limits, "MAX_BATTERY_LOSSES", 5)
+    data = battery_scenario("fedbuff", rounds=30)
+    data["link"].update({"packet_bits": 200000, "rate_bps": 2e6})
+    with pytest.raises(EventStall, match=r"^devices: 81 tasks in a row ran out of battery before an aggregation "
+                                         r"\(t = [0-9.]+ s, 0 aggregations of run.rounds = 30\): a task needs more"):
         simulate(from_dict(data), progress=False)
 
 
@@ -145,6 +175,7 @@ def test_a_battery_run_resumes_exactly(tmp_path, interrupted_and_resumed, protoc
     ({"harvest": "sun"}, r"^devices.harvest = 'sun'"),
     ({"battery_threshold": 1.5}, r"^devices.battery_threshold = 1.5"),
     ({"link": {"access": "aircomp"}}, r"^devices.availability = 'battery': under link.access = 'aircomp' the "),
+    ({"link": {"access": "aloha"}}, r"^devices.availability = 'battery': under link.access = 'aloha' a device's "),
 ])
 def test_bad_battery_options_are_refused_in_one_line(devices, message):
     link = devices.pop("link", {})

@@ -54,6 +54,7 @@ class Aloha(AccessScheme):
 
     Options = AlohaOptions
     concurrent = True  # several devices may transmit in one slot (and collide)
+    contention = True  # a device's slots on the air are decided as it goes, with backoff between
 
     def __init__(self, link: Link, slot_s: float = 1e-3, transmit_probability: float = 0.1,
                  rng: np.random.Generator | None = None):

@@ -96,9 +96,12 @@ def _check_battery(s) -> None:
     if dc.p_on_to_off > 0 or dc.availability_trace is not None:
         raise ConfigError("devices.availability = 'battery': replaces the availability chain and trace; leave "
                           "devices.p_on_to_off at 0 and devices.availability_trace unset")
-    if s.part("access").over_the_air:
-        raise ConfigError(f"devices.availability = 'battery': under link.access = {s.link.access!r} the devices send "
-                          "one analog sum together, which a battery running out mid-upload would cut for all; use "
+    access = s.part("access")
+    if access.over_the_air or access.contention:
+        why = ("the devices send one analog sum together, which a battery running out mid-upload would cut for all"
+               if access.over_the_air else "a device's time on the air is its slots between backoffs, decided by "
+               "contention as it goes, which a battery drawn per phase of a task does not follow")
+        raise ConfigError(f"devices.availability = 'battery': under link.access = {s.link.access!r} {why}; use "
                           "another access scheme")
     if dc.battery_initial_j is not None and dc.battery_initial_j > dc.battery_capacity_j:
         raise ConfigError(f"devices.battery_initial_j = {dc.battery_initial_j:g}: must be <= "

@@ -27,6 +27,7 @@ def engine_state(engine) -> dict:
         **engine.flights.state_dict(also=current.updates if current is not None else ()),
         **engine.availability.state_dict(),
         **engine.dispatcher.state_dict(),
+        **(engine.drain.state_dict() if engine.drain is not None else {}),
         **engine.timers.state_dict(),
         **engine.busy.state_dict(),
         **engine.rounds.state_dict(),
@@ -51,6 +52,8 @@ def load_engine_state(engine, state: dict) -> None:
     engine.timers.load_state(state)
     engine.busy.load_state(state)
     engine.dispatcher.load_state(state)
+    if engine.drain is not None:
+        engine.drain.load_state(state)
     engine.restored = state
 
 

@@ -364,6 +364,10 @@ class EventEngine:
         if self.stop.time_budget_s is None:  # only aggregations end the run: stop one that has none to come
             self._check_stall()
 
+    def stall(self, message: str) -> None:
+        """Stop the run as stalled, with ``message`` (one line)."""
+        raise EventStall(message)
+
     def _check_stall(self) -> None:
         """EventStall when no device has been in flight for MAX_IDLE_STEPS availability steps in a row."""
         from ..config import limits
