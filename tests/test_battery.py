@@ -261,3 +261,11 @@ def test_kill_9_and_resume_of_a_battery_run_gives_identical_records(tmp_path):
     assert (updates["outcome"] == "battery").sum() > 10
     for name in ("rounds.csv", "updates.csv", "devices.csv"):
         assert (tmp_path / "full" / "kill" / name).read_text() == (tmp_path / "cut" / "kill" / name).read_text(), name
+
+
+def test_recording_traces_of_a_battery_scenario_is_refused_in_one_line(tmp_path):
+    from wirelessfl.experiments.recording import record_traces
+
+    with pytest.raises(ConfigError, match=r"^devices.availability = 'battery': who is available depends on what each "):
+        record_traces(from_dict(battery_scenario("sync")), 5, tmp_path / "traces")
+    assert not (tmp_path / "traces").exists()

@@ -33,6 +33,10 @@ def record_traces(scenario, rounds: int, out_dir: str | Path, fmt: str = "csv",
     if scenario.devices.mobility != "static":
         raise ConfigError(f"devices.mobility = {scenario.devices.mobility!r}: a trace has rounds, not a clock, so it "
                           "cannot follow moving devices; record one with devices.mobility = 'static'")
+    if scenario.devices.availability == "battery":
+        raise ConfigError("devices.availability = 'battery': who is available depends on what each device spent in "
+                          "the run, which a trace of rounds cannot replay; record one with devices.availability = "
+                          "'chain'")
     out = Path(out_dir)
     there = [out / f"{name}.{fmt}" for name in ("gains", "compute_s", "available")
              if os.path.lexists(out / f"{name}.{fmt}")]

@@ -8,6 +8,9 @@ classes, kappa = 10, LeNet-5), one variant per scheduler setting, in one family 
 tables, so DivFL's runs (Tables I, II and IV) and UnionFL's (Tables I and III) are run once. The
 wireless recipe runs the variants of ``studies/fair_selection_wireless``.
 
+One module per paper (above the 500 lines the project aims for): its recipes, the data they collect
+and the reports drawn from it are read together against the paper.
+
 A recipe's data is one row per evaluation of each run (accuracy, client dissimilarity, worst-10 %
 per-device accuracy, training loss, ...) with the run-level numbers its report needs beside it: the
 mean number of distinct devices per 5 consecutive rounds and a digest of the whole selection

@@ -10,6 +10,9 @@ variant per (tau, alpha, layout) setting and method (FedAvg + one-step update, P
 The wireless recipe runs the variants of ``studies/perfedavg_wireless`` (Lyapunov scheduler, TDMA
 uplink, the same simulated-time budget for every method).
 
+One module per paper (above the 500 lines the project aims for): its recipes, the data they collect
+and the reports drawn from it are read together against the paper.
+
 A recipe's data is one row per evaluation of each run: the personalised accuracy (every device
 takes one SGD step of size alpha on 40 of its own training samples and is tested on its own test
 split; the unweighted mean over devices), its spread over the devices, the unadapted model's mean
