@@ -1,6 +1,7 @@
 """Fakes for driving the engine directly: a fixed channel, a scheduler that selects everyone, a
 learner that records what it was asked, and ``make_engine`` that wires them like the runner; and
-``interrupted``, a run stopped with Ctrl-C at a given record."""
+``interrupted``, a run stopped with Ctrl-C at a given record; ``killed_and_resumed``, a run killed with
+SIGKILL after its first checkpoint and resumed from the command line."""
 import numpy as np
 import pytest
 
@@ -98,3 +99,31 @@ def interrupted(scenario, out, monkeypatch, after: int) -> None:
     with pytest.raises(KeyboardInterrupt):
         simulate(scenario, out, progress=False)
     monkeypatch.setattr(records_module.Recorder, "on_round", real)
+
+
+def killed_and_resumed(tmp_path, scenario_text: str, name: str):
+    """Run the scenario (TOML text, named ``name``, checkpointing) whole into tmp_path/full, and again
+    into tmp_path/cut killed with SIGKILL just after its first checkpoint, then ``run --resume`` that;
+    returns the two run folders. Asserts the kill came before the end and the resume succeeded."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    (tmp_path / "k.toml").write_text(scenario_text)
+    cmd = [sys.executable, "-m", "wirelessfl.cli", "run", str(tmp_path / "k.toml"), "--no-progress", "--out"]
+    assert subprocess.run(cmd + [str(tmp_path / "full")], capture_output=True).returncode == 0
+    proc = subprocess.Popen(cmd + [str(tmp_path / "cut")], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.time() + 60
+    while time.time() < deadline and not (tmp_path / "cut" / name / "checkpoint.pt").exists():
+        time.sleep(0.02)
+    time.sleep(0.3)
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    assert not (tmp_path / "cut" / name / "summary.json").exists()
+    done = subprocess.run([sys.executable, "-m", "wirelessfl.cli", "run", "--resume", str(tmp_path / "cut"),
+                           "--no-progress"], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    return tmp_path / "full" / name, tmp_path / "cut" / name
+

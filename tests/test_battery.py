@@ -213,13 +213,9 @@ def test_the_cli_refuses_a_battery_option_with_exit_code_2(tmp_path, capsys):
 def test_kill_9_and_resume_of_a_battery_run_gives_identical_records(tmp_path):
     """A fedbuff run whose devices run out and harvest, killed with SIGKILL after a checkpoint: the
     resumed run's records are the uninterrupted run's, byte for byte."""
-    import os
-    import signal
-    import subprocess
-    import sys
-    import time
+    from fakes import killed_and_resumed
 
-    (tmp_path / "k.toml").write_text(textwrap.dedent("""
+    full, cut = killed_and_resumed(tmp_path, textwrap.dedent("""
         name = "kill"
         seed = 5
         [run]
@@ -243,24 +239,10 @@ def test_kill_9_and_resume_of_a_battery_run_gives_identical_records(tmp_path):
         buffer = 3
         [scheduler]
         name = "uniform"
-        """))
-    cmd = [sys.executable, "-m", "wirelessfl.cli", "run", str(tmp_path / "k.toml"), "--no-progress", "--out"]
-    assert subprocess.run(cmd + [str(tmp_path / "full")], capture_output=True).returncode == 0
-    proc = subprocess.Popen(cmd + [str(tmp_path / "cut")], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    deadline = time.time() + 60
-    while time.time() < deadline and not (tmp_path / "cut" / "kill" / "checkpoint.pt").exists():
-        time.sleep(0.02)
-    time.sleep(0.3)
-    os.kill(proc.pid, signal.SIGKILL)
-    proc.wait()
-    assert not (tmp_path / "cut" / "kill" / "summary.json").exists()
-    done = subprocess.run([sys.executable, "-m", "wirelessfl.cli", "run", "--resume", str(tmp_path / "cut"),
-                           "--no-progress"], capture_output=True, text=True)
-    assert done.returncode == 0, done.stderr
-    updates = pd.read_csv(tmp_path / "full" / "kill" / "updates.csv")
-    assert (updates["outcome"] == "battery").sum() > 10
+        """), "kill")
+    assert (pd.read_csv(full / "updates.csv")["outcome"] == "battery").sum() > 10
     for name in ("rounds.csv", "updates.csv", "devices.csv"):
-        assert (tmp_path / "full" / "kill" / name).read_text() == (tmp_path / "cut" / "kill" / name).read_text(), name
+        assert (full / name).read_text() == (cut / name).read_text(), name
 
 
 def test_recording_traces_of_a_battery_scenario_is_refused_in_one_line(tmp_path):

@@ -503,13 +503,9 @@ def test_resume_mid_flight_of_a_training_run_gives_the_uninterrupted_records(tmp
 
 @pytest.mark.slow
 def test_kill_9_and_resume_of_a_fedbuff_run_gives_identical_records(tmp_path):
-    import os
-    import signal
-    import subprocess
-    import sys
-    import time
+    from fakes import killed_and_resumed
 
-    text = textwrap.dedent("""
+    full, cut = killed_and_resumed(tmp_path, textwrap.dedent("""
         name = "kill"
         seed = 2
         [run]
@@ -528,22 +524,8 @@ def test_kill_9_and_resume_of_a_fedbuff_run_gives_identical_records(tmp_path):
         buffer = 5
         [scheduler]
         name = "uniform"
-        """)
-    (tmp_path / "k.toml").write_text(text)
-    cmd = [sys.executable, "-m", "wirelessfl.cli", "run", str(tmp_path / "k.toml"), "--no-progress", "--out"]
-    assert subprocess.run(cmd + [str(tmp_path / "full")], capture_output=True).returncode == 0
-    proc = subprocess.Popen(cmd + [str(tmp_path / "cut")], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    deadline = time.time() + 60
-    while time.time() < deadline and not (tmp_path / "cut" / "kill" / "checkpoint.pt").exists():
-        time.sleep(0.02)
-    time.sleep(0.3)
-    os.kill(proc.pid, signal.SIGKILL)
-    proc.wait()
-    assert not (tmp_path / "cut" / "kill" / "summary.json").exists()
-    done = subprocess.run([sys.executable, "-m", "wirelessfl.cli", "run", "--resume", str(tmp_path / "cut"),
-                           "--no-progress"], capture_output=True, text=True)
-    assert done.returncode == 0, done.stderr
-    files_equal(tmp_path / "full" / "kill", tmp_path / "cut" / "kill")
+        """), "kill")
+    files_equal(full, cut)
 
 
 # --- scheduling in continuous time --------------------------------------------------------------

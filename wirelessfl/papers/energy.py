@@ -20,7 +20,7 @@ import pandas as pd
 
 from ..learning.compression import COMPRESSORS
 from .recipes import Recipe, Report, Runs, figure_caption, packaged, pyplot, run_summary, save_figure, \
-    seed_mean_curves, seed_std, with_spread
+    curve_rows, seed_mean_curves, spread_cell
 
 COMPRESSIONS = ("none", "float16", "qsgd", "topk", "sign", "randk")
 PROTOCOLS = {"sync": {"protocol.name": "sync"},
@@ -72,14 +72,8 @@ def collect(runs: Runs, scale: str) -> pd.DataFrame:
                          "busy_share": float(on_air.sum()) / max(end, 1e-300),
                          "energy_per_update_j": float(applied["energy_j"].mean()) if len(applied) else math.nan,
                          "bits_share": bits_share(compression)})
-            evals = pd.read_csv(folder / "evals.csv")
-            rows += [{"kind": "curve", **key, "time_s": t, "accuracy": a} for t, a in zip(evals.time_s, evals.accuracy)]
+            rows += curve_rows(folder, key)
     return pd.DataFrame(rows)
-
-
-def _mean_std(values: pd.Series, fmt: str) -> str:
-    values = values.dropna()
-    return with_spread(values.mean(), seed_std(values), fmt) if len(values) else "not reached"
 
 
 def report(data: pd.DataFrame, figures: Path, scale: str) -> Report:
@@ -98,9 +92,9 @@ def report(data: pd.DataFrame, figures: Path, scale: str) -> Report:
                 continue
             reached = of["time_to_target_s"].notna().sum()
             numbers[f"{protocol}_{name}_time_to_target_s"] = float(of["time_to_target_s"].mean())
-            md.append(f"| {name} | {bits_share(name):.4f} | {_mean_std(of['time_to_target_s'], '.1f')} | "
-                      f"{reached}/{len(of)} | {_mean_std(100 * of['final_accuracy'], '.1f')} | "
-                      f"{_mean_std(100 * of['busy_share'], '.0f')} % | {_mean_std(of['energy_per_update_j'], '.3g')} |")
+            md.append(f"| {name} | {bits_share(name):.4f} | {spread_cell(of['time_to_target_s'], '.1f')} | "
+                      f"{reached}/{len(of)} | {spread_cell(100 * of['final_accuracy'], '.1f')} | "
+                      f"{spread_cell(100 * of['busy_share'], '.0f')} % | {spread_cell(of['energy_per_update_j'], '.3g')} |")
         md.append("")
     plt = pyplot()
     fig, axes = plt.subplots(1, len(PROTOCOLS), figsize=(5.2 * len(PROTOCOLS), 4), sharey=True)

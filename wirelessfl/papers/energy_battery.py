@@ -18,7 +18,7 @@ from typing import Sequence
 import pandas as pd
 
 from .recipes import Recipe, Report, Runs, figure_caption, packaged, pyplot, run_summary, save_figure, \
-    seed_mean_curves, seed_std, with_spread
+    curve_rows, seed_mean_curves, spread_cell
 
 HARVEST_J = 0.5
 LEVELS = {"none": 0.0, "low": 0.02, "medium": 0.05, "high": 0.2, "full": 0.5}
@@ -71,14 +71,8 @@ def collect(runs: Runs, scale: str) -> pd.DataFrame:
                          "battery_losses": int(s["outcomes"].get("battery", 0)),
                          "devices_emptied": int((devices["battery_lost"] > 0).sum()),
                          "weak_share": weak_share(updates, devices)})
-            evals = pd.read_csv(folder / "evals.csv")
-            rows += [{"kind": "curve", **key, "time_s": t, "accuracy": a} for t, a in zip(evals.time_s, evals.accuracy)]
+            rows += curve_rows(folder, key)
     return pd.DataFrame(rows)
-
-
-def _mean_std(values: pd.Series, fmt: str) -> str:
-    values = values.dropna()
-    return with_spread(values.mean(), seed_std(values), fmt) if len(values) else "not reached"
 
 
 def report(data: pd.DataFrame, figures: Path, scale: str) -> Report:
@@ -96,10 +90,10 @@ def report(data: pd.DataFrame, figures: Path, scale: str) -> Report:
             continue
         numbers[f"{name}_time_to_target_s"] = float(of["time_to_target_s"].mean())
         numbers[f"{name}_weak_share"] = float(of["weak_share"].mean())
-        md.append(f"| {name} | {1000 * mean_harvest_w(name):g} | {_mean_std(of['time_to_target_s'], '.0f')} | "
-                  f"{of['time_to_target_s'].notna().sum()}/{len(of)} | {_mean_std(100 * of['final_accuracy'], '.1f')} | "
-                  f"{_mean_std(of['aggregations'], '.0f')} | {_mean_std(of['battery_losses'], '.1f')} | "
-                  f"{_mean_std(of['devices_emptied'], '.1f')} | {_mean_std(100 * of['weak_share'], '.1f')} |")
+        md.append(f"| {name} | {1000 * mean_harvest_w(name):g} | {spread_cell(of['time_to_target_s'], '.0f')} | "
+                  f"{of['time_to_target_s'].notna().sum()}/{len(of)} | {spread_cell(100 * of['final_accuracy'], '.1f')} | "
+                  f"{spread_cell(of['aggregations'], '.0f')} | {spread_cell(of['battery_losses'], '.1f')} | "
+                  f"{spread_cell(of['devices_emptied'], '.1f')} | {spread_cell(100 * of['weak_share'], '.1f')} |")
     md.append("")
     plt = pyplot()
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 4))

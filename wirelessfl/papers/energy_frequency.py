@@ -20,7 +20,7 @@ from typing import Sequence
 import pandas as pd
 
 from .recipes import Recipe, Report, Runs, figure_caption, packaged, pyplot, run_summary, save_figure, \
-    seed_mean_curves, seed_std, with_spread
+    curve_rows, seed_mean_curves, spread_cell
 
 TARGET = 0.7
 CPU = ("devices.compute=cpu", "devices.cycles_per_sample=1e7", "devices.kappa=1e-28", "scheduler.name=lyapunov",
@@ -83,14 +83,8 @@ def collect(runs: Runs, scale: str) -> pd.DataFrame:
                          "compute_energy_j": float(updates["compute_energy_j"].sum()),
                          "energy_to_target_j": float((started["compute_energy_j"] * share).sum())
                          if reached else math.nan})
-            evals = pd.read_csv(folder / "evals.csv")
-            rows += [{"kind": "curve", **key, "time_s": t, "accuracy": a} for t, a in zip(evals.time_s, evals.accuracy)]
+            rows += curve_rows(folder, key)
     return pd.DataFrame(rows)
-
-
-def _mean_std(values: pd.Series, fmt: str) -> str:
-    values = values.dropna()
-    return with_spread(values.mean(), seed_std(values), fmt) if len(values) else "not reached"
 
 
 def report(data: pd.DataFrame, figures: Path, scale: str) -> Report:
@@ -110,10 +104,10 @@ def report(data: pd.DataFrame, figures: Path, scale: str) -> Report:
                 continue
             numbers[f"{protocol}_{name}_time_to_target_s"] = float(of["time_to_target_s"].mean())
             numbers[f"{protocol}_{name}_energy_to_target_j"] = float(of["energy_to_target_j"].mean())
-            md.append(f"| {LABELS[name]} | {_mean_std(of['compute_s_per_update'], '.2f')} | "
-                      f"{_mean_std(of['time_to_target_s'], '.1f')} | {of['time_to_target_s'].notna().sum()}/{len(of)} | "
-                      f"{_mean_std(of['energy_to_target_j'], '.1f')} | {_mean_std(of['compute_energy_j'], '.1f')} | "
-                      f"{_mean_std(of['aggregations'], '.0f')} | {_mean_std(100 * of['final_accuracy'], '.1f')} |")
+            md.append(f"| {LABELS[name]} | {spread_cell(of['compute_s_per_update'], '.2f')} | "
+                      f"{spread_cell(of['time_to_target_s'], '.1f')} | {of['time_to_target_s'].notna().sum()}/{len(of)} | "
+                      f"{spread_cell(of['energy_to_target_j'], '.1f')} | {spread_cell(of['compute_energy_j'], '.1f')} | "
+                      f"{spread_cell(of['aggregations'], '.0f')} | {spread_cell(100 * of['final_accuracy'], '.1f')} |")
         md.append("")
     plt = pyplot()
     fig, axes = plt.subplots(1, len(PROTOCOLS) + 1, figsize=(5.2 * (len(PROTOCOLS) + 1) + 2.2, 4))

@@ -376,6 +376,19 @@ def mean_std(values, digits: int = 3) -> str:
     return f"{v.mean():.{digits}g} ± {seed_std(v):.2g} ({v.size})"
 
 
+def spread_cell(values: pd.Series, fmt: str) -> str:
+    """A table cell: the mean ± std over seeds of ``values`` (NaN left out: a seed that did not reach
+    a target), "not reached" when none is left."""
+    values = values.dropna()
+    return with_spread(values.mean(), seed_std(values), fmt) if len(values) else "not reached"
+
+
+def curve_rows(run_dir: Path, key: dict) -> list[dict]:
+    """A run's accuracy curve as data rows of kind "curve" (time_s, accuracy of each evaluation), with ``key``."""
+    evals = pd.read_csv(Path(run_dir) / "evals.csv")
+    return [{"kind": "curve", **key, "time_s": t, "accuracy": a} for t, a in zip(evals.time_s, evals.accuracy)]
+
+
 def data_seeds(table: pd.DataFrame) -> int:
     """How many seeds a data table holds: its seed column, or the seeds a seed-averaged one counts."""
     if "seed" in table and len(table):
