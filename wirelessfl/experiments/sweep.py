@@ -42,17 +42,14 @@ import pandas as pd
 
 from ..config import ConfigError, Scenario, dumps, parse_value
 from ..fields import require_memory
-from ..files import (DamagedFile, FolderLock, check_folder, check_output_folder, make_folder, read_table, refuse_links,
-                     replacing, write_atomic)
+from ..files import FolderLock, check_folder, check_output_folder, make_folder, refuse_links, replacing, write_atomic
 from ..plugins import KINDS, registry, source_file
 from ..jsonio import read_json, write_json_atomic
-from .analysis import seed_std, with_spread
 from .executors import EXECUTE, check_scheduler, read_summary
+from .sweep_table import METRICS, aggregate, format_table, load_table, sweep_parameters
 
-METRICS = ["final_accuracy", "time_to_target_s", "mean_time_avg_power", "mean_distinct_per_round",
-           "total_energy_j", "total_compute_energy_j", "dropped_uploads", "sim_time_s", "rounds",
-           "mean_round_s", "wall_time_s"]
-"""Summary numbers copied into the table (mean_round_s = sim_time_s / rounds)."""
+__all__ = ["EXECUTORS", "METRICS", "Member", "SweepFailed", "SweepResult", "aggregate", "expand", "format_table",
+           "load_table", "member_key", "merge_grid", "parse_grid", "run_key", "sweep", "sweep_parameters"]
 
 EXECUTORS = ("serial", "process", "dask")
 _TMP = re.compile(r"^\.(?P<key>[0-9a-f]+)\.tmp-(?P<pid>\d+)$")
@@ -457,66 +454,3 @@ def sweep(scenario: Scenario, grid=None, seeds: int | Sequence[int] = 1, executo
 
 class SweepFailed(RuntimeError):
     """Every run of a sweep failed (the table and failed/ say how)."""
-
-
-# ---------------------------------------------------------------------------------------------
-# reading results
-
-
-def load_table(sweep_dir: str | Path) -> pd.DataFrame:
-    """The results table of a sweep folder (one row per member; see sweep())."""
-    path = Path(sweep_dir) / "table.csv"
-    if not path.exists():
-        raise FileNotFoundError(f"{sweep_dir}: no sweep table (table.csv) found there")
-    table = read_table(path, ("status", "error"), dtype={"error": object})
-    table["error"] = table["error"].fillna("")
-    return table
-
-
-def sweep_parameters(sweep_dir: str | Path) -> list[str]:
-    """The parameter columns of a sweep folder (grid keys, plus "variant" when it has variants)."""
-    path = Path(sweep_dir) / "sweep.json"
-    parameters = read_json(path).get("parameters")
-    if not isinstance(parameters, list):
-        raise DamagedFile(f"{path}: damaged: it has no list of parameters")
-    return parameters
-
-
-def aggregate(table: pd.DataFrame, parameters: Sequence[str]) -> pd.DataFrame:
-    """Mean and std over seeds (analysis.SPREAD) of each metric, per grid point (complete runs)."""
-    done = table[table["status"] == "complete"]
-    metrics = [c for c in METRICS if c in done]
-    if not parameters:
-        grouped = done.assign(_all=0).groupby("_all")
-    else:
-        grouped = done.groupby(list(parameters), sort=True, dropna=False)
-    both = pd.concat([grouped[metrics].mean().add_suffix("_mean"), grouped[metrics].agg(seed_std).add_suffix("_std")],
-                     axis=1)
-    out = both[[f"{c}_{stat}" for c in metrics for stat in ("mean", "std")]].copy()
-    out.insert(0, "seeds", grouped.size())
-    out.loc[out["seeds"] < 2, [f"{c}_std" for c in metrics]] = math.nan  # one seed: no spread to show
-    return out.reset_index(drop=not parameters)
-
-
-def format_table(table: pd.DataFrame) -> str:
-    """A fixed-width text rendering of a results table or of aggregate()'s output.
-
-    The run key and metrics without any value (e.g. accuracy in timing-only sweeps) are left out,
-    errors are shortened, and aggregated columns are shown as "mean ± std".
-    """
-    shown = table.drop(columns=[c for c in ("key",) if c in table])
-    for name in METRICS:
-        mean, std = f"{name}_mean", f"{name}_std"
-        if mean in shown:  # aggregated: one "mean ± std" column per metric
-            both = [with_spread(m, s, ".4g", ".2g") for m, s in zip(shown[mean], shown[std])]
-            shown = shown.drop(columns=[std]).assign(**{mean: both}).rename(columns={mean: name})
-            if table[mean].isna().all():
-                shown = shown.drop(columns=[name])
-        elif name in shown and shown[name].isna().all():
-            shown = shown.drop(columns=[name])
-    if "error" in shown:
-        if (shown["error"] == "").all():
-            shown = shown.drop(columns="error")
-        else:
-            shown = shown.assign(error=shown["error"].str.slice(0, 40))
-    return shown.to_string(index=False, float_format=lambda v: f"{v:.4g}", na_rep="-")
