@@ -16,7 +16,8 @@ model, the dataset and the partition; their options are its sub-tables ``model_o
 ``dataset_options`` and ``partition_options``. This module does not import
 torch.
 """
-from .build import from_dict, load_scenario, parse_value
+from .build import from_dict, load_scenario
+from .overrides import parse_value
 from .tables import (ChannelConfig, DevicesConfig, Facts, LearningConfig, LinkConfig, PluginOptions, ProtocolConfig,
                      RunConfig, Scenario, SchedulerConfig)
 from .writing import dumps, to_dict
