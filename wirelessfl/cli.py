@@ -295,11 +295,8 @@ def cmd_reproduce(args) -> int:
     return 1 if any(r.failed for r in reports) else 0
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="wirelessfl", description="Federated learning over wireless networks: "
-                                     "simulate, sweep and plot accuracy against wall-clock time.")
-    sub = parser.add_subparsers(dest="command", required=True)
-
+def _add_run(sub) -> None:
+    """The ``run`` subcommand's arguments."""
     p = sub.add_parser("run", help="run a scenario file (every variant in it)")
     p.add_argument("scenario", nargs="?", help="TOML scenario file")
     p.add_argument("--resume", metavar="RUN_DIR",
@@ -319,6 +316,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--threads", type=int, help="torch intra-op threads (overrides run.threads, default 1)")
     p.set_defaults(func=cmd_run)
 
+
+def _add_plot(sub) -> None:
+    """The ``plot`` subcommand's arguments."""
     p = sub.add_parser("plot", help="plot runs against wall-clock time, or a sweep's metric against a parameter")
     p.add_argument("runs", nargs="+", help="run directories, folders of run directories, or one sweep folder")
     p.add_argument("--x", help="runs: time or round (default time); sweep: a parameter, e.g. scheduler.V")
@@ -341,6 +341,9 @@ def build_parser() -> argparse.ArgumentParser:
                    "sweep: the PNG file (default: in the sweep folder)")
     p.set_defaults(func=cmd_plot)
 
+
+def _add_sweep(sub) -> None:
+    """The ``sweep`` subcommand's arguments."""
     p = sub.add_parser("sweep", help="run a parameter study: a grid of values x seeds, resumable")
     p.add_argument("scenario", help="TOML scenario file (its [sweep] table is the default grid)")
     p.add_argument("--grid", action="append", default=[], metavar="KEY=V1,V2,...",
@@ -360,11 +363,18 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.set_defaults(func=cmd_sweep)
 
+
+def _add_table(sub) -> None:
+    """The ``table`` subcommand's arguments."""
     p = sub.add_parser("table", help="print the results table of a sweep folder")
     p.add_argument("sweep_dir", help="sweep folder (with table.csv)")
     p.add_argument("--csv", action="store_true", help="CSV instead of a fixed-width table")
     p.add_argument("--mean", action="store_true", help="mean and population std (ddof = 0) over seeds per grid point")
     p.set_defaults(func=cmd_table)
+
+
+def _add_trace(sub) -> None:
+    """The ``trace`` subcommand's arguments."""
     p = sub.add_parser("trace", help="record a scenario's channel gains, computation times and availability "
                        "as trace files (rounds x devices) to replay or replace with measurements")
     p.add_argument("scenario", help="TOML scenario file")
@@ -376,9 +386,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--overwrite", action="store_true", help="replace trace files already in --out")
     p.set_defaults(func=cmd_trace)
 
+
+def _add_scenarios(sub) -> None:
+    """The ``scenarios`` subcommand's arguments."""
     p = sub.add_parser("scenarios", help="list the scenarios shipped with the package (run one by name)")
     p.set_defaults(func=cmd_scenarios)
 
+
+def _add_reproduce(sub) -> None:
+    """The ``reproduce`` subcommand's arguments."""
     p = sub.add_parser("reproduce", help="reproduce a figure or table of one of the papers")
     p.add_argument("name", nargs="*", help="recipes: PAPER:NAME (e.g. safari:table2), a short name of the "
                    "core paper (fig2 ... fig8, table1, table2), PAPER for all of a paper's, or all; see --list")
@@ -400,6 +416,20 @@ def build_parser() -> argparse.ArgumentParser:
                    "DIR (e.g. the committed figures/) instead of the cache")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.set_defaults(func=cmd_reproduce)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The ``wirelessfl`` command's parser: one subcommand per ``_add_*``."""
+    parser = argparse.ArgumentParser(prog="wirelessfl", description="Federated learning over wireless networks: "
+                                     "simulate, sweep and plot accuracy against wall-clock time.")
+    sub = parser.add_subparsers(dest="command", required=True)
+    _add_run(sub)
+    _add_plot(sub)
+    _add_sweep(sub)
+    _add_table(sub)
+    _add_trace(sub)
+    _add_scenarios(sub)
+    _add_reproduce(sub)
     return parser
 
 
