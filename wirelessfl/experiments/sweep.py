@@ -380,25 +380,7 @@ def sweep(scenario: Scenario, grid=None, seeds: int | Sequence[int] = 1, executo
     make_folder(runs_dir)  # never through a link planted at OUT/runs
 
     with FolderLock(out, "another sweep"):
-        # nothing is written through a link planted where the sweep writes: refused before it begins
-        refuse_links(out, ("scenario.toml", "sweep.json", "table.csv"))
-        check_folder(failed_dir)
-        for m in members:
-            check_folder(runs_dir / m.key)
-        if failed_dir.is_dir():
-            refuse_links(failed_dir, [f"{m.key}.json" for m in members])
-        _refuse_another_sweep(out, dumps(scenario), keys_values, timing_only, overwrite)
-        _clean_tmp(runs_dir)
-        write_atomic(out / "scenario.toml", dumps(scenario))
-        write_json_atomic(out / "sweep.json", {
-            "scenario": scenario.name, "base_seed": scenario.seed,
-            "seeds": sorted({m.seed for m in members}),
-            "grid": [[k, list(v)] for k, v in keys_values],
-            "variants": [v for v, _ in scenario.variants],
-            "parameters": list(members[0].params) if members else [],
-            "timing_only": timing_only, "executor": executor, "members": len(members),
-            "metrics": METRICS,
-        })
+        _begin(scenario, out, members, keys_values, timing_only, overwrite, executor)
         rows, todo = [], []
         for i, m in enumerate(members):
             summary = read_summary(runs_dir / m.key)
@@ -422,19 +404,7 @@ def sweep(scenario: Scenario, grid=None, seeds: int | Sequence[int] = 1, executo
         bar.set_postfix(done=result.skipped, failed=0, left=len(todo))
         try:
             for i, res in results:
-                m = members[i]
-                if res["status"] == "complete":
-                    rows[i] = _row(m, "complete", res["summary"])
-                    (failed_dir / f"{m.key}.json").unlink(missing_ok=True)  # failed before, fine now
-                    result.ran += 1
-                else:
-                    rows[i] = _row(m, "failed", error=res["error"])
-                    make_folder(failed_dir)
-                    write_json_atomic(failed_dir / f"{m.key}.json", {
-                        "key": m.key, "params": m.params, "seed": m.seed, "error": res["error"],
-                        "traceback": res.get("traceback", ""), "scenario": m.toml,
-                        "time": time.strftime("%Y-%m-%dT%H:%M:%S")})
-                    result.failed += 1
+                rows[i] = _finished(members[i], res, failed_dir, result)
                 result.table = _write_table(rows, table_path)
                 left = len(todo) - result.ran - result.failed
                 bar.set_postfix(done=result.skipped + result.ran, failed=result.failed, left=left,
@@ -450,6 +420,46 @@ def sweep(scenario: Scenario, grid=None, seeds: int | Sequence[int] = 1, executo
     if result.failed:
         warnings.warn(f"{result.failed} of {len(members)} runs failed; the errors are in {failed_dir}", stacklevel=2)
     return result
+
+
+def _begin(scenario: Scenario, out: Path, members: list, keys_values, timing_only, overwrite: bool,
+           executor: str) -> None:
+    """Refuse links where the sweep writes and another sweep in ``out`` (unless ``overwrite``), clear
+    leftovers of killed runs, and write the sweep's scenario.toml and sweep.json."""
+    runs_dir, failed_dir = out / "runs", out / "failed"
+    refuse_links(out, ("scenario.toml", "sweep.json", "table.csv"))
+    check_folder(failed_dir)
+    for m in members:
+        check_folder(runs_dir / m.key)
+    if failed_dir.is_dir():
+        refuse_links(failed_dir, [f"{m.key}.json" for m in members])
+    _refuse_another_sweep(out, dumps(scenario), keys_values, timing_only, overwrite)
+    _clean_tmp(runs_dir)
+    write_atomic(out / "scenario.toml", dumps(scenario))
+    write_json_atomic(out / "sweep.json", {
+        "scenario": scenario.name, "base_seed": scenario.seed,
+        "seeds": sorted({m.seed for m in members}),
+        "grid": [[k, list(v)] for k, v in keys_values],
+        "variants": [v for v, _ in scenario.variants],
+        "parameters": list(members[0].params) if members else [],
+        "timing_only": timing_only, "executor": executor, "members": len(members),
+        "metrics": METRICS,
+    })
+
+
+def _finished(m: Member, res: dict, failed_dir: Path, result: SweepResult) -> dict:
+    """A run's row once it ended; a failed one is also written to failed/KEY.json (and a run that
+    failed before and now completed is taken off it). Counts it in ``result``."""
+    if res["status"] == "complete":
+        (failed_dir / f"{m.key}.json").unlink(missing_ok=True)
+        result.ran += 1
+        return _row(m, "complete", res["summary"])
+    make_folder(failed_dir)
+    write_json_atomic(failed_dir / f"{m.key}.json", {
+        "key": m.key, "params": m.params, "seed": m.seed, "error": res["error"],
+        "traceback": res.get("traceback", ""), "scenario": m.toml, "time": time.strftime("%Y-%m-%dT%H:%M:%S")})
+    result.failed += 1
+    return _row(m, "failed", error=res["error"])
 
 
 class SweepFailed(RuntimeError):
