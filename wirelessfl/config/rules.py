@@ -11,42 +11,12 @@ from .limits import check_rates
 
 
 def cross_check(s) -> None:
-    """Rules that involve more than one field, then each part's own ``check``."""
-    n = s.devices.count
-    if s.channel.profile == "list" and len(s.channel.sigmas) != n:
-        raise ConfigError(f"channel.sigmas has {len(s.channel.sigmas)} values: must have one per device "
-                          f"(devices.count = {n})")
-    if s.channel.profile == "linear" and s.channel.sigma_max < s.channel.sigma_min:
-        raise ConfigError(f"channel.sigma_max = {s.channel.sigma_max}: must be >= channel.sigma_min")
-    if s.channel.positions_m and len(s.channel.positions_m) != n:
-        raise ConfigError(f"channel.positions_m has {len(s.channel.positions_m)} values: must have one per "
-                          f"device (devices.count = {n})")
-    for i, xy in enumerate(s.channel.positions_m):
-        if len(xy) != 2:
-            raise ConfigError(f"channel.positions_m[{i}] = {list(xy)!r}: must be a pair [x, y] in metres")
-    if s.run.rounds is None and s.run.time_budget_s is None:
-        raise ConfigError("run.rounds: set run.rounds or run.time_budget_s so the run stops")
-    if s.run.stop_at_target and s.run.target_accuracy is None:
-        raise ConfigError("run.stop_at_target = true: needs run.target_accuracy")
-    if s.run.eval_every_rounds is not None and s.run.eval_every_s is not None:
-        raise ConfigError("run.eval_every_s: set either run.eval_every_rounds or run.eval_every_s, not both")
+    """Rules that involve more than one field, then each part's own ``check``, then every variant and
+    sweep value as a scenario of its own (the first rule broken is the error)."""
+    _check_cell(s)
+    _check_stopping(s)
     _check_model_input(s)
-    bad = [d for d in s.devices.excluded if d >= n]
-    if bad:
-        raise ConfigError(f"devices.excluded = {list(s.devices.excluded)!r}: device ids must be < "
-                          f"devices.count = {n}")
-    if s.devices.excluded_count + len(set(s.devices.excluded)) >= n:
-        raise ConfigError(f"devices.excluded_count = {s.devices.excluded_count}: with devices.excluded "
-                          f"({len(set(s.devices.excluded))} devices) no device of devices.count = {n} could ever take part")
-    if s.devices.availability_trace is not None:
-        if s.devices.p_on_to_off > 0:
-            raise ConfigError("devices.availability_trace: set either the trace or devices.p_on_to_off, not both")
-        from ..traces import Trace
-
-        on = Trace.read(s.devices.availability_trace, n, "devices.availability_trace", boolean=True).values
-        if not on.any():
-            raise ConfigError(f"devices.availability_trace = {s.devices.availability_trace!r}: no device is ever "
-                              "available in it, so no device could ever take part")
+    _check_participation(s)
     _check_battery(s)
     if s.learning.aux_samples and s.part("dataset").own_split:
         raise ConfigError(f"learning.aux_samples: dataset {s.learning.dataset!r} brings its own split over devices, "
@@ -64,7 +34,59 @@ def cross_check(s) -> None:
     for kind in KINDS.values():
         _check_part(s, kind)
     check_rates(s)  # options whose product would make the clock crawl (config.limits)
-    # every variant and every sweep value must itself be a valid scenario
+    _check_held_used(s, _members(s))
+
+
+def _check_cell(s) -> None:
+    """One sigma and one position per device; sigma_max >= sigma_min."""
+    n = s.devices.count
+    if s.channel.profile == "list" and len(s.channel.sigmas) != n:
+        raise ConfigError(f"channel.sigmas has {len(s.channel.sigmas)} values: must have one per device "
+                          f"(devices.count = {n})")
+    if s.channel.profile == "linear" and s.channel.sigma_max < s.channel.sigma_min:
+        raise ConfigError(f"channel.sigma_max = {s.channel.sigma_max}: must be >= channel.sigma_min")
+    if s.channel.positions_m and len(s.channel.positions_m) != n:
+        raise ConfigError(f"channel.positions_m has {len(s.channel.positions_m)} values: must have one per "
+                          f"device (devices.count = {n})")
+    for i, xy in enumerate(s.channel.positions_m):
+        if len(xy) != 2:
+            raise ConfigError(f"channel.positions_m[{i}] = {list(xy)!r}: must be a pair [x, y] in metres")
+
+
+def _check_stopping(s) -> None:
+    """The run stops (rounds or a time budget), a target it stops at, one evaluation rule."""
+    if s.run.rounds is None and s.run.time_budget_s is None:
+        raise ConfigError("run.rounds: set run.rounds or run.time_budget_s so the run stops")
+    if s.run.stop_at_target and s.run.target_accuracy is None:
+        raise ConfigError("run.stop_at_target = true: needs run.target_accuracy")
+    if s.run.eval_every_rounds is not None and s.run.eval_every_s is not None:
+        raise ConfigError("run.eval_every_s: set either run.eval_every_rounds or run.eval_every_s, not both")
+
+
+def _check_participation(s) -> None:
+    """Excluded devices exist and leave someone; an availability trace (instead of the chain) makes
+    someone available."""
+    n = s.devices.count
+    bad = [d for d in s.devices.excluded if d >= n]
+    if bad:
+        raise ConfigError(f"devices.excluded = {list(s.devices.excluded)!r}: device ids must be < "
+                          f"devices.count = {n}")
+    if s.devices.excluded_count + len(set(s.devices.excluded)) >= n:
+        raise ConfigError(f"devices.excluded_count = {s.devices.excluded_count}: with devices.excluded "
+                          f"({len(set(s.devices.excluded))} devices) no device of devices.count = {n} could ever take part")
+    if s.devices.availability_trace is not None:
+        if s.devices.p_on_to_off > 0:
+            raise ConfigError("devices.availability_trace: set either the trace or devices.p_on_to_off, not both")
+        from ..traces import Trace
+
+        on = Trace.read(s.devices.availability_trace, n, "devices.availability_trace", boolean=True).values
+        if not on.any():
+            raise ConfigError(f"devices.availability_trace = {s.devices.availability_trace!r}: no device is ever "
+                              "available in it, so no device could ever take part")
+
+
+def _members(s) -> list:
+    """Every variant and every sweep value, each built (and so checked) as a scenario of its own."""
     members = []
     for vname, overrides in s.variants:
         try:
@@ -77,7 +99,7 @@ def cross_check(s) -> None:
                 members.append(s.member((key, value)))
             except ConfigError as exc:
                 raise ConfigError(f"sweep.{key}: {exc}") from None
-    _check_held_used(s, members)
+    return members
 
 
 PER_DEVICE_BYTES = 1200
