@@ -732,7 +732,7 @@ def test_algorithms_hear_what_the_uplink_did_before_each_aggregation(tmp_path, o
 
 
 def test_the_summary_line_speaks_of_the_queues_transient_only_for_round_decisions():
-    from wirelessfl.cli import _power
+    from wirelessfl.experiments.summary_line import _power
 
     summary = {"mean_time_avg_power": 1.02, "p_bar": 1.0, "power_settled_round": math.nan, "rounds": 120}
     assert _power({**summary, "protocol": "fedbuff"}) == "time-average power 1.02 (budget P̄ = 1, a long-run average)"

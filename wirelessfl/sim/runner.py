@@ -175,17 +175,7 @@ class Run:
             self.learner = FederatedLearner(scenario, self.algorithm, personalised=personalised_eval(scenario),
                                             fairness=fairness_metrics(scenario), run_dir=run_dir,
                                             compressor=compressor)
-        if scenario.link.model_bits is not None:
-            self.bits = scenario.link.model_bits
-        elif self.learner is not None:
-            self.bits = self.learner.model_bits
-        else:
-            from ..learning.learner import model_bits_of
-
-            self.bits = model_bits_of(scenario)
-        vectors = self.algorithm.upload_vectors
-        size = "link.model_bits" if scenario.link.model_bits is not None else "32 x the model's parameters"
-        check_upload(scenario, self.bits * vectors, size if vectors == 1 else f"{vectors} x {size}")
+        self.bits = self._model_bits()
         check_frequency_choice(scenario)  # a scheduler's CPU frequencies need a computation model that takes them
         self.scheduler = scenario.part("scheduler").from_scenario(scenario, scenario.options("scheduler"))
         # the cell (positions, per-device shadowing) is drawn once from its own stream: a resumed run
@@ -219,17 +209,38 @@ class Run:
         self.resumed = False
         self._wall_before, self._started = 0.0, time.perf_counter()  # wall time of earlier attempts (resume)
         self.bar = ProgressBar(scenario, enabled=progress)
-        common = dict(streams={name: rngs.stream(scenario.seed, name) for name in STREAMS},
+        self.engine = self._engine(parts)
+
+    def _model_bits(self) -> int:
+        """One model's size in bits: link.model_bits, else 32 x the model's parameters (checked, times
+        the vectors an upload carries, against what the link can time)."""
+        scenario = self.scenario
+        if scenario.link.model_bits is not None:
+            bits = scenario.link.model_bits
+        elif self.learner is not None:
+            bits = self.learner.model_bits
+        else:
+            from ..learning.learner import model_bits_of
+
+            bits = model_bits_of(scenario)
+        vectors = self.algorithm.upload_vectors
+        size = "link.model_bits" if scenario.link.model_bits is not None else "32 x the model's parameters"
+        check_upload(scenario, bits * vectors, size if vectors == 1 else f"{vectors} x {size}")
+        return bits
+
+    def _engine(self, parts: Parts):
+        """The engine of the run's protocol (the event engine, or sync's closed form), reporting here."""
+        sc, rc = self.scenario, self.scenario.run
+        common = dict(streams={name: rngs.stream(sc.seed, name) for name in STREAMS},
                       stop=StopRule(rc.rounds, rc.time_budget_s, rc.target_accuracy, rc.stop_at_target),
                       evaluate=EvalRule(rc.eval_every_rounds, rc.eval_every_s, rc.eval_at_start),
                       learner=self.learner, on_round=self._on_round, on_eval=self._on_eval,
                       # no checkpoints, nothing to do between events after an aggregation
-                      after_round=self._after_round if rc.checkpoint_every and run_dir is not None else None)
+                      after_round=self._after_round if rc.checkpoint_every and self.run_dir is not None else None)
         if self.protocol.event_driven:
-            self.engine = EventEngine(parts, self.protocol, availability_period_s=dc.availability_period_s,
-                                      on_update=self.recorder.on_update, **common)
-        else:
-            self.engine = Engine(parts, **common)
+            return EventEngine(parts, self.protocol, availability_period_s=sc.devices.availability_period_s,
+                               on_update=self.recorder.on_update, **common)
+        return Engine(parts, **common)
 
     def _availability(self):
         """The availability model, with the devices that never take part removed (docs/papers/safari.md)."""
