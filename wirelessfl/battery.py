@@ -154,17 +154,19 @@ class Battery:
 
     # --- records and checkpoints ----------------------------------------------------------------
 
+    def charges_now(self) -> np.ndarray:
+        """Every device's charge at the engine's time (``clock``), the ones at work drawn down to it."""
+        return np.maximum(self.charge - self.rate * (self.clock() - self.since), 0.0)
+
     def round_info(self) -> dict:
         """rounds.csv's battery columns: the mean charge now, and how many devices are below the threshold."""
-        now = self.clock()
-        charge = np.maximum(self.charge - self.rate * (now - self.since), 0.0)
+        charge = self.charges_now()
         return {"battery_mean_j": float(charge.mean()), "battery_low": int((charge < self.threshold_j).sum())}
 
     def device_columns(self) -> dict:
         """devices.csv's battery columns: the final charge, the energy harvested, the tasks lost."""
-        now = self.clock()
-        charge = np.maximum(self.charge - self.rate * (now - self.since), 0.0)
-        return {"battery_j": charge, "harvested_j": self.harvested_j.copy(), "battery_lost": self.emptied.copy()}
+        return {"battery_j": self.charges_now(), "harvested_j": self.harvested_j.copy(),
+                "battery_lost": self.emptied.copy()}
 
     def state_dict(self) -> dict:
         """The charges, rates, availability and counters."""

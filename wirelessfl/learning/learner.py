@@ -32,7 +32,6 @@ def _check_declared_count(scenario, declared: int, input_shape, num_classes: int
     module, and the two must simulate the same uploads."""
     import torch
 
-    from ..fields import ConfigError
     from .models import build_model, model_kwargs, num_parameters
 
     part, options = scenario.part("model"), scenario.options("model")
@@ -41,8 +40,15 @@ def _check_declared_count(scenario, declared: int, input_shape, num_classes: int
         return  # measured from the module already
     with torch.random.fork_rng(devices=[]):
         built = num_parameters(build_model(part, input_shape, num_classes, options=options))
-    if built != declared:
-        raise ConfigError(f"learning.model = {scenario.part_name('model')!r}: parameter_count() says {declared:,} "
+    _check_count(scenario, declared, built)
+
+
+def _check_count(scenario, declared: int, built: int) -> None:
+    """One line when the model part's ``parameter_count`` is not the count of the module it builds."""
+    from ..fields import ConfigError
+
+    if int(declared) != built:
+        raise ConfigError(f"learning.model = {scenario.part_name('model')!r}: parameter_count() says {int(declared):,} "
                           f"parameters and the module it builds has {built:,}; they must agree (a timing-only run "
                           "sizes its upload by the count)")
 
@@ -225,9 +231,8 @@ def _check_model(scenario, trainer) -> None:
     counted = getattr(scenario.part("model"), "parameter_count", None)
     declared = counted(tuple(data.input_shape), int(data.num_classes), **model_kwargs(scenario.options("model"))) \
         if counted is not None else None
-    if declared is not None and int(declared) != trainer.num_params:
-        raise ConfigError(f"{where}: parameter_count() says {int(declared):,} parameters and the module it builds has "
-                          f"{trainer.num_params:,}; they must agree (a timing-only run sizes its upload by the count)")
+    if declared is not None:
+        _check_count(scenario, declared, trainer.num_params)
 
 
 def _first_nonfinite_row(state, num_devices: int) -> int | None:

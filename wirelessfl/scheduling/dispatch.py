@@ -54,15 +54,15 @@ class DispatchQueues:
     """Virtual queues of a per-slot budget (the power queues Z with P̄; the computation-energy queues
     Y with ē when the rule also chooses CPU frequencies) and what each device spent in the current slot."""
 
-    def __init__(self, p_bar: np.ndarray):
-        self.p_bar = np.asarray(p_bar, dtype=float)  # the budget per slot
-        self.spent = np.zeros(self.p_bar.size)
+    def __init__(self, budget: np.ndarray):
+        self.budget = np.asarray(budget, dtype=float)  # per device and slot: P̄, or ē
+        self.spent = np.zeros(self.budget.size)
         self.version = 0
 
     def advance(self, queue: np.ndarray, version: int) -> np.ndarray:
         """The queues after the aggregations since the last call (one update per slot)."""
         while self.version < version:
-            queue = np.maximum(queue + self.spent - self.p_bar, 0.0)
+            queue = np.maximum(queue + self.spent - self.budget, 0.0)
             self.spent = np.zeros_like(self.spent)
             self.version += 1
         return queue
