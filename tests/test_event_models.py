@@ -15,6 +15,7 @@ from wirelessfl.devices import ConstantCompute, CpuCompute, MarkovAvailability, 
 from wirelessfl.experiments.run import load_run, simulate
 from wirelessfl.sim.engine import EvalRule, StopRule
 from wirelessfl.wireless import FDMA, TDMA, GaussMarkovFading, Link, RicianFading, build_channel, cell_positions
+from wirelessfl.access import Downlink
 from wirelessfl import load_decisions
 
 from fakes import FixedChannel, RecordingLearner, SelectAll, make_engine
@@ -282,8 +283,8 @@ def test_deadline_with_fdma_and_in_a_run(tmp_path):
 
 
 def test_downlink_time_adds_bits_over_rate_to_the_fixed_part():
-    assert Link(LinkConfig(downlink_s=0.25, downlink_rate_bps=4e6)).downlink_time_s(2e6) == pytest.approx(0.75)
-    assert Link(LinkConfig(downlink_s=0.25)).downlink_time_s(2e6) == pytest.approx(0.25)
+    assert Downlink(LinkConfig(downlink_s=0.25, downlink_rate_bps=4e6)).fixed_time_s(2e6) == pytest.approx(0.75)
+    assert Downlink(LinkConfig(downlink_s=0.25)).fixed_time_s(2e6) == pytest.approx(0.25)
     s = from_dict({"run": {"rounds": 3, "timing_only": True}, "devices": {"count": 4},
                    "link": {"model_bits": 1000000, "downlink_rate_bps": 2e6}, "scheduler": {"m": 2}})
     assert simulate(s, progress=False).rounds["downlink_s"].to_numpy() == pytest.approx(np.full(3, 0.5))

@@ -36,6 +36,7 @@ from .aloha import Aloha, AlohaOptions, AlohaUplink
 from .base import AccessScheme, AirtimePrice, EventUplink, UplinkFacts, UplinkHost, UplinkSchedule
 from .checks import check_scheme
 from .dedicated import Dedicated, DedicatedOptions, IndependentUplink
+from .downlink import Delivery, Downlink
 from .fdma import FDMA, SharedBand
 from .link import Link, queue, send_packets, share_snr
 from .ofdma import OFDMA, OfdmaOptions
@@ -43,7 +44,7 @@ from .slotted import SlottedOptions, SlottedTDMA, SlottedUplink
 from .tdma import TDMA, OneTransmitter
 
 __all__ = ["ACCESS", "AccessScheme", "AirComp", "AirCompOptions", "AirtimePrice", "Aloha", "AlohaOptions",
-           "AlohaUplink", "Dedicated", "DedicatedOptions", "EventUplink", "FDMA", "IndependentUplink", "JointUplink",
+           "AlohaUplink", "Dedicated", "DedicatedOptions", "Delivery", "Downlink", "EventUplink", "FDMA", "IndependentUplink", "JointUplink",
            "Link", "OFDMA", "OfdmaOptions", "OneTransmitter", "SharedBand", "SlottedOptions", "SlottedTDMA",
            "SlottedUplink", "TDMA", "UplinkFacts", "UplinkHost", "UplinkSchedule", "check_scheme", "queue",
            "send_packets", "share_snr"]

@@ -19,8 +19,6 @@ class Link:
     def __init__(self, cfg):
         self.bandwidth_hz = cfg.bandwidth_hz
         self.noise_power = cfg.noise_power
-        self.downlink_s = cfg.downlink_s
-        self.downlink_rate_bps = cfg.downlink_rate_bps
         self.packet_bits, self.fixed_rate_bps = cfg.packet_bits, cfg.rate_bps
         self.errors, self.waterfall_m, self.max_attempts = cfg.errors, cfg.waterfall_m, cfg.max_attempts
 
@@ -98,13 +96,6 @@ class Link:
         narrow = copy.copy(self)
         narrow.bandwidth_hz, narrow.noise_power = self.bandwidth_hz / parts, self.noise_power / parts
         return narrow
-
-    def downlink_time_s(self, bits: float) -> float:
-        """Broadcast time of the global model: downlink_s plus bits / downlink_rate_bps if a rate is set.
-
-        The two add up: downlink_s stands for fixed per-round overheads (synchronisation, signalling).
-        """
-        return self.downlink_s + (bits / self.downlink_rate_bps if self.downlink_rate_bps else 0.0)
 
     def rate_bps(self, gain: np.ndarray, power: np.ndarray) -> np.ndarray:
         """Achievable rate in bit/s of each device at the given gain and transmit power."""

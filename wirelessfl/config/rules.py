@@ -26,6 +26,7 @@ def cross_check(s) -> None:
     if s.link.errors == "outage" and s.link.rate_bps is None:
         raise ConfigError("link.errors = 'outage': needs link.rate_bps (at the adaptive rate the capacity always "
                           "suffices, so nothing would fail)")
+    _check_downlink(s)
     if s.devices.mobility != "static":
         _check_mobility(s)
     _check_upload_channel(s)
@@ -107,6 +108,27 @@ PER_DEVICE_BYTES = 1200
 per-device arrays): measured about 1 KB at N = 10,000 (benchmarks/scale.py), rounded up."""
 PER_ROUND_BYTES = 2000
 """Memory of one round's records kept for the result (a row of rounds.csv and its Python objects)."""
+
+
+def _check_downlink(s) -> None:
+    """Downlink errors, retransmissions and a stale start need a timed downlink; an outage needs a
+    fixed rate; a stale start needs a protocol that trains each device from its own start model."""
+    lc = s.link
+    if lc.downlink == "fixed":
+        for name, value, default in (("downlink_errors", lc.downlink_errors, "none"),
+                                     ("downlink_max_attempts", lc.downlink_max_attempts, 1),
+                                     ("downlink_miss", lc.downlink_miss, "wait")):
+            if value != default:
+                raise ConfigError(f"link.{name} = {value!r}: needs link.downlink = 'broadcast' or 'unicast' (under "
+                                  "'fixed' the model always arrives after link.downlink_s)")
+        return
+    if lc.downlink_errors == "outage" and lc.downlink_rate_bps is None:
+        raise ConfigError("link.downlink_errors = 'outage': needs link.downlink_rate_bps (at the adaptive rate the "
+                          "capacity always suffices, so nothing would fail)")
+    if lc.downlink_miss == "stale" and not s.part("protocol").event_driven:
+        raise ConfigError(f"link.downlink_miss = 'stale': protocol.name = {s.protocol.name!r} trains a round's devices "
+                          "from the current model in one call; use 'wait', or an event protocol (semi_sync, fedbuff, "
+                          "fedasync)")
 
 
 def _check_battery(s) -> None:

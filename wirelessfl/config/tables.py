@@ -183,7 +183,25 @@ class LinkConfig(_PartTable):
     p_bar: Power = option(1.0, gt=0, doc="time-average power budget per device")
     p_max: Power = option(10 ** 3.5, gt=0, doc="peak transmit power")
     downlink_s: float = option(0.0, ge=0, doc="fixed broadcast time of the global model per round")
-    downlink_rate_bps: float | None = option(None, gt=0, doc="adds model_bits / rate to downlink_s")
+    downlink_rate_bps: float | None = option(None, gt=0, doc="downlink = 'fixed': adds model_bits / rate to "
+                                             "downlink_s; broadcast and unicast: the model goes at this fixed rate "
+                                             "(default: at the capacity of the weakest receiver, or of each)")
+    downlink: str = option("fixed", choices=("fixed", "broadcast", "unicast"),
+                           doc="how the model reaches the devices: fixed (downlink_s and downlink_rate_bps, the same "
+                               "for all, never lost); broadcast (once to the devices that start together, at the "
+                               "rate of the weakest at bs_power); unicast (to each on a channel of its own at its "
+                               "own rate); docs/energy.md")
+    bs_power: Power = option(100.0, gt=0, doc="downlink = 'broadcast' or 'unicast': the base station's transmit "
+                             "power (linear, or a string in dB); a device's downlink SNR is g bs_power / N0")
+    downlink_errors: str = option("none", choices=("none", "outage", "waterfall"),
+                                  doc="downlink errors: none; outage (a device whose capacity is below "
+                                      "downlink_rate_bps misses the model); waterfall (it misses with 1 - exp(-m / SNR))")
+    downlink_max_attempts: int = option(1, ge=1, doc="transmissions of the model to a device that missed it before "
+                                        "it gives up (downlink_miss says what it does then)")
+    downlink_miss: str = option("wait", choices=("wait", "stale"),
+                                doc="a device that missed the model: wait (it does not train this time; outcome "
+                                    "'downlink') or stale (it trains from the last model it received; its staleness "
+                                    "counts the versions it missed; event protocols)")
     model_bits: int | None = option(None, ge=1, doc="upload size; default 32 x model parameters")
     carrier_hz: float = option(2e9, gt=0, doc="carrier frequency (with devices.speed_mps: the Doppler shift)")
     packet_bits: int | None = option(None, ge=1, doc="an upload is sent in packets of this many bits (the last "

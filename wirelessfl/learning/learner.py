@@ -322,11 +322,18 @@ class FederatedLearner:
         """The global model (a tensor replaced, not changed in place, at every aggregation)."""
         return self.trainer.params
 
-    def local_updates(self, devices: np.ndarray, key: int):
-        """Event protocols: the devices' deltas from the current model by the algorithm's local rule
-        (minibatches keyed by ``key``), a (k, d) tensor; the model does not change."""
+    def local_updates(self, devices: np.ndarray, key: int, start=None):
+        """Event protocols: the devices' deltas from the current model (or from ``start``, an older
+        one the devices last received) by the algorithm's local rule (minibatches keyed by ``key``),
+        a (k, d) tensor; the model does not change."""
         sent = self._sent()
-        deltas = self.algorithm.local_updates(self.trainer, np.asarray(devices, dtype=np.int64), key)
+        current = self.trainer.params
+        if start is not None:  # the algorithm trains from trainer.params: the older model for this call
+            self.trainer.params = start
+        try:
+            deltas = self.algorithm.local_updates(self.trainer, np.asarray(devices, dtype=np.int64), key)
+        finally:
+            self.trainer.params = current
         self._check_sent(sent, len(devices))
         return deltas
 

@@ -78,7 +78,9 @@ class Dispatcher:
         power = float(choice.power[0])
         if e.checks.scheduler is not None:
             e.checks.dispatch_power(power, device, f"t = {e.env.now:.6g} s")
-        e.launch(device, power, comp[0], energy[0], key=key, bits=e.parts.upload_bits)
+        down = self.downlink([device])
+        e.launch(device, power, comp[0], energy[0], key=key, bits=e.parts.upload_bits,
+                 downlink=None if down is None else down[0])
         self.wanted -= 1
         return 1
 
@@ -104,10 +106,26 @@ class Dispatcher:
             for i, key in enumerate(keys):
                 c, en = self.work(devices[i:i + 1], key, None if frequency is None else frequency[i:i + 1])
                 comp, energy = comp + c, energy + en
-        for device, p, c, en, key in zip(chosen, power, comp, energy, keys):
-            e.launch(device, p, c, en, key=key, bits=e.parts.upload_bits)
+        down = self.downlink(chosen) or [None] * len(chosen)
+        for device, p, c, en, key, d in zip(chosen, power, comp, energy, keys, down):
+            e.launch(device, p, c, en, key=key, bits=e.parts.upload_bits, downlink=d)
         self.wanted -= len(chosen)
         return len(chosen)
+
+    def downlink(self, devices: list) -> list | None:
+        """What the timed downlink did for ``devices`` started together now (one broadcast, or a
+        unicast each), at their gains drawn now and a fresh gain for each retransmission, as an
+        upload's: (seconds, transmissions, received) per device (None: the downlink is not timed)."""
+        e = self.engine
+        downlink = e.parts.downlink
+        if downlink is None:
+            return None
+
+        def gains(which) -> np.ndarray:
+            return np.array([e.draw_gain(devices[i]) for i in which], dtype=float)
+
+        d = downlink.deliver(e.parts.downlink_bits, gains(range(len(devices))), e.streams["downlink"], redraw=gains)
+        return list(zip(d.seconds.tolist(), d.attempts.tolist(), d.received.tolist()))
 
     def _bad(self, chosen: list) -> None:
         raise ValueError(f"scheduler.name: {type(self.engine.parts.scheduler).__name__}.dispatch returned {chosen}: "

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Callable, Protocol
 
 import numpy as np
 
-from ..access import AccessScheme, share_snr
+from ..access import AccessScheme, Downlink, share_snr
 from ..battery import Battery
 from ..des.clock import Clock
 from ..devices import ComputeModel, MarkovAvailability, TraceAvailability
@@ -59,8 +59,10 @@ class Learner(Protocol):
     def evaluate(self) -> dict:
         """The model's accuracy and losses now."""
 
-    def local_updates(self, devices: np.ndarray, key: int) -> list:
-        """Event protocols: the deltas of ``devices`` trained from the current model (work key ``key``)."""
+    def local_updates(self, devices: np.ndarray, key: int, start=None) -> list:
+        """Event protocols: the deltas of ``devices`` trained from the current model, or from
+        ``start`` (an older model they last received: only with link.downlink_miss = "stale", the
+        one case the engine passes it), with work key ``key``."""
 
     def apply_updates(self, devices: np.ndarray, deltas: list, weights: np.ndarray, staleness: np.ndarray,
                       starts: list | None = None) -> dict:
@@ -94,7 +96,8 @@ class Parts:
     long after the round started are dropped; idle_round_s: the length of a round in which nothing
     takes time (nobody scheduled, no downlink); fading: the channel within an upload (None: it does
     not change during one); battery: the devices' batteries (wirelessfl.battery; also the
-    availability model, then) or None.
+    availability model, then) or None; downlink: the timed downlink (link.downlink 'broadcast' or
+    'unicast'; None: every model arrives after downlink_s) and downlink_bits the model it sends.
     """
 
     channel: Channel
@@ -110,6 +113,8 @@ class Parts:
     idle_round_s: float = 0.01
     fading: BlockFading | None = None
     battery: Battery | None = None
+    downlink: Downlink | None = None
+    downlink_bits: float = 0.0
 
 
 @dataclass
@@ -171,7 +176,7 @@ def load_parts_state(parts: Parts, state: dict) -> None:
         parts.access.load_state(state["access"])
 
 
-STREAMS = ("channel", "selection", "compute", "availability", "round_type", "link", "fading")
+STREAMS = ("channel", "selection", "compute", "availability", "round_type", "link", "fading", "downlink")
 """The engine's named random streams (wirelessfl.rng)."""
 
 
@@ -270,61 +275,81 @@ class Engine:
         else:
             airtime = p.access.airtime_s(bits, gains[selected], power)
 
-        if p.downlink_s > 0:
-            yield self.env.timeout(p.downlink_s)
+        comp_energy, emptied = opening.energy_full, None
+        received = delivery = None
+        receiving_s = downlink_s = p.downlink_s
+        if p.downlink is not None:  # each device's model arrives (or does not) when its channel allows
+            delivery = p.downlink.deliver(p.downlink_bits, gains[selected], self.streams["downlink"])
+            receiving_s, received = delivery.seconds, delivery.received
+            downlink_s = float(receiving_s.max(initial=p.downlink_s))
+            # a device that missed the model waits for the next round: it neither computes nor sends
+            comp, comp_energy, airtime = (np.where(received, a, 0.0) for a in (comp, comp_energy, airtime))
         pre_s, pre_energy = 0.0, 0.0
-        if decision.traffic.pre_upload_bits is not None:
+        if decision.traffic.pre_upload_bits is not None:  # after the whole broadcast
+            if downlink_s > 0:
+                yield self.env.timeout(downlink_s)
             pre_s, pre_energy = yield from self._pre_uploads(decision, gains)
-        t_compute = self.env.now
+            starts = t_compute = self.env.now
+        elif delivery is not None:  # each device computes from when its model arrived
+            t_compute = t_start
+            starts = t_start + receiving_s
+        else:
+            if p.downlink_s > 0:
+                yield self.env.timeout(p.downlink_s)
+            starts = t_compute = self.env.now
         deadline_at = None
         if p.round_deadline_s is not None:
             deadline_at = t_compute + max(t_start + p.round_deadline_s - t_compute, 0.0)
-        comp_energy, emptied = opening.energy_full, None
         if p.battery is not None:  # tasks cut where a battery runs out: they send less, or nothing
-            comp, comp_energy, airtime, emptied = p.battery.closed_round(selected, p.downlink_s, comp, comp_energy,
+            comp, comp_energy, airtime, emptied = p.battery.closed_round(selected, receiving_s, comp, comp_energy,
                                                                          airtime, power)
-        # every selected device computes from t_compute on; the access scheme queues their uploads
-        ready = t_compute + comp
+        # every selected device computes from its start on; the access scheme queues their uploads
+        ready = starts + comp
         uplink = p.access.schedule(ready, airtime, deadline_at)
         if uplink.on_air_s is not None:  # contention decided each device's time on the air (random access)
             airtime, attempts = uplink.on_air_s, uplink.attempts
-        if uplink.end_s > t_compute:
-            yield self.env.at(uplink.end_s)
+        end_s = uplink.end_s if delivery is None else max(uplink.end_s, t_start + downlink_s)
+        if end_s > self.env.now:
+            yield self.env.at(end_s)
         idle_s = yield from self._idle(t_start)
         t_end = self.env.now
 
         arrived = uplink.arrived if delivered is None else uplink.arrived & delivered  # lost uploads do not count
+        tx_start = uplink.tx_start
+        if received is not None and not received.all():  # who missed the model sent nothing
+            arrived, tx_start = arrived & received, np.where(received, tx_start, np.nan)
         if deadline_at is None or uplink.on_air_s is not None:  # everything was done, or said as it went
             on_air = airtime
         else:  # energy for what was done: a dropped upload spent power only while on the air
-            on_air = np.where(uplink.arrived, airtime,
-                              np.where(np.isnan(uplink.tx_start), 0.0, t_end - uplink.tx_start))
+            on_air = np.where(uplink.arrived, airtime, np.where(np.isnan(tx_start), 0.0, t_end - tx_start))
         if deadline_at is not None:  # an interrupted computation spent the fraction it completed
-            comp_energy = compute_energy(comp_energy, comp, t_end - t_compute)
+            comp_energy = compute_energy(comp_energy, comp, t_end - starts)
         energy = transmit_energy(power, on_air)
         emptied_s = None
         if emptied is not None:
-            emptied_s, arrived = self._drain(selected, emptied, ready, uplink.tx_start, airtime, t_end,
-                                             comp_energy + energy, arrived)
+            emptied_s, arrived = self._drain(selected, emptied, ready, tx_start, airtime, t_end,
+                                             comp_energy + energy + p.battery.rx_power_w * receiving_s, arrived)
         metrics = learn_round(p, self.learner, decision, selected, arrived, gains[selected], power, r)
         self.on_round(RoundRecord(
-            round=r, t_start=t_start, t_end=t_end, downlink_s=p.downlink_s,
+            round=r, t_start=t_start, t_end=t_end, downlink_s=downlink_s,
             comp_s=float(comp.max(initial=0.0)), comm_s=float(airtime.sum()) + pre_s, selected=selected,
             upload_order=selected[uplink.order], airtime_s=airtime,
             energy_j=energy,
             gains=gains, decision=decision, compute_energy_j=comp_energy, arrived=arrived,
             available=available, extra_airtime_s=pre_s + piggy_s, extra_energy_j=pre_energy,
-            metrics=metrics, idle_s=idle_s, ready_s=ready, tx_start=uplink.tx_start, tx_end=uplink.tx_end,
-            attempts=attempts, power=None if power is opening.decision_power else power, emptied_s=emptied_s))
+            metrics=metrics, idle_s=idle_s, ready_s=ready, tx_start=tx_start, tx_end=uplink.tx_end,
+            attempts=attempts, power=None if power is opening.decision_power else power, emptied_s=emptied_s,
+            downlink=delivery))
 
     def _drain(self, selected, emptied, ready, tx_start, airtime, t_end, spent_j, arrived):
-        """A round's energy leaves the batteries (with what the broadcast cost): (when each selected
-        device ran out, NaN where it did not, or the deadline came first; who arrived, less those)."""
+        """A round's energy (``spent_j``, the model's reception included) leaves the batteries: (when
+        each selected device ran out, NaN where it did not, or the deadline came first; who arrived,
+        less those)."""
         battery = self.parts.battery
         with np.errstate(invalid="ignore"):
             when = np.where(airtime > 0, tx_start + airtime, ready)  # on the air, or before sending
             emptied = emptied & (when <= t_end)
-        battery.spend(selected, spent_j + battery.rx_power_w * self.parts.downlink_s, emptied)
+        battery.spend(selected, spent_j, emptied)
         return np.where(emptied, when, np.nan), arrived & ~emptied
 
     def _step_availability(self) -> np.ndarray | None:

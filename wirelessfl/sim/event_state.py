@@ -28,6 +28,7 @@ def engine_state(engine) -> dict:
         **engine.availability.state_dict(),
         **engine.dispatcher.state_dict(),
         **(engine.drain.state_dict() if engine.drain is not None else {}),
+        **({"last_models": engine.last_models.state_dict()} if engine.last_models is not None else {}),
         **engine.timers.state_dict(),
         **engine.busy.state_dict(),
         **engine.rounds.state_dict(),
@@ -54,6 +55,8 @@ def load_engine_state(engine, state: dict) -> None:
     engine.dispatcher.load_state(state)
     if engine.drain is not None:
         engine.drain.load_state(state)
+    if engine.last_models is not None:
+        engine.last_models.load_state(state["last_models"])
     engine.restored = state
 
 

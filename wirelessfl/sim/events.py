@@ -2,7 +2,7 @@
 
 A process exists per device *in flight* (memory grows with concurrency, not with N):
 
-    dispatch -> downlink (link.downlink_s + model bits / downlink rate) -> computation (the
+    dispatch -> downlink (fixed, or timed per dispatch: wirelessfl.access.downlink) -> computation (the
     computation model's time) -> uplink (the access scheme's event uplink: TDMA's one transmitter,
     FDMA's band shared among the devices on the air, ALOHA's slots, ...) -> the update goes into the server's Store.
 
@@ -31,7 +31,8 @@ so that every pending event lands at the same time and in the same order (wirele
 
 Modules: this one (the run, the processes, losses, timers, aggregation), dispatcher.py (starting
 devices), rounds.py (the round machinery of round-based protocols), flight.py (an update's and a
-round's data), drain.py (batteries in continuous time), event_state.py (checkpoints); the uplinks are the access schemes' own (wirelessfl.access, each
+round's data), drain.py (batteries in continuous time), last_models.py (stale starts after a missed
+model), event_state.py (checkpoints); the uplinks are the access schemes' own (wirelessfl.access, each
 scheme's ``event_uplink``), the clock is wirelessfl.des.clock (absolute times and event order).
 """
 from __future__ import annotations
@@ -54,6 +55,7 @@ from .server import Server
 from .timers import Timers
 from .event_state import engine_state, load_engine_state, restore
 from .flights import Flights
+from .last_models import LastModels
 from .flight import ARRIVED, COMPUTE, DOWNLINK, FINISHED, WAITING, Round, Update
 from .rounds import RoundDriver
 
@@ -96,6 +98,11 @@ class EventEngine:
         self._own_timers = {"_server_round_end": self.rounds.server_round_end,
                             "_empty_round_end": self.rounds.empty_round_end}
         self.drain = BatteryDrain(self, parts.battery) if parts.battery is not None else None
+        downlink = parts.downlink
+        # link.downlink_miss = "stale": the model each device last received, to train from when it misses one
+        self.last_models = (LastModels(n, learner.params if learner is not None else None)
+                            if downlink is not None and downlink.miss == "stale" else None)
+        self.waits_for_model = downlink is not None and downlink.miss == "wait"
         self.start_s = 0.0  # where the clock starts (a resume: where it stood)
         self.restored: dict | None = None  # a checkpoint's state, rebuilt as the run starts
         self._settle_pending = False
@@ -197,6 +204,11 @@ class EventEngine:
                     if drain is not None:
                         drain.receiving(u)
                     yield env.at(u.compute_start_s, prio)
+                if not u.received and self.waits_for_model:  # it missed the model: it waits for the next
+                    u.compute_end_s = math.nan
+                    self._off_air(u)
+                    self.lose(u, "downlink")
+                    return
                 u.phase = COMPUTE
             if u.phase == COMPUTE:
                 if drain is not None:
@@ -245,13 +257,25 @@ class EventEngine:
     def launch(self, device: int, power: float, compute_s: float, energy_j: float, *, key: int, bits: float,
                 round_=None, gain: float = math.nan, airtime_s: float = math.nan, q: float = math.nan,
                 share: float = math.nan, compute_start_s: float | None = None, waiting: bool = False,
-                report: bool = False, round_gain: bool = False) -> Update:
+                report: bool = False, round_gain: bool = False, downlink: tuple | None = None) -> Update:
+        """Start ``device``'s task now (see Dispatcher and RoundDriver). ``downlink``: what the timed
+        downlink did for it, (seconds, transmissions, received) (None: the model arrives after
+        parts.downlink_s)."""
         now = self.env.now
-        start = now + self.parts.downlink_s if compute_start_s is None else compute_start_s
+        receiving_s = self.parts.downlink_s if downlink is None else downlink[0]
+        start = now + receiving_s if compute_start_s is None else compute_start_s
         seq = self.flights.next_number(report)
         u = Update(seq, device, self.version, key, self.version if round_ is None else round_, share, q,
                    now, start, compute_s, start + compute_s, power, bits, gain, airtime_s,
                    compute_energy_full_j=energy_j, report=report, round_gain=round_gain)
+        u.downlink_s = receiving_s
+        if downlink is not None:
+            u.downlink_attempts, u.received = int(downlink[1]), bool(downlink[2])
+            if self.last_models is not None and not report:
+                if u.received:
+                    self.last_models.received(device, self.version, self.learner.params if self.learner else None)
+                else:  # it trains from the last model it got: its update is as stale as that model
+                    u.version, u.start = self.last_models.last(device)
         if waiting:  # its computation starts when the round's reports are up
             u.phase, u.compute_start_s, u.compute_end_s = WAITING, math.nan, math.nan
         self.flights.flying[u.seq] = u
@@ -319,7 +343,7 @@ class EventEngine:
             return
         self.stop_update(u)
         self.settle(u, outcome, self.env.now)
-        if outcome in ("offline", "lost", "silent", "battery") and not self.stopping:
+        if outcome in ("offline", "lost", "silent", "battery", "downlink") and not self.stopping:
             self.protocol.on_lost(self, u)
 
     def stop_update(self, u: Update, outcome: str | None = None) -> None:

@@ -98,7 +98,8 @@ class Flights:
         for row in state["updates"]:
             u = Update()
             for name in Update.SAVED:
-                setattr(u, name, row[name])
+                if name in row:  # a checkpoint from before a field existed leaves its default
+                    setattr(u, name, row[name])
             u.delta = row.get("delta")
             if "start" in row:
                 u.start = starts[row["start"]]

@@ -57,6 +57,7 @@ class RoundRecord:
     staleness: np.ndarray | None = None  # per update applied (None: all fresh, sync)
     per_update: bool = False  # device totals come from the update records (event protocols)
     emptied_s: np.ndarray | None = None  # per selected device: when its battery ran out (NaN: it did not)
+    downlink: Any = None  # what the timed downlink did for each selected device (wirelessfl.access.Delivery; None: fixed)
 
 
 class AggregationRecord:

@@ -59,7 +59,7 @@ class Recorder:
     """
 
     def __init__(self, num_devices: int, out_dir: Path | None = None, keep_device_arrays: bool = True,
-                 positions=None, p_bar: float = math.nan, part_columns: tuple = ()):
+                 positions=None, p_bar: float = math.nan, part_columns: tuple = (), downlink: bool = False):
         self.num_devices = num_devices
         # moving devices: where they are at each record (a callable giving (N, 2) metres), kept in
         # decisions.h5 and averaged into devices.csv's distance_m
@@ -76,7 +76,8 @@ class Recorder:
         self.out_dir = out_dir
         self.arrays = (DeviceArrays(out_dir / DECISIONS, num_devices, extra={"positions": (2,)} if positions else None)
                        if keep_device_arrays and out_dir is not None else None)
-        self.updates = UpdateLog(out_dir / "updates.csv" if out_dir is not None else None)
+        self.updates = UpdateLog(out_dir / "updates.csv" if out_dir is not None else None, downlink)
+        self.downlink = downlink  # the downlink is timed: updates.csv has its columns
         # rounds.csv's running digest: a checkpoint holds it, a resume checks the file against it
         self.round_digest = FileDigest(out_dir / "rounds.csv" if out_dir is not None else None)
         self.update_stats = {"applied": 0, "staleness_sum": 0, "uploads": 0, "airtime_s": 0.0}
@@ -264,7 +265,7 @@ class Recorder:
         self.updates.write_round(stats["uploads"], sel, rec.round, rec.t_start, rec.ready_s, tx_start, airtime,
                                  arrived, rec.energy_j, comp_energy, rec.gains[sel],
                                  rec.decision.power[sel] if rec.power is None else rec.power,
-                                 rec.t_end, rec.tx_end, rec.attempts, rec.emptied_s)
+                                 rec.t_end, rec.tx_end, rec.attempts, rec.emptied_s, rec.downlink)
         stats["uploads"] += k
         full_end = tx_start + airtime if rec.tx_end is None else rec.tx_end  # each upload's end, had it gone on
         # the round's busy uplink: the union of its uploads' times on the air (rounds do not overlap)
@@ -289,6 +290,9 @@ class Recorder:
             emptied = ~np.isnan(rec.emptied_s)
             self.outcomes["battery"] += int(emptied.sum())
             missed = missed & ~emptied
+        if rec.downlink is not None:  # it missed the model and waited for the next round
+            self.outcomes["downlink"] += int((missed & ~rec.downlink.received).sum())
+            missed = missed & rec.downlink.received
         silent = missed & (rec.airtime_s == 0) if rec.attempts is None else np.zeros_like(missed)
         with np.errstate(invalid="ignore"):
             lost = missed & ~silent & (full_end <= rec.t_end)
@@ -314,7 +318,8 @@ class Recorder:
                                 u.outcome != "applied" and u.outcome != "in_flight")
         self.updates.write(u.seq, u.device, u.version, u.dispatch_s, u.compute_end_s, u.tx_start_s, u.tx_end_s,
                            u.version_applied, u.outcome, u.energy_j, u.compute_energy_j, u.airtime_s, u.gain, u.power,
-                           u.lost_s, u.attempts)
+                           u.lost_s, u.attempts,
+                           (u.downlink_s, u.downlink_attempts, int(u.received)) if self.downlink else ())
 
     def on_eval(self, row: dict) -> None:
         self.evals.append(row)

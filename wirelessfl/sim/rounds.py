@@ -12,7 +12,7 @@ import numpy as np
 from ..decisions import Decision, ReportRequest, Traffic
 from .pipeline import (RoundOpening, RoundRecord, compute_energy, learn_round, open_round, piggyback_s, round_state,
                        server_round_record, tell_uplink, transmit_energy)
-from .flight import COMPUTE, FINISHED, WAITING, Round, Update, arrived_facts
+from .flight import COMPUTE, DOWNLINK, FINISHED, WAITING, Round, Update, arrived_facts
 
 __all__ = ["RoundDriver"]
 
@@ -60,7 +60,11 @@ class RoundDriver:
                                                               e.streams["fading"]))
         else:
             airtime = p.access.airtime_s(opening.bits, gains[selected], power)
-        start = t + p.downlink_s
+        start, down = t + p.downlink_s, [None] * selected.size
+        if p.downlink is not None:  # the round's broadcast (or unicasts), at the round's gains
+            d = p.downlink.deliver(p.downlink_bits, gains[selected], e.streams["downlink"])
+            down = list(zip(d.seconds.tolist(), d.attempts.tolist(), d.received.tolist()))
+            start = t + float(d.seconds.max(initial=p.downlink_s))
         round_ = self.current = Round(r, t, start, decision, selected, gains, available, comp, [], piggy_s=piggy_s)
         # the probe's reports go up first (after the broadcast), through the same uplink, as under sync
         pre = np.zeros(0) if decision.traffic.pre_upload_bits is None else np.asarray(decision.traffic.pre_upload_bits, dtype=float)
@@ -80,7 +84,8 @@ class RoundDriver:
                 device, float(power[i]), float(comp[i]), float(energy[i]), key=e.work_key(device), bits=float(bits[i]),
                 round_=r,
                 gain=float(gains[device]), airtime_s=float(airtime[i]), q=float(decision.q[device]), share=share,
-                compute_start_s=start, waiting=bool(senders.size), round_gain=True))
+                compute_start_s=start if down[i] is None else t + down[i][0], waiting=bool(senders.size),
+                round_gain=True, downlink=down[i]))
         if senders.size:
             return  # the computations and protocol.on_round wait for the reports
         if not selected.size:  # a round without devices still takes its time (downlink, or a frame)
@@ -147,13 +152,16 @@ class RoundDriver:
         tx_start = np.array([u.tx_start_s for u in ups])
         airtime = np.array([u.airtime_s for u in ups])
         on_air = np.where(arrived, airtime, np.where(np.isnan(tx_start), 0.0, now - tx_start))
-        comp_energy = compute_energy(np.array([u.compute_energy_full_j for u in ups]), round_.comp,
-                                     now - round_.compute_start_s)
+        downlink_s, elapsed = p.downlink_s, now - round_.compute_start_s
+        if p.downlink is not None:  # each device computed from when its model arrived; who missed it, not at all
+            downlink_s = max((u.downlink_s for u in ups), default=p.downlink_s)
+            elapsed = np.array([now - u.compute_start_s if u.received or not e.waits_for_model else 0.0 for u in ups])
+        comp_energy = compute_energy(np.array([u.compute_energy_full_j for u in ups]), round_.comp, elapsed)
         started = ~np.isnan(tx_start)
         order = np.flatnonzero(started)[np.argsort(tx_start[started], kind="stable")]
         idle = not selected.size and p.downlink_s == 0 and round_.reports_s == 0
         e.on_round(RoundRecord(
-            round=r, t_start=round_.t_start, t_end=now, downlink_s=p.downlink_s,
+            round=r, t_start=round_.t_start, t_end=now, downlink_s=downlink_s,
             comp_s=float(round_.comp.max(initial=0.0)), comm_s=float(np.nansum(airtime)) + round_.reports_s,
             selected=selected, extra_airtime_s=round_.reports_s + round_.piggy_s,
             extra_energy_j=float(np.sum(round_.reports_energy)) if round_.reports_energy else 0.0,
@@ -185,7 +193,9 @@ class RoundDriver:
         round_.reports_s = now - round_.compute_start_s
         round_.compute_start_s = now
         for u in round_.updates:
-            if u.phase == WAITING:
+            if u.phase == WAITING and not u.received and e.waits_for_model:  # it missed the model: lost now
+                u.compute_start_s, u.phase = now, DOWNLINK
+            elif u.phase == WAITING:
                 u.compute_start_s, u.compute_end_s, u.phase = now, now + u.compute_s, COMPUTE
         if round_.computing is not None:
             round_.computing.succeed()

@@ -23,7 +23,7 @@ from ..config.limits import check_upload
 from ..plugins import PartError, registry
 from ..battery import build_battery
 from ..devices import WorkScaledCompute, build_availability
-from ..access import Link, check_scheme
+from ..access import Downlink, check_scheme
 from ..access.base import AccessScheme
 from ..fading import block_fading
 from ..scheduling.base import check_frequency_choice
@@ -113,13 +113,16 @@ class RunResult:
 
     @property
     def updates(self) -> pd.DataFrame:
-        """updates.csv as a DataFrame (columns wirelessfl.sim.records.UPDATE_COLUMNS)."""
+        """updates.csv as a DataFrame (columns wirelessfl.sim.records.UPDATE_COLUMNS, and
+        DOWNLINK_COLUMNS when the downlink is timed)."""
         import pandas as pd
 
         from .records import UPDATE_COLUMNS
+        from .update_log import DOWNLINK_COLUMNS
 
         if self.update_rows is not None:
-            return pd.DataFrame(self.update_rows, columns=UPDATE_COLUMNS)
+            timed = bool(self.update_rows) and len(self.update_rows[0]) > len(UPDATE_COLUMNS)
+            return pd.DataFrame(self.update_rows, columns=UPDATE_COLUMNS + DOWNLINK_COLUMNS if timed else UPDATE_COLUMNS)
         path = self.run_dir / "updates.csv" if self.run_dir is not None else None
         if path is None or not path.exists() or path.stat().st_size == 0:
             return pd.DataFrame(columns=UPDATE_COLUMNS)
@@ -190,7 +193,7 @@ class Run:
                                          factor=self.algorithm.compute_factor)
         self.battery = build_battery(scenario)
         availability, self.excluded = self._availability()
-        link = Link(scenario.link)
+        downlink, down_bits = Downlink(scenario.link), self.bits * self.algorithm.broadcast_vectors
         self.protocol = scenario.part("protocol").from_scenario(scenario, scenario.options("protocol"))
         access = scenario.part("access").from_scenario(scenario, scenario.options("access"))
         check_scheme(access, f"link.access = {scenario.link.access!r}", self.protocol.event_driven)
@@ -198,12 +201,13 @@ class Run:
                       access=access,
                       num_devices=n,
                       upload_bits=upload_bits(compressor, self.bits) * self.algorithm.upload_vectors,
-                      downlink_s=link.downlink_time_s(self.bits * self.algorithm.broadcast_vectors),
+                      downlink_s=downlink.fixed_s if downlink.timed else downlink.fixed_time_s(down_bits),
+                      downlink=downlink if downlink.timed else None, downlink_bits=down_bits,
                       availability=availability, round_deadline_s=rc.round_deadline_s, idle_round_s=rc.idle_round_s,
                       fading=block_fading(scenario, self.channel, access.upload_link()), battery=self.battery)
         # per-device arrays are per round decision: the dispatch protocols have none
         decisions = not self.protocol.event_driven or self.protocol.round_based
-        self.recorder = Recorder(n, run_dir, keep_device_arrays=rc.record_devices and decisions,
+        self.recorder = Recorder(n, run_dir, keep_device_arrays=rc.record_devices and decisions, downlink=downlink.timed,
                                  positions=self.channel.positions_m if moving(self.channel) else None,
                                  p_bar=scenario.link.p_bar, part_columns=part_columns(self.channel, access, self.battery))
         self.resumed = False

@@ -34,22 +34,27 @@ class Server:
         self.last_aggregation_s = now
 
     def train_pending(self, exclude=()) -> None:
-        """Compute the updates of the devices started since the last aggregation (they share the
-        current model): one batched call per work key."""
+        """Compute the updates of the devices started since the last aggregation: one batched call
+        per work key, from the current model, or from the older model a device started from when it
+        missed the current one (link.downlink_miss = "stale")."""
         e = self.engine
         if e.learner is None or not e.flights.untrained:
             return
         skip = {u.seq for u in exclude}
         pending = [u for u in e.flights.untrained if u.phase != FINISHED and u.seq not in skip]
         e.flights.untrained = []
-        groups: dict[int, list[Update]] = {}
+        groups: dict[tuple, list[Update]] = {}
         for u in pending:
-            groups.setdefault(u.key, []).append(u)
-        for key, group in groups.items():
-            deltas = e.learner.local_updates(np.array([u.device for u in group], dtype=np.int64), key)
+            groups.setdefault((u.key, u.version), []).append(u)
+        for (key, version), group in groups.items():
+            start = None if version == self.version else group[0].start  # a stale start: its older model
+            devices = np.array([u.device for u in group], dtype=np.int64)
+            # a learner without the start argument is asked only for the current model
+            deltas = e.learner.local_updates(devices, key) if start is None else \
+                e.learner.local_updates(devices, key, start)
             for u, delta in zip(group, deltas):
                 u.delta = delta.clone()
-                if e.keep_start:
+                if e.keep_start and start is None:
                     u.start = e.learner.params
 
     def apply(self, updates: list, weights, *, mix: bool = False) -> None:
@@ -73,7 +78,10 @@ class Server:
             self.last_applied[u.device] = v + 1
             self.settle(u, "applied", now)
         # the applied updates, in arrival order (updates.csv has every upload)
-        e.on_round(AggregationRecord(v, self.last_aggregation_s, now, e.parts.downlink_s, updates, staleness,
+        downlink_s = e.parts.downlink_s  # timed: the mean over the updates applied
+        if e.parts.downlink is not None and updates:
+            downlink_s = sum(u.downlink_s for u in updates) / len(updates)
+        e.on_round(AggregationRecord(v, self.last_aggregation_s, now, downlink_s, updates, staleness,
                                      metrics, e.dispatcher.info, e.available, e.availability.since))
         e.aggregated()
 

@@ -10,7 +10,7 @@ import numpy as np
 
 from ..files import FileDigest, open_append, truncate_file, write_atomic
 
-__all__ = ["OUTCOMES", "UPDATE_COLUMNS", "UpdateLog"]
+__all__ = ["DOWNLINK_COLUMNS", "OUTCOMES", "UPDATE_COLUMNS", "UpdateLog"]
 
 UPDATE_COLUMNS = ["update", "device", "version_started", "dispatch_s", "compute_end_s", "tx_start_s", "tx_end_s",
                   "version_applied", "staleness", "outcome", "energy_j", "compute_energy_j", "airtime_s", "gain",
@@ -20,13 +20,20 @@ seconds (empty: the phase never began); version_applied and staleness are empty 
 was applied; outcome is "applied", "stale" (older than the protocol's max_staleness), "late_dropped"
 (missed the round's deadline, or its first k, under late = "drop"), "offline" (the device left while
 computing or uploading), "lost" (a packet failed link.max_attempts times), "silent" (it did not
-send: aircomp's truncation), "battery" (its battery ran out during the task) or "in_flight" (the run ended first); attempts counts its packets' transmissions (retries included); energy_j is the transmit energy spent
+send: aircomp's truncation), "battery" (its battery ran out during the task), "downlink" (it missed the model
+and waited for the next one, link.downlink_miss = "wait") or "in_flight" (the run ended first); attempts counts its packets' transmissions (retries included); energy_j is the transmit energy spent
 (P x time on the air), compute_energy_j the computation energy (the part done, when it stopped early);
 lost_s is when a device that went offline (or was stopped, or was still under way at the end) stopped."""
-OUTCOMES = ("applied", "stale", "late_dropped", "offline", "lost", "silent", "battery", "in_flight")
+OUTCOMES = ("applied", "stale", "late_dropped", "offline", "lost", "silent", "battery", "downlink", "in_flight")
+DOWNLINK_COLUMNS = ["downlink_s", "downlink_attempts", "received"]
+"""Added to updates.csv when the downlink is timed (link.downlink 'broadcast' or 'unicast'): the
+seconds from the dispatch (the round's start) until the model reached the device, or until the last
+transmission it missed; the model's transmissions to it; 1 if it got the model (0: it missed it and
+waited, outcome "downlink", or trained from the last model it had, link.downlink_miss = "stale")."""
 
 
 _ROW = "%d,%d,%d,%s,%s,%s,%s,%s,%s,%.12g,%.12g,%.12g,%.12g,%.12g,%s,%d\n"
+_DOWNLINK_ROW = _ROW[:-1] + ",%.12g,%d,%d\n"
 """An updates.csv row (UPDATE_COLUMNS; version_applied and staleness come as one cell). Times
 (dispatch_s, compute_end_s, tx_start_s, tx_end_s, lost_s) are written in full, the shortest form
 that reads back as the same float, as rounds.csv writes t_start and t_end, so the two files join on
@@ -38,16 +45,20 @@ def _round_rows(item: tuple) -> list[tuple]:
     """The UPDATE_COLUMNS rows of a sync round written by UpdateLog.write_round (version_applied and
     staleness NaN where not applied)."""
     first, devices, version, dispatch_s, ready, tx_start, tx_end, airtime, arrived, energy, compute_energy, gain, \
-        power, end_s, attempts, emptied_s = item
+        power, end_s, attempts, emptied_s, downlink = item
     full_end = (tx_start + airtime if tx_end is None else tx_end).tolist()
     ready, start, air, ok, energy, compute_energy, gain, power = (
         a.tolist() for a in (ready, tx_start, airtime, arrived, energy, compute_energy, gain, power))
     tries = [int(t == t) for t in start] if attempts is None else attempts.tolist()
     emptied = [math.nan] * len(ok) if emptied_s is None else emptied_s.tolist()
+    received = [True] * len(ok) if downlink is None else downlink.received.tolist()
     rows = []
     for i, n in enumerate(devices.tolist()):
         if ok[i]:
             outcome, end, lost = "applied", full_end[i], math.nan
+        elif not received[i]:  # it missed the model and waited for the next round
+            outcome, end, lost = "downlink", math.nan, dispatch_s + float(downlink.seconds[i])
+            ready[i] = math.nan
         elif emptied[i] == emptied[i]:  # its battery ran out (wirelessfl.battery)
             outcome, end, lost = "battery", math.nan, emptied[i]
         elif air[i] == 0 and attempts is None:  # it never sent (aircomp: below the truncation gain)
@@ -59,6 +70,9 @@ def _round_rows(item: tuple) -> list[tuple]:
         rows.append((first + i, n, version, dispatch_s, ready[i], start[i], end, version if ok[i] else math.nan,
                      0 if ok[i] else math.nan, outcome, energy[i], compute_energy[i], air[i], gain[i], power[i], lost,
                      tries[i] if start[i] == start[i] else 0))
+    if downlink is not None:
+        rows = [(*row, seconds, tries, got) for row, seconds, tries, got in
+                zip(rows, downlink.seconds.tolist(), downlink.attempts.tolist(), [int(r) for r in received])]
     return rows
 
 
@@ -84,8 +98,10 @@ class UpdateLog:
     CHUNK = 1024
     """Rows formatted and written at once (a flush, a checkpoint or the end writes the rest)."""
 
-    def __init__(self, path: Path | None):
+    def __init__(self, path: Path | None, downlink: bool = False):
         self.path = path
+        self.columns = UPDATE_COLUMNS + DOWNLINK_COLUMNS if downlink else UPDATE_COLUMNS  # the downlink's when timed
+        self._row = _DOWNLINK_ROW if downlink else _ROW
         self.rows = 0
         self.in_memory: list[tuple] | None = [] if path is None else None
         self._fh = None
@@ -95,55 +111,59 @@ class UpdateLog:
     def start(self) -> None:
         """A new file holding the header."""
         if self.path is not None:
-            write_atomic(self.path, ",".join(UPDATE_COLUMNS) + "\n")
+            write_atomic(self.path, ",".join(self.columns) + "\n")
             self.digest.restart()
             self._fh = open_append(self.path)
 
     def write(self, update: int, device: int, version_started: int, dispatch_s: float, compute_end_s: float,
               tx_start_s: float, tx_end_s: float, version_applied: int, outcome: str, energy_j: float,
               compute_energy_j: float, airtime_s: float, gain: float, power: float, lost_s: float = math.nan,
-              attempts: int = 1) -> None:
-        """One update's row (numbers as Python ints and floats); version_applied < 0: not applied."""
+              attempts: int = 1, downlink: tuple = ()) -> None:
+        """One update's row (numbers as Python ints and floats); version_applied < 0: not applied;
+        ``downlink``: its DOWNLINK_COLUMNS when the downlink is timed."""
         self.rows += 1
         applied = version_applied >= 0
         if self.in_memory is not None:
             self.in_memory.append((update, device, version_started, dispatch_s, compute_end_s, tx_start_s, tx_end_s,
                                    version_applied if applied else math.nan,
                                    version_applied - version_started if applied else math.nan, outcome, energy_j,
-                                   compute_energy_j, airtime_s, gain, power, lost_s, attempts))
+                                   compute_energy_j, airtime_s, gain, power, lost_s, attempts, *downlink))
         if self._fh is not None:
             self._pending.append((update, device, version_started, dispatch_s, compute_end_s, tx_start_s, tx_end_s,
                                   f"{version_applied},{version_applied - version_started}" if applied else ",",
-                                  outcome, energy_j, compute_energy_j, airtime_s, gain, power, lost_s, attempts))
+                                  outcome, energy_j, compute_energy_j, airtime_s, gain, power, lost_s, attempts,
+                                  *downlink))
             if len(self._pending) >= self.CHUNK:
                 self._write_pending()
 
     def _write_pending(self) -> None:
         # one %-format per row; NaN becomes empty (no outcome contains "nan")
-        self._fh.write("".join([_ROW % row for row in self._pending]).replace("nan", ""))
+        self._fh.write("".join([self._row % row for row in self._pending]).replace("nan", ""))
         self._pending = []
 
     def write_round(self, first: int, devices: np.ndarray, version: int, dispatch_s: float, ready: np.ndarray,
                     tx_start: np.ndarray, airtime: np.ndarray, arrived: np.ndarray, energy: np.ndarray,
                     compute_energy: np.ndarray, gain: np.ndarray, power: np.ndarray, end_s: float,
                     tx_end: np.ndarray | None = None, attempts: np.ndarray | None = None,
-                    emptied_s: np.ndarray | None = None) -> None:
+                    emptied_s: np.ndarray | None = None, downlink=None) -> None:
         """A sync round's rows at once (one per selected device, numbered from ``first``): applied
         where it arrived; lost where its transmissions ended but it did not arrive (its packets failed;
         it gave up then); else dropped at the deadline ``end_s``. ``tx_end``: the uploads' ends where
         they are not tx_start + airtime; ``attempts``: transmissions (default one for those that
-        began); ``emptied_s``: when a device's battery ran out (NaN: it did not; None: none did). The arrays are kept, not copied; rows are made from them when needed (_round_rows)."""
+        began); ``emptied_s``: when a device's battery ran out (NaN: it did not; None: none did);
+        ``downlink``: what the timed downlink did (wirelessfl.access.Delivery; None: fixed). The arrays
+        are kept, not copied; rows are made from them when needed (_round_rows)."""
         self.rows += len(devices)
         dispatch_s, end_s = float(dispatch_s), float(end_s)  # times in full: 0 is written 0.0, as the event rows'
         item = (first, devices, version, dispatch_s, ready, tx_start, tx_end, airtime, arrived, energy, compute_energy,
-                gain, power, end_s, attempts, emptied_s)
+                gain, power, end_s, attempts, emptied_s, downlink)
         if self.in_memory is not None:
             self.in_memory.append(item)
         if self._fh is None:
             return
         if self._pending:
             self._write_pending()
-        if tx_end is None and attempts is None and arrived.all():  # the usual round: every upload in, once
+        if tx_end is None and attempts is None and downlink is None and arrived.all():  # the usual round: all in, once
             ready, start, air, energy, compute_energy, gain, power = (
                 a.tolist() for a in (ready, tx_start, airtime, energy, compute_energy, gain, power))
             cell = f"{version},0"
@@ -151,7 +171,7 @@ class UpdateLog:
                                     "applied", energy[i], compute_energy[i], air[i], gain[i], power[i], math.nan, 1)
                             for i, n in enumerate(devices.tolist())])
         else:
-            text = "".join([_ROW % (*row[:7], f"{row[7]},0" if row[7] == row[7] else ",", *row[9:])
+            text = "".join([self._row % (*row[:7], f"{row[7]},0" if row[7] == row[7] else ",", *row[9:])
                             for row in _round_rows(item)])
         self._fh.write(text.replace("nan", ""))
 
@@ -161,7 +181,7 @@ class UpdateLog:
             return None
         rows = []
         for item in self.in_memory:
-            rows.extend([item] if len(item) == len(UPDATE_COLUMNS) else _round_rows(item))
+            rows.extend(_round_rows(item) if isinstance(item[1], np.ndarray) else [item])
         return rows
 
     def flush(self) -> None:
