@@ -143,7 +143,7 @@ def test_a_run_whose_tasks_always_run_out_stops_in_one_line(monkeypatch):
     from wirelessfl.config import limits
     from wirelessfl.sim.events import EventStall
 
-    monkeypatch.setattr(limits, "MAX_BATTERY_LOSSES", 5)
+    monkeypatch.setattr(limits, "MAX_LOSSES_IN_A_ROW", 5)
     data = battery_scenario("fedbuff", rounds=30)
     data["link"].update({"packet_bits": 200000, "rate_bps": 2e6})
     with pytest.raises(EventStall, match=r"^devices: 81 tasks in a row ran out of battery before an aggregation "

@@ -200,6 +200,19 @@ def test_batteries_pay_for_each_devices_own_reception(tmp_path):
     assert up["downlink_s"].nunique() > 1  # each its own time
 
 
+def test_a_run_whose_models_never_arrive_stops_in_one_line(monkeypatch):
+    """No channel carries 1 Tbit/s: every dispatch misses its model, no aggregation can come, and
+    the run says so instead of running forever."""
+    from wirelessfl.config import limits
+    from wirelessfl.sim.events import EventStall
+
+    monkeypatch.setattr(limits, "MAX_LOSSES_IN_A_ROW", 5)
+    data = scenario("fedbuff", rounds=30, downlink_rate_bps=1e12, downlink_errors="outage")
+    with pytest.raises(EventStall, match=r"^link.downlink: 61 tasks in a row missed the model before an aggregation "
+                                         r"\(t = [0-9.e-]+ s, 0 aggregations of run.rounds = 30\): no device's channel"):
+        simulate(from_dict(data), progress=False)
+
+
 @pytest.mark.parametrize("link, message", [
     ({"downlink": "fixed", "downlink_errors": "waterfall"}, r"^link.downlink_errors = 'waterfall': needs link.downlink"),
     ({"downlink": "fixed", "downlink_miss": "stale"}, r"^link.downlink_miss = 'stale': needs link.downlink"),

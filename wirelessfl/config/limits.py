@@ -25,9 +25,9 @@ MAX_LOCAL_STEPS = 1_000_000
 MAX_IDLE_STEPS = 1_000_000
 """Availability steps in a row with no device in flight after which a run that only counts
 aggregations (run.rounds, no time budget) stops as stalled: it would never reach its count."""
-MAX_BATTERY_LOSSES = 100
-"""Tasks per device lost to empty batteries with no aggregation in between after which a run that
-only counts aggregations stops as stalled (no task can finish on the energy a battery holds)."""
+MAX_LOSSES_IN_A_ROW = 100
+"""Tasks per device lost (to empty batteries, to missed models) with no aggregation in between after
+which a run that only counts aggregations stops as stalled (wirelessfl.sim.loss_streak)."""
 
 SPEED_OF_LIGHT = 299_792_458.0
 _RATE = f"at most {MAX_EVENTS_PER_SECOND:,} a simulated second"

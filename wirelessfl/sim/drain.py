@@ -21,7 +21,6 @@ class BatteryDrain:
     def __init__(self, engine, battery: Battery):
         self.engine, self.battery = engine, battery
         battery.clock = lambda: engine.now
-        self.losses, self.losses_at = 0, 0  # tasks lost to empty batteries since version losses_at
 
     def draw(self, u, rate_w: float) -> None:
         """``u``'s device draws ``rate_w`` watts from now (the same rate again: nothing changes)."""
@@ -62,22 +61,9 @@ class BatteryDrain:
             if u.device == device and not u.report and u.in_flight:
                 u.process.interrupt("battery")
                 e.lose(u, "battery")
-                self._count_loss()
-
-    def _count_loss(self) -> None:
-        """A run that only counts aggregations stops, in one line, once no task can finish: more than
-        MAX_BATTERY_LOSSES per device lost to empty batteries with no aggregation in between."""
-        from ..config import limits
-
-        e = self.engine
-        if self.losses_at != e.version:
-            self.losses, self.losses_at = 0, e.version
-        self.losses += 1
-        if e.stop.time_budget_s is None and self.losses > limits.MAX_BATTERY_LOSSES * e.num_devices:
-            e.stall(f"devices: {self.losses:,} tasks in a row ran out of battery before an aggregation (t = "
-                    f"{e.now:.6g} s, {e.version} aggregations of run.rounds = {e.stop.rounds}): a task needs more "
-                    "energy than a battery holds (devices.battery_capacity_j against receiving, computing and "
-                    "sending at the scheduler's power); set run.time_budget_s, or give the batteries more")
+                e.losses.lost("devices", "ran out of battery", "a task needs more energy than a battery holds "
+                              "(devices.battery_capacity_j against receiving, computing and sending at the "
+                              "scheduler's power); set run.time_budget_s, or give the batteries more")
 
     def before_step(self) -> None:
         """An availability step is due: the charges of devices at work are brought to now."""
@@ -94,11 +80,3 @@ class BatteryDrain:
         available = self.engine.available
         if available is not None and not self.battery.available[device]:
             available[device] = False
-
-    def state_dict(self) -> dict:
-        """The count of tasks lost since the last aggregation (the stall guard's)."""
-        return {"battery_losses": [self.losses, self.losses_at]}
-
-    def load_state(self, state: dict) -> None:
-        """Restore it (a checkpoint without it: none counted)."""
-        self.losses, self.losses_at = (int(v) for v in state.get("battery_losses", (0, 0)))

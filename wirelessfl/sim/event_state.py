@@ -27,7 +27,7 @@ def engine_state(engine) -> dict:
         **engine.flights.state_dict(also=current.updates if current is not None else ()),
         **engine.availability.state_dict(),
         **engine.dispatcher.state_dict(),
-        **(engine.drain.state_dict() if engine.drain is not None else {}),
+        **engine.losses.state_dict(),
         **({"last_models": engine.last_models.state_dict()} if engine.last_models is not None else {}),
         **engine.timers.state_dict(),
         **engine.busy.state_dict(),
@@ -53,8 +53,7 @@ def load_engine_state(engine, state: dict) -> None:
     engine.timers.load_state(state)
     engine.busy.load_state(state)
     engine.dispatcher.load_state(state)
-    if engine.drain is not None:
-        engine.drain.load_state(state)
+    engine.losses.load_state(state)
     if engine.last_models is not None:
         engine.last_models.load_state(state["last_models"])
     engine.restored = state

@@ -56,6 +56,7 @@ from .timers import Timers
 from .event_state import engine_state, load_engine_state, restore
 from .flights import Flights
 from .last_models import LastModels
+from .loss_streak import LossStreak
 from .flight import ARRIVED, COMPUTE, DOWNLINK, FINISHED, WAITING, Round, Update
 from .rounds import RoundDriver
 
@@ -98,6 +99,7 @@ class EventEngine:
         self._own_timers = {"_server_round_end": self.rounds.server_round_end,
                             "_empty_round_end": self.rounds.empty_round_end}
         self.drain = BatteryDrain(self, parts.battery) if parts.battery is not None else None
+        self.losses = LossStreak(self)  # tasks lost in a row (batteries, missed models): the stall guard's
         downlink = parts.downlink
         # link.downlink_miss = "stale": the model each device last received, to train from when it misses one
         self.last_models = (LastModels(n, learner.params if learner is not None else None)
@@ -208,6 +210,9 @@ class EventEngine:
                     u.compute_end_s = math.nan
                     self._off_air(u)
                     self.lose(u, "downlink")
+                    self.losses.lost("link.downlink", "missed the model", "no device's channel carries it "
+                                     "(link.bs_power, link.downlink_rate_bps, link.downlink_errors); set "
+                                     "run.time_budget_s, link.downlink_max_attempts or link.downlink_miss = 'stale'")
                     return
                 u.phase = COMPUTE
             if u.phase == COMPUTE:
