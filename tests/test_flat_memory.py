@@ -51,8 +51,29 @@ def test_a_run_without_a_folder_stops_in_one_line_before_its_rows_fill_the_memor
     from wirelessfl.experiments.run import simulate
 
     monkeypatch.setattr(records, "physical_memory", lambda: 2 * records.PER_ROUND_BYTES * 500)  # room for 500 rows
+    monkeypatch.setattr(records.Recorder, "PILOT_ROWS", 10 ** 9)  # no estimate: the guard as rows come
     scenario = from_dict({"run": {"time_budget_s": 1e12, "timing_only": True}, "scheduler": {"name": "uniform"},
                           "protocol": {"name": "fedbuff", "concurrency": 4, "buffer": 1}})
     with pytest.raises(ConfigError, match=r"^run.time_budget_s: this run keeps its records in memory \(it has no "
                                           r"folder\) and has made 500 rows"):
         simulate(scenario, progress=False)
+
+
+def test_a_time_budget_without_a_folder_is_estimated_from_its_first_rows(monkeypatch):
+    """A time budget cannot say up front how many rows it makes: the first 64 do (their pace), and a
+    budget that would fill half the memory at that pace stops there, in one line, long before it
+    would; one that fits runs to its end."""
+    import wirelessfl.sim.records as records
+    from wirelessfl.experiments.run import simulate
+
+    monkeypatch.setattr(records, "physical_memory", lambda: 2 * records.PER_ROUND_BYTES * 5000)  # room for 5000 rows
+    data = {"run": {"time_budget_s": 1e12, "timing_only": True}, "scheduler": {"name": "uniform"},
+            "protocol": {"name": "fedbuff", "concurrency": 4, "buffer": 1}}
+    with pytest.raises(ConfigError, match=r"^run.time_budget_s = 1e\+12: this run keeps its records in memory \(it "
+                                          r"has no folder\), and at the pace of its first 64 rows \([0-9.e-]+ simulated "
+                                          r"s each\) it would make about [0-9,]+, more than half"):
+        simulate(from_dict(data), progress=False)
+    pace = simulate(from_dict({**data, "run": {"rounds": 64, "timing_only": True}}), progress=False).rounds["t_end"]
+    fits = float(pace.iloc[-1]) / 64 * 1000  # about 1000 rows at that pace
+    done = simulate(from_dict({**data, "run": {"time_budget_s": fits, "timing_only": True}}), progress=False)
+    assert done.summary["status"] == "complete" and 500 < len(done.rounds) < 5000

@@ -59,7 +59,8 @@ class Recorder:
     """
 
     def __init__(self, num_devices: int, out_dir: Path | None = None, keep_device_arrays: bool = True,
-                 positions=None, p_bar: float = math.nan, part_columns: tuple = (), downlink: bool = False):
+                 positions=None, p_bar: float = math.nan, part_columns: tuple = (), downlink: bool = False,
+                 time_budget_s: float | None = None):
         self.num_devices = num_devices
         # moving devices: where they are at each record (a callable giving (N, 2) metres), kept in
         # decisions.h5 and averaged into devices.csv's distance_m
@@ -69,6 +70,8 @@ class Recorder:
         self.rounds: list[dict] | None = [] if out_dir is None else None
         memory = physical_memory()
         self._rows_in_memory = math.inf if memory is None else max(int(0.5 * memory / PER_ROUND_BYTES), 1)
+        # a run to a time budget (no round count) kept in memory: its rows estimated from its first ones
+        self.time_budget_s = time_budget_s
         self.totals = RoundTotals()
         self.evals: list[dict] = []
         self.devices = DeviceTotals(num_devices)  # devices.csv's sums
@@ -161,12 +164,27 @@ class Recorder:
             self._keep(row)
         self._write("rounds", row)
 
+    PILOT_ROWS = 64
+    """A run kept in memory to a time budget estimates its rows from this many first ones (and again
+    at every power of two after: the pace so far)."""
+
     def _keep(self, row: dict) -> None:
         """A row kept in memory (a run without a folder): up to half of this machine's memory, then a
-        one-line error rather than a machine that swaps (run.rounds is checked at load; a time
-        budget cannot say how many rows it will make)."""
+        one-line error rather than a machine that swaps. run.rounds is checked at load; a time budget
+        alone is checked here, as soon as the first PILOT_ROWS rows say how fast rows come (the rows
+        it would make at that pace), and again at every power of two rows after."""
         self.rounds.append(row)
-        if len(self.rounds) >= self._rows_in_memory:
+        n = len(self.rounds)
+        if n >= self.PILOT_ROWS and n & (n - 1) == 0 and self.time_budget_s is not None and row["t_end"] > 0:
+            pace_s = row["t_end"] / n
+            projected = self.time_budget_s / pace_s
+            if projected >= self._rows_in_memory:
+                raise ConfigError(f"run.time_budget_s = {self.time_budget_s:g}: this run keeps its records in memory "
+                                  f"(it has no folder), and at the pace of its first {n} rows ({pace_s:.3g} simulated s "
+                                  f"each) it would make about {projected:,.0f}, more than half of this machine's "
+                                  "memory; give it a folder (simulate(scenario, out_dir), or the CLI's --out) so that "
+                                  "they stream to disk, or set run.rounds")
+        if n >= self._rows_in_memory:
             raise ConfigError(f"run.time_budget_s: this run keeps its records in memory (it has no folder) and "
                               f"has made {len(self.rounds):,} rows, about half of this machine's memory; give it "
                               "a folder (simulate(scenario, out_dir), or the CLI's --out) so that they stream to "

@@ -208,6 +208,7 @@ class Run:
         # per-device arrays are per round decision: the dispatch protocols have none
         decisions = not self.protocol.event_driven or self.protocol.round_based
         self.recorder = Recorder(n, run_dir, keep_device_arrays=rc.record_devices and decisions, downlink=downlink.timed,
+                                 time_budget_s=rc.time_budget_s if rc.rounds is None else None,
                                  positions=self.channel.positions_m if moving(self.channel) else None,
                                  p_bar=scenario.link.p_bar, part_columns=part_columns(self.channel, access, self.battery))
         self.resumed = False
