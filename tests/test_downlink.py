@@ -281,3 +281,19 @@ def test_kill_9_and_resume_of_a_stale_start_training_run_gives_identical_records
     assert ((up["received"] == 0) & (up["staleness"] > 0)).any()
     for name in ("rounds.csv", "updates.csv", "devices.csv", "evals.csv"):
         assert (full / name).read_text() == (cut / name).read_text(), name
+
+
+def test_the_gantt_chart_draws_each_model_s_way_down_and_the_ones_missed(tmp_path, monkeypatch):
+    from wirelessfl.experiments import plots
+
+    figures = []
+    monkeypatch.setattr(plots, "_save", lambda fig, out, name: figures.append(fig))
+    res = simulate(from_dict(scenario("fedbuff", rounds=30, **MISSING)), tmp_path / "run", progress=False)
+    plots.plot_gantt({"lossy": res}, tmp_path, window=(0.0, 1e9))
+    bars = {c.get_label(): c for c in figures[0].axes[0].collections}
+    assert {"downlink", "model missed", "computation", "upload"} <= bars.keys()
+    up = res.updates
+    missed = up[up["outcome"] == "downlink"]
+    spans = np.array([seg[:, 0] for seg in bars["model missed"].get_segments()])  # (start x, end x) per bar
+    assert sorted(map(tuple, spans.round(9))) == sorted(zip(missed["dispatch_s"].round(9),
+                                                            (missed["dispatch_s"] + missed["downlink_s"]).round(9)))

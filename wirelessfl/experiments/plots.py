@@ -289,8 +289,8 @@ def _updates(run: RunResult, columns: list[str]):
     import pandas as pd
 
     if run.run_dir is not None and (run.run_dir / "updates.csv").exists():
-        try:
-            return pd.read_csv(run.run_dir / "updates.csv", usecols=columns)
+        try:  # columns only some runs have (a timed downlink's) are read where they are
+            return pd.read_csv(run.run_dir / "updates.csv", usecols=lambda c: c in columns)
         except (ValueError, pd.errors.EmptyDataError):
             return pd.DataFrame(columns=columns)
     updates = run.updates
@@ -324,7 +324,7 @@ def plot_staleness(runs: dict[str, RunResult], out_dir: str | Path, title: str |
     return _save(fig, out_dir, "staleness.png")
 
 
-GANTT_COLUMNS = ["device", "dispatch_s", "compute_end_s", "tx_start_s", "tx_end_s", "outcome", "lost_s"]
+GANTT_COLUMNS = ["device", "dispatch_s", "compute_end_s", "tx_start_s", "tx_end_s", "outcome", "lost_s", "downlink_s"]
 NOT_APPLIED = tuple(o for o in OUTCOMES if o not in ("applied", "in_flight"))
 """The outcomes of an upload that never reached the model (drawn red): lost to errors, silent over the
 air, offline, dropped late or stale. In flight at the run's end is still an upload."""
@@ -339,9 +339,10 @@ def gantt_window(updates, uploads: int = 40) -> tuple[float, float]:
 def plot_gantt(runs: dict[str, RunResult], out_dir: str | Path, window: tuple[float, float] | None = None,
                title: str | None = None) -> Path | None:
     """gantt.png: the event model as a picture, one panel per run. Each device is a row: its
-    download and computation (blue), its wait for the uplink (thin grey), its upload (orange; red when
-    it never reached the model: NOT_APPLIED), and the aggregations as vertical lines, over ``window`` (seconds;
-    default: until 40 uploads of the first run have ended). None: no run has updates."""
+    download and computation (blue; a timed downlink's part light blue, red where the model never
+    arrived), its wait for the uplink (thin grey), its upload (orange; red when it never reached the
+    model: NOT_APPLIED), and the aggregations as vertical lines, over ``window`` (seconds; default:
+    until 40 uploads of the first run have ended). None: no run has updates."""
     tables = {name: _updates(run, GANTT_COLUMNS) for name, run in runs.items()}
     tables = {name: t for name, t in tables.items() if not t.empty}
     if not tables:
@@ -356,7 +357,16 @@ def plot_gantt(runs: dict[str, RunResult], out_dir: str | Path, window: tuple[fl
         y = t["device"].map(row).to_numpy()
         lost = t["outcome"].isin(NOT_APPLIED).to_numpy()
         comp_end = np.fmin(t["compute_end_s"].to_numpy(float), t["lost_s"].fillna(np.inf).to_numpy(float))
-        ax.hlines(y, t["dispatch_s"], comp_end, color="C0", lw=6, label="downlink + computation")
+        start = t["dispatch_s"].to_numpy(float)
+        if "downlink_s" in t:  # a timed downlink: the model's way down, then the computation
+            got = t["dispatch_s"].to_numpy(float) + t["downlink_s"].to_numpy(float)
+            missed = (t["outcome"] == "downlink").to_numpy()
+            ax.hlines(y[~missed], start[~missed], got[~missed], color="C9", lw=6, label="downlink")
+            if missed.any():
+                ax.hlines(y[missed], start[missed], got[missed], color="C3", lw=3, label="model missed")
+            start = np.where(missed, comp_end, got)
+        ax.hlines(y, start, comp_end, color="C0", lw=6,
+                  label="computation" if "downlink_s" in t else "downlink + computation")
         waiting = t["tx_start_s"].notna().to_numpy()
         ax.hlines(y[waiting], t["compute_end_s"][waiting], t["tx_start_s"][waiting], color="0.6", lw=1.2,
                   label="waiting for the uplink")
@@ -378,7 +388,13 @@ def plot_gantt(runs: dict[str, RunResult], out_dir: str | Path, window: tuple[fl
                      fontsize=9, loc="left")
         ax.set_xlim(lo, hi)
         ax.grid(alpha=0.2, axis="x")
-    axes[0, 0].legend(fontsize=7, loc="upper right", ncol=4)
+    legend = {}  # every panel's kinds of bar once (a panel may lack some: a timed downlink, lost uploads)
+    for ax in axes[:, 0]:
+        for handle, label in zip(*ax.get_legend_handles_labels()):
+            legend.setdefault(label, handle)
+    # above the first panel, right of its title: not over the bars
+    axes[0, 0].legend(legend.values(), legend.keys(), fontsize=7, loc="lower right", bbox_to_anchor=(1.0, 1.0),
+                      ncol=len(legend), frameon=False, handlelength=1.5, columnspacing=1.0)
     axes[-1, 0].set_xlabel("simulated time (s)")
     if title:
         fig.suptitle(title)
