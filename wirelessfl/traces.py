@@ -19,7 +19,7 @@ import numpy as np
 from .fields import ConfigError, FilePath, option
 from .files import replacing, unreadable_file
 
-__all__ = ["Trace", "TraceExhausted", "TraceOptions", "write_trace"]
+__all__ = ["Trace", "TraceExhausted", "TraceOptions", "read_table", "write_trace"]
 
 _CACHE: dict[tuple, np.ndarray] = {}
 
@@ -79,6 +79,12 @@ class Trace:
                                      f"more; make it longer, or set {self.field}_end = 'cycle' to start over")
             round_idx %= self.rounds
         return self.values[round_idx].copy()
+
+
+def read_table(path, field: str) -> np.ndarray:
+    """A table of numbers from a CSV or .npy file (read as a trace's, checked the same way: a regular
+    file, no pickles, plain numbers; ConfigError naming ``field``), read-only."""
+    return _load(Path(path), field)
 
 
 def _load(path: Path, field: str) -> np.ndarray:

@@ -268,23 +268,34 @@ class PathLoss:
     """
 
     def __init__(self, positions_m: np.ndarray, *, reference_gain: float, reference_distance_m: float,
-                 exponent: float, shadowing_db: float, per_round: bool, rng: np.random.Generator):
+                 exponent: float, shadowing_db: float, per_round: bool, rng: np.random.Generator,
+                 origins_m: np.ndarray | None = None, shadow_db: np.ndarray | None = None):
         self.reference_gain, self.reference_distance_m = float(reference_gain), float(reference_distance_m)
         self.exponent = float(exponent)
+        # where each device's base station is (several cells: its serving site; default the origin)
+        self.origins_m = None if origins_m is None else np.asarray(origins_m, dtype=float).reshape(-1, 2)
         self.move(positions_m)
         self.shadowing_db = float(shadowing_db)
         self.per_round = per_round
         n = self.distances_m.size
-        self.device_shadow_db = (np.zeros(n) if per_round or shadowing_db == 0
-                                 else rng.normal(0.0, shadowing_db, n))
+        if shadow_db is not None:  # drawn by whoever placed the devices (to every site, for association)
+            self.device_shadow_db = np.asarray(shadow_db, dtype=float)
+        else:
+            self.device_shadow_db = (np.zeros(n) if per_round or shadowing_db == 0
+                                     else rng.normal(0.0, shadowing_db, n))
 
     def move(self, positions_m: np.ndarray) -> None:
         """The devices are now at ``positions_m`` (N, 2): distances and distance gains follow (a
         device's shadowing stays its own)."""
         self.positions_m = np.asarray(positions_m, dtype=float).reshape(-1, 2)
-        self.distances_m = np.hypot(self.positions_m[:, 0], self.positions_m[:, 1])
-        d = np.maximum(self.distances_m, self.reference_distance_m)
-        self.distance_gain = self.reference_gain * (d / self.reference_distance_m) ** (-self.exponent)
+        offset = self.positions_m if self.origins_m is None else self.positions_m - self.origins_m
+        self.distances_m = np.hypot(offset[:, 0], offset[:, 1])
+        self.distance_gain = self.gain_at(self.distances_m)
+
+    def gain_at(self, distances_m: np.ndarray) -> np.ndarray:
+        """The distance gain reference_gain x (max(d, d0) / d0)^-exponent at ``distances_m``."""
+        d = np.maximum(distances_m, self.reference_distance_m)
+        return self.reference_gain * (d / self.reference_distance_m) ** (-self.exponent)
 
     def scale(self, rng: np.random.Generator, devices: np.ndarray | None = None) -> np.ndarray:
         """This round's large-scale gain of every device (or of ``devices``)."""
@@ -312,9 +323,11 @@ class PathLossChannel(Channel):
     The fading's gain floor applies to |h|^2 before path loss, so it stays a relative deep-fade clip.
     """
 
-    def __init__(self, fading, path_loss: PathLoss, mobility=None):
+    def __init__(self, fading, path_loss: PathLoss, mobility=None, sites=None, serving: np.ndarray | None = None):
         self.fading, self.path_loss = fading, path_loss
         self.mobility = mobility if mobility is not None and mobility.moving else None
+        # several cells (wirelessfl.network): the sites, and the cell serving each device
+        self.sites, self.serving = sites, serving
 
     def set_time(self, time_s: float) -> None:
         """Moving devices (wirelessfl.mobility): the path loss of their positions at ``time_s``."""
@@ -437,6 +450,8 @@ def build_channel(scenario, rng: np.random.Generator | None = None) -> Channel:
     num_devices = scenario.devices.count
     if rng is None:
         raise ValueError("path loss needs an rng to place the devices and draw their shadowing")
+    if scenario.network.cells > 1:
+        return _cellular_channel(scenario, fading, rng)
     positions = (np.asarray(cfg.positions_m, dtype=float) if cfg.positions_m
                  else cell_positions(num_devices, cfg.cell_radius_m, rng))
     path_loss = PathLoss(positions,
@@ -447,6 +462,32 @@ def build_channel(scenario, rng: np.random.Generator | None = None) -> Channel:
     mobility = (Mobility(positions, cfg.cell_radius_m, dc.speed_mps, dc.mobility, scenario.seed)
                 if dc.mobility != "static" else None)
     return PathLossChannel(fading, path_loss, mobility)
+
+
+def _cellular_channel(scenario, fading, rng: np.random.Generator) -> PathLossChannel:
+    """Several cells (wirelessfl.network): the sites, the devices placed among them (or at
+    channel.positions_m), shadowing drawn to every site, each device served by its nearest or
+    strongest site, and its path loss to that site."""
+    from .network import associate, build_sites, place_devices
+
+    cfg, net, n = scenario.channel, scenario.network, scenario.devices.count
+    sites = build_sites(net)
+    positions = (np.asarray(cfg.positions_m, dtype=float) if cfg.positions_m
+                 else place_devices(n, sites, net.placement, rng))
+    offsets = positions[:, None, :] - sites.positions_m[None, :, :]
+    distances = np.hypot(offsets[..., 0], offsets[..., 1])  # (N, C)
+    per_device = cfg.shadowing == "per_device" and cfg.shadowing_db > 0
+    shadow = rng.normal(0.0, cfg.shadowing_db, distances.shape) if per_device else np.zeros(distances.shape)
+    path_loss = PathLoss(positions, reference_gain=10.0 ** (cfg.reference_gain_db / 10.0),
+                         reference_distance_m=cfg.reference_distance_m, exponent=cfg.path_loss_exponent,
+                         shadowing_db=cfg.shadowing_db, per_round=cfg.shadowing == "per_round", rng=rng,
+                         origins_m=np.zeros((n, 2)), shadow_db=np.zeros(n))
+    mean_gains = path_loss.gain_at(distances) * 10.0 ** (shadow / 10.0)
+    serving = associate(distances, mean_gains, net.association)
+    path_loss.origins_m = sites.positions_m[serving]
+    path_loss.device_shadow_db = shadow[np.arange(n), serving]
+    path_loss.move(positions)
+    return PathLossChannel(fading, path_loss, None, sites=sites, serving=serving)
 
 
 # The link and the access schemes live in wirelessfl.access (link.access names a part of its own);

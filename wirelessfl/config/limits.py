@@ -27,7 +27,7 @@ MAX_IDLE_STEPS = 1_000_000
 aggregations (run.rounds, no time budget) stops as stalled: it would never reach its count."""
 MAX_LOSSES_IN_A_ROW = 100
 """Tasks per device lost (to empty batteries, to missed models) with no aggregation in between after
-which a run that only counts aggregations stops as stalled (wirelessfl.sim.loss_streak)."""
+which a run that only counts aggregations stops as stalled (wirelessfl.sim.stalls)."""
 
 SPEED_OF_LIGHT = 299_792_458.0
 _RATE = f"at most {MAX_EVENTS_PER_SECOND:,} a simulated second"

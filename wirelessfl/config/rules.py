@@ -5,6 +5,8 @@ import dataclasses
 import math
 import os
 
+import numpy as np
+
 from ..fields import ConfigError, require_memory
 from ..plugins import KINDS
 from .limits import check_rates
@@ -27,6 +29,7 @@ def cross_check(s) -> None:
         raise ConfigError("link.errors = 'outage': needs link.rate_bps (at the adaptive rate the capacity always "
                           "suffices, so nothing would fail)")
     _check_downlink(s)
+    _check_network(s)
     if s.devices.mobility != "static":
         _check_mobility(s)
     _check_upload_channel(s)
@@ -129,6 +132,47 @@ def _check_downlink(s) -> None:
         raise ConfigError(f"link.downlink_miss = 'stale': protocol.name = {s.protocol.name!r} trains a round's devices "
                           "from the current model in one call; use 'wait', or an event protocol (semi_sync, fedbuff, "
                           "fedasync)")
+
+
+def _check_network(s) -> None:
+    """Several cells need path loss (the sites are where the devices' gains come from), sites for every
+    cell, and, until they are modelled, no interference (cells on one sub-band), no handover (moving
+    devices) and no scheme whose uplink is not one cell's alone."""
+    net = s.network
+    if net.sites_file is not None and net.layout != "file":
+        raise ConfigError(f"network.sites_file: set it exactly when network.layout = 'file' (it is {net.layout!r})")
+    if net.layout == "file":
+        if net.sites_file is None:
+            raise ConfigError("network.layout = 'file': needs network.sites_file (CSV or .npy, one x, y row per site)")
+        from ..traces import read_table
+
+        sites = read_table(net.sites_file, "network.sites_file")
+        if sites.ndim != 2 or sites.shape[1] != 2 or not np.isfinite(sites).all():
+            raise ConfigError(f"network.sites_file = {str(net.sites_file)!r}: must hold one finite x, y row (metres) "
+                              f"per site; it has shape {sites.shape}")
+        count = len(sites)
+        if count != net.cells:
+            raise ConfigError(f"network.sites_file = {str(net.sites_file)!r} has {count} sites: must have one per cell "
+                              f"(network.cells = {net.cells})")
+    if net.cells == 1:
+        return
+    require_memory("network.cells", net.cells, 32.0 * net.cells * s.devices.count,
+                   f"{net.cells} cells x {s.devices.count} devices (distances and gains to every site)")
+    if not s.channel.path_loss:
+        raise ConfigError(f"network.cells = {net.cells}: needs channel.path_loss = true (a device's gain comes from "
+                          "its distance to the site serving it)")
+    if net.cells > net.reuse:
+        raise ConfigError(f"network.cells = {net.cells} with network.reuse = {net.reuse}: cells on one sub-band would "
+                          "interfere, which is not modelled yet; set network.reuse >= network.cells (3 or 7)")
+    if s.devices.mobility != "static":
+        raise ConfigError(f"devices.mobility = {s.devices.mobility!r} with network.cells = {net.cells}: moving devices "
+                          "need handover between cells, which is not modelled yet; use 'static'")
+    access = s.part("access")
+    if access.over_the_air or access.contention:
+        raise ConfigError(f"link.access = {s.link.access!r} with network.cells = {net.cells}: "
+                          + ("an over-the-air sum is one cell's" if access.over_the_air else
+                             "random access keeps counters of the whole band")
+                          + "; use tdma, tdma_slotted, fdma, ofdma or dedicated")
 
 
 def _check_battery(s) -> None:

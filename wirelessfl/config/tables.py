@@ -371,6 +371,32 @@ REBUILD = _Rebuild()
 
 
 @dataclass(frozen=True)
+class NetworkConfig:
+    """Cells: base stations (sites), each a cell with its own band and its own instance of the access
+    scheme; devices placed among them and served by one (docs/networks.md). One cell, the default, is
+    the single uplink of channel.cell_radius_m around the origin."""
+
+    cells: int = option(1, ge=1, le=10_000, doc="number of sites (cells); 1: one cell at the origin")
+    layout: str = option("hex", choices=("hex", "line", "file"),
+                         doc="where the sites are: hex (a hexagonal grid, rings around the origin), line "
+                             "(along x, centred on the origin) or file (sites_file)")
+    inter_site_m: float = option(500.0, gt=0, doc="distance between neighbouring sites (hex, line)")
+    sites_file: FilePath | None = option(None, doc="layout = 'file': CSV or .npy of one x, y row (metres) per site")
+    cell_radius_m: float | None = option(None, gt=0, doc="radius of the disc a cell's devices are placed in "
+                                         "(placement = 'per_cell'; default: inter_site_m / sqrt(3), the "
+                                         "hexagon's corner)")
+    placement: str = option("per_cell", choices=("per_cell", "uniform"),
+                            doc="where the devices are: per_cell (device n uniform in the disc of site n mod "
+                                "cells) or uniform (uniform over the union of the sites' discs)")
+    association: str = option("nearest", choices=("nearest", "strongest"),
+                              doc="the cell serving a device: its nearest site, or the one of strongest mean "
+                                  "gain (path loss and shadowing to each site)")
+    reuse: int = option(1, choices=(1, 3, 7), doc="frequency reuse: the band in this many sub-bands, each cell "
+                        "on one (B / reuse, N0 / reuse), neighbours on different ones where the layout "
+                        "allows; cells on one sub-band interfere")
+
+
+@dataclass(frozen=True)
 class Scenario:
     """One fully resolved simulation, or a family of them through variants and sweep."""
 
@@ -385,6 +411,7 @@ class Scenario:
     protocol: ProtocolConfig = field(default_factory=ProtocolConfig)
     scheduler: SchedulerConfig = field(default_factory=SchedulerConfig)
     learning: LearningConfig = field(default_factory=LearningConfig)
+    network: NetworkConfig = field(default_factory=NetworkConfig)
     variants: tuple[tuple[str, tuple[tuple[str, Any], ...]], ...] = ()
     sweep: tuple[tuple[str, tuple[Any, ...]], ...] = ()
 
@@ -458,7 +485,8 @@ class Scenario:
 
 SPECIAL = ("variants", "sweep")
 TABLES = {"run": RunConfig, "channel": ChannelConfig, "link": LinkConfig, "devices": DevicesConfig,
-          "protocol": ProtocolConfig, "scheduler": SchedulerConfig, "learning": LearningConfig}
+          "protocol": ProtocolConfig, "scheduler": SchedulerConfig, "learning": LearningConfig,
+          "network": NetworkConfig}
 
 
 @dataclass(frozen=True)

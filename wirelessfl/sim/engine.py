@@ -29,6 +29,7 @@ from ..battery import Battery
 from ..des.clock import Clock
 from ..devices import ComputeModel, MarkovAvailability, TraceAvailability
 from ..fading import BlockFading
+from ..network import Cells
 from ..participation import ExcludedAvailability
 from ..scheduling.base import Decision, ReportRequest, Reports, Scheduler
 from ..wireless import Channel
@@ -97,7 +98,9 @@ class Parts:
     takes time (nobody scheduled, no downlink); fading: the channel within an upload (None: it does
     not change during one); battery: the devices' batteries (wirelessfl.battery; also the
     availability model, then) or None; downlink: the timed downlink (link.downlink 'broadcast' or
-    'unicast'; None: every model arrives after downlink_s) and downlink_bits the model it sends.
+    'unicast'; None: every model arrives after downlink_s) and downlink_bits the model it sends; cells:
+    several cells (wirelessfl.network), each with its own access scheme (``access`` is the first, which
+    schedulers price airtime with: the cells' are alike), or None.
     """
 
     channel: Channel
@@ -115,6 +118,7 @@ class Parts:
     battery: Battery | None = None
     downlink: Downlink | None = None
     downlink_bits: float = 0.0
+    cells: Cells | None = None
 
 
 @dataclass
@@ -163,7 +167,8 @@ def parts_state(parts: Parts) -> dict:
     availability, access_state = parts.availability, getattr(parts.access, "state_dict", None)
     return {"channel": parts.channel.state_dict(),
             "availability": availability.state_dict() if availability is not None else None,
-            "access": access_state() if access_state is not None else {}}
+            "access": access_state() if access_state is not None else {},
+            **({"cells": parts.cells.state_dict()} if parts.cells is not None else {})}
 
 
 def load_parts_state(parts: Parts, state: dict) -> None:
@@ -174,6 +179,8 @@ def load_parts_state(parts: Parts, state: dict) -> None:
         parts.availability.load_state(state["availability"])
     if state.get("access") and hasattr(parts.access, "load_state"):
         parts.access.load_state(state["access"])
+    if parts.cells is not None and "cells" in state:
+        parts.cells.load_state(state["cells"])
 
 
 STREAMS = ("channel", "selection", "compute", "availability", "round_type", "link", "fading", "downlink")
@@ -268,10 +275,12 @@ class Engine:
         piggy_s = piggyback_s(p.access, opening)
         delivered = attempts = None
         if self._packets:  # packets retried at the round's gain; some uploads may be lost
-            airtime, attempts, delivered = self._send(bits, gains[selected], power)
+            airtime, attempts, delivered = self._send(selected, bits, gains[selected], power)
         elif p.fading is not None:  # the channel changes every coherence time of a long upload
             airtime = p.access.on_air_s(p.fading.upload_times(bits, gains[selected], power, selected,
                                                               self.streams["fading"]))
+        elif p.cells is not None:  # each device in its own cell
+            airtime = p.cells.airtime_s(selected, bits, gains[selected], power)
         else:
             airtime = p.access.airtime_s(bits, gains[selected], power)
 
@@ -305,7 +314,8 @@ class Engine:
                                                                          airtime, power)
         # every selected device computes from its start on; the access scheme queues their uploads
         ready = starts + comp
-        uplink = p.access.schedule(ready, airtime, deadline_at)
+        uplink = (p.access.schedule(ready, airtime, deadline_at) if p.cells is None
+                  else p.cells.schedule(selected, ready, airtime, deadline_at))
         if uplink.on_air_s is not None:  # contention decided each device's time on the air (random access)
             airtime, attempts = uplink.on_air_s, uplink.attempts
         end_s = uplink.end_s if delivery is None else max(uplink.end_s, t_start + downlink_s)
@@ -357,13 +367,27 @@ class Engine:
         p = self.parts
         return p.availability.step(self.streams["availability"]) if p.availability is not None else None
 
-    def _send(self, bits, gains: np.ndarray, power: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    def _send(self, selected: np.ndarray, bits, gains: np.ndarray,
+              power: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Each selected device's upload in packets at the round's gain, from the "link" stream: (time
-        on the air, transmissions, whether it got through). On a channel of its own
-        (wirelessfl.access.Link.send on the scheme's upload link, each transmission holding it for
-        ``on_air_s``); on a shared band at the device's rate on the round's split of it, with its
-        errors drawn at that share's SNR (as the closed form splits the band for the whole round)."""
-        access, rng = self.parts.access, self.streams["link"]
+        on the air, transmissions, whether it got through); with several cells, each cell's devices on
+        its own scheme, cell after cell."""
+        cells = self.parts.cells
+        if cells is None:
+            return self._send_in(self.parts.access, bits, gains, power)
+        airtime, attempts, delivered = (np.empty(len(selected)), np.empty(len(selected), dtype=np.int64),
+                                        np.empty(len(selected), dtype=bool))
+        for c, idx in cells.members(selected):
+            b = bits if np.ndim(bits) == 0 else np.asarray(bits)[idx]
+            airtime[idx], attempts[idx], delivered[idx] = self._send_in(cells.accesses[c], b, gains[idx], power[idx])
+        return airtime, attempts, delivered
+
+    def _send_in(self, access, bits, gains: np.ndarray, power: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The uploads of devices sharing ``access``: on a channel of its own (wirelessfl.access.Link.send
+        on the scheme's upload link, each transmission holding it for ``on_air_s``); on a shared band at
+        the device's rate on the round's split of it, with its errors drawn at that share's SNR (as the
+        closed form splits the band for the whole round)."""
+        rng = self.streams["link"]
         bits = np.broadcast_to(bits, gains.shape).tolist()
         if access.solo_uploads:
             link = access.upload_link()
@@ -394,9 +418,16 @@ class Engine:
         if senders.size == 0:
             return 0.0, 0.0
         power = decision.power[senders]
-        airtime = self.parts.access.airtime_s(pre_bits[senders], gains[senders], power)
+        p = self.parts
         start = self.env.now
-        if self.parts.access.concurrent:
+        if p.cells is not None:  # each cell's reports on its own band, the cells at once
+            airtime = p.cells.airtime_s(senders, pre_bits[senders], gains[senders], power)
+            took = max(float(airtime[idx].max() if p.access.concurrent else airtime[idx].sum())
+                       for _, idx in p.cells.members(senders))
+            yield self.env.timeout(took)
+            return self.env.now - start, float(np.sum(power * airtime))
+        airtime = p.access.airtime_s(pre_bits[senders], gains[senders], power)
+        if p.access.concurrent:
             yield self.env.timeout(float(airtime.max()))
         else:  # the band is free (nobody computes yet): one after another
             for a in airtime.tolist():

@@ -32,8 +32,9 @@ so that every pending event lands at the same time and in the same order (wirele
 Modules: this one (the run, the processes, losses, timers, aggregation), dispatcher.py (starting
 devices), rounds.py (the round machinery of round-based protocols), flight.py (an update's and a
 round's data), drain.py (batteries in continuous time), last_models.py (stale starts after a missed
-model), event_state.py (checkpoints); the uplinks are the access schemes' own (wirelessfl.access, each
-scheme's ``event_uplink``), the clock is wirelessfl.des.clock (absolute times and event order).
+model), stalls.py (runs that would never end), event_state.py (checkpoints); the uplinks are the
+access schemes' own (wirelessfl.access, each scheme's ``event_uplink``; one per cell with several,
+wirelessfl.network), the clock is wirelessfl.des.clock (absolute times and event order).
 """
 from __future__ import annotations
 
@@ -56,7 +57,7 @@ from .timers import Timers
 from .event_state import engine_state, load_engine_state, restore
 from .flights import Flights
 from .last_models import LastModels
-from .loss_streak import LossStreak
+from .stalls import LossStreak, check_idle
 from .flight import ARRIVED, COMPUTE, DOWNLINK, FINISHED, WAITING, Round, Update
 from .rounds import RoundDriver
 
@@ -135,7 +136,8 @@ class EventEngine:
         """Run until the stop rule fires (from where ``load_state`` left it, if it was called)."""
         env = self.env = Clock(initial_time=self.start_s)
         self.store = simpy.Store(env)
-        self.uplink = self.parts.access.event_uplink(self)
+        cells = self.parts.cells  # several cells: each its own uplink
+        self.uplink = (self.parts.access if cells is None else cells).event_uplink(self)
         self.server.use_uplink(self.uplink)
         self._done = env.event()
         self.timers.start(env)
@@ -277,10 +279,7 @@ class EventEngine:
         if downlink is not None:
             u.downlink_attempts, u.received = int(downlink[1]), bool(downlink[2])
             if self.last_models is not None and not report:
-                if u.received:
-                    self.last_models.received(device, self.version, self.learner.params if self.learner else None)
-                else:  # it trains from the last model it got: its update is as stale as that model
-                    u.version, u.start = self.last_models.last(device)
+                self.last_models.start(u, self.version, self.learner.params if self.learner else None)
         if waiting:  # its computation starts when the round's reports are up
             u.phase, u.compute_start_s, u.compute_end_s = WAITING, math.nan, math.nan
         self.flights.flying[u.seq] = u
@@ -391,28 +390,11 @@ class EventEngine:
         self.availability.advance()
         self.dispatcher.fill()
         if self.stop.time_budget_s is None:  # only aggregations end the run: stop one that has none to come
-            self._check_stall()
+            check_idle(self)
 
     def stall(self, message: str) -> None:
         """Stop the run as stalled, with ``message`` (one line)."""
         raise EventStall(message)
-
-    def _check_stall(self) -> None:
-        """EventStall when no device has been in flight for MAX_IDLE_STEPS availability steps in a row."""
-        from ..config import limits
-
-        idle = self.availability.count_idle(not self.flights.flying)
-        battery = self.parts.battery
-        if battery is not None and not self.flights.flying and battery.exhausted:
-            raise EventStall(f"devices: every battery is below devices.battery_threshold and devices.harvest = 'none' "
-                             f"refills none (t = {self.env.now:.6g} s, {self.version} aggregations of run.rounds = "
-                             f"{self.stop.rounds}); set run.time_budget_s, or a harvest")
-        if idle >= limits.MAX_IDLE_STEPS:
-            raise EventStall(f"devices: no device was in flight for {idle:,} availability steps in a row (t = "
-                             f"{self.env.now:.6g} s, {self.version} aggregations of run.rounds = {self.stop.rounds}): "
-                             "none could be dispatched (devices.p_off_to_on, devices.availability_trace, the "
-                             "batteries' harvest_*, the scheduler's dispatch rule); set run.time_budget_s, or make "
-                             "devices available")
 
     # --- timers ------------------------------------------------------------------------------
 

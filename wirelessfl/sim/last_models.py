@@ -31,6 +31,14 @@ class LastModels:
         if not (self.version == old).any():  # nobody holds it any more
             del self.models[old]
 
+    def start(self, u, version: int, model: Any) -> None:
+        """The task ``u`` starts: the device got ``model`` (the server's ``version``), or, when it
+        missed it, trains from the last model it got and is as stale as that model."""
+        if u.received:
+            self.received(u.device, version, model)
+        else:
+            u.version, u.start = self.last(u.device)
+
     def last(self, device: int) -> tuple[int, Any]:
         """(version, model) of the last model ``device`` received."""
         version = int(self.version[device])

@@ -60,7 +60,7 @@ class Recorder:
 
     def __init__(self, num_devices: int, out_dir: Path | None = None, keep_device_arrays: bool = True,
                  positions=None, p_bar: float = math.nan, part_columns: tuple = (), downlink: bool = False,
-                 time_budget_s: float | None = None):
+                 time_budget_s: float | None = None, cells: np.ndarray | None = None):
         self.num_devices = num_devices
         # moving devices: where they are at each record (a callable giving (N, 2) metres), kept in
         # decisions.h5 and averaged into devices.csv's distance_m
@@ -79,7 +79,7 @@ class Recorder:
         self.out_dir = out_dir
         self.arrays = (DeviceArrays(out_dir / DECISIONS, num_devices, extra={"positions": (2,)} if positions else None)
                        if keep_device_arrays and out_dir is not None else None)
-        self.updates = UpdateLog(out_dir / "updates.csv" if out_dir is not None else None, downlink)
+        self.updates = UpdateLog(out_dir / "updates.csv" if out_dir is not None else None, downlink, cells)
         self.downlink = downlink  # the downlink is timed: updates.csv has its columns
         # rounds.csv's running digest: a checkpoint holds it, a resume checks the file against it
         self.round_digest = FileDigest(out_dir / "rounds.csv" if out_dir is not None else None)

@@ -24,6 +24,8 @@ from ..plugins import PartError, registry
 from ..battery import build_battery
 from ..devices import WorkScaledCompute, build_availability
 from ..access import Downlink, check_scheme
+from ..network.cells import build_cells, cell_radio
+from .cell_summary import cell_columns, cell_rows
 from ..access.base import AccessScheme
 from ..fading import block_fading
 from ..scheduling.base import check_frequency_choice
@@ -97,9 +99,9 @@ class RunResult:
     a folder keeps neither in memory); a run without a folder hands them over."""
 
     def __init__(self, rounds: pd.DataFrame | None, evals: pd.DataFrame, devices: pd.DataFrame, summary: dict,
-                 run_dir: Path | None = None, update_rows: list | None = None):
+                 run_dir: Path | None = None, update_rows: list | None = None, update_columns: list | None = None):
         self._rounds, self.evals, self.devices, self.summary = rounds, evals, devices, summary
-        self.run_dir, self.update_rows = run_dir, update_rows
+        self.run_dir, self.update_rows, self.update_columns = run_dir, update_rows, update_columns
 
     def __repr__(self) -> str:
         return f"RunResult({self.summary.get('name')!r}, status={self.summary.get('status')!r}, run_dir={self.run_dir})"
@@ -113,16 +115,14 @@ class RunResult:
 
     @property
     def updates(self) -> pd.DataFrame:
-        """updates.csv as a DataFrame (columns wirelessfl.sim.records.UPDATE_COLUMNS, and
-        DOWNLINK_COLUMNS when the downlink is timed)."""
+        """updates.csv as a DataFrame (columns wirelessfl.sim.records.UPDATE_COLUMNS, then those of a
+        timed downlink and of several cells where the run has them: wirelessfl.sim.update_log)."""
         import pandas as pd
 
         from .records import UPDATE_COLUMNS
-        from .update_log import DOWNLINK_COLUMNS
 
         if self.update_rows is not None:
-            timed = bool(self.update_rows) and len(self.update_rows[0]) > len(UPDATE_COLUMNS)
-            return pd.DataFrame(self.update_rows, columns=UPDATE_COLUMNS + DOWNLINK_COLUMNS if timed else UPDATE_COLUMNS)
+            return pd.DataFrame(self.update_rows, columns=self.update_columns or UPDATE_COLUMNS)
         path = self.run_dir / "updates.csv" if self.run_dir is not None else None
         if path is None or not path.exists() or path.stat().st_size == 0:
             return pd.DataFrame(columns=UPDATE_COLUMNS)
@@ -193,9 +193,12 @@ class Run:
                                          factor=self.algorithm.compute_factor)
         self.battery = build_battery(scenario)
         availability, self.excluded = self._availability()
-        downlink, down_bits = Downlink(scenario.link), self.bits * self.algorithm.broadcast_vectors
+        radio = cell_radio(scenario)  # the link as one cell has it (its sub-band, with several cells)
+        downlink, down_bits = Downlink(radio.link), self.bits * self.algorithm.broadcast_vectors
         self.protocol = scenario.part("protocol").from_scenario(scenario, scenario.options("protocol"))
-        access = scenario.part("access").from_scenario(scenario, scenario.options("access"))
+        cells = build_cells(scenario, self.channel)
+        access = (scenario.part("access").from_scenario(scenario, scenario.options("access")) if cells is None
+                  else cells.accesses[0])
         check_scheme(access, f"link.access = {scenario.link.access!r}", self.protocol.event_driven)
         parts = Parts(channel=self.channel, compute=self.compute, scheduler=self.scheduler, algorithm=self.algorithm,
                       access=access,
@@ -204,10 +207,12 @@ class Run:
                       downlink_s=downlink.fixed_s if downlink.timed else downlink.fixed_time_s(down_bits),
                       downlink=downlink if downlink.timed else None, downlink_bits=down_bits,
                       availability=availability, round_deadline_s=rc.round_deadline_s, idle_round_s=rc.idle_round_s,
-                      fading=block_fading(scenario, self.channel, access.upload_link()), battery=self.battery)
+                      fading=block_fading(scenario, self.channel, access.upload_link()), battery=self.battery,
+                      cells=cells)
         # per-device arrays are per round decision: the dispatch protocols have none
         decisions = not self.protocol.event_driven or self.protocol.round_based
         self.recorder = Recorder(n, run_dir, keep_device_arrays=rc.record_devices and decisions, downlink=downlink.timed,
+                                 cells=None if cells is None else cells.serving,
                                  time_budget_s=rc.time_budget_s if rc.rounds is None else None,
                                  positions=self.channel.positions_m if moving(self.channel) else None,
                                  p_bar=scenario.link.p_bar, part_columns=part_columns(self.channel, access, self.battery))
@@ -399,13 +404,24 @@ class Run:
         rounds = pd.DataFrame(rec.rounds, columns=rec.round_columns) if rec.rounds is not None else None
         return RunResult(rounds=rounds,
                          evals=pd.DataFrame(rec.evals), devices=pd.DataFrame(devices),
-                         summary=summary, run_dir=self.run_dir, update_rows=rec.updates.rows_in_memory())
+                         summary=summary, run_dir=self.run_dir, update_rows=rec.updates.rows_in_memory(),
+                         update_columns=rec.updates.columns)
 
     def _busy_s(self) -> float:
         """How long the uplink carried a model upload: the sync rounds' (recorded with their rows)
         and the event engine's (kept as uploads go on and off the air)."""
         busy = getattr(self.engine, "busy", None)
         return self.recorder.update_stats.get("busy_s", 0.0) + (busy.busy_s(float(self.engine.now)) if busy else 0.0)
+
+    def _updates_frame(self):
+        """updates.csv as written so far (in memory, or read back from the run folder)."""
+        import pandas as pd
+
+        rec = self.recorder
+        rows = rec.updates.rows_in_memory()
+        if rows is not None:
+            return pd.DataFrame(rows, columns=rec.updates.columns)
+        return pd.read_csv(self.run_dir / "updates.csv")
 
     def _close(self, wall_time_s: float, status: str, error: str | None,
                error_log: str | None = None) -> tuple[dict, dict]:
@@ -420,12 +436,18 @@ class Run:
             extra = channel_columns(self.channel, sc.devices.count, f"channel.model = {sc.part_name('channel')!r}")
         if self.battery is not None:
             extra = {**(extra or {}), **self.battery.device_columns()}
+        cells = self.engine.parts.cells
+        if cells is not None:
+            extra = {**(extra or {}), **cell_columns(cells, self.channel.positions_m())}
         devices = rec.device_table(sigma_profile(sc.channel, sc.devices.count), extra)
         summary = summarise(sc, rec.totals, rec.evals, devices, wall_time_s=wall_time_s, model_bits=self.bits,
                             updates={**rec.update_stats, "outcomes": rec.outcomes, "busy_s": self._busy_s()},
                             sim_time_s=self.engine.now,
                             power_settled=rec.power.settled_round)
         summary.update(status=status, error=error)
+        if cells is not None:
+            rec.flush()
+            summary["cells"] = cell_rows(cells, self._updates_frame(), float(self.engine.now))
         if error_log is not None:
             summary["error_log"] = error_log  # the traceback, in the run folder
         # incomplete participation (docs/papers/safari.md): who could never take part, and the capacity

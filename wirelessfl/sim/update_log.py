@@ -10,7 +10,7 @@ import numpy as np
 
 from ..files import FileDigest, open_append, truncate_file, write_atomic
 
-__all__ = ["DOWNLINK_COLUMNS", "OUTCOMES", "UPDATE_COLUMNS", "UpdateLog"]
+__all__ = ["CELL_COLUMNS", "DOWNLINK_COLUMNS", "OUTCOMES", "UPDATE_COLUMNS", "UpdateLog"]
 
 UPDATE_COLUMNS = ["update", "device", "version_started", "dispatch_s", "compute_end_s", "tx_start_s", "tx_end_s",
                   "version_applied", "staleness", "outcome", "energy_j", "compute_energy_j", "airtime_s", "gain",
@@ -30,10 +30,13 @@ DOWNLINK_COLUMNS = ["downlink_s", "downlink_attempts", "received"]
 seconds from the dispatch (the round's start) until the model reached the device, or until the last
 transmission it missed; the model's transmissions to it; 1 if it got the model (0: it missed it and
 waited, outcome "downlink", or trained from the last model it had, link.downlink_miss = "stale")."""
+CELL_COLUMNS = ["cell"]
+"""Added to updates.csv (after any DOWNLINK_COLUMNS) with several cells (network.cells > 1): the cell
+that served the upload."""
 
 
 _ROW = "%d,%d,%d,%s,%s,%s,%s,%s,%s,%.12g,%.12g,%.12g,%.12g,%.12g,%s,%d\n"
-_DOWNLINK_ROW = _ROW[:-1] + ",%.12g,%d,%d\n"
+_DOWNLINK_PART, _CELL_PART = ",%.12g,%d,%d", ",%d"
 """An updates.csv row (UPDATE_COLUMNS; version_applied and staleness come as one cell). Times
 (dispatch_s, compute_end_s, tx_start_s, tx_end_s, lost_s) are written in full, the shortest form
 that reads back as the same float, as rounds.csv writes t_start and t_end, so the two files join on
@@ -45,7 +48,7 @@ def _round_rows(item: tuple) -> list[tuple]:
     """The UPDATE_COLUMNS rows of a sync round written by UpdateLog.write_round (version_applied and
     staleness NaN where not applied)."""
     first, devices, version, dispatch_s, ready, tx_start, tx_end, airtime, arrived, energy, compute_energy, gain, \
-        power, end_s, attempts, emptied_s, downlink = item
+        power, end_s, attempts, emptied_s, downlink, cells = item
     full_end = (tx_start + airtime if tx_end is None else tx_end).tolist()
     ready, start, air, ok, energy, compute_energy, gain, power = (
         a.tolist() for a in (ready, tx_start, airtime, arrived, energy, compute_energy, gain, power))
@@ -73,6 +76,8 @@ def _round_rows(item: tuple) -> list[tuple]:
     if downlink is not None:
         rows = [(*row, seconds, tries, got) for row, seconds, tries, got in
                 zip(rows, downlink.seconds.tolist(), downlink.attempts.tolist(), [int(r) for r in received])]
+    if cells is not None:
+        rows = [(*row, cell) for row, cell in zip(rows, cells[devices].tolist())]
     return rows
 
 
@@ -98,10 +103,12 @@ class UpdateLog:
     CHUNK = 1024
     """Rows formatted and written at once (a flush, a checkpoint or the end writes the rest)."""
 
-    def __init__(self, path: Path | None, downlink: bool = False):
+    def __init__(self, path: Path | None, downlink: bool = False, cells: np.ndarray | None = None):
         self.path = path
-        self.columns = UPDATE_COLUMNS + DOWNLINK_COLUMNS if downlink else UPDATE_COLUMNS  # the downlink's when timed
-        self._row = _DOWNLINK_ROW if downlink else _ROW
+        # the downlink's columns when it is timed, the cell's with several (``cells``: each device's)
+        self.columns = UPDATE_COLUMNS + (DOWNLINK_COLUMNS if downlink else []) + (CELL_COLUMNS if cells is not None else [])
+        self._row = _ROW[:-1] + (_DOWNLINK_PART if downlink else "") + (_CELL_PART if cells is not None else "") + "\n"
+        self.cells = cells
         self.rows = 0
         self.in_memory: list[tuple] | None = [] if path is None else None
         self._fh = None
@@ -123,6 +130,8 @@ class UpdateLog:
         ``downlink``: its DOWNLINK_COLUMNS when the downlink is timed."""
         self.rows += 1
         applied = version_applied >= 0
+        if self.cells is not None:
+            downlink = (*downlink, int(self.cells[device]))
         if self.in_memory is not None:
             self.in_memory.append((update, device, version_started, dispatch_s, compute_end_s, tx_start_s, tx_end_s,
                                    version_applied if applied else math.nan,
@@ -156,14 +165,15 @@ class UpdateLog:
         self.rows += len(devices)
         dispatch_s, end_s = float(dispatch_s), float(end_s)  # times in full: 0 is written 0.0, as the event rows'
         item = (first, devices, version, dispatch_s, ready, tx_start, tx_end, airtime, arrived, energy, compute_energy,
-                gain, power, end_s, attempts, emptied_s, downlink)
+                gain, power, end_s, attempts, emptied_s, downlink, self.cells)
         if self.in_memory is not None:
             self.in_memory.append(item)
         if self._fh is None:
             return
         if self._pending:
             self._write_pending()
-        if tx_end is None and attempts is None and downlink is None and arrived.all():  # the usual round: all in, once
+        if tx_end is None and attempts is None and downlink is None and self.cells is None and arrived.all():
+            # the usual round: every upload in, once
             ready, start, air, energy, compute_energy, gain, power = (
                 a.tolist() for a in (ready, tx_start, airtime, energy, compute_energy, gain, power))
             cell = f"{version},0"

@@ -1,0 +1,46 @@
+"""network.png: the map of a run with several cells (wirelessfl.network): the sites, each device
+where it is, coloured by the cell serving it and sized by the updates it started."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from .plots import _save, plt
+from .run import RunResult
+
+__all__ = ["plot_network"]
+
+
+def plot_network(runs: dict[str, RunResult], out_dir: str | Path, title: str | None = None) -> Path | None:
+    """network.png, one map per run with several cells (None when no run has them): each site a
+    black triangle labelled with its cell and sub-band, each device a dot in its cell's colour, its
+    area proportional to the updates it started, and each cell's uplink utilisation in the legend."""
+    runs = {name: run for name, run in runs.items() if run.summary.get("cells")}
+    if not runs:
+        return None
+    # one map: its legend on the right; several: each legend under its map
+    fig, axes = plt.subplots(1, len(runs), figsize=(8.5, 5.2) if len(runs) == 1 else (5.2 * len(runs), 6.4),
+                             squeeze=False)
+    for ax, (name, run) in zip(axes[0], runs.items()):
+        cells, devices = run.summary["cells"], run.devices
+        most = max(float(devices["selections"].max()), 1.0)
+        for row in cells:
+            mine = devices[devices["cell"] == row["cell"]]
+            colour = f"C{row['cell'] % 10}"
+            ax.scatter(mine["x_m"], mine["y_m"], s=6 + 60 * mine["selections"] / most, color=colour, alpha=0.75,
+                       label=f"cell {row['cell']}: {row['devices']} devices, uplink {100 * row['uplink_utilisation']:.0f} % busy")
+            x, y = row["site_m"]
+            ax.scatter([x], [y], marker="^", s=90, color="k", zorder=3)
+            ax.annotate(f"{row['cell']} (band {row['band']})", (x, y), textcoords="offset points", xytext=(6, 6),
+                        fontsize=8)
+        ax.set_aspect("equal")
+        ax.set_xlabel("x (m)")
+        ax.set_ylabel("y (m)")
+        ax.set_title(f"{name}: {len(cells)} cells; dot area: updates started", fontsize=9, loc="left")
+        ax.grid(alpha=0.25)
+        ax.legend(fontsize=6, loc="upper left", bbox_to_anchor=(1.0, 1.0) if len(runs) == 1 else (0.0, -0.12),
+                  ncol=1 if len(runs) == 1 else 2, frameon=False)
+    if title:
+        fig.suptitle(title)
+    return _save(fig, out_dir, "network.png")

@@ -1,0 +1,130 @@
+"""Each cell's own uplink, in both timing models: a cell is one instance of the access scheme on its
+sub-band, and a device sends only in the cell that serves it. Under sync the round's uploads are
+split by cell and each cell's closed form times its own (:meth:`Cells.schedule`); under the event
+protocols each cell has its own event uplink, and an upload goes to its device's
+(:class:`CellUplinks`). Cells on different sub-bands do not interfere."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ..access import UplinkSchedule
+from .sites import Sites
+
+__all__ = ["CellUplinks", "Cells", "build_cells"]
+
+
+class Cells:
+    """The cells of a run: the sites, the cell serving each device (N,), and each cell's access
+    scheme (built alike, each on a sub-band of B / reuse)."""
+
+    def __init__(self, sites: Sites, serving: np.ndarray, accesses: list):
+        self.sites, self.accesses = sites, list(accesses)
+        self.serving = np.asarray(serving, dtype=np.int64)
+
+    @property
+    def count(self) -> int:
+        return self.sites.count
+
+    def members(self, devices: np.ndarray) -> list[tuple[int, np.ndarray]]:
+        """(cell, positions in ``devices`` of its devices), for the cells that have some, in cell order."""
+        cell = self.serving[np.asarray(devices, dtype=np.int64)]
+        return [(int(c), np.flatnonzero(cell == c)) for c in np.unique(cell)]
+
+    def access_of(self, device: int):
+        """The access scheme of the cell serving ``device``."""
+        return self.accesses[self.serving[device]]
+
+    def airtime_s(self, devices: np.ndarray, bits, gains: np.ndarray, power: np.ndarray) -> np.ndarray:
+        """Each device's time on the air in its own cell (``gains`` and ``power`` in ``devices``' order;
+        ``bits`` one number or one per device), the devices of a cell sharing its band as its scheme says."""
+        out = np.empty(len(devices))
+        for c, idx in self.members(devices):
+            b = bits if np.ndim(bits) == 0 else np.asarray(bits)[idx]
+            out[idx] = self.accesses[c].airtime_s(b, gains[idx], power[idx])
+        return out
+
+    def schedule(self, devices: np.ndarray, ready_s: np.ndarray, airtime_s: np.ndarray,
+                 deadline_s: float | None = None) -> UplinkSchedule:
+        """A sync round's uplink: each cell's closed form on its own devices, merged (the order is
+        by when uploads started, across cells; the phase ends when the last cell's does)."""
+        k = len(devices)
+        if k == 0:
+            return self.accesses[0].schedule(ready_s, airtime_s, deadline_s)
+        tx_start, arrived = np.full(k, math.nan), np.zeros(k, dtype=bool)
+        end_s, schedules = -math.inf, []
+        for c, idx in self.members(devices):
+            s = self.accesses[c].schedule(ready_s[idx], airtime_s[idx], deadline_s)
+            tx_start[idx], arrived[idx], end_s = s.tx_start, s.arrived, max(end_s, s.end_s)
+            schedules.append((idx, s))
+        tx_end = on_air = attempts = None  # where some cell's scheme gives them: the others' defaults
+        if any(s.tx_end is not None for _, s in schedules):
+            tx_end = tx_start + airtime_s
+        if any(s.on_air_s is not None for _, s in schedules):
+            on_air, attempts = airtime_s.copy(), np.ones(k, dtype=np.int64)
+        for idx, s in schedules:
+            if s.tx_end is not None:
+                tx_end[idx] = s.tx_end
+            if s.on_air_s is not None:
+                on_air[idx], attempts[idx] = s.on_air_s, s.attempts
+        started = np.flatnonzero(~np.isnan(tx_start))
+        order = started[np.argsort(tx_start[started], kind="stable")]
+        return UplinkSchedule(order, tx_start, arrived, end_s, tx_end, on_air, attempts)
+
+    def event_uplink(self, host) -> "CellUplinks":
+        """Event protocols: each cell's event uplink, an upload going to its device's."""
+        return CellUplinks(self, [access.event_uplink(host) for access in self.accesses])
+
+    def state_dict(self) -> dict:
+        """Each cell's access scheme's memory."""
+        return {"cells": [access.state_dict() for access in self.accesses]}
+
+    def load_state(self, state: dict) -> None:
+        for access, kept in zip(self.accesses, state.get("cells", ())):
+            access.load_state(kept)
+
+
+class CellUplinks:
+    """The event uplink of several cells (wirelessfl.access.EventUplink): an upload is sent on the
+    uplink of the cell serving its device; each cell's uplink keeps its own queue and state."""
+
+    def __init__(self, cells: Cells, uplinks: list):
+        self.serving, self.uplinks = cells.serving, uplinks
+
+    def transmit(self, u):
+        return (yield from self.uplinks[self.serving[u.device]].transmit(u))
+
+    def on_air_until(self, u, t: float) -> float:
+        """How long ``u``, stopped at ``t``, was on the air, as its cell's uplink counts it."""
+        own = getattr(self.uplinks[self.serving[u.device]], "on_air_until", None)
+        return own(u, t) if own is not None else t - u.tx_start_s
+
+    def state_dict(self) -> dict:
+        return {"cells": [uplink.state_dict() for uplink in self.uplinks]}
+
+    def load_state(self, state: dict) -> None:
+        for uplink, kept in zip(self.uplinks, state["cells"]):
+            uplink.load_state(kept)
+
+
+def build_cells(scenario, channel) -> Cells | None:
+    """The cells of ``scenario`` (None for one cell): each an instance of the access scheme built
+    for the cell's sub-band (link.bandwidth_hz / reuse, link.noise_power / reuse), serving the
+    devices ``channel`` associated with it."""
+    net = scenario.network
+    if net.cells == 1:
+        return None
+    radio = cell_radio(scenario)
+    part, options = radio.part("access"), radio.options("access")
+    return Cells(channel.sites, channel.serving, [part.from_scenario(radio, options) for _ in range(net.cells)])
+
+
+def cell_radio(scenario):
+    """The scenario as one cell sees it: its sub-band of the link, B / reuse and N0 / reuse (the
+    same scenario for one cell)."""
+    r = scenario.network.reuse
+    if scenario.network.cells == 1 or r == 1:
+        return scenario
+    lc = scenario.link
+    return scenario.replace(f"link.bandwidth_hz={lc.bandwidth_hz / r!r}", f"link.noise_power={lc.noise_power / r!r}")

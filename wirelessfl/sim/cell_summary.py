@@ -1,0 +1,32 @@
+"""What summary.json and devices.csv say of each cell when there are several (wirelessfl.network):
+its site, sub-band and devices, the uploads it carried and the share of the run its uplink was busy."""
+from __future__ import annotations
+
+import numpy as np
+
+from .update_log import union_length
+
+__all__ = ["cell_columns", "cell_rows"]
+
+
+def cell_rows(cells, updates, end_s: float) -> list[dict]:
+    """One entry per cell: ``site_m`` [x, y], ``band`` (its sub-band), ``devices`` (how many it
+    serves), ``uploads`` (updates.csv's rows in it) and ``uplink_utilisation``: the union of its
+    uploads' times on the air (each from its start to its end, or to when it stopped) over the run's
+    simulated time. ``updates``: updates.csv as a DataFrame with its ``cell`` column."""
+    start = updates["tx_start_s"].to_numpy(float)
+    stop = updates["tx_end_s"].fillna(updates["lost_s"]).fillna(end_s).to_numpy(float)
+    where = updates["cell"].to_numpy(np.int64)
+    rows = []
+    for c in range(cells.count):
+        mine = where == c
+        busy = union_length(start[mine], np.minimum(stop[mine], end_s))
+        rows.append({"cell": c, "site_m": [float(v) for v in cells.sites.positions_m[c]],
+                     "band": int(cells.sites.bands[c]), "devices": int((cells.serving == c).sum()),
+                     "uploads": int(mine.sum()), "uplink_utilisation": busy / end_s if end_s > 0 else float("nan")})
+    return rows
+
+
+def cell_columns(cells, positions_m: np.ndarray) -> dict[str, np.ndarray]:
+    """devices.csv's columns of several cells: the serving cell and where each device is."""
+    return {"cell": cells.serving.copy(), "x_m": positions_m[:, 0].copy(), "y_m": positions_m[:, 1].copy()}
