@@ -30,6 +30,7 @@ def cross_check(s) -> None:
                           "suffices, so nothing would fail)")
     _check_downlink(s)
     _check_network(s)
+    _check_hierarchy(s)
     if s.devices.mobility != "static":
         _check_mobility(s)
     _check_upload_channel(s)
@@ -173,6 +174,32 @@ def _check_network(s) -> None:
                           + ("an over-the-air sum is one cell's" if access.over_the_air else
                              "random access keeps counters of the whole band")
                           + "; use tdma, tdma_slotted, fdma, ofdma or dedicated")
+
+
+def _check_hierarchy(s) -> None:
+    """Edge servers run sync rounds of an algorithm whose server keeps nothing but the model, on
+    devices that are always there; the backhaul is timed under sync (for now)."""
+    h, protocol = s.hierarchy, s.protocol.name
+    if h.tiers == "cloud":
+        if h.cloud_every != 1:
+            raise ConfigError(f"hierarchy.cloud_every = {h.cloud_every}: needs hierarchy.tiers = 'edge' (with one "
+                              "server in the cloud every round is a cloud aggregation)")
+        if (h.backhaul_rate_bps is not None or h.backhaul_latency_s > 0) and s.part("protocol").event_driven:
+            raise ConfigError(f"hierarchy.backhaul_rate_bps / backhaul_latency_s under protocol.name = {protocol!r}: "
+                              "the backhaul is timed under sync rounds for now; use protocol.name = 'sync'")
+        return
+    if protocol != "sync":
+        raise ConfigError(f"hierarchy.tiers = 'edge' with protocol.name = {protocol!r}: the edge servers run sync "
+                          "rounds for now; use 'sync'")
+    if not s.facts.runs_in_tiers:
+        raise ConfigError(f"hierarchy.tiers = 'edge' with learning.algorithm = {s.learning.algorithm!r}: its server "
+                          "keeps state besides the model (or trains alone), which edges and a cloud would each "
+                          "need their own of; use fedavg or perfedavg")
+    dc = s.devices
+    if dc.p_on_to_off > 0 or dc.availability_trace is not None or dc.availability == "battery":
+        raise ConfigError("hierarchy.tiers = 'edge': the edge servers' devices are always available for now; leave "
+                          "devices.p_on_to_off at 0, devices.availability_trace unset and devices.availability = "
+                          "'chain'")
 
 
 def _check_battery(s) -> None:

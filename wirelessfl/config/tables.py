@@ -397,6 +397,23 @@ class NetworkConfig:
 
 
 @dataclass(frozen=True)
+class HierarchyConfig:
+    """Who aggregates: one server for every device (the cloud, the default), or an edge server per
+    cell aggregating its devices and a cloud aggregating the edges (HierFAVG), over a backhaul
+    (docs/networks.md)."""
+
+    tiers: str = option("cloud", choices=("cloud", "edge"),
+                        doc="cloud: one server aggregates every device's update (each site forwarding its "
+                            "devices' updates over the backhaul); edge: each cell's edge server aggregates its "
+                            "devices every round, and the cloud the edges' models every cloud_every rounds")
+    cloud_every: int = option(1, ge=1, le=1_000_000, doc="tiers = 'edge': edge aggregations per cloud aggregation "
+                              "(HierFAVG's kappa_2)")
+    backhaul_rate_bps: float | None = option(None, gt=0, doc="the backhaul between a site and the cloud, each "
+                                             "direction: a model takes model_bits / rate (None: no time)")
+    backhaul_latency_s: float = option(0.0, ge=0, doc="added to every transfer on the backhaul")
+
+
+@dataclass(frozen=True)
 class Scenario:
     """One fully resolved simulation, or a family of them through variants and sweep."""
 
@@ -412,6 +429,7 @@ class Scenario:
     scheduler: SchedulerConfig = field(default_factory=SchedulerConfig)
     learning: LearningConfig = field(default_factory=LearningConfig)
     network: NetworkConfig = field(default_factory=NetworkConfig)
+    hierarchy: HierarchyConfig = field(default_factory=HierarchyConfig)
     variants: tuple[tuple[str, tuple[tuple[str, Any], ...]], ...] = ()
     sweep: tuple[tuple[str, tuple[Any, ...]], ...] = ()
 
@@ -486,7 +504,7 @@ class Scenario:
 SPECIAL = ("variants", "sweep")
 TABLES = {"run": RunConfig, "channel": ChannelConfig, "link": LinkConfig, "devices": DevicesConfig,
           "protocol": ProtocolConfig, "scheduler": SchedulerConfig, "learning": LearningConfig,
-          "network": NetworkConfig}
+          "network": NetworkConfig, "hierarchy": HierarchyConfig}
 
 
 @dataclass(frozen=True)
@@ -501,13 +519,15 @@ class Facts:
     - inclusion_probabilities: the scheduler's Decision.q are the devices' inclusion probabilities
       (``Scheduler.inclusion_probabilities``; fair selection picks its devices itself);
     - over_the_air: the uplink delivers only the sum of the updates sent together
-      (``AccessScheme.over_the_air``: aircomp).
+      (``AccessScheme.over_the_air``: aircomp);
+    - runs_in_tiers: the algorithm runs with edge servers and a cloud (``Algorithm.runs_in_tiers``).
     """
 
     stale_updates: bool
     mixes_device_models: bool
     inclusion_probabilities: bool
     over_the_air: bool
+    runs_in_tiers: bool
 
     @classmethod
     def of(cls, scenario: Scenario) -> "Facts":
@@ -515,4 +535,5 @@ class Facts:
         return cls(stale_updates=bool(protocol.stale_updates(scenario.options("protocol"))),
                    mixes_device_models=bool(getattr(protocol, "keeps_start_model", False)),
                    inclusion_probabilities=bool(getattr(scenario.part("scheduler"), "inclusion_probabilities", True)),
-                   over_the_air=bool(getattr(scenario.part("access"), "over_the_air", False)))
+                   over_the_air=bool(getattr(scenario.part("access"), "over_the_air", False)),
+                   runs_in_tiers=bool(getattr(scenario.part("algorithm"), "runs_in_tiers", lambda: False)()))

@@ -27,7 +27,13 @@ def summary_line(name: str, s: dict) -> str:
     # devices dispatched one by one (fedbuff, fedasync): a row is an aggregation of updates, not a round
     rounds, per = ("rounds", "devices/round") if _round_decisions(s.get("protocol", "sync")) \
         else ("aggregations", "updates/aggregation")
-    parts = [f"{name}: {s['rounds']} {rounds}", f"{s['sim_time_s']:.1f} s simulated"]
+    tiers = s.get("tiers")
+    if isinstance(tiers, dict):  # edge servers and a cloud: rows are both
+        rounds, per = "cloud aggregations", "devices/edge round"
+        parts = [f"{name}: {tiers['cloud_aggregations']} {rounds} of {sum(tiers['edge_rounds'])} edge rounds",
+                 f"{s['sim_time_s']:.1f} s simulated"]
+    else:
+        parts = [f"{name}: {s['rounds']} {rounds}", f"{s['sim_time_s']:.1f} s simulated"]
     if math.isnan(s.get("final_accuracy", math.nan)):  # timing only: what the schedule cost
         count = max(s["rounds"], 1)
         parts += [f"{s['mean_distinct_per_round']:.2f} {per}",

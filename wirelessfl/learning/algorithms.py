@@ -144,6 +144,13 @@ class Algorithm(Protocol):
         """Server state to continue after a checkpoint (numbers, strings, lists, numpy arrays)."""
         return {}
 
+    @classmethod
+    def runs_in_tiers(cls) -> bool:
+        """Whether it runs with edge servers and a cloud (hierarchy.tiers = "edge"): its server keeps
+        nothing but the model (the contract's ``state_dict``) and never trains alone (no
+        ServerRounds), so each edge runs it on a model of its own and the cloud averages the models."""
+        return cls.state_dict is Algorithm.state_dict and not provides(cls, ServerRounds)
+
     def load_state(self, state: dict[str, Any]) -> None:
         """Restore what ``state_dict`` returned."""
 

@@ -322,6 +322,15 @@ class FederatedLearner:
         """The global model (a tensor replaced, not changed in place, at every aggregation)."""
         return self.trainer.params
 
+    @params.setter
+    def params(self, value) -> None:
+        """Put another model in its place (an edge server's, the cloud's average)."""
+        self.trainer.params = value
+
+    def sample_counts(self) -> np.ndarray:
+        """Each device's training samples |D_n| (the cloud weighs an edge by its devices' sum)."""
+        return np.array([len(ix) for ix in self.trainer._indices], dtype=np.int64)
+
     def local_updates(self, devices: np.ndarray, key: int, start=None):
         """Event protocols: the devices' deltas from the current model (or from ``start``, an older
         one the devices last received) by the algorithm's local rule (minibatches keyed by ``key``),

@@ -1,12 +1,13 @@
 """Networks of cells: where the base stations are and which sub-band each uses (:mod:`.sites`),
 where the devices are and which cell serves each (:mod:`.placement`), and each cell's own uplink in
-both timing models (:mod:`.cells`). One cell, the default, is the simulator's single uplink; see
+both timing models (:mod:`.cells`), and the backhaul from the sites to the cloud (:mod:`.backhaul`). One cell, the default, is the simulator's single uplink; see
 docs/networks.md. Knows nothing of learning."""
 from __future__ import annotations
 
+from .backhaul import Backhaul
 from .cells import Cells, CellUplinks, build_cells
 from .placement import associate, place_devices
 from .sites import Sites, build_sites, hex_axial, reuse_bands
 
-__all__ = ["CellUplinks", "Cells", "Sites", "associate", "build_cells", "build_sites", "hex_axial",
+__all__ = ["Backhaul", "CellUplinks", "Cells", "Sites", "associate", "build_cells", "build_sites", "hex_axial",
            "place_devices", "reuse_bands"]

@@ -91,10 +91,11 @@ class DeviceTotals:
 
     # --- devices.csv and checkpoints ---------------------------------------------------------------
 
-    def table(self, rounds: int) -> dict[str, np.ndarray]:
-        """devices.csv's totals over ``rounds`` rounds (or aggregations)."""
+    def table(self, rounds: int, own_rounds: np.ndarray | None = None) -> dict[str, np.ndarray]:
+        """devices.csv's totals over ``rounds`` rounds (or aggregations); ``own_rounds``: each
+        device's own count instead (an edge server's rounds, with edges and a cloud)."""
         self.fold()
-        n_rounds = max(rounds, 1)
+        n_rounds = max(rounds, 1) if own_rounds is None else np.maximum(own_rounds, 1)
         return {"selections": self.selections, "selection_rate": self.selections / n_rounds,
                 "transmit_energy_j": self.energy_j, "compute_energy_j": self.compute_energy_j,
                 "dropped": self.dropped, "available_rate": self.available_rounds / n_rounds,

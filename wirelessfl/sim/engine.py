@@ -29,7 +29,7 @@ from ..battery import Battery
 from ..des.clock import Clock
 from ..devices import ComputeModel, MarkovAvailability, TraceAvailability
 from ..fading import BlockFading
-from ..network import Cells
+from ..network import Backhaul, Cells
 from ..participation import ExcludedAvailability
 from ..scheduling.base import Decision, ReportRequest, Reports, Scheduler
 from ..wireless import Channel
@@ -100,7 +100,8 @@ class Parts:
     availability model, then) or None; downlink: the timed downlink (link.downlink 'broadcast' or
     'unicast'; None: every model arrives after downlink_s) and downlink_bits the model it sends; cells:
     several cells (wirelessfl.network), each with its own access scheme (``access`` is the first, which
-    schedulers price airtime with: the cells' are alike), or None.
+    schedulers price airtime with: the cells' are alike), or None; backhaul: the links between the
+    sites and the cloud (wirelessfl.network.Backhaul), None when they take no time.
     """
 
     channel: Channel
@@ -119,6 +120,7 @@ class Parts:
     downlink: Downlink | None = None
     downlink_bits: float = 0.0
     cells: Cells | None = None
+    backhaul: Backhaul | None = None
 
 
 @dataclass
@@ -234,6 +236,11 @@ class Engine:
                 "streams": {name: g.bit_generator.state for name, g in self.streams.items()},
                 **parts_state(self.parts)}
 
+    @staticmethod
+    def rows_in_state(state: dict) -> int:
+        """The rows of rounds.csv a state_dict stands for: one per round."""
+        return int(state["rounds_done"])
+
     def load_state(self, state: dict) -> None:
         """Continue from a state_dict (call before run)."""
         self.rounds_done = int(state["rounds_done"])
@@ -261,10 +268,13 @@ class Engine:
         if self.learner is not None and self._evaluated_at != self.rounds_done:
             self._evaluate()  # the final model, whichever rule stopped the run
 
-    def _round(self, r: int):
-        p = self.parts
+    def _round(self, r: int, edge=None):
+        """Round ``r``; ``edge``: an edge server's round (wirelessfl.sim.tiers.Edge: its parts with
+        its scheduler, its model's learner, its cell's devices and its rows' labels)."""
+        p, learner = (self.parts, self.learner) if edge is None else (edge.parts, edge.learner)
         t_start = self.env.now
-        opening = open_round(p, self.streams, self.checks, self.learner, r, t_start, self._step_availability)
+        opening = open_round(p, self.streams, self.checks, learner, r, t_start,
+                             self._step_availability if edge is None else edge.available)
         available = opening.available
         if opening.plan is not None:
             yield from self._server_round(opening)
@@ -319,6 +329,11 @@ class Engine:
         if uplink.on_air_s is not None:  # contention decided each device's time on the air (random access)
             airtime, attempts = uplink.on_air_s, uplink.attempts
         end_s = uplink.end_s if delivery is None else max(uplink.end_s, t_start + downlink_s)
+        backhaul_s = 0.0
+        if edge is None and p.backhaul is not None:  # the sites forward the updates; the model comes back
+            forwarded = p.backhaul.forward_end_s(p.cells, selected, uplink, airtime, p.upload_bits)
+            end_s = max(end_s, forwarded) + p.backhaul.transfer_s(self.parts.downlink_bits)
+            backhaul_s = end_s - max(uplink.end_s, t_start)
         if end_s > self.env.now:
             yield self.env.at(end_s)
         idle_s = yield from self._idle(t_start)
@@ -339,7 +354,10 @@ class Engine:
         if emptied is not None:
             emptied_s, arrived = self._drain(selected, emptied, ready, tx_start, airtime, t_end,
                                              comp_energy + energy + p.battery.rx_power_w * receiving_s, arrived)
-        metrics = learn_round(p, self.learner, decision, selected, arrived, gains[selected], power, r)
+        metrics = learn_round(p, learner, decision, selected, arrived, gains[selected], power, r)
+        labels = {} if edge is None else dict(edge.labels)
+        if p.backhaul is not None and edge is None:
+            labels["backhaul_s"] = backhaul_s
         self.on_round(RoundRecord(
             round=r, t_start=t_start, t_end=t_end, downlink_s=downlink_s,
             comp_s=float(comp.max(initial=0.0)), comm_s=float(airtime.sum()) + pre_s, selected=selected,
@@ -349,7 +367,7 @@ class Engine:
             available=available, extra_airtime_s=pre_s + piggy_s, extra_energy_j=pre_energy,
             metrics=metrics, idle_s=idle_s, ready_s=ready, tx_start=tx_start, tx_end=uplink.tx_end,
             attempts=attempts, power=None if power is opening.decision_power else power, emptied_s=emptied_s,
-            downlink=delivery))
+            downlink=delivery, labels=labels))
 
     def _drain(self, selected, emptied, ready, tx_start, airtime, t_end, spent_j, arrived):
         """A round's energy (``spent_j``, the model's reception included) leaves the batteries: (when

@@ -81,6 +81,7 @@ class Recorder:
                        if keep_device_arrays and out_dir is not None else None)
         self.updates = UpdateLog(out_dir / "updates.csv" if out_dir is not None else None, downlink, cells)
         self.downlink = downlink  # the downlink is timed: updates.csv has its columns
+        self.edge_rounds = False  # rows of edge servers' rounds (wirelessfl.sim.tiers): a device counts its edge's
         # rounds.csv's running digest: a checkpoint holds it, a resume checks the file against it
         self.round_digest = FileDigest(out_dir / "rounds.csv" if out_dir is not None else None)
         self.update_stats = {"applied": 0, "staleness_sum": 0, "uploads": 0, "airtime_s": 0.0}
@@ -128,6 +129,7 @@ class Recorder:
         row = self._round_row(rec, where)
         row.update(numbers(rec.decision.info, "scheduler", skip=("objective", "queue_mean")))
         row.update(numbers(rec.metrics, "algorithm"))
+        row.update(rec.labels)  # an edge round's tier and edge, a cloud-only round's backhaul
         for prefix, info in self.part_columns:
             row.update(numbers(info(), prefix))
         if self.rounds is not None:
@@ -167,6 +169,18 @@ class Recorder:
     PILOT_ROWS = 64
     """A run kept in memory to a time budget estimates its rows from this many first ones (and again
     at every power of two after: the pace so far)."""
+
+    def on_cloud(self, row: dict) -> None:
+        """A cloud aggregation of the edges' models (wirelessfl.sim.tiers): its row of rounds.csv,
+        with the columns it has (the others empty), counted as a row like any other; decisions.h5's
+        row for it is NaN (no device decided anything), keeping its rows those of rounds.csv."""
+        if self.rounds is not None:
+            self._keep(row)
+        self.totals.add(row)
+        if self.arrays is not None:
+            self.arrays.append({key: np.full((self.num_devices, *shape), np.nan)
+                                for key, shape in self.arrays.shapes.items()})
+        self._write("rounds", row)
 
     def _keep(self, row: dict) -> None:
         """A row kept in memory (a run without a folder): up to half of this machine's memory, then a
@@ -235,7 +249,9 @@ class Recorder:
         if rec.q is None:  # a round decision: its expected power P q (dispatched updates count their own)
             expected = d.power * d.q
             self.devices.expected_power_sum += expected
-            self.power.add(float(expected.mean()))
+            # an edge's round: the mean over its own devices (the others are the other edges')
+            on = rec.available if self.edge_rounds and rec.available is not None else None
+            self.power.add(float(expected.mean() if on is None else expected[on].mean()))
         if self.arrays is not None:
             arrays = {"gains": rec.gains, "omega": d.omega, "q": d.q, "power": d.power, "queue": d.queues(),
                       "available": np.ones(self.num_devices) if available is None else available}
@@ -478,8 +494,9 @@ class Recorder:
     def device_table(self, sigmas: np.ndarray, extra: dict[str, np.ndarray] | None = None) -> dict[str, np.ndarray]:
         """Per-device totals: selections, transmit and computation energy, dropped uploads, the fraction
         of rounds available and time-average expected power; ``extra`` adds columns (e.g. distance_m)."""
+        own = self.devices.available_rounds if self.edge_rounds else None  # edges: each device's own edge's rounds
         return {"device": np.arange(self.num_devices), "sigma": sigmas, **(extra or {}),
-                **self.devices.table(self.totals.rounds)}
+                **self.devices.table(self.totals.rounds, own)}
 
     def close(self, summary: dict, devices: dict[str, np.ndarray]) -> None:
         """Write the device table, the rest of the per-device arrays and, last, the summary. Every

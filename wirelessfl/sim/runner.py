@@ -24,7 +24,9 @@ from ..plugins import PartError, registry
 from ..battery import build_battery
 from ..devices import WorkScaledCompute, build_availability
 from ..access import Downlink, check_scheme
+from ..network import Backhaul
 from ..network.cells import build_cells, cell_radio
+from .tiers import TieredEngine
 from .cell_summary import cell_columns, cell_rows
 from ..access.base import AccessScheme
 from ..fading import block_fading
@@ -208,7 +210,7 @@ class Run:
                       downlink=downlink if downlink.timed else None, downlink_bits=down_bits,
                       availability=availability, round_deadline_s=rc.round_deadline_s, idle_round_s=rc.idle_round_s,
                       fading=block_fading(scenario, self.channel, access.upload_link()), battery=self.battery,
-                      cells=cells)
+                      cells=cells, backhaul=Backhaul.of(scenario.hierarchy) if scenario.hierarchy.tiers == "cloud" else None)
         # per-device arrays are per round decision: the dispatch protocols have none
         decisions = not self.protocol.event_driven or self.protocol.round_based
         self.recorder = Recorder(n, run_dir, keep_device_arrays=rc.record_devices and decisions, downlink=downlink.timed,
@@ -220,6 +222,7 @@ class Run:
         self._wall_before, self._started = 0.0, time.perf_counter()  # wall time of earlier attempts (resume)
         self.bar = ProgressBar(scenario, enabled=progress)
         self.engine = self._engine(parts)
+        self.recorder.edge_rounds = isinstance(self.engine, TieredEngine)
 
     def _model_bits(self) -> int:
         """One model's size in bits: link.model_bits, else 32 x the model's parameters (checked, times
@@ -250,6 +253,11 @@ class Run:
         if self.protocol.event_driven:
             return EventEngine(parts, self.protocol, availability_period_s=sc.devices.availability_period_s,
                                on_update=self.recorder.on_update, **common)
+        if sc.hierarchy.tiers == "edge":  # an edge server per cell, each with a scheduler of its own, and a cloud
+            schedulers = [sc.part("scheduler").from_scenario(sc, sc.options("scheduler"))
+                          for _ in range(sc.network.cells)]
+            return TieredEngine(parts, schedulers=schedulers, cloud_every=sc.hierarchy.cloud_every,
+                                backhaul=Backhaul.of(sc.hierarchy), on_cloud=self.recorder.on_cloud, **common)
         return Engine(parts, **common)
 
     def _availability(self):
@@ -323,7 +331,8 @@ class Run:
             raise ResumeError(f"{where}: the checkpoint was written for another scenario (scenario.toml was changed "
                               "since, or the checkpoint is another run's); the folder is left as it was")
         try:
-            rounds_done = int(state["engine"]["rounds_done"])
+            rows = getattr(self.engine, "rows_in_state", None)  # rounds.csv's rows the state stands for
+            rounds_done = rows(state["engine"]) if rows is not None else int(state["engine"]["rounds_done"])
             problem = self.recorder.check_resume(state["records"], rounds_done)
             if problem is None and (state["learner"] is None) != (self.learner is None):
                 problem = "the checkpoint is of a training run and this one is timing only, or the other way round"
@@ -448,6 +457,8 @@ class Run:
         if cells is not None:
             rec.flush()
             summary["cells"] = cell_rows(cells, self._updates_frame(), float(self.engine.now))
+        if isinstance(self.engine, TieredEngine):
+            summary.update(self.engine.summary(rec.totals.sums["num_selected"]))
         if error_log is not None:
             summary["error_log"] = error_log  # the traceback, in the run folder
         # incomplete participation (docs/papers/safari.md): who could never take part, and the capacity
