@@ -26,14 +26,12 @@ def test_a_transfer_takes_bits_over_rate_plus_latency():
 def test_each_site_forwards_the_updates_that_reached_it_from_its_last_one():
     cells = SimpleNamespace(serving=np.array([0, 0, 1, 1, 1]))
     selected = np.array([0, 1, 2, 3, 4])
-    uplink = SimpleNamespace(arrived=np.array([True, True, True, False, True]),
-                             tx_start=np.array([0.0, 1.0, 0.0, 1.0, 2.0]), tx_end=None)
-    airtime = np.array([1.0, 1.0, 1.0, 1.0, 1.0])
+    arrived = np.array([True, True, True, False, True])
+    ends = np.array([1.0, 2.0, 1.0, 2.0, 3.0])
     b = Backhaul(1e6, 0.5)
     # site 0: its two updates end at 2, two models of 1 Mbit at 1 Mbit/s take 2 s, + 0.5; site 1: two arrived, ends at 3
-    assert b.forward_end_s(cells, selected, uplink, airtime, BITS) == pytest.approx(max(2 + 2 + 0.5, 3 + 2 + 0.5))
-    assert b.forward_end_s(cells, selected, SimpleNamespace(arrived=np.zeros(5, bool), tx_start=uplink.tx_start,
-                                                            tx_end=None), airtime, BITS) == -math.inf
+    assert b.forward_end_s(cells, selected, arrived, ends, BITS) == pytest.approx(max(2 + 2 + 0.5, 3 + 2 + 0.5))
+    assert b.forward_end_s(cells, selected, np.zeros(5, bool), ends, BITS) == -math.inf
 
 
 def scenario(cells: int = 3, rounds: int = 4, timing: bool = True, **hierarchy) -> dict:

@@ -29,17 +29,18 @@ class Backhaul:
         """One transfer of ``bits``: bits / rate + latency."""
         return (bits / self.rate_bps if self.rate_bps else 0.0) + self.latency_s
 
-    def forward_end_s(self, cells, selected: np.ndarray, uplink, airtime: np.ndarray, bits: float) -> float:
+    def forward_end_s(self, cells, selected: np.ndarray, arrived: np.ndarray, ends_s: np.ndarray,
+                      bits: float) -> float:
         """A round under one server in the cloud: when the last site has forwarded the updates that
-        reached it, each site from the end of its last one, its k updates in one transfer of k bits
-        (``cells``: None for one site). -inf when no update arrived."""
-        arrived = np.asarray(uplink.arrived, dtype=bool)
+        reached it (``arrived``, uploads ending at ``ends_s``, in ``selected``'s order), each site
+        from the end of its last one, its k updates of ``bits`` in one transfer of k bits (``cells``:
+        None for one site). -inf when no update arrived."""
+        arrived = np.asarray(arrived, dtype=bool)
         if not arrived.any():
             return -math.inf
-        ends = (uplink.tx_start + airtime) if uplink.tx_end is None else uplink.tx_end
         site = np.zeros(len(selected), dtype=np.int64) if cells is None else cells.serving[selected]
         last = -math.inf
         for c in np.unique(site[arrived]):
             mine = arrived & (site == c)
-            last = max(last, float(ends[mine].max()) + self.transfer_s(float(mine.sum()) * bits))
+            last = max(last, float(np.asarray(ends_s)[mine].max()) + self.transfer_s(float(mine.sum()) * bits))
         return last

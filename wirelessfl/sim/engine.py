@@ -328,21 +328,22 @@ class Engine:
                   else p.cells.schedule(selected, ready, airtime, deadline_at))
         if uplink.on_air_s is not None:  # contention decided each device's time on the air (random access)
             airtime, attempts = uplink.on_air_s, uplink.attempts
+        arrived = uplink.arrived if delivered is None else uplink.arrived & delivered  # lost uploads do not count
+        tx_start = uplink.tx_start
+        if received is not None and not received.all():  # who missed the model sent nothing
+            arrived, tx_start = arrived & received, np.where(received, tx_start, np.nan)
         end_s = uplink.end_s if delivery is None else max(uplink.end_s, t_start + downlink_s)
         backhaul_s = 0.0
-        if edge is None and p.backhaul is not None:  # the sites forward the updates; the model comes back
-            forwarded = p.backhaul.forward_end_s(p.cells, selected, uplink, airtime, p.upload_bits)
-            end_s = max(end_s, forwarded) + p.backhaul.transfer_s(self.parts.downlink_bits)
+        if p.backhaul is not None:  # one server in the cloud: the sites forward the updates, the model comes back
+            ends = tx_start + airtime if uplink.tx_end is None else uplink.tx_end
+            end_s = max(end_s, p.backhaul.forward_end_s(p.cells, selected, arrived, ends, p.upload_bits))
+            end_s += p.backhaul.transfer_s(p.downlink_bits)
             backhaul_s = end_s - max(uplink.end_s, t_start)
         if end_s > self.env.now:
             yield self.env.at(end_s)
         idle_s = yield from self._idle(t_start)
         t_end = self.env.now
 
-        arrived = uplink.arrived if delivered is None else uplink.arrived & delivered  # lost uploads do not count
-        tx_start = uplink.tx_start
-        if received is not None and not received.all():  # who missed the model sent nothing
-            arrived, tx_start = arrived & received, np.where(received, tx_start, np.nan)
         if deadline_at is None or uplink.on_air_s is not None:  # everything was done, or said as it went
             on_air = airtime
         else:  # energy for what was done: a dropped upload spent power only while on the air
@@ -356,7 +357,7 @@ class Engine:
                                              comp_energy + energy + p.battery.rx_power_w * receiving_s, arrived)
         metrics = learn_round(p, learner, decision, selected, arrived, gains[selected], power, r)
         labels = {} if edge is None else dict(edge.labels)
-        if p.backhaul is not None and edge is None:
+        if p.backhaul is not None:
             labels["backhaul_s"] = backhaul_s
         self.on_round(RoundRecord(
             round=r, t_start=t_start, t_end=t_end, downlink_s=downlink_s,

@@ -1,0 +1,139 @@
+"""A study of this simulator: edge servers and a cloud against one server in the cloud, over the
+same radio (figures/README_networks.md).
+
+``hierfavg``: the packaged ``studies/hierfavg`` scenario (70 devices in seven cells, reuse 7, non-iid
+Fashion-MNIST, the MLP, a CPU computation model, 60 simulated seconds). One server in the cloud draws
+14 devices a round over all cells, and every round each site forwards its devices' updates over the
+backhaul and the model comes back; with edge servers (HierFAVG) each cell's server draws 2 of its
+devices a round and the cloud averages the edges' models every kappa_2 rounds. The variants: kappa_2 in
+{2, 10} against the cloud alone, kappa_1 (local steps) 10 or 2, a slow backhaul (10 Mbit/s, 100 ms) and
+a fast one (1 Gbit/s, 5 ms). Per run: the time to 75 %, the device energy spent by then (transmit plus
+computation), the final accuracy and the cloud aggregations.
+"""
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+import pandas as pd
+
+from .recipes import Recipe, Report, Runs, curve_rows, figure_caption, packaged, pyplot, run_summary, save_figure, \
+    seed_mean_curves, spread_cell
+
+TARGET = 0.75
+BACKHAULS = {"slow": (1e7, 0.1), "fast": (1e9, 0.005)}
+"""Name -> (rate, latency) of the backhaul, each way."""
+SETTINGS = {  # variant stem -> (tiers, kappa_2, kappa_1)
+    "cloud": ("cloud", 1, 10), "edge2": ("edge", 2, 10), "edge10": ("edge", 10, 10),
+    "cloud_k2": ("cloud", 1, 2), "edge10_k2": ("edge", 10, 2)}
+SCALES = {"tiny": ("devices.count=14", "run.time_budget_s=8", "learning.samples_per_device=40",
+                   "learning.eval_train_samples=200", "run.eval_every_s=2"),
+          "cpu": (), "paper": ()}
+
+
+def variants(scale: str) -> dict[str, dict]:
+    """Every setting on both backhauls (the kappa_1 = 2 ones on the slow backhaul alone)."""
+    out = {}
+    for stem, (tiers, kappa2, kappa1) in SETTINGS.items():
+        for name, (rate, latency) in BACKHAULS.items():
+            if kappa1 != 10 and name != "slow":
+                continue
+            edge = tiers == "edge"
+            out[f"{stem}_{name}"] = {"hierarchy.tiers": tiers, "hierarchy.cloud_every": kappa2,
+                                     "hierarchy.backhaul_rate_bps": rate, "hierarchy.backhaul_latency_s": latency,
+                                     "learning.local_steps": kappa1, "scheduler.m": 2 if edge else 14}
+    return out
+
+
+def families(scale: str, overrides: Sequence[str]) -> dict:
+    base = packaged("studies/hierfavg", [*SCALES[scale], *overrides])
+    return {f"networks/hierfavg/{scale}": (base, variants(scale))}
+
+
+def energy_to(folder: Path, time_s: float) -> float:
+    """The devices' energy (transmit and computation) over the rows of rounds.csv that ended by
+    ``time_s`` (NaN when the target was not reached)."""
+    if not math.isfinite(time_s):
+        return math.nan
+    rows = pd.read_csv(folder / "rounds.csv", usecols=["t_end", "energy_j", "compute_energy_j"])
+    done = rows[rows["t_end"] <= time_s + 1e-9]
+    return float(done["energy_j"].sum() + done["compute_energy_j"].fillna(0.0).sum())
+
+
+def collect(runs: Runs, scale: str) -> pd.DataFrame:
+    """Per run (kind "run") its numbers; per evaluation (kind "curve") its accuracy."""
+    rows = []
+    for variant in variants(scale):
+        stem, backhaul = variant.rsplit("_", 1)
+        tiers, kappa2, kappa1 = SETTINGS[stem]
+        for seed, folder in runs.seeds(variant):
+            s = run_summary(folder)
+            key = {"variant": variant, "tiers": tiers, "kappa2": kappa2, "kappa1": kappa1, "backhaul": backhaul,
+                   "seed": seed}
+            ttt = s["time_to_target_s"]
+            rows.append({"kind": "run", **key, "time_to_target_s": ttt, "energy_to_target_j": energy_to(folder, ttt),
+                         "final_accuracy": s["final_accuracy"],
+                         "cloud_aggregations": s["tiers"]["cloud_aggregations"] if s.get("tiers") else s["rounds"]})
+            rows += curve_rows(folder, key)
+    return pd.DataFrame(rows)
+
+
+def label(variant: str) -> str:
+    stem, backhaul = variant.rsplit("_", 1)
+    tiers, kappa2, kappa1 = SETTINGS[stem]
+    who = "cloud alone" if tiers == "cloud" else f"edges, κ2 = {kappa2}"
+    return f"{who}, κ1 = {kappa1}, {backhaul} backhaul"
+
+
+def report(data: pd.DataFrame, figures: Path, scale: str) -> Report:
+    """A table per variant, the accuracy curves per backhaul, and the time and energy to target."""
+    runs = data[data["kind"] == "run"] if len(data) else data
+    curves = data[data["kind"] == "curve"] if len(data) else data
+    md = [f"Mean ± std over seeds (time and energy to {100 * TARGET:.0f} % among the seeds that reach it):", "",
+          "| who aggregates | κ1 | backhaul | time to target (s) | reached | device energy to target (J) | "
+          "final accuracy (%) | cloud aggregations |", "|---|---|---|---|---|---|---|---|"]
+    numbers = {}
+    names = [v for v in variants(scale) if len(runs) and (runs["variant"] == v).any()]
+    for name in names:
+        of = runs[runs["variant"] == name]
+        stem, backhaul = name.rsplit("_", 1)
+        tiers, kappa2, kappa1 = SETTINGS[stem]
+        numbers[f"{name}_time_to_target_s"] = float(of["time_to_target_s"].mean())
+        numbers[f"{name}_energy_to_target_j"] = float(of["energy_to_target_j"].mean())
+        who = "cloud alone" if tiers == "cloud" else f"edges, κ2 = {kappa2}"
+        md.append(f"| {who} | {kappa1} | {backhaul} | {spread_cell(of['time_to_target_s'], '.1f')} | "
+                  f"{of['time_to_target_s'].notna().sum()}/{len(of)} | {spread_cell(of['energy_to_target_j'], '.1f')} | "
+                  f"{spread_cell(100 * of['final_accuracy'], '.1f')} | {spread_cell(of['cloud_aggregations'], '.0f')} |")
+    md.append("")
+    plt = pyplot()
+    fig, axes = plt.subplots(1, 3, figsize=(15, 4.2))
+    for ax, backhaul in zip(axes[:2], BACKHAULS):
+        mine = [(v, label(v)) for v in names if v.endswith(backhaul)]
+        seed_mean_curves(ax, curves, mine, TARGET)
+        ax.set_title(f"{backhaul} backhaul ({BACKHAULS[backhaul][0] / 1e6:g} Mbit/s, "
+                     f"{1000 * BACKHAULS[backhaul][1]:g} ms)")
+    ax = axes[2]
+    if len(runs):
+        for k, name in enumerate(names):
+            of = runs[runs["variant"] == name]
+            ax.errorbar(of["time_to_target_s"].mean(), of["energy_to_target_j"].mean(),
+                        xerr=np.nan_to_num(of["time_to_target_s"].std(ddof=1)),
+                        yerr=np.nan_to_num(of["energy_to_target_j"].std(ddof=1)), marker="os"[name.startswith("edge")],
+                        color=f"C{k}", capsize=3, label=label(name))
+    ax.set_xlabel(f"time to {100 * TARGET:.0f} % (s)")
+    ax.set_ylabel("device energy to the target (J)")
+    ax.set_title("time and energy to the target")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7)
+    path = save_figure(fig, figures / "networks_hierfavg.png", caption=figure_caption(scale, data))
+    md.append("![](networks_hierfavg.png)")
+    return Report("hierfavg", [path], numbers, "\n".join(md))
+
+
+RECIPES: list[Recipe] = [
+    Recipe("networks", "hierfavg", "Edge servers and a cloud (HierFAVG) against the cloud alone over seven cells: "
+           "time and device energy to 75 % for kappa_1, kappa_2 and two backhauls", ("networks_hierfavg.png",),
+           families, collect, report, {"tiny": 0.3, "cpu": 3.5}),
+]
