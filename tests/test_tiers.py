@@ -82,9 +82,9 @@ def test_the_cloud_averages_the_edges_models_by_their_data(tmp_path, monkeypatch
     seen = []
     real = tiers.TieredEngine._cloud
 
-    def cloud(self, start):
+    def cloud(self, start, *accuracy):
         models = [e.learner.params.clone() for e in self.edges]
-        real(self, start)
+        real(self, start, *accuracy)
         seen.append((models, self.learner.params.clone(), [e.learner.params for e in self.edges],
                      self.learner.sample_counts(), [e.devices for e in self.edges]))
 
@@ -112,6 +112,10 @@ def test_one_edge_aggregating_every_round_is_plain_fedavg(tmp_path):
     assert tiered.evals["test_loss"].tolist() == plain.evals["test_loss"].tolist()
     edges = tiered.rounds[tiered.rounds["tier"] == "edge"]
     assert edges["t_end"].tolist() == plain.rounds["t_end"].tolist()
+    # the one edge's model as it came up is the cloud's: the same accuracy at every evaluation
+    clouds = tiered.rounds[tiered.rounds["tier"] == "cloud"]
+    assert clouds["edge_accuracy"].astype(float).tolist() == pytest.approx(tiered.evals["accuracy"].iloc[1:].tolist(),
+                                                                           abs=1e-6)
 
 
 def test_a_cloud_only_round_pays_its_sites_forwarding_and_the_model_back(tmp_path):
@@ -167,3 +171,65 @@ def test_the_summary_counts_each_tier_and_devices_their_own_edges_rounds(tmp_pat
     assert (dev["available_rate"] == 1.0).all()  # every device is its own edge's, every round of it
     assert dev["selection_rate"].to_numpy() == pytest.approx(dev["selections"].to_numpy() / own)
     assert summary_line("x", s).startswith(f"x: 3 cloud aggregations of {len(edges)} edge rounds, ")
+
+
+@pytest.mark.slow
+def test_kill_9_and_resume_of_cells_and_tiers_gives_identical_records(tmp_path):
+    """Seven cells with edge servers and a cloud, training, killed with SIGKILL after a checkpoint: the
+    resumed run's records are the whole run's, byte for byte."""
+    import textwrap
+
+    from fakes import killed_and_resumed
+
+    full, cut = killed_and_resumed(tmp_path, textwrap.dedent("""
+        name = "kill"
+        seed = 3
+        [run]
+        rounds = 40
+        checkpoint_every = 2
+        eval_every_rounds = 5
+        [devices]
+        count = 28
+        [channel]
+        path_loss = true
+        reference_gain_db = -30.0
+        [link]
+        noise_power = 1e-12
+        [network]
+        cells = 7
+        reuse = 7
+        inter_site_m = 200.0
+        [hierarchy]
+        tiers = "edge"
+        cloud_every = 3
+        backhaul_rate_bps = 1e8
+        backhaul_latency_s = 0.02
+        [scheduler]
+        name = "uniform"
+        m = 2
+        [learning]
+        model = "mlp"
+        local_steps = 2
+        samples_per_device = 50
+        eval_train_samples = 200
+        """), "kill")
+    for name in ("rounds.csv", "updates.csv", "devices.csv", "evals.csv"):
+        assert (full / name).read_text() == (cut / name).read_text(), name
+
+
+def test_the_tiers_figure_draws_the_clouds_accuracy_and_each_edges(tmp_path, monkeypatch):
+    from wirelessfl.experiments import network_plots
+
+    figures = []
+    monkeypatch.setattr(network_plots, "_save", lambda fig, out, name: figures.append(fig))
+    res = simulate(from_dict(scenario(rounds=3, timing=False)), tmp_path / "run", progress=False)
+    network_plots.plot_tiers({"edges": res}, tmp_path)
+    ax = figures[0].axes[0]
+    (line,) = [ln for ln in ax.lines if ln.get_label() == "the cloud's model"]
+    assert np.allclose(line.get_xdata(), res.evals["time_s"]) and np.allclose(line.get_ydata(), 100 * res.evals["accuracy"])
+    clouds = res.rounds[res.rounds["tier"] == "cloud"]
+    dots = [c.get_offsets() for c in ax.collections if len(c.get_offsets())]
+    assert len(dots) == len(clouds) == 3
+    for offsets, (_, row) in zip(dots, clouds.iterrows()):
+        assert np.allclose(offsets[:, 0], row["t_end"])
+        assert np.allclose(offsets[:, 1], 100 * np.array(row["edge_accuracy"].split(), dtype=float))

@@ -24,7 +24,7 @@ def _event_figures(runs: dict, out: Path, window=None, title=None) -> list[Path]
 
 def _finish(results: dict, out: Path, title: str) -> int:
     """Print each variant's summary, draw the figures, and name the failed variants; the exit code."""
-    from .experiments.network_plots import plot_network
+    from .experiments.network_plots import plot_network, plot_tiers
     from .experiments.plots import plot_battery, plot_runs, plot_timing
 
     for name, res in results.items():
@@ -33,7 +33,7 @@ def _finish(results: dict, out: Path, title: str) -> int:
     training = any(not res.evals.empty for res in done.values())
     paths = plot_runs(done, out, title=title) if training else [plot_timing(done, out, title=title)] if done else []
     paths.append(plot_battery(done, out, title=title))
-    paths.append(plot_network(done, out, title=title))
+    paths += [plot_network(done, out, title=title), plot_tiers(done, out, title=title)]
     if any(_event_driven(res.summary.get("protocol", "sync")) for res in done.values()):
         paths += _event_figures(done, out, title=title)
     for path in paths:
@@ -154,9 +154,10 @@ def cmd_plot(args) -> int:
     for path in (plot_runs(runs, out, x=args.x or "time", title=title) if training
                  else [plot_timing(runs, out, title=title)]):
         print(f"wrote {path}")
-    from .experiments.network_plots import plot_network
+    from .experiments.network_plots import plot_network, plot_tiers
 
-    for path in (plot_energy(runs, out), plot_battery(runs, out, title=title), plot_network(runs, out, title=title)):
+    for path in (plot_energy(runs, out), plot_battery(runs, out, title=title), plot_network(runs, out, title=title),
+                 plot_tiers(runs, out, title=title)):
         if path is not None:
             print(f"wrote {path}")
     return 0

@@ -1,5 +1,6 @@
-"""network.png: the map of a run with several cells (wirelessfl.network): the sites, each device
-where it is, coloured by the cell serving it and sized by the updates it started."""
+"""The figures of networks: network.png, the map of a run with several cells (wirelessfl.network: the
+sites, each device where it is, coloured by the cell serving it and sized by the updates it
+started), and tiers.png, accuracy against time per tier of a run with edge servers and a cloud."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -9,7 +10,7 @@ import numpy as np
 from .plots import _save, plt
 from .run import RunResult
 
-__all__ = ["plot_network"]
+__all__ = ["plot_network", "plot_tiers"]
 
 
 def plot_network(runs: dict[str, RunResult], out_dir: str | Path, title: str | None = None) -> Path | None:
@@ -44,3 +45,31 @@ def plot_network(runs: dict[str, RunResult], out_dir: str | Path, title: str | N
     if title:
         fig.suptitle(title)
     return _save(fig, out_dir, "network.png")
+
+
+def plot_tiers(runs: dict[str, RunResult], out_dir: str | Path, title: str | None = None) -> Path | None:
+    """tiers.png, one panel per run with edge servers (None when no run has them): the cloud's
+    model's accuracy against simulated time (evals.csv), and each edge's model's as it came up to the
+    cloud (the cloud rows' ``edge_accuracy`` of rounds.csv), a dot per edge and evaluation."""
+    runs = {name: run for name, run in runs.items()
+            if "tier" in run.rounds and "edge_accuracy" in run.rounds and not run.evals.empty}
+    if not runs:
+        return None
+    fig, axes = plt.subplots(1, len(runs), figsize=(6.0 * len(runs), 4.2), squeeze=False)
+    for ax, (name, run) in zip(axes[0], runs.items()):
+        clouds = run.rounds[(run.rounds["tier"] == "cloud") & run.rounds["edge_accuracy"].notna()]
+        for _, row in clouds.iterrows():
+            values = np.array(str(row["edge_accuracy"]).split(), dtype=float)
+            ax.scatter(np.full(values.size, row["t_end"]), 100 * values, s=10, color=[f"C{c % 10}" for c in
+                                                                                     range(values.size)], alpha=0.6)
+        ax.step(run.evals["time_s"], 100 * run.evals["accuracy"], where="post", color="k", lw=1.8,
+                label="the cloud's model")
+        ax.scatter([], [], s=10, color="C0", label="each edge's model, as it came up (a colour per cell)")
+        ax.set_xlabel("simulated wall-clock time (s)")
+        ax.set_ylabel("test accuracy (%)")
+        ax.set_title(f"{name}: accuracy per tier", fontsize=9, loc="left")
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=7, loc="lower right")
+    if title:
+        fig.suptitle(title)
+    return _save(fig, out_dir, "tiers.png")

@@ -7,7 +7,8 @@ every edge continues from it.
 The closed-form round of one edge is the sync engine's (``Engine._round`` with an :class:`Edge`).
 Rows of rounds.csv come in the order they end: an edge round's row carries ``tier`` = "edge", its
 ``edge`` (the cell) and ``edge_round`` (that edge's count); a cloud aggregation's row ``tier`` =
-"cloud", ``edge_round`` its count and ``backhaul_s`` the up transfer. ``round`` numbers the rows
+"cloud", ``edge_round`` its count, ``backhaul_s`` the up transfer and, where an evaluation is due,
+``edge_accuracy`` each edge's model's test accuracy as it came up. ``round`` numbers the rows
 (and an edge round's updates in updates.csv carry its number as version_started). The
 stop rule and the evaluations count cloud aggregations; checkpoints are taken at them, where every
 edge holds the cloud's model."""
@@ -112,8 +113,9 @@ class TieredEngine(Engine):
         while not self.stop.done(self.rounds_done, self.env.now):
             start = self.env.now
             yield self.env.all_of([self.env.process(self._edge_period(edge)) for edge in self.edges])
-            self._cloud(start)
-            if self.learner is not None and self.eval_rule.due(self.rounds_done, self.env.now):
+            due = self.learner is not None and self.eval_rule.due(self.rounds_done + 1, self.env.now)
+            self._cloud(start, self._edge_accuracy() if due else None)
+            if due:
                 self._evaluate()
             if self.after_round is not None:
                 self.after_round(self)
@@ -132,9 +134,19 @@ class TieredEngine(Engine):
         if self._transfer_s() > 0:
             yield self.env.timeout(self._transfer_s())
 
-    def _cloud(self, start: float) -> None:
+    def _edge_accuracy(self) -> list[float]:
+        """Each edge's model's test accuracy, as its edge sends it up (before the cloud averages)."""
+        kept, out = self.learner.params, []
+        for edge in self.edges:
+            self.learner.params = edge.learner.params
+            out.append(float(self.learner.evaluate()["accuracy"]))
+        self.learner.params = kept
+        return out
+
+    def _cloud(self, start: float, edge_accuracy: list[float] | None = None) -> None:
         """The cloud averages the edges' models (weighted by their devices' data); every edge goes on
-        from the average; one row of rounds.csv."""
+        from the average; one row of rounds.csv (with each edge's model's accuracy when an evaluation
+        is due: ``edge_accuracy``, space-separated in cell order)."""
         if self.learner is not None:
             cloud = sum(w * edge.learner.params for w, edge in zip(self.weights, self.edges))
             self.learner.params = cloud
@@ -142,7 +154,8 @@ class TieredEngine(Engine):
                 edge.learner.params = cloud
         self.on_cloud({"round": self.rows, "t_start": start, "t_end": float(self.env.now), "downlink_s": 0.0,
                        "comp_s": 0.0, "comm_s": 0.0, "num_selected": 0, "energy_j": 0.0, "num_updates": len(self.edges),
-                       "tier": "cloud", "edge": "", "edge_round": self.rounds_done, "backhaul_s": self._transfer_s()})
+                       "tier": "cloud", "edge": "", "edge_round": self.rounds_done, "backhaul_s": self._transfer_s(),
+                       "edge_accuracy": "" if edge_accuracy is None else " ".join(f"{a:.6g}" for a in edge_accuracy)})
         self.rows += 1
         self.rounds_done += 1
 
