@@ -283,39 +283,18 @@ class Engine:
                                                  opening.comp)
         gains = opening.gains
         piggy_s = piggyback_s(p.access, opening)
-        delivered = attempts = None
-        if self._packets:  # packets retried at the round's gain; some uploads may be lost
-            airtime, attempts, delivered = self._send(selected, bits, gains[selected], power)
-        elif p.fading is not None:  # the channel changes every coherence time of a long upload
-            airtime = p.access.on_air_s(p.fading.upload_times(bits, gains[selected], power, selected,
-                                                              self.streams["fading"]))
-        elif p.cells is not None:  # each device in its own cell
-            airtime = p.cells.airtime_s(selected, bits, gains[selected], power)
-        else:
-            airtime = p.access.airtime_s(bits, gains[selected], power)
-
-        comp_energy, emptied = opening.energy_full, None
-        received = delivery = None
+        airtime, attempts, delivered = self._airtimes(p, selected, bits, gains[selected], power)
+        comp_energy, emptied, received = opening.energy_full, None, None
         receiving_s = downlink_s = p.downlink_s
-        if p.downlink is not None:  # each device's model arrives (or does not) when its channel allows
-            delivery = p.downlink.deliver(p.downlink_bits, gains[selected], self.streams["downlink"])
+        delivery = None if p.downlink is None else p.downlink.deliver(p.downlink_bits, gains[selected],
+                                                                      self.streams["downlink"])
+        if delivery is not None:  # each device's model arrives (or does not) when its channel allows
             receiving_s, received = delivery.seconds, delivery.received
             downlink_s = float(receiving_s.max(initial=p.downlink_s))
             # a device that missed the model waits for the next round: it neither computes nor sends
             comp, comp_energy, airtime = (np.where(received, a, 0.0) for a in (comp, comp_energy, airtime))
-        pre_s, pre_energy = 0.0, 0.0
-        if decision.traffic.pre_upload_bits is not None:  # after the whole broadcast
-            if downlink_s > 0:
-                yield self.env.timeout(downlink_s)
-            pre_s, pre_energy = yield from self._pre_uploads(decision, gains)
-            starts = t_compute = self.env.now
-        elif delivery is not None:  # each device computes from when its model arrived
-            t_compute = t_start
-            starts = t_start + receiving_s
-        else:
-            if p.downlink_s > 0:
-                yield self.env.timeout(p.downlink_s)
-            starts = t_compute = self.env.now
+        starts, t_compute, pre_s, pre_energy = yield from self._to_computation(p, decision, gains, t_start, delivery,
+                                                                                downlink_s)
         deadline_at = None
         if p.round_deadline_s is not None:
             deadline_at = t_compute + max(t_start + p.round_deadline_s - t_compute, 0.0)
@@ -332,18 +311,11 @@ class Engine:
         tx_start = uplink.tx_start
         if received is not None and not received.all():  # who missed the model sent nothing
             arrived, tx_start = arrived & received, np.where(received, tx_start, np.nan)
-        end_s = uplink.end_s if delivery is None else max(uplink.end_s, t_start + downlink_s)
-        backhaul_s = 0.0
-        if p.backhaul is not None:  # one server in the cloud: the sites forward the updates, the model comes back
-            ends = tx_start + airtime if uplink.tx_end is None else uplink.tx_end
-            end_s = max(end_s, p.backhaul.forward_end_s(p.cells, selected, arrived, ends, p.upload_bits))
-            end_s += p.backhaul.transfer_s(p.downlink_bits)
-            backhaul_s = end_s - max(uplink.end_s, t_start)
+        end_s, backhaul_s = self._end_s(p, t_start, uplink, delivery, downlink_s, selected, arrived, tx_start, airtime)
         if end_s > self.env.now:
             yield self.env.at(end_s)
         idle_s = yield from self._idle(t_start)
         t_end = self.env.now
-
         if deadline_at is None or uplink.on_air_s is not None:  # everything was done, or said as it went
             on_air = airtime
         else:  # energy for what was done: a dropped upload spent power only while on the air
@@ -369,6 +341,48 @@ class Engine:
             metrics=metrics, idle_s=idle_s, ready_s=ready, tx_start=tx_start, tx_end=uplink.tx_end,
             attempts=attempts, power=None if power is opening.decision_power else power, emptied_s=emptied_s,
             downlink=delivery, labels=labels))
+
+    def _airtimes(self, p, selected: np.ndarray, bits, gains: np.ndarray, power: np.ndarray):
+        """The round's uploads' times on the air, their transmissions and whether they got through
+        (None, None where nothing can fail): in packets at the round's gain, with fading within an
+        upload, each device in its own cell, or by the access scheme."""
+        if self._packets:  # packets retried at the round's gain; some uploads may be lost
+            return self._send(selected, bits, gains, power)
+        if p.fading is not None:  # the channel changes every coherence time of a long upload
+            return p.access.on_air_s(p.fading.upload_times(bits, gains, power, selected, self.streams["fading"])), \
+                None, None
+        if p.cells is not None:
+            return p.cells.airtime_s(selected, bits, gains, power), None, None
+        return p.access.airtime_s(bits, gains, power), None, None
+
+    def _to_computation(self, p, decision: Decision, gains: np.ndarray, t_start: float, delivery, downlink_s: float):
+        """From the round's start to its computations (a SimPy generator): the downlink, and the
+        reports a scheduler asks for first (after the whole broadcast). Returns (when each selected
+        device starts computing, or one time for all; the computations' first start; the reports'
+        uplink time; their transmit energy)."""
+        if decision.traffic.pre_upload_bits is not None:
+            if downlink_s > 0:
+                yield self.env.timeout(downlink_s)
+            pre_s, pre_energy = yield from self._pre_uploads(decision, gains)
+            return self.env.now, self.env.now, pre_s, pre_energy
+        if delivery is not None:  # each device computes from when its model arrived
+            return t_start + delivery.seconds, t_start, 0.0, 0.0
+        if p.downlink_s > 0:
+            yield self.env.timeout(p.downlink_s)
+        return self.env.now, self.env.now, 0.0, 0.0
+
+    def _end_s(self, p, t_start: float, uplink, delivery, downlink_s: float, selected: np.ndarray,
+               arrived: np.ndarray, tx_start: np.ndarray, airtime: np.ndarray) -> tuple[float, float]:
+        """When the round ends: its last upload (or the deadline), its timed downlink's last receiver,
+        and, with one server in the cloud behind a backhaul, the sites' forwarding of the updates that
+        arrived and the model's way back. Returns (the end, the backhaul's share after the uploads)."""
+        end_s = uplink.end_s if delivery is None else max(uplink.end_s, t_start + downlink_s)
+        if p.backhaul is None:
+            return end_s, 0.0
+        ends = tx_start + airtime if uplink.tx_end is None else uplink.tx_end
+        end_s = max(end_s, p.backhaul.forward_end_s(p.cells, selected, arrived, ends, p.upload_bits))
+        end_s += p.backhaul.transfer_s(p.downlink_bits)
+        return end_s, end_s - max(uplink.end_s, t_start)
 
     def _drain(self, selected, emptied, ready, tx_start, airtime, t_end, spent_j, arrived):
         """A round's energy (``spent_j``, the model's reception included) leaves the batteries: (when
