@@ -20,7 +20,7 @@ D = 200.0
 
 
 def network(**kw):
-    from wirelessfl.config.tables import NetworkConfig
+    from wirelessfl.config import NetworkConfig
 
     return NetworkConfig(**{"inter_site_m": D, **kw})
 

@@ -18,11 +18,12 @@ torch.
 """
 from .build import from_dict, load_scenario
 from .overrides import parse_value
+from .network_tables import HierarchyConfig, NetworkConfig
 from .tables import (ChannelConfig, DevicesConfig, Facts, LearningConfig, LinkConfig, PluginOptions, ProtocolConfig,
                      RunConfig, Scenario, SchedulerConfig)
 from .writing import dumps, to_dict
 from ..fields import ConfigError, FilePath, Power, option
 
-__all__ = ["ChannelConfig", "ConfigError", "DevicesConfig", "Facts", "FilePath", "LearningConfig", "LinkConfig", "Power",
-           "PluginOptions", "ProtocolConfig", "RunConfig", "Scenario", "SchedulerConfig", "dumps", "from_dict", "load_scenario",
+__all__ = ["ChannelConfig", "ConfigError", "DevicesConfig", "Facts", "FilePath", "HierarchyConfig", "LearningConfig",
+           "LinkConfig", "NetworkConfig", "Power", "PluginOptions", "ProtocolConfig", "RunConfig", "Scenario", "SchedulerConfig", "dumps", "from_dict", "load_scenario",
            "option", "parse_value", "to_dict"]

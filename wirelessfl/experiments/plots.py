@@ -350,44 +350,7 @@ def plot_gantt(runs: dict[str, RunResult], out_dir: str | Path, window: tuple[fl
     lo, hi = window if window is not None else gantt_window(next(iter(tables.values())))
     fig, axes = plt.subplots(len(tables), 1, figsize=(11, 2.2 + 2.6 * len(tables)), sharex=True, squeeze=False)
     for ax, (name, t) in zip(axes[:, 0], tables.items()):
-        end = t["tx_end_s"].fillna(t["lost_s"]).fillna(hi)
-        t = t[(t["dispatch_s"] <= hi) & (end >= lo)]
-        devices = np.sort(t["device"].unique())
-        row = {d: i for i, d in enumerate(devices)}
-        y = t["device"].map(row).to_numpy()
-        lost = t["outcome"].isin(NOT_APPLIED).to_numpy()
-        comp_end = np.fmin(t["compute_end_s"].to_numpy(float), t["lost_s"].fillna(np.inf).to_numpy(float))
-        start = t["dispatch_s"].to_numpy(float)
-        if "downlink_s" in t:  # a timed downlink: the model's way down, then the computation
-            got = t["dispatch_s"].to_numpy(float) + t["downlink_s"].to_numpy(float)
-            missed = (t["outcome"] == "downlink").to_numpy()
-            ax.hlines(y[~missed], start[~missed], got[~missed], color="C9", lw=6, label="downlink")
-            if missed.any():
-                ax.hlines(y[missed], start[missed], got[missed], color="C3", lw=3, label="model missed")
-            start = np.where(missed, comp_end, got)
-        ax.hlines(y, start, comp_end, color="C0", lw=6,
-                  label="computation" if "downlink_s" in t else "downlink + computation")
-        waiting = t["tx_start_s"].notna().to_numpy()
-        ax.hlines(y[waiting], t["compute_end_s"][waiting], t["tx_start_s"][waiting], color="0.6", lw=1.2,
-                  label="waiting for the uplink")
-        on_air_end = t["tx_end_s"].fillna(t["lost_s"]).to_numpy(float)
-        for bad, colour, label in ((False, "C1", "upload"), (True, "C3", "upload lost or dropped")):
-            sel = waiting & (lost == bad)
-            if sel.any():
-                ax.hlines(y[sel], t["tx_start_s"][sel], on_air_end[sel], color=colour, lw=6, label=label)
-        rounds = runs[name].rounds
-        if "t_end" in rounds:
-            for x in rounds["t_end"][(rounds["t_end"] >= lo) & (rounds["t_end"] <= hi)]:
-                ax.axvline(x, color="k", lw=0.6, alpha=0.4)
-        step = max(1, -(-len(devices) // 25))  # at most about 25 labels
-        ax.set_yticks(range(0, len(devices), step))
-        ax.set_yticklabels(devices[::step], fontsize=7)
-        ax.set_ylabel("device")
-        protocol = runs[name].summary.get("protocol", "sync")
-        ax.set_title(f"{name} ({protocol}, {runs[name].summary.get('access', 'tdma')}); vertical lines: aggregations",
-                     fontsize=9, loc="left")
-        ax.set_xlim(lo, hi)
-        ax.grid(alpha=0.2, axis="x")
+        _gantt_panel(ax, t, runs[name], name, lo, hi)
     legend = {}  # every panel's kinds of bar once (a panel may lack some: a timed downlink, lost uploads)
     for ax in axes[:, 0]:
         for handle, label in zip(*ax.get_legend_handles_labels()):
@@ -399,3 +362,45 @@ def plot_gantt(runs: dict[str, RunResult], out_dir: str | Path, window: tuple[fl
     if title:
         fig.suptitle(title)
     return _save(fig, out_dir, "gantt.png")
+
+
+def _gantt_panel(ax, t, run: RunResult, name: str, lo: float, hi: float) -> None:
+    """One run's panel of the Gantt chart (``t``: its updates.csv) over [lo, hi]."""
+    end = t["tx_end_s"].fillna(t["lost_s"]).fillna(hi)
+    t = t[(t["dispatch_s"] <= hi) & (end >= lo)]
+    devices = np.sort(t["device"].unique())
+    row = {d: i for i, d in enumerate(devices)}
+    y = t["device"].map(row).to_numpy()
+    lost = t["outcome"].isin(NOT_APPLIED).to_numpy()
+    comp_end = np.fmin(t["compute_end_s"].to_numpy(float), t["lost_s"].fillna(np.inf).to_numpy(float))
+    start = t["dispatch_s"].to_numpy(float)
+    if "downlink_s" in t:  # a timed downlink: the model's way down, then the computation
+        got = t["dispatch_s"].to_numpy(float) + t["downlink_s"].to_numpy(float)
+        missed = (t["outcome"] == "downlink").to_numpy()
+        ax.hlines(y[~missed], start[~missed], got[~missed], color="C9", lw=6, label="downlink")
+        if missed.any():
+            ax.hlines(y[missed], start[missed], got[missed], color="C3", lw=3, label="model missed")
+        start = np.where(missed, comp_end, got)
+    ax.hlines(y, start, comp_end, color="C0", lw=6,
+              label="computation" if "downlink_s" in t else "downlink + computation")
+    waiting = t["tx_start_s"].notna().to_numpy()
+    ax.hlines(y[waiting], t["compute_end_s"][waiting], t["tx_start_s"][waiting], color="0.6", lw=1.2,
+              label="waiting for the uplink")
+    on_air_end = t["tx_end_s"].fillna(t["lost_s"]).to_numpy(float)
+    for bad, colour, label in ((False, "C1", "upload"), (True, "C3", "upload lost or dropped")):
+        sel = waiting & (lost == bad)
+        if sel.any():
+            ax.hlines(y[sel], t["tx_start_s"][sel], on_air_end[sel], color=colour, lw=6, label=label)
+    rounds = run.rounds
+    if "t_end" in rounds:
+        for x in rounds["t_end"][(rounds["t_end"] >= lo) & (rounds["t_end"] <= hi)]:
+            ax.axvline(x, color="k", lw=0.6, alpha=0.4)
+    step = max(1, -(-len(devices) // 25))  # at most about 25 labels
+    ax.set_yticks(range(0, len(devices), step))
+    ax.set_yticklabels(devices[::step], fontsize=7)
+    ax.set_ylabel("device")
+    protocol = run.summary.get("protocol", "sync")
+    ax.set_title(f"{name} ({protocol}, {run.summary.get('access', 'tdma')}); vertical lines: aggregations",
+                 fontsize=9, loc="left")
+    ax.set_xlim(lo, hi)
+    ax.grid(alpha=0.2, axis="x")

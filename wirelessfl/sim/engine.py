@@ -71,7 +71,11 @@ class Learner(Protocol):
 
     @property
     def params(self):
-        """The current model's parameters (a device keeps it as its start model when mixing)."""
+        """The current model's parameters (a device keeps it as its start model when mixing). Edge
+        servers (wirelessfl.sim.tiers) also set it: each edge's model in turn, then the cloud's."""
+
+    def sample_counts(self) -> np.ndarray:
+        """Edge servers only: each device's training samples (the cloud weighs an edge by its sum)."""
 
     def uplink(self, facts) -> None:
         """Optional: what the uplink did for the next aggregation's updates (UplinkFacts)."""

@@ -35,7 +35,7 @@ from .device_arrays import DECISIONS, DeviceArrays
 from .columns import EVAL_COLUMNS, G6, ROUND_COLUMNS, columns, floats, fsum, ids, numbers
 from .device_totals import DeviceTotals
 from .round_file import csv_rows, header, rounds_digest_problem, rounds_file_problem
-from .update_log import OUTCOMES, UPDATE_COLUMNS, UpdateLog, union_length
+from .update_log import OUTCOMES, UPDATE_COLUMNS, UpdateLog, round_outcomes, union_length
 
 __all__ = ["EVAL_COLUMNS", "OUTCOMES", "ROUND_COLUMNS", "Recorder", "UPDATE_COLUMNS", "UpdateLog"]
 from .pipeline import AggregationRecord, RoundRecord
@@ -251,7 +251,7 @@ class Recorder:
             self.devices.expected_power_sum += expected
             # an edge's round: the mean over its own devices (the others are the other edges')
             on = rec.available if self.edge_rounds and rec.available is not None else None
-            self.power.add(float(expected.mean() if on is None else expected[on].mean()))
+            self.power.add(float(expected.mean() if on is None else expected[on].mean() if on.any() else 0.0))
         if self.arrays is not None:
             arrays = {"gains": rec.gains, "omega": d.omega, "q": d.q, "power": d.power, "queue": d.queues(),
                       "available": np.ones(self.num_devices) if available is None else available}
@@ -310,31 +310,13 @@ class Recorder:
             self.outcomes["applied"] += k
             stats["airtime_s"] += float(airtime.sum())
         else:  # lost uploads held the band for their transmissions, dropped ones until the deadline
-            self._count_round_outcomes(rec, arrived, full_end)
+            for outcome, count in round_outcomes(rec, arrived, full_end).items():
+                self.outcomes[outcome] += count
             stats["applied"] += int(arrived.sum())
             with np.errstate(invalid="ignore"):
                 on_air = np.where(full_end <= rec.t_end, airtime,
                                   np.where(np.isnan(tx_start), 0.0, rec.t_end - tx_start))
             stats["airtime_s"] += float(on_air.sum())
-
-    def _count_round_outcomes(self, rec: RoundRecord, arrived: np.ndarray, full_end: np.ndarray) -> None:
-        """A sync round's updates by outcome, as updates.csv's rows name them (update_log._round_rows)."""
-        missed = ~arrived
-        if rec.emptied_s is not None:  # its battery ran out: counted as that, whatever else it looks like
-            emptied = ~np.isnan(rec.emptied_s)
-            self.outcomes["battery"] += int(emptied.sum())
-            missed = missed & ~emptied
-        if rec.downlink is not None:  # it missed the model and waited for the next round
-            self.outcomes["downlink"] += int((missed & ~rec.downlink.received).sum())
-            missed = missed & rec.downlink.received
-        silent = missed & (rec.airtime_s == 0) if rec.attempts is None else np.zeros_like(missed)
-        with np.errstate(invalid="ignore"):
-            lost = missed & ~silent & (full_end <= rec.t_end)
-        counts = self.outcomes
-        counts["applied"] += int(arrived.sum())
-        counts["silent"] += int(silent.sum())
-        counts["lost"] += int(lost.sum())
-        counts["late_dropped"] += int((missed & ~silent & ~lost).sum())
 
     def on_update(self, u) -> None:
         """An event protocol's update whose fate is known (``u`` has the attributes of

@@ -10,7 +10,8 @@ import numpy as np
 
 from ..files import FileDigest, open_append, truncate_file, write_atomic
 
-__all__ = ["CELL_COLUMNS", "DOWNLINK_COLUMNS", "OUTCOMES", "UPDATE_COLUMNS", "UpdateLog"]
+__all__ = ["CELL_COLUMNS", "DOWNLINK_COLUMNS", "OUTCOMES", "UPDATE_COLUMNS", "UpdateLog", "round_outcomes",
+           "union_length"]
 
 UPDATE_COLUMNS = ["update", "device", "version_started", "dispatch_s", "compute_end_s", "tx_start_s", "tx_end_s",
                   "version_applied", "staleness", "outcome", "energy_j", "compute_energy_j", "airtime_s", "gain",
@@ -79,6 +80,28 @@ def _round_rows(item: tuple) -> list[tuple]:
     if cells is not None:
         rows = [(*row, cell) for row, cell in zip(rows, cells[devices].tolist())]
     return rows
+
+
+def round_outcomes(rec, arrived: np.ndarray, full_end: np.ndarray) -> dict[str, int]:
+    """A sync round's updates by outcome, as its rows of updates.csv name them (_round_rows):
+    ``rec`` its RoundRecord, ``arrived`` who got through, ``full_end`` each upload's end had it gone on."""
+    counts = dict.fromkeys(OUTCOMES, 0)
+    missed = ~arrived
+    if rec.emptied_s is not None:  # its battery ran out: counted as that, whatever else it looks like
+        emptied = ~np.isnan(rec.emptied_s)
+        counts["battery"] += int(emptied.sum())
+        missed = missed & ~emptied
+    if rec.downlink is not None:  # it missed the model and waited for the next round
+        counts["downlink"] += int((missed & ~rec.downlink.received).sum())
+        missed = missed & rec.downlink.received
+    silent = missed & (rec.airtime_s == 0) if rec.attempts is None else np.zeros_like(missed)
+    with np.errstate(invalid="ignore"):
+        lost = missed & ~silent & (full_end <= rec.t_end)
+    counts["applied"] += int(arrived.sum())
+    counts["silent"] += int(silent.sum())
+    counts["lost"] += int(lost.sum())
+    counts["late_dropped"] += int((missed & ~silent & ~lost).sum())
+    return counts
 
 
 def union_length(start: np.ndarray, end: np.ndarray) -> float:
