@@ -191,7 +191,8 @@ def test_sites_from_a_file(tmp_path):
 
 @pytest.mark.parametrize("extra, message", [
     ({"channel": {"path_loss": False}}, r"^network.cells = 3: needs channel.path_loss = true"),
-    ({"network": {"cells": 7, "reuse": 3}}, r"^network.cells = 7 with network.reuse = 3: cells on one sub-band"),
+    ({"network": {"cells": 7, "reuse": 3}, "link": {"access": "fdma"}},
+     r"^network.cells = 7 with network.reuse = 3: cells on one sub-band interfere, which is modelled under"),
     ({"network": {"reuse": 2}}, r"^network.reuse = 2"),
     ({"devices": {"mobility": "random_waypoint", "speed_mps": 1.0}}, r"^devices.mobility = 'random_waypoint' with "
                                                                       r"network.cells = 3: moving devices need handover"),

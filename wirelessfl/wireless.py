@@ -326,8 +326,9 @@ class PathLossChannel(Channel):
     def __init__(self, fading, path_loss: PathLoss, mobility=None, sites=None, serving: np.ndarray | None = None):
         self.fading, self.path_loss = fading, path_loss
         self.mobility = mobility if mobility is not None and mobility.moving else None
-        # several cells (wirelessfl.network): the sites, and the cell serving each device
-        self.sites, self.serving = sites, serving
+        # several cells (wirelessfl.network): the sites, the cell serving each device, and each
+        # device's mean gain to every site (N, C), what it interferes with at the other sites
+        self.sites, self.serving, self.cross_mean = sites, serving, None
 
     def set_time(self, time_s: float) -> None:
         """Moving devices (wirelessfl.mobility): the path loss of their positions at ``time_s``."""
@@ -487,7 +488,10 @@ def _cellular_channel(scenario, fading, rng: np.random.Generator) -> PathLossCha
     path_loss.origins_m = sites.positions_m[serving]
     path_loss.device_shadow_db = shadow[np.arange(n), serving]
     path_loss.move(positions)
-    return PathLossChannel(fading, path_loss, None, sites=sites, serving=serving)
+    channel = PathLossChannel(fading, path_loss, None, sites=sites, serving=serving)
+    small = fading.mean_gain()  # E|h|^2 of each device: the fading on its links to the other sites too
+    channel.cross_mean = mean_gains * (1.0 if small is None else np.asarray(small, dtype=float)[:, None])
+    return channel
 
 
 # The link and the access schemes live in wirelessfl.access (link.access names a part of its own);

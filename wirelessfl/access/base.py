@@ -163,6 +163,9 @@ class AccessScheme:
     over_the_air: ClassVar[bool] = False
     """True: the server receives only the sum of the updates (AirComp), never one device's update;
     an aggregation that needs them one by one (a median, Krum) cannot run over it."""
+    interferes: ClassVar[bool] = False
+    """True: with several cells on one sub-band (network.reuse < network.cells) its cells' uploads may
+    interfere, as wirelessfl.network.interference models it (one transmitter per cell: tdma)."""
     contention: ClassVar[bool] = False
     """True: a device's time on the air is decided by contention as it goes (random access: slots it
     sends in, with backoff between), not known when it starts; batteries, drawn per phase of a task,

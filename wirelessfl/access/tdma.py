@@ -23,6 +23,7 @@ class TDMA(AccessScheme):
     Options = NoOptions
     concurrent = False
     solo_uploads = True
+    interferes = True
 
     @classmethod
     def from_scenario(cls, scenario, options) -> "TDMA":

@@ -33,6 +33,9 @@ class NetworkConfig:
     reuse: int = option(1, choices=(1, 3, 7), doc="frequency reuse: the band in this many sub-bands, each cell "
                         "on one (B / reuse, N0 / reuse), neighbours on different ones where the layout "
                         "allows; cells on one sub-band interfere")
+    interference_fading: str = option("rayleigh", choices=("rayleigh", "none"),
+                                      doc="the gain of an interferer to another cell's site: its mean path gain "
+                                          "times an Exp(1) factor drawn per upload (rayleigh), or the mean alone")
 
 
 @dataclass(frozen=True)

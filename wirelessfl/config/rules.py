@@ -137,8 +137,8 @@ def _check_downlink(s) -> None:
 
 def _check_network(s) -> None:
     """Several cells need path loss (the sites are where the devices' gains come from), sites for every
-    cell, and, until they are modelled, no interference (cells on one sub-band), no handover (moving
-    devices) and no scheme whose uplink is not one cell's alone."""
+    cell, interference only where it is modelled (_check_interference), and, until they are
+    modelled, no handover (moving devices) and no scheme whose uplink is not one cell's alone."""
     net = s.network
     if net.sites_file is not None and net.layout != "file":
         raise ConfigError(f"network.sites_file: set it exactly when network.layout = 'file' (it is {net.layout!r})")
@@ -163,8 +163,7 @@ def _check_network(s) -> None:
         raise ConfigError(f"network.cells = {net.cells}: needs channel.path_loss = true (a device's gain comes from "
                           "its distance to the site serving it)")
     if net.cells > net.reuse:
-        raise ConfigError(f"network.cells = {net.cells} with network.reuse = {net.reuse}: cells on one sub-band would "
-                          "interfere, which is not modelled yet; set network.reuse >= network.cells (3 or 7)")
+        _check_interference(s)
     if s.devices.mobility != "static":
         raise ConfigError(f"devices.mobility = {s.devices.mobility!r} with network.cells = {net.cells}: moving devices "
                           "need handover between cells, which is not modelled yet; use 'static'")
@@ -174,6 +173,26 @@ def _check_network(s) -> None:
                           + ("an over-the-air sum is one cell's" if access.over_the_air else
                              "random access keeps counters of the whole band")
                           + "; use tdma, tdma_slotted, fdma, ofdma or dedicated")
+
+
+def _check_interference(s) -> None:
+    """Cells that share a sub-band interfere: modelled for one transmitter per cell (tdma), with
+    each upload sent whole at the rates the other cells allow (no packets, no fading within an
+    upload) and without batteries (a battery follows a task's known time on the air)."""
+    net, lc = s.network, s.link
+    where = f"network.cells = {net.cells} with network.reuse = {net.reuse}"
+    if not getattr(s.part("access"), "interferes", False):
+        raise ConfigError(f"{where}: cells on one sub-band interfere, which is modelled under link.access = 'tdma' "
+                          f"(one transmitter per cell), not {lc.access!r}; use tdma, or network.reuse >= network.cells")
+    if lc.packet_bits is not None or lc.rate_bps is not None or lc.errors != "none":
+        raise ConfigError(f"{where}: uploads under interference go whole at the rate the other cells allow; leave "
+                          "link.packet_bits, link.rate_bps and link.errors unset")
+    if s.channel.coherence_s is not None or s.devices.speed_mps:
+        raise ConfigError(f"{where}: fading within an upload (channel.coherence_s, devices.speed_mps) is not modelled "
+                          "under interference yet; leave them unset")
+    if s.devices.availability == "battery":
+        raise ConfigError(f"{where}: batteries follow a task's time on the air, which interference decides as it goes; "
+                          "use devices.availability = 'chain'")
 
 
 def _check_hierarchy(s) -> None:

@@ -2,7 +2,8 @@
 sub-band, and a device sends only in the cell that serves it. Under sync the round's uploads are
 split by cell and each cell's closed form times its own (:meth:`Cells.schedule`); under the event
 protocols each cell has its own event uplink, and an upload goes to its device's
-(:class:`CellUplinks`). Cells on different sub-bands do not interfere."""
+(:class:`CellUplinks`). Cells on different sub-bands do not interfere; cells on one do, under TDMA
+(wirelessfl.network.interference)."""
 from __future__ import annotations
 
 import math
@@ -10,6 +11,7 @@ import math
 import numpy as np
 
 from ..access import UplinkSchedule
+from .interference import InterferedUplinks, LossMeter, joint_tdma
 from .sites import Sites
 
 __all__ = ["CellUplinks", "Cells", "build_cells"]
@@ -19,9 +21,21 @@ class Cells:
     """The cells of a run: the sites, the cell serving each device (N,), and each cell's access
     scheme (built alike, each on a sub-band of B / reuse)."""
 
-    def __init__(self, sites: Sites, serving: np.ndarray, accesses: list):
+    def __init__(self, sites: Sites, serving: np.ndarray, accesses: list, cross_mean: np.ndarray | None = None,
+                 cross_fading: bool = True):
         self.sites, self.accesses = sites, list(accesses)
         self.serving = np.asarray(serving, dtype=np.int64)
+        # cells on one sub-band interfere (wirelessfl.network.interference): each device's mean gain to
+        # every site, whether an Exp(1) factor multiplies it per upload, and each cell's SINR loss
+        self.interfering = len(set(sites.bands.tolist())) < sites.count
+        self.cross_mean, self.cross_fading = cross_mean, cross_fading
+        self.meter = LossMeter(sites.count)
+        self.rng: np.random.Generator | None = None  # the "interference" stream (the engine gives it)
+
+    def cross_gains(self, device: int) -> np.ndarray:
+        """``device``'s gains to every site for one upload (its mean gains, times Exp(1) each)."""
+        mean = self.cross_mean[device]
+        return mean * self.rng.exponential(1.0, mean.size) if self.cross_fading else mean.copy()
 
     @property
     def count(self) -> int:
@@ -46,12 +60,20 @@ class Cells:
         return out
 
     def schedule(self, devices: np.ndarray, ready_s: np.ndarray, airtime_s: np.ndarray,
-                 deadline_s: float | None = None) -> UplinkSchedule:
+                 deadline_s: float | None = None, *, bits=None, gains: np.ndarray | None = None,
+                 power: np.ndarray | None = None) -> UplinkSchedule:
         """A sync round's uplink: each cell's closed form on its own devices, merged (the order is
-        by when uploads started, across cells; the phase ends when the last cell's does)."""
+        by when uploads started, across cells; the phase ends when the last cell's does); with cells
+        that interfere, every cell's queue timed together (``joint_tdma``: the uploads' ``bits``, and
+        their ``gains`` and ``power``)."""
         k = len(devices)
         if k == 0:
             return self.accesses[0].schedule(ready_s, airtime_s, deadline_s)
+        if self.interfering:
+            cross = np.array([self.cross_gains(n) for n in np.asarray(devices).tolist()]).reshape(k, self.count)
+            link = self.accesses[0].link
+            return joint_tdma(self.serving[devices], self.sites.bands, ready_s, np.broadcast_to(bits, (k,)), power,
+                              gains, cross, link.bandwidth_hz, link.noise_power, deadline_s, self.meter)
         tx_start, arrived = np.full(k, math.nan), np.zeros(k, dtype=bool)
         end_s, schedules = -math.inf, []
         for c, idx in self.members(devices):
@@ -72,17 +94,22 @@ class Cells:
         order = started[np.argsort(tx_start[started], kind="stable")]
         return UplinkSchedule(order, tx_start, arrived, end_s, tx_end, on_air, attempts)
 
-    def event_uplink(self, host) -> "CellUplinks":
-        """Event protocols: each cell's event uplink, an upload going to its device's."""
+    def event_uplink(self, host):
+        """Event protocols: each cell's event uplink, an upload going to its device's; with cells that
+        interfere, one uplink timing them together (InterferedUplinks)."""
+        if self.interfering:
+            return InterferedUplinks(host, self)
         return CellUplinks(self, [access.event_uplink(host) for access in self.accesses])
 
     def state_dict(self) -> dict:
-        """Each cell's access scheme's memory."""
-        return {"cells": [access.state_dict() for access in self.accesses]}
+        """Each cell's access scheme's memory, and the SINR losses counted so far."""
+        return {"cells": [access.state_dict() for access in self.accesses], "sinr_loss": self.meter.state_dict()}
 
     def load_state(self, state: dict) -> None:
         for access, kept in zip(self.accesses, state.get("cells", ())):
             access.load_state(kept)
+        if "sinr_loss" in state:
+            self.meter.load_state(state["sinr_loss"])
 
 
 class CellUplinks:
@@ -117,7 +144,8 @@ def build_cells(scenario, channel) -> Cells | None:
         return None
     radio = cell_radio(scenario)
     part, options = radio.part("access"), radio.options("access")
-    return Cells(channel.sites, channel.serving, [part.from_scenario(radio, options) for _ in range(net.cells)])
+    return Cells(channel.sites, channel.serving, [part.from_scenario(radio, options) for _ in range(net.cells)],
+                 channel.cross_mean, net.interference_fading == "rayleigh")
 
 
 def cell_radio(scenario):

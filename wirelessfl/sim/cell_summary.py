@@ -11,19 +11,22 @@ __all__ = ["cell_columns", "cell_rows"]
 
 def cell_rows(cells, updates, end_s: float) -> list[dict]:
     """One entry per cell: ``site_m`` [x, y], ``band`` (its sub-band), ``devices`` (how many it
-    serves), ``uploads`` (updates.csv's rows in it) and ``uplink_utilisation``: the union of its
+    serves), ``uploads`` (updates.csv's rows in it), ``uplink_utilisation``: the union of its
     uploads' times on the air (each from its start to its end, or to when it stopped) over the run's
-    simulated time. ``updates``: updates.csv as a DataFrame with its ``cell`` column."""
+    simulated time, and ``sinr_loss_db``: 10 log10(SNR / SINR) of its transmissions averaged over
+    their time on the air (0 without interference). ``updates``: updates.csv as a DataFrame with its ``cell`` column."""
     start = updates["tx_start_s"].to_numpy(float)
     stop = updates["tx_end_s"].fillna(updates["lost_s"]).fillna(end_s).to_numpy(float)
     where = updates["cell"].to_numpy(np.int64)
+    loss = cells.meter.mean_db()
     rows = []
     for c in range(cells.count):
         mine = where == c
         busy = union_length(start[mine], np.minimum(stop[mine], end_s))
         rows.append({"cell": c, "site_m": [float(v) for v in cells.sites.positions_m[c]],
                      "band": int(cells.sites.bands[c]), "devices": int((cells.serving == c).sum()),
-                     "uploads": int(mine.sum()), "uplink_utilisation": busy / end_s if end_s > 0 else float("nan")})
+                     "uploads": int(mine.sum()), "uplink_utilisation": busy / end_s if end_s > 0 else float("nan"),
+                     "sinr_loss_db": float(loss[c])})
     return rows
 
 

@@ -189,7 +189,8 @@ def load_parts_state(parts: Parts, state: dict) -> None:
         parts.cells.load_state(state["cells"])
 
 
-STREAMS = ("channel", "selection", "compute", "availability", "round_type", "link", "fading", "downlink")
+STREAMS = ("channel", "selection", "compute", "availability", "round_type", "link", "fading", "downlink",
+           "interference")
 """The engine's named random streams (wirelessfl.rng)."""
 
 
@@ -218,6 +219,8 @@ class Engine:
         # uploads in packets that may fail (a fixed rate alone, with fading within an upload, is the fading's)
         self._packets = parts.access.link.packets_on and parts.fading is None
         self.checks = PartChecks(parts)  # the user's scheduler and channel: their outputs are checked
+        if parts.cells is not None:  # interferers' gains to other sites are drawn from their own stream
+            parts.cells.rng = streams["interference"]
         self.env: Clock | None = None
 
     def run(self) -> None:
@@ -308,7 +311,8 @@ class Engine:
         # every selected device computes from its start on; the access scheme queues their uploads
         ready = starts + comp
         uplink = (p.access.schedule(ready, airtime, deadline_at) if p.cells is None
-                  else p.cells.schedule(selected, ready, airtime, deadline_at))
+                  else p.cells.schedule(selected, ready, airtime, deadline_at, bits=bits, gains=gains[selected],
+                                        power=power))
         if uplink.on_air_s is not None:  # contention decided each device's time on the air (random access)
             airtime, attempts = uplink.on_air_s, uplink.attempts
         arrived = uplink.arrived if delivered is None else uplink.arrived & delivered  # lost uploads do not count

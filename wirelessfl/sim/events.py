@@ -117,6 +117,8 @@ class EventEngine:
         # an upload, is the fading's)
         self.packets_on = link.packets_on and parts.fading is None
         self.checks = PartChecks(parts)  # the user's scheduler and channel: their outputs are checked
+        if parts.cells is not None:  # interferers' gains to other sites are drawn from their own stream
+            parts.cells.rng = streams["interference"]
         self.dispatcher = Dispatcher(self)  # the slots the protocol wants filled, and who fills them
         self.env: Clock | None = None
 

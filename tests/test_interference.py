@@ -1,0 +1,132 @@
+"""Uplink interference between cells on one sub-band (wirelessfl.network.interference): the SINR of a
+two-cell case and a joint TDMA round by hand, the closed form and the event uplink on the same draws,
+each cell's SINR loss, refusals in one line, and an exact resume."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from wirelessfl.config import from_dict
+from wirelessfl.experiments.run import simulate
+from wirelessfl.fields import ConfigError
+from wirelessfl.network.interference import LossMeter, joint_tdma, sinr_rates
+
+B, N0 = 1e6, 1e-3
+
+
+def test_the_sinr_of_two_cells_on_one_band_by_hand():
+    cells, bands = np.array([0, 1]), np.array([0, 0])
+    power, gains = np.array([1.0, 2.0]), np.array([0.5, 0.25])
+    cross = np.array([[0.5, 0.01], [0.02, 0.25]])  # device 0 -> sites 0, 1; device 1 -> sites 0, 1
+    rates, loss = sinr_rates(cells, bands, power, gains, cross, B, N0)
+    sinr0 = 1.0 * 0.5 / (N0 + 2.0 * 0.02)  # device 1 heard at site 0
+    sinr1 = 2.0 * 0.25 / (N0 + 1.0 * 0.01)  # device 0 heard at site 1
+    assert rates == pytest.approx([B * math.log2(1 + sinr0), B * math.log2(1 + sinr1)])
+    assert loss == pytest.approx([10 * math.log10((0.5 / N0) / sinr0), 10 * math.log10((0.5 / N0) / sinr1)])
+    # on different sub-bands nobody hears anybody
+    rates, loss = sinr_rates(cells, np.array([0, 1]), power, gains, cross, B, N0)
+    assert rates == pytest.approx([B * math.log2(1 + 0.5 / N0), B * math.log2(1 + 0.5 / N0)]) and (loss == 0).all()
+
+
+def test_a_joint_round_by_hand():
+    """Two cells, one device each, both ready at 0: together at their SINR rates until the faster
+    is done, then the other alone at its SNR rate."""
+    cells, bands = np.array([0, 1]), np.array([0, 0])
+    power, gains = np.array([1.0, 1.0]), np.array([1.0, 0.1])
+    cross = np.array([[1.0, 0.05], [0.05, 0.1]])
+    bits = 2e6
+    meter = LossMeter(2)
+    s = joint_tdma(cells, bands, np.zeros(2), np.full(2, bits), power, gains, cross, B, N0, None, meter)
+    r_together, loss = sinr_rates(cells, bands, power, gains, cross, B, N0)
+    t1 = bits / r_together.max()
+    fast, slow = int(np.argmax(r_together)), int(np.argmin(r_together))
+    r_alone = B * math.log2(1 + power[slow] * gains[slow] / N0)
+    t2 = t1 + (bits - r_together[slow] * t1) / r_alone
+    assert s.tx_start.tolist() == [0.0, 0.0] and s.arrived.all()
+    assert s.tx_end[fast] == pytest.approx(t1) and s.tx_end[slow] == pytest.approx(t2) and s.end_s == pytest.approx(t2)
+    assert s.on_air_s == pytest.approx(s.tx_end - s.tx_start)
+    assert meter.air_s == pytest.approx([t1 if fast == 0 else t2, t2 if fast == 0 else t1])
+    assert meter.loss_db_s[fast] == pytest.approx(loss[fast] * t1)
+    assert meter.loss_db_s[slow] == pytest.approx(loss[slow] * t1)  # alone after t1: no loss
+
+
+def test_a_deadline_cuts_a_joint_round():
+    cells, bands = np.array([0, 0, 1]), np.array([0, 0])
+    # devices 0 and 2 together (SINR 1 / (N0 + 0.01)) for 1 Mbit, 0.153 s; then device 1 alone (SNR 1000)
+    # would need 0.100 s more: the deadline at 0.25 s cuts it on the air
+    together = B * math.log2(1 + 1 / (N0 + 0.01))
+    s = joint_tdma(cells, bands, np.array([0.0, 0.0, 0.0]), np.full(3, 1e6), np.ones(3), np.ones(3),
+                   np.full((3, 2), 0.01), B, N0, 0.25)
+    assert s.end_s == 0.25 and s.arrived.tolist() == [True, False, True]
+    assert s.tx_start[1] == pytest.approx(1e6 / together) and s.tx_end[[0, 2]] == pytest.approx([1e6 / together] * 2)
+    assert s.on_air_s[1] == pytest.approx(0.25 - 1e6 / together)  # cut on the air
+
+
+def scenario(protocol: str = "sync", reuse: int = 1, rounds: int = 12, **extra) -> dict:
+    options = {"fedbuff": {"concurrency": 10, "buffer": 3}, "semi_sync": {}, "sync": {}}[protocol]
+    data = {"seed": 2, "run": {"rounds": rounds, "timing_only": True},
+            "devices": {"count": 28, "compute": "shifted_exponential", "delay_mean_s": 0.01},
+            "channel": {"path_loss": True, "reference_gain_db": -30.0},
+            "network": {"cells": 7, "reuse": reuse, "inter_site_m": 200.0},
+            "link": {"model_bits": 1e6, "noise_power": 1e-12},
+            "protocol": {"name": protocol, **options}, "scheduler": {"name": "uniform", "m": 10}}
+    for key, value in extra.items():
+        data.setdefault(key, {}).update(value)
+    return data
+
+
+def test_the_closed_form_and_the_event_uplink_agree_on_the_same_draws(tmp_path):
+    """Without random cross fading the interferers' gains are their mean path gains: a sync round in
+    closed form and a semi_sync round on the event uplink time the same uploads alike."""
+    runs = {p: simulate(from_dict(scenario(p, network={"interference_fading": "none"})), tmp_path / p,
+                        progress=False).updates for p in ("sync", "semi_sync")}
+    a, b = (runs[p].sort_values(["version_started", "device"]).reset_index(drop=True) for p in runs)
+    assert a["device"].tolist() == b["device"].tolist()
+    for column in ("tx_start_s", "tx_end_s", "airtime_s"):
+        assert a[column].to_numpy() == pytest.approx(b[column].to_numpy(), rel=1e-9, abs=1e-12), column
+
+
+@pytest.mark.parametrize("protocol", ["sync", "fedbuff"])
+def test_cells_on_one_band_lose_to_interference_and_a_cell_alone_does_not(tmp_path, protocol):
+    res = simulate(from_dict(scenario(protocol, reuse=3)), tmp_path / "run", progress=False)
+    rows = res.summary["cells"]
+    alone = [r for r in rows if sum(o["band"] == r["band"] for o in rows) == 1]
+    shared = [r for r in rows if r not in alone]
+    assert alone and all(r["sinr_loss_db"] == 0.0 for r in alone)
+    assert all(r["sinr_loss_db"] > 0 for r in shared if r["uploads"] > 0)
+    # an upload alone on its band would take bits / (B log2(1 + SNR)); with interferers longer
+    up = res.updates.dropna(subset=["tx_end_s"])
+    b, n0 = 22e6 / 3, 1e-12 / 3  # reuse 3: a third of the band and of the noise
+    alone_s = 1e6 / (b * np.log2(1 + up["gain"] * up["power"] / n0))
+    assert (up["airtime_s"].to_numpy() >= alone_s.to_numpy() * (1 - 1e-9)).all()
+    assert (up["airtime_s"].to_numpy() > alone_s.to_numpy() * 1.01).any()
+
+
+@pytest.mark.parametrize("protocol", ["sync", "fedbuff"])
+def test_a_run_with_interference_resumes_exactly(tmp_path, interrupted_and_resumed, protocol):
+    data = scenario(protocol, rounds=30)
+    data["run"]["checkpoint_every"] = 3
+    full, resumed = interrupted_and_resumed(from_dict(data), after=11)
+    assert resumed.summary["cells"] == full.summary["cells"]
+    for name in ("rounds.csv", "updates.csv", "devices.csv"):
+        assert (tmp_path / "full" / name).read_text() == (tmp_path / "cut" / name).read_text(), name
+
+
+@pytest.mark.parametrize("extra, message", [
+    ({"link": {"access": "fdma"}}, r"^network.cells = 7 with network.reuse = 1: cells on one sub-band interfere, which "
+                                   r"is modelled under link.access = 'tdma'"),
+    ({"link": {"packet_bits": 100000}}, r"^network.cells = 7 with network.reuse = 1: uploads under interference"),
+    ({"channel": {"coherence_s": 0.01}}, r"^network.cells = 7 with network.reuse = 1: fading within an upload"),
+    ({"devices": {"availability": "battery", "compute": "cpu"}}, r"^network.cells = 7 with network.reuse = 1: batteries"),
+    ({"network": {"interference_fading": "nakagami"}}, r"^network.interference_fading = 'nakagami'"),
+])
+def test_what_interference_does_not_model_yet_is_refused_in_one_line(extra, message):
+    data = scenario()
+    if "compute" in extra.get("devices", {}):
+        data["devices"].pop("delay_mean_s")
+    for key, value in extra.items():
+        data.setdefault(key, {}).update(value)
+    with pytest.raises(ConfigError, match=message):
+        from_dict(data)
