@@ -1,5 +1,5 @@
-"""A study of this simulator: edge servers and a cloud against one server in the cloud, over the
-same radio (figures/README_networks.md).
+"""Studies of this simulator's networks (figures/README_networks.md): edge servers and a cloud
+against one server in the cloud, over the same radio, and frequency reuse with interference.
 
 ``hierfavg``: the packaged ``studies/hierfavg`` scenario (70 devices in seven cells, reuse 7, non-iid
 Fashion-MNIST, the MLP, a CPU computation model, 60 simulated seconds). One server in the cloud draws
@@ -132,8 +132,87 @@ def report(data: pd.DataFrame, figures: Path, scale: str) -> Report:
     return Report("hierfavg", [path], numbers, "\n".join(md))
 
 
+REUSES = (1, 3, 7)
+
+
+def reuse_variants(scale: str) -> dict[str, dict]:
+    """The cloud alone over the seven cells at reuse 1, 3 and 7, behind the fast backhaul."""
+    rate, latency = BACKHAULS["fast"]
+    return {f"reuse{r}": {"network.reuse": r, "hierarchy.backhaul_rate_bps": rate,
+                          "hierarchy.backhaul_latency_s": latency} for r in REUSES}
+
+
+def reuse_families(scale: str, overrides: Sequence[str]) -> dict:
+    base = packaged("studies/hierfavg", [*SCALES[scale], *overrides])
+    return {f"networks/reuse/{scale}": (base, reuse_variants(scale))}
+
+
+def interference_share(folder: Path, reuse: int, bits: float, bandwidth_hz: float, noise_power: float) -> float:
+    """The share of the uplink time the interference took: 1 - sum of the uploads' times alone on
+    their sub-band (bits / ((B / reuse) log2(1 + g P reuse / N0))) over the sum of their times on the air."""
+    up = pd.read_csv(folder / "updates.csv", usecols=["airtime_s", "gain", "power", "tx_end_s"]).dropna(subset=["tx_end_s"])
+    if not len(up):
+        return math.nan
+    alone = bits / (bandwidth_hz / reuse * np.log2(1 + up["gain"] * up["power"] * reuse / noise_power))
+    share = float(1.0 - alone.sum() / up["airtime_s"].sum())
+    return share if abs(share) > 1e-9 else 0.0  # alone on its sub-band: the same airtime, up to rounding
+
+
+def collect_reuse(runs: Runs, scale: str) -> pd.DataFrame:
+    """Per run its time to target, final accuracy, rounds, mean round time, the interference's share of
+    the uplink time and the cells' mean SINR loss; per evaluation its accuracy."""
+    import tomllib
+
+    rows = []
+    for variant in reuse_variants(scale):
+        reuse = int(variant.removeprefix("reuse"))
+        for seed, folder in runs.seeds(variant):
+            s = run_summary(folder)
+            link = tomllib.loads((folder / "scenario.toml").read_text())["link"]
+            key = {"variant": variant, "reuse": reuse, "seed": seed}
+            cells = s["cells"]
+            rows.append({"kind": "run", **key, "time_to_target_s": s["time_to_target_s"],
+                         "final_accuracy": s["final_accuracy"], "rounds": s["rounds"],
+                         "mean_round_s": s["sim_time_s"] / max(s["rounds"], 1),
+                         "interference_share": interference_share(folder, reuse, s["model_bits"],
+                                                                  link["bandwidth_hz"], link["noise_power"]),
+                         "sinr_loss_db": float(np.mean([c["sinr_loss_db"] for c in cells]))})
+            rows += curve_rows(folder, key)
+    return pd.DataFrame(rows)
+
+
+def report_reuse(data: pd.DataFrame, figures: Path, scale: str) -> Report:
+    """A table per reuse factor and the accuracy curves."""
+    runs = data[data["kind"] == "run"] if len(data) else data
+    curves = data[data["kind"] == "curve"] if len(data) else data
+    md = [f"Mean ± std over seeds (time to {100 * TARGET:.0f} % among the seeds that reach it):", "",
+          "| reuse | time to target (s) | reached | final accuracy (%) | mean round (s) | interference's share of "
+          "the uplink time (%) | mean SINR loss (dB) |", "|---|---|---|---|---|---|---|"]
+    numbers = {}
+    for reuse in REUSES:
+        of = runs[runs["reuse"] == reuse] if len(runs) else runs
+        if not len(of):
+            continue
+        numbers[f"reuse{reuse}_time_to_target_s"] = float(of["time_to_target_s"].mean())
+        numbers[f"reuse{reuse}_interference_share"] = float(of["interference_share"].mean())
+        md.append(f"| {reuse} | {spread_cell(of['time_to_target_s'], '.1f')} | {of['time_to_target_s'].notna().sum()}/"
+                  f"{len(of)} | {spread_cell(100 * of['final_accuracy'], '.1f')} | {spread_cell(of['mean_round_s'], '.3f')} | "
+                  f"{spread_cell(100 * of['interference_share'], '.1f')} | {spread_cell(of['sinr_loss_db'], '.1f')} |")
+    md.append("")
+    plt = pyplot()
+    fig, ax = plt.subplots(figsize=(6.5, 4.2))
+    seed_mean_curves(ax, curves, [(f"reuse{r}", f"reuse {r}") for r in REUSES], TARGET)
+    ax.set_title("seven cells, one server in the cloud: accuracy by frequency reuse")
+    path = save_figure(fig, figures / "networks_reuse.png", caption=figure_caption(scale, data))
+    md.append("![](networks_reuse.png)")
+    return Report("reuse", [path], numbers, "\n".join(md))
+
+
 RECIPES: list[Recipe] = [
     Recipe("networks", "hierfavg", "Edge servers and a cloud (HierFAVG) against the cloud alone over seven cells: "
            "time and device energy to 75 % for kappa_1, kappa_2 and two backhauls", ("networks_hierfavg.png",),
            families, collect, report, {"tiny": 0.3, "cpu": 3.5}),
+    Recipe("networks", "reuse", "Reuse 1, 3 and 7 in seven cells under TDMA with interference: time to 75 %, the "
+           "interference's share of the uplink time and the SINR loss", ("networks_reuse.png",), reuse_families,
+           collect_reuse, report_reuse, {"tiny": 0.1, "cpu": 1.0}),
 ]
