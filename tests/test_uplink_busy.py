@@ -74,3 +74,12 @@ def test_a_resumed_run_is_busy_as_long_as_an_uninterrupted_one(interrupted_and_r
                           "scheduler": {"name": "uniform"}})
     full, resumed = interrupted_and_resumed(scenario, after=25)
     assert resumed.summary["uplink_busy_s"] == full.summary["uplink_busy_s"] > 0
+
+
+def test_the_summary_line_says_how_busy_the_uplink_was():
+    from wirelessfl.experiments.summary_line import summary_line
+
+    res = run("fdma")
+    share = res.summary["uplink_utilisation"]
+    assert 0 < share < 1
+    assert f"uplink busy {100 * share:.0f} %" in summary_line("x", res.summary)
