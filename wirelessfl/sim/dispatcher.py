@@ -78,9 +78,8 @@ class Dispatcher:
         power = float(choice.power[0])
         if e.checks.scheduler is not None:
             e.checks.dispatch_power(power, device, f"t = {e.env.now:.6g} s")
-        down = self.downlink([device])
-        e.launch(device, power, comp[0], energy[0], key=key, bits=e.parts.upload_bits,
-                 downlink=None if down is None else down[0])
+        down = None if e.parts.downlink is None else self.downlink([device])[0]  # the usual: a fixed downlink
+        e.launch(device, power, comp[0], energy[0], key=key, bits=e.parts.upload_bits, downlink=down)
         self.wanted -= 1
         return 1
 
