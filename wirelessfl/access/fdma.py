@@ -16,10 +16,11 @@ import math
 import numpy as np
 import simpy
 
-from ..des import ON_AIR, RANK_DEVICE, priority
+from ..des import ON_AIR
 from ..fields import NoOptions
 from .base import DEFAULT_UPLINKS, AccessScheme, AirtimePrice, UplinkSchedule
 from .link import Link, share_snr
+from .on_air import RatesOnTheAir
 
 __all__ = ["FDMA", "SharedBand"]
 
@@ -83,7 +84,7 @@ class FDMA(AccessScheme):
         return SharedBand(host, self)
 
 
-class SharedBand:
+class SharedBand(RatesOnTheAir):
     """Devices on the air at once, sharing the band (FDMA, OFDMA): the access scheme's rates for the
     devices on the air (``rates_bps``), worked out again whenever one joins or leaves (see the
     module docstring).
@@ -96,15 +97,11 @@ class SharedBand:
     the band, lost."""
 
     def __init__(self, host, scheme: AccessScheme):
-        self.host, self.scheme = host, scheme
-        self.link = scheme.link
+        super().__init__(host)
+        self.scheme, self.link = scheme, scheme.link
         self.packets = host.packets_on
-        self.active: list = []  # updates on the air, in the order they joined
         self.fading: dict[int, np.ndarray] = {}  # an upload's block factors, drawn as it went on the air
-        self.t_last = host.env.now  # when bits_left was last brought up to date
-        self.rates: list[float] = []  # of the active updates, since t_last
-        self.capacity: list[float] = []  # their shares' capacities (the rates, but at a fixed rate)
-        self._generation = 0  # a wake-up of an older generation is out of date
+        self.capacity: list[float] = []  # the active shares' capacities (the rates, but at a fixed rate)
 
     def transmit(self, u):
         """The upload of ``u`` (a SimPy generator): on the air at once, done when its bits are sent.
@@ -136,40 +133,18 @@ class SharedBand:
             raise
 
     def _leave(self, u) -> None:
-        self.active.remove(u)
+        super()._leave(u)
         self.fading.pop(u.seq, None)
 
-    def _advance(self) -> None:
-        now = self.host.env.now
-        dt = now - self.t_last
-        if dt > 0:
-            for u, rate in zip(self.active, self.rates):
-                u.bits_left -= rate * dt
-        self.t_last = now
-
-    def _reschedule(self) -> None:
-        """The rates of the devices on the air now; wake at the next end of an upload at them."""
-        self._generation += 1
+    def _rates_now(self) -> list[float]:
+        """The scheme's rates of the devices on the air (at the fixed rate with fixed-rate packets)."""
         active = self.active
-        if not active:
-            self.rates = []
-            return
         fading = np.array([self.fading[u.seq] for u in active]) if self.fading else None
-        self.rates = self.capacity = self.scheme.rates_bps(np.array([u.gain for u in active]),
-                                                           np.array([u.power for u in active]), fading).tolist()
+        self.capacity = self.scheme.rates_bps(np.array([u.gain for u in active]),
+                                              np.array([u.power for u in active]), fading).tolist()
         if self.packets and self.link.fixed_rate_bps is not None:  # they send at the rate, whatever their share
-            self.rates = [self.link.fixed_rate_bps] * len(active)
-        best, when = None, math.inf
-        for u, rate in zip(active, self.rates):
-            end = self.t_last + max(u.bits_left, 0.0) / rate if rate > 0 else math.inf
-            if end < when:
-                best, when = u, end
-        if best is None:
-            return
-        env = self.host.env
-        event = env.at(max(when, env.now), priority(RANK_DEVICE, best.seq))
-        generation = self._generation
-        event.callbacks.append(lambda _: self._finish(best, generation))
+            return [self.link.fixed_rate_bps] * len(active)
+        return self.capacity
 
     def _begin_attempt(self, u) -> None:
         """A transmission of ``u``'s packet begins now: whether it gets through is drawn at its share's
@@ -181,18 +156,9 @@ class SharedBand:
                                                rng.random() if self.link.errors == "waterfall" else 1.0)
         u.attempts, u.tries, u.attempt_start_s = u.attempts + 1, u.tries + 1, self.host.env.now
 
-    def _finish(self, u, generation: int) -> None:
-        if generation != self._generation:
-            return
-        self._advance()
-        u.bits_left = 0.0
-        if self.packets and not self._packet_done(u):
-            return
-        self._leave(u)
-        u.tx_end_s = self.host.env.now
-        u.airtime_s = u.tx_end_s - u.tx_start_s
-        u.done.succeed(True)
-        self._reschedule()
+    def _sent(self, u) -> bool:
+        """Its upload is over unless it goes in packets and this was not its last one (_packet_done)."""
+        return not self.packets or self._packet_done(u)
 
     def _packet_done(self, u) -> bool:
         """``u``'s transmission ended: True when its last packet is through; otherwise its next

@@ -25,7 +25,8 @@ import numpy as np
 import simpy
 
 from ..access import UplinkSchedule, queue
-from ..des import ON_AIR, RANK_DEVICE, priority
+from ..access.on_air import RatesOnTheAir
+from ..des import ON_AIR
 
 __all__ = ["InterferedUplinks", "LossMeter", "joint_tdma", "sinr_rates"]
 
@@ -127,19 +128,17 @@ def joint_tdma(cells: np.ndarray, bands: np.ndarray, ready: np.ndarray, bits: np
                           on_air_s=on_air_s, attempts=(~np.isnan(tx_start)).astype(np.int64))
 
 
-class InterferedUplinks:
+class InterferedUplinks(RatesOnTheAir):
     """The event uplink of cells that interfere (wirelessfl.access.EventUplink): one transmitter at a
     time per cell, first come first served, and every transmission on the air timed with the others
     at their SINR rates, recomputed whenever one starts or ends."""
 
     def __init__(self, host, cells):
-        self.host, self.cells = host, cells
+        super().__init__(host)
+        self.cells = cells
         self.queues = [simpy.Resource(host.env, capacity=1) for _ in range(cells.count)]
-        self.active: list = []  # updates on the air, in the order they went on
         self.cross: dict[int, np.ndarray] = {}  # an upload's gains to every site, drawn as it went on the air
-        self.t_last = host.env.now
-        self.rates, self.loss = np.zeros(0), np.zeros(0)
-        self._generation = 0
+        self.loss = np.zeros(0)  # the SINR loss of each active upload, since t_last
         link = cells.accesses[0].link
         self.bandwidth_hz, self.noise_power = link.bandwidth_hz, link.noise_power
 
@@ -173,53 +172,20 @@ class InterferedUplinks:
         return t - u.tx_start_s
 
     def _leave(self, u) -> None:
-        self.active.remove(u)
+        super()._leave(u)
         self.cross.pop(u.seq, None)
 
-    def _advance(self) -> None:
-        now = self.host.env.now
-        dt = now - self.t_last
-        if dt > 0 and self.active:
-            for u, rate in zip(self.active, self.rates.tolist()):
-                u.bits_left -= rate * dt
-            self.cells.meter.add(np.array([self.cells.serving[u.device] for u in self.active]), self.loss, dt)
-        self.t_last = now
+    def _elapsed(self, dt: float) -> None:
+        """Each active upload's cell counts its SINR loss over ``dt``."""
+        self.cells.meter.add(np.array([self.cells.serving[u.device] for u in self.active]), self.loss, dt)
 
-    def _reschedule(self) -> None:
-        """The rates of the uploads on the air now; wake at the next end of one at them."""
-        self._generation += 1
-        active, cells = self.active, self.cells
-        if not active:
-            self.rates, self.loss = np.zeros(0), np.zeros(0)
-            return
-        self.rates, self.loss = sinr_rates(
+    def _rates_now(self) -> list[float]:
+        cells, active = self.cells, self.active
+        rates, self.loss = sinr_rates(
             np.array([cells.serving[u.device] for u in active]), cells.sites.bands,
             np.array([u.power for u in active]), np.array([u.gain for u in active]),
             np.array([self.cross[u.seq] for u in active]), self.bandwidth_hz, self.noise_power)
-        best, when = None, math.inf
-        for u, rate in zip(active, self.rates.tolist()):
-            end = self.t_last + max(u.bits_left, 0.0) / rate if rate > 0 else math.inf
-            if end < when:
-                best, when = u, end
-        if best is None:
-            return
-        env = self.host.env
-        event = env.at(max(when, env.now), priority(RANK_DEVICE, best.seq))
-        generation = self._generation
-        event.callbacks.append(lambda _: self._finish(best, generation))
-
-    def _finish(self, u, generation: int) -> None:
-        if generation != self._generation:
-            return
-        self._advance()
-        u.bits_left = 0.0
-        self._leave(u)
-        u.tx_end_s = self.host.env.now
-        u.airtime_s = u.tx_end_s - u.tx_start_s
-        if u.done is None:
-            u.done = self.host.env.event()
-        u.done.succeed(True)
-        self._reschedule()
+        return rates.tolist()
 
     def state_dict(self) -> dict:
         """The uploads on the air in order, their gains to every site, and when their bits were last counted."""
