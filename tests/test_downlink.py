@@ -257,12 +257,14 @@ def test_kill_9_and_resume_of_a_stale_start_training_run_gives_identical_records
         name = "kill"
         seed = 5
         [run]
-        rounds = 60
+        rounds = 30
         checkpoint_every = 5
         eval_every_rounds = 10
         [learning]
         local_steps = 1
         batch_size = 16
+        samples_per_device = 100
+        eval_train_samples = 500
         [devices]
         count = 20
         [link]
