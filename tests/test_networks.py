@@ -194,8 +194,6 @@ def test_sites_from_a_file(tmp_path):
     ({"network": {"cells": 7, "reuse": 3}, "link": {"access": "fdma"}},
      r"^network.cells = 7 with network.reuse = 3: cells on one sub-band interfere, which is modelled under"),
     ({"network": {"reuse": 2}}, r"^network.reuse = 2"),
-    ({"devices": {"mobility": "random_waypoint", "speed_mps": 1.0}}, r"^devices.mobility = 'random_waypoint' with "
-                                                                      r"network.cells = 3: moving devices need handover"),
     ({"link": {"access": "aircomp"}}, r"^link.access = 'aircomp' with network.cells = 3"),
     ({"link": {"access": "aloha"}}, r"^link.access = 'aloha' with network.cells = 3"),
     ({"network": {"layout": "file"}}, r"^network.layout = 'file': needs network.sites_file"),

@@ -327,13 +327,40 @@ class PathLossChannel(Channel):
         self.fading, self.path_loss = fading, path_loss
         self.mobility = mobility if mobility is not None and mobility.moving else None
         # several cells (wirelessfl.network): the sites, the cell serving each device, and each
-        # device's mean gain to every site (N, C), what it interferes with at the other sites
+        # device's mean gain to every site (N, C), what it interferes with at the other sites;
+        # moving devices: their shadowing to every site, the handover hysteresis (a ratio) and the
+        # handovers not yet recorded
         self.sites, self.serving, self.cross_mean = sites, serving, None
+        self.site_shadow_db, self.hysteresis, self.fading_mean = None, 1.0, 1.0
+        self.handovers: list[tuple[float, int, int, int]] = []
 
     def set_time(self, time_s: float) -> None:
-        """Moving devices (wirelessfl.mobility): the path loss of their positions at ``time_s``."""
+        """Moving devices (wirelessfl.mobility): the path loss of their positions at ``time_s``; with
+        several cells, the handovers those positions call for (``reassociate``)."""
         if self.mobility is not None and time_s != self.mobility.now:
             self.path_loss.move(self.mobility.positions(time_s))
+            if self.sites is not None:
+                self.reassociate(time_s)
+
+    def reassociate(self, time_s: float) -> None:
+        """Hand over every device whose strongest site's mean gain beats its serving site's by more
+        than the hysteresis: its serving cell, path loss and shadowing follow, and (time, device,
+        from, to) joins ``handovers``, the ones not yet recorded."""
+        positions, sites = self.path_loss.positions_m, self.sites.positions_m
+        offsets = positions[:, None, :] - sites[None, :, :]
+        gains = self.path_loss.gain_at(np.hypot(offsets[..., 0], offsets[..., 1])) * 10.0 ** (self.site_shadow_db / 10.0)
+        rows = np.arange(len(positions))
+        best = np.argmax(gains, axis=1)
+        moving = (best != self.serving) & (gains[rows, best] > gains[rows, self.serving] * self.hysteresis)
+        for n in np.flatnonzero(moving).tolist():
+            self.handovers.append((float(time_s), n, int(self.serving[n]), int(best[n])))
+        if moving.any():
+            self.serving[moving] = best[moving]  # in place: the cells share the array
+            self.path_loss.origins_m[moving] = sites[best[moving]]
+            self.path_loss.device_shadow_db[moving] = self.site_shadow_db[moving, best[moving]]
+            self.path_loss.move(positions)
+        if self.cross_mean is not None:
+            self.cross_mean[:] = gains * self.fading_mean
 
     def positions_m(self) -> np.ndarray:
         """Where the devices are (their positions at the last ``set_time``)."""
@@ -353,12 +380,21 @@ class PathLossChannel(Channel):
         return None if fading is None else self.path_loss.mean_scale() * fading
 
     def state_dict(self) -> dict:
-        """The fading's state (the path loss is rebuilt from the scenario and its seed)."""
-        return self.fading.state_dict()
+        """The fading's state (the path loss is rebuilt from the scenario and its seed), and with
+        several cells the cell serving each device (handovers change it)."""
+        state = self.fading.state_dict()
+        return state if self.sites is None else {**state, "_serving": self.serving.tolist()}
 
     def load_state(self, state: dict) -> None:
         """Inverse of state_dict."""
+        state = dict(state)
+        serving = state.pop("_serving", None)
         self.fading.load_state(state)
+        if serving is not None:  # the handovers so far: each device's serving site, path loss and shadowing
+            self.serving[:] = serving
+            self.path_loss.origins_m[:] = self.sites.positions_m[self.serving]
+            self.path_loss.device_shadow_db[:] = self.site_shadow_db[np.arange(self.serving.size), self.serving]
+            self.path_loss.move(self.path_loss.positions_m)
 
 
 class TraceChannel(Channel):
@@ -488,9 +524,15 @@ def _cellular_channel(scenario, fading, rng: np.random.Generator) -> PathLossCha
     path_loss.origins_m = sites.positions_m[serving]
     path_loss.device_shadow_db = shadow[np.arange(n), serving]
     path_loss.move(positions)
-    channel = PathLossChannel(fading, path_loss, None, sites=sites, serving=serving)
+    dc = scenario.devices
+    # moving devices stay in the disc around the origin that covers every cell
+    mobility = (Mobility(positions, float(np.hypot(*sites.positions_m.T).max()) + sites.radius_m, dc.speed_mps,
+                         dc.mobility, scenario.seed) if dc.mobility != "static" else None)
+    channel = PathLossChannel(fading, path_loss, mobility, sites=sites, serving=serving)
     small = fading.mean_gain()  # E|h|^2 of each device: the fading on its links to the other sites too
-    channel.cross_mean = mean_gains * (1.0 if small is None else np.asarray(small, dtype=float)[:, None])
+    channel.fading_mean = 1.0 if small is None else np.asarray(small, dtype=float)[:, None]
+    channel.cross_mean = mean_gains * channel.fading_mean
+    channel.site_shadow_db, channel.hysteresis = shadow, 10.0 ** (net.handover_hysteresis_db / 10.0)
     return channel
 
 

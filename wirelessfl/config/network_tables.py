@@ -33,6 +33,13 @@ class NetworkConfig:
     reuse: int = option(1, choices=(1, 3, 7), doc="frequency reuse: the band in this many sub-bands, each cell "
                         "on one (B / reuse, N0 / reuse), neighbours on different ones where the layout "
                         "allows; cells on one sub-band interfere")
+    handover_hysteresis_db: float = option(3.0, ge=0, le=100, doc="moving devices: a device hands over to the "
+                                           "site of strongest mean gain when it beats its serving site's by more "
+                                           "than this")
+    handover_upload: str = option("restart", choices=("restart", "complete", "lose"),
+                                  doc="an upload queued or on the air at its device's handover (event protocols): "
+                                      "restarted in the new cell, completed in the old one, or lost (outcome "
+                                      "'handover')")
     interference_fading: str = option("rayleigh", choices=("rayleigh", "none"),
                                       doc="the gain of an interferer to another cell's site: its mean path gain "
                                           "times an Exp(1) factor drawn per upload (rayleigh), or the mean alone")

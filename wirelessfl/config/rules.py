@@ -137,8 +137,8 @@ def _check_downlink(s) -> None:
 
 def _check_network(s) -> None:
     """Several cells need path loss (the sites are where the devices' gains come from), sites for every
-    cell, interference only where it is modelled (_check_interference), and, until they are
-    modelled, no handover (moving devices) and no scheme whose uplink is not one cell's alone."""
+    cell, interference only where it is modelled (_check_interference), moving devices (handover)
+    without edge servers or batteries, and no scheme whose uplink is not one cell's alone."""
     net = s.network
     if net.sites_file is not None and net.layout != "file":
         raise ConfigError(f"network.sites_file: set it exactly when network.layout = 'file' (it is {net.layout!r})")
@@ -164,9 +164,11 @@ def _check_network(s) -> None:
                           "its distance to the site serving it)")
     if net.cells > net.reuse:
         _check_interference(s)
-    if s.devices.mobility != "static":
-        raise ConfigError(f"devices.mobility = {s.devices.mobility!r} with network.cells = {net.cells}: moving devices "
-                          "need handover between cells, which is not modelled yet; use 'static'")
+    if s.devices.mobility != "static" and (s.hierarchy.tiers == "edge" or s.devices.availability == "battery"):
+        what = "edge servers keep their cell's devices" if s.hierarchy.tiers == "edge" else \
+            "batteries follow a task that a handover would move to another cell"
+        raise ConfigError(f"devices.mobility = {s.devices.mobility!r} with network.cells = {net.cells}: {what}, which "
+                          "handover does not do yet; use 'static'")
     access = s.part("access")
     if access.over_the_air or access.contention:
         raise ConfigError(f"link.access = {s.link.access!r} with network.cells = {net.cells}: "

@@ -52,6 +52,7 @@ class Dispatcher:
         parts, state, now = e.parts, self.state, e.env.now
         if self.moving:
             parts.channel.set_time(now)
+            e.handed_over()
             self.mean_gains[:] = parts.channel.mean_gain()
         state.time_s, state.version, state.slots, state.available = now, e.version, self.wanted, e.available
         state.busy, state.num_busy, state.last_applied = e.flights.busy, len(e.flights.flying), e.last_applied

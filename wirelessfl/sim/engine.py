@@ -221,6 +221,7 @@ class Engine:
         self.checks = PartChecks(parts)  # the user's scheduler and channel: their outputs are checked
         if parts.cells is not None:  # interferers' gains to other sites are drawn from their own stream
             parts.cells.rng = streams["interference"]
+        self.on_handovers: Callable[[list], None] = lambda rows: None  # the recorder's (handovers.csv)
         self.env: Clock | None = None
 
     def run(self) -> None:
@@ -282,6 +283,10 @@ class Engine:
         t_start = self.env.now
         opening = open_round(p, self.streams, self.checks, learner, r, t_start,
                              self._step_availability if edge is None else edge.available)
+        moved = getattr(p.channel, "handovers", None)
+        if moved:  # moving devices handed over as the round began: its uploads go to their new cells
+            p.channel.handovers = []
+            self.on_handovers(moved)
         available = opening.available
         if opening.plan is not None:
             yield from self._server_round(opening)

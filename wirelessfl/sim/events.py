@@ -58,7 +58,7 @@ from .event_state import engine_state, load_engine_state, restore
 from .flights import Flights
 from .last_models import LastModels
 from .stalls import LossStreak, check_idle
-from .flight import ARRIVED, COMPUTE, DOWNLINK, FINISHED, WAITING, Round, Update
+from .flight import ARRIVED, COMPUTE, DOWNLINK, FINISHED, ON_AIR, QUEUED, WAITING, Round, Update
 from .rounds import RoundDriver
 
 __all__ = ["EventEngine", "EventStall", "Round", "Update"]
@@ -106,6 +106,8 @@ class EventEngine:
         self.last_models = (LastModels(n, learner.params if learner is not None else None)
                             if downlink is not None and downlink.miss == "stale" else None)
         self.waits_for_model = downlink is not None and downlink.miss == "wait"
+        self.on_handovers: Callable[[list], None] = lambda rows: None  # the recorder's (handovers.csv)
+        self.handover_upload = "restart"  # network.handover_upload (the runner sets it)
         self.start_s = 0.0  # where the clock starts (a resume: where it stood)
         self.restored: dict | None = None  # a checkpoint's state, rebuilt as the run starts
         self._settle_pending = False
@@ -225,7 +227,14 @@ class EventEngine:
                 yield env.at(u.compute_end_s, prio)
                 if drain is not None:  # waiting for the uplink costs nothing
                     drain.draw(u, 0.0)
-            delivered = yield from self.uplink.transmit(u)
+            while True:
+                try:
+                    delivered = yield from self.uplink.transmit(u)
+                    break
+                except simpy.Interrupt as stop:
+                    if stop.cause != "restart":
+                        raise
+                    self._restart_upload(u)  # its device handed over: again, in its new cell
         except simpy.Interrupt as stop:
             self._off_air(u)  # if it was cut while on the air
             self.lose(u, stop.cause)  # nothing more if whoever interrupted settled it already
@@ -335,6 +344,7 @@ class EventEngine:
         """A fresh gain of ``device`` (the channel's "channel" stream), as a transmission begins."""
         channel = self.parts.channel
         channel.set_time(self.env.now)
+        self.handed_over()
         gain = channel.draw_one(self.streams["channel"], device)
         return gain if self.checks.channel is None else self.checks.gain(gain, device, f"t = {self.env.now:.6g} s")
 
@@ -349,7 +359,7 @@ class EventEngine:
             return
         self.stop_update(u)
         self.settle(u, outcome, self.env.now)
-        if outcome in ("offline", "lost", "silent", "battery", "downlink") and not self.stopping:
+        if outcome in ("offline", "lost", "silent", "battery", "downlink", "handover") and not self.stopping:
             self.protocol.on_lost(self, u)
 
     def stop_update(self, u: Update, outcome: str | None = None) -> None:
@@ -360,6 +370,36 @@ class EventEngine:
         if not u.report:
             self.flights.busy[u.device] = False
         u.phase = FINISHED
+
+    def _restart_upload(self, u: Update) -> None:
+        """``u`` starts its upload again from the queue of its device's new cell; the time it was on the
+        air counts (its energy, the busy clock)."""
+        if u.tx_start_s == u.tx_start_s:
+            u.air_before_s += self.env.now - u.tx_start_s
+            self.busy.stop(self.env.now)
+        u.phase, u.queue_seq, u.attempts, u.packet, u.tries, u.done = QUEUED, -1, 0, 0, 0, None
+        u.tx_start_s = u.airtime_s = u.bits_left = u.attempt_start_s = u.attempt_end_s = math.nan
+        if not u.round_gain:
+            u.gain = math.nan
+
+    def handed_over(self) -> None:
+        """Record the handovers the channel's last move made (network.handover_upload): an upload of a
+        device that handed over, waiting for or on its old cell's uplink, is restarted in the new cell
+        ("restart"), lost ("lose"), or finishes where it is ("complete"; so does the upload whose own
+        start moved the channel)."""
+        channel = self.parts.channel
+        moved = getattr(channel, "handovers", None)
+        if not moved:
+            return
+        channel.handovers = []
+        self.on_handovers(moved)
+        if self.handover_upload == "complete":
+            return
+        devices = {n for _, n, _, _ in moved}
+        active = self.env.active_process
+        for u in list(self.flights.flying.values()):
+            if u.device in devices and not u.report and u.phase in (QUEUED, ON_AIR) and u.process is not active:
+                u.process.interrupt("restart" if self.handover_upload == "restart" else "handover")
 
     def cancel(self, updates, outcome: str) -> None:
         """Stop updates in flight; recorded with ``outcome``."""

@@ -27,8 +27,8 @@ class Update:
                  "compute_s", "compute_end_s", "power", "bits", "gain", "airtime_s", "tx_start_s", "tx_end_s",
                  "phase", "queue_seq", "bits_left", "compute_energy_full_j", "energy_j", "compute_energy_j",
                  "outcome", "version_applied", "lost_s", "report", "attempts", "packet", "tries", "attempt_start_s",
-                 "attempt_end_s", "attempt_ok", "round_gain", "downlink_s", "downlink_attempts", "received", "delta",
-                 "start", "process", "done")
+                 "attempt_end_s", "attempt_ok", "round_gain", "downlink_s", "downlink_attempts", "received",
+                 "air_before_s", "delta", "start", "process", "done")
     SAVED = __slots__[:-4]  # the rest is rebuilt (delta and start are saved as tensors separately)
 
     def __init__(self, seq=-1, device=-1, version=0, key=0, round=0, share=math.nan, q=math.nan,
@@ -54,6 +54,7 @@ class Update:
         self.attempt_ok, self.round_gain = False, round_gain
         # the model's way down (link.downlink): seconds until it arrived (or the last try missed), tries, got it
         self.downlink_s, self.downlink_attempts, self.received = math.nan, 1, True
+        self.air_before_s = 0.0  # time on the air of transmissions a handover restarted (their energy counts)
         self.delta = self.start = self.process = self.done = None
 
     @property

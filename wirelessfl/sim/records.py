@@ -35,6 +35,7 @@ from .device_arrays import DECISIONS, DeviceArrays
 from .columns import EVAL_COLUMNS, G6, ROUND_COLUMNS, columns, floats, fsum, ids, numbers
 from .device_totals import DeviceTotals
 from .round_file import csv_rows, header, rounds_digest_problem, rounds_file_problem
+from .handover_log import HandoverLog
 from .update_log import OUTCOMES, UPDATE_COLUMNS, UpdateLog, round_outcomes, union_length
 
 __all__ = ["EVAL_COLUMNS", "OUTCOMES", "ROUND_COLUMNS", "Recorder", "UPDATE_COLUMNS", "UpdateLog"]
@@ -60,7 +61,7 @@ class Recorder:
 
     def __init__(self, num_devices: int, out_dir: Path | None = None, keep_device_arrays: bool = True,
                  positions=None, p_bar: float = math.nan, part_columns: tuple = (), downlink: bool = False,
-                 time_budget_s: float | None = None, cells: np.ndarray | None = None):
+                 time_budget_s: float | None = None, cells: np.ndarray | None = None, handovers: bool = False):
         self.num_devices = num_devices
         # moving devices: where they are at each record (a callable giving (N, 2) metres), kept in
         # decisions.h5 and averaged into devices.csv's distance_m
@@ -80,6 +81,8 @@ class Recorder:
         self.arrays = (DeviceArrays(out_dir / DECISIONS, num_devices, extra={"positions": (2,)} if positions else None)
                        if keep_device_arrays and out_dir is not None else None)
         self.updates = UpdateLog(out_dir / "updates.csv" if out_dir is not None else None, downlink, cells)
+        # moving devices among several cells: handovers.csv
+        self.handovers = HandoverLog(out_dir / "handovers.csv" if out_dir is not None else None) if handovers else None
         self.downlink = downlink  # the downlink is timed: updates.csv has its columns
         self.edge_rounds = False  # rows of edge servers' rounds (wirelessfl.sim.tiers): a device counts its edge's
         # rounds.csv's running digest: a checkpoint holds it, a resume checks the file against it
@@ -99,6 +102,8 @@ class Recorder:
         for name, cols in (("rounds", self.round_columns), ("evals", EVAL_COLUMNS)):
             self._open(name, cols, [])
         self.updates.start()
+        if self.handovers is not None:
+            self.handovers.start()
         if self.arrays is not None:
             self.arrays.start()
 
@@ -169,6 +174,11 @@ class Recorder:
     PILOT_ROWS = 64
     """A run kept in memory to a time budget estimates its rows from this many first ones (and again
     at every power of two after: the pace so far)."""
+
+    def on_handovers(self, rows: list) -> None:
+        """Handovers of moving devices between cells: (time, device, from, to) rows of handovers.csv."""
+        if self.handovers is not None:
+            self.handovers.write(rows)
 
     def on_cloud(self, row: dict) -> None:
         """A cloud aggregation of the edges' models (wirelessfl.sim.tiers): its row of rounds.csv,
@@ -374,6 +384,8 @@ class Recorder:
         for fh, *_ in self._files.values():
             fh.flush()
         self.updates.flush()
+        if self.handovers is not None:
+            self.handovers.flush()
 
     def state_dict(self) -> dict:
         """The records' state, for checkpoints: the per-device totals, the evaluations, the sums over
@@ -396,6 +408,7 @@ class Recorder:
                 "evals": plain(self.evals), **self.devices.state_dict(),
                 "device_rows": self.arrays.rows if self.arrays is not None else 0,
                 "updates": self.updates.state_dict(), "update_stats": dict(self.update_stats),
+                "handovers": self.handovers.state_dict() if self.handovers is not None else None,
                 "outcomes": dict(self.outcomes)}
 
     def check_resume(self, state: dict, rounds_done: int) -> str | None:
@@ -430,7 +443,8 @@ class Recorder:
                                             int(state.get("round_bytes", 0)), state.get("round_sha256"))
         if problem is not None:
             return problem
-        problem = self.updates.check(state["updates"])
+        problem = self.updates.check(state["updates"]) or (
+            self.handovers.check(state.get("handovers")) if self.handovers is not None else None)
         if problem is not None:
             return problem
         if self.arrays is not None:
@@ -460,6 +474,8 @@ class Recorder:
             if self.arrays is not None:
                 self.arrays.resume(int(state["device_rows"]))
         self.updates.load_state(state["updates"])
+        if self.handovers is not None:
+            self.handovers.load_state(state.get("handovers"))
 
     def _resume_rounds(self, rows: int, size: int) -> None:
         """rounds.csv as it was at the checkpoint: cut back to its length then, or, where a column
@@ -488,6 +504,8 @@ class Recorder:
             for fh, *_ in self._files.values():
                 closing.callback(fh.close)
             closing.callback(self.updates.close)
+            if self.handovers is not None:
+                closing.callback(self.handovers.close)
             if self.arrays is not None:
                 closing.callback(self.arrays.close)
             self._files = {}

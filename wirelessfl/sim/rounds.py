@@ -40,6 +40,7 @@ class RoundDriver:
         if e.flights.busy.any():
             available = ~e.flights.busy if available is None else available & ~e.flights.busy
         opening = open_round(p, e.streams, e.checks, e.learner, r, t, lambda: available)
+        e.handed_over()  # moving devices may have handed over as the round began
         gains, plan = opening.gains, opening.plan
         if plan is not None:
             end = t + plan.duration_s if plan.duration_s > 0 else t + p.idle_round_s

@@ -49,8 +49,8 @@ __all__ = ["ERROR_LOG", "Run", "RunResult", "fairness_metrics", "personalised_ev
 ERROR_LOG = "error.log"
 """Where a failed run writes the traceback of its error (summary.json names it)."""
 
-WRITES = ("scenario.toml", "rounds.csv", "evals.csv", "updates.csv", "devices.csv", "decisions.h5", "summary.json",
-          CHECKPOINT_NAME, ERROR_LOG)
+WRITES = ("scenario.toml", "rounds.csv", "evals.csv", "updates.csv", "handovers.csv", "devices.csv", "decisions.h5",
+          "summary.json", CHECKPOINT_NAME, ERROR_LOG)
 """The files a run (or a resume) reads back or writes in its folder: each must be a regular file
 where it exists, never a link, a FIFO or a device (checked before anything is written)."""
 
@@ -215,6 +215,7 @@ class Run:
         decisions = not self.protocol.event_driven or self.protocol.round_based
         self.recorder = Recorder(n, run_dir, keep_device_arrays=rc.record_devices and decisions, downlink=downlink.timed,
                                  cells=None if cells is None else cells.serving,
+                                 handovers=cells is not None and moving(self.channel),
                                  time_budget_s=rc.time_budget_s if rc.rounds is None else None,
                                  positions=self.channel.positions_m if moving(self.channel) else None,
                                  p_bar=scenario.link.p_bar, part_columns=part_columns(self.channel, access, self.battery))
@@ -223,6 +224,8 @@ class Run:
         self.bar = ProgressBar(scenario, enabled=progress)
         self.engine = self._engine(parts)
         self.recorder.edge_rounds = isinstance(self.engine, TieredEngine)
+        self.engine.on_handovers = self.recorder.on_handovers
+        self.engine.handover_upload = scenario.network.handover_upload
 
     def _model_bits(self) -> int:
         """One model's size in bits: link.model_bits, else 32 x the model's parameters (checked, times
@@ -457,6 +460,8 @@ class Run:
         if cells is not None:
             rec.flush()
             summary["cells"] = cell_rows(cells, self._updates_frame(), float(self.engine.now))
+            if rec.handovers is not None:
+                summary["handovers"] = rec.handovers.count
         if isinstance(self.engine, TieredEngine):
             summary.update(self.engine.summary(rec.totals.sums["num_selected"]))
         if error_log is not None:

@@ -101,6 +101,8 @@ class Server:
             u.energy_j = u.power * (until(u, t) if until is not None else t - u.tx_start_s)
         else:  # never on the air
             u.energy_j = 0.0
+        if u.air_before_s:  # transmissions a handover restarted spent power too
+            u.energy_j += u.power * u.air_before_s
         if t >= u.compute_end_s or not u.compute_s > 0:
             u.compute_energy_j = u.compute_energy_full_j
         else:

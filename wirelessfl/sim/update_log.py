@@ -22,10 +22,12 @@ was applied; outcome is "applied", "stale" (older than the protocol's max_stalen
 (missed the round's deadline, or its first k, under late = "drop"), "offline" (the device left while
 computing or uploading), "lost" (a packet failed link.max_attempts times), "silent" (it did not
 send: aircomp's truncation), "battery" (its battery ran out during the task), "downlink" (it missed the model
-and waited for the next one, link.downlink_miss = "wait") or "in_flight" (the run ended first); attempts counts its packets' transmissions (retries included); energy_j is the transmit energy spent
+and waited for the next one, link.downlink_miss = "wait"), "handover" (its device handed over while it
+waited for or was on the uplink, network.handover_upload = "lose") or "in_flight" (the run ended first); attempts counts its packets' transmissions (retries included); energy_j is the transmit energy spent
 (P x time on the air), compute_energy_j the computation energy (the part done, when it stopped early);
 lost_s is when a device that went offline (or was stopped, or was still under way at the end) stopped."""
-OUTCOMES = ("applied", "stale", "late_dropped", "offline", "lost", "silent", "battery", "downlink", "in_flight")
+OUTCOMES = ("applied", "stale", "late_dropped", "offline", "lost", "silent", "battery", "downlink", "handover",
+            "in_flight")
 DOWNLINK_COLUMNS = ["downlink_s", "downlink_attempts", "received"]
 """Added to updates.csv when the downlink is timed (link.downlink 'broadcast' or 'unicast'): the
 seconds from the dispatch (the round's start) until the model reached the device, or until the last
