@@ -19,8 +19,8 @@ PAPERS = {
     "perfedavg": "Fallah et al., Personalized federated learning: a meta-learning approach (Per-FedAvg)",
     "async_wireless": "A study of this simulator: asynchronous FL over a fading, shared uplink",
     "energy": "A study of this simulator: compressed updates on a narrow, shared, fading uplink, and batteries",
-    "networks": "Studies of this simulator: edge servers and a cloud against the cloud alone, and frequency reuse, "
-                "over seven cells",
+    "networks": "Studies of this simulator: edge servers and a cloud against the cloud alone, frequency reuse, and "
+                "the devices' speed, over seven cells",
 }
 """Paper module name -> the paper."""
 

@@ -1,5 +1,6 @@
 """Studies of this simulator's networks (figures/README_networks.md): edge servers and a cloud
-against one server in the cloud, over the same radio, and frequency reuse with interference.
+against one server in the cloud, over the same radio; frequency reuse with interference; and the
+devices' speed (handovers) under FedBuff.
 
 ``hierfavg``: the packaged ``studies/hierfavg`` scenario (70 devices in seven cells, reuse 7, non-iid
 Fashion-MNIST, the MLP, a CPU computation model, 60 simulated seconds). One server in the cloud draws
@@ -208,6 +209,75 @@ def report_reuse(data: pd.DataFrame, figures: Path, scale: str) -> Report:
     return Report("reuse", [path], numbers, "\n".join(md))
 
 
+SPEEDS = {"still": (0.0, "restart"), "walk": (2.0, "restart"), "car": (20.0, "restart"), "car_lose": (20.0, "lose"),
+          "train": (50.0, "restart")}
+"""Variant -> (devices' speed in m/s, what becomes of an upload at its device's handover)."""
+
+
+def speed_variants(scale: str) -> dict[str, dict]:
+    """FedBuff over the seven cells (reuse 7, the fast backhaul) with devices moving at each speed."""
+    out = {}
+    for name, (speed, mode) in SPEEDS.items():
+        out[name] = {"protocol.name": "fedbuff", "protocol.concurrency": 14, "protocol.buffer": 5,
+                     "devices.mobility": "static" if speed == 0 else "random_waypoint", "devices.speed_mps": speed,
+                     "network.handover_upload": mode}
+    return out
+
+
+def speed_families(scale: str, overrides: Sequence[str]) -> dict:
+    """The hierfavg base without its backhaul (the event protocols do not time one yet)."""
+    from ..config import from_dict, to_dict
+
+    data = to_dict(packaged("studies/hierfavg", [*SCALES[scale], *overrides]))
+    data["hierarchy"] = {}
+    return {f"networks/speed/{scale}": (from_dict(data), speed_variants(scale))}
+
+
+def collect_speed(runs: Runs, scale: str) -> pd.DataFrame:
+    """Per run its time to target, final accuracy, aggregations, handovers and uploads lost to them."""
+    rows = []
+    for variant in speed_variants(scale):
+        speed, mode = SPEEDS[variant]
+        for seed, folder in runs.seeds(variant):
+            s = run_summary(folder)
+            key = {"variant": variant, "speed_mps": speed, "handover_upload": mode, "seed": seed}
+            rows.append({"kind": "run", **key, "time_to_target_s": s["time_to_target_s"],
+                         "final_accuracy": s["final_accuracy"], "aggregations": s["rounds"],
+                         "handovers": s.get("handovers", 0), "lost_to_handover": s["outcomes"].get("handover", 0),
+                         "uploads": s["uploads"]})
+            rows += curve_rows(folder, key)
+    return pd.DataFrame(rows)
+
+
+def report_speed(data: pd.DataFrame, figures: Path, scale: str) -> Report:
+    """A table per speed and the accuracy curves."""
+    runs = data[data["kind"] == "run"] if len(data) else data
+    curves = data[data["kind"] == "curve"] if len(data) else data
+    md = [f"FedBuff, mean ± std over seeds (time to {100 * TARGET:.0f} % among the seeds that reach it):", "",
+          "| devices | speed (m/s) | upload at a handover | time to target (s) | reached | final accuracy (%) | "
+          "aggregations | handovers | uploads lost to a handover |", "|---|---|---|---|---|---|---|---|---|"]
+    numbers = {}
+    for name, (speed, mode) in SPEEDS.items():
+        of = runs[runs["variant"] == name] if len(runs) else runs
+        if not len(of):
+            continue
+        numbers[f"{name}_time_to_target_s"] = float(of["time_to_target_s"].mean())
+        numbers[f"{name}_handovers"] = float(of["handovers"].mean())
+        md.append(f"| {name} | {speed:g} | {mode} | {spread_cell(of['time_to_target_s'], '.1f')} | "
+                  f"{of['time_to_target_s'].notna().sum()}/{len(of)} | {spread_cell(100 * of['final_accuracy'], '.1f')} | "
+                  f"{spread_cell(of['aggregations'], '.0f')} | {spread_cell(of['handovers'], '.0f')} | "
+                  f"{spread_cell(of['lost_to_handover'], '.0f')} |")
+    md.append("")
+    plt = pyplot()
+    fig, ax = plt.subplots(figsize=(6.5, 4.2))
+    seed_mean_curves(ax, curves, [(name, f"{name}, {speed:g} m/s, {mode}") for name, (speed, mode) in SPEEDS.items()],
+                     TARGET)
+    ax.set_title("FedBuff over seven cells: accuracy by the devices' speed")
+    path = save_figure(fig, figures / "networks_speed.png", caption=figure_caption(scale, data))
+    md.append("![](networks_speed.png)")
+    return Report("speed", [path], numbers, "\n".join(md))
+
+
 RECIPES: list[Recipe] = [
     Recipe("networks", "hierfavg", "Edge servers and a cloud (HierFAVG) against the cloud alone over seven cells: "
            "time and device energy to 75 % for kappa_1, kappa_2 and two backhauls", ("networks_hierfavg.png",),
@@ -215,4 +285,7 @@ RECIPES: list[Recipe] = [
     Recipe("networks", "reuse", "Reuse 1, 3 and 7 in seven cells under TDMA with interference: time to 75 %, the "
            "interference's share of the uplink time and the SINR loss", ("networks_reuse.png",), reuse_families,
            collect_reuse, report_reuse, {"tiny": 0.1, "cpu": 1.0}),
+    Recipe("networks", "speed", "FedBuff over seven cells with devices moving at 0 to 50 m/s: handovers, uploads "
+           "restarted or lost, time to 75 %", ("networks_speed.png",), speed_families, collect_speed, report_speed,
+           {"tiny": 0.1, "cpu": 2.0}),
 ]
