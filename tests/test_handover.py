@@ -51,12 +51,13 @@ def test_handovers_follow_the_hysteresis_rule_replayed_by_hand(tmp_path):
         best = d.argmin(axis=1)
         for n in range(21):
             if best[n] != serving[n] and d[n, serving[n]] > ratio * d[n, best[n]]:
-                expected.append((t, n, int(serving[n]), int(best[n])))
+                expected.append((t, n, int(serving[n]), int(best[n]), *mobility.positions(t)[n]))
                 serving[n] = best[n]
     got = pd.read_csv(tmp_path / "run" / "handovers.csv")
     assert len(expected) > 10 and res.summary["handovers"] == len(got)
-    assert [(round(t, 9), n, a, b) for t, n, a, b in got.itertuples(index=False)] == \
-        [(round(t, 9), n, a, b) for t, n, a, b in expected]
+    assert [(round(t, 9), n, a, b) for t, n, a, b, _, _ in got.itertuples(index=False)] == \
+        [(round(t, 9), n, a, b) for t, n, a, b, _, _ in expected]
+    assert got[["x_m", "y_m"]].to_numpy() == pytest.approx(np.array([e[4:] for e in expected]), rel=1e-5)
     assert res.devices["cell"].tolist() == serving.tolist()  # where they ended
 
 
@@ -104,3 +105,20 @@ def test_what_handover_does_not_do_is_refused_in_one_line(extra, message):
         data.setdefault(key, {}).update(value)
     with pytest.raises(ConfigError, match=message):
         from_dict(data)
+
+
+def test_the_map_draws_the_tracks_and_a_cross_at_every_handover(tmp_path, monkeypatch):
+    from wirelessfl.experiments import network_plots
+
+    figures = []
+    monkeypatch.setattr(network_plots, "_save", lambda fig, out, name: figures.append(fig))
+    res = simulate(from_dict(scenario(rounds=10)), tmp_path / "run", progress=False)
+    network_plots.plot_network({"moving": res}, tmp_path)
+    ax = figures[0].axes[0]
+    moves = pd.read_csv(tmp_path / "run" / "handovers.csv")
+    (crosses,) = [c for c in ax.collections if c.get_label().startswith("handovers")]
+    assert np.allclose(crosses.get_offsets(), moves[["x_m", "y_m"]].to_numpy())
+    positions = res.decisions["positions"]
+    tracks = [line for line in ax.lines if len(line.get_xdata()) == len(positions)]
+    assert len(tracks) == positions.shape[1]
+    assert np.allclose(tracks[0].get_xdata(), positions[:, 0, 0])

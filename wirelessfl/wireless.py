@@ -332,7 +332,7 @@ class PathLossChannel(Channel):
         # handovers not yet recorded
         self.sites, self.serving, self.cross_mean = sites, serving, None
         self.site_shadow_db, self.hysteresis, self.fading_mean = None, 1.0, 1.0
-        self.handovers: list[tuple[float, int, int, int]] = []
+        self.handovers: list[tuple] = []
 
     def set_time(self, time_s: float) -> None:
         """Moving devices (wirelessfl.mobility): the path loss of their positions at ``time_s``; with
@@ -345,7 +345,7 @@ class PathLossChannel(Channel):
     def reassociate(self, time_s: float) -> None:
         """Hand over every device whose strongest site's mean gain beats its serving site's by more
         than the hysteresis: its serving cell, path loss and shadowing follow, and (time, device,
-        from, to) joins ``handovers``, the ones not yet recorded."""
+        from, to, x, y) joins ``handovers``, the ones not yet recorded."""
         positions, sites = self.path_loss.positions_m, self.sites.positions_m
         offsets = positions[:, None, :] - sites[None, :, :]
         gains = self.path_loss.gain_at(np.hypot(offsets[..., 0], offsets[..., 1])) * 10.0 ** (self.site_shadow_db / 10.0)
@@ -353,7 +353,8 @@ class PathLossChannel(Channel):
         best = np.argmax(gains, axis=1)
         moving = (best != self.serving) & (gains[rows, best] > gains[rows, self.serving] * self.hysteresis)
         for n in np.flatnonzero(moving).tolist():
-            self.handovers.append((float(time_s), n, int(self.serving[n]), int(best[n])))
+            self.handovers.append((float(time_s), n, int(self.serving[n]), int(best[n]),
+                                   float(positions[n, 0]), float(positions[n, 1])))
         if moving.any():
             self.serving[moving] = best[moving]  # in place: the cells share the array
             self.path_loss.origins_m[moving] = sites[best[moving]]

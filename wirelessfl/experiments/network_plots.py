@@ -15,8 +15,10 @@ __all__ = ["plot_network", "plot_tiers"]
 
 def plot_network(runs: dict[str, RunResult], out_dir: str | Path, title: str | None = None) -> Path | None:
     """network.png, one map per run with several cells (None when no run has them): each site a
-    black triangle labelled with its cell and sub-band, each device a dot in its cell's colour, its
-    area proportional to the updates it started, and each cell's uplink utilisation in the legend."""
+    black triangle labelled with its cell and sub-band, each device a dot in its cell's colour (where
+    it ended), its area proportional to the updates it started, each cell's uplink utilisation in the
+    legend; with moving devices their tracks (round protocols: their positions at each round) and
+    their handovers, a cross where each happened (handovers.csv)."""
     runs = {name: run for name, run in runs.items() if run.summary.get("cells")}
     if not runs:
         return None
@@ -35,6 +37,7 @@ def plot_network(runs: dict[str, RunResult], out_dir: str | Path, title: str | N
             ax.scatter([x], [y], marker="^", s=90, color="k", zorder=3)
             ax.annotate(f"{row['cell']} (band {row['band']})", (x, y), textcoords="offset points", xytext=(6, 6),
                         fontsize=8)
+        _tracks_and_handovers(ax, run)
         ax.set_aspect("equal")
         ax.set_xlabel("x (m)")
         ax.set_ylabel("y (m)")
@@ -73,3 +76,24 @@ def plot_tiers(runs: dict[str, RunResult], out_dir: str | Path, title: str | Non
     if title:
         fig.suptitle(title)
     return _save(fig, out_dir, "tiers.png")
+
+
+def _tracks_and_handovers(ax, run: RunResult) -> None:
+    """Moving devices on a map: each one's track where rounds recorded its positions (decisions.h5),
+    and a cross at every handover (handovers.csv)."""
+    folder = run.run_dir
+    if folder is None or not (folder / "handovers.csv").exists():
+        return
+    import pandas as pd
+
+    try:
+        positions = run.decisions.get("positions")
+    except (FileNotFoundError, OSError):
+        positions = None
+    if positions is not None and len(positions) > 1:
+        for n in range(positions.shape[1]):
+            ax.plot(positions[:, n, 0], positions[:, n, 1], color="0.6", lw=0.5, alpha=0.6, zorder=1)
+    moves = pd.read_csv(folder / "handovers.csv")
+    if len(moves):
+        ax.scatter(moves["x_m"], moves["y_m"], marker="x", s=14, color="k", alpha=0.6, zorder=2,
+                   label=f"handovers ({len(moves)})")

@@ -395,7 +395,7 @@ class EventEngine:
         self.on_handovers(moved)
         if self.handover_upload == "complete":
             return
-        devices = {n for _, n, _, _ in moved}
+        devices = {row[1] for row in moved}
         active = self.env.active_process
         for u in list(self.flights.flying.values()):
             if u.device in devices and not u.report and u.phase in (QUEUED, ON_AIR) and u.process is not active:

@@ -1,5 +1,5 @@
 """handovers.csv: one row per handover of a moving device between cells (time_s, device, from_cell,
-to_cell), appended as they happen; a checkpoint remembers the file's length and digest, and a
+to_cell, and where it was: x_m, y_m), appended as they happen; a checkpoint remembers the file's length and digest, and a
 resume cuts the file back to it (as updates.csv)."""
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from ..files import FileDigest, open_append, truncate_file, write_atomic
 
 __all__ = ["HANDOVER_COLUMNS", "HandoverLog"]
 
-HANDOVER_COLUMNS = ["time_s", "device", "from_cell", "to_cell"]
+HANDOVER_COLUMNS = ["time_s", "device", "from_cell", "to_cell", "x_m", "y_m"]
 
 
 class HandoverLog:
@@ -27,13 +27,13 @@ class HandoverLog:
             self.digest.restart()
             self._fh = open_append(self.path)
 
-    def write(self, handovers: list[tuple[float, int, int, int]]) -> None:
-        """Append (time, device, from, to) rows."""
+    def write(self, handovers: list[tuple]) -> None:
+        """Append (time, device, from, to, x, y) rows."""
         self.count += len(handovers)
         if self.rows is not None:
             self.rows.extend(handovers)
         if self._fh is not None and handovers:
-            self._fh.write("".join(f"{t!r},{n},{a},{b}\n" for t, n, a, b in handovers))
+            self._fh.write("".join(f"{t!r},{n},{a},{b},{x:.6g},{y:.6g}\n" for t, n, a, b, x, y in handovers))
 
     def flush(self) -> None:
         if self._fh is not None:
