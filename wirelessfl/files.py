@@ -332,6 +332,19 @@ class FileDigest:
     def state(self) -> dict:
         return {"bytes": self.bytes, "sha256": self._hash.hexdigest()}
 
+    def continues(self, size: int, sha256) -> str | None:
+        """Why an appended file cannot continue from a checkpoint that saw its first ``size`` bytes
+        with digest ``sha256`` (None: it can): a link, missing, shorter, or other bytes."""
+        if self.path.is_symlink():
+            return f"{self.path.name} is a symbolic link"
+        try:
+            length = self.path.stat().st_size
+        except OSError:
+            return f"{self.path.name} is missing"
+        if length < size:
+            return f"{self.path.name} is shorter ({length} bytes) than at the checkpoint ({size} bytes)"
+        return self.verify(size, sha256)  # the same bytes, not only as many
+
     def verify(self, size: int, sha256) -> str | None:
         """Why the file's first ``size`` bytes are not the ones whose digest is ``sha256`` (None:
         they are, and hashing goes on from there). Reads the file once; touches nothing."""

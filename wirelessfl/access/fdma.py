@@ -14,7 +14,6 @@ from __future__ import annotations
 import math
 
 import numpy as np
-import simpy
 
 from ..des import ON_AIR
 from ..fields import NoOptions
@@ -119,18 +118,10 @@ class SharedBand(RatesOnTheAir):
             fading = self.scheme.block_fading(1)
             if fading is not None:
                 self.fading[u.seq] = fading[0]
-            self._advance()
-            self.active.append(u)
-            self._reschedule()
+            self._join(u)
             if self.packets:
                 self._begin_attempt(u)
-        try:
-            return (yield u.done)
-        except simpy.Interrupt:
-            self._advance()
-            self._leave(u)
-            self._reschedule()
-            raise
+        return (yield from self._until_sent(u))
 
     def _leave(self, u) -> None:
         super()._leave(u)

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import math
 
+import simpy
+
 from ..des import RANK_DEVICE, priority
 
 __all__ = ["RatesOnTheAir"]
@@ -35,6 +37,23 @@ class RatesOnTheAir:
     def _sent(self, u) -> bool:
         """``u``'s bits ran out: whether its upload is over (a hook: yes by default)."""
         return True
+
+    def _join(self, u) -> None:
+        """``u`` goes on the air now (its bits_left set): the others' bits are counted to now first."""
+        self._advance()
+        self.active.append(u)
+        self._reschedule()
+
+    def _until_sent(self, u):
+        """Wait (a SimPy generator) until ``u``'s upload is over; its result. Interrupted, ``u`` leaves
+        the air (the others' rates follow) and the interrupt goes on."""
+        try:
+            return (yield u.done)
+        except simpy.Interrupt:
+            self._advance()
+            self._leave(u)
+            self._reschedule()
+            raise
 
     def _leave(self, u) -> None:
         self.active.remove(u)

@@ -157,16 +157,8 @@ class InterferedUplinks(RatesOnTheAir):
                 host.start_transmission(u)
                 u.bits_left, u.attempts = float(u.bits), 1
                 self.cross[u.seq] = cells.cross_gains(u.device)
-                self._advance()
-                self.active.append(u)
-                self._reschedule()
-            try:
-                return (yield u.done)
-            except simpy.Interrupt:
-                self._advance()
-                self._leave(u)
-                self._reschedule()
-                raise
+                self._join(u)
+            return (yield from self._until_sent(u))
 
     def on_air_until(self, u, t: float) -> float:
         return t - u.tx_start_s

@@ -55,15 +55,7 @@ class HandoverLog:
         """Why the file cannot continue from ``state`` (None: it can)."""
         if state is None or self.path is None:
             return None
-        if self.path.is_symlink():
-            return f"{self.path.name} is a symbolic link"
-        try:
-            size = self.path.stat().st_size
-        except OSError:
-            return f"{self.path.name} is missing"
-        if size < int(state["bytes"]):
-            return f"{self.path.name} is shorter ({size} bytes) than at the checkpoint ({state['bytes']} bytes)"
-        return self.digest.verify(int(state["bytes"]), state.get("sha256"))
+        return self.digest.continues(int(state["bytes"]), state.get("sha256"))
 
     def load_state(self, state: dict | None) -> None:
         """Cut the file back to the checkpoint's rows and append from there."""

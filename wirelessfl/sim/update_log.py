@@ -245,15 +245,7 @@ class UpdateLog:
             return "the checkpoint has no count of update rows"
         if self.path is None:
             return None
-        if self.path.is_symlink():
-            return f"{self.path.name} is a symbolic link"
-        try:
-            size = self.path.stat().st_size
-        except OSError:
-            return f"{self.path.name} is missing"
-        if size < int(state.get("bytes", 0)):
-            return f"{self.path.name} is shorter ({size} bytes) than at the checkpoint ({state['bytes']} bytes)"
-        return self.digest.verify(int(state.get("bytes", 0)), state.get("sha256"))  # the same bytes, not only as many
+        return self.digest.continues(int(state.get("bytes", 0)), state.get("sha256"))
 
     def load_state(self, state: dict) -> None:
         """Cut the file back to the checkpoint's rows and append from there."""
