@@ -136,8 +136,6 @@ def test_a_cloud_only_round_pays_its_sites_forwarding_and_the_model_back(tmp_pat
     ({"learning": {"algorithm": "safari"}}, r"^hierarchy.tiers = 'edge' with learning.algorithm = 'safari'"),
     ({"devices": {"p_on_to_off": 0.1}}, r"^hierarchy.tiers = 'edge': the edge servers' devices are always"),
     ({"hierarchy": {"tiers": "cloud", "cloud_every": 3}}, r"^hierarchy.cloud_every = 3: needs hierarchy.tiers = 'edge'"),
-    ({"hierarchy": {"tiers": "cloud", "cloud_every": 1}, "protocol": {"name": "fedbuff"}},
-     r"^hierarchy.backhaul_rate_bps / backhaul_latency_s under protocol.name = 'fedbuff'"),
     ({"hierarchy": {"tiers": "fog"}}, r"^hierarchy.tiers = 'fog'"),
 ])
 def test_bad_hierarchy_options_are_refused_in_one_line(changes, message):

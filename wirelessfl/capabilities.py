@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, TypeVar
 
-__all__ = ["absent", "members", "provides"]
+__all__ = ["absent", "has_member", "members", "provides"]
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -64,6 +64,13 @@ def provides(part: Any, capability: type) -> bool:
         if getattr(getattr(value, "__func__", value), _ABSENT, False):
             return False
     return True
+
+
+def has_member(part: Any, name: str) -> bool:
+    """Whether ``part`` (a part or its class) has the member ``name`` of its own, not a contract's
+    ``@absent`` default (for a layer that cannot import the capability naming it)."""
+    value = getattr(part, name, _MISSING)
+    return value is not _MISSING and not getattr(getattr(value, "__func__", value), _ABSENT, False)
 
 
 _MISSING = object()

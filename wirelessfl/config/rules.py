@@ -205,9 +205,11 @@ def _check_hierarchy(s) -> None:
         if h.cloud_every != 1:
             raise ConfigError(f"hierarchy.cloud_every = {h.cloud_every}: needs hierarchy.tiers = 'edge' (with one "
                               "server in the cloud every round is a cloud aggregation)")
-        if (h.backhaul_rate_bps is not None or h.backhaul_latency_s > 0) and s.part("protocol").event_driven:
-            raise ConfigError(f"hierarchy.backhaul_rate_bps / backhaul_latency_s under protocol.name = {protocol!r}: "
-                              "the backhaul is timed under sync rounds for now; use protocol.name = 'sync'")
+        timed = h.backhaul_rate_bps is not None or h.backhaul_latency_s > 0
+        if timed and s.part("protocol").event_driven and s.facts.probes:
+            raise ConfigError(f"hierarchy.backhaul_rate_bps / backhaul_latency_s with scheduler.name = "
+                              f"{s.scheduler.name!r} under protocol.name = {protocol!r}: its reports to the cloud are "
+                              "not timed over the backhaul; use protocol.name = 'sync', or another scheduler")
         return
     if protocol != "sync":
         raise ConfigError(f"hierarchy.tiers = 'edge' with protocol.name = {protocol!r}: the edge servers run sync "

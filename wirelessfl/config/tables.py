@@ -13,6 +13,7 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
 
+from ..capabilities import has_member
 from ..fields import FilePath, Power, build_dataclass, option
 from ..plugins import KIND_OF_TABLE, KINDS, registry
 from .network_tables import HierarchyConfig, NetworkConfig
@@ -478,7 +479,8 @@ class Facts:
       (``Scheduler.inclusion_probabilities``; fair selection picks its devices itself);
     - over_the_air: the uplink delivers only the sum of the updates sent together
       (``AccessScheme.over_the_air``: aircomp);
-    - runs_in_tiers: the algorithm runs with edge servers and a cloud (``Algorithm.runs_in_tiers``).
+    - runs_in_tiers: the algorithm runs with edge servers and a cloud (``Algorithm.runs_in_tiers``);
+    - probes: the scheduler asks devices for reports before it decides (``Scheduler.probe``).
     """
 
     stale_updates: bool
@@ -486,6 +488,7 @@ class Facts:
     inclusion_probabilities: bool
     over_the_air: bool
     runs_in_tiers: bool
+    probes: bool = False
 
     @classmethod
     def of(cls, scenario: Scenario) -> "Facts":
@@ -494,4 +497,5 @@ class Facts:
                    mixes_device_models=bool(getattr(protocol, "keeps_start_model", False)),
                    inclusion_probabilities=bool(getattr(scenario.part("scheduler"), "inclusion_probabilities", True)),
                    over_the_air=bool(getattr(scenario.part("access"), "over_the_air", False)),
-                   runs_in_tiers=bool(getattr(scenario.part("algorithm"), "runs_in_tiers", lambda: False)()))
+                   runs_in_tiers=bool(getattr(scenario.part("algorithm"), "runs_in_tiers", lambda: False)()),
+                   probes=has_member(scenario.part("scheduler"), "probe"))

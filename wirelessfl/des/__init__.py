@@ -1,7 +1,7 @@
 """The discrete-event layer under every timed model: the simulated clock (absolute times, the order
 of events at one instant) and the phases an upload goes through. Knows nothing of radio or learning."""
 from .clock import CHECKPOINT, RANK_AVAILABILITY, RANK_DEVICE, RANK_STOP, RANK_TIMER, Clock, priority
-from .phases import ARRIVED, COMPUTE, DOWNLINK, FINISHED, ON_AIR, QUEUED, WAITING
+from .phases import ARRIVED, COMPUTE, DOWNLINK, FINISHED, FORWARDING, ON_AIR, QUEUED, WAITING
 
-__all__ = ["ARRIVED", "CHECKPOINT", "COMPUTE", "Clock", "DOWNLINK", "FINISHED", "ON_AIR", "QUEUED", "RANK_AVAILABILITY",
+__all__ = ["ARRIVED", "CHECKPOINT", "COMPUTE", "Clock", "DOWNLINK", "FINISHED", "FORWARDING", "ON_AIR", "QUEUED", "RANK_AVAILABILITY",
            "RANK_DEVICE", "RANK_STOP", "RANK_TIMER", "WAITING", "priority"]

@@ -1,5 +1,7 @@
 """The backhaul between the sites and the cloud: a model (or a site's updates) takes bits / rate
-plus a latency each way."""
+plus a latency each way. Under the sync rounds' closed form a site forwards a round's updates in one
+transfer (:meth:`Backhaul.forward_end_s`); under the event protocols each site's link is a queue in
+each direction (:class:`SiteLinks`)."""
 from __future__ import annotations
 
 import math
@@ -7,7 +9,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["Backhaul"]
+__all__ = ["Backhaul", "SiteLinks"]
 
 
 @dataclass(frozen=True)
@@ -44,3 +46,50 @@ class Backhaul:
             mine = arrived & (site == c)
             last = max(last, float(np.asarray(ends_s)[mine].max()) + self.transfer_s(float(mine.sum()) * bits))
         return last
+
+
+class SiteLinks:
+    """Each site's backhaul under the event protocols: one link up and one down per site, each
+    sending one transfer at a time, first come first served, bits / rate each, every transfer then
+    taking the latency on its way (transfers overlap in flight, as on a pipe):
+
+        start = max(asked, the link's last transfer sent),   delivered = start + bits / rate + latency
+
+    Up, each update a site received goes to the cloud as it arrives. Down, a site receives each
+    model version once (the first device it starts from that version asks for it; later ones wait for
+    the same transfer) and starts its devices from there; every site holds the initial model at the
+    start."""
+
+    def __init__(self, backhaul: Backhaul, sites: int):
+        self.backhaul = backhaul
+        self.up_free = np.zeros(sites)  # when each site's up link has sent its last transfer
+        self.down_free = np.zeros(sites)
+        self.version_at = np.zeros(sites, dtype=np.int64)  # the newest model version each site was sent
+        self.version_in_s = np.zeros(sites)  # when that version is (or was) at the site
+
+    def _send(self, free: np.ndarray, site: int, now: float, bits: float) -> float:
+        start = max(now, float(free[site]))
+        free[site] = start + (bits / self.backhaul.rate_bps if self.backhaul.rate_bps else 0.0)
+        return float(free[site]) + self.backhaul.latency_s
+
+    def forward(self, site: int, now: float, bits: float) -> float:
+        """An update of ``bits`` reached ``site`` at ``now``: when it reaches the cloud."""
+        return self._send(self.up_free, site, now, bits)
+
+    def model_at_site(self, site: int, now: float, version: int, bits: float) -> float:
+        """When ``site`` holds model ``version`` (of ``bits``) for a device started now: sent down
+        now unless the site already has it or has it on the way."""
+        if self.version_at[site] != version:
+            self.version_at[site] = version
+            self.version_in_s[site] = self._send(self.down_free, site, now, bits)
+        return max(now, float(self.version_in_s[site]))
+
+    def state_dict(self) -> dict:
+        return {"up_free": self.up_free.tolist(), "down_free": self.down_free.tolist(),
+                "version_at": self.version_at.tolist(), "version_in_s": self.version_in_s.tolist()}
+
+    def load_state(self, state: dict) -> None:
+        self.up_free = np.array(state["up_free"], dtype=float)
+        self.down_free = np.array(state["down_free"], dtype=float)
+        self.version_at = np.array(state["version_at"], dtype=np.int64)
+        self.version_in_s = np.array(state["version_in_s"], dtype=float)

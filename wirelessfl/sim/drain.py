@@ -58,7 +58,7 @@ class BatteryDrain:
         self.battery.empty(device, e.now)
         self._mark(device)
         for u in list(e.flights.flying.values()):
-            if u.device == device and not u.report and u.in_flight:
+            if u.device == device and not u.report and u.at_device:
                 u.process.interrupt("battery")
                 e.lose(u, "battery")
                 e.losses.lost("devices", "ran out of battery", "a task needs more energy than a battery holds "

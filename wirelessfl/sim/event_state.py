@@ -8,7 +8,7 @@ from __future__ import annotations
 
 
 from .engine import load_parts_state, parts_state
-from .flight import ON_AIR, QUEUED, Round, Update
+from .flight import FORWARDING, ON_AIR, QUEUED, Round, Update
 
 __all__ = ["engine_state", "load_engine_state", "restore"]
 
@@ -29,6 +29,7 @@ def engine_state(engine) -> dict:
         **engine.dispatcher.state_dict(),
         **engine.losses.state_dict(),
         **({"last_models": engine.last_models.state_dict()} if engine.last_models is not None else {}),
+        **({"site_links": engine.site_links.state_dict()} if engine.site_links is not None else {}),
         **engine.timers.state_dict(),
         **engine.busy.state_dict(),
         **engine.rounds.state_dict(),
@@ -56,6 +57,8 @@ def load_engine_state(engine, state: dict) -> None:
     engine.losses.load_state(state)
     if engine.last_models is not None:
         engine.last_models.load_state(state["last_models"])
+    if engine.site_links is not None:
+        engine.site_links.load_state(state["site_links"])
     engine.restored = state
 
 
@@ -68,7 +71,7 @@ def restore(engine, state: dict) -> None:
     flying = engine.flights.flying.values()
     on_air = [u for u in flying if u.phase == ON_AIR]
     queued = sorted((u for u in flying if u.phase == QUEUED), key=lambda u: u.queue_seq)
-    rest = [u for u in flying if u.phase < QUEUED]
+    rest = [u for u in flying if u.phase < QUEUED or u.phase == FORWARDING]
     for u in on_air + queued + rest:
         engine.fly(u)
     engine.uplink.load_state(state["uplink"])

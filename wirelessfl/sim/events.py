@@ -56,9 +56,10 @@ from .server import Server
 from .timers import Timers
 from .event_state import engine_state, load_engine_state, restore
 from .flights import Flights
+from ..network.backhaul import SiteLinks
 from .last_models import LastModels
 from .stalls import LossStreak, check_idle
-from .flight import ARRIVED, COMPUTE, DOWNLINK, FINISHED, ON_AIR, QUEUED, WAITING, Round, Update
+from .flight import ARRIVED, COMPUTE, DOWNLINK, FINISHED, FORWARDING, ON_AIR, QUEUED, WAITING, Round, Update
 from .rounds import RoundDriver
 
 __all__ = ["EventEngine", "EventStall", "Round", "Update"]
@@ -122,6 +123,9 @@ class EventEngine:
         if parts.cells is not None:  # interferers' gains to other sites are drawn from their own stream
             parts.cells.rng = streams["interference"]
         self.dispatcher = Dispatcher(self)  # the slots the protocol wants filled, and who fills them
+        # one server in the cloud behind a timed backhaul: each site's links to it
+        self.site_links = (SiteLinks(parts.backhaul, 1 if parts.cells is None else parts.cells.count)
+                           if parts.backhaul is not None else None)
         self.env: Clock | None = None
 
     # --- the run -----------------------------------------------------------------------------
@@ -201,6 +205,22 @@ class EventEngine:
         u.process = self.env.process(self._fly(u))
 
     def _fly(self, u: Update):
+        if u.phase < FORWARDING and not (yield from self._task(u)):
+            return
+        if u.phase == FORWARDING:  # at its site, on the backhaul to the server in the cloud
+            try:
+                yield self.env.at(u.at_cloud_s, priority(RANK_DEVICE, u.seq))
+            except simpy.Interrupt as stop:
+                self.lose(u, stop.cause)
+                return
+        u.phase = ARRIVED
+        del self.flights.flying[u.seq]
+        self.flights.hold(u)
+        yield self.store.put(u)
+
+    def _task(self, u: Update):
+        """The device's part of ``u``: the model down, the computation, the upload. Returns whether
+        its update left the device (to the server, or to its site's backhaul: then FORWARDING)."""
         env = self.env
         prio = priority(RANK_DEVICE, u.seq)
         drain = self.drain
@@ -210,6 +230,8 @@ class EventEngine:
             if u.phase == DOWNLINK:
                 if u.compute_start_s > env.now:
                     if drain is not None:
+                        if u.model_at_site_s > env.now:  # the model is still on the backhaul: nothing drawn
+                            yield env.at(u.model_at_site_s, prio)
                         drain.receiving(u)
                     yield env.at(u.compute_start_s, prio)
                 if not u.received and self.waits_for_model:  # it missed the model: it waits for the next
@@ -219,7 +241,7 @@ class EventEngine:
                     self.losses.lost("link.downlink", "missed the model", "no device's channel carries it "
                                      "(link.bs_power, link.downlink_rate_bps, link.downlink_errors); set "
                                      "run.time_budget_s, link.downlink_max_attempts or link.downlink_miss = 'stale'")
-                    return
+                    return False
                 u.phase = COMPUTE
             if u.phase == COMPUTE:
                 if drain is not None:
@@ -238,19 +260,19 @@ class EventEngine:
         except simpy.Interrupt as stop:
             self._off_air(u)  # if it was cut while on the air
             self.lose(u, stop.cause)  # nothing more if whoever interrupted settled it already
-            return
+            return False
         self._off_air(u)
         if delivered is False or isinstance(delivered, str):  # a packet failed link.max_attempts times,
             self.lose(u, delivered or "lost")                   # or AirComp left it silent
-            return
+            return False
         if u.report:
             self.rounds.report_done(u)
-            return
-        u.phase = ARRIVED
-        del self.flights.flying[u.seq]
+            return False
         self.flights.busy[u.device] = False
-        self.flights.hold(u)
-        yield self.store.put(u)
+        if self.site_links is not None:  # the server is in the cloud: its site forwards the update
+            u.phase = FORWARDING
+            u.at_cloud_s = self.site_links.forward(self.site(u.device), self.env.now, u.bits)
+        return True
 
     def _off_air(self, u: Update) -> None:
         """``u``'s process ends: a model upload that went on the air has left it (the busy clock), and
@@ -275,18 +297,26 @@ class EventEngine:
     def launch(self, device: int, power: float, compute_s: float, energy_j: float, *, key: int, bits: float,
                 round_=None, gain: float = math.nan, airtime_s: float = math.nan, q: float = math.nan,
                 share: float = math.nan, compute_start_s: float | None = None, waiting: bool = False,
-                report: bool = False, round_gain: bool = False, downlink: tuple | None = None) -> Update:
+                report: bool = False, round_gain: bool = False, downlink: tuple | None = None,
+                model_at_site_s: float | None = None) -> Update:
         """Start ``device``'s task now (see Dispatcher and RoundDriver). ``downlink``: what the timed
         downlink did for it, (seconds, transmissions, received) (None: the model arrives after
-        parts.downlink_s)."""
+        parts.downlink_s); ``model_at_site_s``: behind a backhaul, when the model is at its site
+        (None: asked of the backhaul now); ``compute_start_s`` then counts from it."""
         now = self.env.now
         receiving_s = self.parts.downlink_s if downlink is None else downlink[0]
-        start = now + receiving_s if compute_start_s is None else compute_start_s
+        at_site = now  # the model at the device's site (behind a backhaul: when it came down)
+        if self.site_links is not None:
+            at_site = model_at_site_s if model_at_site_s is not None else \
+                self.site_links.model_at_site(self.site(device), now, self.version, self.parts.downlink_bits)
+        start = at_site + receiving_s if compute_start_s is None else compute_start_s
         seq = self.flights.next_number(report)
         u = Update(seq, device, self.version, key, self.version if round_ is None else round_, share, q,
                    now, start, compute_s, start + compute_s, power, bits, gain, airtime_s,
                    compute_energy_full_j=energy_j, report=report, round_gain=round_gain)
         u.downlink_s = receiving_s
+        if self.site_links is not None:
+            u.model_at_site_s = at_site
         if downlink is not None:
             u.downlink_attempts, u.received = int(downlink[1]), bool(downlink[2])
             if self.last_models is not None and not report:
@@ -367,7 +397,7 @@ class EventEngine:
         if outcome is not None:
             u.process.interrupt(outcome)
         del self.flights.flying[u.seq]
-        if not u.report:
+        if not u.report and u.at_device:  # (a device whose update is on the backhaul may be at work again)
             self.flights.busy[u.device] = False
         u.phase = FINISHED
 
@@ -381,6 +411,11 @@ class EventEngine:
         u.tx_start_s = u.airtime_s = u.bits_left = u.attempt_start_s = u.attempt_end_s = math.nan
         if not u.round_gain:
             u.gain = math.nan
+
+    def site(self, device: int) -> int:
+        """The site serving ``device`` now."""
+        cells = self.parts.cells
+        return 0 if cells is None else int(cells.serving[device])
 
     def handed_over(self) -> None:
         """Record the handovers the channel's last move made (network.handover_upload): an upload of a
@@ -424,7 +459,7 @@ class EventEngine:
             gone = []
         else:
             available = self.availability.step()
-            gone = [u for u in self.flights.flying.values() if not available[u.device]]
+            gone = [u for u in self.flights.flying.values() if not available[u.device] and u.at_device]
         for u in gone:
             if u.in_flight:
                 u.process.interrupt("offline")

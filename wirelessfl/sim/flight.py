@@ -9,10 +9,10 @@ from typing import Any
 import numpy as np
 
 from ..access import UplinkFacts
-from ..des.phases import ARRIVED, COMPUTE, DOWNLINK, FINISHED, ON_AIR, QUEUED, WAITING
+from ..des.phases import ARRIVED, COMPUTE, DOWNLINK, FINISHED, FORWARDING, ON_AIR, QUEUED, WAITING
 from ..scheduling.base import Decision
 
-__all__ = ["ARRIVED", "COMPUTE", "DOWNLINK", "FINISHED", "ON_AIR", "QUEUED", "Round", "Update", "WAITING"]
+__all__ = ["ARRIVED", "COMPUTE", "DOWNLINK", "FINISHED", "FORWARDING", "ON_AIR", "QUEUED", "Round", "Update", "WAITING"]
 
 class Update:
     """One dispatched device, from its dispatch to its update's fate (an updates.csv row).
@@ -28,7 +28,7 @@ class Update:
                  "phase", "queue_seq", "bits_left", "compute_energy_full_j", "energy_j", "compute_energy_j",
                  "outcome", "version_applied", "lost_s", "report", "attempts", "packet", "tries", "attempt_start_s",
                  "attempt_end_s", "attempt_ok", "round_gain", "downlink_s", "downlink_attempts", "received",
-                 "air_before_s", "delta", "start", "process", "done")
+                 "air_before_s", "model_at_site_s", "at_cloud_s", "delta", "start", "process", "done")
     SAVED = __slots__[:-4]  # the rest is rebuilt (delta and start are saved as tensors separately)
 
     def __init__(self, seq=-1, device=-1, version=0, key=0, round=0, share=math.nan, q=math.nan,
@@ -55,12 +55,20 @@ class Update:
         # the model's way down (link.downlink): seconds until it arrived (or the last try missed), tries, got it
         self.downlink_s, self.downlink_attempts, self.received = math.nan, 1, True
         self.air_before_s = 0.0  # time on the air of transmissions a handover restarted (their energy counts)
+        # one server in the cloud behind a timed backhaul: when the model was at the device's site, and
+        # when the update reached the cloud (NaN: no backhaul)
+        self.model_at_site_s = self.at_cloud_s = math.nan
         self.delta = self.start = self.process = self.done = None
 
     @property
     def in_flight(self) -> bool:
-        """Still computing or uploading (not arrived, not lost)."""
+        """On its way to the server (computing, uploading or on the backhaul; not arrived, not lost)."""
         return self.phase < ARRIVED
+
+    @property
+    def at_device(self) -> bool:
+        """Still with its device (computing or uploading): its device leaving loses it."""
+        return self.phase < FORWARDING
 
     def __repr__(self) -> str:
         return f"Update(seq={self.seq}, device={self.device}, version={self.version}, phase={self.phase})"

@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from ..des import ARRIVED
+from ..des import ARRIVED, FORWARDING
 from .flight import Update
 
 __all__ = ["Flights", "REPEAT", "REPORTS"]
@@ -100,6 +100,8 @@ class Flights:
             for name in Update.SAVED:
                 if name in row:  # a checkpoint from before a field existed leaves its default
                     setattr(u, name, row[name])
+            if "at_cloud_s" not in row and u.phase >= FORWARDING:  # a checkpoint from before FORWARDING:
+                u.phase += 1                                          # ARRIVED and FINISHED were one lower
             u.delta = row.get("delta")
             if "start" in row:
                 u.start = starts[row["start"]]

@@ -61,7 +61,8 @@ class Recorder:
 
     def __init__(self, num_devices: int, out_dir: Path | None = None, keep_device_arrays: bool = True,
                  positions=None, p_bar: float = math.nan, part_columns: tuple = (), downlink: bool = False,
-                 time_budget_s: float | None = None, cells: np.ndarray | None = None, handovers: bool = False):
+                 time_budget_s: float | None = None, cells: np.ndarray | None = None, handovers: bool = False,
+                 backhaul: bool = False):
         self.num_devices = num_devices
         # moving devices: where they are at each record (a callable giving (N, 2) metres), kept in
         # decisions.h5 and averaged into devices.csv's distance_m
@@ -80,10 +81,11 @@ class Recorder:
         self.out_dir = out_dir
         self.arrays = (DeviceArrays(out_dir / DECISIONS, num_devices, extra={"positions": (2,)} if positions else None)
                        if keep_device_arrays and out_dir is not None else None)
-        self.updates = UpdateLog(out_dir / "updates.csv" if out_dir is not None else None, downlink, cells)
+        self.updates = UpdateLog(out_dir / "updates.csv" if out_dir is not None else None, downlink, cells, backhaul)
         # moving devices among several cells: handovers.csv
         self.handovers = HandoverLog(out_dir / "handovers.csv" if out_dir is not None else None) if handovers else None
         self.downlink = downlink  # the downlink is timed: updates.csv has its columns
+        self.backhaul = backhaul  # the event protocols time a backhaul to the cloud: updates.csv has its columns
         self.edge_rounds = False  # rows of edge servers' rounds (wirelessfl.sim.tiers): a device counts its edge's
         # rounds.csv's running digest: a checkpoint holds it, a resume checks the file against it
         self.round_digest = FileDigest(out_dir / "rounds.csv" if out_dir is not None else None)
@@ -345,7 +347,8 @@ class Recorder:
         self.updates.write(u.seq, u.device, u.version, u.dispatch_s, u.compute_end_s, u.tx_start_s, u.tx_end_s,
                            u.version_applied, u.outcome, u.energy_j, u.compute_energy_j, u.airtime_s, u.gain, u.power,
                            u.lost_s, u.attempts,
-                           (u.downlink_s, u.downlink_attempts, int(u.received)) if self.downlink else ())
+                           ((u.downlink_s, u.downlink_attempts, int(u.received)) if self.downlink else ())
+                           + ((u.model_at_site_s - u.dispatch_s, u.at_cloud_s - u.tx_end_s) if self.backhaul else ()))
 
     def on_eval(self, row: dict) -> None:
         self.evals.append(row)

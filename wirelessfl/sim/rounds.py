@@ -61,11 +61,12 @@ class RoundDriver:
                                                               e.streams["fading"]))
         else:
             airtime = p.access.airtime_s(opening.bits, gains[selected], power)
-        start, down = t + p.downlink_s, [None] * selected.size
+        at_site = self._model_at_sites(selected)  # behind a backhaul the model comes down to the sites first
+        start, down = at_site + p.downlink_s, [None] * selected.size
         if p.downlink is not None:  # the round's broadcast (or unicasts), at the round's gains
             d = p.downlink.deliver(p.downlink_bits, gains[selected], e.streams["downlink"])
             down = list(zip(d.seconds.tolist(), d.attempts.tolist(), d.received.tolist()))
-            start = t + float(d.seconds.max(initial=p.downlink_s))
+            start = at_site + float(d.seconds.max(initial=p.downlink_s))
         round_ = self.current = Round(r, t, start, decision, selected, gains, available, comp, [], piggy_s=piggy_s)
         # the probe's reports go up first (after the broadcast), through the same uplink, as under sync
         pre = np.zeros(0) if decision.traffic.pre_upload_bits is None else np.asarray(decision.traffic.pre_upload_bits, dtype=float)
@@ -78,21 +79,32 @@ class RoundDriver:
             for i, device in enumerate(senders.tolist()):
                 e.launch(device, float(decision.power[device]), 0.0, 0.0, key=-1, bits=float(pre[device]),
                          round_=r, gain=float(gains[device]), airtime_s=float(pre_air[i]), compute_start_s=start,
-                         report=True, round_gain=True)
+                         report=True, round_gain=True, model_at_site_s=at_site if e.site_links is not None else None)
         share = 1.0 / max(selected.size, 1)
         for i, device in enumerate(selected.tolist()):
             round_.updates.append(e.launch(
                 device, float(power[i]), float(comp[i]), float(energy[i]), key=e.work_key(device), bits=float(bits[i]),
                 round_=r,
                 gain=float(gains[device]), airtime_s=float(airtime[i]), q=float(decision.q[device]), share=share,
-                compute_start_s=start if down[i] is None else t + down[i][0], waiting=bool(senders.size),
-                round_gain=True, downlink=down[i]))
+                compute_start_s=start if down[i] is None else at_site + down[i][0], waiting=bool(senders.size),
+                round_gain=True, downlink=down[i], model_at_site_s=at_site if e.site_links is not None else None))
         if senders.size:
             return  # the computations and protocol.on_round wait for the reports
         if not selected.size:  # a round without devices still takes its time (downlink, or a frame)
             e.timer("_empty_round_end", start if p.downlink_s > 0 else t + p.idle_round_s)
             return
         e.protocol.on_round(e, round_)
+
+    def _model_at_sites(self, selected: np.ndarray) -> float:
+        """When the round's model is at the sites of its devices (its start, without a backhaul):
+        each site receives it once, the round waits for the last."""
+        e = self.engine
+        t = e.env.now
+        if e.site_links is None:
+            return t
+        sites = {e.site(device) for device in selected.tolist()}
+        return max([e.site_links.model_at_site(c, t, e.version, e.parts.downlink_bits) for c in sorted(sites)],
+                   default=t)
 
     def empty_round_end(self) -> None:
         e = self.engine

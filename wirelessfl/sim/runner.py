@@ -216,6 +216,7 @@ class Run:
         self.recorder = Recorder(n, run_dir, keep_device_arrays=rc.record_devices and decisions, downlink=downlink.timed,
                                  cells=None if cells is None else cells.serving,
                                  handovers=cells is not None and moving(self.channel),
+                                 backhaul=parts.backhaul is not None and self.protocol.event_driven,
                                  time_budget_s=rc.time_budget_s if rc.rounds is None else None,
                                  positions=self.channel.positions_m if moving(self.channel) else None,
                                  p_bar=scenario.link.p_bar, part_columns=part_columns(self.channel, access, self.battery))

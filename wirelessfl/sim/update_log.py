@@ -10,7 +10,7 @@ import numpy as np
 
 from ..files import FileDigest, open_append, truncate_file, write_atomic
 
-__all__ = ["CELL_COLUMNS", "DOWNLINK_COLUMNS", "OUTCOMES", "UPDATE_COLUMNS", "UpdateLog", "round_outcomes",
+__all__ = ["BACKHAUL_COLUMNS", "CELL_COLUMNS", "DOWNLINK_COLUMNS", "OUTCOMES", "UPDATE_COLUMNS", "UpdateLog", "round_outcomes",
            "union_length"]
 
 UPDATE_COLUMNS = ["update", "device", "version_started", "dispatch_s", "compute_end_s", "tx_start_s", "tx_end_s",
@@ -33,13 +33,19 @@ DOWNLINK_COLUMNS = ["downlink_s", "downlink_attempts", "received"]
 seconds from the dispatch (the round's start) until the model reached the device, or until the last
 transmission it missed; the model's transmissions to it; 1 if it got the model (0: it missed it and
 waited, outcome "downlink", or trained from the last model it had, link.downlink_miss = "stale")."""
+BACKHAUL_COLUMNS = ["backhaul_down_s", "backhaul_up_s"]
+"""Added to updates.csv (after any DOWNLINK_COLUMNS) under the event protocols with one server in
+the cloud behind a timed backhaul (hierarchy.backhaul_rate_bps, backhaul_latency_s): the seconds from
+the dispatch until the model was at the device's site, and from the upload's end until the site had
+forwarded the update to the cloud (empty: it never got there); each includes waiting for the site's
+link (wirelessfl.network.SiteLinks)."""
 CELL_COLUMNS = ["cell"]
 """Added to updates.csv (after any DOWNLINK_COLUMNS) with several cells (network.cells > 1): the cell
 that served the upload."""
 
 
 _ROW = "%d,%d,%d,%s,%s,%s,%s,%s,%s,%.12g,%.12g,%.12g,%.12g,%.12g,%s,%d\n"
-_DOWNLINK_PART, _CELL_PART = ",%.12g,%d,%d", ",%d"
+_DOWNLINK_PART, _BACKHAUL_PART, _CELL_PART = ",%.12g,%d,%d", ",%.12g,%.12g", ",%d"
 """An updates.csv row (UPDATE_COLUMNS; version_applied and staleness come as one cell). Times
 (dispatch_s, compute_end_s, tx_start_s, tx_end_s, lost_s) are written in full, the shortest form
 that reads back as the same float, as rounds.csv writes t_start and t_end, so the two files join on
@@ -128,11 +134,15 @@ class UpdateLog:
     CHUNK = 1024
     """Rows formatted and written at once (a flush, a checkpoint or the end writes the rest)."""
 
-    def __init__(self, path: Path | None, downlink: bool = False, cells: np.ndarray | None = None):
+    def __init__(self, path: Path | None, downlink: bool = False, cells: np.ndarray | None = None,
+                 backhaul: bool = False):
         self.path = path
-        # the downlink's columns when it is timed, the cell's with several (``cells``: each device's)
-        self.columns = UPDATE_COLUMNS + (DOWNLINK_COLUMNS if downlink else []) + (CELL_COLUMNS if cells is not None else [])
-        self._row = _ROW[:-1] + (_DOWNLINK_PART if downlink else "") + (_CELL_PART if cells is not None else "") + "\n"
+        # the downlink's columns when it is timed, the backhaul's when the event protocols time it, the
+        # cell's with several (``cells``: each device's)
+        self.columns = (UPDATE_COLUMNS + (DOWNLINK_COLUMNS if downlink else []) + (BACKHAUL_COLUMNS if backhaul else [])
+                        + (CELL_COLUMNS if cells is not None else []))
+        self._row = (_ROW[:-1] + (_DOWNLINK_PART if downlink else "") + (_BACKHAUL_PART if backhaul else "")
+                     + (_CELL_PART if cells is not None else "") + "\n")
         self.cells = cells
         self.rows = 0
         self.in_memory: list[tuple] | None = [] if path is None else None
@@ -152,7 +162,7 @@ class UpdateLog:
               compute_energy_j: float, airtime_s: float, gain: float, power: float, lost_s: float = math.nan,
               attempts: int = 1, downlink: tuple = ()) -> None:
         """One update's row (numbers as Python ints and floats); version_applied < 0: not applied;
-        ``downlink``: its DOWNLINK_COLUMNS when the downlink is timed."""
+        ``downlink``: its DOWNLINK_COLUMNS and BACKHAUL_COLUMNS where the file has them."""
         self.rows += 1
         applied = version_applied >= 0
         if self.cells is not None:
