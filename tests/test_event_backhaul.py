@@ -157,3 +157,36 @@ def test_a_battery_draws_nothing_while_its_model_is_on_the_backhaul(tmp_path, pr
     dev = res.devices
     np.testing.assert_allclose(dev["battery_j"], 20.0 + dev["harvested_j"] - spent.reindex(range(16), fill_value=0.0),
                                atol=1e-9)
+
+
+def test_a_checkpoint_from_before_the_backhaul_phase_resumes_exactly(tmp_path, monkeypatch):
+    """Checkpoints written before FORWARDING existed had no backhaul times and numbered ARRIVED and
+    FINISHED one lower: such a checkpoint still resumes to the whole run's records, and its held and
+    finished updates come back in their phases."""
+    from fakes import interrupted
+    from wirelessfl.des import ARRIVED, FINISHED, FORWARDING, ON_AIR
+    from wirelessfl.experiments.run import resume
+    from wirelessfl.sim.checkpoint import load_checkpoint, save_checkpoint
+    from wirelessfl.sim.flights import Flights
+
+    data = scenario("fedbuff", rounds=30)
+    data["run"]["checkpoint_every"] = 4
+    simulate(from_dict(data), tmp_path / "full", progress=False)
+    interrupted(from_dict(data), tmp_path / "cut", monkeypatch, 14)
+    path = tmp_path / "cut" / "checkpoint.pt"
+    state = load_checkpoint(path)
+    rows = state["engine"]["updates"]
+    assert rows
+    for row in rows:
+        del row["at_cloud_s"], row["model_at_site_s"]
+        row["phase"] -= row["phase"] > FORWARDING
+    save_checkpoint(path, state)
+    resume(tmp_path / "cut", progress=False)
+    for name in ("rounds.csv", "updates.csv", "devices.csv"):
+        assert (tmp_path / "full" / name).read_text() == (tmp_path / "cut" / name).read_text(), name
+    flights = Flights(4)
+    old = {"updates": [dict(rows[0], seq=1, device=0, phase=ON_AIR), dict(rows[0], seq=2, device=1, phase=5),
+                       dict(rows[0], seq=3, device=2, phase=6)], "starts": [], "untrained": []}
+    back = flights.restore(old)
+    assert [back[seq].phase for seq in (1, 2, 3)] == [ON_AIR, ARRIVED, FINISHED]
+    assert list(flights.flying) == [1] and list(flights.held) == [2]
