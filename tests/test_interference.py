@@ -1,9 +1,12 @@
 """Uplink interference between cells on one sub-band (wirelessfl.network.interference): the SINR of a
 two-cell case and a joint TDMA round by hand, the closed form and the event uplink on the same draws,
-each cell's SINR loss, refusals in one line, and an exact resume."""
+each cell's SINR loss, refusals in one line, and an exact resume; on shared bands (FDMA, OFDMA) the
+rates by hand, OFDMA's per-block interference by hand, FDMA as OFDMA's flat equal case, and a joint
+round against TDMA's where each cell has one device."""
 from __future__ import annotations
 
 import math
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -11,7 +14,9 @@ import pytest
 from wirelessfl.config import from_dict
 from wirelessfl.experiments.run import simulate
 from wirelessfl.fields import ConfigError
-from wirelessfl.network.interference import LossMeter, joint_tdma, sinr_rates
+from wirelessfl.access import FDMA, OFDMA
+from wirelessfl.access.link import Link
+from wirelessfl.network.interference import LossMeter, joint_shared, joint_tdma, shared_band_rates, sinr_rates
 
 B, N0 = 1e6, 1e-3
 
@@ -115,8 +120,9 @@ def test_a_run_with_interference_resumes_exactly(tmp_path, interrupted_and_resum
 
 
 @pytest.mark.parametrize("extra, message", [
-    ({"link": {"access": "fdma"}}, r"^network.cells = 7 with network.reuse = 1: cells on one sub-band interfere, which "
-                                   r"is modelled under link.access = 'tdma'"),
+    ({"link": {"access": "dedicated"}}, r"^network.cells = 7 with network.reuse = 1: cells on one sub-band interfere, "
+                                        r"which is modelled under link.access = 'tdma', 'fdma' and 'ofdma', not "
+                                        r"'dedicated'"),
     ({"link": {"packet_bits": 100000}}, r"^network.cells = 7 with network.reuse = 1: uploads under interference"),
     ({"channel": {"coherence_s": 0.01}}, r"^network.cells = 7 with network.reuse = 1: fading within an upload"),
     ({"devices": {"availability": "battery", "compute": "cpu"}}, r"^network.cells = 7 with network.reuse = 1: batteries"),
@@ -130,3 +136,112 @@ def test_what_interference_does_not_model_yet_is_refused_in_one_line(extra, mess
         data.setdefault(key, {}).update(value)
     with pytest.raises(ConfigError, match=message):
         from_dict(data)
+
+
+def band(scheme: str, **options):
+    link = Link(SimpleNamespace(bandwidth_hz=B, noise_power=N0, packet_bits=None, rate_bps=None, errors="none",
+                                waterfall_m=1.0, max_attempts=1))
+    return FDMA(link) if scheme == "fdma" else OFDMA(link, **options)
+
+
+def test_fdma_cells_on_one_band_by_hand():
+    """Cell 0 shares its band among two devices, cell 1 has one: each hears the other cell's power
+    spread over the band, SINR = g P k / (N0 + sum P_m g_m,c)."""
+    cells, bands = np.array([0, 0, 1]), np.array([0, 0])
+    power, gains = np.array([1.0, 2.0, 1.5]), np.array([0.5, 0.25, 0.4])
+    cross = np.array([[0.5, 0.01], [0.25, 0.03], [0.02, 0.4]])
+    rates, loss = shared_band_rates(cells, bands, [band("fdma")] * 2, np.arange(3), power, gains, cross, None)
+    i0 = 1.5 * 0.02  # device 2 heard at site 0
+    i1 = 1.0 * 0.01 + 2.0 * 0.03  # devices 0 and 1 heard at site 1
+    assert rates == pytest.approx([B / 2 * math.log2(1 + 0.5 * 2 / (N0 + i0)),
+                                   B / 2 * math.log2(1 + 0.5 * 2 / (N0 + i0)),
+                                   B * math.log2(1 + 0.6 / (N0 + i1))])
+    assert loss == pytest.approx([10 * math.log10(1 + i0 / N0)] * 2 + [10 * math.log10(1 + i1 / N0)])
+
+
+def test_ofdma_interference_is_per_resource_block_by_hand():
+    """Two blocks. Cell 1's two devices each hold one whole block (greedy), so cell 0's device, which
+    holds both, hears device 2 on one block and device 3 on the other."""
+    cells, bands = np.array([0, 1, 1]), np.array([0, 0])
+    power, gains = np.array([1.0, 1.0, 1.0]), np.array([0.5, 0.4, 0.4])
+    fading = np.array([[1.0, 2.0], [2.0, 1.0], [1.0, 3.0]])  # device 1 is best on block 0, device 2 on block 1
+    cross = np.array([[0.5, 0.001], [0.02, 0.4], [0.05, 0.4]])
+    scheme = band("ofdma", resource_blocks=2, allocation="greedy")
+    rates, _ = shared_band_rates(cells, bands, [scheme] * 2, np.arange(3), power, gains, cross, fading)
+    heard = [1.0 * 0.02, 1.0 * 0.05]  # block 0: device 1 (all its power there), block 1: device 2
+    # device 0 holds both blocks: half its power on each, N0 / 2 of noise per block
+    mine = sum(B / 2 * math.log2(1 + 0.5 * fading[0, b] * 0.5 / (N0 / 2 + heard[b])) for b in range(2))
+    assert rates[0] == pytest.approx(mine)
+    # device 1 on block 0 hears device 0's half power there
+    assert rates[1] == pytest.approx(B / 2 * math.log2(1 + 0.4 * 2.0 * 1.0 / (N0 / 2 + 0.5 * 0.001)))
+
+
+def test_fdma_is_ofdmas_flat_equal_case_under_interference():
+    rng = np.random.default_rng(0)
+    cells, bands = np.array([0, 0, 1, 2, 2, 2]), np.array([0, 0, 1])
+    power, gains, cross = rng.uniform(0.5, 2, 6), rng.uniform(0.1, 1, 6), rng.uniform(0, 0.1, (6, 3))
+    fdma, _ = shared_band_rates(cells, bands, [band("fdma")] * 3, np.arange(6), power, gains, cross, None)
+    flat = band("ofdma", resource_blocks=5, frequency_selective=False)
+    ofdma, _ = shared_band_rates(cells, bands, [flat] * 3, np.arange(6), power, gains, cross, None)
+    assert ofdma == pytest.approx(fdma, rel=1e-12)
+
+
+def test_a_joint_fdma_round_of_one_device_per_cell_is_tdmas():
+    cells, bands = np.array([0, 1, 2]), np.array([0, 0, 0])
+    power, gains = np.array([1.0, 1.0, 2.0]), np.array([1.0, 0.1, 0.3])
+    cross = np.array([[1.0, 0.05, 0.01], [0.05, 0.1, 0.02], [0.03, 0.01, 0.3]])
+    ready, bits = np.array([0.0, 0.5, 0.2]), np.full(3, 2e6)
+    tdma = joint_tdma(cells, bands, ready, bits, power, gains, cross, B, N0, None)
+    fdma = joint_shared(cells, bands, [band("fdma")] * 3, ready, bits, power, gains, cross, None, None)
+    assert fdma.tx_start == pytest.approx(tdma.tx_start) and fdma.tx_end == pytest.approx(tdma.tx_end, rel=1e-12)
+    assert fdma.end_s == pytest.approx(tdma.end_s) and fdma.arrived.all()
+
+
+def test_a_joint_fdma_round_without_interferers_is_fdmas_closed_form():
+    """On separate bands every device sends from when it is ready on B / k of its cell, k fixed for
+    the round, for bits / rate."""
+    cells, bands = np.array([0, 0, 1, 0]), np.array([0, 1])
+    power, gains = np.array([1.0, 2.0, 1.0, 0.5]), np.array([0.5, 0.2, 0.3, 0.9])
+    ready, bits = np.array([0.3, 0.0, 0.1, 0.2]), np.full(4, 1e6)
+    s = joint_shared(cells, bands, [band("fdma")] * 2, ready, bits, power, gains, np.full((4, 2), 0.1), None, None)
+    alone = np.empty(4)
+    alone[[0, 1, 3]] = 1e6 / band("fdma").rates_bps(gains[[0, 1, 3]], power[[0, 1, 3]])
+    alone[2] = 1e6 / band("fdma").rates_bps(gains[[2]], power[[2]])[0]
+    assert s.tx_start.tolist() == ready.tolist() and s.tx_end == pytest.approx(ready + alone, rel=1e-12)
+
+
+@pytest.mark.parametrize("protocol", ["sync", "fedbuff", "semi_sync"])
+def test_fdma_and_flat_equal_ofdma_runs_with_interference_agree(protocol):
+    runs = [simulate(from_dict(scenario(protocol, reuse=3, link=link)), None, progress=False).updates
+            for link in ({"access": "fdma"}, {"access": "ofdma", "frequency_selective": False})]
+    assert runs[0]["device"].tolist() == runs[1]["device"].tolist()
+    assert runs[0]["tx_end_s"].to_numpy() == pytest.approx(runs[1]["tx_end_s"].to_numpy(), rel=1e-12, nan_ok=True)
+
+
+@pytest.mark.parametrize("protocol", ["sync", "fedbuff"])
+def test_shared_band_cells_lose_to_interference_and_a_cell_alone_does_not(protocol):
+    res = simulate(from_dict(scenario(protocol, reuse=3, link={"access": "ofdma"})), None, progress=False)
+    rows = res.summary["cells"]
+    alone = [r for r in rows if sum(o["band"] == r["band"] for o in rows) == 1]
+    assert alone and all(r["sinr_loss_db"] == 0.0 for r in alone)
+    assert all(r["sinr_loss_db"] > 0 for r in rows if r not in alone and r["uploads"] > 0)
+
+
+@pytest.mark.parametrize("access", ["fdma", "ofdma"])
+def test_a_shared_band_run_with_interference_resumes_exactly(tmp_path, interrupted_and_resumed, access):
+    data = scenario("fedbuff", rounds=30, link={"access": access})
+    data["run"]["checkpoint_every"] = 3
+    full, resumed = interrupted_and_resumed(from_dict(data), after=11)
+    assert resumed.summary["cells"] == full.summary["cells"]
+    for name in ("rounds.csv", "updates.csv", "devices.csv"):
+        assert (tmp_path / "full" / name).read_text() == (tmp_path / "cut" / name).read_text(), name
+
+
+def test_each_cells_ofdma_draws_its_own_block_factors():
+    from wirelessfl.network import build_cells
+    from wirelessfl.wireless import build_channel
+
+    sc = from_dict(scenario(reuse=3, link={"access": "ofdma"}))
+    cells = build_cells(sc, build_channel(sc, np.random.default_rng(0)))
+    draws = [access.block_fading(4) for access in cells.accesses]
+    assert all(not np.array_equal(draws[0], d) for d in draws[1:])

@@ -191,7 +191,7 @@ def test_sites_from_a_file(tmp_path):
 
 @pytest.mark.parametrize("extra, message", [
     ({"channel": {"path_loss": False}}, r"^network.cells = 3: needs channel.path_loss = true"),
-    ({"network": {"cells": 7, "reuse": 3}, "link": {"access": "fdma"}},
+    ({"network": {"cells": 7, "reuse": 3}, "link": {"access": "tdma_slotted"}},
      r"^network.cells = 7 with network.reuse = 3: cells on one sub-band interfere, which is modelled under"),
     ({"network": {"reuse": 2}}, r"^network.reuse = 2"),
     ({"link": {"access": "aircomp"}}, r"^link.access = 'aircomp' with network.cells = 3"),

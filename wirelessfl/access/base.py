@@ -165,7 +165,9 @@ class AccessScheme:
     an aggregation that needs them one by one (a median, Krum) cannot run over it."""
     interferes: ClassVar[bool] = False
     """True: with several cells on one sub-band (network.reuse < network.cells) its cells' uploads may
-    interfere, as wirelessfl.network.interference models it (one transmitter per cell: tdma)."""
+    interfere, as wirelessfl.network.interference models it: one transmitter per cell (tdma), or
+    a band shared in each cell whose scheme says what each device puts into it (``emitted``) and
+    what rates interference leaves (``rates_bps(..., interference)``: fdma, ofdma)."""
     contention: ClassVar[bool] = False
     """True: a device's time on the air is decided by contention as it goes (random access: slots it
     sends in, with backoff between), not known when it starts; batteries, drawn per phase of a task,

@@ -34,6 +34,7 @@ class Dedicated(FDMA):
     Options = DedicatedOptions
     concurrent = False
     solo_uploads = True
+    interferes = False  # which sub-band of another cell a device's own one overlaps is not modelled
 
     def __init__(self, link: Link, subbands: int):
         super().__init__(link)

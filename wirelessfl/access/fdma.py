@@ -36,6 +36,7 @@ class FDMA(AccessScheme):
 
     Options = NoOptions
     concurrent = True
+    interferes = True
 
     @classmethod
     def from_scenario(cls, scenario, options) -> "FDMA":
@@ -51,12 +52,22 @@ class FDMA(AccessScheme):
         k = max(int(k), 1)
         return AirtimePrice(self.link.bandwidth_hz / k, self.link.noise_power / k)
 
-    def rates_bps(self, gain: np.ndarray, power: np.ndarray, fading: np.ndarray | None = None) -> np.ndarray:
-        """The rate of each of the k = len(gain) devices sending at once, on B / k each."""
+    def rates_bps(self, gain: np.ndarray, power: np.ndarray, fading: np.ndarray | None = None,
+                  interference: np.ndarray | None = None) -> np.ndarray:
+        """The rate of each of the k = len(gain) devices sending at once, on B / k each;
+        ``interference``: the power other cells' uploads put into the band at the site ((1,): spread
+        over the band, as ``emitted`` gives it), which adds to the noise: SINR = g P k / (N0 + I)."""
         gain, power = np.broadcast_arrays(np.asarray(gain, dtype=float), np.asarray(power, dtype=float))
         k = max(gain.size, 1)
-        snr = gain * power * k / self.link.noise_power
+        noise = self.link.noise_power if interference is None else self.link.noise_power + float(interference[0])
+        snr = gain * power * k / noise
         return self.link.bandwidth_hz / k * np.log1p(snr) / np.log(2.0)  # exact also for snr < 1e-16
+
+    def emitted(self, gain: np.ndarray, power: np.ndarray, fading: np.ndarray | None = None) -> np.ndarray:
+        """What each of the k devices sending at once puts into the band, as other cells' sites hear
+        it ((k, 1)): its power, spread over the band (its sub-band of B / k lies anywhere in it, so on
+        average every part of the band carries 1 / k of each device's power per B / k)."""
+        return np.asarray(power, dtype=float).reshape(-1, 1) * np.ones((np.size(gain), 1))
 
     def airtime_s(self, bits: float, gain: np.ndarray, power: np.ndarray) -> np.ndarray:
         """Airtime of each of the k = len(gain) selected devices at its rate on its share of the band."""

@@ -90,17 +90,33 @@ class OFDMA(FDMA):
         a[np.argmax(snr_unit[:, rest], axis=0), rest] = 1.0
         return a
 
-    def rates_bps(self, gain: np.ndarray, power: np.ndarray, fading: np.ndarray | None = None) -> np.ndarray:
-        """The rate of each of the k = len(gain) devices under the allocation (see the class)."""
+    def _allocated(self, gain: np.ndarray, power: np.ndarray, fading: np.ndarray | None):
+        """(gain, power, each block's SNR with all of a device's power there (k, R), the allocation a)."""
         gain, power = np.broadcast_arrays(np.asarray(gain, dtype=float), np.asarray(power, dtype=float))
         r = self.resource_blocks
         block_gain = gain[:, None] * (1.0 if fading is None else fading)
         snr_unit = np.broadcast_to(block_gain * power[:, None] * r / self.link.noise_power, (gain.size, r))
-        a = self.shares(snr_unit)
+        return block_gain, power, snr_unit, self.shares(snr_unit)
+
+    def rates_bps(self, gain: np.ndarray, power: np.ndarray, fading: np.ndarray | None = None,
+                  interference: np.ndarray | None = None) -> np.ndarray:
+        """The rate of each of the k = len(gain) devices under the allocation (see the class);
+        ``interference``: the power other cells' uploads put into each block at the site ((R,), as
+        ``emitted`` gives it), which adds to the block's noise N0 / R. The allocation does not know of it."""
+        block_gain, power, snr_unit, a = self._allocated(gain, power, fading)
+        r = self.resource_blocks
+        if interference is not None:
+            snr_unit = block_gain * power[:, None] * r / (self.link.noise_power + r * np.asarray(interference)[None, :])
         held = a.sum(axis=1, keepdims=True)
         with np.errstate(divide="ignore", invalid="ignore"):
             per_block = np.where(a > 0, a * np.log1p(snr_unit / held), 0.0)
         return self.link.bandwidth_hz / r * per_block.sum(axis=1) / np.log(2.0)
+
+    def emitted(self, gain: np.ndarray, power: np.ndarray, fading: np.ndarray | None = None) -> np.ndarray:
+        """What each of the k devices sending at once puts into each block ((k, R)): its power spread
+        evenly over the blocks it holds, times its share of each, a[i, b] P_i / n_i."""
+        _, power, _, a = self._allocated(gain, power, fading)
+        return a * (power[:, None] / a.sum(axis=1, keepdims=True))
 
     def state_dict(self) -> dict[str, Any]:
         """The block factors' random stream."""

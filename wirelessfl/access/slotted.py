@@ -44,6 +44,7 @@ class SlottedTDMA(TDMA):
     n slot_s; it ends when its last slot does."""
 
     Options = SlottedOptions
+    interferes = False  # interference timed in slots is not modelled (TDMA's continuous queue would ignore them)
 
     def __init__(self, link: Link, slot_s: float, slots_per_frame: int, guard_s: float = 0.0):
         super().__init__(link)

@@ -178,14 +178,15 @@ def _check_network(s) -> None:
 
 
 def _check_interference(s) -> None:
-    """Cells that share a sub-band interfere: modelled for one transmitter per cell (tdma), with
-    each upload sent whole at the rates the other cells allow (no packets, no fading within an
-    upload) and without batteries (a battery follows a task's known time on the air)."""
+    """Cells that share a sub-band interfere: modelled for one transmitter per cell (tdma) and for
+    bands shared within each cell (fdma, ofdma), with each upload sent whole at the rates the other
+    cells allow (no packets, no fading within an upload) and without batteries (a battery follows
+    a task's known time on the air)."""
     net, lc = s.network, s.link
     where = f"network.cells = {net.cells} with network.reuse = {net.reuse}"
     if not getattr(s.part("access"), "interferes", False):
-        raise ConfigError(f"{where}: cells on one sub-band interfere, which is modelled under link.access = 'tdma' "
-                          f"(one transmitter per cell), not {lc.access!r}; use tdma, or network.reuse >= network.cells")
+        raise ConfigError(f"{where}: cells on one sub-band interfere, which is modelled under link.access = 'tdma', "
+                          f"'fdma' and 'ofdma', not {lc.access!r}; use one of them, or network.reuse >= network.cells")
     if lc.packet_bits is not None or lc.rate_bps is not None or lc.errors != "none":
         raise ConfigError(f"{where}: uploads under interference go whole at the rate the other cells allow; leave "
                           "link.packet_bits, link.rate_bps and link.errors unset")

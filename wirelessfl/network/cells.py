@@ -2,8 +2,8 @@
 sub-band, and a device sends only in the cell that serves it. Under sync the round's uploads are
 split by cell and each cell's closed form times its own (:meth:`Cells.schedule`); under the event
 protocols each cell has its own event uplink, and an upload goes to its device's
-(:class:`CellUplinks`). Cells on different sub-bands do not interfere; cells on one do, under TDMA
-(wirelessfl.network.interference)."""
+(:class:`CellUplinks`). Cells on different sub-bands do not interfere; cells on one do, under TDMA,
+FDMA and OFDMA (wirelessfl.network.interference)."""
 from __future__ import annotations
 
 import math
@@ -11,7 +11,8 @@ import math
 import numpy as np
 
 from ..access import UplinkSchedule
-from .interference import InterferedUplinks, LossMeter, joint_tdma
+from ..rng import stream
+from .interference import InterferedUplinks, LossMeter, joint_shared, joint_tdma
 from .sites import Sites
 
 __all__ = ["CellUplinks", "Cells", "build_cells"]
@@ -71,8 +72,13 @@ class Cells:
             return self.accesses[0].schedule(ready_s, airtime_s, deadline_s)
         if self.interfering:
             cross = np.array([self.cross_gains(n) for n in np.asarray(devices).tolist()]).reshape(k, self.count)
+            cell, bits = self.serving[devices], np.broadcast_to(bits, (k,))
+            if self.accesses[0].concurrent:  # shared bands: OFDMA's block factors for the round, cell by cell
+                fading = self._block_fading(cell)
+                return joint_shared(cell, self.sites.bands, self.accesses, ready_s, bits, power, gains, cross, fading,
+                                    deadline_s, self.meter)
             link = self.accesses[0].link
-            return joint_tdma(self.serving[devices], self.sites.bands, ready_s, np.broadcast_to(bits, (k,)), power,
+            return joint_tdma(cell, self.sites.bands, ready_s, bits, power,
                               gains, cross, link.bandwidth_hz, link.noise_power, deadline_s, self.meter)
         tx_start, arrived = np.full(k, math.nan), np.zeros(k, dtype=bool)
         end_s, schedules = -math.inf, []
@@ -93,6 +99,19 @@ class Cells:
         started = np.flatnonzero(~np.isnan(tx_start))
         order = started[np.argsort(tx_start[started], kind="stable")]
         return UplinkSchedule(order, tx_start, arrived, end_s, tx_end, on_air, attempts)
+
+    def _block_fading(self, cell: np.ndarray) -> np.ndarray | None:
+        """Each upload's block factors for a sync round, drawn by its cell's scheme (None: flat blocks)."""
+        fading = None
+        for c in np.unique(cell).tolist():
+            mine = np.flatnonzero(cell == c)
+            drawn = self.accesses[c].block_fading(mine.size)
+            if drawn is None:
+                return None
+            if fading is None:
+                fading = np.empty((cell.size, drawn.shape[1]))
+            fading[mine] = drawn
+        return fading
 
     def event_uplink(self, host):
         """Event protocols: each cell's event uplink, an upload going to its device's; with cells that
@@ -138,14 +157,18 @@ class CellUplinks:
 def build_cells(scenario, channel) -> Cells | None:
     """The cells of ``scenario`` (None for one cell): each an instance of the access scheme built
     for the cell's sub-band (link.bandwidth_hz / reuse, link.noise_power / reuse), serving the
-    devices ``channel`` associated with it."""
+    devices ``channel`` associated with it; a scheme that draws numbers of its own draws them from
+    the stream "cell_access" keyed by its cell."""
     net = scenario.network
     if net.cells == 1:
         return None
     radio = cell_radio(scenario)
     part, options = radio.part("access"), radio.options("access")
-    return Cells(channel.sites, channel.serving, [part.from_scenario(radio, options) for _ in range(net.cells)],
-                 channel.cross_mean, net.interference_fading == "rayleigh")
+    accesses = [part.from_scenario(radio, options) for _ in range(net.cells)]
+    for c, access in enumerate(accesses):  # a scheme with draws of its own (OFDMA's blocks): each cell its own stream
+        if isinstance(getattr(access, "rng", None), np.random.Generator):
+            access.rng = stream(scenario.seed, "cell_access", c)
+    return Cells(channel.sites, channel.serving, accesses, channel.cross_mean, net.interference_fading == "rayleigh")
 
 
 def cell_radio(scenario):

@@ -1,6 +1,7 @@
-"""Uplink interference between cells on one sub-band (network.reuse < network.cells), under TDMA:
+"""Uplink interference between cells on one sub-band (network.reuse < network.cells). Under TDMA
 each cell has one transmitter at a time, and a transmission in cell c hears every transmission of
-the other cells on its sub-band at site c.
+the other cells on its sub-band at site c (below); on shared bands (FDMA, OFDMA) each cell's band is
+split among its devices and interference is per resource block (:func:`shared_band_rates`).
 
 A device's rate while it sends is B_c log2(1 + SINR), B_c = B / reuse, with
 
@@ -12,10 +13,21 @@ channel's) times, for each upload, an Exp(1) Rayleigh factor per site (network.i
 = "rayleigh", from the "interference" stream) or 1 ("none"). The rates are piecewise constant: they
 change when a transmission on the sub-band starts or ends, and an upload ends when its bits are sent.
 
-:func:`joint_tdma` is the closed form of a sync round (every cell's queue at once, rates recomputed
-at each start and end); :class:`InterferedUplinks` the event uplink (a one-transmitter queue per
-cell, the sub-bands' transmissions timed together). Both count each cell's SINR loss,
-10 log10(SNR / SINR) weighted by time on the air (:class:`LossMeter`).
+On a shared band each device of cell c puts emitted[m, b] into block b of its band (its scheme's
+``emitted``: FDMA its power P_m over one band-wide block, since its sub-band of B / k lies anywhere in
+the band; OFDMA a[m, b] P_m / n_m into each block it holds), site c hears
+I_c[b] = sum over m sending in other cells of its sub-band of emitted[m, b] g_m,c, and its devices send
+at the scheme's rates with I_c[b] added to each block's noise: FDMA's (B / k) log2(1 + g P k / (N0 + I)),
+OFDMA's blocks at G[i, b] P_i R / (n_i (N0 + R I_c[b])). The allocation does not know of the
+interference. Under sync each cell's split is fixed for the round among all its devices (as
+FDMA.schedule's), under the event protocols among those on the air.
+
+:func:`joint_tdma` and :func:`joint_shared` are the closed forms of a sync round (every cell's uploads
+at once, rates recomputed at each start and end); :class:`InterferedUplinks` the event uplink (a
+one-transmitter queue per cell under TDMA, every ready upload on the air on shared bands; the
+sub-bands' transmissions timed together). All count each cell's SINR loss, 10 log10(SNR / SINR) under
+TDMA and FDMA, 10 log10(1 + R mean_b I_c[b] / N0) under OFDMA (the same where blocks are flat),
+weighted by time on the air (:class:`LossMeter`).
 """
 from __future__ import annotations
 
@@ -28,7 +40,7 @@ from ..access import UplinkSchedule, queue
 from ..access.on_air import RatesOnTheAir
 from ..des import ON_AIR
 
-__all__ = ["InterferedUplinks", "LossMeter", "joint_tdma", "sinr_rates"]
+__all__ = ["InterferedUplinks", "LossMeter", "joint_shared", "joint_tdma", "shared_band_rates", "sinr_rates"]
 
 
 def sinr_rates(cells: np.ndarray, bands: np.ndarray, power: np.ndarray, gains: np.ndarray, cross: np.ndarray,
@@ -44,6 +56,100 @@ def sinr_rates(cells: np.ndarray, bands: np.ndarray, power: np.ndarray, gains: n
     with np.errstate(divide="ignore"):
         loss = 10.0 * np.log10((signal / noise_power) / sinr) if signal.size else np.zeros(0)
     return bandwidth_hz * np.log1p(sinr) / math.log(2.0), np.where(interference > 0, loss, 0.0)
+
+
+def shared_band_rates(cells: np.ndarray, bands: np.ndarray, accesses: list, sending: np.ndarray, power: np.ndarray,
+                      gains: np.ndarray, cross: np.ndarray, fading: np.ndarray | None,
+                      emitted: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """(rates, SINR loss in dB) of the uploads ``sending`` (indices) among k that share each cell's
+    band (fdma, ofdma): ``cells`` (k,) each one's cell, ``power``, ``gains`` (k,) to its own site,
+    ``cross`` (k, C) to every site, ``fading`` (k, R) OFDMA's block factors or None. Each cell's
+    scheme shares its band among its devices (all k of the cell when ``emitted`` is given: sync's
+    split fixed for the round; else those sending) and says what each puts into the band
+    (``emitted``, (k, R)); site c hears, in each block b, I_c[b] = sum over m sending in other cells
+    of c's sub-band of emitted[m, b] g_m,c, and each of its devices sends at the scheme's rate with
+    that interference. The loss of a cell's uploads is 10 log10(1 + R mean_b I_c[b] / N0)."""
+    fixed = emitted is not None
+    if not fixed:
+        emitted = band_powers(cells, accesses, sending, power, gains, fading)
+    rates, loss = np.zeros(sending.size), np.zeros(sending.size)
+    band_of = bands[cells[sending]]
+    for c in np.unique(cells[sending]).tolist():
+        others = sending[(band_of == bands[c]) & (cells[sending] != c)]
+        heard = (emitted[others] * cross[others, c][:, None]).sum(axis=0)  # (R,)
+        group = np.flatnonzero(cells == c) if fixed else sending[cells[sending] == c]
+        access = accesses[c]
+        all_rates = access.rates_bps(gains[group], power[group], None if fading is None else fading[group],
+                                     heard if others.size else None)
+        at = np.flatnonzero(cells[sending] == c)
+        rates[at] = all_rates[np.searchsorted(group, sending[at])]
+        loss[at] = 10.0 * math.log10(1.0 + heard.size * float(heard.mean()) / access.link.noise_power)
+    return rates, loss
+
+
+def band_powers(cells: np.ndarray, accesses: list, group: np.ndarray, power: np.ndarray, gains: np.ndarray,
+                fading: np.ndarray | None) -> np.ndarray:
+    """What each of the uploads ``group`` (sorted indices among k) puts into its cell's band, each
+    cell's scheme sharing the band among the cell's uploads in ``group`` ((k, R): zero outside it)."""
+    parts = {}
+    for c in np.unique(cells[group]).tolist():
+        mine = group[cells[group] == c]
+        parts[c] = (mine, accesses[c].emitted(gains[mine], power[mine], None if fading is None else fading[mine]))
+    width = next(iter(parts.values()))[1].shape[1] if parts else 1
+    out = np.zeros((cells.size, width))
+    for mine, emitted in parts.values():
+        out[mine] = emitted
+    return out
+
+
+def joint_shared(cells: np.ndarray, bands: np.ndarray, accesses: list, ready: np.ndarray, bits: np.ndarray,
+                 power: np.ndarray, gains: np.ndarray, cross: np.ndarray, fading: np.ndarray | None,
+                 deadline_s: float | None, meter: LossMeter | None = None) -> UplinkSchedule:
+    """A sync round's uplink with interference on shared bands (fdma, ofdma), in closed form: each
+    device on the air from when it is ready (before ``deadline_s``) until its bits are sent, its
+    cell's band split among all the cell's devices for the round (as FDMA.schedule does), its rate
+    recomputed whenever an upload of another cell on its sub-band starts or ends
+    (``shared_band_rates``); an upload not done by ``deadline_s`` is dropped there."""
+    k = len(ready)
+    everyone = np.arange(k)
+    emitted = band_powers(cells, accesses, everyone, power, gains, fading)
+    left = np.broadcast_to(np.asarray(bits, dtype=float), (k,)).copy()
+    end = deadline_s if deadline_s is not None else math.inf
+    starts = ready < end
+    tx_start, tx_end = np.where(starts, ready, math.nan), np.full(k, math.nan)
+    t = float(ready.min()) if k else 0.0
+    while t < end:
+        sending = np.flatnonzero(starts & (ready <= t) & np.isnan(tx_end))
+        later = ready[starts & (ready > t)]
+        if not sending.size:
+            if not later.size:
+                break
+            t = float(later.min())
+            continue
+        rates, loss = shared_band_rates(cells, bands, accesses, sending, power, gains, cross, fading, emitted)
+        with np.errstate(divide="ignore"):
+            done_at = t + np.where(rates > 0, left[sending] / rates, math.inf)
+        step = min(float(done_at.min()), float(later.min(initial=math.inf)), end)
+        if not math.isfinite(step):
+            break
+        left[sending] -= rates * (step - t)
+        if meter is not None:
+            meter.add(cells[sending], loss, step - t)
+        t = step
+        finished = sending[done_at <= t]
+        tx_end[finished], left[finished] = t, 0.0
+    arrived = ~np.isnan(tx_end)
+    if deadline_s is not None:
+        arrived &= tx_end <= deadline_s
+    started = np.flatnonzero(starts)
+    order = started[np.argsort(tx_start[started], kind="stable")]
+    stop = np.where(arrived, tx_end, np.where(starts, min(t, end), math.nan))
+    on_air_s = np.where(starts, stop - tx_start, 0.0)
+    end_s = float(np.nanmax(stop)) if started.size else (t if k else 0.0)
+    if deadline_s is not None and not arrived.all():
+        end_s = deadline_s
+    return UplinkSchedule(order, tx_start, arrived, end_s, tx_end=np.where(arrived, tx_end, math.nan),
+                          on_air_s=on_air_s, attempts=starts.astype(np.int64))
 
 
 class LossMeter:
@@ -129,36 +235,49 @@ def joint_tdma(cells: np.ndarray, bands: np.ndarray, ready: np.ndarray, bits: np
 
 
 class InterferedUplinks(RatesOnTheAir):
-    """The event uplink of cells that interfere (wirelessfl.access.EventUplink): one transmitter at a
-    time per cell, first come first served, and every transmission on the air timed with the others
-    at their SINR rates, recomputed whenever one starts or ends."""
+    """The event uplink of cells that interfere (wirelessfl.access.EventUplink): under TDMA one
+    transmitter at a time per cell, first come first served; on shared bands (fdma, ofdma) every
+    ready device on the air at once, each cell's band split among its devices on the air. Every
+    transmission on the air is timed with the others at its SINR rate, recomputed whenever one starts
+    or ends."""
 
     def __init__(self, host, cells):
         super().__init__(host)
         self.cells = cells
-        self.queues = [simpy.Resource(host.env, capacity=1) for _ in range(cells.count)]
+        self.shared = bool(cells.accesses[0].concurrent)
+        self.queues = None if self.shared else [simpy.Resource(host.env, capacity=1) for _ in range(cells.count)]
         self.cross: dict[int, np.ndarray] = {}  # an upload's gains to every site, drawn as it went on the air
+        self.fading: dict[int, np.ndarray] = {}  # an OFDMA upload's block factors, drawn as it went on the air
         self.loss = np.zeros(0)  # the SINR loss of each active upload, since t_last
         link = cells.accesses[0].link
         self.bandwidth_hz, self.noise_power = link.bandwidth_hz, link.noise_power
 
     def transmit(self, u):
-        """The upload of ``u`` (a SimPy generator): wait for its cell's transmitter, then send its bits
-        at the rates the sub-band allows. Returns True."""
-        host, cells = self.host, self.cells
-        if u.phase != ON_AIR:  # a resumed request keeps its place
-            queue(host, u)
-        with self.queues[cells.serving[u.device]].request() as slot:
-            yield slot
-            if u.done is None:
-                u.done = host.env.event()
-            if u.phase != ON_AIR:
-                u.phase = ON_AIR
-                host.start_transmission(u)
-                u.bits_left, u.attempts = float(u.bits), 1
-                self.cross[u.seq] = cells.cross_gains(u.device)
-                self._join(u)
+        """The upload of ``u`` (a SimPy generator): wait for its cell's transmitter (TDMA), then send
+        its bits at the rates the sub-band allows. Returns True."""
+        if self.shared:
+            self._go_on_air(u)
             return (yield from self._until_sent(u))
+        if u.phase != ON_AIR:  # a resumed request keeps its place
+            queue(self.host, u)
+        with self.queues[self.cells.serving[u.device]].request() as slot:
+            yield slot
+            self._go_on_air(u)
+            return (yield from self._until_sent(u))
+
+    def _go_on_air(self, u) -> None:
+        host, cells = self.host, self.cells
+        if u.done is None:
+            u.done = host.env.event()
+        if u.phase != ON_AIR:
+            u.phase = ON_AIR
+            host.start_transmission(u)
+            u.bits_left, u.attempts = float(u.bits), 1
+            self.cross[u.seq] = cells.cross_gains(u.device)
+            fading = cells.access_of(u.device).block_fading(1) if self.shared else None
+            if fading is not None:
+                self.fading[u.seq] = fading[0]
+            self._join(u)
 
     def on_air_until(self, u, t: float) -> float:
         return t - u.tx_start_s
@@ -166,6 +285,7 @@ class InterferedUplinks(RatesOnTheAir):
     def _leave(self, u) -> None:
         super()._leave(u)
         self.cross.pop(u.seq, None)
+        self.fading.pop(u.seq, None)
 
     def _elapsed(self, dt: float) -> None:
         """Each active upload's cell counts its SINR loss over ``dt``."""
@@ -173,21 +293,30 @@ class InterferedUplinks(RatesOnTheAir):
 
     def _rates_now(self) -> list[float]:
         cells, active = self.cells, self.active
-        rates, self.loss = sinr_rates(
-            np.array([cells.serving[u.device] for u in active]), cells.sites.bands,
-            np.array([u.power for u in active]), np.array([u.gain for u in active]),
-            np.array([self.cross[u.seq] for u in active]), self.bandwidth_hz, self.noise_power)
+        serving = np.array([cells.serving[u.device] for u in active])
+        power, gains = np.array([u.power for u in active]), np.array([u.gain for u in active])
+        cross = np.array([self.cross[u.seq] for u in active])
+        if self.shared:
+            fading = np.array([self.fading[u.seq] for u in active]) if self.fading else None
+            rates, self.loss = shared_band_rates(serving, cells.sites.bands, cells.accesses, np.arange(len(active)),
+                                                 power, gains, cross, fading)
+        else:
+            rates, self.loss = sinr_rates(serving, cells.sites.bands, power, gains, cross, self.bandwidth_hz,
+                                          self.noise_power)
         return rates.tolist()
 
     def state_dict(self) -> dict:
-        """The uploads on the air in order, their gains to every site, and when their bits were last counted."""
+        """The uploads on the air in order, their gains to every site and block factors, and when
+        their bits were last counted."""
         return {"active": [u.seq for u in self.active], "t_last": self.t_last,
-                "cross": {seq: g.tolist() for seq, g in self.cross.items()}}
+                "cross": {seq: g.tolist() for seq, g in self.cross.items()},
+                "fading": {seq: f.tolist() for seq, f in self.fading.items()}}
 
     def load_state(self, state: dict) -> None:
         """Restore the uploads on the air (after the engine restored the updates)."""
         self.active = [self.host.update(seq) for seq in state["active"]]
         self.cross = {int(seq): np.array(g) for seq, g in state["cross"].items()}
+        self.fading = {int(seq): np.array(f) for seq, f in state.get("fading", {}).items()}
         self.t_last = float(state["t_last"])
         for u in self.active:
             if u.done is None:
