@@ -131,7 +131,6 @@ def test_a_cloud_only_round_pays_its_sites_forwarding_and_the_model_back(tmp_pat
 
 
 @pytest.mark.parametrize("changes, message", [
-    ({"protocol": {"name": "fedbuff"}}, r"^hierarchy.tiers = 'edge' with protocol.name = 'fedbuff': the edge"),
     ({"learning": {"algorithm": "scaffold"}}, r"^hierarchy.tiers = 'edge' with learning.algorithm = 'scaffold'"),
     ({"learning": {"algorithm": "safari"}}, r"^hierarchy.tiers = 'edge' with learning.algorithm = 'safari'"),
     ({"devices": {"p_on_to_off": 0.1}}, r"^hierarchy.tiers = 'edge': the edge servers' devices are always"),
@@ -171,15 +170,25 @@ def test_the_summary_counts_each_tier_and_devices_their_own_edges_rounds(tmp_pat
     assert summary_line("x", s).startswith(f"x: 3 cloud aggregations of {len(edges)} edge rounds, ")
 
 
+EVENT_EDGES = """
+    [protocol]
+    name = "fedbuff"
+    concurrency = 2
+    buffer = 2
+    """
+
+
 @pytest.mark.slow
-def test_kill_9_and_resume_of_cells_and_tiers_gives_identical_records(tmp_path):
-    """Seven cells with edge servers and a cloud, training, killed with SIGKILL after a checkpoint: the
-    resumed run's records are the whole run's, byte for byte."""
+@pytest.mark.parametrize("events", [False, True])
+def test_kill_9_and_resume_of_cells_and_tiers_gives_identical_records(tmp_path, events):
+    """Seven cells with edge servers and a cloud (sync edges; FedBuff edges and an asynchronous cloud),
+    training, killed with SIGKILL after a checkpoint: the resumed run's records are the whole run's,
+    byte for byte."""
     import textwrap
 
     from fakes import killed_and_resumed
 
-    full, cut = killed_and_resumed(tmp_path, textwrap.dedent("""
+    text = textwrap.dedent("""
         name = "kill"
         seed = 3
         [run]
@@ -210,7 +219,10 @@ def test_kill_9_and_resume_of_cells_and_tiers_gives_identical_records(tmp_path):
         local_steps = 2
         samples_per_device = 50
         eval_train_samples = 200
-        """), "kill")
+        """)
+    if events:
+        text = text.replace('tiers = "edge"\n', 'tiers = "edge"\ncloud = "async"\n') + textwrap.dedent(EVENT_EDGES)
+    full, cut = killed_and_resumed(tmp_path, text, "kill")
     for name in ("rounds.csv", "updates.csv", "devices.csv", "evals.csv"):
         assert (full / name).read_text() == (cut / name).read_text(), name
 

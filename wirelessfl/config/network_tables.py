@@ -55,6 +55,9 @@ class HierarchyConfig:
                         doc="cloud: one server aggregates every device's update (each site forwarding its "
                             "devices' updates over the backhaul); edge: each cell's edge server aggregates its "
                             "devices every round, and the cloud the edges' models every cloud_every rounds")
+    cloud: str = option("sync", choices=("sync", "async"),
+                        doc="tiers = 'edge' under the event protocols: the cloud applies the edges' updates when "
+                            "every edge's is in (sync), or each as it arrives (async)")
     cloud_every: int = option(1, ge=1, le=1_000_000, doc="tiers = 'edge': edge aggregations per cloud aggregation "
                               "(HierFAVG's kappa_2)")
     backhaul_rate_bps: float | None = option(None, gt=0, doc="the backhaul between a site and the cloud, each "

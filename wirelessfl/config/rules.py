@@ -203,6 +203,9 @@ def _check_hierarchy(s) -> None:
     devices that are always there; the backhaul is timed under sync (for now)."""
     h, protocol = s.hierarchy, s.protocol.name
     if h.tiers == "cloud":
+        if h.cloud != "sync":
+            raise ConfigError(f"hierarchy.cloud = {h.cloud!r}: needs hierarchy.tiers = 'edge' (with one server in the "
+                              "cloud there are no edges to wait for)")
         if h.cloud_every != 1:
             raise ConfigError(f"hierarchy.cloud_every = {h.cloud_every}: needs hierarchy.tiers = 'edge' (with one "
                               "server in the cloud every round is a cloud aggregation)")
@@ -212,9 +215,16 @@ def _check_hierarchy(s) -> None:
                               f"{s.scheduler.name!r} under protocol.name = {protocol!r}: its reports to the cloud are "
                               "not timed over the backhaul; use protocol.name = 'sync', or another scheduler")
         return
-    if protocol != "sync":
-        raise ConfigError(f"hierarchy.tiers = 'edge' with protocol.name = {protocol!r}: the edge servers run sync "
-                          "rounds for now; use 'sync'")
+    events = s.part("protocol").event_driven
+    if h.cloud == "async" and not events:
+        raise ConfigError("hierarchy.cloud = 'async' with protocol.name = 'sync': an asynchronous cloud takes each "
+                          "edge's update as it arrives, which edges on the event engine send; use protocol.name = "
+                          "'semi_sync' (sync rounds at each edge), 'fedbuff' or 'fedasync'")
+    if events and s.network.cells > s.network.reuse:
+        raise ConfigError(f"hierarchy.tiers = 'edge' with protocol.name = {protocol!r} and network.reuse = "
+                          f"{s.network.reuse} < network.cells = {s.network.cells}: each edge's engine has its cell's "
+                          "uplink alone, so cells cannot interfere; use network.reuse >= network.cells, or "
+                          "protocol.name = 'sync'")
     if not s.facts.runs_in_tiers:
         raise ConfigError(f"hierarchy.tiers = 'edge' with learning.algorithm = {s.learning.algorithm!r}: its server "
                           "keeps state besides the model (or trains alone), which edges and a cloud would each "

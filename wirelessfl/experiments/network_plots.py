@@ -63,8 +63,11 @@ def plot_tiers(runs: dict[str, RunResult], out_dir: str | Path, title: str | Non
         clouds = run.rounds[(run.rounds["tier"] == "cloud") & run.rounds["edge_accuracy"].notna()]
         for _, row in clouds.iterrows():
             values = np.array(str(row["edge_accuracy"]).split(), dtype=float)
-            ax.scatter(np.full(values.size, row["t_end"]), 100 * values, s=10, color=[f"C{c % 10}" for c in
-                                                                                     range(values.size)], alpha=0.6)
+            # the edges a row applied, where it names them (event edges), else every cell in order
+            named = [int(float(c)) for c in str(row.get("edge", "")).split() if c.replace(".", "", 1).isdigit()]
+            cells = named if len(named) == values.size else range(values.size)
+            ax.scatter(np.full(values.size, row["t_end"]), 100 * values, s=10, color=[f"C{c % 10}" for c in cells],
+                       alpha=0.6)
         ax.step(run.evals["time_s"], 100 * run.evals["accuracy"], where="post", color="k", lw=1.8,
                 label="the cloud's model")
         ax.scatter([], [], s=10, color="C0", label="each edge's model, as it came up (a colour per cell)")

@@ -142,7 +142,25 @@ class EventEngine:
 
     def run(self) -> None:
         """Run until the stop rule fires (from where ``load_state`` left it, if it was called)."""
-        env = self.env = Clock(initial_time=self.start_s)
+        env = Clock(initial_time=self.start_s)
+        self.start(env)
+        if self.stopping:
+            return
+        try:
+            env.run(until=self._done)
+        except RuntimeError as exc:
+            if "until" not in str(exc) and "No scheduled events" not in str(exc):
+                raise
+            raise EventStall(f"protocol.name: nothing left to happen at t = {env.now:.6g} s: no device in flight "
+                             f"and no timer armed after {self.version} aggregations (no device could be "
+                             "started?)") from None
+        self.wrap_up()
+
+    def start(self, env: Clock) -> None:
+        """Set the run up on ``env`` (a clock of its own, or one that edge servers share:
+        wirelessfl.sim.edge_events): the uplink, the timers, the protocol's start or a checkpoint's
+        processes, the server; ``stopping`` when there is nothing to run."""
+        self.env = env
         self.store = simpy.Store(env)
         cells = self.parts.cells  # several cells: each its own uplink
         self.uplink = (self.parts.access if cells is None else cells).event_uplink(self)
@@ -161,26 +179,15 @@ class EventEngine:
             self.protocol.start(self)
         self.availability.start(env)
         if self.stop.time_budget_s is not None and not self.stopping:
-            env.at(max(self.stop.time_budget_s, env.now), priority(RANK_STOP)).callbacks.append(self._finish_run)
+            env.at(max(self.stop.time_budget_s, env.now), priority(RANK_STOP)).callbacks.append(self.finish_run)
         env.process(self._serve())
-        if self.stopping:
-            return
-        try:
-            env.run(until=self._done)
-        except RuntimeError as exc:
-            if "until" not in str(exc) and "No scheduled events" not in str(exc):
-                raise
-            raise EventStall(f"protocol.name: nothing left to happen at t = {env.now:.6g} s: no device in flight "
-                             f"and no timer armed after {self.version} aggregations (no device could be "
-                             "started?)") from None
-        self._wrap_up()
 
-    def _finish_run(self, _=None) -> None:
+    def finish_run(self, _=None) -> None:
         if not self.stopping:
             self.stopping = True
             self._done.succeed()
 
-    def _wrap_up(self) -> None:
+    def wrap_up(self) -> None:
         """The run ended: updates still under way are recorded as in flight; the final model is
         evaluated if it changed since the last evaluation."""
         now = self.env.now
@@ -550,7 +557,7 @@ class EventEngine:
         if self.learner is not None and self.eval_rule.due(self.version, self.env.now):
             self._evaluate()
         if self.stop.done(self.version, self.env.now):
-            self._finish_run()
+            self.finish_run()
         elif self.after_round is not None and not self._settle_pending:
             # between events: SimPy's own events of this instant first, then the checkpoint
             self._settle_pending = True

@@ -35,6 +35,9 @@ class Flights:
         self.reports = 0  # reports sent so far
         self.queue_seq = 0  # places in the uplink's queue (kept so a resume rebuilds the queue in order)
         self.repeats: dict[int, int] = {}  # devices started more than once from the current version
+        # dispatch number = first + step x count: edge servers' engines share one clock, so each numbers
+        # its dispatches apart from the others' (wirelessfl.sim.edge_events)
+        self.first, self.step = 0, 1
 
     def hold(self, u: Update) -> None:
         """``u`` arrived: held until it is applied or dropped (``release``)."""
@@ -50,9 +53,9 @@ class Flights:
         """The number of the next dispatch (or report)."""
         if report:
             self.reports += 1
-            return REPORTS + self.reports - 1
+            return REPORTS + self.first + self.step * (self.reports - 1)
         self.next_seq += 1
-        return self.next_seq - 1
+        return self.first + self.step * (self.next_seq - 1)
 
     def work_key(self, device: int, version: int) -> int:
         """The key of the minibatch and work draws of ``device`` started now from ``version`` (a

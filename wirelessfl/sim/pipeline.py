@@ -72,7 +72,7 @@ class AggregationRecord:
     available_since: when that availability began (it changes only then)."""
 
     __slots__ = ("round", "t_start", "t_end", "downlink_s", "updates", "staleness", "metrics", "info", "available",
-                 "available_since")
+                 "available_since", "labels")
     per_update = True
 
     def __init__(self, round: int, t_start: float, t_end: float, downlink_s: float, updates: list, staleness: list,
@@ -80,6 +80,7 @@ class AggregationRecord:
         self.round, self.t_start, self.t_end, self.downlink_s = round, t_start, t_end, downlink_s
         self.updates, self.staleness, self.metrics, self.info = updates, staleness, metrics, info
         self.available, self.available_since = available, available_since
+        self.labels: dict = {}  # columns of the row's own: an edge server's tier, edge and edge_round
 
 
 @dataclass

@@ -13,6 +13,7 @@ import functools
 import math
 import time
 from pathlib import Path
+from types import SimpleNamespace
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -26,6 +27,7 @@ from ..devices import WorkScaledCompute, build_availability
 from ..access import Downlink, check_scheme
 from ..network import Backhaul
 from ..network.cells import build_cells, cell_radio
+from .edge_events import TieredEvents
 from .tiers import TieredEngine
 from .cell_summary import cell_columns, cell_rows
 from ..access.base import AccessScheme
@@ -224,7 +226,7 @@ class Run:
         self._wall_before, self._started = 0.0, time.perf_counter()  # wall time of earlier attempts (resume)
         self.bar = ProgressBar(scenario, enabled=progress)
         self.engine = self._engine(parts)
-        self.recorder.edge_rounds = isinstance(self.engine, TieredEngine)
+        self.recorder.edge_rounds = isinstance(self.engine, (TieredEngine, TieredEvents))
         self.engine.on_handovers = self.recorder.on_handovers
         self.engine.handover_upload = scenario.network.handover_upload
 
@@ -254,14 +256,23 @@ class Run:
                       learner=self.learner, on_round=self._on_round, on_eval=self._on_eval,
                       # no checkpoints, nothing to do between events after an aggregation
                       after_round=self._after_round if rc.checkpoint_every and self.run_dir is not None else None)
-        if self.protocol.event_driven:
-            return EventEngine(parts, self.protocol, availability_period_s=sc.devices.availability_period_s,
-                               on_update=self.recorder.on_update, **common)
         if sc.hierarchy.tiers == "edge":  # an edge server per cell, each with a scheduler of its own, and a cloud
             schedulers = [sc.part("scheduler").from_scenario(sc, sc.options("scheduler"))
                           for _ in range(sc.network.cells)]
-            return TieredEngine(parts, schedulers=schedulers, cloud_every=sc.hierarchy.cloud_every,
-                                backhaul=Backhaul.of(sc.hierarchy), on_cloud=self.recorder.on_cloud, **common)
+            tiers = dict(schedulers=schedulers, cloud_every=sc.hierarchy.cloud_every,
+                         backhaul=Backhaul.of(sc.hierarchy), on_cloud=self._on_cloud)
+            if self.protocol.event_driven:  # each edge an event engine of its own, with its own streams
+                common.pop("streams")
+                return TieredEvents(parts, lambda: sc.part("protocol").from_scenario(sc, sc.options("protocol")),
+                                    # (one cell: the run's own streams, so one edge is the plain run)
+                                    streams_of=lambda cell: {name: rngs.stream(sc.seed, name, *(
+                                        (cell,) if sc.network.cells > 1 else ())) for name in STREAMS},
+                                    synchronous=sc.hierarchy.cloud == "sync", on_update=self.recorder.on_update,
+                                    availability_period_s=sc.devices.availability_period_s, **tiers, **common)
+            return TieredEngine(parts, **tiers, **common)
+        if self.protocol.event_driven:
+            return EventEngine(parts, self.protocol, availability_period_s=sc.devices.availability_period_s,
+                               on_update=self.recorder.on_update, **common)
         return Engine(parts, **common)
 
     def _availability(self):
@@ -288,7 +299,13 @@ class Run:
 
     def _on_round(self, rec: RoundRecord) -> None:
         self.recorder.on_round(rec)
-        self.bar.round(rec)
+        if self.scenario.hierarchy.tiers == "cloud":  # with edge servers the bar counts cloud aggregations
+            self.bar.round(rec)
+
+    def _on_cloud(self, row: dict) -> None:
+        """A cloud aggregation of the edges' models: its row, and a step of the bar."""
+        self.recorder.on_cloud(row)
+        self.bar.round(SimpleNamespace(round=row["edge_round"], t_start=row["t_start"], t_end=row["t_end"]))
 
     def _on_eval(self, row: dict) -> None:
         self.recorder.on_eval(row)
@@ -463,7 +480,7 @@ class Run:
             summary["cells"] = cell_rows(cells, self._updates_frame(), float(self.engine.now))
             if rec.handovers is not None:
                 summary["handovers"] = rec.handovers.count
-        if isinstance(self.engine, TieredEngine):
+        if isinstance(self.engine, (TieredEngine, TieredEvents)):
             summary.update(self.engine.summary(rec.totals.sums["num_selected"]))
         if error_log is not None:
             summary["error_log"] = error_log  # the traceback, in the run folder

@@ -53,6 +53,18 @@ class EdgeLearner:
     def uplink(self, facts) -> None:
         self.learner.uplink(facts)
 
+    def local_updates(self, devices: np.ndarray, key: int, *start) -> list:
+        """Event edges: the deltas of ``devices`` trained from this edge's model (or ``start``)."""
+        return self._on_own_model(self.learner.local_updates, devices, key, *start)
+
+    def apply_updates(self, devices: np.ndarray, deltas: list, weights: np.ndarray, staleness: np.ndarray,
+                      starts: list | None = None) -> dict:
+        """Event edges: one aggregation into this edge's model."""
+        return self._on_own_model(self.learner.apply_updates, devices, deltas, weights, staleness, starts)
+
+    def sample_counts(self):
+        return self.learner.sample_counts()
+
 
 @dataclasses.dataclass
 class Edge:

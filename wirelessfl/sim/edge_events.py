@@ -1,0 +1,330 @@
+"""Edge servers under the event protocols and a cloud, synchronous or asynchronous
+(hierarchy.tiers = "edge" with protocol.name = "semi_sync", "fedbuff" or "fedasync").
+
+Every cell's edge server is an event engine of its own (:class:`EdgeEngine`) on one shared clock:
+its cell's devices (the others are never available to it), its own protocol (the scenario's, with
+its options: FedBuff's concurrency and buffer are per edge), scheduler, model, random streams (each
+stream keyed by the cell) and uplink. Edges never wait for the cloud:
+
+- After every ``cloud_every`` (κ2) of its aggregations an edge sends up what it learned since it
+  last sent, Δ_c = x_c − b_c, and sets b_c ← x_c; the message takes the backhaul's T_bh(ℓ).
+- The cloud applies the edges' Δ weighted by their devices' data, w_c = |D_c| / Σ |D_c'|:
+  ``hierarchy.cloud = "sync"``: when every edge's next Δ is in, x ← x + Σ_c w_c Δ_c (from one start,
+  HierFAVG's average of the edges' models); ``"async"``: each Δ as it arrives, x ← x + w_c Δ_c.
+- It sends x back down (T_bh(ℓ)) to the edges whose Δ it applied. An edge that receives x for the
+  Δ it sent when its model was s_c goes on from x with what it learned since:
+  x_c ← x_c + (x − s_c); b_c and the models of later messages still on the way shift by the same.
+
+So nothing an edge learned is lost or counted twice, however the messages cross. Rows of rounds.csv
+come in the order they end: an edge's aggregation carries ``tier`` = "edge", ``edge``, ``edge_round``
+(its own count, which version_started and version_applied in updates.csv count too); a cloud
+aggregation ``tier`` = "cloud", ``edge`` (the edges it applied, space-separated), ``edge_round`` (the
+cloud's count) and ``backhaul_s``. The stop rule, the evaluations (of the cloud's model) and the
+checkpoints count cloud aggregations. Dispatch numbers (updates.csv's ``update``) are the cell plus
+the number of cells times the edge's own count.
+"""
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Callable
+
+import numpy as np
+
+from ..des.clock import CHECKPOINT, RANK_STOP, RANK_TIMER, Clock, priority
+from ..participation import ExcludedAvailability
+from .engine import EvalRule, StopRule, evaluate
+from .events import EventEngine, EventStall
+from .tiers import EdgeLearner
+
+__all__ = ["EdgeEngine", "TieredEvents"]
+
+_MESSAGES = 2 ** 61
+"""Backhaul messages are ordered after the timers at one instant, by their number."""
+
+
+class EdgeEngine(EventEngine):
+    """One edge server's event engine (see the module docstring); after each aggregation it tells
+    the tiers (``on_aggregated``)."""
+
+    def __init__(self, cell: int, cells: int, on_aggregated: Callable[["EdgeEngine"], None], parts, protocol,
+                 **common):
+        super().__init__(parts, protocol, stop=StopRule(), evaluate=EvalRule(at_start=False), **common)
+        self.cell, self.on_aggregated = cell, on_aggregated
+        self.flights.first, self.flights.step = cell, cells
+
+    def aggregated(self) -> None:
+        super().aggregated()
+        self.on_aggregated(self)
+
+    def _evaluate(self) -> None:
+        """Nothing: the cloud's model is the one evaluated."""
+
+
+@dataclasses.dataclass
+class Message:
+    """A model's way on the backhaul: ``up`` an edge's Δ (and its model s_c as it sent it), else the
+    cloud's model x down to it; it arrives at ``at_s``."""
+
+    number: int
+    at_s: float
+    up: bool
+    cell: int
+    model: object = None  # up: Δ_c; down: x
+    sent_as: object = None  # the edge's model when it sent (down: the one this x answers)
+
+
+class TieredEvents:
+    """Edge servers on the event engine and a cloud (see the module docstring). The runner calls it
+    as it calls an engine: ``run``, ``now``, ``rounds_done``, ``state_dict``/``load_state``,
+    ``summary``."""
+
+    def __init__(self, parts, make_protocol: Callable[[], object], schedulers: list, *, streams_of: Callable,
+                 stop: StopRule, evaluate: EvalRule, learner=None, on_round, on_eval, on_update, on_cloud,
+                 after_round=None, cloud_every: int, synchronous: bool, backhaul, availability_period_s: float):
+        self.parts, self.learner, self.stop, self.eval_rule = parts, learner, stop, evaluate
+        self.on_round, self.on_eval, self.on_cloud, self.after_round = on_round, on_eval, on_cloud, after_round
+        self.cloud_every, self.synchronous, self.backhaul = cloud_every, synchronous, backhaul
+        cells = parts.cells
+        count = cells.count if cells is not None else 1
+        serving = cells.serving if cells is not None else np.zeros(parts.num_devices, dtype=np.int64)
+        self.edges: list[EdgeEngine] = []
+        for c in range(count):
+            mine = serving == c
+            edge_parts = dataclasses.replace(
+                parts, scheduler=schedulers[c], cells=None,
+                access=cells.accesses[c] if cells is not None else parts.access,
+                availability=ExcludedAvailability(~mine, parts.availability))
+            edge_learner = EdgeLearner(learner, int(mine.sum())) if learner is not None else None
+            self.edges.append(EdgeEngine(c, count, self._edge_aggregated, edge_parts, make_protocol(),
+                                         streams=streams_of(c), learner=edge_learner,
+                                         availability_period_s=availability_period_s,
+                                         on_round=lambda rec, c=c: self._edge_row(c, rec),
+                                         on_eval=lambda row: None, on_update=on_update))
+        if learner is not None:  # the cloud weighs each edge's Δ by its devices' data
+            samples = np.asarray(learner.sample_counts(), dtype=float)
+            data = np.array([samples[serving == c].sum() for c in range(count)])
+        else:
+            data = np.array([(serving == c).sum() for c in range(count)], dtype=float)
+        self.weights = (data / data.sum()).tolist()
+        self.version = 0  # cloud aggregations so far
+        self.rows = 0  # rows of rounds.csv so far
+        self.messages: list[Message] = []  # on the backhaul
+        self.numbered = 0  # messages so far (their order at one instant)
+        self.waiting: list[list[Message]] = [[] for _ in range(count)]  # sync: each edge's Δ at the cloud, in order
+        self.base = [None] * count  # b_c: each edge's model when it last sent (training runs)
+        self.sent: list[list] = [[] for _ in range(count)]  # s_c of the messages each edge awaits an answer to
+        self.last_cloud_s = 0.0
+        self.stopping, self._settle_pending = False, False
+        self.evals_at: list[int] = []
+        self.start_s = 0.0
+        self.env: Clock | None = None
+
+    # --- what the runner reads -------------------------------------------------------------
+
+    @property
+    def rounds_done(self) -> int:
+        return self.version
+
+    @property
+    def now(self) -> float:
+        return float(self.env.now) if self.env is not None else self.start_s
+
+    @property
+    def busy(self) -> "TieredEvents":
+        return self  # the runner asks it for busy_s: the edges' uplinks', summed
+
+    # --- the run ---------------------------------------------------------------------------
+
+    def run(self) -> None:
+        env = self.env = Clock(initial_time=self.start_s)
+        self._done = env.event()
+        fresh = not self.messages and self.version == 0 and self.rows == 0
+        if fresh and self.learner is not None:
+            for c, edge in enumerate(self.edges):
+                edge.learner.params = self.learner.params
+                self.base[c] = self.learner.params
+            if self.eval_rule.at_start:
+                self._evaluate()
+        if self.stop.done(self.version, env.now):
+            return
+        for edge in self.edges:
+            edge.start(env)
+        for m in self.messages:
+            self._arm(m)
+        if self.stop.time_budget_s is not None:
+            env.at(max(self.stop.time_budget_s, env.now), priority(RANK_STOP)).callbacks.append(self._finish)
+        try:
+            env.run(until=self._done)
+        except RuntimeError as exc:
+            if "until" not in str(exc) and "No scheduled events" not in str(exc):
+                raise
+            raise EventStall(f"hierarchy.tiers: nothing left to happen at t = {env.now:.6g} s after {self.version} "
+                             "cloud aggregations: no edge has a device in flight or a timer armed") from None
+        for edge in self.edges:
+            edge.wrap_up()
+        if self.learner is not None and (not self.evals_at or self.evals_at[-1] != self.version):
+            self._evaluate()
+
+    def _finish(self, _=None) -> None:
+        if not self.stopping:
+            self.stopping = True
+            for edge in self.edges:
+                edge.stopping = True
+            self._done.succeed()
+
+    def _edge_row(self, cell: int, rec) -> None:
+        """An edge's aggregation: the next row, labelled with its tier and edge."""
+        rec.labels = {"tier": "edge", "edge": cell, "edge_round": rec.round}
+        rec.round = self.rows
+        self.rows += 1
+        self.on_round(rec)
+
+    # --- the backhaul ----------------------------------------------------------------------
+
+    def _transfer_s(self) -> float:
+        return self.backhaul.transfer_s(self.parts.downlink_bits) if self.backhaul is not None else 0.0
+
+    def _send(self, up: bool, cell: int, model=None, sent_as=None) -> None:
+        m = Message(self.numbered, self.env.now + self._transfer_s(), up, cell, model, sent_as)
+        self.numbered += 1
+        self.messages.append(m)
+        self._arm(m)
+
+    def _arm(self, m: Message) -> None:
+        event = self.env.at(max(m.at_s, self.env.now), priority(RANK_TIMER, _MESSAGES + m.number))
+        event.callbacks.append(lambda _: self._arrived(m))
+
+    def _arrived(self, m: Message) -> None:
+        if self.stopping:
+            return
+        self.messages.remove(m)
+        if m.up:
+            self._at_cloud(m)
+        else:
+            self._at_edge(m)
+
+    def _edge_aggregated(self, edge: EdgeEngine) -> None:
+        """Every cloud_every aggregations an edge sends up what it learned since it last sent."""
+        if self.stopping or edge.version % self.cloud_every:
+            return
+        c = edge.cell
+        delta = sent_as = None
+        if self.learner is not None:
+            sent_as = edge.learner.params.clone()
+            delta = sent_as - self.base[c]
+            self.base[c] = sent_as
+            self.sent[c].append(sent_as)
+        self._send(True, c, delta, sent_as)
+
+    def _at_cloud(self, m: Message) -> None:
+        if not self.synchronous:
+            self._aggregate([m])
+            return
+        self.waiting[m.cell].append(m)
+        if all(self.waiting):
+            self._aggregate([w.pop(0) for w in self.waiting])
+
+    def _aggregate(self, arrived: list[Message]) -> None:
+        """The cloud applies the edges' Δ (weighted by their data) and sends x back to each; where an
+        evaluation is due, the row gives each edge's model as it sent it (``edge_accuracy``)."""
+        now = float(self.env.now)
+        due = self.learner is not None and self.eval_rule.due(self.version + 1, now)
+        accuracy = " ".join(f"{a:.6g}" for a in self._edge_accuracy(arrived)) if due else ""
+        if self.learner is not None:
+            self.learner.params = self.learner.params + sum(self.weights[m.cell] * m.model for m in arrived)
+        self.on_cloud({"round": self.rows, "t_start": self.last_cloud_s, "t_end": now, "downlink_s": 0.0,
+                       "comp_s": 0.0, "comm_s": 0.0, "num_selected": 0, "energy_j": 0.0, "num_updates": len(arrived),
+                       "tier": "cloud", "edge": " ".join(str(m.cell) for m in arrived), "edge_round": self.version,
+                       "backhaul_s": self._transfer_s(), "edge_accuracy": accuracy})
+        self.rows += 1
+        self.version += 1
+        self.last_cloud_s = now
+        for m in arrived:
+            self._send(False, m.cell, self.learner.params if self.learner is not None else None, m.sent_as)
+        if due:
+            self._evaluate()
+        if self.stop.done(self.version, now):
+            self._finish()
+        elif self.after_round is not None and not self._settle_pending:
+            self._settle_pending = True  # between events, as the event engine checkpoints
+            self.env.at(now, CHECKPOINT).callbacks.append(self._between_events)
+
+    def _between_events(self, _) -> None:
+        self._settle_pending = False
+        if not self.stopping:
+            self.after_round(self)
+
+    def _at_edge(self, m: Message) -> None:
+        """The cloud's x for the Δ the edge sent as s_c: the edge goes on from x with what it learned since."""
+        if self.learner is None:
+            return
+        c, edge = m.cell, self.edges[m.cell]
+        sent = self.sent[c].pop(0)
+        shift = m.model - sent
+        edge.learner.params = edge.learner.params + shift
+        self.base[c] = self.base[c] + shift
+        self.sent[c] = [s + shift for s in self.sent[c]]
+
+    def _edge_accuracy(self, arrived: list[Message]) -> list[float]:
+        """The test accuracy of each edge's model as it sent the Δ that ``arrived`` (in their order)."""
+        kept, out = self.learner.params, []
+        for m in arrived:
+            self.learner.params = m.sent_as
+            out.append(float(self.learner.evaluate()["accuracy"]))
+        self.learner.params = kept
+        return out
+
+    def _evaluate(self) -> None:
+        self.evals_at = [*self.evals_at[-1:], self.version]
+        evaluate(self.learner, self.stop, self.on_eval, self.version, self.now)
+
+    # --- records and checkpoints ----------------------------------------------------------
+
+    def summary(self, selected: int) -> dict:
+        """summary.json's numbers of the tiers (as wirelessfl.sim.tiers.TieredEngine.summary)."""
+        rounds = [edge.version for edge in self.edges]
+        return {"tiers": {"cloud_aggregations": self.version, "edge_rounds": rounds},
+                "mean_distinct_per_round": selected / max(sum(rounds), 1)}
+
+    def busy_s(self, now: float) -> float:
+        """How long the edges' uplinks carried a model upload, summed over the cells."""
+        return sum(edge.busy.busy_s(now) for edge in self.edges)
+
+    @staticmethod
+    def rows_in_state(state: dict) -> int:
+        return int(state["tiers"]["rows"])
+
+    def state_dict(self) -> dict:
+        """Each edge's engine, scheduler and model, the cloud's count, what each edge sent and
+        awaits, and the messages on the backhaul."""
+        return {"rounds_done": self.version, "now_s": self.now, "target_reached": self.stop.reached,
+                "eval_next_s": self.eval_rule.next_s, "evals_at": list(self.evals_at),
+                "tiers": {"rows": self.rows, "numbered": self.numbered, "last_cloud_s": self.last_cloud_s,
+                          "edges": [edge.state_dict() for edge in self.edges],
+                          "schedulers": [edge.parts.scheduler.state_dict() for edge in self.edges],
+                          "models": [edge.learner.params if edge.learner is not None else None
+                                     for edge in self.edges],
+                          "base": list(self.base), "sent": [list(s) for s in self.sent],
+                          "waiting": [[m.number for m in w] for w in self.waiting],
+                          "messages": [dataclasses.asdict(m) for m in [*self.messages,
+                                                                      *(m for w in self.waiting for m in w)]]}}
+
+    def load_state(self, state: dict) -> None:
+        tiers = state["tiers"]
+        self.version, self.start_s = int(state["rounds_done"]), float(state["now_s"])
+        self.stop.reached, self.eval_rule.next_s = bool(state["target_reached"]), float(state["eval_next_s"])
+        self.evals_at = list(state["evals_at"])
+        self.rows, self.numbered = int(tiers["rows"]), int(tiers["numbered"])
+        self.last_cloud_s = float(tiers["last_cloud_s"])
+        for edge, kept, scheduler, model in zip(self.edges, tiers["edges"], tiers["schedulers"], tiers["models"]):
+            edge.load_state(kept)
+            edge.parts.scheduler.load_state(scheduler)
+            if edge.learner is not None:
+                edge.learner.params = model
+        self.base, self.sent = list(tiers["base"]), [list(s) for s in tiers["sent"]]
+        by_number = {m["number"]: Message(**m) for m in tiers["messages"]}
+        self.waiting = [[by_number.pop(n) for n in w] for w in tiers["waiting"]]
+        self.messages = sorted(by_number.values(), key=lambda m: m.number)
+        for edge in self.edges:  # the engine's own start time, as each edge's state holds it
+            edge.start_s = self.start_s
