@@ -124,7 +124,6 @@ def test_a_run_with_interference_resumes_exactly(tmp_path, interrupted_and_resum
                                         r"which is modelled under link.access = 'tdma', 'fdma' and 'ofdma', not "
                                         r"'dedicated'"),
     ({"link": {"packet_bits": 100000}}, r"^network.cells = 7 with network.reuse = 1: uploads under interference"),
-    ({"channel": {"coherence_s": 0.01}}, r"^network.cells = 7 with network.reuse = 1: fading within an upload"),
     ({"devices": {"availability": "battery", "compute": "cpu"}}, r"^network.cells = 7 with network.reuse = 1: batteries"),
     ({"network": {"interference_fading": "nakagami"}}, r"^network.interference_fading = 'nakagami'"),
 ])
@@ -245,3 +244,45 @@ def test_each_cells_ofdma_draws_its_own_block_factors():
     cells = build_cells(sc, build_channel(sc, np.random.default_rng(0)))
     draws = [access.block_fading(4) for access in cells.accesses]
     assert all(not np.array_equal(draws[0], d) for d in draws[1:])
+
+
+def block_fading_of(coherence_s: float):
+    from wirelessfl.fading import BlockFading
+
+    return BlockFading(coherence_s, 0.0, np.ones(4), np.zeros(4), B, N0)
+
+
+def test_an_upload_alone_under_interference_follows_its_fading_blocks_by_hand():
+    """One upload on the band (nobody to interfere): it ends when the bits sent at each block's
+    capacity add up, as BlockFading.upload_s draws and counts them from the same stream."""
+    from wirelessfl.network.interference import UploadBlocks
+
+    fading = block_fading_of(0.01)
+    blocks = UploadBlocks(fading, np.random.default_rng(5))
+    s = joint_tdma(np.array([0]), np.array([0, 0]), np.array([0.2]), np.array([3e5]), np.ones(1), np.array([1e-3]),
+                   np.zeros((1, 2)), B, N0, None, blocks=blocks, devices=np.array([2]))
+    alone = fading.upload_s(3e5, 1e-3, 1.0, 2, np.random.default_rng(5))
+    assert alone > 0.01  # several blocks
+    assert s.tx_end[0] == pytest.approx(0.2 + alone, rel=1e-12)
+
+
+@pytest.mark.parametrize("protocol", ["sync", "fedbuff"])
+def test_blocks_longer_than_any_upload_change_nothing(protocol):
+    """Fading within uploads whose coherence outlasts every upload: each upload keeps its first gain."""
+    runs = [simulate(from_dict(scenario(protocol, reuse=3, **extra)), None, progress=False).updates
+            for extra in ({}, {"channel": {"coherence_s": 1e6}})]
+    for column in ("tx_start_s", "tx_end_s", "gain"):
+        assert np.array_equal(runs[0][column].to_numpy(), runs[1][column].to_numpy(), equal_nan=True), column
+
+
+@pytest.mark.parametrize("protocol", ["sync", "fedbuff"])
+def test_fading_within_interfering_uploads_changes_their_times_and_resumes_exactly(tmp_path, interrupted_and_resumed,
+                                                                                   protocol):
+    data = scenario(protocol, rounds=30, channel={"coherence_s": 0.002})
+    data["run"]["checkpoint_every"] = 3
+    full, resumed = interrupted_and_resumed(from_dict(data), after=11)
+    for name in ("rounds.csv", "updates.csv", "devices.csv"):
+        assert (tmp_path / "full" / name).read_text() == (tmp_path / "cut" / name).read_text(), name
+    flat = simulate(from_dict(scenario(protocol, rounds=30)), None, progress=False).updates
+    assert full.updates["tx_end_s"].tolist() != flat["tx_end_s"].tolist()
+    assert (full.updates["airtime_s"].dropna() > 0.002).any()  # uploads spanning several blocks

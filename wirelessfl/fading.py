@@ -58,14 +58,26 @@ class BlockFading:
     def block_gains(self, device: int, gain: float, rng: np.random.Generator):
         """The gains of the blocks of an upload that starts at ``gain`` (an endless generator)."""
         mean, floor = self._mean_and_floor(device)
-        phase = 2 * math.pi * rng.random()
-        h = math.sqrt(gain) * complex(math.cos(phase), math.sin(phase))
+        h = self.first_block(gain, rng)
         yield gain
-        scale = math.sqrt(mean / 2.0) * self._innovation  # per real dimension of w
         while True:
-            w = rng.standard_normal(2) * scale
-            h = self.rho * h + complex(w[0], w[1])
-            yield max(abs(h) ** 2, floor)
+            h, g = self._step(h, mean, floor, rng)
+            yield g
+
+    @staticmethod
+    def first_block(gain: float, rng: np.random.Generator) -> complex:
+        """The complex amplitude of an upload's first block, at ``gain`` (its phase drawn)."""
+        phase = 2 * math.pi * rng.random()
+        return math.sqrt(gain) * complex(math.cos(phase), math.sin(phase))
+
+    def next_block(self, device: int, h: complex, rng: np.random.Generator) -> tuple[complex, float]:
+        """The amplitude and gain of the block after one of amplitude ``h`` (one Gauss-Markov step)."""
+        return self._step(h, *self._mean_and_floor(device), rng)
+
+    def _step(self, h: complex, mean: float, floor: float, rng: np.random.Generator) -> tuple[complex, float]:
+        w = rng.standard_normal(2) * (math.sqrt(mean / 2.0) * self._innovation)  # per real dimension of w
+        h = self.rho * h + complex(w[0], w[1])
+        return h, max(abs(h) ** 2, floor)
 
     def upload_s(self, bits: float, gain: float, power: float, device: int, rng: np.random.Generator) -> float:
         """Seconds until ``bits`` are sent at each block's capacity (with a fixed rate: at that rate in

@@ -180,8 +180,8 @@ def _check_network(s) -> None:
 def _check_interference(s) -> None:
     """Cells that share a sub-band interfere: modelled for one transmitter per cell (tdma) and for
     bands shared within each cell (fdma, ofdma), with each upload sent whole at the rates the other
-    cells allow (no packets, no fading within an upload) and without batteries (a battery follows
-    a task's known time on the air)."""
+    cells and its fading blocks allow (no packets, no fixed rate) and without batteries (a battery
+    follows a task's known time on the air)."""
     net, lc = s.network, s.link
     where = f"network.cells = {net.cells} with network.reuse = {net.reuse}"
     if not getattr(s.part("access"), "interferes", False):
@@ -190,9 +190,6 @@ def _check_interference(s) -> None:
     if lc.packet_bits is not None or lc.rate_bps is not None or lc.errors != "none":
         raise ConfigError(f"{where}: uploads under interference go whole at the rate the other cells allow; leave "
                           "link.packet_bits, link.rate_bps and link.errors unset")
-    if s.channel.coherence_s is not None or s.devices.speed_mps:
-        raise ConfigError(f"{where}: fading within an upload (channel.coherence_s, devices.speed_mps) is not modelled "
-                          "under interference yet; leave them unset")
     if s.devices.availability == "battery":
         raise ConfigError(f"{where}: batteries follow a task's time on the air, which interference decides as it goes; "
                           "use devices.availability = 'chain'")

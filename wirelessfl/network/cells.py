@@ -12,7 +12,7 @@ import numpy as np
 
 from ..access import UplinkSchedule
 from ..rng import stream
-from .interference import InterferedUplinks, LossMeter, joint_shared, joint_tdma
+from .interference import InterferedUplinks, LossMeter, UploadBlocks, joint_shared, joint_tdma
 from .sites import Sites
 
 __all__ = ["CellUplinks", "Cells", "build_cells"]
@@ -32,6 +32,14 @@ class Cells:
         self.cross_mean, self.cross_fading = cross_mean, cross_fading
         self.meter = LossMeter(sites.count)
         self.rng: np.random.Generator | None = None  # the "interference" stream (the engine gives it)
+        self.blocks = None  # fading within uploads that interfere (UploadBlocks; the engine gives it)
+
+    def use_streams(self, streams: dict, fading) -> None:
+        """The engine's random streams: interferers' gains to other sites from "interference"; with
+        fading within uploads (``fading``: wirelessfl.fading.BlockFading) that interfere, their blocks
+        from "fading"."""
+        self.rng = streams["interference"]
+        self.blocks = UploadBlocks(fading, streams["fading"]) if fading is not None and self.interfering else None
 
     def cross_gains(self, device: int) -> np.ndarray:
         """``device``'s gains to every site for one upload (its mean gains, times Exp(1) each)."""
@@ -78,8 +86,8 @@ class Cells:
                 return joint_shared(cell, self.sites.bands, self.accesses, ready_s, bits, power, gains, cross, fading,
                                     deadline_s, self.meter)
             link = self.accesses[0].link
-            return joint_tdma(cell, self.sites.bands, ready_s, bits, power,
-                              gains, cross, link.bandwidth_hz, link.noise_power, deadline_s, self.meter)
+            return joint_tdma(cell, self.sites.bands, ready_s, bits, power, gains, cross, link.bandwidth_hz,
+                              link.noise_power, deadline_s, self.meter, self.blocks, devices)
         tx_start, arrived = np.full(k, math.nan), np.zeros(k, dtype=bool)
         end_s, schedules = -math.inf, []
         for c, idx in self.members(devices):

@@ -38,9 +38,10 @@ import simpy
 
 from ..access import UplinkSchedule, queue
 from ..access.on_air import RatesOnTheAir
-from ..des import ON_AIR
+from ..des import ON_AIR, RANK_DEVICE, priority
 
-__all__ = ["InterferedUplinks", "LossMeter", "joint_shared", "joint_tdma", "shared_band_rates", "sinr_rates"]
+__all__ = ["InterferedUplinks", "LossMeter", "UploadBlocks", "joint_shared", "joint_tdma", "shared_band_rates",
+           "sinr_rates"]
 
 
 def sinr_rates(cells: np.ndarray, bands: np.ndarray, power: np.ndarray, gains: np.ndarray, cross: np.ndarray,
@@ -152,6 +153,66 @@ def joint_shared(cells: np.ndarray, bands: np.ndarray, accesses: list, ready: np
                           on_air_s=on_air_s, attempts=starts.astype(np.int64))
 
 
+class UploadBlocks:
+    """Fading within uploads that interfere (channel.coherence_s, devices.speed_mps): an upload that
+    went on the air at t0 is in block k over [t0 + k T_c, t0 + (k + 1) T_c), at its first gain in
+    block 0 and one Gauss-Markov step further (wirelessfl.fading) in each next block, drawn from the
+    "fading" stream as the block begins. Uploads are keyed by an index (a sync round's) or a dispatch
+    number (the event uplink's)."""
+
+    def __init__(self, fading, rng: np.random.Generator):
+        self.fading, self.rng = fading, rng
+        self.coherence_s = fading.coherence_s
+        self.state: dict[int, list] = {}  # key -> [device, amplitude h, t0, block k, gain]
+
+    def start(self, key: int, device: int, gain: float, t: float) -> None:
+        """An upload at ``gain`` goes on the air at ``t``."""
+        self.state[key] = [device, self.fading.first_block(gain, self.rng), t, 0, gain]
+
+    def gain(self, key: int) -> float:
+        """The upload's gain in its current block."""
+        return self.state[key][4]
+
+    def next_s(self, key: int) -> float:
+        """When the upload's next block begins."""
+        _, _, t0, k, _ = self.state[key]
+        return t0 + (k + 1) * self.coherence_s
+
+    def step(self, key: int) -> float:
+        """The upload enters its next block: its gain there."""
+        s = self.state[key]
+        s[1], s[4] = self.fading.next_block(s[0], s[1], self.rng)
+        s[3] += 1
+        return s[4]
+
+    def stop(self, key: int) -> None:
+        self.state.pop(key, None)
+
+    def state_dict(self) -> dict:
+        return {int(key): [d, h.real, h.imag, t0, k, g] for key, (d, h, t0, k, g) in self.state.items()}
+
+    def load_state(self, state: dict) -> None:
+        self.state = {int(key): [int(d), complex(re, im), float(t0), int(k), float(g)]
+                      for key, (d, re, im, t0, k, g) in state.items()}
+
+
+def _next_block_s(blocks: UploadBlocks | None, sending: np.ndarray) -> float:
+    """When the first of the uploads ``sending`` enters its next fading block (inf without fading)."""
+    return min((blocks.next_s(i) for i in sending.tolist()), default=math.inf) if blocks is not None else math.inf
+
+
+def _enter_blocks(blocks: UploadBlocks | None, sending: np.ndarray, finished, t: float, gains: np.ndarray) -> None:
+    """The uploads that ended leave; those whose next block begins at ``t`` take its gain."""
+    if blocks is None:
+        return
+    done = set(np.asarray(finished).tolist())
+    for i in sending.tolist():
+        if i in done:
+            blocks.stop(i)
+        elif blocks.next_s(i) <= t:
+            gains[i] = blocks.step(i)
+
+
 class LossMeter:
     """Each cell's time on the air and its SINR loss x time (summary.json's ``sinr_loss_db``)."""
 
@@ -178,13 +239,18 @@ class LossMeter:
 
 def joint_tdma(cells: np.ndarray, bands: np.ndarray, ready: np.ndarray, bits: np.ndarray, power: np.ndarray,
                gains: np.ndarray, cross: np.ndarray, bandwidth_hz: float, noise_power: float,
-               deadline_s: float | None, meter: LossMeter | None = None) -> UplinkSchedule:
+               deadline_s: float | None, meter: LossMeter | None = None, blocks: UploadBlocks | None = None,
+               devices: np.ndarray | None = None) -> UplinkSchedule:
     """A sync round's uplink with interference, in closed form: every cell a first-come-first-served
     queue of its devices (ready at ``ready``, ties in index order), at most one on the air per cell,
-    the rates of those on the air together recomputed at each start and end (``sinr_rates``); an
-    upload not done by ``deadline_s`` is dropped there. ``on_air_s`` of the result is each upload's
+    the rates of those on the air together recomputed at each start and end (``sinr_rates``) and,
+    with fading within uploads (``blocks``; ``devices`` the uploads' devices), at each block's start;
+    an upload not done by ``deadline_s`` is dropped there. ``on_air_s`` of the result is each upload's
     time on the air."""
     k = len(ready)
+    if blocks is not None:
+        blocks.state.clear()
+        gains = np.array(gains, dtype=float)
     tx_start, tx_end = np.full(k, math.nan), np.full(k, math.nan)
     left = np.broadcast_to(np.asarray(bits, dtype=float), (k,)).copy()
     queues = {int(c): [int(i) for i in np.flatnonzero(cells == c)[np.argsort(ready[cells == c], kind="stable")]]
@@ -197,6 +263,8 @@ def joint_tdma(cells: np.ndarray, bands: np.ndarray, ready: np.ndarray, bits: np
             if c not in on_air and waiting and ready[waiting[0]] <= t:
                 i = waiting.pop(0)
                 on_air[c], tx_start[i] = i, t
+                if blocks is not None:
+                    blocks.start(i, int(devices[i]), float(gains[i]), t)
         if not on_air:
             heads = [ready[w[0]] for w in queues.values() if w]
             if not heads:
@@ -209,7 +277,7 @@ def joint_tdma(cells: np.ndarray, bands: np.ndarray, ready: np.ndarray, bits: np
         with np.errstate(divide="ignore"):
             done_at = t + np.where(rates > 0, left[sending] / rates, math.inf)
         heads = [ready[w[0]] for c, w in queues.items() if w and c not in on_air]
-        step = min(float(done_at.min()), min(heads, default=math.inf), end)
+        step = min(float(done_at.min()), min(heads, default=math.inf), end, _next_block_s(blocks, sending))
         if not math.isfinite(step):
             break
         left[sending] -= rates * (step - t)
@@ -220,6 +288,7 @@ def joint_tdma(cells: np.ndarray, bands: np.ndarray, ready: np.ndarray, bits: np
             if when <= t:
                 tx_end[i], left[i] = t, 0.0
                 del on_air[int(cells[i])]
+        _enter_blocks(blocks, sending, sending[done_at <= t], t, gains)
     arrived = ~np.isnan(tx_end)
     if deadline_s is not None:
         arrived &= tx_end <= deadline_s
@@ -251,6 +320,7 @@ class InterferedUplinks(RatesOnTheAir):
         self.loss = np.zeros(0)  # the SINR loss of each active upload, since t_last
         link = cells.accesses[0].link
         self.bandwidth_hz, self.noise_power = link.bandwidth_hz, link.noise_power
+        self.blocks = cells.blocks  # fading within uploads: each upload's block (None: one gain an upload)
 
     def transmit(self, u):
         """The upload of ``u`` (a SimPy generator): wait for its cell's transmitter (TDMA), then send
@@ -277,7 +347,26 @@ class InterferedUplinks(RatesOnTheAir):
             fading = cells.access_of(u.device).block_fading(1) if self.shared else None
             if fading is not None:
                 self.fading[u.seq] = fading[0]
+            if self.blocks is not None:
+                self.blocks.start(u.seq, u.device, u.gain, host.env.now)
+                self._arm_block(u)
             self._join(u)
+
+    def _arm_block(self, u) -> None:
+        """Wake when ``u``'s next fading block begins (an out-of-date wake-up does nothing)."""
+        at = self.blocks.next_s(u.seq)
+        block = self.blocks.state[u.seq][3]
+        event = self.host.env.at(max(at, self.host.env.now), priority(RANK_DEVICE, u.seq))
+        event.callbacks.append(lambda _: self._next_block(u, block))
+
+    def _next_block(self, u, block: int) -> None:
+        state = self.blocks.state.get(u.seq)
+        if state is None or state[3] != block:  # it left the air, or this block was already entered
+            return
+        self._advance()
+        self.blocks.step(u.seq)
+        self._reschedule()
+        self._arm_block(u)
 
     def on_air_until(self, u, t: float) -> float:
         return t - u.tx_start_s
@@ -286,6 +375,8 @@ class InterferedUplinks(RatesOnTheAir):
         super()._leave(u)
         self.cross.pop(u.seq, None)
         self.fading.pop(u.seq, None)
+        if self.blocks is not None:
+            self.blocks.stop(u.seq)
 
     def _elapsed(self, dt: float) -> None:
         """Each active upload's cell counts its SINR loss over ``dt``."""
@@ -294,7 +385,8 @@ class InterferedUplinks(RatesOnTheAir):
     def _rates_now(self) -> list[float]:
         cells, active = self.cells, self.active
         serving = np.array([cells.serving[u.device] for u in active])
-        power, gains = np.array([u.power for u in active]), np.array([u.gain for u in active])
+        power = np.array([u.power for u in active])
+        gains = np.array([u.gain if self.blocks is None else self.blocks.gain(u.seq) for u in active])
         cross = np.array([self.cross[u.seq] for u in active])
         if self.shared:
             fading = np.array([self.fading[u.seq] for u in active]) if self.fading else None
@@ -310,7 +402,8 @@ class InterferedUplinks(RatesOnTheAir):
         their bits were last counted."""
         return {"active": [u.seq for u in self.active], "t_last": self.t_last,
                 "cross": {seq: g.tolist() for seq, g in self.cross.items()},
-                "fading": {seq: f.tolist() for seq, f in self.fading.items()}}
+                "fading": {seq: f.tolist() for seq, f in self.fading.items()},
+                **({"blocks": self.blocks.state_dict()} if self.blocks is not None else {})}
 
     def load_state(self, state: dict) -> None:
         """Restore the uploads on the air (after the engine restored the updates)."""
@@ -321,4 +414,8 @@ class InterferedUplinks(RatesOnTheAir):
         for u in self.active:
             if u.done is None:
                 u.done = self.host.env.event()
+        if self.blocks is not None:
+            self.blocks.load_state(state["blocks"])
+            for u in self.active:
+                self._arm_block(u)
         self._reschedule()

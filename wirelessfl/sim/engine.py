@@ -220,7 +220,7 @@ class Engine:
         self._packets = parts.access.link.packets_on and parts.fading is None
         self.checks = PartChecks(parts)  # the user's scheduler and channel: their outputs are checked
         if parts.cells is not None:  # interferers' gains to other sites are drawn from their own stream
-            parts.cells.rng = streams["interference"]
+            parts.cells.use_streams(streams, parts.fading)
         self.on_handovers: Callable[[list], None] = lambda rows: None  # the recorder's (handovers.csv)
         self.env: Clock | None = None
 

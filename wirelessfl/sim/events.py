@@ -121,7 +121,7 @@ class EventEngine:
         self.packets_on = link.packets_on and parts.fading is None
         self.checks = PartChecks(parts)  # the user's scheduler and channel: their outputs are checked
         if parts.cells is not None:  # interferers' gains to other sites are drawn from their own stream
-            parts.cells.rng = streams["interference"]
+            parts.cells.use_streams(streams, parts.fading)
         self.dispatcher = Dispatcher(self)  # the slots the protocol wants filled, and who fills them
         # one server in the cloud behind a timed backhaul: each site's links to it
         self.site_links = (SiteLinks(parts.backhaul, 1 if parts.cells is None else parts.cells.count)
