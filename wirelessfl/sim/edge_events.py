@@ -26,7 +26,6 @@ the number of cells times the edge's own count.
 from __future__ import annotations
 
 import dataclasses
-import math
 from typing import Callable
 
 import numpy as np

@@ -32,9 +32,12 @@ so that every pending event lands at the same time and in the same order (wirele
 Modules: this one (the run, the processes, losses, timers, aggregation), dispatcher.py (starting
 devices), rounds.py (the round machinery of round-based protocols), flight.py (an update's and a
 round's data), drain.py (batteries in continuous time), last_models.py (stale starts after a missed
-model), stalls.py (runs that would never end), event_state.py (checkpoints); the uplinks are the
-access schemes' own (wirelessfl.access, each scheme's ``event_uplink``; one per cell with several,
-wirelessfl.network), the clock is wirelessfl.des.clock (absolute times and event order).
+model), stalls.py (runs that would never end), handovers.py (moving devices among cells),
+event_state.py (checkpoints); the uplinks are the access schemes' own (wirelessfl.access, each
+scheme's ``event_uplink``; one per cell with several, wirelessfl.network), the clock is
+wirelessfl.des.clock (absolute times and event order). This module stays one, of about 550 lines:
+it is the facade that every protocol, uplink and collaborator calls, most of its methods a line or
+two that hand the call on.
 """
 from __future__ import annotations
 
@@ -56,10 +59,11 @@ from .server import Server
 from .timers import Timers
 from .event_state import engine_state, load_engine_state, restore
 from .flights import Flights
+from .handovers import Handovers
 from ..network.backhaul import SiteLinks
 from .last_models import LastModels
 from .stalls import LossStreak, check_idle
-from .flight import ARRIVED, COMPUTE, DOWNLINK, FINISHED, FORWARDING, ON_AIR, QUEUED, WAITING, Round, Update
+from .flight import ARRIVED, COMPUTE, DOWNLINK, FINISHED, FORWARDING, WAITING, Round, Update
 from .rounds import RoundDriver
 
 __all__ = ["EventEngine", "EventStall", "Round", "Update"]
@@ -107,8 +111,7 @@ class EventEngine:
         self.last_models = (LastModels(n, learner.params if learner is not None else None)
                             if downlink is not None and downlink.miss == "stale" else None)
         self.waits_for_model = downlink is not None and downlink.miss == "wait"
-        self.on_handovers: Callable[[list], None] = lambda rows: None  # the recorder's (handovers.csv)
-        self.handover_upload = "restart"  # network.handover_upload (the runner sets it)
+        self.handovers = Handovers(self)  # moving devices among cells (the runner sets what it records to)
         self.start_s = 0.0  # where the clock starts (a resume: where it stood)
         self.restored: dict | None = None  # a checkpoint's state, rebuilt as the run starts
         self._settle_pending = False
@@ -263,7 +266,7 @@ class EventEngine:
                 except simpy.Interrupt as stop:
                     if stop.cause != "restart":
                         raise
-                    self._restart_upload(u)  # its device handed over: again, in its new cell
+                    self.handovers.restart(u)  # its device handed over: again, in its new cell
         except simpy.Interrupt as stop:
             self._off_air(u)  # if it was cut while on the air
             self.lose(u, stop.cause)  # nothing more if whoever interrupted settled it already
@@ -408,40 +411,14 @@ class EventEngine:
             self.flights.busy[u.device] = False
         u.phase = FINISHED
 
-    def _restart_upload(self, u: Update) -> None:
-        """``u`` starts its upload again from the queue of its device's new cell; the time it was on the
-        air counts (its energy, the busy clock)."""
-        if u.tx_start_s == u.tx_start_s:
-            u.air_before_s += self.env.now - u.tx_start_s
-            self.busy.stop(self.env.now)
-        u.phase, u.queue_seq, u.attempts, u.packet, u.tries, u.done = QUEUED, -1, 0, 0, 0, None
-        u.tx_start_s = u.airtime_s = u.bits_left = u.attempt_start_s = u.attempt_end_s = math.nan
-        if not u.round_gain:
-            u.gain = math.nan
-
     def site(self, device: int) -> int:
         """The site serving ``device`` now."""
         cells = self.parts.cells
         return 0 if cells is None else int(cells.serving[device])
 
     def handed_over(self) -> None:
-        """Record the handovers the channel's last move made (network.handover_upload): an upload of a
-        device that handed over, waiting for or on its old cell's uplink, is restarted in the new cell
-        ("restart"), lost ("lose"), or finishes where it is ("complete"; so does the upload whose own
-        start moved the channel)."""
-        channel = self.parts.channel
-        moved = getattr(channel, "handovers", None)
-        if not moved:
-            return
-        channel.handovers = []
-        self.on_handovers(moved)
-        if self.handover_upload == "complete":
-            return
-        devices = {row[1] for row in moved}
-        active = self.env.active_process
-        for u in list(self.flights.flying.values()):
-            if u.device in devices and not u.report and u.phase in (QUEUED, ON_AIR) and u.process is not active:
-                u.process.interrupt("restart" if self.handover_upload == "restart" else "handover")
+        """Record the handovers the channel's last move made and act on the uploads (see Handovers)."""
+        self.handovers.check()
 
     def cancel(self, updates, outcome: str) -> None:
         """Stop updates in flight; recorded with ``outcome``."""

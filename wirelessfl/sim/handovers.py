@@ -1,0 +1,53 @@
+"""Handovers under the event engine: a moving device whose strongest site changed by more than the
+hysteresis hands over (wirelessfl.wireless.PathLossChannel.reassociate); its handover is recorded
+(handovers.csv) and its upload, waiting for or on its old cell's uplink, is restarted in the new
+cell, lost, or finishes where it is (network.handover_upload)."""
+from __future__ import annotations
+
+import math
+from typing import Callable
+
+from ..des import ON_AIR, QUEUED
+
+__all__ = ["Handovers"]
+
+
+class Handovers:
+    """The event engine's handovers: ``check`` after the channel moved, ``restart`` an upload."""
+
+    def __init__(self, engine):
+        self.engine = engine
+        self.record: Callable[[list], None] = lambda rows: None  # the recorder's (handovers.csv)
+        self.upload = "restart"  # network.handover_upload (the runner sets it)
+
+    def check(self) -> None:
+        """Record the handovers the channel's last move made: an upload of a device that handed over,
+        waiting for or on its old cell's uplink, is restarted in the new cell ("restart"), lost
+        ("lose"), or finishes where it is ("complete"; so does the upload whose own start moved the
+        channel)."""
+        e = self.engine
+        channel = e.parts.channel
+        moved = getattr(channel, "handovers", None)
+        if not moved:
+            return
+        channel.handovers = []
+        self.record(moved)
+        if self.upload == "complete":
+            return
+        devices = {row[1] for row in moved}
+        active = e.env.active_process
+        for u in list(e.flights.flying.values()):
+            if u.device in devices and not u.report and u.phase in (QUEUED, ON_AIR) and u.process is not active:
+                u.process.interrupt("restart" if self.upload == "restart" else "handover")
+
+    def restart(self, u) -> None:
+        """``u`` starts its upload again from the queue of its device's new cell; the time it was on
+        the air counts (its energy, the busy clock)."""
+        now = self.engine.env.now
+        if u.tx_start_s == u.tx_start_s:
+            u.air_before_s += now - u.tx_start_s
+            self.engine.busy.stop(now)
+        u.phase, u.queue_seq, u.attempts, u.packet, u.tries, u.done = QUEUED, -1, 0, 0, 0, None
+        u.tx_start_s = u.airtime_s = u.bits_left = u.attempt_start_s = u.attempt_end_s = math.nan
+        if not u.round_gain:
+            u.gain = math.nan
