@@ -71,6 +71,10 @@ def test_a_sync_cloud_aggregates_when_every_edges_next_update_is_in(protocol):
         assert row["edge"] == "0 1 2" and row["num_updates"] == 3
     assert res.summary["tiers"]["cloud_aggregations"] == 5
     assert res.summary["tiers"]["edge_rounds"] == [int((rows["edge"].astype(str) == str(c)).sum()) for c in range(3)]
+    dev = res.devices  # each device counts its own edge's aggregations, at all of which it was there
+    own = np.array(res.summary["tiers"]["edge_rounds"])[dev["cell"]]
+    assert (dev["available_rate"] == 1.0).all()
+    assert dev["selection_rate"].to_numpy() == pytest.approx(dev["selections"].to_numpy() / own)
 
 
 def test_an_async_cloud_applies_each_edges_update_as_it_arrives():
@@ -136,8 +140,6 @@ def test_a_sync_cloud_averages_the_edges_by_their_data_by_hand():
 
 @pytest.mark.parametrize("changes, message", [
     ({"hierarchy": {"cloud": "async"}}, r"^hierarchy.cloud = 'async' with protocol.name = 'sync': an asynchronous"),
-    ({"hierarchy": {"cloud": "async"}, "protocol": {"name": "fedbuff"}, "network": {"reuse": 1}},
-     r"^hierarchy.tiers = 'edge' with protocol.name = 'fedbuff' and network.reuse = 1 < network.cells = 3"),
     ({"hierarchy": {"tiers": "cloud", "cloud": "async", "cloud_every": 1}},
      r"^hierarchy.cloud = 'async': needs hierarchy.tiers = 'edge'"),
 ])
@@ -163,3 +165,22 @@ def test_event_edges_resume_exactly(tmp_path, interrupted_and_resumed, protocol,
     clouds = rows[rows["tier"] == "cloud"]["t_end"].to_numpy()
     sent = np.concatenate([np.array(t) for t in sends(rows, cloud_every=2).values()])
     assert ((sent[:, None] < clouds) & (clouds < sent[:, None] + TRANSFER)).any()
+
+
+def test_edges_on_one_sub_band_interfere_on_one_uplink(tmp_path, interrupted_and_resumed):
+    """Three cells at reuse 1, each edge under FedBuff: every upload goes at the rate the other cells'
+    transmissions leave it (slower than alone on the band, some strictly), each cell counts its
+    SINR loss, and a run resumes exactly with uploads of several edges on the air."""
+    data = edges("fedbuff", cloud="async", rounds=12)
+    data["network"]["reuse"] = 1
+    data["run"]["checkpoint_every"] = 1
+    full, resumed = interrupted_and_resumed(from_dict(data), after=14)
+    for name in ("rounds.csv", "updates.csv", "devices.csv"):
+        assert (tmp_path / "full" / name).read_text() == (tmp_path / "cut" / name).read_text(), name
+    assert resumed.summary["cells"] == full.summary["cells"]
+    assert all(c["sinr_loss_db"] > 0 for c in full.summary["cells"] if c["uploads"])
+    up = full.updates.dropna(subset=["tx_end_s"])
+    b = 22e6  # the band, not split (reuse 1); test_tiers' noise power
+    alone = 1e6 / (b * np.log2(1 + up["gain"] * up["power"] / 1e-12))
+    assert (up["airtime_s"].to_numpy() >= alone.to_numpy() * (1 - 1e-9)).all()
+    assert (up["airtime_s"].to_numpy() > alone.to_numpy() * 1.01).any()

@@ -217,11 +217,6 @@ def _check_hierarchy(s) -> None:
         raise ConfigError("hierarchy.cloud = 'async' with protocol.name = 'sync': an asynchronous cloud takes each "
                           "edge's update as it arrives, which edges on the event engine send; use protocol.name = "
                           "'semi_sync' (sync rounds at each edge), 'fedbuff' or 'fedasync'")
-    if events and s.network.cells > s.network.reuse:
-        raise ConfigError(f"hierarchy.tiers = 'edge' with protocol.name = {protocol!r} and network.reuse = "
-                          f"{s.network.reuse} < network.cells = {s.network.cells}: each edge's engine has its cell's "
-                          "uplink alone, so cells cannot interfere; use network.reuse >= network.cells, or "
-                          "protocol.name = 'sync'")
     if not s.facts.runs_in_tiers:
         raise ConfigError(f"hierarchy.tiers = 'edge' with learning.algorithm = {s.learning.algorithm!r}: its server "
                           "keeps state besides the model (or trains alone), which edges and a cloud would each "

@@ -34,6 +34,7 @@ from ..des.clock import CHECKPOINT, RANK_STOP, RANK_TIMER, Clock, priority
 from ..participation import ExcludedAvailability
 from .engine import EvalRule, StopRule, evaluate
 from .events import EventEngine, EventStall
+from .flights import REPORTS
 from .tiers import EdgeLearner
 
 __all__ = ["EdgeEngine", "TieredEvents"]
@@ -51,6 +52,10 @@ class EdgeEngine(EventEngine):
         super().__init__(parts, protocol, stop=StopRule(), evaluate=EvalRule(at_start=False), **common)
         self.cell, self.on_aggregated = cell, on_aggregated
         self.flights.first, self.flights.step = cell, cells
+        self.shared_uplink = None  # cells that interfere: the uplink every edge sends on (an EdgeUplink)
+
+    def event_uplink(self):
+        return self.shared_uplink if self.shared_uplink is not None else super().event_uplink()
 
     def aggregated(self) -> None:
         super().aggregated()
@@ -58,6 +63,43 @@ class EdgeEngine(EventEngine):
 
     def _evaluate(self) -> None:
         """Nothing: the cloud's model is the one evaluated."""
+
+
+class SharedHost:
+    """The host of the one uplink that edges whose cells interfere send on
+    (wirelessfl.network.InterferedUplinks): a call about an update goes to its edge's engine."""
+
+    def __init__(self, tiers: "TieredEvents"):
+        self.tiers = tiers
+        self.env = tiers.env
+
+    def _edge(self, seq: int) -> EdgeEngine:
+        edges = self.tiers.edges
+        return edges[(seq - REPORTS if seq >= REPORTS else seq) % len(edges)]  # numbered apart (Flights.first)
+
+    def start_transmission(self, u) -> None:
+        self._edge(u.seq).start_transmission(u)
+
+    def update(self, seq: int):
+        return self._edge(seq).update(seq)
+
+    def next_queue_place(self) -> int:
+        self.tiers.queue_places += 1
+        return self.tiers.queue_places
+
+
+class EdgeUplink:
+    """An edge's view of the shared uplink: its uploads go on it; its state is the tiers' to keep."""
+
+    def __init__(self, shared):
+        self.shared = shared
+        self.transmit, self.on_air_until = shared.transmit, shared.on_air_until
+
+    def state_dict(self) -> dict:
+        return {}
+
+    def load_state(self, state: dict) -> None:
+        """Nothing: the tiers restore the shared uplink once every edge has its updates back."""
 
 
 @dataclasses.dataclass
@@ -78,14 +120,21 @@ class TieredEvents:
     as it calls an engine: ``run``, ``now``, ``rounds_done``, ``state_dict``/``load_state``,
     ``summary``."""
 
-    def __init__(self, parts, make_protocol: Callable[[], object], schedulers: list, *, streams_of: Callable,
-                 stop: StopRule, evaluate: EvalRule, learner=None, on_round, on_eval, on_update, on_cloud,
-                 after_round=None, cloud_every: int, synchronous: bool, backhaul, availability_period_s: float):
+    def __init__(self, parts, make_protocol: Callable[[], object], schedulers: list, *, streams: dict,
+                 streams_of: Callable, stop: StopRule, evaluate: EvalRule, learner=None, on_round, on_eval, on_update,
+                 on_cloud, after_round=None, cloud_every: int, synchronous: bool, backhaul,
+                 availability_period_s: float):
         self.parts, self.learner, self.stop, self.eval_rule = parts, learner, stop, evaluate
         self.on_round, self.on_eval, self.on_cloud, self.after_round = on_round, on_eval, on_cloud, after_round
         self.cloud_every, self.synchronous, self.backhaul = cloud_every, synchronous, backhaul
         cells = parts.cells
         count = cells.count if cells is not None else 1
+        self.interfering = cells is not None and cells.interfering  # one uplink for every edge (SharedHost)
+        self.streams = streams  # the run's own: the shared uplink's draws (interferers' gains, fading blocks)
+        if self.interfering:
+            cells.use_streams(streams, parts.fading)
+        self.queue_places = 0  # places in the cells' queues (a resume rebuilds the processes in this order)
+        self.restored_uplink: dict | None = None
         serving = cells.serving if cells is not None else np.zeros(parts.num_devices, dtype=np.int64)
         self.edges: list[EdgeEngine] = []
         for c in range(count):
@@ -147,8 +196,17 @@ class TieredEvents:
                 self._evaluate()
         if self.stop.done(self.version, env.now):
             return
+        if self.interfering:
+            from ..network.interference import InterferedUplinks
+
+            uplink = InterferedUplinks(SharedHost(self), self.parts.cells)
+            for edge in self.edges:
+                edge.shared_uplink = EdgeUplink(uplink)
         for edge in self.edges:
             edge.start(env)
+        if self.restored_uplink is not None:  # once every edge has its updates back
+            self.edges[0].shared_uplink.shared.load_state(self.restored_uplink)
+            self.restored_uplink = None
         for m in self.messages:
             self._arm(m)
         if self.stop.time_budget_s is not None:
@@ -175,6 +233,8 @@ class TieredEvents:
     def _edge_row(self, cell: int, rec) -> None:
         """An edge's aggregation: the next row, labelled with its tier and edge."""
         rec.labels = {"tier": "edge", "edge": cell, "edge_round": rec.round}
+        if hasattr(rec, "available_since"):  # each edge's availability is its own, though all begin at 0
+            rec.available_since = (cell, rec.available_since)
         rec.round = self.rows
         self.rows += 1
         self.on_round(rec)
@@ -307,7 +367,11 @@ class TieredEvents:
                           "base": list(self.base), "sent": [list(s) for s in self.sent],
                           "waiting": [[m.number for m in w] for w in self.waiting],
                           "messages": [dataclasses.asdict(m) for m in [*self.messages,
-                                                                      *(m for w in self.waiting for m in w)]]}}
+                                                                      *(m for w in self.waiting for m in w)]],
+                          **({"uplink": self.edges[0].shared_uplink.shared.state_dict(),
+                              "queue_places": self.queue_places,
+                              "streams": {name: g.bit_generator.state for name, g in self.streams.items()},
+                              "cells": self.parts.cells.state_dict()} if self.interfering else {})}}
 
     def load_state(self, state: dict) -> None:
         tiers = state["tiers"]
@@ -327,3 +391,8 @@ class TieredEvents:
         self.messages = sorted(by_number.values(), key=lambda m: m.number)
         for edge in self.edges:  # the engine's own start time, as each edge's state holds it
             edge.start_s = self.start_s
+        if self.interfering:  # the shared uplink, its queue order and the cells' SINR losses
+            self.restored_uplink, self.queue_places = tiers["uplink"], int(tiers["queue_places"])
+            self.parts.cells.load_state(tiers["cells"])
+            for name, g in self.streams.items():
+                g.bit_generator.state = tiers["streams"][name]

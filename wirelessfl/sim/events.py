@@ -165,8 +165,7 @@ class EventEngine:
         processes, the server; ``stopping`` when there is nothing to run."""
         self.env = env
         self.store = simpy.Store(env)
-        cells = self.parts.cells  # several cells: each its own uplink
-        self.uplink = (self.parts.access if cells is None else cells).event_uplink(self)
+        self.uplink = self.event_uplink()
         self.server.use_uplink(self.uplink)
         self._done = env.event()
         self.timers.start(env)
@@ -184,6 +183,11 @@ class EventEngine:
         if self.stop.time_budget_s is not None and not self.stopping:
             env.at(max(self.stop.time_budget_s, env.now), priority(RANK_STOP)).callbacks.append(self.finish_run)
         env.process(self._serve())
+
+    def event_uplink(self):
+        """The run's uplink: the access scheme's event uplink (with several cells, each cell's)."""
+        cells = self.parts.cells
+        return (self.parts.access if cells is None else cells).event_uplink(self)
 
     def finish_run(self, _=None) -> None:
         if not self.stopping:

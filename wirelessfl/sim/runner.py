@@ -265,7 +265,6 @@ class Run:
             tiers = dict(schedulers=schedulers, cloud_every=sc.hierarchy.cloud_every,
                          backhaul=Backhaul.of(sc.hierarchy), on_cloud=self._on_cloud)
             if self.protocol.event_driven:  # each edge an event engine of its own, with its own streams
-                common.pop("streams")
                 return TieredEvents(parts, lambda: sc.part("protocol").from_scenario(sc, sc.options("protocol")),
                                     # (one cell: the run's own streams, so one edge is the plain run)
                                     streams_of=lambda cell: {name: rngs.stream(sc.seed, name, *(
