@@ -139,18 +139,7 @@ def joint_shared(cells: np.ndarray, bands: np.ndarray, accesses: list, ready: np
         t = step
         finished = sending[done_at <= t]
         tx_end[finished], left[finished] = t, 0.0
-    arrived = ~np.isnan(tx_end)
-    if deadline_s is not None:
-        arrived &= tx_end <= deadline_s
-    started = np.flatnonzero(starts)
-    order = started[np.argsort(tx_start[started], kind="stable")]
-    stop = np.where(arrived, tx_end, np.where(starts, min(t, end), math.nan))
-    on_air_s = np.where(starts, stop - tx_start, 0.0)
-    end_s = float(np.nanmax(stop)) if started.size else (t if k else 0.0)
-    if deadline_s is not None and not arrived.all():
-        end_s = deadline_s
-    return UplinkSchedule(order, tx_start, arrived, end_s, tx_end=np.where(arrived, tx_end, math.nan),
-                          on_air_s=on_air_s, attempts=starts.astype(np.int64))
+    return _schedule(tx_start, tx_end, t, deadline_s)
 
 
 class UploadBlocks:
@@ -289,18 +278,27 @@ def joint_tdma(cells: np.ndarray, bands: np.ndarray, ready: np.ndarray, bits: np
                 tx_end[i], left[i] = t, 0.0
                 del on_air[int(cells[i])]
         _enter_blocks(blocks, sending, sending[done_at <= t], t, gains)
+    return _schedule(tx_start, tx_end, t, deadline_s)
+
+
+def _schedule(tx_start: np.ndarray, tx_end: np.ndarray, t: float, deadline_s: float | None) -> UplinkSchedule:
+    """A joint round's schedule from each upload's start and end (NaN: never began, not done) and
+    where its loop stopped (``t``): those not done by the deadline were cut there, on the air."""
+    k = tx_start.size
+    end = deadline_s if deadline_s is not None else math.inf
+    began = ~np.isnan(tx_start)
     arrived = ~np.isnan(tx_end)
     if deadline_s is not None:
         arrived &= tx_end <= deadline_s
-    started = np.flatnonzero(~np.isnan(tx_start))
+    started = np.flatnonzero(began)
     order = started[np.argsort(tx_start[started], kind="stable")]
-    stop = np.where(arrived, tx_end, np.where(np.isnan(tx_start), math.nan, min(t, end)))
-    on_air_s = np.where(np.isnan(tx_start), 0.0, stop - tx_start)
+    stop = np.where(arrived, tx_end, np.where(began, min(t, end), math.nan))
+    on_air_s = np.where(began, stop - tx_start, 0.0)
     end_s = float(np.nanmax(stop)) if started.size else (t if k else 0.0)
     if deadline_s is not None and not arrived.all():
         end_s = deadline_s
     return UplinkSchedule(order, tx_start, arrived, end_s, tx_end=np.where(arrived, tx_end, math.nan),
-                          on_air_s=on_air_s, attempts=(~np.isnan(tx_start)).astype(np.int64))
+                          on_air_s=on_air_s, attempts=began.astype(np.int64))
 
 
 class InterferedUplinks(RatesOnTheAir):
