@@ -184,3 +184,10 @@ def test_edges_on_one_sub_band_interfere_on_one_uplink(tmp_path, interrupted_and
     alone = 1e6 / (b * np.log2(1 + up["gain"] * up["power"] / 1e-12))
     assert (up["airtime_s"].to_numpy() >= alone.to_numpy() * (1 - 1e-9)).all()
     assert (up["airtime_s"].to_numpy() > alone.to_numpy() * 1.01).any()
+
+
+def test_an_edge_without_devices_is_refused_in_one_line():
+    data = edges("fedbuff", cells=3)
+    data["devices"]["count"] = 2  # per cell: devices 0 and 1 in cells 0 and 1, none in cell 2
+    with pytest.raises(ConfigError, match=r"^hierarchy.tiers = 'edge': cell 2 serves no device"):
+        simulate(from_dict(data), None, progress=False)

@@ -31,6 +31,7 @@ from typing import Callable
 import numpy as np
 
 from ..des.clock import CHECKPOINT, RANK_STOP, RANK_TIMER, Clock, priority
+from ..fields import ConfigError
 from ..participation import ExcludedAvailability
 from .engine import EvalRule, StopRule, evaluate
 from .events import EventEngine, EventStall
@@ -136,6 +137,11 @@ class TieredEvents:
         self.queue_places = 0  # places in the cells' queues (a resume rebuilds the processes in this order)
         self.restored_uplink: dict | None = None
         serving = cells.serving if cells is not None else np.zeros(parts.num_devices, dtype=np.int64)
+        empty = [c for c in range(count) if not (serving == c).any()]
+        if empty:  # its edge would never aggregate: a sync cloud would wait for it forever
+            raise ConfigError(f"hierarchy.tiers = 'edge': cell {empty[0]} serves no device, so its edge server would "
+                              "never aggregate; place devices in every cell (network.placement = 'per_cell' with "
+                              "devices.count >= network.cells)")
         self.edges: list[EdgeEngine] = []
         for c in range(count):
             mine = serving == c
