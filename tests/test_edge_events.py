@@ -189,5 +189,7 @@ def test_edges_on_one_sub_band_interfere_on_one_uplink(tmp_path, interrupted_and
 def test_an_edge_without_devices_is_refused_in_one_line():
     data = edges("fedbuff", cells=3)
     data["devices"]["count"] = 2  # per cell: devices 0 and 1 in cells 0 and 1, none in cell 2
+    data["protocol"].update(concurrency=1, buffer=1)
+    data["scheduler"]["m"] = 1
     with pytest.raises(ConfigError, match=r"^hierarchy.tiers = 'edge': cell 2 serves no device"):
         simulate(from_dict(data), None, progress=False)
