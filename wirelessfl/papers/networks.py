@@ -1,6 +1,6 @@
 """Studies of this simulator's networks (figures/README_networks.md): edge servers and a cloud
-against one server in the cloud, over the same radio; frequency reuse with interference; and the
-devices' speed (handovers) under FedBuff.
+against one server in the cloud, over the same radio; frequency reuse with interference; the
+devices' speed (handovers) under FedBuff; and edges that wait for the cloud against edges that do not.
 
 ``hierfavg``: the packaged ``studies/hierfavg`` scenario (70 devices in seven cells, reuse 7, non-iid
 Fashion-MNIST, the MLP, a CPU computation model, 60 simulated seconds). One server in the cloud draws
@@ -225,7 +225,8 @@ def speed_variants(scale: str) -> dict[str, dict]:
 
 
 def speed_families(scale: str, overrides: Sequence[str]) -> dict:
-    """The hierfavg base without its backhaul (the event protocols do not time one yet)."""
+    """The hierfavg base without its backhaul: uploads reach the server as they end, so what the
+    speed does shows on the radio alone."""
     from ..config import from_dict, to_dict
 
     data = to_dict(packaged("studies/hierfavg", [*SCALES[scale], *overrides]))
@@ -278,6 +279,80 @@ def report_speed(data: pd.DataFrame, figures: Path, scale: str) -> Report:
     return Report("speed", [path], numbers, "\n".join(md))
 
 
+EDGES = {  # variant stem -> (label, what it sets)
+    "hierfavg": ("HierFAVG: sync edges, each waiting for the cloud", {}),
+    "semi": ("semi_sync edges, sync cloud", {"protocol.name": "semi_sync"}),
+    "fedbuff": ("FedBuff edges, sync cloud", {"protocol.name": "fedbuff", "protocol.concurrency": 2,
+                                              "protocol.buffer": 2}),
+    "fedbuff_async": ("FedBuff edges, async cloud", {"protocol.name": "fedbuff", "protocol.concurrency": 2,
+                                                     "protocol.buffer": 2, "hierarchy.cloud": "async"})}
+"""Edge servers that wait for the cloud (HierFAVG, in closed form) against event edges that never do."""
+
+
+def edges_variants(scale: str) -> dict[str, dict]:
+    """Each way of running the edges (kappa_2 = 10, 2 devices a round or in flight per edge) on both backhauls."""
+    out = {}
+    for stem, (_, sets) in EDGES.items():
+        for name, (rate, latency) in BACKHAULS.items():
+            out[f"{stem}_{name}"] = {"hierarchy.tiers": "edge", "hierarchy.cloud_every": 10, "scheduler.m": 2,
+                                     "hierarchy.backhaul_rate_bps": rate, "hierarchy.backhaul_latency_s": latency,
+                                     **sets}
+    return out
+
+
+def edges_families(scale: str, overrides: Sequence[str]) -> dict:
+    base = packaged("studies/hierfavg", [*SCALES[scale], *overrides])
+    return {f"networks/edges/{scale}": (base, edges_variants(scale))}
+
+
+def collect_edges(runs: Runs, scale: str) -> pd.DataFrame:
+    """Per run its time and device energy to target, final accuracy and cloud aggregations."""
+    rows = []
+    for variant in edges_variants(scale):
+        stem, backhaul = variant.rsplit("_", 1)
+        for seed, folder in runs.seeds(variant):
+            s = run_summary(folder)
+            key = {"variant": variant, "edges": stem, "backhaul": backhaul, "seed": seed}
+            ttt = s["time_to_target_s"]
+            rows.append({"kind": "run", **key, "time_to_target_s": ttt, "energy_to_target_j": energy_to(folder, ttt),
+                         "final_accuracy": s["final_accuracy"], "cloud_aggregations": s["tiers"]["cloud_aggregations"],
+                         "edge_rounds": float(np.mean(s["tiers"]["edge_rounds"]))})
+            rows += curve_rows(folder, key)
+    return pd.DataFrame(rows)
+
+
+def report_edges(data: pd.DataFrame, figures: Path, scale: str) -> Report:
+    """A table per variant and the accuracy curves per backhaul."""
+    runs = data[data["kind"] == "run"] if len(data) else data
+    curves = data[data["kind"] == "curve"] if len(data) else data
+    md = [f"Seven edges, κ2 = 10; mean ± std over seeds (time and energy to {100 * TARGET:.0f} % among the seeds "
+          "that reach it):", "",
+          "| edges | backhaul | time to target (s) | reached | device energy to target (J) | final accuracy (%) | "
+          "cloud aggregations | aggregations per edge |", "|---|---|---|---|---|---|---|---|"]
+    numbers = {}
+    names = [v for v in edges_variants(scale) if len(runs) and (runs["variant"] == v).any()]
+    for name in names:
+        of = runs[runs["variant"] == name]
+        stem, backhaul = name.rsplit("_", 1)
+        numbers[f"{name}_time_to_target_s"] = float(of["time_to_target_s"].mean())
+        numbers[f"{name}_energy_to_target_j"] = float(of["energy_to_target_j"].mean())
+        md.append(f"| {EDGES[stem][0]} | {backhaul} | {spread_cell(of['time_to_target_s'], '.1f')} | "
+                  f"{of['time_to_target_s'].notna().sum()}/{len(of)} | {spread_cell(of['energy_to_target_j'], '.1f')} | "
+                  f"{spread_cell(100 * of['final_accuracy'], '.1f')} | {spread_cell(of['cloud_aggregations'], '.0f')} | "
+                  f"{spread_cell(of['edge_rounds'], '.0f')} |")
+    md.append("")
+    plt = pyplot()
+    fig, axes = plt.subplots(1, 2, figsize=(12, 4.2))
+    for ax, backhaul in zip(axes, BACKHAULS):
+        mine = [(v, EDGES[v.rsplit("_", 1)[0]][0]) for v in names if v.endswith(backhaul)]
+        seed_mean_curves(ax, curves, mine, TARGET)
+        ax.set_title(f"seven edges, {backhaul} backhaul ({BACKHAULS[backhaul][0] / 1e6:g} Mbit/s, "
+                     f"{1000 * BACKHAULS[backhaul][1]:g} ms)")
+    path = save_figure(fig, figures / "networks_edges.png", caption=figure_caption(scale, data))
+    md.append("![](networks_edges.png)")
+    return Report("edges", [path], numbers, "\n".join(md))
+
+
 RECIPES: list[Recipe] = [
     Recipe("networks", "hierfavg", "Edge servers and a cloud (HierFAVG) against the cloud alone over seven cells: "
            "time and device energy to 75 % for kappa_1, kappa_2 and two backhauls", ("networks_hierfavg.png",),
@@ -288,4 +363,7 @@ RECIPES: list[Recipe] = [
     Recipe("networks", "speed", "FedBuff over seven cells with devices moving at 0 to 50 m/s: handovers, uploads "
            "restarted or lost, time to 75 %", ("networks_speed.png",), speed_families, collect_speed, report_speed,
            {"tiny": 0.1, "cpu": 2.0}),
+    Recipe("networks", "edges", "Edges that wait for the cloud (HierFAVG) against semi_sync and FedBuff edges that never "
+           "do, with a sync or async cloud, on a slow and a fast backhaul: time and device energy to 75 %",
+           ("networks_edges.png",), edges_families, collect_edges, report_edges, {"tiny": 0.3, "cpu": 6.0}),
 ]
