@@ -193,3 +193,18 @@ def test_an_edge_without_devices_is_refused_in_one_line():
     data["scheduler"]["m"] = 1
     with pytest.raises(ConfigError, match=r"^hierarchy.tiers = 'edge': cell 2 serves no device"):
         simulate(from_dict(data), None, progress=False)
+
+
+@pytest.mark.parametrize("protocol", ["fedbuff", "semi_sync"])
+def test_edges_whose_devices_come_and_go(tmp_path, interrupted_and_resumed, protocol):
+    """Each edge steps its own devices' availability: devices leave mid-task (outcome offline), are
+    available at only some of their edge's aggregations, and a run resumes exactly."""
+    data = edges(protocol, rounds=12)
+    data["devices"].update(p_on_to_off=0.3, p_off_to_on=0.5, availability_period_s=0.05)
+    data["run"]["checkpoint_every"] = 1
+    full, resumed = interrupted_and_resumed(from_dict(data), after=14)
+    for name in ("rounds.csv", "updates.csv", "devices.csv"):
+        assert (tmp_path / "full" / name).read_text() == (tmp_path / "cut" / name).read_text(), name
+    assert (full.updates["outcome"] == "offline").any()
+    rate = full.devices["available_rate"]
+    assert (rate < 1.0).all() and (rate > 0.0).all()

@@ -133,7 +133,10 @@ def test_a_cloud_only_round_pays_its_sites_forwarding_and_the_model_back(tmp_pat
 @pytest.mark.parametrize("changes, message", [
     ({"learning": {"algorithm": "scaffold"}}, r"^hierarchy.tiers = 'edge' with learning.algorithm = 'scaffold'"),
     ({"learning": {"algorithm": "safari"}}, r"^hierarchy.tiers = 'edge' with learning.algorithm = 'safari'"),
-    ({"devices": {"p_on_to_off": 0.1}}, r"^hierarchy.tiers = 'edge': the edge servers' devices are always"),
+    ({"devices": {"p_on_to_off": 0.1}}, r"^hierarchy.tiers = 'edge' with protocol.name = 'sync': the sync edges' "
+                                        r"devices are always available"),
+    ({"devices": {"availability": "battery", "compute": "cpu", "delay_mean_s": None}},
+     r"^hierarchy.tiers = 'edge' with devices.availability = 'battery'"),
     ({"hierarchy": {"tiers": "cloud", "cloud_every": 3}}, r"^hierarchy.cloud_every = 3: needs hierarchy.tiers = 'edge'"),
     ({"hierarchy": {"tiers": "fog"}}, r"^hierarchy.tiers = 'fog'"),
 ])
@@ -141,6 +144,7 @@ def test_bad_hierarchy_options_are_refused_in_one_line(changes, message):
     data = scenario()
     for table, values in changes.items():
         data.setdefault(table, {}).update(values)
+        data[table] = {k: v for k, v in data[table].items() if v is not None}
     with pytest.raises(ConfigError, match=message):
         from_dict(data)
 

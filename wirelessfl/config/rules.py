@@ -222,10 +222,13 @@ def _check_hierarchy(s) -> None:
                           "keeps state besides the model (or trains alone), which edges and a cloud would each "
                           "need their own of; use fedavg or perfedavg")
     dc = s.devices
-    if dc.p_on_to_off > 0 or dc.availability_trace is not None or dc.availability == "battery":
-        raise ConfigError("hierarchy.tiers = 'edge': the edge servers' devices are always available for now; leave "
-                          "devices.p_on_to_off at 0, devices.availability_trace unset and devices.availability = "
-                          "'chain'")
+    if dc.availability == "battery":
+        raise ConfigError("hierarchy.tiers = 'edge' with devices.availability = 'battery': batteries under edge "
+                          "servers are not modelled yet; use devices.availability = 'chain'")
+    if (dc.p_on_to_off > 0 or dc.availability_trace is not None) and not events:
+        raise ConfigError("hierarchy.tiers = 'edge' with protocol.name = 'sync': the sync edges' devices are always "
+                          "available; leave devices.p_on_to_off at 0 and devices.availability_trace unset, or run the "
+                          "edges on the event engine (protocol.name = 'semi_sync', 'fedbuff' or 'fedasync')")
 
 
 def _check_battery(s) -> None:

@@ -124,7 +124,7 @@ class TieredEvents:
     def __init__(self, parts, make_protocol: Callable[[], object], schedulers: list, *, streams: dict,
                  streams_of: Callable, stop: StopRule, evaluate: EvalRule, learner=None, on_round, on_eval, on_update,
                  on_cloud, after_round=None, cloud_every: int, synchronous: bool, backhaul,
-                 availability_period_s: float):
+                 availability_period_s: float, availability_of: Callable[[], object] = lambda: None):
         self.parts, self.learner, self.stop, self.eval_rule = parts, learner, stop, evaluate
         self.on_round, self.on_eval, self.on_cloud, self.after_round = on_round, on_eval, on_cloud, after_round
         self.cloud_every, self.synchronous, self.backhaul = cloud_every, synchronous, backhaul
@@ -148,7 +148,7 @@ class TieredEvents:
             edge_parts = dataclasses.replace(
                 parts, scheduler=schedulers[c], cells=None,
                 access=cells.accesses[c] if cells is not None else parts.access,
-                availability=ExcludedAvailability(~mine, parts.availability))
+                availability=ExcludedAvailability(~mine, availability_of()))  # its own chain, on its own stream
             edge_learner = EdgeLearner(learner, int(mine.sum())) if learner is not None else None
             self.edges.append(EdgeEngine(c, count, self._edge_aggregated, edge_parts, make_protocol(),
                                          streams=streams_of(c), learner=edge_learner,
@@ -348,9 +348,13 @@ class TieredEvents:
 
     def summary(self, selected: int) -> dict:
         """summary.json's numbers of the tiers (as wirelessfl.sim.tiers.TieredEngine.summary)."""
-        rounds = [edge.version for edge in self.edges]
+        rounds = self.edge_rounds()
         return {"tiers": {"cloud_aggregations": self.version, "edge_rounds": rounds},
                 "mean_distinct_per_round": selected / max(sum(rounds), 1)}
+
+    def edge_rounds(self) -> list[int]:
+        """Each edge's aggregations so far, in cell order."""
+        return [edge.version for edge in self.edges]
 
     def busy_s(self, now: float) -> float:
         """How long the edges' uplinks carried a model upload, summed over the cells."""

@@ -493,12 +493,13 @@ class Recorder:
         else:
             self._open("rounds", self.round_columns, csv_rows(path, rows))
 
-    def device_table(self, sigmas: np.ndarray, extra: dict[str, np.ndarray] | None = None) -> dict[str, np.ndarray]:
+    def device_table(self, sigmas: np.ndarray, extra: dict[str, np.ndarray] | None = None,
+                     own_rounds: np.ndarray | None = None) -> dict[str, np.ndarray]:
         """Per-device totals: selections, transmit and computation energy, dropped uploads, the fraction
-        of rounds available and time-average expected power; ``extra`` adds columns (e.g. distance_m)."""
-        own = self.devices.available_rounds if self.edge_rounds else None  # edges: each device's own edge's rounds
+        of rounds available and time-average expected power; ``extra`` adds columns (e.g. distance_m);
+        ``own_rounds``: with edge servers, the rounds of each device's own edge (the rates count them)."""
         return {"device": np.arange(self.num_devices), "sigma": sigmas, **(extra or {}),
-                **self.devices.table(self.totals.rounds, own)}
+                **self.devices.table(self.totals.rounds, own_rounds)}
 
     def close(self, summary: dict, devices: dict[str, np.ndarray]) -> None:
         """Write the device table, the rest of the per-device arrays and, last, the summary. Every

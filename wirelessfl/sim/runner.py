@@ -270,7 +270,8 @@ class Run:
                                     streams_of=lambda cell: {name: rngs.stream(sc.seed, name, *(
                                         (cell,) if sc.network.cells > 1 else ())) for name in STREAMS},
                                     synchronous=sc.hierarchy.cloud == "sync", on_update=self.recorder.on_update,
-                                    availability_period_s=sc.devices.availability_period_s, **tiers, **common)
+                                    availability_period_s=sc.devices.availability_period_s,
+                                    availability_of=lambda: self._availability()[0], **tiers, **common)
             return TieredEngine(parts, **tiers, **common)
         if self.protocol.event_driven:
             return EventEngine(parts, self.protocol, availability_period_s=sc.devices.availability_period_s,
@@ -471,7 +472,11 @@ class Run:
         cells = self.engine.parts.cells
         if cells is not None:
             extra = {**(extra or {}), **cell_columns(cells, self.channel.positions_m())}
-        devices = rec.device_table(sigma_profile(sc.channel, sc.devices.count), extra)
+        own = None
+        if isinstance(self.engine, (TieredEngine, TieredEvents)):  # each device's rates over its own edge's rounds
+            serving = cells.serving if cells is not None else np.zeros(sc.devices.count, dtype=np.int64)
+            own = np.asarray(self.engine.edge_rounds(), dtype=np.int64)[serving]
+        devices = rec.device_table(sigma_profile(sc.channel, sc.devices.count), extra, own)
         summary = summarise(sc, rec.totals, rec.evals, devices, wall_time_s=wall_time_s, model_bits=self.bits,
                             updates={**rec.update_stats, "outcomes": rec.outcomes, "busy_s": self._busy_s()},
                             sim_time_s=self.engine.now,

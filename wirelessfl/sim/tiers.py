@@ -181,9 +181,13 @@ class TieredEngine(Engine):
     def summary(self, selected: int) -> dict:
         """summary.json's numbers of the tiers: ``tiers`` (cloud aggregations, each edge's rounds) and
         the devices per edge round (``selected``: the devices the rounds drew, in all)."""
-        rounds = [e.rounds for e in self.edges]
+        rounds = self.edge_rounds()
         return {"tiers": {"cloud_aggregations": self.rounds_done, "edge_rounds": rounds},
                 "mean_distinct_per_round": selected / max(sum(rounds), 1)}
+
+    def edge_rounds(self) -> list[int]:
+        """Each edge's rounds so far, in cell order."""
+        return [e.rounds for e in self.edges]
 
     @staticmethod
     def rows_in_state(state: dict) -> int:
