@@ -128,14 +128,10 @@ def joint_shared(cells: np.ndarray, bands: np.ndarray, accesses: list, ready: np
             t = float(later.min())
             continue
         rates, loss = shared_band_rates(cells, bands, accesses, sending, power, gains, cross, fading, emitted)
-        with np.errstate(divide="ignore"):
-            done_at = t + np.where(rates > 0, left[sending] / rates, math.inf)
-        step = min(float(done_at.min()), float(later.min(initial=math.inf)), end)
+        step, done_at = _send(left, sending, rates, t, min(float(later.min(initial=math.inf)), end), cells, loss,
+                              meter)
         if not math.isfinite(step):
             break
-        left[sending] -= rates * (step - t)
-        if meter is not None:
-            meter.add(cells[sending], loss, step - t)
         t = step
         finished = sending[done_at <= t]
         tx_end[finished], left[finished] = t, 0.0
@@ -263,15 +259,11 @@ def joint_tdma(cells: np.ndarray, bands: np.ndarray, ready: np.ndarray, bits: np
         sending = np.array(list(on_air.values()))
         rates, loss = sinr_rates(cells[sending], bands, power[sending], gains[sending], cross[sending],
                                  bandwidth_hz, noise_power)
-        with np.errstate(divide="ignore"):
-            done_at = t + np.where(rates > 0, left[sending] / rates, math.inf)
         heads = [ready[w[0]] for c, w in queues.items() if w and c not in on_air]
-        step = min(float(done_at.min()), min(heads, default=math.inf), end, _next_block_s(blocks, sending))
+        step, done_at = _send(left, sending, rates, t, min(min(heads, default=math.inf), end,
+                                                            _next_block_s(blocks, sending)), cells, loss, meter)
         if not math.isfinite(step):
             break
-        left[sending] -= rates * (step - t)
-        if meter is not None:
-            meter.add(cells[sending], loss, step - t)
         t = step
         for i, when in zip(sending.tolist(), done_at.tolist()):
             if when <= t:
@@ -279,6 +271,21 @@ def joint_tdma(cells: np.ndarray, bands: np.ndarray, ready: np.ndarray, bits: np
                 del on_air[int(cells[i])]
         _enter_blocks(blocks, sending, sending[done_at <= t], t, gains)
     return _schedule(tx_start, tx_end, t, deadline_s)
+
+
+def _send(left: np.ndarray, sending: np.ndarray, rates: np.ndarray, t: float, next_s: float, cells: np.ndarray,
+          loss: np.ndarray, meter: LossMeter | None) -> tuple[float, np.ndarray]:
+    """The uploads ``sending`` send at ``rates`` from ``t`` until the first of them is done or
+    ``next_s`` (another change) comes: their bits left and each cell's SINR loss are brought to then.
+    Returns (then, when each would be done at these rates); nothing is sent when then is infinite."""
+    with np.errstate(divide="ignore"):
+        done_at = t + np.where(rates > 0, left[sending] / rates, math.inf)
+    step = min(float(done_at.min()), next_s)
+    if math.isfinite(step):
+        left[sending] -= rates * (step - t)
+        if meter is not None:
+            meter.add(cells[sending], loss, step - t)
+    return step, done_at
 
 
 def _schedule(tx_start: np.ndarray, tx_end: np.ndarray, t: float, deadline_s: float | None) -> UplinkSchedule:
