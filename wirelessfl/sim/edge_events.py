@@ -2,9 +2,10 @@
 (hierarchy.tiers = "edge" with protocol.name = "semi_sync", "fedbuff" or "fedasync").
 
 Every cell's edge server is an event engine of its own (:class:`EdgeEngine`) on one shared clock:
-its cell's devices (the others are never available to it), its own protocol (the scenario's, with
-its options: FedBuff's concurrency and buffer are per edge), scheduler, model, random streams (each
-stream keyed by the cell) and uplink. Edges never wait for the cloud:
+its cell's devices (the others are never available to it; an availability model of its own steps
+them), its own protocol (the scenario's, with its options: FedBuff's concurrency and buffer are per
+edge), scheduler, model, random streams (each stream keyed by the cell) and uplink (cells on one
+sub-band share one, :class:`SharedHost`). Edges never wait for the cloud:
 
 - After every ``cloud_every`` (κ2) of its aggregations an edge sends up what it learned since it
   last sent, Δ_c = x_c − b_c, and sets b_c ← x_c; the message takes the backhaul's T_bh(ℓ).
