@@ -80,6 +80,15 @@ def make_engine(*, channel, link, compute, scheduler, model_bits, num_devices, s
                   on_eval=on_eval)
 
 
+def changed(data: dict, changes: dict) -> dict:
+    """``data`` (a scenario as tables) with ``changes`` merged into its tables; an option set to None
+    is taken out (so that another part's options can replace it)."""
+    for table, values in changes.items():
+        merged = {**data.get(table, {}), **values}
+        data[table] = {k: v for k, v in merged.items() if v is not None}
+    return data
+
+
 def interrupted(scenario, out, monkeypatch, after: int) -> None:
     """Run ``scenario`` into ``out`` with Ctrl-C as its record number ``after`` + 1 comes (the
     recorder's ``on_round`` is restored afterwards)."""

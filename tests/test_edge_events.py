@@ -144,11 +144,10 @@ def test_a_sync_cloud_averages_the_edges_by_their_data_by_hand():
      r"^hierarchy.cloud = 'async': needs hierarchy.tiers = 'edge'"),
 ])
 def test_bad_edge_options_are_refused_in_one_line(changes, message):
-    data = scenario()
-    for table, values in changes.items():
-        data.setdefault(table, {}).update(values)
+    from fakes import changed
+
     with pytest.raises(ConfigError, match=message):
-        from_dict(data)
+        from_dict(changed(scenario(), changes))
 
 
 @pytest.mark.parametrize("protocol, cloud, timing", [("fedbuff", "sync", False), ("fedasync", "async", False),

@@ -3,8 +3,6 @@ the mobility model by hand against handovers.csv, what becomes of an upload at i
 (restarted, lost, completed), refusals in one line, and an exact resume."""
 from __future__ import annotations
 
-import math
-
 import numpy as np
 import pandas as pd
 import pytest
@@ -92,19 +90,16 @@ def test_a_run_with_handovers_resumes_exactly(tmp_path, interrupted_and_resumed,
 
 @pytest.mark.parametrize("extra, message", [
     ({"hierarchy": {"tiers": "edge"}}, r"^devices.mobility = 'random_waypoint' with network.cells = 3: edge servers"),
-    ({"devices": {"availability": "battery", "compute": "cpu"}}, r"^devices.mobility = 'random_waypoint' with "
-                                                                r"network.cells = 3: batteries"),
+    ({"devices": {"availability": "battery", "compute": "cpu", "delay_mean_s": None}},
+     r"^devices.mobility = 'random_waypoint' with network.cells = 3: batteries"),
     ({"network": {"handover_upload": "teleport"}}, r"^network.handover_upload = 'teleport'"),
     ({"network": {"handover_hysteresis_db": -1}}, r"^network.handover_hysteresis_db = -1"),
 ])
 def test_what_handover_does_not_do_is_refused_in_one_line(extra, message):
-    data = scenario()
-    if "compute" in extra.get("devices", {}):
-        data["devices"].pop("delay_mean_s")
-    for key, value in extra.items():
-        data.setdefault(key, {}).update(value)
+    from fakes import changed
+
     with pytest.raises(ConfigError, match=message):
-        from_dict(data)
+        from_dict(changed(scenario(), extra))
 
 
 def test_the_map_draws_the_tracks_and_a_cross_at_every_handover(tmp_path, monkeypatch):

@@ -124,17 +124,14 @@ def test_a_run_with_interference_resumes_exactly(tmp_path, interrupted_and_resum
                                         r"which is modelled under link.access = 'tdma', 'fdma' and 'ofdma', not "
                                         r"'dedicated'"),
     ({"link": {"packet_bits": 100000}}, r"^network.cells = 7 with network.reuse = 1: uploads under interference"),
-    ({"devices": {"availability": "battery", "compute": "cpu"}}, r"^network.cells = 7 with network.reuse = 1: batteries"),
+    ({"devices": {"availability": "battery", "compute": "cpu", "delay_mean_s": None}}, r"^network.cells = 7 with network.reuse = 1: batteries"),
     ({"network": {"interference_fading": "nakagami"}}, r"^network.interference_fading = 'nakagami'"),
 ])
 def test_what_interference_does_not_model_yet_is_refused_in_one_line(extra, message):
-    data = scenario()
-    if "compute" in extra.get("devices", {}):
-        data["devices"].pop("delay_mean_s")
-    for key, value in extra.items():
-        data.setdefault(key, {}).update(value)
+    from fakes import changed
+
     with pytest.raises(ConfigError, match=message):
-        from_dict(data)
+        from_dict(changed(scenario(), extra))
 
 
 def band(scheme: str, **options):

@@ -141,12 +141,10 @@ def test_a_cloud_only_round_pays_its_sites_forwarding_and_the_model_back(tmp_pat
     ({"hierarchy": {"tiers": "fog"}}, r"^hierarchy.tiers = 'fog'"),
 ])
 def test_bad_hierarchy_options_are_refused_in_one_line(changes, message):
-    data = scenario()
-    for table, values in changes.items():
-        data.setdefault(table, {}).update(values)
-        data[table] = {k: v for k, v in data[table].items() if v is not None}
+    from fakes import changed
+
     with pytest.raises(ConfigError, match=message):
-        from_dict(data)
+        from_dict(changed(scenario(), changes))
 
 
 @pytest.mark.parametrize("timing", [True, False])

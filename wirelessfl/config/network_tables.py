@@ -54,7 +54,8 @@ class HierarchyConfig:
     tiers: str = option("cloud", choices=("cloud", "edge"),
                         doc="cloud: one server aggregates every device's update (each site forwarding its "
                             "devices' updates over the backhaul); edge: each cell's edge server aggregates its "
-                            "devices every round, and the cloud the edges' models every cloud_every rounds")
+                            "devices under the round protocol, and the cloud the edges' models every cloud_every "
+                            "edge aggregations")
     cloud: str = option("sync", choices=("sync", "async"),
                         doc="tiers = 'edge' under the event protocols: the cloud applies the edges' updates when "
                             "every edge's is in (sync), or each as it arrives (async)")

@@ -39,7 +39,7 @@ import numpy as np
 import pandas as pd
 
 from .recipes import Recipe, Report, Runs, figure_caption, packaged, pyplot, run_summary, save_figure, \
-    seed_mean_curves, seed_std, with_spread
+    runs_and_curves, seed_mean_curves, seed_std, with_spread
 
 PUBLISHED = {"FedScale (FedBuff mode, FEMNIST)": 1.46, "FedBuff paper": 3.3}
 """Published speed-ups of buffered asynchronous FL over synchronous FL, at equal accuracy."""
@@ -140,8 +140,7 @@ def _time(values: pd.Series) -> str:
 def report_uplink(data: pd.DataFrame, figures: Path, scale: str) -> Report:
     """The table (mean ± std over seeds) per link and protocol, FedBuff's speed-up per link beside the
     published ones, and accuracy against simulated time, one panel per link."""
-    runs = data[data["kind"] == "run"] if len(data) else data
-    curves = data[data["kind"] == "curve"] if len(data) else data
+    runs, curves = runs_and_curves(data)
     target = float(runs["target"].iloc[0]) if len(runs) else math.nan
     ratio = speedups(runs) if len(runs) else pd.DataFrame(columns=["link", "seed", "speedup"])
     lines = [f"| link | protocol | seeds | time to {100 * target:.0f} % (s) | aggregations | uploads | mean staleness | "
@@ -200,8 +199,7 @@ def _mean_std(values: pd.Series, fmt: str) -> str:
 
 
 def _split(data: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame, float]:
-    runs = data[data["kind"] == "run"] if len(data) else data
-    curves = data[data["kind"] == "curve"] if len(data) else data
+    runs, curves = runs_and_curves(data)
     target = float(runs["target"].iloc[0]) if len(runs) else math.nan
     return runs, curves, target
 

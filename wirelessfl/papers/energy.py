@@ -20,7 +20,7 @@ import pandas as pd
 
 from ..learning.compression import COMPRESSORS
 from .recipes import Recipe, Report, Runs, figure_caption, packaged, pyplot, run_summary, save_figure, \
-    curve_rows, seed_mean_curves, spread_cell
+    curve_rows, runs_and_curves, seed_mean_curves, spread_cell
 
 COMPRESSIONS = ("none", "float16", "qsgd", "topk", "sign", "randk")
 PROTOCOLS = {"sync": {"protocol.name": "sync"},
@@ -79,8 +79,7 @@ def collect(runs: Runs, scale: str) -> pd.DataFrame:
 def report(data: pd.DataFrame, figures: Path, scale: str) -> Report:
     """A table per protocol (encoded size, time to 70 %, final accuracy, uplink busy share, energy
     per update) and the accuracy curves, one panel per protocol."""
-    runs = data[data["kind"] == "run"] if len(data) else data
-    curves = data[data["kind"] == "curve"] if len(data) else data
+    runs, curves = runs_and_curves(data)
     md, numbers = [], {}
     for protocol in PROTOCOLS:
         md += [f"**{protocol}** (mean ± std over seeds; time to {100 * TARGET:.0f} % among the seeds that reach it):", "",

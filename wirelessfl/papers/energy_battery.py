@@ -18,7 +18,7 @@ from typing import Sequence
 import pandas as pd
 
 from .recipes import Recipe, Report, Runs, figure_caption, packaged, pyplot, run_summary, save_figure, \
-    curve_rows, seed_mean_curves, spread_cell
+    curve_rows, runs_and_curves, seed_mean_curves, spread_cell
 
 HARVEST_J = 0.5
 LEVELS = {"none": 0.0, "low": 0.02, "medium": 0.05, "high": 0.2, "full": 0.5}
@@ -77,8 +77,7 @@ def collect(runs: Runs, scale: str) -> pd.DataFrame:
 
 def report(data: pd.DataFrame, figures: Path, scale: str) -> Report:
     """A table per harvest level and the accuracy curves beside the weak channels' share."""
-    runs = data[data["kind"] == "run"] if len(data) else data
-    curves = data[data["kind"] == "curve"] if len(data) else data
+    runs, curves = runs_and_curves(data)
     md = [f"FedBuff, mean ± std over seeds (time to {100 * TARGET:.0f} % among the seeds that reach it):", "",
           "| harvest | mean power (mW) | time to target (s) | reached | final accuracy (%) | aggregations | "
           "tasks lost to an empty battery | devices that ran out | weaker half's share of updates (%) |",

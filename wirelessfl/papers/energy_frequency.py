@@ -20,7 +20,7 @@ from typing import Sequence
 import pandas as pd
 
 from .recipes import Recipe, Report, Runs, figure_caption, packaged, pyplot, run_summary, save_figure, \
-    curve_rows, seed_mean_curves, spread_cell
+    curve_rows, runs_and_curves, seed_mean_curves, spread_cell
 
 TARGET = 0.7
 CPU = ("devices.compute=cpu", "devices.cycles_per_sample=1e7", "devices.kappa=1e-28", "scheduler.name=lyapunov",
@@ -89,8 +89,7 @@ def collect(runs: Runs, scale: str) -> pd.DataFrame:
 
 def report(data: pd.DataFrame, figures: Path, scale: str) -> Report:
     """A table per protocol, the accuracy curves per protocol, and each run's time against energy to the target."""
-    runs = data[data["kind"] == "run"] if len(data) else data
-    curves = data[data["kind"] == "curve"] if len(data) else data
+    runs, curves = runs_and_curves(data)
     md, numbers = [], {}
     for protocol in PROTOCOLS:
         md += [f"**{protocol}**, Lyapunov, mean ± std over seeds (time and energy to {100 * TARGET:.0f} % among the "

@@ -21,7 +21,7 @@ import numpy as np
 import pandas as pd
 
 from .recipes import Recipe, Report, Runs, curve_rows, figure_caption, packaged, pyplot, run_summary, save_figure, \
-    seed_mean_curves, spread_cell
+    runs_and_curves, seed_mean_curves, spread_cell
 
 TARGET = 0.75
 BACKHAULS = {"slow": (1e7, 0.1), "fast": (1e9, 0.005)}
@@ -63,6 +63,14 @@ def energy_to(folder: Path, time_s: float) -> float:
     return float(done["energy_j"].sum() + done["compute_energy_j"].fillna(0.0).sum())
 
 
+def to_target(folder: Path, summary: dict) -> dict:
+    """A run's time and device energy to the target, final accuracy and cloud aggregations."""
+    ttt = summary["time_to_target_s"]
+    return {"time_to_target_s": ttt, "energy_to_target_j": energy_to(folder, ttt),
+            "final_accuracy": summary["final_accuracy"],
+            "cloud_aggregations": summary["tiers"]["cloud_aggregations"] if summary.get("tiers") else summary["rounds"]}
+
+
 def collect(runs: Runs, scale: str) -> pd.DataFrame:
     """Per run (kind "run") its numbers; per evaluation (kind "curve") its accuracy."""
     rows = []
@@ -73,10 +81,7 @@ def collect(runs: Runs, scale: str) -> pd.DataFrame:
             s = run_summary(folder)
             key = {"variant": variant, "tiers": tiers, "kappa2": kappa2, "kappa1": kappa1, "backhaul": backhaul,
                    "seed": seed}
-            ttt = s["time_to_target_s"]
-            rows.append({"kind": "run", **key, "time_to_target_s": ttt, "energy_to_target_j": energy_to(folder, ttt),
-                         "final_accuracy": s["final_accuracy"],
-                         "cloud_aggregations": s["tiers"]["cloud_aggregations"] if s.get("tiers") else s["rounds"]})
+            rows.append({"kind": "run", **key, **to_target(folder, s)})
             rows += curve_rows(folder, key)
     return pd.DataFrame(rows)
 
@@ -90,8 +95,7 @@ def label(variant: str) -> str:
 
 def report(data: pd.DataFrame, figures: Path, scale: str) -> Report:
     """A table per variant, the accuracy curves per backhaul, and the time and energy to target."""
-    runs = data[data["kind"] == "run"] if len(data) else data
-    curves = data[data["kind"] == "curve"] if len(data) else data
+    runs, curves = runs_and_curves(data)
     md = [f"Mean ± std over seeds (time and energy to {100 * TARGET:.0f} % among the seeds that reach it):", "",
           "| who aggregates | κ1 | backhaul | time to target (s) | reached | device energy to target (J) | "
           "final accuracy (%) | cloud aggregations |", "|---|---|---|---|---|---|---|---|"]
@@ -184,8 +188,7 @@ def collect_reuse(runs: Runs, scale: str) -> pd.DataFrame:
 
 def report_reuse(data: pd.DataFrame, figures: Path, scale: str) -> Report:
     """A table per reuse factor and the accuracy curves."""
-    runs = data[data["kind"] == "run"] if len(data) else data
-    curves = data[data["kind"] == "curve"] if len(data) else data
+    runs, curves = runs_and_curves(data)
     md = [f"Mean ± std over seeds (time to {100 * TARGET:.0f} % among the seeds that reach it):", "",
           "| reuse | time to target (s) | reached | final accuracy (%) | mean round (s) | interference's share of "
           "the uplink time (%) | mean SINR loss (dB) |", "|---|---|---|---|---|---|---|"]
@@ -252,8 +255,7 @@ def collect_speed(runs: Runs, scale: str) -> pd.DataFrame:
 
 def report_speed(data: pd.DataFrame, figures: Path, scale: str) -> Report:
     """A table per speed and the accuracy curves."""
-    runs = data[data["kind"] == "run"] if len(data) else data
-    curves = data[data["kind"] == "curve"] if len(data) else data
+    runs, curves = runs_and_curves(data)
     md = [f"FedBuff, mean ± std over seeds (time to {100 * TARGET:.0f} % among the seeds that reach it):", "",
           "| devices | speed (m/s) | upload at a handover | time to target (s) | reached | final accuracy (%) | "
           "aggregations | handovers | uploads lost to a handover |", "|---|---|---|---|---|---|---|---|---|"]
@@ -313,9 +315,7 @@ def collect_edges(runs: Runs, scale: str) -> pd.DataFrame:
         for seed, folder in runs.seeds(variant):
             s = run_summary(folder)
             key = {"variant": variant, "edges": stem, "backhaul": backhaul, "seed": seed}
-            ttt = s["time_to_target_s"]
-            rows.append({"kind": "run", **key, "time_to_target_s": ttt, "energy_to_target_j": energy_to(folder, ttt),
-                         "final_accuracy": s["final_accuracy"], "cloud_aggregations": s["tiers"]["cloud_aggregations"],
+            rows.append({"kind": "run", **key, **to_target(folder, s),
                          "edge_rounds": float(np.mean(s["tiers"]["edge_rounds"]))})
             rows += curve_rows(folder, key)
     return pd.DataFrame(rows)
@@ -323,8 +323,7 @@ def collect_edges(runs: Runs, scale: str) -> pd.DataFrame:
 
 def report_edges(data: pd.DataFrame, figures: Path, scale: str) -> Report:
     """A table per variant and the accuracy curves per backhaul."""
-    runs = data[data["kind"] == "run"] if len(data) else data
-    curves = data[data["kind"] == "curve"] if len(data) else data
+    runs, curves = runs_and_curves(data)
     md = [f"Seven edges, κ2 = 10; mean ± std over seeds (time and energy to {100 * TARGET:.0f} % among the seeds "
           "that reach it):", "",
           "| edges | backhaul | time to target (s) | reached | device energy to target (J) | final accuracy (%) | "

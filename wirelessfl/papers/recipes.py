@@ -383,6 +383,13 @@ def spread_cell(values: pd.Series, fmt: str) -> str:
     return with_spread(values.mean(), seed_std(values), fmt) if len(values) else "not reached"
 
 
+def runs_and_curves(data: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """A recipe's data split into its rows of kind "run" and of kind "curve" (an empty table: both)."""
+    if not len(data):
+        return data, data
+    return data[data["kind"] == "run"], data[data["kind"] == "curve"]
+
+
 def curve_rows(run_dir: Path, key: dict) -> list[dict]:
     """A run's accuracy curve as data rows of kind "curve" (time_s, accuracy of each evaluation), with ``key``."""
     evals = pd.read_csv(Path(run_dir) / "evals.csv")

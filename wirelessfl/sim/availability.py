@@ -36,9 +36,10 @@ class AvailabilitySteps:
             self._arm()
 
     @property
-    def since(self) -> float | None:
-        """Names the current availability: it changes only with a step (the time of the next one)."""
-        return self.next_step_s
+    def since(self) -> tuple:
+        """Names the current availability: this model's (several engines may report to one recorder:
+        edge servers), until its next step (the time of the next one)."""
+        return id(self), self.next_step_s
 
     def step(self) -> np.ndarray:
         """The model's next step: who is available from now on."""

@@ -240,8 +240,6 @@ class TieredEvents:
     def _edge_row(self, cell: int, rec) -> None:
         """An edge's aggregation: the next row, labelled with its tier and edge."""
         rec.labels = {"tier": "edge", "edge": cell, "edge_round": rec.round}
-        if hasattr(rec, "available_since"):  # each edge's availability is its own, though all begin at 0
-            rec.available_since = (cell, rec.available_since)
         rec.round = self.rows
         self.rows += 1
         self.on_round(rec)

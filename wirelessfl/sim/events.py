@@ -111,7 +111,9 @@ class EventEngine:
         self.last_models = (LastModels(n, learner.params if learner is not None else None)
                             if downlink is not None and downlink.miss == "stale" else None)
         self.waits_for_model = downlink is not None and downlink.miss == "wait"
-        self.handovers = Handovers(self)  # moving devices among cells (the runner sets what it records to)
+        self.on_handovers: Callable[[list], None] = lambda rows: None  # the recorder's (handovers.csv)
+        self.handover_upload = "restart"  # network.handover_upload (the runner sets it)
+        self.handovers = Handovers(self)  # moving devices among cells
         self.start_s = 0.0  # where the clock starts (a resume: where it stood)
         self.restored: dict | None = None  # a checkpoint's state, rebuilt as the run starts
         self._settle_pending = False

@@ -5,8 +5,6 @@ cell, lost, or finishes where it is (network.handover_upload)."""
 from __future__ import annotations
 
 import math
-from typing import Callable
-
 from ..des import ON_AIR, QUEUED
 
 __all__ = ["Handovers"]
@@ -16,9 +14,7 @@ class Handovers:
     """The event engine's handovers: ``check`` after the channel moved, ``restart`` an upload."""
 
     def __init__(self, engine):
-        self.engine = engine
-        self.record: Callable[[list], None] = lambda rows: None  # the recorder's (handovers.csv)
-        self.upload = "restart"  # network.handover_upload (the runner sets it)
+        self.engine = engine  # its on_handovers (the recorder's) and handover_upload (the runner sets them)
 
     def check(self) -> None:
         """Record the handovers the channel's last move made: an upload of a device that handed over,
@@ -31,14 +27,14 @@ class Handovers:
         if not moved:
             return
         channel.handovers = []
-        self.record(moved)
-        if self.upload == "complete":
+        e.on_handovers(moved)
+        if e.handover_upload == "complete":
             return
         devices = {row[1] for row in moved}
         active = e.env.active_process
         for u in list(e.flights.flying.values()):
             if u.device in devices and not u.report and u.phase in (QUEUED, ON_AIR) and u.process is not active:
-                u.process.interrupt("restart" if self.upload == "restart" else "handover")
+                u.process.interrupt("restart" if e.handover_upload == "restart" else "handover")
 
     def restart(self, u) -> None:
         """``u`` starts its upload again from the queue of its device's new cell; the time it was on

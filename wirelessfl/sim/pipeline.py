@@ -61,6 +61,10 @@ class RoundRecord:
     labels: dict = field(default_factory=dict)  # columns of the row's own: an edge round's tier and edge, backhaul_s
 
 
+NO_LABELS: dict = {}
+"""An aggregation's row without columns of its own (shared: a record with some gets a dict of its own)."""
+
+
 class AggregationRecord:
     """One aggregation of updates that arrived one by one (the event protocols' ``server.apply``):
     the record of a row of rounds.csv, kept as the updates themselves (their rows are in
@@ -69,7 +73,7 @@ class AggregationRecord:
     round: the server version it produced - 1; t_start: the previous aggregation; updates: those
     applied, in arrival order (wirelessfl.sim.flight.Update, settled); staleness: one per update;
     info: the dispatch rule's latest facts; available: the availability now (None: all) and
-    available_since: when that availability began (it changes only then)."""
+    available_since: names that availability (it changes only with a step of the availability model)."""
 
     __slots__ = ("round", "t_start", "t_end", "downlink_s", "updates", "staleness", "metrics", "info", "available",
                  "available_since", "labels")
@@ -80,7 +84,7 @@ class AggregationRecord:
         self.round, self.t_start, self.t_end, self.downlink_s = round, t_start, t_end, downlink_s
         self.updates, self.staleness, self.metrics, self.info = updates, staleness, metrics, info
         self.available, self.available_since = available, available_since
-        self.labels: dict = {}  # columns of the row's own: an edge server's tier, edge and edge_round
+        self.labels = NO_LABELS  # columns of the row's own: an edge server's tier, edge and edge_round
 
 
 @dataclass

@@ -155,7 +155,8 @@ class Recorder:
             extra.update(numbers(rec.info, "scheduler", skip=("objective", "queue_mean")))
         if rec.metrics:
             extra.update(numbers(rec.metrics, "algorithm"))
-        extra.update(rec.labels)
+        if rec.labels:
+            extra.update(rec.labels)
         for prefix, info in self.part_columns:
             extra.update(numbers(info(), prefix))
         if self.positions is not None:

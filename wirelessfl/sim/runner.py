@@ -227,11 +227,8 @@ class Run:
         self.bar = ProgressBar(scenario, enabled=progress)
         self.engine = self._engine(parts)
         self.recorder.edge_rounds = isinstance(self.engine, (TieredEngine, TieredEvents))
-        handovers = getattr(self.engine, "handovers", None)  # the event engine's (the sync engine records its own)
-        if handovers is not None:
-            handovers.record, handovers.upload = self.recorder.on_handovers, scenario.network.handover_upload
-        else:
-            self.engine.on_handovers = self.recorder.on_handovers
+        self.engine.on_handovers = self.recorder.on_handovers
+        self.engine.handover_upload = scenario.network.handover_upload
 
     def _model_bits(self) -> int:
         """One model's size in bits: link.model_bits, else 32 x the model's parameters (checked, times
