@@ -347,8 +347,7 @@ class PathLossChannel(Channel):
         than the hysteresis: its serving cell, path loss and shadowing follow, and (time, device,
         from, to, x, y) joins ``handovers``, the ones not yet recorded."""
         positions, sites = self.path_loss.positions_m, self.sites.positions_m
-        offsets = positions[:, None, :] - sites[None, :, :]
-        gains = self.path_loss.gain_at(np.hypot(offsets[..., 0], offsets[..., 1])) * 10.0 ** (self.site_shadow_db / 10.0)
+        _, gains = site_gains(self.path_loss, positions, sites, self.site_shadow_db)
         rows = np.arange(len(positions))
         best = np.argmax(gains, axis=1)
         moving = (best != self.serving) & (gains[rows, best] > gains[rows, self.serving] * self.hysteresis)
@@ -502,6 +501,15 @@ def build_channel(scenario, rng: np.random.Generator | None = None) -> Channel:
     return PathLossChannel(fading, path_loss, mobility)
 
 
+def site_gains(path_loss: PathLoss, positions_m: np.ndarray, sites_m: np.ndarray,
+               shadow_db: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(distances, mean path gains) of every device to every site ((N, C) each), with each pair's
+    shadowing in dB."""
+    offsets = positions_m[:, None, :] - sites_m[None, :, :]
+    distances = np.hypot(offsets[..., 0], offsets[..., 1])
+    return distances, path_loss.gain_at(distances) * 10.0 ** (shadow_db / 10.0)
+
+
 def _cellular_channel(scenario, fading, rng: np.random.Generator) -> PathLossChannel:
     """Several cells (wirelessfl.network): the sites, the devices placed among them (or at
     channel.positions_m), shadowing drawn to every site, each device served by its nearest or
@@ -512,15 +520,14 @@ def _cellular_channel(scenario, fading, rng: np.random.Generator) -> PathLossCha
     sites = build_sites(net)
     positions = (np.asarray(cfg.positions_m, dtype=float) if cfg.positions_m
                  else place_devices(n, sites, net.placement, rng))
-    offsets = positions[:, None, :] - sites.positions_m[None, :, :]
-    distances = np.hypot(offsets[..., 0], offsets[..., 1])  # (N, C)
     per_device = cfg.shadowing == "per_device" and cfg.shadowing_db > 0
-    shadow = rng.normal(0.0, cfg.shadowing_db, distances.shape) if per_device else np.zeros(distances.shape)
+    shape = (n, sites.count)
+    shadow = rng.normal(0.0, cfg.shadowing_db, shape) if per_device else np.zeros(shape)
     path_loss = PathLoss(positions, reference_gain=10.0 ** (cfg.reference_gain_db / 10.0),
                          reference_distance_m=cfg.reference_distance_m, exponent=cfg.path_loss_exponent,
                          shadowing_db=cfg.shadowing_db, per_round=cfg.shadowing == "per_round", rng=rng,
                          origins_m=np.zeros((n, 2)), shadow_db=np.zeros(n))
-    mean_gains = path_loss.gain_at(distances) * 10.0 ** (shadow / 10.0)
+    distances, mean_gains = site_gains(path_loss, positions, sites.positions_m, shadow)
     serving = associate(distances, mean_gains, net.association)
     path_loss.origins_m = sites.positions_m[serving]
     path_loss.device_shadow_db = shadow[np.arange(n), serving]

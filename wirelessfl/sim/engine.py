@@ -34,6 +34,7 @@ from ..participation import ExcludedAvailability
 from ..scheduling.base import Decision, ReportRequest, Reports, Scheduler
 from ..wireless import Channel
 from .checks import PartChecks
+from .handovers import take_handovers
 from .pipeline import (RoundRecord, compute_energy, learn_round, open_round, piggyback_s, server_round_record,
                        transmit_energy)
 
@@ -283,9 +284,8 @@ class Engine:
         t_start = self.env.now
         opening = open_round(p, self.streams, self.checks, learner, r, t_start,
                              self._step_availability if edge is None else edge.available)
-        moved = getattr(p.channel, "handovers", None)
+        moved = take_handovers(p.channel)
         if moved:  # moving devices handed over as the round began: its uploads go to their new cells
-            p.channel.handovers = []
             self.on_handovers(moved)
         available = opening.available
         if opening.plan is not None:

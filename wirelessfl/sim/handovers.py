@@ -7,7 +7,17 @@ from __future__ import annotations
 import math
 from ..des import ON_AIR, QUEUED
 
-__all__ = ["Handovers"]
+__all__ = ["Handovers", "take_handovers"]
+
+
+def take_handovers(channel) -> list:
+    """The handovers (time, device, from, to) the channel's last move made, taken from it (none for a
+    channel without cells)."""
+    moved = getattr(channel, "handovers", None)
+    if not moved:
+        return []
+    channel.handovers = []
+    return moved
 
 
 class Handovers:
@@ -22,11 +32,9 @@ class Handovers:
         ("lose"), or finishes where it is ("complete"; so does the upload whose own start moved the
         channel)."""
         e = self.engine
-        channel = e.parts.channel
-        moved = getattr(channel, "handovers", None)
+        moved = take_handovers(e.parts.channel)
         if not moved:
             return
-        channel.handovers = []
         e.on_handovers(moved)
         if e.handover_upload == "complete":
             return
