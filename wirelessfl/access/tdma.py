@@ -1,14 +1,13 @@
 """Time division: one device at a time on the whole band, first come first served. The closed form
 of a sync round (:meth:`TDMA.schedule`, Lindley's recursion) and the event uplink
-(:class:`OneTransmitter`, a ``simpy.Resource`` of capacity 1) give the same starts and ends."""
+(:class:`OneTransmitter`, a :class:`wirelessfl.des.Band`: one holder, first come first served) give the same starts and ends."""
 from __future__ import annotations
 
 import math
 
 import numpy as np
-import simpy
 
-from ..des import ON_AIR
+from ..des import ON_AIR, Band
 from ..fields import NoOptions
 from .base import DEFAULT_UPLINKS, AccessScheme, UplinkSchedule
 from .link import Link, queue, send_alone
@@ -87,7 +86,7 @@ class OneTransmitter:
 
     def __init__(self, host, scheme: AccessScheme):
         self.host, self.scheme = host, scheme
-        self.band = simpy.Resource(host.env, capacity=1)
+        self.band = Band(host.env)
 
     def transmit(self, u):
         """The upload of ``u`` (a SimPy generator): wait for the band, then hold it for the airtime."""

@@ -34,11 +34,10 @@ from __future__ import annotations
 import math
 
 import numpy as np
-import simpy
 
 from ..access import UplinkSchedule, queue
 from ..access.on_air import RatesOnTheAir
-from ..des import ON_AIR, RANK_DEVICE, priority
+from ..des import ON_AIR, RANK_DEVICE, Band, priority
 
 __all__ = ["InterferedUplinks", "LossMeter", "UploadBlocks", "joint_shared", "joint_tdma", "shared_band_rates",
            "sinr_rates"]
@@ -319,7 +318,7 @@ class InterferedUplinks(RatesOnTheAir):
         super().__init__(host)
         self.cells = cells
         self.shared = bool(cells.accesses[0].concurrent)
-        self.queues = None if self.shared else [simpy.Resource(host.env, capacity=1) for _ in range(cells.count)]
+        self.queues = None if self.shared else [Band(host.env) for _ in range(cells.count)]
         self.cross: dict[int, np.ndarray] = {}  # an upload's gains to every site, drawn as it went on the air
         self.fading: dict[int, np.ndarray] = {}  # an OFDMA upload's block factors, drawn as it went on the air
         self.loss = np.zeros(0)  # the SINR loss of each active upload, since t_last

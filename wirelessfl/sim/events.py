@@ -4,9 +4,9 @@ A process exists per device *in flight* (memory grows with concurrency, not with
 
     dispatch -> downlink (fixed, or timed per dispatch: wirelessfl.access.downlink) -> computation (the
     computation model's time) -> uplink (the access scheme's event uplink: TDMA's one transmitter,
-    FDMA's band shared among the devices on the air, ALOHA's slots, ...) -> the update goes into the server's Store.
+    FDMA's band shared among the devices on the air, ALOHA's slots, ...) -> the update reaches the server (its ``inbox``).
 
-The server process takes updates from the Store and hands each to the protocol
+The server hands each update that reaches it to the protocol
 (wirelessfl.sim.protocols), which applies it, keeps it, or drops it, and starts other devices
 (``dispatch``: the scheduler's dispatch rule; ``begin_round``: its per-round decision). The gain of
 an upload is drawn when it starts (one draw per upload, from the "channel" stream); under a
@@ -52,7 +52,7 @@ from .busy import BusyClock
 from .dispatcher import Dispatcher
 from .drain import TIMER as BATTERY_TIMER, BatteryDrain
 from .checks import PartChecks
-from ..des.clock import CHECKPOINT, RANK_DEVICE, RANK_STOP, Clock, priority
+from ..des import CHECKPOINT, RANK_DEVICE, RANK_STOP, Clock, Inbox, priority
 from .engine import STREAMS, EvalRule, Parts, StopRule, evaluate, raise_non_finite_clock
 from .pipeline import RoundRecord
 from .server import Server
@@ -166,7 +166,7 @@ class EventEngine:
         wirelessfl.sim.edge_events): the uplink, the timers, the protocol's start or a checkpoint's
         processes, the server; ``stopping`` when there is nothing to run."""
         self.env = env
-        self.store = simpy.Store(env)
+        self.inbox = Inbox(env, self._take_arrival)  # the server's: updates that reach it go to the protocol
         self.uplink = self.event_uplink()
         self.server.use_uplink(self.uplink)
         self._done = env.event()
@@ -184,7 +184,6 @@ class EventEngine:
         self.availability.start(env)
         if self.stop.time_budget_s is not None and not self.stopping:
             env.at(max(self.stop.time_budget_s, env.now), priority(RANK_STOP)).callbacks.append(self.finish_run)
-        env.process(self._serve())
 
     def event_uplink(self):
         """The run's uplink: the access scheme's event uplink (with several cells, each cell's)."""
@@ -210,11 +209,9 @@ class EventEngine:
 
     # --- processes ---------------------------------------------------------------------------
 
-    def _serve(self):
-        while True:
-            u = yield self.store.get()
-            if not self.stopping:
-                self.protocol.on_arrival(self, u)
+    def _take_arrival(self, u: Update) -> None:
+        if not self.stopping:
+            self.protocol.on_arrival(self, u)
 
     def fly(self, u: Update) -> None:
         """Start (or, on a resume, restart) the process of ``u`` from the phase it is in."""
@@ -232,7 +229,7 @@ class EventEngine:
         u.phase = ARRIVED
         del self.flights.flying[u.seq]
         self.flights.hold(u)
-        yield self.store.put(u)
+        self.inbox.put(u)
 
     def _task(self, u: Update):
         """The device's part of ``u``: the model down, the computation, the upload. Returns whether
