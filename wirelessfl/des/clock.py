@@ -40,7 +40,8 @@ class Clock(simpy.Environment):
     SimPy's public API schedules only relative delays (``schedule(event, priority, delay)`` lands at
     ``now + delay``), so :meth:`at` puts the event on the environment's queue the way ``schedule``
     does, with the absolute time instead. That uses SimPy 4's queue entries (time, priority, event
-    id, event) and a triggered event's ``_ok`` and ``_value``: pyproject.toml pins ``simpy<5``, and
+    id, event) and a triggered event's ``_ok`` and ``_value``, as :meth:`done_now` does a processed
+    event's (``callbacks`` None, which a process yielding it goes on from at once): pyproject.toml pins ``simpy<5``, and
     tests/test_clock.py holds this use to what SimPy does with it.
     """
 
@@ -54,3 +55,14 @@ class Clock(simpy.Environment):
         # the environment's own queue, as Environment.schedule fills it, at time rather than now + delay
         heappush(self._queue, (time, prio, next(self._eid), event))
         return event
+
+    def done_now(self, event: simpy.Event, value=None) -> bool:
+        """Make ``event`` one that has already fired (with ``value``), if an event triggered now
+        (priority NORMAL) would be the next to fire anyway: nothing else is due at this instant
+        before it. A process that yields it then goes on at once, as it would have after that event,
+        and the queue is spared the event. Returns whether it did; if not, trigger the event."""
+        queue = self._queue
+        if queue and queue[0][0] <= self._now and queue[0][1] <= NORMAL:
+            return False
+        event._ok, event._value, event.callbacks = True, value, None  # processed: a yield of it goes on
+        return True
