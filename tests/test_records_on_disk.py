@@ -189,3 +189,69 @@ def test_a_long_fedbuff_run_killed_with_sigkill_resumes_to_the_uninterrupted_fil
     assert json.loads((whole_dir / "summary.json").read_text())["uploads"] > 100_000
     for name in ("rounds.csv", "updates.csv", "evals.csv", "devices.csv"):
         assert (cut / name).read_bytes() == (whole_dir / name).read_bytes(), name
+
+
+# --- rows of one-update aggregations (sim/aggregation_rows.py): csv.writer's bytes -----------------
+
+
+def test_the_one_update_row_format_writes_what_csv_writer_writes_for_any_number():
+    import csv
+    import io
+
+    from wirelessfl.sim.aggregation_rows import ROW
+    from wirelessfl.sim.columns import G6
+
+    rng = np.random.default_rng(0)
+    specials = [0.0, -0.0, math.inf, -math.inf, math.nan, 1e-300, 1e300, 5e-324, 1e16, 123456789.0, 0.1 + 0.2]
+    for i in range(2000):
+        x = [specials[rng.integers(len(specials))] if rng.random() < 0.3 else float(rng.lognormal(0, 20))
+             for _ in range(9)]
+        if i % 2:  # numpy scalars where a part hands one over
+            x = [np.float64(v) for v in x]
+        round_, device, available, staleness = (int(v) for v in rng.integers(0, 10 ** 6, 4))
+        row = (round_, x[0], x[1], x[2], x[3], x[4], device, x[5], x[6], x[7], x[8], available, float(staleness),
+               staleness)
+        values = [round_, x[0], x[1], x[2], x[3], x[4], 1, str(device), "", G6(x[5]), x[6], x[7], "", 0.0, math.nan,
+                  x[8], available, 1, "", 0, 0.0, 0.0, 0.0, 0.0, 1, float(staleness), staleness]
+        text = io.StringIO(newline="")
+        csv.writer(text).writerow(values)
+        assert ROW % row == text.getvalue(), values
+
+
+@pytest.mark.parametrize("protocol", [{"name": "fedasync", "concurrency": 6},
+                                      {"name": "fedbuff", "concurrency": 6, "buffer": 1}])
+def test_one_update_aggregations_write_the_rows_of_their_values(tmp_path, monkeypatch, protocol):
+    """Every row of rounds.csv a one-update aggregation wrote is the csv.writer row of the values an
+    aggregation's row has (Recorder._aggregation_values), also with devices that come and go, lost
+    packets and a timed downlink, across a resume, and around rows with columns of their own."""
+    import csv
+    import io
+
+    from wirelessfl.sim import records
+
+    expected = []
+    real = records.Recorder._single_update_row
+
+    def checked(self, rec):
+        available = self.devices._available_count  # _aggregation_values counts the aggregation again: undone
+        text = io.StringIO(newline="")
+        csv.writer(text).writerow(self._aggregation_values(rec))
+        self.devices._available_count = available
+        expected.append(text.getvalue())
+        real(self, rec)
+
+    monkeypatch.setattr(records.Recorder, "_single_update_row", checked)
+    scenario = from_dict({"seed": 4, "run": {"rounds": 300, "timing_only": True, "checkpoint_every": 40},
+                          "devices": {"count": 20, "compute": "shifted_exponential", "delay_mean_s": 1.0,
+                                      "availability": "chain", "p_on_to_off": 0.2, "p_off_to_on": 0.5},
+                          "link": {"model_bits": 200000, "packet_bits": 50000, "errors": "waterfall",
+                                   "downlink": "broadcast"},
+                          "protocol": protocol, "scheduler": {"name": "uniform"}})
+    simulate(scenario, tmp_path / "whole", progress=False)
+    whole = (tmp_path / "whole" / "rounds.csv").read_bytes()
+    rows = whole.decode().split("\r\n")[1:-1]
+    assert len(rows) == 300 and len(set(rows)) == 300
+    assert [row + "\r\n" for row in rows] == expected
+    interrupted(scenario, tmp_path / "cut", monkeypatch, after=130)
+    resume(tmp_path / "cut", progress=False)
+    assert (tmp_path / "cut" / "rounds.csv").read_bytes() == whole

@@ -31,6 +31,7 @@ from ..config.rules import PER_ROUND_BYTES
 from ..fields import ConfigError, physical_memory
 from ..files import FileDigest, make_folder, open_append, truncate_file, write_atomic
 from ..jsonio import write_json_atomic
+from .aggregation_rows import SingleUpdateRows
 from .device_arrays import DECISIONS, DeviceArrays
 from .columns import EVAL_COLUMNS, G6, ROUND_COLUMNS, columns, floats, fsum, ids, numbers
 from .device_totals import DeviceTotals
@@ -94,6 +95,7 @@ class Recorder:
         self.round_columns = list(ROUND_COLUMNS)
         self._known = set(ROUND_COLUMNS)  # round_columns as a set: a row with a key outside it widens the file
         self._files = {}
+        self.single_rows = SingleUpdateRows()  # rows of one-update aggregations not yet written to rounds.csv
         self._flushed_at = time.monotonic()
 
     def start(self) -> None:
@@ -149,7 +151,6 @@ class Recorder:
     def _on_aggregation(self, rec: AggregationRecord) -> None:
         """An aggregation's row, kept as a list in the file's column order: one may come per upload,
         so it skips the dict a round's row is built as (the same values, the same bytes)."""
-        values = self._aggregation_values(rec)
         extra = {}
         if rec.info:
             extra.update(numbers(rec.info, "scheduler", skip=("objective", "queue_mean")))
@@ -162,6 +163,12 @@ class Recorder:
         if self.positions is not None:
             where = self.positions()
             self.devices.distance_sum += np.hypot(where[:, 0], where[:, 1])
+        if (not extra and len(rec.updates) == 1 and self.rounds is None and "rounds" in self._files
+                and len(self.round_columns) == len(ROUND_COLUMNS) and "queue_mean" not in rec.info
+                and "objective" not in rec.info):
+            self._single_update_row(rec)
+            return
+        values = self._aggregation_values(rec)
         # t_end, comm_s, comp_s, downlink_s, energy_j, compute_energy_j, num_selected
         self.totals.add_aggregation(values[2], values[5], values[4], values[3], values[10], values[15], values[6])
         if self.rounds is None and extra.keys() <= self._known:
@@ -174,6 +181,22 @@ class Recorder:
         if self.rounds is not None:
             self._keep(row)
         self._write("rounds", row)
+
+    def _single_update_row(self, rec: AggregationRecord) -> None:
+        """The row of an aggregation of one update, with nothing but ROUND_COLUMNS (the usual one of
+        fedasync and of fedbuff with K = 1): the values of _aggregation_values, kept for a chunk's write."""
+        u = rec.updates[0]
+        comm, energy, compute_energy, staleness = 0.0 + u.airtime_s, 0.0 + u.energy_j, 0.0 + u.compute_energy_j, \
+            rec.staleness[0]
+        self.totals.add_aggregation(rec.t_end, comm, u.compute_s, rec.downlink_s, energy, compute_energy, 1)
+        self.single_rows.add((rec.round, rec.t_start, rec.t_end, rec.downlink_s, u.compute_s, comm, u.device,
+                              u.airtime_s, energy, 0.0 + u.power, compute_energy,
+                              self.devices.count_available(rec.available, rec.available_since),
+                              float(staleness), staleness), self._files["rounds"][0])
+        now = time.monotonic()
+        if now - self._flushed_at >= FLUSH_EVERY_S:
+            self.flush()
+            self._flushed_at = now
 
     PILOT_ROWS = 64
     """A run kept in memory to a time budget estimates its rows from this many first ones (and again
@@ -367,6 +390,8 @@ class Recorder:
     def _write_values(self, name: str, values: list) -> None:
         """A row given as its values in the file's column order."""
         if name in self._files:
+            if name == "rounds":
+                self.single_rows.write(self._files[name][0])  # the rows before it first
             self._files[name][1].writerow(values)
             now = time.monotonic()
             if name == "evals" or now - self._flushed_at >= FLUSH_EVERY_S:
@@ -386,6 +411,8 @@ class Recorder:
 
     def flush(self) -> None:
         """Hand the rows written so far to the operating system (checkpoints call it first)."""
+        if "rounds" in self._files:
+            self.single_rows.write(self._files["rounds"][0])
         for fh, *_ in self._files.values():
             fh.flush()
         self.updates.flush()
@@ -514,6 +541,8 @@ class Recorder:
                 closing.callback(self.handovers.close)
             if self.arrays is not None:
                 closing.callback(self.arrays.close)
+            if "rounds" in self._files:  # (callbacks run last first: the rows kept are written before the file closes)
+                closing.callback(self.single_rows.write, self._files["rounds"][0])
             self._files = {}
         if self.out_dir is None:
             return
