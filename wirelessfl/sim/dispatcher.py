@@ -8,6 +8,8 @@ import math
 
 import numpy as np
 
+from ..capabilities import provides
+from ..devices import ComputeEnergy
 from ..scheduling.base import DispatchState
 from ..wireless import moving
 from .rounds import numbers_only
@@ -30,7 +32,10 @@ class Dispatcher:
         gain = parts.channel.mean_gain()
         self.mean_gains = np.ones(engine.num_devices) if gain is None else np.array(gain, dtype=float)
         self.moving = moving(parts.channel)  # moving devices: the rule sees the mean gains of where they are
-        self._energy = getattr(parts.compute, "has_energy", True)  # without an energy model: no call per device
+        # without an energy model (the contract's zeros): no call per device
+        self._energy = getattr(parts.compute, "has_energy", None)
+        if self._energy is None:
+            self._energy = provides(parts.compute, ComputeEnergy)
         link = parts.access.link
         self.state = DispatchState(  # one object, brought up to date at each dispatch (arrays: the engine's own)
             time_s=0.0, version=0, slots=0, busy=flights.busy, waiting=flights.waiting, num_busy=0, available=None,
@@ -49,14 +54,15 @@ class Dispatcher:
         e = self.engine
         if e.stopping or self.wanted <= 0:
             return 0
-        parts, state, now = e.parts, self.state, e.env.now
+        parts, state, now, server, flights = e.parts, self.state, e.env.now, e.server, e.flights
         if self.moving:
             parts.channel.set_time(now)
             e.handed_over()
             self.mean_gains[:] = parts.channel.mean_gain()
-        state.time_s, state.version, state.slots, state.available = now, e.version, self.wanted, e.available
-        state.busy, state.num_busy, state.last_applied = e.flights.busy, len(e.flights.flying), e.last_applied
-        state.interval_s = e.last_aggregation_s / e.version if e.version else math.nan
+        version = server.version
+        state.time_s, state.version, state.slots, state.available = now, version, self.wanted, e.availability.available
+        state.busy, state.num_busy, state.last_applied = flights.busy, len(flights.flying), server.last_applied
+        state.interval_s = server.last_aggregation_s / version if version else math.nan
         choice = parts.scheduler.dispatch(state)
         devices = choice.devices
         if not (type(devices) is np.ndarray and devices.dtype is _INT64 and devices.ndim == 1):
@@ -74,9 +80,9 @@ class Dispatcher:
         if e.flights.busy[device] or (available is not None and not available[device]):
             self._bad([device])
         self.info = choice.info
-        key = e.work_key(device)
+        key = e.flights.work_key(device, e.server.version)
         comp, energy = self.work(devices, key, choice.frequency)
-        power = float(choice.power[0])
+        power = choice.power.item(0) if type(choice.power) is np.ndarray else float(choice.power[0])
         if e.checks.scheduler is not None:
             e.checks.dispatch_power(power, device, f"t = {e.env.now:.6g} s")
         down = None if e.parts.downlink is None else self.downlink([device])[0]  # the usual: a fixed downlink
@@ -143,10 +149,11 @@ class Dispatcher:
                                  "frequency > 0 (Hz) per device")
             comp, energy = compute.at_frequency(devices, frequency, round_idx=key)
             return np.asarray(comp, dtype=float).tolist(), np.asarray(energy, dtype=float).tolist()
-        comp = np.asarray(compute.compute_times(devices, rng, round_idx=key), dtype=float)
+        comp = compute.compute_times(devices, rng, round_idx=key)
+        comp = (comp if type(comp) is np.ndarray and comp.dtype == np.float64 else np.asarray(comp, dtype=float)).tolist()
         energy = (np.asarray(compute.energy_j(devices, round_idx=key), dtype=float).tolist() if self._energy
                   else [0.0] * len(devices))
-        return comp.tolist(), energy
+        return comp, energy
 
     def state_dict(self) -> dict:
         """The slots still wanted and the rule's latest facts (numbers only)."""

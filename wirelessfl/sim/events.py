@@ -53,6 +53,7 @@ from .dispatcher import Dispatcher
 from .drain import TIMER as BATTERY_TIMER, BatteryDrain
 from .checks import PartChecks
 from ..des import CHECKPOINT, RANK_DEVICE, RANK_STOP, Clock, Inbox, priority
+from ..wireless import Channel
 from .engine import STREAMS, EvalRule, Parts, StopRule, evaluate, raise_non_finite_clock
 from .pipeline import RoundRecord
 from .server import Server
@@ -125,6 +126,8 @@ class EventEngine:
         # an upload, is the fading's)
         self.packets_on = link.packets_on and parts.fading is None
         self.checks = PartChecks(parts)  # the user's scheduler and channel: their outputs are checked
+        self.timed_channel = type(parts.channel).set_time is not Channel.set_time  # it changes with time
+        self.channel_rng = streams["channel"]
         if parts.cells is not None:  # interferers' gains to other sites are drawn from their own stream
             parts.cells.use_streams(streams, parts.fading)
         self.dispatcher = Dispatcher(self)  # the slots the protocol wants filled, and who fills them
@@ -347,9 +350,9 @@ class EventEngine:
     def start_transmission(self, u: Update) -> None:
         """``u`` goes on the air now: its gain (drawn now, unless its round drew it) and its time on
         the air as the access scheme says (NaN under FDMA: the shared band decides as it goes)."""
-        u.tx_start_s = self.env.now
+        u.tx_start_s = now = self.env._now
         if not u.report:
-            self.busy.start(self.env.now)
+            self.busy.start(now)
         if self.drain is not None:
             self.drain.on_air(u)
         if u.gain != u.gain:
@@ -386,9 +389,10 @@ class EventEngine:
     def draw_gain(self, device: int) -> float:
         """A fresh gain of ``device`` (the channel's "channel" stream), as a transmission begins."""
         channel = self.parts.channel
-        channel.set_time(self.env.now)
-        self.handed_over()
-        gain = channel.draw_one(self.streams["channel"], device)
+        if self.timed_channel:  # (a channel that does not change with time has no handovers to tell either)
+            channel.set_time(self.env.now)
+            self.handed_over()
+        gain = channel.draw_one(self.channel_rng, device)
         return gain if self.checks.channel is None else self.checks.gain(gain, device, f"t = {self.env.now:.6g} s")
 
     # --- losing devices ------------------------------------------------------------------------
@@ -530,18 +534,19 @@ class EventEngine:
 
     def aggregated(self) -> None:
         """The version is done: count it, evaluate if due, stop or checkpoint."""
-        self.server.advance(self.env.now)
-        if not math.isfinite(self.env.now):
-            raise_non_finite_clock(self.env.now, f"aggregation {self.version}")
+        now, server = self.env.now, self.server
+        server.advance(now)
+        if not math.isfinite(now):
+            raise_non_finite_clock(now, f"aggregation {server.version}")
         self.flights.repeats = {}
-        if self.learner is not None and self.eval_rule.due(self.version, self.env.now):
+        if self.learner is not None and self.eval_rule.due(server.version, now):
             self._evaluate()
-        if self.stop.done(self.version, self.env.now):
+        if self.stop.done(server.version, now):
             self.finish_run()
         elif self.after_round is not None and not self._settle_pending:
             # between events: SimPy's own events of this instant first, then the checkpoint
             self._settle_pending = True
-            self.env.at(self.env.now, CHECKPOINT).callbacks.append(self._between_events)
+            self.env.at(now, CHECKPOINT).callbacks.append(self._between_events)
 
     def _between_events(self, _) -> None:
         self._settle_pending = False
