@@ -7,7 +7,8 @@ import pytest
 
 from wirelessfl.learning.algorithms import Algorithm
 from wirelessfl.scheduling.base import Decision, Scheduler
-from wirelessfl.sim.engine import STREAMS, Engine, Parts
+from wirelessfl.sim.engine import Engine
+from wirelessfl.sim.parts import STREAMS, Parts
 from wirelessfl.wireless import TDMA, Channel
 
 

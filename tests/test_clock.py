@@ -111,8 +111,9 @@ def test_band_grants_releases_and_withdraws_in_the_order_of_a_simpy_resource_of_
 
 
 def _deliveries(make_inbox, seed: int) -> list:
-    """Items put at grid times by several processes (ties everywhere), each taken by a taker that
-    may itself start more puts and bystander events at the same instant. Returns the log, in order."""
+    """Items put by several processes, at grid times (ties everywhere) and at times of their own as
+    the engine's devices (where an inbox hands over at once), each taken by a taker that may itself
+    start more puts and bystander events at the same instant. Returns the log, in order."""
     import numpy as np
 
     rng = np.random.default_rng(seed)
@@ -127,14 +128,14 @@ def _deliveries(make_inbox, seed: int) -> list:
 
     put = make_inbox(env, take)
 
-    def sender(item, at):
-        yield env.timeout(at)
+    def sender(item, at, by_priority=False):
+        yield env.at(at, priority(RANK_DEVICE, item)) if by_priority else env.timeout(at)
         log.append((env.now, "put", item))
         yield from put(item)
         log.append((env.now, "sent", item))
 
-    for i in range(60):
-        env.process(sender(i, float(rng.integers(0, 10))))
+    for i in range(60):  # half on the grid, half as the engine's devices arrive (alone at their instant, often)
+        env.process(sender(i, float(rng.integers(0, 10)) + (rng.random() if i % 2 else 0.0), bool(i % 2)))
         env.timeout(float(rng.integers(0, 10))).callbacks.append(lambda ev, i=i: log.append((env.now, "bystander", i)))
     env.run()
     return log

@@ -17,7 +17,7 @@ from wirelessfl.des import Clock
 from wirelessfl.experiments.run import simulate
 from wirelessfl.fields import ConfigError
 from wirelessfl.sim.edge_events import TieredEvents
-from wirelessfl.sim.engine import EvalRule, StopRule
+from wirelessfl.sim.parts import EvalRule, StopRule
 
 TRANSFER = 1e6 / 1e8 + 0.05  # test_tiers' backhaul: a model of 1 Mbit at 100 Mbit/s, 50 ms
 

@@ -13,7 +13,7 @@ from scipy import stats
 from wirelessfl.config import ConfigError, LinkConfig, from_dict
 from wirelessfl.devices import ConstantCompute, CpuCompute, MarkovAvailability, ShiftedExponentialCompute
 from wirelessfl.experiments.run import load_run, simulate
-from wirelessfl.sim.engine import EvalRule, StopRule
+from wirelessfl.sim.parts import EvalRule, StopRule
 from wirelessfl.wireless import FDMA, TDMA, GaussMarkovFading, Link, RicianFading, build_channel, cell_positions
 from wirelessfl.access import Downlink
 from wirelessfl import load_decisions

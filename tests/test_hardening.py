@@ -306,7 +306,7 @@ def test_absurd_sweep_seeds_and_trace_rounds_are_refused_before_allocating(tmp_p
 @pytest.mark.filterwarnings("ignore:overflow encountered")  # 1e308 + 1e308, on purpose
 @pytest.mark.parametrize("protocol", ["sync", "fedbuff"])
 def test_a_clock_that_leaves_the_floats_stops_the_run_instead_of_completing_it(tmp_path, protocol):
-    from wirelessfl.sim.engine import NonFiniteTime
+    from wirelessfl.sim.parts import NonFiniteTime
 
     sc = from_dict({"run": {"rounds": 5, "timing_only": True}, "devices": {"count": 4, "compute_s": 1e308},
                     "link": {"model_bits": 1000}, "scheduler": {"name": "uniform", "m": 2},

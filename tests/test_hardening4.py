@@ -261,7 +261,7 @@ def test_the_measured_upload_size_is_bounded_where_it_is_known(tmp_path):
 def test_a_run_whose_devices_are_never_available_stops_as_stalled(monkeypatch):
     """Only run.rounds: aggregations that never come would keep the clock stepping availability forever."""
     from wirelessfl.config import limits
-    from wirelessfl.sim.engine import NonFiniteTime  # noqa: F401  (the engines' errors module loads)
+    from wirelessfl.sim.parts import NonFiniteTime  # noqa: F401  (the engines' errors module loads)
     from wirelessfl.sim.events import EventStall
 
     import dataclasses

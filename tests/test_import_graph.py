@@ -15,7 +15,7 @@ LAYERS = (
     ("fields", "files", "jsonio", "rng", "plugins", "capabilities", "traces", "decisions"),  # no model of anything
     ("config",),
     ("des",),  # the simulated clock and an upload's phases: what every timed model runs on
-    ("access", "battery", "devices", "fading", "mobility", "network", "participation", "wireless"),
+    ("access", "battery", "devices", "fading", "mobility", "network", "participation", "path_loss", "wireless"),
     ("scheduling", "learning"),
     ("sim",),
     ("experiments",),

@@ -251,7 +251,7 @@ def test_fedasync_mixes_each_arrival_in_as_by_hand(alpha, staleness):
     from wirelessfl.config import LinkConfig
     from wirelessfl.devices import ShiftedExponentialCompute
     from wirelessfl.scheduling.schedulers import UniformScheduler
-    from wirelessfl.sim.engine import STREAMS, EvalRule, Parts, StopRule
+    from wirelessfl.sim.parts import STREAMS, EvalRule, Parts, StopRule
     from wirelessfl.sim.events import EventEngine
     from wirelessfl.wireless import TDMA, Link
 
@@ -406,7 +406,7 @@ def test_fdma_splits_the_band_among_the_devices_on_the_air_as_they_come_and_go()
     from fakes import ClientRoundsOnly, FixedChannel, SelectAll
     from wirelessfl.config import LinkConfig
     from wirelessfl.devices import ConstantCompute
-    from wirelessfl.sim.engine import STREAMS, EvalRule, Parts, StopRule
+    from wirelessfl.sim.parts import STREAMS, EvalRule, Parts, StopRule
     from wirelessfl.sim.events import EventEngine
     from wirelessfl.wireless import FDMA, Link
 

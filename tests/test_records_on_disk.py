@@ -222,21 +222,21 @@ def test_the_one_update_row_format_writes_what_csv_writer_writes_for_any_number(
                                       {"name": "fedbuff", "concurrency": 6, "buffer": 1}])
 def test_one_update_aggregations_write_the_rows_of_their_values(tmp_path, monkeypatch, protocol):
     """Every row of rounds.csv a one-update aggregation wrote is the csv.writer row of the values an
-    aggregation's row has (Recorder._aggregation_values), also with devices that come and go, lost
+    aggregation's row has (aggregation_rows.aggregation_values), also with devices that come and go, lost
     packets and a timed downlink, across a resume, and around rows with columns of their own."""
     import csv
     import io
 
     from wirelessfl.sim import records
+    from wirelessfl.sim.aggregation_rows import aggregation_values
 
     expected = []
     real = records.Recorder._single_update_row
 
     def checked(self, rec):
-        available = self.devices._available_count  # _aggregation_values counts the aggregation again: undone
         text = io.StringIO(newline="")
-        csv.writer(text).writerow(self._aggregation_values(rec))
-        self.devices._available_count = available
+        available = 20 if rec.available is None else int(np.count_nonzero(rec.available))
+        csv.writer(text).writerow(aggregation_values(rec, available))
         expected.append(text.getvalue())
         real(self, rec)
 

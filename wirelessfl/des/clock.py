@@ -56,13 +56,19 @@ class Clock(simpy.Environment):
         heappush(self._queue, (time, prio, next(self._eid), event))
         return event
 
-    def done_now(self, event: simpy.Event, value=None) -> bool:
-        """Make ``event`` one that has already fired (with ``value``), if an event triggered now
-        (priority NORMAL) would be the next to fire anyway: nothing else is due at this instant
-        before it. A process that yields it then goes on at once, as it would have after that event,
-        and the queue is spared the event. Returns whether it did; if not, trigger the event."""
+    def fires_next(self) -> bool:
+        """Whether an event triggered now (priority NORMAL) would be the next to fire: nothing else
+        is due at this instant before it. Then what it would do can be done at once, in the same
+        order of everything (wirelessfl.des.band, wirelessfl.des.inbox)."""
         queue = self._queue
-        if queue and queue[0][0] <= self._now and queue[0][1] <= NORMAL:
+        return not (queue and queue[0][0] <= self._now and queue[0][1] <= NORMAL)
+
+    def done_now(self, event: simpy.Event, value=None) -> bool:
+        """Make ``event`` one that has already fired (with ``value``), if it would be the next to
+        fire anyway (``fires_next``). A process that yields it then goes on at once, as it would have
+        after that event, and the queue is spared the event. Returns whether it did; if not, trigger
+        the event."""
+        if not self.fires_next():
             return False
         event._ok, event._value, event.callbacks = True, value, None  # processed: a yield of it goes on
         return True

@@ -13,7 +13,7 @@ Randomness: each (round, device) pair has its own minibatch stream, a child of t
 devices were selected, in which order, or in which chunk they were computed. The initial model
 comes from the "model_init" torch generator; nothing global is seeded or read.
 
-One module of about 550 lines, above the 500 the project aims for: the Trainer's paths (batched,
+One module of about 570 lines, above the 500 the project aims for: the Trainer's paths (batched,
 loop, CUDA graph, server steps, aggregation) share its flat parameters, bound module and data on the
 device; its binding and its graphs are modules of their own (binding.py, graphs.py).
 """
@@ -53,6 +53,15 @@ def _wants_devices(direction) -> bool:
         return False
     return any(p.name == "devices" or p.kind is inspect.Parameter.VAR_KEYWORD for p in params)
 
+
+
+def _device_indices(device_indices: Sequence[np.ndarray], n_train: int) -> list[np.ndarray]:
+    """Each device's training sample indices as int64 vectors, checked to lie in [0, n_train)."""
+    indices = [np.asarray(ix, dtype=np.int64).reshape(-1) for ix in device_indices]
+    for n, ix in enumerate(indices):
+        if ix.size and (ix.min() < 0 or ix.max() >= n_train):
+            raise ValueError(f"device {n}: indices must lie in [0, {n_train}), got [{ix.min()}, {ix.max()}]")
+    return indices
 
 class LocalDirection:
     """A local step direction built from the minibatch gradient g(y) (FedShuffle,
@@ -143,41 +152,19 @@ class Trainer(Evaluation):
         self.vectors_sent = 0  # rows passed through ``upload`` (the learner checks compressed runs with it)
         self.eval_batch_size = int(eval_batch_size)
         self.max_devices_per_batch = max_devices_per_batch
-        n_train = len(dataset.y_train)
-        self._indices = [np.asarray(ix, dtype=np.int64).reshape(-1) for ix in device_indices]
-        for n, ix in enumerate(self._indices):
-            if ix.size and (ix.min() < 0 or ix.max() >= n_train):
-                raise ValueError(f"device {n}: indices must lie in [0, {n_train}), got [{ix.min()}, {ix.max()}]")
+        self._indices = _device_indices(device_indices, len(dataset.y_train))
         self.num_devices = len(self._indices)
         self.data_sizes = np.array([ix.size for ix in self._indices], dtype=np.int64)
         self.server_indices = np.asarray([] if server_indices is None else server_indices, dtype=np.int64)
 
-        # Init on the CPU from the named generator, then move: identical models on every device type.
-        model = build_model(model, dataset.input_shape, dataset.num_classes, options=model_options,
-                            generator=torch_generator(self.root_seed, "model_init"))
-        model.requires_grad_(False)  # parameters are passed in functionally; the module's own are unused
-        self.model = model.to(self.device)
-        named = list(self.model.named_parameters())
-        self._names = [name for name, _ in named]
-        self._shapes = [p.shape for _, p in named]
-        self._numels = [p.numel() for _, p in named]
-        self._params = torch.cat([p.detach().reshape(-1) for _, p in named]).to(torch.float32).clone()
+        self._build_model(model, model_options)
         # over-the-air aggregation: noise for the next aggregate (wirelessfl.access.UplinkFacts.noise_var),
         # drawn from the "aircomp" stream keyed by the number of aggregations so far
         self.aggregate_noise_var = 0.0
         self.aggregations = 0
         self.num_params = int(self._params.numel())
         self.model_bits = 32 * self.num_params
-
-        self._x_train = dataset.x_train.to(self.device)
-        self._y_train = dataset.y_train.to(self.device)
-        self._x_test = dataset.x_test.to(self.device)
-        self._y_test = dataset.y_test.to(self.device)
-
-        union = np.unique(np.concatenate(self._indices)) if self._indices else np.empty(0, np.int64)
-        if union.size > eval_train_samples:
-            union = np.sort(stream(self.root_seed, "eval_train_subset").choice(union, eval_train_samples, replace=False))
-        self._eval_train_idx = torch.from_numpy(union).to(self.device)
+        self._place_data(dataset, eval_train_samples)
 
         # Per-device gradient of the minibatch loss, vectorised over a stack of parameter vectors.
         self.batched_grad = vmap(grad(self.loss))
@@ -193,6 +180,31 @@ class Trainer(Evaluation):
         self.device_states = DeviceStates(self.num_devices, self.device)
         # (device, round) of the first local update that was not finite (None: none so far)
         self.nonfinite_local: tuple[int, int] | None = None
+
+    def _build_model(self, model, model_options) -> None:
+        """The model, built on the CPU from the named generator and then moved (identical models on
+        every device type), and its flat parameters with the names, shapes and sizes to unflatten them."""
+        model = build_model(model, self.dataset.input_shape, self.dataset.num_classes, options=model_options,
+                            generator=torch_generator(self.root_seed, "model_init"))
+        model.requires_grad_(False)  # parameters are passed in functionally; the module's own are unused
+        self.model = model.to(self.device)
+        named = list(self.model.named_parameters())
+        self._names = [name for name, _ in named]
+        self._shapes = [p.shape for _, p in named]
+        self._numels = [p.numel() for _, p in named]
+        self._params = torch.cat([p.detach().reshape(-1) for _, p in named]).to(torch.float32).clone()
+
+    def _place_data(self, dataset: Dataset, eval_train_samples: int) -> None:
+        """The data on the training device, and the training samples the train accuracy is measured
+        on (at most ``eval_train_samples`` of those the devices hold, drawn once)."""
+        self._x_train = dataset.x_train.to(self.device)
+        self._y_train = dataset.y_train.to(self.device)
+        self._x_test = dataset.x_test.to(self.device)
+        self._y_test = dataset.y_test.to(self.device)
+        union = np.unique(np.concatenate(self._indices)) if self._indices else np.empty(0, np.int64)
+        if union.size > eval_train_samples:
+            union = np.sort(stream(self.root_seed, "eval_train_subset").choice(union, eval_train_samples, replace=False))
+        self._eval_train_idx = torch.from_numpy(union).to(self.device)
 
     def device_state(self, name: str, width: int | None = None) -> DeviceState:
         """The per-device state ``name``: an (N, width) float32 array, zero at first, read and written

@@ -34,7 +34,7 @@ import numpy as np
 from ..des.clock import CHECKPOINT, RANK_STOP, RANK_TIMER, Clock, priority
 from ..fields import ConfigError
 from ..participation import ExcludedAvailability
-from .engine import EvalRule, StopRule, evaluate
+from .parts import EvalRule, StopRule, evaluate
 from .events import EventEngine, EventStall
 from .flights import REPORTS
 from .tiers import EdgeLearner

@@ -1,6 +1,6 @@
 """The closed-form engine of the sync protocol: when things happen in one round, and the loop over
-rounds. (The other protocols run on the event engine, wirelessfl.sim.events, which reuses the
-records, stop and evaluation rules defined here.)
+rounds. (The other protocols run on the event engine, wirelessfl.sim.events; what both run on, the
+parts, the stop and evaluation rules and the random streams, is wirelessfl.sim.parts.)
 
 Per round: channel draw -> availability -> the algorithm's plan (a client round, or a server round
 in which the server trains alone) -> the scheduler's probe (reports it wants before deciding;
@@ -19,180 +19,19 @@ paper-specific code lives here: the parts come in through their protocols.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Callable, Protocol
+from typing import Callable
 
 import numpy as np
 
-from ..access import AccessScheme, Downlink, share_snr
-from ..battery import Battery
+from ..access import share_snr
 from ..des.clock import Clock
-from ..devices import ComputeModel, MarkovAvailability, TraceAvailability
-from ..fading import BlockFading
-from ..network import Backhaul, Cells
-from ..participation import ExcludedAvailability
-from ..scheduling.base import Decision, ReportRequest, Reports, Scheduler
-from ..wireless import Channel
+from ..scheduling.base import Decision
 from .checks import PartChecks
 from .handovers import take_handovers
+from .parts import (STREAMS, EvalRule, Learner, Parts, StopRule, evaluate, load_parts_state, parts_state,
+                    raise_non_finite_clock)
 from .pipeline import (RoundRecord, compute_energy, learn_round, open_round, piggyback_s, server_round_record,
                        transmit_energy)
-
-if TYPE_CHECKING:  # the learning layer loads torch: not for timing-only runs
-    from ..learning.algorithms import Algorithm
-
-
-class Learner(Protocol):
-    """What the engines and the runner use of the training side (None in timing-only runs;
-    wirelessfl.learning.learner.FederatedLearner is the one the runner builds)."""
-
-    model_bits: int
-    """32 x the model's parameters: one upload's bits when link.model_bits is not set."""
-
-    def train_round(self, selected: np.ndarray, decision: Decision, round_idx: int) -> dict:
-        """A sync or semi_sync round: the algorithm's round on the devices whose uploads arrived."""
-
-    def server_round(self, round_idx: int) -> dict:
-        """A round in which the server trains alone."""
-
-    def reports(self, request: ReportRequest, round_idx: int) -> Reports:
-        """What the devices a scheduler asked report (losses, gradients) at the current model."""
-
-    def evaluate(self) -> dict:
-        """The model's accuracy and losses now."""
-
-    def local_updates(self, devices: np.ndarray, key: int, start=None) -> list:
-        """Event protocols: the deltas of ``devices`` trained from the current model, or from
-        ``start`` (an older model they last received: only with link.downlink_miss = "stale", the
-        one case the engine passes it), with work key ``key``."""
-
-    def apply_updates(self, devices: np.ndarray, deltas: list, weights: np.ndarray, staleness: np.ndarray,
-                      starts: list | None = None) -> dict:
-        """Event protocols: one aggregation of updates computed from possibly older models."""
-
-    @property
-    def params(self):
-        """The current model's parameters (a device keeps it as its start model when mixing). Edge
-        servers (wirelessfl.sim.tiers) also set it: each edge's model in turn, then the cloud's."""
-
-    def sample_counts(self) -> np.ndarray:
-        """Edge servers only: each device's training samples (the cloud weighs an edge by its sum)."""
-
-    def uplink(self, facts) -> None:
-        """Optional: what the uplink did for the next aggregation's updates (UplinkFacts)."""
-
-    def label_coverage(self, devices: np.ndarray) -> float:
-        """The share of the training labels held by ``devices`` (the summary's label_coverage)."""
-
-    def state_dict(self) -> dict:
-        """The model and the algorithm's state, for checkpoints."""
-
-    def load_state(self, state: dict) -> None:
-        """Restore them."""
-
-
-@dataclass
-class Parts:
-    """Everything a run simulates, built by the runner from the scenario.
-
-    channel, compute, scheduler, algorithm, access: parts, each fitted to its protocol (see
-    wirelessfl.plugins); availability: None (always available) or a model with ``step(rng)`` (the
-    devices' Markov chain or trace, with the excluded devices removed); upload_bits: one device's
-    upload per round; downlink_s: the broadcast's duration; round_deadline_s: uploads not done this
-    long after the round started are dropped; idle_round_s: the length of a round in which nothing
-    takes time (nobody scheduled, no downlink); fading: the channel within an upload (None: it does
-    not change during one); battery: the devices' batteries (wirelessfl.battery; also the
-    availability model, then) or None; downlink: the timed downlink (link.downlink 'broadcast' or
-    'unicast'; None: every model arrives after downlink_s) and downlink_bits the model it sends; cells:
-    several cells (wirelessfl.network), each with its own access scheme (``access`` is the first, which
-    schedulers price airtime with: the cells' are alike), or None; backhaul: the links between the
-    sites and the cloud (wirelessfl.network.Backhaul), None when they take no time.
-    """
-
-    channel: Channel
-    compute: ComputeModel
-    scheduler: Scheduler
-    algorithm: Algorithm
-    access: AccessScheme
-    num_devices: int
-    upload_bits: float
-    downlink_s: float = 0.0
-    availability: ExcludedAvailability | MarkovAvailability | TraceAvailability | None = None
-    round_deadline_s: float | None = None
-    idle_round_s: float = 0.01
-    fading: BlockFading | None = None
-    battery: Battery | None = None
-    downlink: Downlink | None = None
-    downlink_bits: float = 0.0
-    cells: Cells | None = None
-    backhaul: Backhaul | None = None
-
-
-@dataclass
-class StopRule:
-    """When the loop ends: a round count, a simulated-time budget, or a reached target."""
-
-    rounds: int | None = None
-    time_budget_s: float | None = None
-    target_accuracy: float | None = None
-    stop_at_target: bool = False
-    reached: bool = field(default=False, init=False)
-
-    def done(self, rounds_done: int, now_s: float) -> bool:
-        if self.rounds is not None and rounds_done >= self.rounds:
-            return True
-        if self.time_budget_s is not None and now_s >= self.time_budget_s:
-            return True
-        return self.stop_at_target and self.reached
-
-
-@dataclass
-class EvalRule:
-    """Evaluate every k rounds or at the first round boundary after every dt simulated seconds
-    (and at time 0 unless ``at_start`` is false)."""
-
-    every_rounds: int | None = None
-    every_s: float | None = None
-    at_start: bool = True  # also at time 0, before the first round
-    next_s: float = field(default=0.0, init=False)  # the next evaluation time (checkpoints keep it)
-
-    def __post_init__(self):
-        self.next_s = self.every_s or 0.0  # the run always evaluates at time 0
-
-    def due(self, rounds_done: int, now_s: float) -> bool:
-        if self.every_s is not None:
-            if now_s >= self.next_s:
-                # skip grid points a long round jumped over: the model did not change in between
-                self.next_s = (float(np.floor(now_s / self.every_s)) + 1) * self.every_s
-                return True
-            return False
-        return rounds_done % (self.every_rounds or 10) == 0
-
-
-def parts_state(parts: Parts) -> dict:
-    """The memory of the parts that keep one (channel, availability, access scheme), for checkpoints."""
-    availability, access_state = parts.availability, getattr(parts.access, "state_dict", None)
-    return {"channel": parts.channel.state_dict(),
-            "availability": availability.state_dict() if availability is not None else None,
-            "access": access_state() if access_state is not None else {},
-            **({"cells": parts.cells.state_dict()} if parts.cells is not None else {})}
-
-
-def load_parts_state(parts: Parts, state: dict) -> None:
-    """Restore what :func:`parts_state` returned (a checkpoint from before a part kept memory
-    leaves that part fresh)."""
-    parts.channel.load_state(state["channel"])
-    if parts.availability is not None and state.get("availability") is not None:
-        parts.availability.load_state(state["availability"])
-    if state.get("access") and hasattr(parts.access, "load_state"):
-        parts.access.load_state(state["access"])
-    if parts.cells is not None and "cells" in state:
-        parts.cells.load_state(state["cells"])
-
-
-STREAMS = ("channel", "selection", "compute", "availability", "round_type", "link", "fading", "downlink",
-           "interference")
-"""The engine's named random streams (wirelessfl.rng)."""
 
 
 class Engine:
@@ -313,29 +152,15 @@ class Engine:
         if p.battery is not None:  # tasks cut where a battery runs out: they send less, or nothing
             comp, comp_energy, airtime, emptied = p.battery.closed_round(selected, receiving_s, comp, comp_energy,
                                                                          airtime, power)
-        # every selected device computes from its start on; the access scheme queues their uploads
-        ready = starts + comp
-        uplink = (p.access.schedule(ready, airtime, deadline_at) if p.cells is None
-                  else p.cells.schedule(selected, ready, airtime, deadline_at, bits=bits, gains=gains[selected],
-                                        power=power))
-        if uplink.on_air_s is not None:  # contention decided each device's time on the air (random access)
-            airtime, attempts = uplink.on_air_s, uplink.attempts
-        arrived = uplink.arrived if delivered is None else uplink.arrived & delivered  # lost uploads do not count
-        tx_start = uplink.tx_start
-        if received is not None and not received.all():  # who missed the model sent nothing
-            arrived, tx_start = arrived & received, np.where(received, tx_start, np.nan)
+        ready = starts + comp  # every selected device computes from its start on
+        uplink, airtime, attempts, arrived, tx_start = self._uplink(p, selected, ready, airtime, attempts, deadline_at,
+                                                                    bits, gains, power, delivered, received)
         end_s, backhaul_s = self._end_s(p, t_start, uplink, delivery, downlink_s, selected, arrived, tx_start, airtime)
         if end_s > self.env.now:
             yield self.env.at(end_s)
         idle_s = yield from self._idle(t_start)
         t_end = self.env.now
-        if deadline_at is None or uplink.on_air_s is not None:  # everything was done, or said as it went
-            on_air = airtime
-        else:  # energy for what was done: a dropped upload spent power only while on the air
-            on_air = np.where(uplink.arrived, airtime, np.where(np.isnan(tx_start), 0.0, t_end - tx_start))
-        if deadline_at is not None:  # an interrupted computation spent the fraction it completed
-            comp_energy = compute_energy(comp_energy, comp, t_end - starts)
-        energy = transmit_energy(power, on_air)
+        energy, comp_energy = _energies(uplink, deadline_at, airtime, tx_start, t_end, power, comp, comp_energy, starts)
         emptied_s = None
         if emptied is not None:
             emptied_s, arrived = self._drain(selected, emptied, ready, tx_start, airtime, t_end,
@@ -354,6 +179,21 @@ class Engine:
             metrics=metrics, idle_s=idle_s, ready_s=ready, tx_start=tx_start, tx_end=uplink.tx_end,
             attempts=attempts, power=None if power is opening.decision_power else power, emptied_s=emptied_s,
             downlink=delivery, labels=labels))
+
+    @staticmethod
+    def _uplink(p, selected, ready, airtime, attempts, deadline_at, bits, gains, power, delivered, received):
+        """The access scheme queues the round's uploads (each cell's, with several): the schedule,
+        and each upload's time on the air, transmissions, arrival and start (NaN: it sent nothing)."""
+        uplink = (p.access.schedule(ready, airtime, deadline_at) if p.cells is None
+                  else p.cells.schedule(selected, ready, airtime, deadline_at, bits=bits, gains=gains[selected],
+                                        power=power))
+        if uplink.on_air_s is not None:  # contention decided each device's time on the air (random access)
+            airtime, attempts = uplink.on_air_s, uplink.attempts
+        arrived = uplink.arrived if delivered is None else uplink.arrived & delivered  # lost uploads do not count
+        tx_start = uplink.tx_start
+        if received is not None and not received.all():  # who missed the model sent nothing
+            arrived, tx_start = arrived & received, np.where(received, tx_start, np.nan)
+        return uplink, airtime, attempts, arrived, tx_start
 
     def _airtimes(self, p, selected: np.ndarray, bits, gains: np.ndarray, power: np.ndarray):
         """The round's uploads' times on the air, their transmissions and whether they got through
@@ -495,21 +335,13 @@ class Engine:
         evaluate(self.learner, self.stop, self.on_eval, self.rounds_done, float(self.env.now))
 
 
-class NonFiniteTime(ValueError):
-    """The simulated clock left the floating-point numbers (a time or size near 1e308, an upload that
-    never ends): the run stops instead of saying "complete" with an infinite clock."""
-
-
-def raise_non_finite_clock(now: float, when: str) -> None:
-    raise NonFiniteTime(f"the simulated clock became {now} at the end of {when}: a time, size or rate in the "
-                        "scenario is too large for floating point (near 1e308), or an upload never ends")
-
-
-def evaluate(learner, stop: StopRule, on_eval: Callable[[dict], None], rounds_done: int, now_s: float) -> None:
-    """Evaluate the model (training runs), note whether the target is reached, report the row."""
-    if learner is None:
-        return
-    metrics = learner.evaluate()
-    if stop.target_accuracy is not None and metrics["accuracy"] >= stop.target_accuracy:
-        stop.reached = True
-    on_eval({"round": rounds_done, "time_s": now_s, **metrics})
+def _energies(uplink, deadline_at, airtime, tx_start, t_end, power, comp, comp_energy, starts):
+    """(transmit, computation) energy of each selected device of a round that ended at ``t_end``:
+    for what was done where a deadline cut uploads or computations short."""
+    if deadline_at is None or uplink.on_air_s is not None:  # everything was done, or said as it went
+        on_air = airtime
+    else:  # a dropped upload spent power only while on the air
+        on_air = np.where(uplink.arrived, airtime, np.where(np.isnan(tx_start), 0.0, t_end - tx_start))
+    if deadline_at is not None:  # an interrupted computation spent the fraction it completed
+        comp_energy = compute_energy(comp_energy, comp, t_end - starts)
+    return transmit_energy(power, on_air), comp_energy

@@ -7,7 +7,7 @@ time and in the same order (wirelessfl.des.clock)."""
 from __future__ import annotations
 
 
-from .engine import load_parts_state, parts_state
+from .parts import load_parts_state, parts_state
 from .flight import FORWARDING, ON_AIR, QUEUED, Round, Update
 
 __all__ = ["engine_state", "load_engine_state", "restore"]

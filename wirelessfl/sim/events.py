@@ -54,7 +54,7 @@ from .drain import TIMER as BATTERY_TIMER, BatteryDrain
 from .checks import PartChecks
 from ..des import CHECKPOINT, RANK_DEVICE, RANK_STOP, Clock, Inbox, priority
 from ..wireless import Channel
-from .engine import STREAMS, EvalRule, Parts, StopRule, evaluate, raise_non_finite_clock
+from .parts import STREAMS, EvalRule, Parts, StopRule, evaluate, raise_non_finite_clock
 from .pipeline import RoundRecord
 from .server import Server
 from .timers import Timers

@@ -31,9 +31,9 @@ from ..config.rules import PER_ROUND_BYTES
 from ..fields import ConfigError, physical_memory
 from ..files import FileDigest, make_folder, open_append, truncate_file, write_atomic
 from ..jsonio import write_json_atomic
-from .aggregation_rows import SingleUpdateRows
+from .aggregation_rows import SingleUpdateRows, aggregation_values, single_update_row
 from .device_arrays import DECISIONS, DeviceArrays
-from .columns import EVAL_COLUMNS, G6, ROUND_COLUMNS, columns, floats, fsum, ids, numbers
+from .columns import EVAL_COLUMNS, ROUND_COLUMNS, columns, floats, ids, numbers
 from .device_totals import DeviceTotals
 from .round_file import csv_rows, header, rounds_digest_problem, rounds_file_problem
 from .handover_log import HandoverLog
@@ -168,7 +168,7 @@ class Recorder:
                 and "objective" not in rec.info):
             self._single_update_row(rec)
             return
-        values = self._aggregation_values(rec)
+        values = aggregation_values(rec, self.devices.count_available(rec.available, rec.available_since))
         # t_end, comm_s, comp_s, downlink_s, energy_j, compute_energy_j, num_selected
         self.totals.add_aggregation(values[2], values[5], values[4], values[3], values[10], values[15], values[6])
         if self.rounds is None and extra.keys() <= self._known:
@@ -184,15 +184,11 @@ class Recorder:
 
     def _single_update_row(self, rec: AggregationRecord) -> None:
         """The row of an aggregation of one update, with nothing but ROUND_COLUMNS (the usual one of
-        fedasync and of fedbuff with K = 1): the values of _aggregation_values, kept for a chunk's write."""
-        u = rec.updates[0]
-        comm, energy, compute_energy, staleness = 0.0 + u.airtime_s, 0.0 + u.energy_j, 0.0 + u.compute_energy_j, \
-            rec.staleness[0]
-        self.totals.add_aggregation(rec.t_end, comm, u.compute_s, rec.downlink_s, energy, compute_energy, 1)
-        self.single_rows.add((rec.round, rec.t_start, rec.t_end, rec.downlink_s, u.compute_s, comm, u.device,
-                              u.airtime_s, energy, 0.0 + u.power, compute_energy,
-                              self.devices.count_available(rec.available, rec.available_since),
-                              float(staleness), staleness), self._files["rounds"][0])
+        fedasync and of fedbuff with K = 1), kept for a chunk's write (sim/aggregation_rows.py)."""
+        row = single_update_row(rec, self.devices.count_available(rec.available, rec.available_since))
+        # t_end, comm_s, comp_s, downlink_s, energy_j, compute_energy_j, one update
+        self.totals.add_aggregation(row[2], row[5], row[4], row[3], row[8], row[10], 1)
+        self.single_rows.add(row, self._files["rounds"][0])
         now = time.monotonic()
         if now - self._flushed_at >= FLUSH_EVERY_S:
             self.flush()
@@ -296,32 +292,6 @@ class Recorder:
                 arrays["positions"] = where
             self.arrays.append(arrays)
         return row
-
-    def _aggregation_values(self, rec: AggregationRecord) -> list:
-        """An aggregation's ROUND_COLUMNS, from its updates, in plain Python (the same numbers as the
-        arrays of a round give: see _fsum); its updates count their own per-device totals."""
-        ups = rec.updates
-        k = len(ups)
-        info = rec.info
-        staleness = rec.staleness
-        if k == 1:  # one update per aggregation (fedasync, fedbuff with K = 1): _fsum of one value is 0.0 + it
-            u = ups[0]
-            comp, comm, selected, airtimes = u.compute_s, 0.0 + u.airtime_s, str(u.device), G6(u.airtime_s)
-            energy, power, compute_energy = 0.0 + u.energy_j, 0.0 + u.power, 0.0 + u.compute_energy_j
-        else:
-            airtime = [u.airtime_s for u in ups]
-            comp = max((u.compute_s for u in ups), default=0.0)
-            comm, selected, airtimes = fsum(airtime), " ".join([str(u.device) for u in ups]), " ".join(map(G6, airtime))
-            energy = fsum([u.energy_j for u in ups])
-            power = fsum([u.power for u in ups]) / k if k else 0.0
-            compute_energy = fsum([u.compute_energy_j for u in ups])
-        return [rec.round, rec.t_start, rec.t_end, rec.downlink_s, comp, comm, k, selected, "", airtimes, energy,
-                power, "", info.get("queue_mean", 0.0), info.get("objective", math.nan), compute_energy,
-                self.devices.count_available(rec.available, rec.available_since), k, "", 0, 0.0, 0.0, 0.0, 0.0,
-                len(staleness),
-                # the sum of whole numbers is exact in any order: np.mean's value
-                float(sum(staleness)) / len(staleness) if staleness else 0.0,
-                max(staleness) if staleness else 0]
 
     def _round_updates(self, rec: RoundRecord) -> None:
         """updates.csv rows of a sync round: one per selected device."""

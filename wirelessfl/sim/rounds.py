@@ -42,25 +42,17 @@ class RoundDriver:
         opening = open_round(p, e.streams, e.checks, e.learner, r, t, lambda: available)
         e.handed_over()  # moving devices may have handed over as the round began
         gains, plan = opening.gains, opening.plan
-        if plan is not None:
-            end = t + plan.duration_s if plan.duration_s > 0 else t + p.idle_round_s
+        if plan is not None:  # the server trains alone this round
             self.current = Round(r, t, t, None, np.empty(0, dtype=np.int64), gains, available, np.empty(0), [],
                                  server_s=plan.duration_s)
             self.drain = plan.drain
-            e.timer("_server_round_end", end)
+            e.timer("_server_round_end", t + plan.duration_s if plan.duration_s > 0 else t + p.idle_round_s)
             return
         decision, selected, power, comp, energy = (opening.decision, opening.selected, opening.power, opening.comp,
                                                    opening.energy_full)
         bits = np.broadcast_to(np.asarray(opening.bits, dtype=float), selected.shape)
-        concurrent = p.access.concurrent
-        piggy_s = 0.0 if concurrent else piggyback_s(p.access, opening)
-        if concurrent:  # the band decides as the uploads go
-            airtime = np.full(selected.size, math.nan)
-        elif p.fading is not None and not e.packets_on:  # as sync draws it: the round's uploads at once
-            airtime = p.access.on_air_s(p.fading.upload_times(bits, gains[selected], power, selected,
-                                                              e.streams["fading"]))
-        else:
-            airtime = p.access.airtime_s(opening.bits, gains[selected], power)
+        piggy_s = 0.0 if p.access.concurrent else piggyback_s(p.access, opening)
+        airtime = self._airtimes(opening, bits)
         at_site = self._model_at_sites(selected)  # behind a backhaul the model comes down to the sites first
         start, down = at_site + p.downlink_s, [None] * selected.size
         if p.downlink is not None:  # the round's broadcast (or unicasts), at the round's gains
@@ -68,18 +60,7 @@ class RoundDriver:
             down = list(zip(d.seconds.tolist(), d.attempts.tolist(), d.received.tolist()))
             start = at_site + float(d.seconds.max(initial=p.downlink_s))
         round_ = self.current = Round(r, t, start, decision, selected, gains, available, comp, [], piggy_s=piggy_s)
-        # the probe's reports go up first (after the broadcast), through the same uplink, as under sync
-        pre = np.zeros(0) if decision.traffic.pre_upload_bits is None else np.asarray(decision.traffic.pre_upload_bits, dtype=float)
-        senders = np.flatnonzero(pre > 0)
-        if senders.size:
-            round_.reports_left = int(senders.size)
-            round_.computing = e.env.event()
-            pre_air = (p.access.airtime_s(pre[senders], gains[senders], decision.power[senders]) if not concurrent
-                       else np.full(senders.size, math.nan))
-            for i, device in enumerate(senders.tolist()):
-                e.launch(device, float(decision.power[device]), 0.0, 0.0, key=-1, bits=float(pre[device]),
-                         round_=r, gain=float(gains[device]), airtime_s=float(pre_air[i]), compute_start_s=start,
-                         report=True, round_gain=True, model_at_site_s=at_site if e.site_links is not None else None)
+        senders = self._send_reports(round_, at_site)  # the probe's reports go up first, as under sync
         share = 1.0 / max(selected.size, 1)
         for i, device in enumerate(selected.tolist()):
             round_.updates.append(e.launch(
@@ -94,6 +75,41 @@ class RoundDriver:
             e.timer("_empty_round_end", start if p.downlink_s > 0 else t + p.idle_round_s)
             return
         e.protocol.on_round(e, round_)
+
+    def _airtimes(self, opening, bits: np.ndarray) -> np.ndarray:
+        """Each selected device's time on the air at the round's gain (NaN on a shared band: the band
+        decides as the uploads go; with fading within an upload, the round's uploads drawn at once,
+        as sync draws them)."""
+        e, p = self.engine, self.engine.parts
+        selected, gains, power = opening.selected, opening.gains, opening.power
+        if p.access.concurrent:
+            return np.full(selected.size, math.nan)
+        if p.fading is not None and not e.packets_on:
+            return p.access.on_air_s(p.fading.upload_times(bits, gains[selected], power, selected,
+                                                           e.streams["fading"]))
+        return p.access.airtime_s(opening.bits, gains[selected], power)
+
+    def _send_reports(self, round_: Round, at_site: float) -> np.ndarray:
+        """The decision's reports (Decision.traffic.pre_upload_bits), launched now: they go up after
+        the broadcast, through the same uplink, and the round's computations wait for them. Returns
+        the devices that send one."""
+        e, p = self.engine, self.engine.parts
+        decision, gains = round_.decision, round_.gains
+        bits = decision.traffic.pre_upload_bits
+        pre = np.zeros(0) if bits is None else np.asarray(bits, dtype=float)
+        senders = np.flatnonzero(pre > 0)
+        if not senders.size:
+            return senders
+        round_.reports_left = int(senders.size)
+        round_.computing = e.env.event()
+        pre_air = (p.access.airtime_s(pre[senders], gains[senders], decision.power[senders])
+                   if not p.access.concurrent else np.full(senders.size, math.nan))
+        for i, device in enumerate(senders.tolist()):
+            e.launch(device, float(decision.power[device]), 0.0, 0.0, key=-1, bits=float(pre[device]),
+                     round_=round_.index, gain=float(gains[device]), airtime_s=float(pre_air[i]),
+                     compute_start_s=round_.compute_start_s, report=True, round_gain=True,
+                     model_at_site_s=at_site if e.site_links is not None else None)
+        return senders
 
     def _model_at_sites(self, selected: np.ndarray) -> float:
         """When the round's model is at the sites of its devices (its start, without a backhaul):
@@ -146,14 +162,7 @@ class RoundDriver:
                               power, r)
         carried = list(carried)
         staleness = np.zeros(len(on_time) + len(carried), dtype=np.int64)
-        if carried:
-            staleness[len(on_time):] = [e.version - u.version for u in carried]
-            if e.learner is not None:
-                devices = np.array([u.device for u in carried], dtype=np.int64)
-                tell_uplink(e.learner, arrived_facts(carried, p.access))
-                more = e.learner.apply_updates(devices, [u.delta for u in carried],
-                                               np.asarray(carried_weights, dtype=float), staleness[len(on_time):])
-                metrics.update({f"carried_{k}": v for k, v in more.items()})
+        staleness[len(on_time):] = self._apply_carried(carried, carried_weights, metrics)
         fresh = {u.seq for u in on_time} | {u.seq for u in carried}
         for u in round_.updates + carried:  # rows in the order sync writes them: the round's devices
             if u.seq in dropped:
@@ -185,6 +194,19 @@ class RoundDriver:
             dropped=~arrived & np.array([not u.in_flight for u in ups], dtype=bool)))  # carried: still in flight
         self.current = None
         e.aggregated()
+
+    def _apply_carried(self, carried: list, weights, metrics: dict) -> list:
+        """The algorithm applies updates of earlier rounds with the protocol's ``weights`` (their
+        metrics join the round's, prefixed "carried_"); returns their staleness."""
+        e = self.engine
+        staleness = [e.version - u.version for u in carried]
+        if carried and e.learner is not None:
+            devices = np.array([u.device for u in carried], dtype=np.int64)
+            tell_uplink(e.learner, arrived_facts(carried, e.parts.access))
+            more = e.learner.apply_updates(devices, [u.delta for u in carried], np.asarray(weights, dtype=float),
+                                           np.array(staleness, dtype=np.int64))
+            metrics.update({f"carried_{k}": v for k, v in more.items()})
+        return staleness
 
     def report_done(self, u: Update, lost: bool = False) -> None:
         """One of the round's reports is up (or lost): when the last is, the computations begin."""

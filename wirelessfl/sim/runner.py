@@ -36,7 +36,8 @@ from ..scheduling.base import check_frequency_choice
 from ..wireless import Channel, PathLossChannel, build_channel, channel_columns, moving, sigma_profile
 from ..files import DamagedFile, refuse_links, write_atomic
 from .checkpoint import CHECKPOINT_NAME, ResumeError, save_checkpoint
-from .engine import STREAMS, Engine, EvalRule, Parts, StopRule
+from .engine import Engine
+from .parts import STREAMS, EvalRule, Parts, StopRule
 from .pipeline import RoundRecord
 from .events import EventEngine
 from .progress import ProgressBar
