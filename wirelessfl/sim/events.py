@@ -319,16 +319,15 @@ class EventEngine:
         downlink did for it, (seconds, transmissions, received) (None: the model arrives after
         parts.downlink_s); ``model_at_site_s``: behind a backhaul, when the model is at its site
         (None: asked of the backhaul now); ``compute_start_s`` then counts from it."""
-        now = self.env.now
+        now, version, flights = self.env.now, self.server.version, self.flights
         receiving_s = self.parts.downlink_s if downlink is None else downlink[0]
         at_site = now  # the model at the device's site (behind a backhaul: when it came down)
         if self.site_links is not None:
             at_site = model_at_site_s if model_at_site_s is not None else \
-                self.site_links.model_at_site(self.site(device), now, self.version, self.parts.downlink_bits)
+                self.site_links.model_at_site(self.site(device), now, version, self.parts.downlink_bits)
         start = at_site + receiving_s if compute_start_s is None else compute_start_s
-        seq = self.flights.next_number(report)
-        u = Update(seq, device, self.version, key, self.version if round_ is None else round_, share, q,
-                   now, start, compute_s, start + compute_s, power, bits, gain, airtime_s,
+        u = Update(flights.next_number(report), device, version, key, version if round_ is None else round_, share,
+                   q, now, start, compute_s, start + compute_s, power, bits, gain, airtime_s,
                    compute_energy_full_j=energy_j, report=report, round_gain=round_gain)
         u.downlink_s = receiving_s
         if self.site_links is not None:
@@ -339,12 +338,12 @@ class EventEngine:
                 self.last_models.start(u, self.version, self.learner.params if self.learner else None)
         if waiting:  # its computation starts when the round's reports are up
             u.phase, u.compute_start_s, u.compute_end_s = WAITING, math.nan, math.nan
-        self.flights.flying[u.seq] = u
+        flights.flying[u.seq] = u
         if not report:
-            self.flights.busy[device] = True
+            flights.busy[device] = True
             if self.learner is not None:
-                self.flights.untrained.append(u)
-        self.fly(u)
+                flights.untrained.append(u)
+        u.process = self.env.process(self._fly(u))
         return u
 
     def start_transmission(self, u: Update) -> None:

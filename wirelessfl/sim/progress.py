@@ -25,6 +25,8 @@ class ProgressBar:
 
     def round(self, rec) -> None:
         """Advance by one round; the postfix is set before the bar draws, so it shows this round."""
+        if self.bar.disable:  # nothing shown (an aggregation may come every few microseconds)
+            return
         if self.by_time:
             # The last round may end past the budget: stop at the total (past it tqdm drops the
             # total from its format fields).
@@ -32,12 +34,11 @@ class ProgressBar:
         else:
             step = 1
         self._last = rec
-        if not self.bar.disable:
-            now = time.monotonic()
-            # the bar draws at most every mininterval: format the postfix only then
-            if now - self._shown_at >= self.bar.mininterval or self.bar.n + step >= self.bar.total:
-                self._shown_at = now
-                self.bar.set_postfix(self._postfix(), refresh=False)
+        now = time.monotonic()
+        # the bar draws at most every mininterval: format the postfix only then
+        if now - self._shown_at >= self.bar.mininterval or self.bar.n + step >= self.bar.total:
+            self._shown_at = now
+            self.bar.set_postfix(self._postfix(), refresh=False)
         self.bar.update(step)
 
     def accuracy(self, acc: float) -> None:
