@@ -45,6 +45,12 @@ class ComputeModel(Protocol):
         "compute" stream for random models)."""
         ...
 
+    def compute_time(self, device: int, rng: np.random.Generator, round_idx: int = 0) -> float:
+        """One device's computation time as a float (a device started under the event protocols).
+        Default: ``compute_times`` of that device alone; override it where a scalar draw is cheaper
+        (the same number)."""
+        return float(self.compute_times(np.array([device]), rng, round_idx=round_idx)[0])
+
     @classmethod
     def check(cls, scenario, options) -> None:
         """Raise ConfigError if the scenario cannot run with this model."""
@@ -302,9 +308,13 @@ class ShiftedExponentialCompute(ComputeModel):
 
     def compute_times(self, devices: np.ndarray, rng: np.random.Generator, round_idx: int = 0) -> np.ndarray:
         """shift + Exp(mean) for each of ``devices``."""
-        if len(devices) == 1:  # one device started (the event protocols' usual dispatch): a scalar draw, the same number
-            return np.array([self.shift_s + rng.exponential(self.mean_s)])
+        if len(devices) == 1:  # one device started: a scalar draw, the same number
+            return np.array([self.compute_time(int(devices[0]), rng, round_idx)])
         return self.shift_s + rng.exponential(self.mean_s, len(devices))
+
+    def compute_time(self, device: int, rng: np.random.Generator, round_idx: int = 0) -> float:
+        """One device's shift + Exp(mean): a scalar draw (the event protocols' usual dispatch)."""
+        return self.shift_s + rng.exponential(self.mean_s)
 
 
 @dataclass(frozen=True)

@@ -36,6 +36,8 @@ class Dispatcher:
         self._energy = getattr(parts.compute, "has_energy", None)
         if self._energy is None:
             self._energy = provides(parts.compute, ComputeEnergy)
+        # one device's time as one scalar draw, where the model has the method (ComputeModel.compute_time)
+        self.compute_time = getattr(parts.compute, "compute_time", None)
         link = parts.access.link
         self.state = DispatchState(  # one object, brought up to date at each dispatch (arrays: the engine's own)
             time_s=0.0, version=0, slots=0, busy=flights.busy, waiting=flights.waiting, num_busy=0, available=None,
@@ -81,7 +83,11 @@ class Dispatcher:
             self._bad([device])
         self.info = choice.info
         key = e.flights.work_key(device, e.server.version)
-        comp, energy = self.work(devices, key, choice.frequency)
+        if choice.frequency is None and self.compute_time is not None:  # the usual: one scalar draw
+            comp, energy = [self.compute_time(device, e.streams["compute"], key)], \
+                self.work_energy(devices, key) if self._energy else [0.0]
+        else:
+            comp, energy = self.work(devices, key, choice.frequency)
         power = choice.power.item(0) if type(choice.power) is np.ndarray else float(choice.power[0])
         if e.checks.scheduler is not None:
             e.checks.dispatch_power(power, device, f"t = {e.env.now:.6g} s")
@@ -151,9 +157,11 @@ class Dispatcher:
             return np.asarray(comp, dtype=float).tolist(), np.asarray(energy, dtype=float).tolist()
         comp = compute.compute_times(devices, rng, round_idx=key)
         comp = (comp if type(comp) is np.ndarray and comp.dtype == np.float64 else np.asarray(comp, dtype=float)).tolist()
-        energy = (np.asarray(compute.energy_j(devices, round_idx=key), dtype=float).tolist() if self._energy
-                  else [0.0] * len(devices))
-        return comp, energy
+        return comp, self.work_energy(devices, key) if self._energy else [0.0] * len(devices)
+
+    def work_energy(self, devices: np.ndarray, key: int) -> list:
+        """The computation energy of devices started now with work key ``key`` (the model has one)."""
+        return np.asarray(self.engine.parts.compute.energy_j(devices, round_idx=key), dtype=float).tolist()
 
     def state_dict(self) -> dict:
         """The slots still wanted and the rule's latest facts (numbers only)."""
