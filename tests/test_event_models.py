@@ -462,3 +462,23 @@ def test_uplink_schedule_equals_an_event_simulation_of_the_queue(access):
         assert np.array_equal(got.tx_start[same], tx_start[same], equal_nan=True)
         assert [i for i in got.order if same[i]] == [i for i in order if same[i]]
         assert (got.end_s if k else 0.0) == end
+
+
+@pytest.mark.parametrize("compute", [{"compute": "constant", "compute_s": 0.3},
+                                     {"compute": "shifted_exponential", "delay_mean_s": 0.4, "delay_shift_s": 0.1},
+                                     {"compute": "cpu"}])
+def test_one_device_s_computation_time_is_the_number_its_array_draw_gives(compute):
+    """ComputeModel.compute_time (the event protocols' dispatch of one device) draws what
+    compute_times draws for that device alone, from the same stream position, for every built-in."""
+    from wirelessfl.devices import WorkScaledCompute
+
+    scenario = from_dict({"seed": 3, "run": {"rounds": 1}, "devices": {"count": 7, **compute}})
+    base = scenario.part("compute").from_scenario(scenario, scenario.options("compute"))
+    model = WorkScaledCompute(base, None, 10)  # as the runner wraps it when no work scales
+    assert not hasattr(WorkScaledCompute(base, None, 10, factor=2.0), "compute_time")  # scaled: the arrays'
+    for device, key in ((0, 0), (4, 3), (6, 11)):
+        a, b = np.random.default_rng(device), np.random.default_rng(device)
+        one = model.compute_time(device, a, key)
+        assert type(one) is float and one > 0
+        assert one == model.compute_times(np.array([device]), b, round_idx=key)[0]
+        assert a.random() == b.random()  # the stream moved alike

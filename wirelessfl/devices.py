@@ -384,6 +384,8 @@ class WorkScaledCompute:
             # nothing scales (steps_fn None: the algorithm gives every device a FedAvg round's work):
             # the base model's own methods, without a call in between (one per dispatched device)
             self.compute_times, self.energy_j = base.compute_times, base.energy_j
+            if hasattr(base, "compute_time"):  # (where work scales, one device goes through compute_times)
+                self.compute_time = base.compute_time
 
     def _scale(self, devices: np.ndarray, round_idx: int) -> tuple[np.ndarray, np.ndarray] | None:
         """(w_n, s_n) of each device; None where nothing scales (a FedAvg round, no step time)."""
