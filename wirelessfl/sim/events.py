@@ -349,7 +349,7 @@ class EventEngine:
     def start_transmission(self, u: Update) -> None:
         """``u`` goes on the air now: its gain (drawn now, unless its round drew it) and its time on
         the air as the access scheme says (NaN under FDMA: the shared band decides as it goes)."""
-        u.tx_start_s = now = self.env._now
+        u.tx_start_s = now = self.env.now
         if not u.report:
             self.busy.start(now)
         if self.drain is not None:
