@@ -171,7 +171,8 @@ def test_a_stale_device_trains_from_the_older_model(tmp_path, monkeypatch):
     monkeypatch.setattr(FederatedLearner, "local_updates", local)
     monkeypatch.setattr(FederatedLearner, "apply_updates", apply)
     data = scenario("fedbuff", rounds=40, timing=False, downlink_miss="stale", **MISSING)
-    data["learning"] = {"local_steps": 1, "batch_size": 8}
+    data["learning"] = {"model": "logreg", "local_steps": 1, "batch_size": 8, "eval_train_samples": 100}
+    data["run"].update(eval_every_rounds=1000, eval_at_start=False)  # the models, not their accuracy
     res = simulate(from_dict(data), tmp_path / "run", progress=False)
     up = res.updates
     stale = up[(up["received"] == 0) & (up["version_started"] > 0)]
