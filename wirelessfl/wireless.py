@@ -99,6 +99,12 @@ class MovingDevices(Protocol):
         """Every device's position (N, 2) at the last ``set_time`` (see Channel)."""
 
 
+def changes_with_time(channel) -> bool:
+    """Whether the channel moves with the clock (it has a ``set_time`` of its own): the engines then
+    tell it the time before every draw, and only then can its devices hand over."""
+    return type(channel).set_time is not Channel.set_time
+
+
 def moving(channel) -> bool:
     """Whether the channel's devices move (:class:`MovingDevices` with a mobility; the built-in: a
     path-loss channel with devices.mobility other than static)."""

@@ -68,9 +68,7 @@ class Band:
             self.holder = None
         if not self.line:
             return
-        left = self.env.event()
-        left.callbacks.append(self._grant)
-        left.succeed()
+        self.env.call_soon(self._grant)
 
     def _grant(self, _=None) -> None:
         if self.holder is None and self.line:

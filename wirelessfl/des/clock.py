@@ -56,6 +56,13 @@ class Clock(simpy.Environment):
         heappush(self._queue, (time, prio, next(self._eid), event))
         return event
 
+    def call_soon(self, callback) -> None:
+        """Call ``callback(event)`` from an event triggered now (priority NORMAL): after everything
+        already due at this instant, as SimPy's own grants and hand-overs are."""
+        event = simpy.Event(self)
+        event.callbacks.append(callback)
+        event.succeed()
+
     def fires_next(self) -> bool:
         """Whether an event triggered now (priority NORMAL) would be the next to fire: nothing else
         is due at this instant before it. Then what it would do can be done at once, in the same

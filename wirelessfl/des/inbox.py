@@ -39,9 +39,7 @@ class Inbox:
                 self.handing = False
             return
         self.line.append(item)
-        put = self.env.event()
-        put.callbacks.append(self._put_fired)
-        put.succeed()
+        self.env.call_soon(self._put_fired)
 
     def _put_fired(self, _) -> None:
         if self.line and not self.handing:
@@ -49,9 +47,7 @@ class Inbox:
 
     def _hand_over(self) -> None:
         self.handing = True
-        hand = self.env.event()
-        hand.callbacks.append(self._handed)
-        hand.succeed()
+        self.env.call_soon(self._handed)
 
     def _handed(self, _) -> None:
         self.take(self.line.popleft())

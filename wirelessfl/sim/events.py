@@ -53,7 +53,7 @@ from .dispatcher import Dispatcher
 from .drain import TIMER as BATTERY_TIMER, BatteryDrain
 from .checks import PartChecks
 from ..des import CHECKPOINT, RANK_DEVICE, RANK_STOP, Clock, Inbox, priority
-from ..wireless import Channel
+from ..wireless import changes_with_time
 from .parts import STREAMS, EvalRule, Parts, StopRule, evaluate, raise_non_finite_clock
 from .pipeline import RoundRecord
 from .server import Server
@@ -126,7 +126,7 @@ class EventEngine:
         # an upload, is the fading's)
         self.packets_on = link.packets_on and parts.fading is None
         self.checks = PartChecks(parts)  # the user's scheduler and channel: their outputs are checked
-        self.timed_channel = type(parts.channel).set_time is not Channel.set_time  # it changes with time
+        self.timed_channel = changes_with_time(parts.channel)
         self.channel_rng = streams["channel"]
         if parts.cells is not None:  # interferers' gains to other sites are drawn from their own stream
             parts.cells.use_streams(streams, parts.fading)
@@ -343,7 +343,7 @@ class EventEngine:
             flights.busy[device] = True
             if self.learner is not None:
                 flights.untrained.append(u)
-        u.process = self.env.process(self._fly(u))
+        self.fly(u)
         return u
 
     def start_transmission(self, u: Update) -> None:
@@ -388,7 +388,7 @@ class EventEngine:
     def draw_gain(self, device: int) -> float:
         """A fresh gain of ``device`` (the channel's "channel" stream), as a transmission begins."""
         channel = self.parts.channel
-        if self.timed_channel:  # (a channel that does not change with time has no handovers to tell either)
+        if self.timed_channel:  # (one that does not change with time has no handovers to tell either)
             channel.set_time(self.env.now)
             self.handed_over()
         gain = channel.draw_one(self.channel_rng, device)

@@ -189,10 +189,7 @@ class Recorder:
         # t_end, comm_s, comp_s, downlink_s, energy_j, compute_energy_j, one update
         self.totals.add_aggregation(row[2], row[5], row[4], row[3], row[8], row[10], 1)
         self.single_rows.add(row, self._files["rounds"][0])
-        now = time.monotonic()
-        if now - self._flushed_at >= FLUSH_EVERY_S:
-            self.flush()
-            self._flushed_at = now
+        self._flush_if_due()
 
     PILOT_ROWS = 64
     """A run kept in memory to a time budget estimates its rows from this many first ones (and again
@@ -363,10 +360,14 @@ class Recorder:
             if name == "rounds":
                 self.single_rows.write(self._files[name][0])  # the rows before it first
             self._files[name][1].writerow(values)
-            now = time.monotonic()
-            if name == "evals" or now - self._flushed_at >= FLUSH_EVERY_S:
-                self.flush()
-                self._flushed_at = now
+            self._flush_if_due(now=name == "evals")
+
+    def _flush_if_due(self, now: bool = False) -> None:
+        """Flush when FLUSH_EVERY_S has passed since the last flush (``now``: at once)."""
+        t = time.monotonic()
+        if now or t - self._flushed_at >= FLUSH_EVERY_S:
+            self.flush()
+            self._flushed_at = t
 
     def _widen(self, row: dict) -> None:
         """``row`` brings a new column: rounds.csv is written again with the wider header (its rows
