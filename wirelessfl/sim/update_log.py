@@ -157,26 +157,24 @@ class UpdateLog:
             self.digest.restart()
             self._fh = open_append(self.path)
 
-    def write(self, update: int, device: int, version_started: int, dispatch_s: float, compute_end_s: float,
-              tx_start_s: float, tx_end_s: float, version_applied: int, outcome: str, energy_j: float,
-              compute_energy_j: float, airtime_s: float, gain: float, power: float, lost_s: float = math.nan,
-              attempts: int = 1, downlink: tuple = ()) -> None:
-        """One update's row (numbers as Python ints and floats); version_applied < 0: not applied;
-        ``downlink``: its DOWNLINK_COLUMNS and BACKHAUL_COLUMNS where the file has them."""
+    def write(self, u, tail: tuple = ()) -> None:
+        """The row of ``u``, an update whose fate is known (the attributes of
+        wirelessfl.sim.flight.Update: numbers as Python ints and floats; version_applied < 0: not
+        applied); ``tail``: its DOWNLINK_COLUMNS and BACKHAUL_COLUMNS where the file has them."""
         self.rows += 1
-        applied = version_applied >= 0
+        applied = u.version_applied >= 0
         if self.cells is not None:
-            downlink = (*downlink, int(self.cells[device]))
+            tail = (*tail, int(self.cells[u.device]))
         if self.in_memory is not None:
-            self.in_memory.append((update, device, version_started, dispatch_s, compute_end_s, tx_start_s, tx_end_s,
-                                   version_applied if applied else math.nan,
-                                   version_applied - version_started if applied else math.nan, outcome, energy_j,
-                                   compute_energy_j, airtime_s, gain, power, lost_s, attempts, *downlink))
+            self.in_memory.append((u.seq, u.device, u.version, u.dispatch_s, u.compute_end_s, u.tx_start_s, u.tx_end_s,
+                                   u.version_applied if applied else math.nan,
+                                   u.version_applied - u.version if applied else math.nan, u.outcome, u.energy_j,
+                                   u.compute_energy_j, u.airtime_s, u.gain, u.power, u.lost_s, u.attempts, *tail))
         if self._fh is not None:
-            self._pending.append((update, device, version_started, dispatch_s, compute_end_s, tx_start_s, tx_end_s,
-                                  f"{version_applied},{version_applied - version_started}" if applied else ",",
-                                  outcome, energy_j, compute_energy_j, airtime_s, gain, power, lost_s, attempts,
-                                  *downlink))
+            self._pending.append((u.seq, u.device, u.version, u.dispatch_s, u.compute_end_s, u.tx_start_s, u.tx_end_s,
+                                  f"{u.version_applied},{u.version_applied - u.version}" if applied else ",",
+                                  u.outcome, u.energy_j, u.compute_energy_j, u.airtime_s, u.gain, u.power, u.lost_s,
+                                  u.attempts, *tail))
             if len(self._pending) >= self.CHUNK:
                 self._write_pending()
 
