@@ -28,7 +28,7 @@ class DeviceTotals:
         self.available_rounds = np.zeros(n, dtype=np.int64)
         self.expected_power_sum = np.zeros(n)  # sum over rounds of P q
         self.distance_sum = np.zeros(n)  # moving devices: their distance at each record
-        self._pending: list = []  # updates whose totals are not yet added to the arrays above
+        self._pending: list[tuple] = []  # updates' totals not yet added to the arrays above
         # aggregations counted at the current availability, not yet added to available_rounds
         self._available, self._available_since, self._available_sum, self._available_count = None, _NEVER, 0, 0
 
@@ -50,10 +50,9 @@ class DeviceTotals:
 
     # --- the event protocols' updates ------------------------------------------------------------------
 
-    def add_update(self, u) -> None:
-        """One update whose fate is known (the attributes of wirelessfl.sim.flight.Update), kept
-        until the next fold: it holds no model by then (the server let go of its delta)."""
-        self._pending.append(u)
+    def add_update(self, device: int, energy_j: float, compute_energy_j: float, power: float, dropped: bool) -> None:
+        """One update whose fate is known (``power``: what it adds to the expected power)."""
+        self._pending.append((device, energy_j, compute_energy_j, power, dropped))
         if len(self._pending) >= 4096:
             self.fold()
 
@@ -63,15 +62,14 @@ class DeviceTotals:
         self._fold_available()
         if not self._pending:
             return
-        pending, self._pending = self._pending, []
-        idx = np.array([u.device for u in pending], dtype=np.int64)
+        devices, energy, compute_energy, power, dropped = zip(*self._pending)
+        self._pending = []
+        idx = np.asarray(devices, dtype=np.int64)
         np.add.at(self.selections, idx, 1)
-        np.add.at(self.energy_j, idx, [u.energy_j for u in pending])
-        np.add.at(self.compute_energy_j, idx, [u.compute_energy_j for u in pending])
-        # dispatched, not drawn: its power counts toward the time average (drawn ones: the round's P q)
-        np.add.at(self.expected_power_sum, idx, [u.power if u.q != u.q else 0.0 for u in pending])
-        np.add.at(self.dropped, idx, np.array([u.outcome != "applied" and u.outcome != "in_flight" for u in pending],
-                                              dtype=np.int64))
+        np.add.at(self.energy_j, idx, energy)
+        np.add.at(self.compute_energy_j, idx, compute_energy)
+        np.add.at(self.expected_power_sum, idx, power)
+        np.add.at(self.dropped, idx, np.asarray(dropped, dtype=np.int64))
 
     def count_available(self, available: np.ndarray | None, since) -> int:
         """Count one aggregation at this availability, which began at ``since``: aggregations at one
