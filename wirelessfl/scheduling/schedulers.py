@@ -59,6 +59,7 @@ def _availability(state: RoundState, n: int) -> np.ndarray | None:
 
 
 _UNIFORM_INFO = {"method": "uniform"}  # one dict for every dispatch (read, never changed)
+_ONE_DEVICE, _ONE_POWER = np.zeros(1, dtype=np.int64), np.zeros(1)  # copied for a dispatch of one device
 
 
 def uniform_idle(state: DispatchState, p_bar: np.ndarray, p_max: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -80,7 +81,9 @@ def uniform_idle(state: DispatchState, p_bar: np.ndarray, p_max: np.ndarray) -> 
         while True:
             device = int(random() * n)
             if not busy[device] and (avail is None or avail[device]):
-                return np.array([device]), np.array([min(p_max.item(device), p_bar.item(device) * scale)])
+                devices, power = _ONE_DEVICE.copy(), _ONE_POWER.copy()  # half the cost of np.array([x])
+                devices[0], power[0] = device, min(p_max.item(device), p_bar.item(device) * scale)
+                return devices, power
     if 4 * count >= n and k <= 8:  # mostly idle: a few uniform draws find k of them
         picked: list[int] = []
         while len(picked) < k:
