@@ -1,6 +1,7 @@
 """The discrete-event layer under every timed model: the simulated clock (absolute times, the order
-of events at one instant), a one-transmitter band, a server's inbox and the phases an upload goes
-through. Knows nothing of radio or learning."""
+of events at one instant), a one-transmitter band, a server's inbox, the phases an upload goes
+through, and the garbage collector's pace during a run (``collector``). Knows nothing of radio or
+learning."""
 from .band import Band
 from .clock import CHECKPOINT, RANK_AVAILABILITY, RANK_DEVICE, RANK_STOP, RANK_TIMER, Clock, priority
 from .inbox import Inbox
