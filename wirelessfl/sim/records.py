@@ -336,9 +336,10 @@ class Recorder:
         # dispatched, not drawn: its power counts toward the time average (drawn ones: the round's P q)
         self.devices.add_update(u.device, u.energy_j, u.compute_energy_j, u.power if u.q != u.q else 0.0,
                                 u.outcome != "applied" and u.outcome != "in_flight")
-        self.updates.write(u, ((u.downlink_s, u.downlink_attempts, int(u.received)) if self.downlink else ())
-                           + ((u.model_at_site_s - u.dispatch_s, u.at_cloud_s - u.tx_end_s) if self.backhaul else ())
-                           if self.downlink or self.backhaul else ())
+        tail = (u.downlink_s, u.downlink_attempts, int(u.received)) if self.downlink else ()
+        if self.backhaul:
+            tail += (u.model_at_site_s - u.dispatch_s, u.at_cloud_s - u.tx_end_s)
+        self.updates.write(u, tail)
 
     def on_eval(self, row: dict) -> None:
         self.evals.append(row)
