@@ -1,6 +1,7 @@
 """Time division: one device at a time on the whole band, first come first served. The closed form
 of a sync round (:meth:`TDMA.schedule`, Lindley's recursion) and the event uplink
-(:class:`OneTransmitter`, a :class:`wirelessfl.des.Band`: one holder, first come first served) give the same starts and ends."""
+(:class:`OneTransmitter`, a :class:`wirelessfl.des.Band`: one holder, first come first served) give
+the same starts and ends."""
 from __future__ import annotations
 
 import math

@@ -54,7 +54,6 @@ def _wants_devices(direction) -> bool:
     return any(p.name == "devices" or p.kind is inspect.Parameter.VAR_KEYWORD for p in params)
 
 
-
 def _device_indices(device_indices: Sequence[np.ndarray], n_train: int) -> list[np.ndarray]:
     """Each device's training sample indices as int64 vectors, checked to lie in [0, n_train)."""
     indices = [np.asarray(ix, dtype=np.int64).reshape(-1) for ix in device_indices]
@@ -62,6 +61,7 @@ def _device_indices(device_indices: Sequence[np.ndarray], n_train: int) -> list[
         if ix.size and (ix.min() < 0 or ix.max() >= n_train):
             raise ValueError(f"device {n}: indices must lie in [0, {n_train}), got [{ix.min()}, {ix.max()}]")
     return indices
+
 
 class LocalDirection:
     """A local step direction built from the minibatch gradient g(y) (FedShuffle,
@@ -203,7 +203,8 @@ class Trainer(Evaluation):
         self._y_test = dataset.y_test.to(self.device)
         union = np.unique(np.concatenate(self._indices)) if self._indices else np.empty(0, np.int64)
         if union.size > eval_train_samples:
-            union = np.sort(stream(self.root_seed, "eval_train_subset").choice(union, eval_train_samples, replace=False))
+            union = np.sort(stream(self.root_seed, "eval_train_subset").choice(union, eval_train_samples,
+                                                                                 replace=False))
         self._eval_train_idx = torch.from_numpy(union).to(self.device)
 
     def device_state(self, name: str, width: int | None = None) -> DeviceState:

@@ -156,7 +156,9 @@ class Dispatcher:
             comp, energy = compute.at_frequency(devices, frequency, round_idx=key)
             return np.asarray(comp, dtype=float).tolist(), np.asarray(energy, dtype=float).tolist()
         comp = compute.compute_times(devices, rng, round_idx=key)
-        comp = (comp if type(comp) is np.ndarray and comp.dtype == np.float64 else np.asarray(comp, dtype=float)).tolist()
+        if not (type(comp) is np.ndarray and comp.dtype == np.float64):
+            comp = np.asarray(comp, dtype=float)
+        comp = comp.tolist()
         return comp, self.work_energy(devices, key) if self._energy else [0.0] * len(devices)
 
     def work_energy(self, devices: np.ndarray, key: int) -> list:

@@ -4,7 +4,8 @@ A process exists per device *in flight* (memory grows with concurrency, not with
 
     dispatch -> downlink (fixed, or timed per dispatch: wirelessfl.access.downlink) -> computation (the
     computation model's time) -> uplink (the access scheme's event uplink: TDMA's one transmitter,
-    FDMA's band shared among the devices on the air, ALOHA's slots, ...) -> the update reaches the server (its ``inbox``).
+    FDMA's band shared among the devices on the air, ALOHA's slots, ...) -> the update reaches the
+    server (its ``inbox``).
 
 The server hands each update that reaches it to the protocol
 (wirelessfl.sim.protocols), which applies it, keeps it, or drops it, and starts other devices

@@ -23,9 +23,14 @@ class ProgressBar:
         self._last = None  # the last round's record
         self.training = not rc.timing_only  # timing-only runs have no accuracy to show
 
+    @property
+    def shown(self) -> bool:
+        """Whether the bar is drawn at all (hidden: a round has nothing to tell it)."""
+        return not self.bar.disable
+
     def round(self, rec) -> None:
         """Advance by one round; the postfix is set before the bar draws, so it shows this round."""
-        if self.bar.disable:  # nothing shown (an aggregation may come every few microseconds)
+        if not self.shown:  # (an aggregation may come every few microseconds)
             return
         if self.by_time:
             # The last round may end past the budget: stop at the total (past it tqdm drops the

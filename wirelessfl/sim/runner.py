@@ -228,7 +228,7 @@ class Run:
         self._wall_before, self._started = 0.0, time.perf_counter()  # wall time of earlier attempts (resume)
         self.bar = ProgressBar(scenario, enabled=progress)
         # with edge servers the bar counts cloud aggregations; shown or not, the bar has nothing to do
-        self.bar_counts_rounds = progress and scenario.hierarchy.tiers == "cloud"
+        self.bar_counts_rounds = self.bar.shown and scenario.hierarchy.tiers == "cloud"
         self.engine = self._engine(parts)
         self.recorder.edge_rounds = isinstance(self.engine, (TieredEngine, TieredEvents))
         self.engine.on_handovers = self.recorder.on_handovers
