@@ -747,18 +747,24 @@ def test_a_dispatch_rule_sees_the_updates_that_wait_in_the_buffer(tmp_path):
     from wirelessfl.scheduling.schedulers import UniformScheduler
 
     seen = []
-    real = UniformScheduler.dispatch
+    real, real_one = UniformScheduler.dispatch, UniformScheduler.dispatch_one
 
     def watching(self, state):
         seen.append((state.time_s, state.waiting.copy()))
         return real(self, state)
 
-    UniformScheduler.dispatch = watching
+    def watching_one(self, state):  # the shortcut for one freed slot (DispatchesOne)
+        one = real_one(self, state)
+        if one is not None:  # else dispatch is asked, and records the state
+            seen.append((state.time_s, state.waiting.copy()))
+        return one
+
+    UniformScheduler.dispatch, UniformScheduler.dispatch_one = watching, watching_one
     try:
         res = simulate(scenario({"name": "fedbuff", "concurrency": 6, "buffer": 4}, rounds=30), tmp_path / "fb",
                        progress=False)
     finally:
-        UniformScheduler.dispatch = real
+        UniformScheduler.dispatch, UniformScheduler.dispatch_one = real, real_one
     up, ends = res.updates, res.rounds.set_index("round")["t_end"]
     applied_at = up.version_applied.map(ends).fillna(np.inf).to_numpy()
     checked = 0

@@ -7,7 +7,7 @@ installed plugins and import paths. The pymanopt simplex manifold (``Simplex``) 
 use only, because importing pymanopt pulls in its autodiff backends (torch).
 """
 from ..plugins import Registry
-from .base import (NO_TRAFFIC, ChoosesFrequency, Decision, Dispatch, Dispatches, DispatchState, Probes, ReportRequest,
+from .base import (NO_TRAFFIC, ChoosesFrequency, Decision, Dispatch, Dispatches, DispatchesOne, DispatchState, Probes, ReportRequest,
                    Reports, RoundState, Scheduler, Traffic, draw_devices, has_dispatch, inclusion_probability)
 from .power import POWER_RULES, optimal_power
 from .schedulers import LyapunovScheduler, UniformScheduler
@@ -30,6 +30,7 @@ __all__ = [
     "NO_TRAFFIC",
     "Dispatch",
     "Dispatches",
+    "DispatchesOne",
     "DispatchState",
     "LyapunovScheduler",
     "POWER_RULES",

@@ -203,6 +203,19 @@ class Dispatches(Protocol):
 
 
 @runtime_checkable
+class DispatchesOne(Protocol):
+    """A dispatch rule with a shortcut for its usual call under fedbuff and fedasync: one slot freed.
+    The engine asks it first whenever slots are wanted and calls ``dispatch`` only when it answers
+    None, so the two must agree: the same device and power from the same state and random stream.
+    A subclass that overrides ``dispatch`` alone is not shortcut: the engine takes ``dispatch_one``
+    only from the class that defines ``dispatch`` or from one below it."""
+
+    def dispatch_one(self, state: DispatchState) -> tuple[int, float, dict] | None:
+        """(device, power, info) where ``dispatch(state)`` would start exactly one device, without
+        building arrays for it; None: call ``dispatch`` (before drawing anything from ``state.rng``)."""
+
+
+@runtime_checkable
 class Probes(Protocol):
     """A scheduler that asks devices for reports before it decides (fair selection's losses and
     gradients)."""

@@ -59,31 +59,55 @@ def _availability(state: RoundState, n: int) -> np.ndarray | None:
 
 
 _UNIFORM_INFO = {"method": "uniform"}  # one dict for every dispatch (read, never changed)
-_ONE_DEVICE, _ONE_POWER = np.zeros(1, dtype=np.int64), np.zeros(1)  # copied for a dispatch of one device
+
+
+def _idle_counts(state: DispatchState) -> tuple[int, int, np.ndarray | None]:
+    """(idle available devices, available devices, the mask of idle available ones or None: every
+    device is available)."""
+    n, avail = state.busy.size, state.available
+    if avail is None:
+        return n - state.num_busy, n, None
+    eligible = avail & ~state.busy
+    return int(np.count_nonzero(eligible)), int(np.count_nonzero(avail)), eligible
+
+
+def _draw_idle(state: DispatchState, p_bar: np.ndarray, p_max: np.ndarray, n_available: int) -> tuple[int, float]:
+    """One idle, available device drawn uniformly (uniform draws until one is: most devices are
+    idle), and its power min(Pmax, Pbar N_available / K)."""
+    random, busy, avail, n = state.rng.random, state.busy, state.available, state.busy.size
+    while True:
+        device = int(random() * n)
+        if not busy[device] and (avail is None or avail[device]):
+            return device, min(p_max.item(device), p_bar.item(device) * _power_scale(state, n_available))
+
+
+def _power_scale(state: DispatchState, n_available: int) -> float:
+    """N_available / K: a device's expected uploads per aggregation are K / N_available."""
+    return n_available / max(state.per_aggregation, 1e-300)
+
+
+def uniform_one(state: DispatchState, p_bar: np.ndarray, p_max: np.ndarray) -> tuple[int, float] | None:
+    """(device, power) of uniform dispatch where one slot is to be filled and most devices are idle
+    (the usual dispatch, once per upload): the same draws and numbers as ``uniform_idle``, without
+    its arrays. None otherwise."""
+    count, n_available, _ = _idle_counts(state)
+    if min(int(state.slots), count) != 1 or 4 * count < state.busy.size:
+        return None
+    return _draw_idle(state, p_bar, p_max, n_available)
 
 
 def uniform_idle(state: DispatchState, p_bar: np.ndarray, p_max: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(devices, powers) for uniform dispatch (see UniformScheduler.dispatch)."""
     n, busy, avail = state.busy.size, state.busy, state.available
-    eligible = None
-    if avail is None:
-        count, n_available = n - state.num_busy, n
-    else:
-        eligible = avail & ~busy
-        count, n_available = int(np.count_nonzero(eligible)), int(np.count_nonzero(avail))
+    count, n_available, eligible = _idle_counts(state)
     k = min(int(state.slots), count)
     if k <= 0:
         return np.empty(0, dtype=np.int64), np.empty(0)
     rng = state.rng
-    scale = n_available / max(state.per_aggregation, 1e-300)
-    if k == 1 and 4 * count >= n:  # one slot freed, most devices idle: the usual dispatch, once per upload
-        random = rng.random
-        while True:
-            device = int(random() * n)
-            if not busy[device] and (avail is None or avail[device]):
-                devices, power = _ONE_DEVICE.copy(), _ONE_POWER.copy()  # half the cost of np.array([x])
-                devices[0], power[0] = device, min(p_max.item(device), p_bar.item(device) * scale)
-                return devices, power
+    scale = _power_scale(state, n_available)
+    if k == 1 and 4 * count >= n:
+        device, power = _draw_idle(state, p_bar, p_max, n_available)
+        return np.array([device], dtype=np.int64), np.array([power])
     if 4 * count >= n and k <= 8:  # mostly idle: a few uniform draws find k of them
         picked: list[int] = []
         while len(picked) < k:
@@ -196,6 +220,12 @@ class UniformScheduler(Scheduler):
         are K / N_available, so its expected power per aggregation is Pbar_n (the budget spent, as
         the round rule spends it)."""
         return Dispatch(*uniform_idle(state, self.p_bar, self.p_max), info=_UNIFORM_INFO)
+
+    def dispatch_one(self, state: DispatchState) -> tuple[int, float, dict] | None:
+        """``dispatch`` where one slot is to be filled and most devices are idle, as (device, power,
+        info); None otherwise (DispatchesOne)."""
+        one = uniform_one(state, self.p_bar, self.p_max)
+        return None if one is None else (*one, _UNIFORM_INFO)
 
 
 class LyapunovScheduler(Scheduler):

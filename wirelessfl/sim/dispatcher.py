@@ -10,13 +10,27 @@ import numpy as np
 
 from ..capabilities import provides
 from ..devices import ComputeEnergy
-from ..scheduling.base import DispatchState
+from ..scheduling.base import DispatchesOne, DispatchState
 from ..wireless import moving
 from .rounds import numbers_only
 
 __all__ = ["Dispatcher"]
 
 _INT64 = np.dtype(np.int64)  # a dispatch of these needs no conversion
+
+
+def shortcut(scheduler):
+    """The dispatch rule's shortcut for one freed slot (DispatchesOne: no arrays), where it stands
+    for the rule: defined by the class that defines ``dispatch`` or by one below it. A subclass that
+    overrides ``dispatch`` alone is asked its own rule every time."""
+    if not provides(scheduler, DispatchesOne):
+        return None
+    mro = type(scheduler).__mro__
+
+    def owner(name: str) -> int:
+        return next(i for i, klass in enumerate(mro) if name in klass.__dict__)
+
+    return scheduler.dispatch_one if owner("dispatch_one") <= owner("dispatch") else None
 
 
 class Dispatcher:
@@ -38,6 +52,7 @@ class Dispatcher:
             self._energy = provides(parts.compute, ComputeEnergy)
         # one device's time as one scalar draw, where the model has the method (ComputeModel.compute_time)
         self.compute_time = getattr(parts.compute, "compute_time", None)
+        self.dispatch_one = shortcut(parts.scheduler)
         link = parts.access.link
         self.state = DispatchState(  # one object, brought up to date at each dispatch (arrays: the engine's own)
             time_s=0.0, version=0, slots=0, busy=flights.busy, waiting=flights.waiting, num_busy=0, available=None,
@@ -65,6 +80,11 @@ class Dispatcher:
         state.time_s, state.version, state.slots, state.available = now, version, self.wanted, e.availability.available
         state.busy, state.num_busy, state.last_applied = flights.busy, len(flights.flying), server.last_applied
         state.interval_s = server.last_aggregation_s / version if version else math.nan
+        if self.dispatch_one is not None:
+            one = self.dispatch_one(state)
+            if one is not None:
+                device, power, info = one
+                return self._start_one(int(device), float(power), info)
         choice = parts.scheduler.dispatch(state)
         devices = choice.devices
         if not (type(devices) is np.ndarray and devices.dtype is _INT64 and devices.ndim == 1):
@@ -72,23 +92,23 @@ class Dispatcher:
         chosen = devices.tolist()
         if not chosen:
             return 0
-        if len(chosen) == 1:  # the usual dispatch, once per upload: one device, one launch
-            return self._start_one(chosen[0], devices, choice)
+        if len(chosen) == 1:  # one device, one launch
+            power = choice.power.item(0) if type(choice.power) is np.ndarray else float(choice.power[0])
+            return self._start_one(chosen[0], power, choice.info, choice.frequency)
         return self._start_many(chosen, devices, choice)
 
-    def _start_one(self, device: int, devices: np.ndarray, choice) -> int:
+    def _start_one(self, device: int, power: float, info: dict, frequency=None) -> int:
         e = self.engine
         available = e.available
         if e.flights.busy[device] or (available is not None and not available[device]):
             self._bad([device])
-        self.info = choice.info
+        self.info = info
         key = e.flights.work_key(device, e.server.version)
-        if choice.frequency is None and self.compute_time is not None:  # the usual: one scalar draw
-            comp, energy = [self.compute_time(device, e.streams["compute"], key)], \
-                self.work_energy(devices, key) if self._energy else [0.0]
+        if frequency is None and self.compute_time is not None:  # the usual: one scalar draw
+            comp = [self.compute_time(device, e.streams["compute"], key)]
+            energy = self.work_energy(np.array([device]), key) if self._energy else [0.0]
         else:
-            comp, energy = self.work(devices, key, choice.frequency)
-        power = choice.power.item(0) if type(choice.power) is np.ndarray else float(choice.power[0])
+            comp, energy = self.work(np.array([device]), key, frequency)
         if e.checks.scheduler is not None:
             e.checks.dispatch_power(power, device, f"t = {e.env.now:.6g} s")
         down = None if e.parts.downlink is None else self.downlink([device])[0]  # the usual: a fixed downlink

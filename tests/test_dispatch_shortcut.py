@@ -1,0 +1,66 @@
+"""A dispatch rule's shortcut for one freed slot (DispatchesOne): the same device, power and random
+draws as its ``dispatch``, and taken only where it stands for the rule the scheduler has."""
+import numpy as np
+import pytest
+
+from wirelessfl.capabilities import provides
+from wirelessfl.scheduling import Dispatch, DispatchesOne, DispatchState, UniformScheduler
+from wirelessfl.sim.dispatcher import shortcut
+
+
+def _state(rng, n, busy, available, slots, per_aggregation):
+    return DispatchState(time_s=0.0, version=3, slots=slots, busy=busy, num_busy=int(busy.sum()),
+                         available=available, last_applied=np.zeros(n, dtype=np.int64), mean_gains=np.ones(n),
+                         model_bits=1e5, bandwidth_hz=1e6, noise_power=1.0, per_aggregation=per_aggregation,
+                         interval_s=1.0, rng=rng)
+
+
+def test_uniform_dispatch_one_agrees_with_dispatch_and_answers_none_without_drawing():
+    cases = np.random.default_rng(11)
+    answered = declined = 0
+    for trial in range(300):
+        n = int(cases.integers(1, 40))
+        busy = cases.random(n) < cases.choice([0.0, 0.3, 0.9])
+        available = None if cases.random() < 0.5 else cases.random(n) < 0.8
+        slots, per_aggregation = int(cases.integers(1, 4)), float(cases.choice([1, 3, 10]))
+        sched = UniformScheduler(n, 1, cases.uniform(0.5, 2, n), cases.uniform(1, 40, n))
+        seed = int(cases.integers(2 ** 32))
+        one_rng, rng = np.random.default_rng(seed), np.random.default_rng(seed)
+        one = sched.dispatch_one(_state(one_rng, n, busy, available, slots, per_aggregation))
+        full = sched.dispatch(_state(rng, n, busy, available, slots, per_aggregation))
+        if one is None:  # nothing drawn: dispatch then starts the same devices as it would have
+            declined += 1
+            assert one_rng.bit_generator.state == np.random.default_rng(seed).bit_generator.state, trial
+            continue
+        answered += 1
+        device, power, info = one
+        assert full.devices.tolist() == [device], trial
+        assert full.power.tolist() == [power], trial  # the same float, not a close one
+        assert info == full.info
+        assert one_rng.bit_generator.state == rng.bit_generator.state, trial  # the same draws
+        idle = ~busy if available is None else ~busy & available
+        assert idle[device]
+    assert answered > 50 and declined > 50  # both branches seen
+
+
+class Override(UniformScheduler):
+    """A rule of its own: the lowest idle device."""
+
+    def dispatch(self, state):
+        device = int(np.flatnonzero(~state.busy)[0])
+        return Dispatch(np.array([device]), self.p_max[[device]])
+
+
+class OverrideBoth(Override):
+    def dispatch_one(self, state):
+        return int(np.flatnonzero(~state.busy)[0]), float(self.p_max[0]), {}
+
+
+@pytest.mark.parametrize("cls, taken", [(UniformScheduler, True), (Override, False), (OverrideBoth, True)])
+def test_the_engine_takes_the_shortcut_only_from_the_class_whose_rule_it_is(cls, taken):
+    sched = cls(5, 1, np.ones(5), np.full(5, 10.0))
+    assert provides(sched, DispatchesOne)
+    found = shortcut(sched)
+    assert (found is not None) == taken
+    if taken:
+        assert found.__func__ is type(sched).dispatch_one
