@@ -64,3 +64,37 @@ def test_the_engine_takes_the_shortcut_only_from_the_class_whose_rule_it_is(cls,
     assert (found is not None) == taken
     if taken:
         assert found.__func__ is type(sched).dispatch_one
+
+
+class Counting(UniformScheduler):
+    """Uniform dispatch whose info is one dict, changed in place: the dispatches so far, and an
+    array (not a column) every other time."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.info = {"method": "counting", "dispatches": 0}
+
+    def dispatch(self, state):
+        self.info["dispatches"] += 1
+        if self.info["dispatches"] % 2:
+            self.info["spread"] = np.arange(3.0)
+        else:
+            self.info.pop("spread", None)
+        choice = super().dispatch(state)
+        return Dispatch(choice.devices, choice.power, info=self.info)
+
+
+def test_a_dispatch_rule_s_info_changed_in_place_is_recorded_as_it_was_at_each_aggregation(tmp_path, monkeypatch):
+    from wirelessfl.config import from_dict
+    from wirelessfl.experiments.run import simulate
+
+    scenario = from_dict({"seed": 2, "run": {"rounds": 60, "timing_only": True},
+                          "devices": {"count": 12, "compute": "shifted_exponential"},
+                          "protocol": {"name": "fedbuff", "concurrency": 4, "buffer": 1},
+                          "scheduler": {"name": "uniform"}})
+    sched = Counting.from_scenario(scenario, scenario.scheduler.options)
+    assert shortcut(sched) is None  # its own rule: asked every time
+    monkeypatch.setattr(UniformScheduler, "from_scenario", classmethod(lambda cls, *args: sched))
+    res = simulate(scenario, tmp_path / "run", progress=False)
+    # a row carries the latest dispatch's info: one call started the first four, then one per aggregation
+    assert res.rounds["dispatches"].tolist() == list(range(1, 61))

@@ -65,16 +65,16 @@ class SingleUpdateRows:
     CHUNK = 1024
 
     def __init__(self):
-        self.pending: list[tuple] = []
+        self.pending: list[str] = []
 
     def add(self, row: tuple, fh) -> None:
         """One aggregation's row (ROW's fields), written to ``fh`` with the others once a chunk is full."""
-        self.pending.append(row)
+        self.pending.append(ROW % row)  # formatted now, while its numbers are in the CPU's cache
         if len(self.pending) >= self.CHUNK:
             self.write(fh)
 
     def write(self, fh) -> None:
         """Write the rows kept so far to ``fh`` (before any other row of the file, and before a flush)."""
         if self.pending:
-            fh.write("".join([ROW % row for row in self.pending]))
+            fh.write("".join(self.pending))
             self.pending = []

@@ -523,6 +523,12 @@ class EventEngine:
         return self.server.version
 
     @property
+    def trains(self) -> bool:
+        """Whether aggregations train a model. False in a timing-only run: the weights given to
+        ``apply`` are not used, so a protocol may pass None rather than compute them."""
+        return self.learner is not None
+
+    @property
     def last_applied(self) -> np.ndarray:
         """The version each device's last applied update produced (0: never)."""
         return self.server.last_applied

@@ -371,7 +371,7 @@ class FedBuff(_Dispatching):
         if len(self.buffer) >= o.buffer:
             buffer, self.buffer = self.buffer, []
             version = server.version
-            server.apply(buffer, self.weights(tuple([version - u.version for u in buffer])))
+            server.apply(buffer, self.weights(tuple([version - u.version for u in buffer])) if server.trains else None)
 
     def _weigh(self, staleness: np.ndarray) -> np.ndarray:
         o = self.options
@@ -399,7 +399,7 @@ class FedAsync(_Dispatching):
     keeps_start_model = True  # the mix needs the model the device started from
 
     def _take(self, server, update) -> None:
-        server.apply([update], self.weights((server.version - update.version,)), mix=True)
+        server.apply([update], self.weights((server.version - update.version,)) if server.trains else None, mix=True)
 
     def _weigh(self, staleness: np.ndarray) -> np.ndarray:
         return self.options.alpha * self.staleness(staleness)

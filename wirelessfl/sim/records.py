@@ -70,6 +70,7 @@ class Recorder:
         self.positions = positions
         # (prefix, round_info) of the parts that add numbers of their own to every row of rounds.csv
         self.part_columns = tuple(part_columns)
+        self._info_columns = ({}, {})  # the dispatch rule's latest info and its columns (most repeat theirs)
         self.rounds: list[dict] | None = [] if out_dir is None else None
         memory = physical_memory()
         self._rows_in_memory = math.inf if memory is None else max(int(0.5 * memory / PER_ROUND_BYTES), 1)
@@ -153,7 +154,7 @@ class Recorder:
         so it skips the dict a round's row is built as (the same values, the same bytes)."""
         extra = {}
         if rec.info:
-            extra.update(numbers(rec.info, "scheduler", skip=("objective", "queue_mean")))
+            extra.update(self._info_numbers(rec.info))
         if rec.metrics:
             extra.update(numbers(rec.metrics, "algorithm"))
         if rec.labels:
@@ -181,6 +182,19 @@ class Recorder:
         if self.rounds is not None:
             self._keep(row)
         self._write("rounds", row)
+
+    def _info_numbers(self, info: dict) -> dict:
+        """The columns of a dispatch rule's ``info``: those of its latest info where it is the same
+        (compared by value: a rule may change its dict in place; most give the same one each time)."""
+        seen, columns = self._info_columns
+        try:
+            same = info == seen
+        except ValueError:  # arrays among its values: not compared
+            same = False
+        if not same:
+            columns = numbers(info, "scheduler", skip=("objective", "queue_mean"))
+            self._info_columns = (dict(info), columns)
+        return columns
 
     def _single_update_row(self, rec: AggregationRecord) -> None:
         """The row of an aggregation of one update, with nothing but ROUND_COLUMNS (the usual one of

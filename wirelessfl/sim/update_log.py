@@ -147,7 +147,7 @@ class UpdateLog:
         self.rows = 0
         self.in_memory: list[tuple] | None = [] if path is None else None
         self._fh = None
-        self._pending: list[tuple] = []
+        self._pending: list[str] = []
         self.digest = FileDigest(path)  # the file's running digest, for checkpoints
 
     def start(self) -> None:
@@ -171,16 +171,16 @@ class UpdateLog:
                                    u.version_applied - u.version if applied else math.nan, u.outcome, u.energy_j,
                                    u.compute_energy_j, u.airtime_s, u.gain, u.power, u.lost_s, u.attempts, *tail))
         if self._fh is not None:
-            self._pending.append((u.seq, u.device, u.version, u.dispatch_s, u.compute_end_s, u.tx_start_s, u.tx_end_s,
-                                  f"{u.version_applied},{u.version_applied - u.version}" if applied else ",",
-                                  u.outcome, u.energy_j, u.compute_energy_j, u.airtime_s, u.gain, u.power, u.lost_s,
-                                  u.attempts, *tail))
+            self._pending.append(self._row % (  # formatted now, while its numbers are in the CPU's cache
+                u.seq, u.device, u.version, u.dispatch_s, u.compute_end_s, u.tx_start_s, u.tx_end_s,
+                f"{u.version_applied},{u.version_applied - u.version}" if applied else ",", u.outcome, u.energy_j,
+                u.compute_energy_j, u.airtime_s, u.gain, u.power, u.lost_s, u.attempts, *tail))
             if len(self._pending) >= self.CHUNK:
                 self._write_pending()
 
     def _write_pending(self) -> None:
         # one %-format per row; NaN becomes empty (no outcome contains "nan")
-        self._fh.write("".join([self._row % row for row in self._pending]).replace("nan", ""))
+        self._fh.write("".join(self._pending).replace("nan", ""))
         self._pending = []
 
     def write_round(self, first: int, devices: np.ndarray, version: int, dispatch_s: float, ready: np.ndarray,
