@@ -13,6 +13,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+import fakes
 from wirelessfl.config import ConfigError, load_scenario
 from wirelessfl.experiments.run import OutputExists, run_variants
 
@@ -43,8 +44,7 @@ SCENARIO = textwrap.dedent('''
 
 def cli(*args, cwd) -> subprocess.CompletedProcess:
     quiet = ["--no-progress"] if args[0] in ("run", "sweep") else []
-    return subprocess.run([sys.executable, "-m", "wirelessfl.cli", *map(str, args), *quiet],
-                          capture_output=True, text=True, cwd=cwd)
+    return fakes.cli(*args, *quiet, cwd=cwd)
 
 
 @pytest.fixture

@@ -14,6 +14,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+import fakes
 from wirelessfl import load_scenario, simulate
 from wirelessfl.config import ConfigError, from_dict
 
@@ -33,8 +34,7 @@ BASE = textwrap.dedent('''
 
 
 def cli(*args, cwd) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "wirelessfl.cli", *map(str, args)], capture_output=True,
-                          text=True, cwd=cwd)
+    return fakes.cli(*args, cwd=cwd)
 
 
 def tree(root: Path) -> dict[str, str]:
@@ -267,7 +267,7 @@ def test_summary_with_non_finite_numbers_is_strict_json(tmp_path):
 
 
 def _cli(*args, cwd=None):
-    return subprocess.run([sys.executable, "-m", "wirelessfl.cli", *args], capture_output=True, text=True, cwd=cwd)
+    return fakes.cli(*args, cwd=cwd)
 
 
 def test_the_run_command_s_ambiguous_forms_are_one_line_errors(tmp_path):

@@ -14,6 +14,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+import fakes
 from wirelessfl import load_scenario, simulate
 from wirelessfl.config import ConfigError, from_dict
 
@@ -21,6 +22,8 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def cli(*args, cwd, env=None) -> subprocess.CompletedProcess:
+    if env is None:  # in this process (tests/fakes.py)
+        return fakes.cli(*args, cwd=cwd)
     return subprocess.run([sys.executable, "-m", "wirelessfl.cli", *map(str, args)], capture_output=True,
                           text=True, cwd=cwd, env=env)
 
