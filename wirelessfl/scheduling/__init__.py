@@ -7,8 +7,9 @@ installed plugins and import paths. The pymanopt simplex manifold (``Simplex``) 
 use only, because importing pymanopt pulls in its autodiff backends (torch).
 """
 from ..plugins import Registry
-from .base import (NO_TRAFFIC, ChoosesFrequency, Decision, Dispatch, Dispatches, DispatchesOne, DispatchState, Probes, ReportRequest,
-                   Reports, RoundState, Scheduler, Traffic, draw_devices, has_dispatch, inclusion_probability)
+from .base import (NO_TRAFFIC, ChoosesFrequency, Decision, Dispatch, Dispatches, DispatchesOne, DispatchState, Probes,
+                   ReportRequest, Reports, RoundState, Scheduler, Traffic, draw_devices, has_dispatch,
+                   inclusion_probability)
 from .power import POWER_RULES, optimal_power
 from .schedulers import LyapunovScheduler, UniformScheduler
 from .selection import SELECTION_METHODS, SelectionResult, selection_objective, solve_selection
