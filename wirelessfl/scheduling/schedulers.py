@@ -89,9 +89,11 @@ def _power_scale(state: DispatchState, n_available: int) -> float:
 def uniform_one(state: DispatchState, p_bar: np.ndarray, p_max: np.ndarray) -> tuple[int, float] | None:
     """(device, power) of uniform dispatch where one slot is to be filled and most devices are idle
     (the usual dispatch, once per upload): the same draws and numbers as ``uniform_idle``, without
-    its arrays. None otherwise."""
+    its arrays. None otherwise (before counting the idle devices where more slots are wanted)."""
+    if int(state.slots) != 1:
+        return None
     count, n_available, _ = _idle_counts(state)
-    if min(int(state.slots), count) != 1 or 4 * count < state.busy.size:
+    if count < 1 or 4 * count < state.busy.size:
         return None
     return _draw_idle(state, p_bar, p_max, n_available)
 
