@@ -98,3 +98,40 @@ def test_a_dispatch_rule_s_info_changed_in_place_is_recorded_as_it_was_at_each_a
     res = simulate(scenario, tmp_path / "run", progress=False)
     # a row carries the latest dispatch's info: one call started the first four, then one per aggregation
     assert res.rounds["dispatches"].tolist() == list(range(1, 61))
+
+
+class Garbled(UniformScheduler):
+    def dispatch_one(self, state):
+        return ("zero", 1.0, {})
+
+
+class Busy(UniformScheduler):
+    """One freed slot: a device still in flight (the first of them)."""
+
+    def dispatch_one(self, state):
+        return None if state.slots != 1 else (int(np.flatnonzero(state.busy)[0]), 1.0, {})
+
+
+class Outside(UniformScheduler):
+    def dispatch_one(self, state):
+        return state.busy.size, 1.0, {}
+
+
+@pytest.mark.parametrize("cls, says", [(Garbled, "returned ('zero', 1.0, {}): (device, power, info)"),
+                                       (Busy, "returned ["), (Outside, "returned [12]: at most")])
+def test_a_shortcut_s_wrong_answer_is_one_line_naming_it(tmp_path, monkeypatch, cls, says):
+    from wirelessfl.config import from_dict
+    from wirelessfl.experiments.run import simulate
+
+    scenario = from_dict({"seed": 2, "run": {"rounds": 20, "timing_only": True},
+                          "devices": {"count": 12, "compute": "shifted_exponential"},
+                          "protocol": {"name": "fedbuff", "concurrency": 3, "buffer": 1},
+                          "scheduler": {"name": "uniform"}})
+    sched = cls.from_scenario(scenario, scenario.scheduler.options)
+    monkeypatch.setattr(UniformScheduler, "from_scenario", classmethod(lambda klass, *args: sched))
+    with pytest.raises(ValueError) as failure:
+        simulate(scenario, tmp_path / "run", progress=False)
+    error = str(failure.value)
+    assert error.startswith(f"scheduler.name: {cls.__name__}.dispatch_one {says}"), error
+    assert "\n" not in error
+    assert cls is Garbled or error.endswith("distinct idle, available devices")

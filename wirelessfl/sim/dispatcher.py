@@ -5,6 +5,7 @@ device can fill now stay wanted until one can (an availability step, or a device
 from __future__ import annotations
 
 import math
+from operator import index
 
 import numpy as np
 
@@ -83,8 +84,14 @@ class Dispatcher:
         if self.dispatch_one is not None:
             one = self.dispatch_one(state)
             if one is not None:
-                device, power, info = one
-                return self._start_one(int(device), float(power), info)
+                try:
+                    device, power, info = one
+                    device, power = index(device), float(power)
+                except (TypeError, ValueError):
+                    raise ValueError(f"scheduler.name: {type(parts.scheduler).__name__}.dispatch_one returned {one!r}: "
+                                     "(device, power, info) with an integer device, a number power and a dict, "
+                                     "or None") from None
+                return self._start_one(device, power, info, method="dispatch_one")
         choice = parts.scheduler.dispatch(state)
         devices = choice.devices
         if not (type(devices) is np.ndarray and devices.dtype is _INT64 and devices.ndim == 1):
@@ -97,11 +104,12 @@ class Dispatcher:
             return self._start_one(chosen[0], power, choice.info, choice.frequency)
         return self._start_many(chosen, devices, choice)
 
-    def _start_one(self, device: int, power: float, info: dict, frequency=None) -> int:
+    def _start_one(self, device: int, power: float, info: dict, frequency=None, method: str = "dispatch") -> int:
         e = self.engine
         available = e.available
-        if e.flights.busy[device] or (available is not None and not available[device]):
-            self._bad([device])
+        if not 0 <= device < e.num_devices or e.flights.busy[device] or (
+                available is not None and not available[device]):
+            self._bad([device], method)
         self.info = info
         key = e.flights.work_key(device, e.server.version)
         if frequency is None and self.compute_time is not None:  # the usual: one scalar draw
@@ -159,8 +167,8 @@ class Dispatcher:
         d = downlink.deliver(e.parts.downlink_bits, gains(range(len(devices))), e.streams["downlink"], redraw=gains)
         return list(zip(d.seconds.tolist(), d.attempts.tolist(), d.received.tolist()))
 
-    def _bad(self, chosen: list) -> None:
-        raise ValueError(f"scheduler.name: {type(self.engine.parts.scheduler).__name__}.dispatch returned {chosen}: "
+    def _bad(self, chosen: list, method: str = "dispatch") -> None:
+        raise ValueError(f"scheduler.name: {type(self.engine.parts.scheduler).__name__}.{method} returned {chosen}: "
                          f"at most {self.wanted} distinct idle, available devices")
 
     def work(self, devices: np.ndarray, key: int, frequency=None) -> tuple[list, list]:
