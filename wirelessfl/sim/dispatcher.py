@@ -127,7 +127,8 @@ class Dispatcher:
     def _start_many(self, chosen: list, devices: np.ndarray, choice) -> int:
         e = self.engine
         busy, available = e.flights.busy, e.available
-        if len(chosen) > self.wanted or len(set(chosen)) != len(chosen) or any(busy[d] for d in chosen) or (
+        if len(chosen) > self.wanted or len(set(chosen)) != len(chosen) or \
+                any(not 0 <= d < e.num_devices or busy[d] for d in chosen) or (
                 available is not None and not all(available[d] for d in chosen)):
             self._bad(chosen)
         self.info = choice.info
@@ -168,8 +169,9 @@ class Dispatcher:
         return list(zip(d.seconds.tolist(), d.attempts.tolist(), d.received.tolist()))
 
     def _bad(self, chosen: list, method: str = "dispatch") -> None:
-        raise ValueError(f"scheduler.name: {type(self.engine.parts.scheduler).__name__}.{method} returned {chosen}: "
-                         f"at most {self.wanted} distinct idle, available devices")
+        e = self.engine
+        raise ValueError(f"scheduler.name: {type(e.parts.scheduler).__name__}.{method} returned {chosen}: "
+                         f"at most {self.wanted} distinct idle, available devices of 0 to {e.num_devices - 1}")
 
     def work(self, devices: np.ndarray, key: int, frequency=None) -> tuple[list, list]:
         """(computation times, computation energies) of devices started now with work key ``key``, at
