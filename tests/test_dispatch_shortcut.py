@@ -105,6 +105,11 @@ class Garbled(UniformScheduler):
         return ("zero", 1.0, {})
 
 
+class NoInfo(UniformScheduler):
+    def dispatch_one(self, state):
+        return (0, 1.0, None)
+
+
 class Busy(UniformScheduler):
     """One freed slot: a device still in flight (the first of them)."""
 
@@ -118,6 +123,7 @@ class Outside(UniformScheduler):
 
 
 @pytest.mark.parametrize("cls, says", [(Garbled, "returned ('zero', 1.0, {}): (device, power, info)"),
+                                       (NoInfo, "returned (0, 1.0, None): (device, power, info)"),
                                        (Busy, "returned ["), (Outside, "returned [12]: at most")])
 def test_a_shortcut_s_wrong_answer_is_one_line_naming_it(tmp_path, monkeypatch, cls, says):
     from wirelessfl.config import from_dict
@@ -134,4 +140,4 @@ def test_a_shortcut_s_wrong_answer_is_one_line_naming_it(tmp_path, monkeypatch, 
     error = str(failure.value)
     assert error.startswith(f"scheduler.name: {cls.__name__}.dispatch_one {says}"), error
     assert "\n" not in error
-    assert cls is Garbled or "distinct idle, available devices of 0 to 11" in error
+    assert cls in (Garbled, NoInfo) or "distinct idle, available devices of 0 to 11" in error

@@ -87,6 +87,8 @@ class Dispatcher:
                 try:
                     device, power, info = one
                     device, power = index(device), float(power)
+                    if not isinstance(info, dict):
+                        raise TypeError
                 except (TypeError, ValueError):
                     raise ValueError(f"scheduler.name: {type(parts.scheduler).__name__}.dispatch_one returned {one!r}: "
                                      "(device, power, info) with an integer device, a number power and a dict, "
