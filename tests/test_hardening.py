@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-import fakes
+from fakes import cli  # the wirelessfl command, in this process
 from wirelessfl import load_scenario, simulate
 from wirelessfl.config import ConfigError, from_dict
 
@@ -31,10 +31,6 @@ BASE = textwrap.dedent('''
     [scheduler]
     m = 3
 ''')
-
-
-def cli(*args, cwd) -> subprocess.CompletedProcess:
-    return fakes.cli(*args, cwd=cwd)
 
 
 def tree(root: Path) -> dict[str, str]:
@@ -266,19 +262,15 @@ def test_summary_with_non_finite_numbers_is_strict_json(tmp_path):
     assert np.isnan(res.summary["label_coverage"])
 
 
-def _cli(*args, cwd=None):
-    return fakes.cli(*args, cwd=cwd)
-
-
 def test_the_run_command_s_ambiguous_forms_are_one_line_errors(tmp_path):
     (tmp_path / "s.toml").write_text("[run]\nrounds = 2\ntiming_only = true\n[devices]\ncount = 4\n")
-    assert _cli("run", str(tmp_path / "s.toml"), "--out", str(tmp_path / "out"), "--no-progress").returncode == 0
+    assert cli("run", str(tmp_path / "s.toml"), "--out", str(tmp_path / "out"), "--no-progress").returncode == 0
     run_dir = tmp_path / "out"
     # SCENARIO and --resume together: which one? say so, do not ignore one
-    both = _cli("run", str(tmp_path / "s.toml"), "--resume", str(run_dir))
+    both = cli("run", str(tmp_path / "s.toml"), "--resume", str(run_dir))
     assert both.returncode == 2 and "not both" in both.stderr and both.stderr.strip().count("\n") == 0
     # a run folder given as the scenario: point to --resume
-    folder = _cli("run", str(run_dir))
+    folder = cli("run", str(run_dir))
     assert folder.returncode == 2 and f"wirelessfl run --resume {run_dir}" in folder.stderr
     assert folder.stderr.strip().count("\n") == 0
 
@@ -366,31 +358,31 @@ def test_damaged_run_files_are_one_line_errors_for_every_reader(tmp_path, name):
     from wirelessfl.files import DamagedFile
 
     (tmp_path / "s.toml").write_text("[run]\nrounds = 3\ntiming_only = true\n[devices]\ncount = 4\n")
-    assert _cli("run", "s.toml", "--out", "r", "--no-progress", cwd=tmp_path).returncode == 0
+    assert cli("run", "s.toml", "--out", "r", "--no-progress", cwd=tmp_path).returncode == 0
     file = name.split()[0]
     (tmp_path / "r" / "s" / file).write_text("[1, 2]" if "list" in name else DAMAGE[name])
     with pytest.raises(DamagedFile, match=f"r/s/{file}: damaged"):
         load_run(tmp_path / "r" / "s")
     for command in (["plot", "r"], ["run", "s.toml", "--out", "r", "--no-progress"]):
-        done = _cli(*command, cwd=tmp_path)
+        done = cli(*command, cwd=tmp_path)
         if file == "summary.json" and command[0] == "run":  # an unreadable summary: the run is not complete
             assert done.returncode == 2 and "interrupted run" in done.stderr
         else:
             assert done.returncode == 2 and f"r/s/{file}: damaged" in done.stderr and "--overwrite" in done.stderr
         assert len(done.stderr.strip().splitlines()) == 1, done.stderr
-    assert _cli("run", "s.toml", "--out", "r", "--no-progress", "--overwrite", cwd=tmp_path).returncode == 0
+    assert cli("run", "s.toml", "--out", "r", "--no-progress", "--overwrite", cwd=tmp_path).returncode == 0
     assert load_run(tmp_path / "r" / "s").summary["status"] == "complete"
 
 
 def test_a_damaged_sweep_table_is_one_line(tmp_path):
     (tmp_path / "s.toml").write_text("[run]\nrounds = 2\ntiming_only = true\n[devices]\ncount = 4\n")
-    assert _cli("sweep", "s.toml", "--grid", "scheduler.m=1,2", "--out", "sw", "--no-progress",
+    assert cli("sweep", "s.toml", "--grid", "scheduler.m=1,2", "--out", "sw", "--no-progress",
                 cwd=tmp_path).returncode == 0
     (tmp_path / "sw" / "table.csv").write_text("key,seed\nabc,0\n")  # no status column
-    done = _cli("table", "sw", cwd=tmp_path)
+    done = cli("table", "sw", cwd=tmp_path)
     assert done.returncode == 2 and "sw/table.csv: damaged: it has no column 'status'" in done.stderr
     (tmp_path / "sw" / "table.csv").write_text('key,"open\n')
-    done = _cli("plot", "sw", "--x", "scheduler.m", "--y", "time_to_target_s", cwd=tmp_path)
+    done = cli("plot", "sw", "--x", "scheduler.m", "--y", "time_to_target_s", cwd=tmp_path)
     assert done.returncode == 2 and "sw/table.csv: damaged" in done.stderr
     assert len(done.stderr.strip().splitlines()) == 1
 
@@ -398,11 +390,11 @@ def test_a_damaged_sweep_table_is_one_line(tmp_path):
 def test_reproduce_data_that_is_not_a_recipe_s_is_one_line(tmp_path):
     (tmp_path / "d").mkdir()
     (tmp_path / "d" / "fair_selection_table1.csv").write_text("variant,seed\nrandom,0\n")
-    done = _cli("reproduce", "fair_selection:table1", "--no-run", "--data", "d", "--out", "o", cwd=tmp_path)
+    done = cli("reproduce", "fair_selection:table1", "--no-run", "--data", "d", "--out", "o", cwd=tmp_path)
     assert done.returncode == 2 and len(done.stderr.strip().splitlines()) == 1
     assert "d/fair_selection_table1.csv is not the data of recipe fair_selection:table1 (no column" in done.stderr
     (tmp_path / "d" / "fair_selection_table1.csv").write_bytes(bytes(range(256)) * 8)
-    done = _cli("reproduce", "fair_selection:table1", "--no-run", "--data", "d", "--out", "o", cwd=tmp_path)
+    done = cli("reproduce", "fair_selection:table1", "--no-run", "--data", "d", "--out", "o", cwd=tmp_path)
     assert done.returncode == 2 and "cannot be read as a CSV" in done.stderr and "Traceback" not in done.stderr
 
 
@@ -448,7 +440,7 @@ def test_a_scheduler_address_is_checked_before_anything_is_written(tmp_path, mon
 def test_sweep_out_naming_a_file_is_one_line(tmp_path):
     (tmp_path / "s.toml").write_text("[run]\nrounds = 2\ntiming_only = true\n[devices]\ncount = 4\n")
     (tmp_path / "afile").write_text("keep")
-    done = _cli("sweep", "s.toml", "--grid", "scheduler.m=1,2", "--out", "afile", cwd=tmp_path)
+    done = cli("sweep", "s.toml", "--grid", "scheduler.m=1,2", "--out", "afile", cwd=tmp_path)
     assert done.returncode == 2 and done.stderr.strip() == "wirelessfl: error: --out afile: is a file, not a folder"
     assert (tmp_path / "afile").read_text() == "keep"
 
@@ -458,10 +450,10 @@ def test_a_figure_is_never_written_through_a_link_planted_in_the_output_folder(t
     (tmp_path / "victim.png").write_text("keep")
     (tmp_path / "out").mkdir()
     (tmp_path / "out" / "timing.png").symlink_to(tmp_path / "victim.png")
-    done = _cli("run", "s.toml", "--out", "out", "--no-progress", cwd=tmp_path)
+    done = cli("run", "s.toml", "--out", "out", "--no-progress", cwd=tmp_path)
     assert done.returncode == 2 and "out/timing.png: is a symbolic link" in done.stderr
     assert (tmp_path / "victim.png").read_text() == "keep"
     (tmp_path / "out" / "timing.png").unlink()
-    assert _cli("plot", "out", cwd=tmp_path).returncode == 0
+    assert cli("plot", "out", cwd=tmp_path).returncode == 0
     assert (tmp_path / "out" / "timing.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"  # written whole, as a PNG
     assert not [p for p in (tmp_path / "out").iterdir() if ".tmp" in p.name]

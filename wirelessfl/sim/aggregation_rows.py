@@ -1,9 +1,9 @@
 """The rows of rounds.csv of the event protocols' aggregations (``aggregation_values``: the
 ROUND_COLUMNS of one, from its updates).
 
-Aggregations of one update (fedasync, fedbuff with K = 1) come once per upload: their rows are kept
-as a tuple each and written a chunk at a time, each row through one %-format, instead of a list of
-27 values through csv.writer per aggregation (about 3 us an upload less). The bytes are
+Aggregations of one update (fedasync, fedbuff with K = 1) come once per upload: each row is one
+%-format of a tuple as it comes, and the rows reach the file a chunk at a time, instead of a list
+of 27 values through csv.writer per aggregation (about 3 us an upload less). The bytes are
 csv.writer's: it writes every number as str() does, and none of these fields needs quoting.
 
 Only rows of nothing but ROUND_COLUMNS are written this way (no scheduler, algorithm or part

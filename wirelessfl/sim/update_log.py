@@ -179,7 +179,7 @@ class UpdateLog:
                 self._write_pending()
 
     def _write_pending(self) -> None:
-        # one %-format per row; NaN becomes empty (no outcome contains "nan")
+        # the rows formatted as they came; NaN becomes empty (no outcome contains "nan")
         self._fh.write("".join(self._pending).replace("nan", ""))
         self._pending = []
 
