@@ -29,6 +29,7 @@ import torch
 import torch.nn.functional as F
 from torch.func import functional_call, grad, jvp, vmap
 
+from wirelessfl.learning import lean_func
 from wirelessfl.learning.binding import FlatBinding
 from wirelessfl.learning.datasets import Dataset
 from wirelessfl.learning.device_state import DeviceState, DeviceStates
@@ -166,10 +167,13 @@ class Trainer(Evaluation):
         self.model_bits = 32 * self.num_params
         self._place_data(dataset, eval_train_samples)
 
-        # Per-device gradient of the minibatch loss, vectorised over a stack of parameter vectors.
-        self.batched_grad = vmap(grad(self.loss))
-        self._func_grad = grad(self.loss)  # composable with jvp (hvp) and vmap
-        self.batched_hvp = vmap(self.hvp)  # per-device Hessian-vector products over a stack
+        # Per-device gradient of the minibatch loss, vectorised over a stack of parameter vectors; its
+        # loss and transforms import nothing of torch's compiler (lean_func.py), with the same numbers.
+        lean_func.install()
+        self._func_grad = grad(self.loss)  # composable with jvp (hvp)
+        self._batched_func_grad = grad(self._batched_loss)
+        self.batched_grad = vmap(self._batched_func_grad)
+        self.batched_hvp = vmap(self._batched_hvp)  # per-device Hessian-vector products over a stack
         self._binding = FlatBinding(self.model)
         # one device's local steps replayed as a captured CUDA graph (graphs.py; False: always eager)
         self.cuda_graphs = self.device.type == "cuda"
@@ -241,6 +245,11 @@ class Trainer(Evaluation):
         return F.cross_entropy(functional_call(self.model, self.unflatten(flat), (x,)), y)
 
     @float32_kernels
+    def _batched_loss(self, flat: torch.Tensor, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        """:meth:`loss` as vmap batches it without importing sympy (lean_func.cross_entropy)."""
+        return lean_func.cross_entropy(functional_call(self.model, self.unflatten(flat), (x,)), y)
+
+    @float32_kernels
     def grad(self, flat: torch.Tensor, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
         """Gradient of :meth:`loss` at ``flat`` on the batch (x, y), a flat vector."""
         return self._grad(flat, x, y)
@@ -259,6 +268,11 @@ class Trainer(Evaluation):
         """Hessian-vector product of :meth:`loss` at ``flat`` on (x, y) with ``v`` (forward-over-reverse:
         the directional derivative of the gradient along v), a flat vector."""
         return jvp(lambda p: self._func_grad(p, x, y), (flat,), (v,))[1]
+
+    @float32_kernels
+    def _batched_hvp(self, flat: torch.Tensor, v: torch.Tensor, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        # :meth:`hvp` of one device as vmap batches it (of :meth:`_batched_loss`)
+        return jvp(lambda p: self._batched_func_grad(p, x, y), (flat,), (v,))[1]
 
     def batch(self, indices: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """The training samples at ``indices`` (into ``dataset.x_train``) on the trainer's device."""

@@ -1,0 +1,115 @@
+"""The batched path's gradients without torch's compiler (learning/lean_func.py): the same numbers as
+torch's own transforms of F.cross_entropy, bit for bit, and none of the compiler's modules imported."""
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+
+import pytest
+import torch
+from torch._functorch import eager_transforms
+from torch.func import grad, jvp, vmap
+
+from wirelessfl.learning import lean_func
+from wirelessfl.learning.models import MODEL_NAMES
+
+from test_trainer import REPO, make, tiny_dataset
+from wirelessfl.learning import partition
+from wirelessfl.rng import stream
+
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
+COMPILER = ("torch._dynamo", "torch._inductor", "sympy", "triton")
+
+
+def stacked_inputs(trainer, k=5, seed=1):
+    """k perturbed copies of the model and a minibatch for each (continuous inputs: no ReLU ties)."""
+    g = torch.Generator().manual_seed(seed)
+    y = trainer.params.expand(k, -1) + 0.05 * torch.randn(k, trainer.num_params, generator=g)
+    ix = torch.randint(0, len(trainer.dataset.y_train), (k, 8), generator=g)
+    return y, trainer.dataset.x_train[ix], trainer.dataset.y_train[ix]
+
+
+@pytest.fixture(scope="module")
+def images():
+    """Fashion-MNIST's shape (every built-in model takes it), random continuous pixels."""
+    ds = tiny_dataset(shape=(1, 28, 28), n_train=200, n_test=20)
+    return ds, partition(ds.y_train.numpy(), 8, "iid", rng=stream(0, "partition"), samples_per_device=20)
+
+
+@pytest.mark.parametrize("model", MODEL_NAMES)
+def test_batched_gradients_and_hvps_equal_torch_s_own_transforms_of_cross_entropy_bit_for_bit(images, model,
+                                                                                               monkeypatch):
+    trainer = make(images, model, batching="vmap")
+    y, xb, yb = stacked_inputs(trainer)
+    v = torch.randn(y.shape, generator=torch.Generator().manual_seed(2))
+    ours_g, ours_h = trainer.batched_grad(y, xb, yb), trainer.batched_hvp(y, v, xb, yb)
+
+    # torch's own: its _autograd_grad (with the compiler's context) and F.cross_entropy (Trainer.loss)
+    monkeypatch.setattr(eager_transforms, "_autograd_grad", eager_transforms._autograd_grad.__wrapped__)
+    torch_grad = grad(trainer.loss)
+    ref_g = vmap(torch_grad)(y, xb, yb)
+    ref_h = vmap(lambda p, t, xs, ys: jvp(lambda q: torch_grad(q, xs, ys), (p,), (t,))[1])(y, v, xb, yb)
+
+    assert ours_g.abs().max() > 0 and ours_h.abs().max() > 0
+    assert torch.equal(ours_g, ref_g), (ours_g - ref_g).abs().max()
+    assert torch.equal(ours_h, ref_h), (ours_h - ref_h).abs().max()
+
+
+def run_python(code: str) -> str:
+    done = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], cwd=REPO, capture_output=True,
+                          text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    return done.stdout.strip().splitlines()[-1]
+
+
+TRAIN = """
+import sys
+sys.path.insert(0, "tests")
+import torch
+{before}
+from test_trainer import tiny_dataset
+from wirelessfl.learning import Trainer, partition
+from wirelessfl.rng import stream
+ds = tiny_dataset()
+parts = partition(ds.y_train.numpy(), 8, "iid", rng=stream(0, "partition"), samples_per_device=50)
+trainer = Trainer(ds, parts, "mlp", local_steps=2, batch_size=8, lr=0.1, batching="vmap")
+trainer.local_updates(list(range(6)), 0)
+{after}
+"""
+
+
+def test_a_batched_run_imports_nothing_of_torch_s_compiler():
+    # (Hessian-vector products, Per-FedAvg's exact variant only, still do: torch's forward-mode
+    # derivative of an elementwise product runs a Python reference under torch._dynamo's disable)
+    code = TRAIN.format(before="loaded = set(sys.modules)", after=f"""
+new = set(sys.modules) - loaded
+print(sorted(p for p in {COMPILER!r} if any(m == p or m.startswith(p + ".") for m in new)))""")
+    assert run_python(code) == "[]"
+
+
+def test_once_torch_s_compiler_is_loaded_its_own_context_wraps_the_gradients_again():
+    # a user's torch.compile may switch compiled autograd on: torch's own _autograd_grad then decides
+    code = TRAIN.format(before="""
+import torch._dynamo.compiled_autograd as compiled
+calls = []
+own = compiled._disable
+compiled._disable = lambda: (calls.append(1), own())[1]""", after="print(len(calls))")
+    assert int(run_python(code)) > 0
+
+
+def test_install_leaves_a_function_of_another_shape_alone(monkeypatch):
+    def other(outputs, inputs, *, retain_graph=False):  # a torch whose private function changed
+        raise AssertionError("not to be called")
+
+    monkeypatch.setattr(eager_transforms, "_autograd_grad", other)
+    assert lean_func.install() is False
+    assert eager_transforms._autograd_grad is other
+
+
+def test_install_is_idempotent_and_keeps_torch_s_own_function_reachable():
+    assert lean_func.install() is True
+    lean = eager_transforms._autograd_grad
+    assert lean_func.install() is True and eager_transforms._autograd_grad is lean
+    own = lean.__wrapped__
+    assert own.__module__ == "torch._functorch.eager_transforms" and not hasattr(own, "__wrapped__")
