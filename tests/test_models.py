@@ -1,6 +1,8 @@
 """Model zoo: parameter counts, input shapes, deterministic init without global RNG use."""
 from __future__ import annotations
 
+import re
+
 import pytest
 import torch
 
@@ -33,6 +35,17 @@ def test_flat_input_models(name):
 def test_image_model_rejects_flat_input():
     with pytest.raises(ValueError, match="image input"):
         build_model("small_cnn", (60,), 10)
+
+
+@pytest.mark.parametrize("name, side", [("paper_cnn", 4), ("small_cnn", 4), ("lenet", 16)])
+def test_an_image_model_takes_images_down_to_its_smallest_side_and_names_it_below(name, side):
+    # the smallest side leaves one pixel for the fully connected layer; one less leaves none
+    for shape in [(1, side, side), (2, side + 3, side)]:
+        assert build_model(name, shape, 10)(torch.randn(3, *shape)).shape == (3, 10)
+    for shape in [(1, side - 1, side - 1), (1, 40, side - 1)]:
+        with pytest.raises(ValueError, match=re.escape(f"model '{name}' needs images of at least {side} x {side} "
+                                                       f"pixels, got input_shape {shape}")):
+            build_model(name, shape, 10)
 
 
 def test_unknown_model():

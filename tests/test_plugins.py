@@ -634,6 +634,10 @@ DATA_PARTS = textwrap.dedent('''
             return Dataset.from_arrays("blobs", x[:300], y[:300], x[300:], y[300:], 3)
 
 
+    class Thumbnails(Blobs):
+        input_shape = (1, 12, 12)  # images smaller than LeNet's 16 x 16
+
+
     class OwnSplit(Blobs):
         own_split = True
 
@@ -760,6 +764,9 @@ def test_an_unknown_model_dataset_or_partition_is_one_line_naming_the_field(tmp_
     ('[learning.dataset_options]\nroot = "x"\n', "learning.dataset_options.root: dataset 'fashion_mnist' takes no options"),
     ('dataset = "data_mod:Blobs"\nmodel = "small_cnn"\n', "learning.model = 'small_cnn': takes inputs of 3 dimensions, "
                                                           "and dataset 'data_mod:Blobs' has inputs of shape (5,)"),
+    ('dataset = "data_mod:Thumbnails"\nmodel = "lenet"\n', "learning.model = 'lenet': needs images of at least 16 x 16 "
+                                                          "pixels, got input_shape (1, 12, 12) from dataset "
+                                                          "'data_mod:Thumbnails'"),
 ])
 def test_bad_options_of_the_data_parts_are_one_line_errors(tmp_path, learning, words):
     with pytest.raises(ConfigError) as err:

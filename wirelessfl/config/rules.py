@@ -327,11 +327,20 @@ def _check_model_input(s) -> None:
     ``DatasetLoader.shape``): an image model on feature vectors fails here, not at the first round."""
     ranks = s.part("model").input_ranks
     shape = s.part("dataset").shape(s, s.options("dataset")) if ranks is not None else None
-    if shape is None or len(shape[0]) in ranks:
+    if shape is None:
         return
     from ..plugins import registry
 
     models = registry("model")
+    if len(shape[0]) in ranks:
+        if s.learning.model in models.builtins:  # the built-ins' layer lists check the image's size
+            try:
+                s.part("model").parameter_count(tuple(shape[0]), int(shape[1]))
+            except ValueError as e:
+                raise ConfigError(f"learning.model = {s.learning.model!r}: "
+                                  f"{str(e).removeprefix(f'model {s.learning.model!r} ')} from dataset "
+                                  f"{s.learning.dataset!r}") from None
+        return
     fitting = [repr(n) for n in models.builtins
                if models.load(n).input_ranks is None or len(shape[0]) in models.load(n).input_ranks]
     raise ConfigError(f"learning.model = {s.learning.model!r}: takes inputs of {' or '.join(map(str, ranks))} "

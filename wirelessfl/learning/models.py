@@ -105,7 +105,7 @@ def paper_cnn(input_shape: tuple[int, ...], num_classes: int) -> list[tuple]:
     """The CNN of docs/papers/lyapunov.md, "The experiments": conv 5x5 C->32 (same padding), ReLU,
     maxpool 2, conv 5x5 32->32 (same), ReLU, maxpool 2, fc -> 256, ReLU, fc 256 -> classes. 555,178
     parameters on (3, 32, 32) with 10 classes; 430,698 on (1, 28, 28)."""
-    c, h, w = _image_shape(input_shape, "paper_cnn")
+    c, h, w = _image_shape(input_shape, "paper_cnn", min_side=4)
     return [("conv", c, 32, 5, 2), ("relu",), ("pool",), ("conv", 32, 32, 5, 2), ("relu",), ("pool",),
             ("flatten",), ("linear", 32 * (h // 4) * (w // 4), 256), ("relu",), ("linear", 256, num_classes)]
 
@@ -114,7 +114,7 @@ def paper_cnn(input_shape: tuple[int, ...], num_classes: int) -> list[tuple]:
 def small_cnn(input_shape: tuple[int, ...], num_classes: int) -> list[tuple]:
     """conv 5x5 C->16, ReLU, pool, conv 5x5 16->32, ReLU, pool, fc -> classes (28,938 parameters on
     (1, 28, 28)): fast enough for CPU tests."""
-    c, h, w = _image_shape(input_shape, "small_cnn")
+    c, h, w = _image_shape(input_shape, "small_cnn", min_side=4)
     return [("conv", c, 16, 5, 2), ("relu",), ("pool",), ("conv", 16, 32, 5, 2), ("relu",), ("pool",),
             ("flatten",), ("linear", 32 * (h // 4) * (w // 4), num_classes)]
 
@@ -124,7 +124,7 @@ def lenet(input_shape: tuple[int, ...], num_classes: int) -> list[tuple]:
     """LeNet-5 as in docs/papers/fair_selection.md, "Experiments and their defaults": conv 5x5 C->6 (no
     padding), ReLU, pool, conv 5x5 6->16, ReLU, pool, fc -> 120, ReLU, fc -> 84, ReLU, fc -> classes
     (44,426 parameters on (1, 28, 28); 62,006 on (3, 32, 32))."""
-    c, h, w = _image_shape(input_shape, "lenet")
+    c, h, w = _image_shape(input_shape, "lenet", min_side=16)
     side = lambda n: ((n - 4) // 2 - 4) // 2  # noqa: E731  two unpadded 5x5 convolutions, two pools
     return [("conv", c, 6, 5, 0), ("relu",), ("pool",), ("conv", 6, 16, 5, 0), ("relu",), ("pool",),
             ("flatten",), ("linear", 16 * side(h) * side(w), 120), ("relu",), ("linear", 120, 84), ("relu",),
@@ -158,10 +158,16 @@ MODEL_NAMES = ("paper_cnn", "small_cnn", "mlp", "logreg", "mlp_80_60", "lenet")
 """The built-in models (wirelessfl.learning.MODELS lists them with installed plugins)."""
 
 
-def _image_shape(input_shape: tuple[int, ...], name: str) -> tuple[int, int, int]:
+def _image_shape(input_shape: tuple[int, ...], name: str, min_side: int) -> tuple[int, int, int]:
+    """(C, H, W), checked: an image of at least ``min_side`` pixels a side (smaller ones leave the
+    convolutions and pools no pixel for the fully connected layer)."""
     if len(input_shape) != 3:
         raise ValueError(f"model {name!r} needs an image input (C, H, W), got input_shape {tuple(input_shape)}")
-    return tuple(int(s) for s in input_shape)  # type: ignore[return-value]
+    c, h, w = (int(s) for s in input_shape)
+    if min(h, w) < min_side:
+        raise ValueError(f"model {name!r} needs images of at least {min_side} x {min_side} pixels, got input_shape "
+                         f"{tuple(input_shape)}")
+    return c, h, w
 
 
 def model_kwargs(options) -> dict[str, Any]:
