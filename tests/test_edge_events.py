@@ -155,8 +155,9 @@ def test_bad_edge_options_are_refused_in_one_line(changes, message):
 def test_event_edges_resume_exactly(tmp_path, interrupted_and_resumed, protocol, cloud, timing):
     data = edges(protocol, cloud=cloud, rounds=12, timing=timing)
     data["run"]["checkpoint_every"] = 1
+    data["run"]["eval_every_rounds"] = 3  # evaluations cost most of a training run; a few check resume
     full, resumed = interrupted_and_resumed(from_dict(data), after=14)
-    assert resumed.summary["status"] == "complete"
+    assert resumed.summary["status"] == "complete" and (timing or len(full.evals) >= 4)
     for name in ("rounds.csv", "updates.csv", "devices.csv", "evals.csv"):
         assert (tmp_path / "full" / name).read_text() == (tmp_path / "cut" / name).read_text(), name
     # messages were on the backhaul at the checkpoints it could resume from

@@ -124,23 +124,22 @@ def test_fedprox_local_steps_match_an_autograd_reference(one_torch_thread):
             torch.testing.assert_close(deltas[j], y - x0, rtol=1e-5, atol=1e-6)
 
 
-TWO_VARIANTS = ("--variant", "fedavg", "--variant", "fedprox")  # the two the fast tests compare (not mu = 10)
+FEDPROX_AT_MU_0 = ("--set", 'variants.fedprox={"learning.algorithm"="fedprox:FedProx","learning.mu"=0.0}')
+"""The example's fedprox variant at mu = 0 (its own value: --set learning.mu would set every variant's)."""
 
 
 def test_fedprox_from_its_folder_with_mu_0_is_fedavg_and_records_mu(tmp_path):
+    # one run of the example's three variants
     out = tmp_path / "out"
-    cli("run", EXAMPLES / "fedprox" / "fedprox.toml", *TWO_VARIANTS, "--set", "run.rounds=4", "--set", "run.eval_every_rounds=2",
+    cli("run", EXAMPLES / "fedprox" / "fedprox.toml", "--set", "run.rounds=4", "--set", "run.eval_every_rounds=2",
         "--set", "devices.count=10", "--set", "learning.samples_per_device=60", "--set", "learning.local_steps=3",
-        "--set", "learning.mu=0.0", "--out", out, "--no-progress", cwd=tmp_path)
-    prox, avg = (pd.read_csv(out / name / "evals.csv") for name in ("fedprox", "fedavg"))
+        *FEDPROX_AT_MU_0, "--out", out, "--no-progress", cwd=tmp_path)
+    avg, prox, prox10 = (pd.read_csv(out / name / "evals.csv") for name in ("fedavg", "fedprox", "fedprox_mu10"))
     pd.testing.assert_frame_equal(prox, avg)  # mu = 0: the same model in every evaluation
-    rounds = pd.read_csv(out / "fedprox" / "rounds.csv")
-    assert rounds["mu"].tolist() == [0.0] * 4 and "mu" not in pd.read_csv(out / "fedavg" / "rounds.csv")
-    cli("run", EXAMPLES / "fedprox" / "fedprox.toml", *TWO_VARIANTS, "--set", "run.rounds=4", "--set", "run.eval_every_rounds=2",
-        "--set", "devices.count=10", "--set", "learning.samples_per_device=60", "--set", "learning.local_steps=3", "--out", tmp_path / "mu",
-        "--no-progress", cwd=tmp_path)
-    assert not pd.read_csv(tmp_path / "mu" / "fedprox" / "evals.csv").equals(
-        pd.read_csv(tmp_path / "mu" / "fedavg" / "evals.csv"))  # mu = 1 changes the model
+    assert not prox10.equals(avg)  # mu = 10 changes the model
+    assert pd.read_csv(out / "fedprox" / "rounds.csv")["mu"].tolist() == [0.0] * 4
+    assert pd.read_csv(out / "fedprox_mu10" / "rounds.csv")["mu"].tolist() == [10.0] * 4
+    assert "mu" not in pd.read_csv(out / "fedavg" / "rounds.csv")
 
 
 @pytest.mark.slow
@@ -176,20 +175,17 @@ def test_the_guide_s_dispatch_rule_and_round_protocol_run_as_written(tmp_path):
     assert set(up.device) <= set(range(14, 20))  # the best channels (sigma grows with the index)
 
 
-@pytest.mark.slow  # end to end: two training runs through the command line
+@pytest.mark.slow  # end to end: a training run of three variants through the command line
 def test_fedprox_runs_under_fedbuff_and_its_mu_matters(tmp_path):
-    common = ["--set", "run.rounds=6", "--set", "run.eval_every_rounds=3", "--set", "devices.count=10",
-              "--set", "learning.samples_per_device=60", "--set", "learning.local_steps=3",
-              "--set", "protocol.name=fedbuff", "--set", "protocol.concurrency=4", "--set", "protocol.buffer=2",
-              "--no-progress"]
-    cli("run", EXAMPLES / "fedprox" / "fedprox.toml", *TWO_VARIANTS, *common, "--out", tmp_path / "a", cwd=tmp_path)
-    prox, avg = (pd.read_csv(tmp_path / "a" / name / "evals.csv") for name in ("fedprox", "fedavg"))
-    assert not prox.equals(avg)  # mu = 0.1 changes the model
-    cli("run", EXAMPLES / "fedprox" / "fedprox.toml", *TWO_VARIANTS, *common, "--set", "learning.mu=0.0", "--out", tmp_path / "b",
-        cwd=tmp_path)
-    prox, avg = (pd.read_csv(tmp_path / "b" / name / "evals.csv") for name in ("fedprox", "fedavg"))
+    cli("run", EXAMPLES / "fedprox" / "fedprox.toml", "--set", "run.rounds=6", "--set", "run.eval_every_rounds=3",
+        "--set", "devices.count=10", "--set", "learning.samples_per_device=60", "--set", "learning.local_steps=3",
+        "--set", "protocol.name=fedbuff", "--set", "protocol.concurrency=4", "--set", "protocol.buffer=2",
+        *FEDPROX_AT_MU_0, "--no-progress", "--out", tmp_path / "out", cwd=tmp_path)
+    avg, prox, prox10 = (pd.read_csv(tmp_path / "out" / name / "evals.csv")
+                         for name in ("fedavg", "fedprox", "fedprox_mu10"))
     pd.testing.assert_frame_equal(prox, avg)  # mu = 0 is FedAvg, stale updates and all
-    up = pd.read_csv(tmp_path / "b" / "fedprox" / "updates.csv")
+    assert not prox10.equals(avg)  # mu = 10 changes the model
+    up = pd.read_csv(tmp_path / "out" / "fedprox" / "updates.csv")
     assert (up[up.outcome == "applied"].groupby("version_applied").size() == 2).all()
 
 
