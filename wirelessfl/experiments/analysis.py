@@ -87,11 +87,24 @@ def speedup(baseline_s: float, ours_s: float) -> float:
 def mean_time_to_target(runs: Sequence[pd.DataFrame], target: float, compute_s: float = 0.0,
                         grid_points: int = 2000, smooth: int = 1) -> float:
     """Time to target of the seed-averaged curve, for runs recorded with zero computation time."""
-    shifted = [(shift_by_compute(e, compute_s), e["accuracy"].to_numpy(float)) for e in runs]
-    end = min(t[-1] for t, _ in shifted)
-    grid = np.linspace(0.0, end, grid_points)
-    avg = average_curves((on_grid(t, a, grid) for t, a in shifted), grid)
-    return time_to_target(avg["time_s"], rolling_mean(avg["mean"].to_numpy(), smooth), target)
+    return mean_times_to_target(runs, target, [compute_s], grid_points, smooth)[0]
+
+
+def mean_times_to_target(runs: Sequence[pd.DataFrame], target: float, compute_grid: Iterable[float],
+                         grid_points: int = 2000, smooth: int = 1) -> list[float]:
+    """:func:`mean_time_to_target` at each computation time of ``compute_grid``: the seed-averaged
+    curve (``average_curves``' mean where every run has a value) of the runs shifted by each."""
+    columns = [(e["time_s"].to_numpy(float), e["round"].to_numpy(float), e["accuracy"].to_numpy(float))
+               for e in runs]  # read once for the whole grid: a table sweeps hundreds of times
+    out = []
+    for c in compute_grid:
+        shifted = [time + rounds * float(c) for time, rounds, _ in columns]  # as shift_by_compute
+        grid = np.linspace(0.0, min(t[-1] for t in shifted), grid_points)
+        stack = np.vstack([on_grid(t, acc, grid) for t, (_, _, acc) in zip(shifted, columns)])
+        complete = ~np.isnan(stack).any(axis=0)
+        mean = stack.mean(0)[complete]
+        out.append(time_to_target(grid[complete], rolling_mean(mean, smooth), target))
+    return out
 
 
 def best_setting_table(times: pd.DataFrame) -> pd.DataFrame:

@@ -33,7 +33,7 @@ from typing import Callable, Iterable, Sequence
 import numpy as np
 import pandas as pd
 
-from ...experiments.analysis import best_setting_table, markdown_table, mean_time_to_target
+from ...experiments.analysis import best_setting_table, markdown_table, mean_times_to_target
 from ...files import write_atomic
 from ...sim.device_arrays import load_decisions
 from ..recipes import Recipe, Report, Runs, pyplot, save_figure
@@ -68,10 +68,11 @@ def time_to_target_grid(evals_by_setting: dict[str, Sequence[pd.DataFrame]], tar
     target within the runs' budgets): the input of analysis.best_setting_table.
     """
     rows = []
+    compute_grid = [float(c) for c in compute_grid]
     for setting, evals in evals_by_setting.items():
-        for c in compute_grid:
-            t = mean_time_to_target(evals, target, compute_s=float(c), smooth=smooth) if evals else math.nan
-            rows.append({"compute_s": float(c), "setting": setting, "time_to_target_s": t})
+        times = mean_times_to_target(evals, target, compute_grid, smooth=smooth) if evals else \
+            [math.nan] * len(compute_grid)
+        rows.extend({"compute_s": c, "setting": setting, "time_to_target_s": t} for c, t in zip(compute_grid, times))
     return pd.DataFrame(rows)
 
 
