@@ -157,9 +157,11 @@ class Registry:
         """Names registered by installed packages under the kind's entry-point group."""
         return {ep.name: ep for ep in importlib.metadata.entry_points(group=self.kind.group)}
 
-    def names(self) -> list[str]:
-        """Every name that needs no import path: built-ins first, then installed plugins."""
-        return list(self.builtins) + sorted(n for n in self.installed() if n not in self.builtins)
+    def names(self, installed: Mapping[str, object] | None = None) -> list[str]:
+        """Every name that needs no import path: built-ins first, then installed plugins (``installed``:
+        those already looked up, which takes a scan of every installed package)."""
+        installed = self.installed() if installed is None else installed
+        return list(self.builtins) + sorted(n for n in installed if n not in self.builtins)
 
     def load(self, name: str, plugin_path: Sequence[str] = ()) -> type:
         """The class a scenario's value names; PluginError (one line, naming the field) if none fits."""
@@ -172,9 +174,10 @@ class Registry:
         elif ":" in name:
             cls = _load_import_path(name, plugin_path, where)
         else:
-            entry = self.installed().get(name)
+            installed = self.installed()
+            entry = installed.get(name)
             if entry is None:
-                listed = ", ".join(repr(n) for n in self.names())
+                listed = ", ".join(repr(n) for n in self.names(installed))
                 raise PluginError(f"{where}: unknown {self.kind.name}; choose from {listed}, "
                                   f"or give an import path 'module:{'Name' if self.kind.functions else 'Class'}' "
                                   "(see docs/extending.md)")
