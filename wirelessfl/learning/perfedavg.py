@@ -12,7 +12,7 @@ D'' of B samples:
 * ``"fo"``: first order, h = u (H u dropped); 2 gradient evaluations per step.
 * ``"hf"``: Hessian-free, H u ~ (grad f(w + delta u; D'') - grad f(w - delta u; D'')) / (2 delta);
   4 gradient evaluations.
-* ``"exact"``: H u by forward-over-reverse autodiff; about 4 gradient evaluations.
+* ``"exact"``: H u by reverse-over-reverse autodiff; about 4 gradient evaluations.
 
 The server side is FedAvg's: the same download and upload, and the same 1/(N q) aggregation
 weights (with uniform sampling of m devices, q = m / N, the plain average of the paper).

@@ -27,7 +27,7 @@ from typing import Callable, Sequence
 import numpy as np
 import torch
 import torch.nn.functional as F
-from torch.func import functional_call, grad, jvp, vmap
+from torch.func import functional_call, grad, vmap
 
 from wirelessfl.learning import lean_func
 from wirelessfl.learning.binding import FlatBinding
@@ -170,7 +170,7 @@ class Trainer(Evaluation):
         # Per-device gradient of the minibatch loss, vectorised over a stack of parameter vectors; its
         # loss and transforms import nothing of torch's compiler (lean_func.py), with the same numbers.
         lean_func.install()
-        self._func_grad = grad(self.loss)  # composable with jvp (hvp)
+        self._func_grad = grad(self.loss)  # composable with grad (hvp)
         self._batched_func_grad = grad(self._batched_loss)
         self.batched_grad = vmap(self._batched_func_grad)
         self.batched_hvp = vmap(self._batched_hvp)  # per-device Hessian-vector products over a stack
@@ -265,14 +265,15 @@ class Trainer(Evaluation):
 
     @float32_kernels
     def hvp(self, flat: torch.Tensor, v: torch.Tensor, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-        """Hessian-vector product of :meth:`loss` at ``flat`` on (x, y) with ``v`` (forward-over-reverse:
-        the directional derivative of the gradient along v), a flat vector."""
-        return jvp(lambda p: self._func_grad(p, x, y), (flat,), (v,))[1]
+        """Hessian-vector product of :meth:`loss` at ``flat`` on (x, y) with ``v``, a flat vector: the
+        gradient of g(flat) . v with v held fixed (reverse over reverse; forward over reverse would load
+        torch's compiler, whose Python references its forward-mode derivatives run, and was slower)."""
+        return grad(lambda p: torch.dot(self._func_grad(p, x, y), v))(flat)
 
     @float32_kernels
     def _batched_hvp(self, flat: torch.Tensor, v: torch.Tensor, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
         # :meth:`hvp` of one device as vmap batches it (of :meth:`_batched_loss`)
-        return jvp(lambda p: self._batched_func_grad(p, x, y), (flat,), (v,))[1]
+        return grad(lambda p: torch.dot(self._batched_func_grad(p, x, y), v))(flat)
 
     def batch(self, indices: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """The training samples at ``indices`` (into ``dataset.x_train``) on the trainer's device."""
