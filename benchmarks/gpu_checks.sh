@@ -14,7 +14,7 @@ export PYTHONUNBUFFERED=1
 step() { echo "=== $1 ($(date +%T))"; }
 nvidia-smi --query-gpu=name,memory.total --format=csv,noheader
 step "CUDA tests"
-timeout 120 python3 -m pytest -q -p no:cacheprovider tests/test_training_paths.py tests/test_trainer.py -k "cuda or captured" 2>&1 | tail -3
+timeout 120 python3 -m pytest -q -p no:cacheprovider tests/test_training_paths.py tests/test_trainer.py tests/test_lean_func.py -k "cuda or captured" 2>&1 | tail -3
 step "training benchmark"
 timeout 300 python3 benchmarks/training.py --device cuda --m 1 3 10 100 300 1000 --repeats 3 2>&1 | tee "$out/training_cuda.txt"
 step "async scenario on the GPU"

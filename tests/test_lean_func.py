@@ -2,6 +2,7 @@
 torch's own transforms of F.cross_entropy, bit for bit, and none of the compiler's modules imported."""
 from __future__ import annotations
 
+import functools
 import subprocess
 import sys
 
@@ -24,7 +25,7 @@ COMPILER = ("torch._dynamo", "torch._inductor", "sympy", "triton")
 def stacked_inputs(trainer, k=5, seed=1):
     """k perturbed copies of the model and a minibatch for each (continuous inputs: no ReLU ties)."""
     g = torch.Generator().manual_seed(seed)
-    y = trainer.params.expand(k, -1) + 0.05 * torch.randn(k, trainer.num_params, generator=g)
+    y = trainer.params.cpu().expand(k, -1) + 0.05 * torch.randn(k, trainer.num_params, generator=g)
     ix = torch.randint(0, len(trainer.dataset.y_train), (k, 8), generator=g)
     return y, trainer.dataset.x_train[ix], trainer.dataset.y_train[ix]
 
@@ -36,19 +37,26 @@ def images():
     return ds, partition(ds.y_train.numpy(), 8, "iid", rng=stream(0, "partition"), samples_per_device=20)
 
 
+@pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=pytest.mark.skipif(
+    not torch.cuda.is_available(), reason="needs a CUDA device"))])
 @pytest.mark.parametrize("model", MODEL_NAMES)
-def test_batched_gradients_and_hvps_equal_torch_s_own_transforms_of_cross_entropy_bit_for_bit(images, model,
+def test_batched_gradients_and_hvps_equal_torch_s_own_transforms_of_cross_entropy_bit_for_bit(images, model, device,
                                                                                                monkeypatch):
-    trainer = make(images, model, batching="vmap")
-    y, xb, yb = stacked_inputs(trainer)
-    v = torch.randn(y.shape, generator=torch.Generator().manual_seed(2))
-    ours_g, ours_h = trainer.batched_grad(y, xb, yb), trainer.batched_hvp(y, v, xb, yb)
+    trainer = make(images, model, batching="vmap", device=device)
+    y, xb, yb = (t.to(device) for t in stacked_inputs(trainer))
+    v = torch.randn(y.shape, generator=torch.Generator().manual_seed(2)).to(device)
+    # both sides with the kernels the trainer's callers choose (numerics.float32_kernels)
+    kernels = functools.partial(torch.backends.cudnn.flags, enabled=torch.backends.cudnn.enabled, benchmark=False,
+                                deterministic=True, allow_tf32=False)
+    with kernels():
+        ours_g, ours_h = trainer.batched_grad(y, xb, yb), trainer.batched_hvp(y, v, xb, yb)
 
     # torch's own: its _autograd_grad (with the compiler's context) and F.cross_entropy (Trainer.loss)
     monkeypatch.setattr(eager_transforms, "_autograd_grad", eager_transforms._autograd_grad.__wrapped__)
     torch_grad = grad(trainer.loss)
-    ref_g = vmap(torch_grad)(y, xb, yb)
-    ref_h = vmap(grad(lambda p, t, xs, ys: torch.dot(torch_grad(p, xs, ys), t)))(y, v, xb, yb)
+    with kernels():
+        ref_g = vmap(torch_grad)(y, xb, yb)
+        ref_h = vmap(grad(lambda p, t, xs, ys: torch.dot(torch_grad(p, xs, ys), t)))(y, v, xb, yb)
 
     assert ours_g.abs().max() > 0 and ours_h.abs().max() > 0
     assert torch.equal(ours_g, ref_g), (ours_g - ref_g).abs().max()
