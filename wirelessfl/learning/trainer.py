@@ -266,8 +266,8 @@ class Trainer(Evaluation):
     @float32_kernels
     def hvp(self, flat: torch.Tensor, v: torch.Tensor, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
         """Hessian-vector product of :meth:`loss` at ``flat`` on (x, y) with ``v``, a flat vector: the
-        gradient of g(flat) . v with v held fixed (reverse over reverse; forward over reverse would load
-        torch's compiler, whose Python references its forward-mode derivatives run, and was slower)."""
+        gradient of g(flat) . v with v held fixed (reverse over reverse: forward over reverse was slower
+        and, inside torch, imports its compiler)."""
         return grad(lambda p: torch.dot(self._func_grad(p, x, y), v))(flat)
 
     @float32_kernels
