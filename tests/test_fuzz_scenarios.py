@@ -27,6 +27,7 @@ import datetime
 import math
 import os
 import random
+import re
 import signal
 import sys
 import tempfile
@@ -82,15 +83,17 @@ HOSTILE = [
 
 
 _ESC = {'"': '\\"', "\\": "\\\\", "\n": "\\n", "\t": "\\t", "\r": "\\r", "\b": "\\b", "\f": "\\f"}
+# str.translate's table: the escapes above, other control characters as \uXXXX
+_ESCAPES = {i: _ESC.get(chr(i)) or f"\\u{i:04x}" for i in [*range(0x20), 0x7F]} | {ord(c): e for c, e in _ESC.items()}
+_BARE_KEY = re.compile(r"[A-Za-z0-9_-]+")
 
 
 def toml_str(s: str) -> str:
-    return '"' + "".join(_ESC.get(c) or (f"\\u{ord(c):04x}" if ord(c) < 0x20 or ord(c) == 0x7F else c)
-                         for c in s) + '"'
+    return '"' + s.translate(_ESCAPES) + '"'
 
 
 def toml_key(k: str) -> str:
-    return k if k and all(c.isascii() and (c.isalnum() or c in "_-") for c in k) else toml_str(k)
+    return k if _BARE_KEY.fullmatch(k) else toml_str(k)
 
 
 def toml_val(v) -> str:
