@@ -151,8 +151,9 @@ def test_bad_hierarchy_options_are_refused_in_one_line(changes, message):
 def test_a_tiered_run_resumes_exactly(tmp_path, interrupted_and_resumed, timing):
     data = scenario(rounds=6, timing=timing)
     data["run"]["checkpoint_every"] = 1
+    data["run"]["eval_every_rounds"] = 2  # evaluations cost most of a training run; a few check resume
     full, resumed = interrupted_and_resumed(from_dict(data), after=9)
-    assert resumed.summary["status"] == "complete"
+    assert resumed.summary["status"] == "complete" and (timing or len(full.evals) >= 3)
     for name in ("rounds.csv", "updates.csv", "devices.csv", "evals.csv"):
         assert (tmp_path / "full" / name).read_text() == (tmp_path / "cut" / name).read_text(), name
 
