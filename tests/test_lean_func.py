@@ -2,7 +2,6 @@
 torch's own transforms of F.cross_entropy, bit for bit, and none of the compiler's modules imported."""
 from __future__ import annotations
 
-import functools
 import subprocess
 import sys
 
@@ -11,12 +10,12 @@ import torch
 from torch._functorch import eager_transforms
 from torch.func import grad, vmap
 
-from wirelessfl.learning import lean_func
+from wirelessfl.learning import lean_func, partition
 from wirelessfl.learning.models import MODEL_NAMES
+from wirelessfl.learning.numerics import plain_float32
+from wirelessfl.rng import stream
 
 from test_trainer import REPO, make, tiny_dataset
-from wirelessfl.learning import partition
-from wirelessfl.rng import stream
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 COMPILER = ("torch._dynamo", "torch._inductor", "sympy", "triton")
@@ -46,28 +45,19 @@ def test_batched_gradients_and_hvps_equal_torch_s_own_transforms_of_cross_entrop
     y, xb, yb = (t.to(device) for t in stacked_inputs(trainer))
     v = torch.randn(y.shape, generator=torch.Generator().manual_seed(2)).to(device)
     # both sides with the kernels the trainer's callers choose (numerics.float32_kernels)
-    kernels = functools.partial(torch.backends.cudnn.flags, enabled=torch.backends.cudnn.enabled, benchmark=False,
-                                deterministic=True, allow_tf32=False)
-    with kernels():
+    with plain_float32():
         ours_g, ours_h = trainer.batched_grad(y, xb, yb), trainer.batched_hvp(y, v, xb, yb)
 
     # torch's own: its _autograd_grad (with the compiler's context) and F.cross_entropy (Trainer.loss)
     monkeypatch.setattr(eager_transforms, "_autograd_grad", eager_transforms._autograd_grad.__wrapped__)
     torch_grad = grad(trainer.loss)
-    with kernels():
+    with plain_float32():
         ref_g = vmap(torch_grad)(y, xb, yb)
         ref_h = vmap(grad(lambda p, t, xs, ys: torch.dot(torch_grad(p, xs, ys), t)))(y, v, xb, yb)
 
     assert ours_g.abs().max() > 0 and ours_h.abs().max() > 0
     assert torch.equal(ours_g, ref_g), (ours_g - ref_g).abs().max()
     assert torch.equal(ours_h, ref_h), (ours_h - ref_h).abs().max()
-
-
-def run_python(code: str) -> str:
-    done = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], cwd=REPO, capture_output=True,
-                          text=True, timeout=300)
-    assert done.returncode == 0, done.stderr[-2000:]
-    return done.stdout.strip().splitlines()[-1]
 
 
 TRAIN_TWICE = f"""

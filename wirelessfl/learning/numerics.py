@@ -1,11 +1,26 @@
 """How the training core runs its kernels on an accelerator."""
 from __future__ import annotations
 
+import contextlib
 import functools
 
 import torch
 
-__all__ = ["float32_kernels"]
+__all__ = ["float32_kernels", "plain_float32"]
+
+
+@contextlib.contextmanager
+def plain_float32():
+    """cuDNN in plain float32 with deterministic algorithms, and matrix products in full float32,
+    for the block; the caller's settings are restored after it (see float32_kernels)."""
+    matmul = torch.get_float32_matmul_precision()
+    torch.set_float32_matmul_precision("highest")
+    try:
+        with torch.backends.cudnn.flags(enabled=torch.backends.cudnn.enabled, benchmark=False,
+                                        deterministic=True, allow_tf32=False):
+            yield
+    finally:
+        torch.set_float32_matmul_precision(matmul)
 
 
 def float32_kernels(method):
@@ -22,12 +37,6 @@ def float32_kernels(method):
     def wrapper(self, *args, **kwargs):
         if self.device.type != "cuda":
             return method(self, *args, **kwargs)
-        matmul = torch.get_float32_matmul_precision()
-        torch.set_float32_matmul_precision("highest")
-        try:
-            with torch.backends.cudnn.flags(enabled=torch.backends.cudnn.enabled, benchmark=False,
-                                            deterministic=True, allow_tf32=False):
-                return method(self, *args, **kwargs)
-        finally:
-            torch.set_float32_matmul_precision(matmul)
+        with plain_float32():
+            return method(self, *args, **kwargs)
     return wrapper

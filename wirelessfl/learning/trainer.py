@@ -55,6 +55,11 @@ def _wants_devices(direction) -> bool:
     return any(p.name == "devices" or p.kind is inspect.Parameter.VAR_KEYWORD for p in params)
 
 
+def _hvp(func_grad, flat: torch.Tensor, v: torch.Tensor, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    """The gradient of func_grad(flat, x, y) . v with v held fixed: a Hessian-vector product."""
+    return grad(lambda p: torch.dot(func_grad(p, x, y), v))(flat)
+
+
 def _device_indices(device_indices: Sequence[np.ndarray], n_train: int) -> list[np.ndarray]:
     """Each device's training sample indices as int64 vectors, checked to lie in [0, n_train)."""
     indices = [np.asarray(ix, dtype=np.int64).reshape(-1) for ix in device_indices]
@@ -268,12 +273,12 @@ class Trainer(Evaluation):
         """Hessian-vector product of :meth:`loss` at ``flat`` on (x, y) with ``v``, a flat vector: the
         gradient of g(flat) . v with v held fixed (reverse over reverse: forward over reverse was slower
         and, inside torch, imports its compiler)."""
-        return grad(lambda p: torch.dot(self._func_grad(p, x, y), v))(flat)
+        return _hvp(self._func_grad, flat, v, x, y)
 
     @float32_kernels
     def _batched_hvp(self, flat: torch.Tensor, v: torch.Tensor, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
         # :meth:`hvp` of one device as vmap batches it (of :meth:`_batched_loss`)
-        return grad(lambda p: torch.dot(self._batched_func_grad(p, x, y), v))(flat)
+        return _hvp(self._batched_func_grad, flat, v, x, y)
 
     def batch(self, indices: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """The training samples at ``indices`` (into ``dataset.x_train``) on the trainer's device."""
