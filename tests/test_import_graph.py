@@ -12,10 +12,11 @@ from pathlib import Path
 PACKAGE = Path(__file__).resolve().parent.parent / "wirelessfl"
 
 LAYERS = (
-    ("fields", "files", "jsonio", "rng", "plugins", "capabilities", "traces", "decisions"),  # no model of anything
+    ("fields", "files", "jsonio", "rng", "plugins", "capabilities", "traces", "decisions", "units"),  # no model of anything
     ("config",),
     ("des",),  # the simulated clock and an upload's phases: what every timed model runs on
-    ("access", "battery", "devices", "fading", "mobility", "network", "participation", "path_loss", "wireless"),
+    ("access", "battery", "devices", "fading", "mobility", "network", "participation", "path_loss", "radio",
+     "wireless"),
     ("scheduling", "learning"),
     ("sim",),
     ("experiments",),

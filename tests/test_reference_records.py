@@ -6,7 +6,7 @@ at the commit that added them, before the refactor that moved the built-ins behi
 registries. Columns that existed then must keep their values (discrete columns exactly, numbers of
 timing-only runs to 1e-9 relative, numbers of training runs to 1e-6: float32 reductions differ in the
 last bits between CPUs, and a scheduler's objective of losses carries them; evaluation numbers to
-1e-5, after Per-FedAvg's second-order steps); columns added since are not compared. Since the seams, SAFARI's server round times are options
+3e-5, after Per-FedAvg's second-order steps); columns added since are not compared. Since the seams, SAFARI's server round times are options
 of the algorithm (learning.server_compute_s, learning.server_step_s; they were devices.*).
 """
 from __future__ import annotations
@@ -154,7 +154,8 @@ def test_records_equal_the_records_made_before_the_seams(name, tmp_path, one_tor
     tol = 1e-6 if CASES[name][1] else 1e-9
     _same(f"{name}/rounds", read(ref_dir, "rounds.csv"), read(tmp_path / name, "rounds.csv"), tol)
     _same(f"{name}/devices", read(ref_dir, "devices.csv"), read(tmp_path / name, "devices.csv"), tol)
-    _same(f"{name}/evals", read(ref_dir, "evals.csv"), read(tmp_path / name, "evals.csv"), 1e-5)
+    # 3e-5: perfedavg_hf_groups' third train loss differs by 1.03e-5 relative on an Intel Xeon (AVX-512)
+    _same(f"{name}/evals", read(ref_dir, "evals.csv"), read(tmp_path / name, "evals.csv"), 3e-5)
     ref = json.loads((ref_dir / "summary.json").read_text())
     for key, value in ref.items():
         if key in SUMMARY_SKIP or (key == "m" and ref["scheduler"] in FAIR):

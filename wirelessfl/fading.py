@@ -136,7 +136,8 @@ def block_fading(scenario, channel, link=None) -> BlockFading | None:
         return None
     from .wireless import moving, sigma_profile
 
-    f_d = doppler_hz(speed, scenario.link.carrier_hz) if speed else 0.0
+    carrier = scenario.link.carrier_hz if scenario.channel.carrier_hz is None else scenario.channel.carrier_hz
+    f_d = doppler_hz(speed, carrier) if speed else 0.0
     coherence = coherence if coherence is not None else 0.423 / f_d
     rho = 0.0
     if speed:

@@ -66,7 +66,15 @@ def coerce(value: Any, hint: Any, path: str, base_dir: Path | None = None) -> An
     origin = typing.get_origin(hint)
     if origin in (typing.Union, types.UnionType):
         args = [a for a in typing.get_args(hint) if a is not type(None)]
-        return coerce(value, args[0], path, base_dir)
+        if len(args) == 1:
+            return coerce(value, args[0], path, base_dir)
+        wanted = []
+        for arg in args:  # the first type the value fits (bool | str: true, false or a name)
+            try:
+                return coerce(value, arg, path, base_dir)
+            except ConfigError as exc:
+                wanted.append(str(exc).partition(": must be ")[2] or str(exc))
+        raise ConfigError(f"{path} = {show(value)}: must be {' or '.join(wanted)}")
     if hint is Power:
         if isinstance(value, str):
             match = _DB.match(value)

@@ -81,3 +81,57 @@ def site_gains(path_loss: PathLoss, positions_m: np.ndarray, sites_m: np.ndarray
     offsets = positions_m[:, None, :] - sites_m[None, :, :]
     distances = np.hypot(offsets[..., 0], offsets[..., 1])
     return distances, path_loss.gain_at(distances) * 10.0 ** (shadow_db / 10.0)
+
+
+class Tr38901PathLoss(PathLoss):
+    """3GPP TR 38.901 large-scale gain (wirelessfl.radio.tr38901): each device's line of sight drawn
+    once with the table's probability at its placement (or forced), its path loss for that state
+    (Table 7.4.1-1, breakpoint included), log-normal shadowing with the state's sigma, and the
+    antennas' gains: gain = 10^((G_BS + G_UT - PL - SF) / 10).
+
+    The state stays the device's as it moves (no LOS/NLOS transitions within a run); O2I penetration
+    is not modelled (every device is outdoors, or in the office of ``inh``)."""
+
+    def __init__(self, positions_m: np.ndarray, *, scenario: str, carrier_hz: float, bs_height_m: float,
+                 ut_height_m: float, los: str, shadowing_db: float | None, per_round: bool,
+                 antenna_gain_db: float, rng: np.random.Generator):
+        from .radio import tr38901
+
+        self.scenario, self.carrier_hz = scenario, float(carrier_hz)
+        self.bs_height_m, self.ut_height_m, self.antenna_gain_db = float(bs_height_m), float(ut_height_m), \
+            float(antenna_gain_db)
+        positions = np.asarray(positions_m, dtype=float).reshape(-1, 2)
+        d2d = np.hypot(positions[:, 0], positions[:, 1])
+        self.los = tr38901.draw_states(rng, scenario, d2d, self.ut_height_m, los)
+        sigma = (tr38901.shadowing_sigma_db(scenario, self.los, d2d, self.bs_height_m, self.ut_height_m,
+                                            self.carrier_hz) if shadowing_db is None
+                 else np.full(d2d.size, float(shadowing_db)))
+        shadow = np.zeros(d2d.size) if per_round else rng.normal(0.0, 1.0, d2d.size) * sigma
+        super().__init__(positions, reference_gain=1.0, reference_distance_m=1.0, exponent=0.0, shadowing_db=0.0,
+                         per_round=per_round, rng=rng, shadow_db=shadow)
+        self.shadowing_db = sigma  # per device
+
+    def path_loss_db(self, distances_m: np.ndarray) -> np.ndarray:
+        """TR 38.901's path loss at 2D ``distances_m`` for each device's state (rows: devices)."""
+        from .radio import tr38901
+
+        los = self.los if np.ndim(distances_m) == 1 else self.los[:, None]
+        return tr38901.path_loss_db(self.scenario, distances_m, self.bs_height_m, self.ut_height_m, self.carrier_hz,
+                                    los)
+
+    def gain_at(self, distances_m: np.ndarray) -> np.ndarray:
+        """10^((G_BS + G_UT - PL) / 10) at ``distances_m``."""
+        return 10.0 ** ((self.antenna_gain_db - self.path_loss_db(distances_m)) / 10.0)
+
+    def scale(self, rng: np.random.Generator, devices: np.ndarray | None = None) -> np.ndarray:
+        """This round's large-scale gain of every device (or of ``devices``), its shadowing included."""
+        distance = self.distance_gain if devices is None else self.distance_gain[devices]
+        if self.per_round:
+            sigma = self.shadowing_db if devices is None else self.shadowing_db[devices]
+            return distance * 10.0 ** (rng.normal(0.0, 1.0, distance.size) * sigma / 10.0)
+        shadow = self.device_shadow_db if devices is None else self.device_shadow_db[devices]
+        return distance * 10.0 ** (shadow / 10.0)
+
+    def device_columns(self) -> dict[str, np.ndarray]:
+        """For devices.csv: each device's line of sight (1/0) and path loss in dB at its position."""
+        return {"los": self.los.astype(np.int64), "path_loss_db": self.path_loss_db(self.distances_m)}

@@ -98,6 +98,8 @@ KINDS: dict[str, Kind] = {k.name: k for k in (
          ("from_scenario", "compute_times")),
     Kind("access", "link", "access", "wirelessfl.access", "wirelessfl.access:ACCESS",
          ("from_scenario", "airtime_s", "schedule")),
+    Kind("rate", "link", "rate", "wirelessfl.rates", "wirelessfl.radio.rates:RATES", ("from_link", "rate_bps"),
+         options_key="rate_options"),
     Kind("model", "learning", "model", "wirelessfl.models", "wirelessfl.learning:MODELS", (),
          options_key="model_options", functions=True),
     Kind("dataset", "learning", "dataset", "wirelessfl.datasets", "wirelessfl.learning:DATASETS",
@@ -191,6 +193,14 @@ class Registry:
         cls = self.fitted(cls, where)
         self._loaded[key] = cls
         return cls
+
+    def load_any(self, name: str) -> type:
+        """The class ``name`` was loaded as (from whichever plugin path the scenario searched), else
+        ``load(name)``: for a part built from one table of the scenario, without its plugin path."""
+        for (loaded, _), cls in self._loaded.items():
+            if loaded == name:
+                return cls
+        return self.load(name)
 
     def fitted(self, cls, where: str) -> type:
         """``cls``, made to fit the protocol: a class that lacks some of its members runs as a subclass

@@ -10,6 +10,7 @@ airtimes, energy, the downlink) and the access schemes are in wirelessfl.access.
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any, ClassVar, Protocol, runtime_checkable
 
@@ -18,7 +19,8 @@ import numpy as np
 from .capabilities import provides
 from .fields import NoOptions, option
 from .mobility import Mobility
-from .path_loss import PathLoss, cell_positions, site_gains  # noqa: F401 (cell_positions: theirs too)
+from .fields import ConfigError
+from .path_loss import PathLoss, Tr38901PathLoss, cell_positions, site_gains  # noqa: F401 (cell_positions: theirs too)
 from .plugins import Registry
 from .traces import Trace, TraceOptions
 
@@ -44,7 +46,9 @@ class Channel(Protocol):
 
     @classmethod
     def check(cls, scenario, options) -> None:
-        """Raise ConfigError if the scenario cannot run with this channel."""
+        """Raise ConfigError if the scenario cannot run with this channel (default: the path loss's
+        own ranges, ``check_path_loss``)."""
+        check_path_loss(scenario)
 
     def draw_devices(self, rng: np.random.Generator, devices: np.ndarray) -> np.ndarray:
         """The gains of ``devices`` only, for one upload each (the event protocols draw a gain when
@@ -114,7 +118,10 @@ def moving(channel) -> bool:
 def sigma_profile(cfg, num_devices: int) -> np.ndarray:
     """Per-device Rayleigh scale sigma_n: homogeneous, linear from sigma_min to sigma_max, or a list."""
     if cfg.profile == "homogeneous":
-        return np.full(num_devices, cfg.sigma)
+        if cfg.sigma is not None:
+            return np.full(num_devices, cfg.sigma)
+        # unit-mean fading where the mean gain is a physical path loss
+        return np.full(num_devices, math.sqrt(0.5) if cfg.path_loss == "38.901" else 1.0)
     if cfg.profile == "linear":
         return np.linspace(cfg.sigma_min, cfg.sigma_max, num_devices)
     return np.asarray(cfg.sigmas, dtype=float)
@@ -362,6 +369,7 @@ class TraceChannel(Channel):
     @classmethod
     def check(cls, scenario, options: TraceOptions) -> None:
         """The file exists, parses, and has one column per device of positive gains."""
+        check_path_loss(scenario)
         Trace.read(options.trace, scenario.devices.count, "channel.trace", options.trace_end, positive=True)
 
     def draw(self, rng: np.random.Generator) -> np.ndarray:
@@ -406,6 +414,9 @@ def channel_columns(channel: Channel, num_devices: int, where: str = "channel.mo
             raise PartError(f"{where}: mean_gain() gave shape {mean.shape}; it must give one value per device "
                             f"({num_devices},)")
         columns["mean_gain"] = mean
+    path_loss = getattr(channel, "path_loss", None)
+    if hasattr(path_loss, "device_columns"):  # TR 38.901: each device's state and path loss
+        columns.update(path_loss.device_columns())
     positions = channel.positions_m()
     if positions is not None:
         positions = np.asarray(positions, dtype=float)
@@ -416,6 +427,42 @@ def channel_columns(channel: Channel, num_devices: int, where: str = "channel.mo
     return columns
 
 
+TR38901_BS_HEIGHT_M = {"uma": 25.0, "umi": 10.0, "rma": 35.0, "inh": 3.0}
+"""TR 38.901 Table 7.2-1's base station heights, the default of channel.bs_height_m."""
+
+
+def carrier_hz(scenario) -> float:
+    """The carrier of the path loss and the Doppler: channel.carrier_hz, else link.carrier_hz."""
+    given = scenario.channel.carrier_hz
+    return scenario.link.carrier_hz if given is None else given
+
+
+def bs_height_m(cfg) -> float:
+    """The base station's height: channel.bs_height_m, else the TR 38.901 scenario's."""
+    return TR38901_BS_HEIGHT_M[cfg.scenario] if cfg.bs_height_m is None else cfg.bs_height_m
+
+
+def check_path_loss(scenario) -> None:
+    """ConfigError (one line) where TR 38.901's path loss is asked for outside its validity ranges, or
+    with something it does not model; antenna gains without it."""
+    from .radio import tr38901
+
+    cfg, link = scenario.channel, scenario.link
+    if cfg.path_loss != "38.901":
+        if link.bs_antenna_gain_db or link.ut_antenna_gain_db:
+            field = "bs_antenna_gain_db" if link.bs_antenna_gain_db else "ut_antenna_gain_db"
+            raise ConfigError(f"link.{field}: antenna gains are part of channel.path_loss = \"38.901\" (the "
+                              "log-distance path loss has its own reference_gain_db)")
+        return
+    try:
+        tr38901.check_validity(cfg.scenario, carrier_hz(scenario), bs_height_m(cfg), cfg.ut_height_m)
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
+    if cfg.reference_gain_db != 0.0 or cfg.path_loss_exponent != 3.0 or cfg.reference_distance_m != 1.0:
+        raise ConfigError("channel.reference_gain_db, path_loss_exponent and reference_distance_m are the "
+                          "log-distance path loss's (channel.path_loss = true); TR 38.901 has its own")
+
+
 def build_channel(scenario, rng: np.random.Generator | None = None) -> Channel:
     """The scenario's channel: its part (``channel.model``) times path loss when that is on.
 
@@ -423,6 +470,7 @@ def build_channel(scenario, rng: np.random.Generator | None = None) -> Channel:
     with path loss, at construction, so a resumed run rebuilds the same cell from the seed.
     """
     cfg = scenario.channel
+    check_path_loss(scenario)
     fading = scenario.part("channel").from_scenario(scenario, scenario.options("channel"))
     if not cfg.path_loss:
         return fading
@@ -433,10 +481,18 @@ def build_channel(scenario, rng: np.random.Generator | None = None) -> Channel:
         return _cellular_channel(scenario, fading, rng)
     positions = (np.asarray(cfg.positions_m, dtype=float) if cfg.positions_m
                  else cell_positions(num_devices, cfg.cell_radius_m, rng))
-    path_loss = PathLoss(positions,
+    if cfg.path_loss == "38.901":
+        path_loss = Tr38901PathLoss(positions, scenario=cfg.scenario, carrier_hz=carrier_hz(scenario),
+                                    bs_height_m=bs_height_m(cfg), ut_height_m=cfg.ut_height_m, los=cfg.los,
+                                    shadowing_db=cfg.shadowing_db, per_round=cfg.shadowing == "per_round",
+                                    antenna_gain_db=scenario.link.bs_antenna_gain_db + scenario.link.ut_antenna_gain_db,
+                                    rng=rng)
+    else:
+        path_loss = PathLoss(positions,
                          reference_gain=10.0 ** (cfg.reference_gain_db / 10.0),
                          reference_distance_m=cfg.reference_distance_m, exponent=cfg.path_loss_exponent,
-                         shadowing_db=cfg.shadowing_db, per_round=cfg.shadowing == "per_round", rng=rng)
+                             shadowing_db=cfg.log_distance_shadowing_db, per_round=cfg.shadowing == "per_round",
+                             rng=rng)
     dc = scenario.devices
     mobility = (Mobility(positions, cfg.cell_radius_m, dc.speed_mps, dc.mobility, scenario.seed)
                 if dc.mobility != "static" else None)
@@ -453,12 +509,13 @@ def _cellular_channel(scenario, fading, rng: np.random.Generator) -> PathLossCha
     sites = build_sites(net)
     positions = (np.asarray(cfg.positions_m, dtype=float) if cfg.positions_m
                  else place_devices(n, sites, net.placement, rng))
-    per_device = cfg.shadowing == "per_device" and cfg.shadowing_db > 0
+    sigma = cfg.log_distance_shadowing_db
+    per_device = cfg.shadowing == "per_device" and sigma > 0
     shape = (n, sites.count)
-    shadow = rng.normal(0.0, cfg.shadowing_db, shape) if per_device else np.zeros(shape)
+    shadow = rng.normal(0.0, sigma, shape) if per_device else np.zeros(shape)
     path_loss = PathLoss(positions, reference_gain=10.0 ** (cfg.reference_gain_db / 10.0),
                          reference_distance_m=cfg.reference_distance_m, exponent=cfg.path_loss_exponent,
-                         shadowing_db=cfg.shadowing_db, per_round=cfg.shadowing == "per_round", rng=rng,
+                         shadowing_db=sigma, per_round=cfg.shadowing == "per_round", rng=rng,
                          origins_m=np.zeros((n, 2)), shadow_db=np.zeros(n))
     distances, mean_gains = site_gains(path_loss, positions, sites.positions_m, shadow)
     serving = associate(distances, mean_gains, net.association)

@@ -244,6 +244,14 @@ class AccessScheme:
         with np.errstate(divide="ignore"):
             return 1.0 / np.asarray(self.airtime_s(1.0, gain, power), dtype=float)
 
+    def share_snrs(self, gain: np.ndarray, power: np.ndarray, fading: np.ndarray | None = None) -> np.ndarray:
+        """Concurrent schemes with an MCS rate (link.rate): the SINR each of the k devices sending at
+        once sees on its share (default: the SINR at which its share B / k carries its rate)."""
+        from .link import share_snr
+
+        k = max(np.size(gain), 1)
+        return share_snr(self.rates_bps(gain, power, fading), self.link.bandwidth_hz / k)
+
     def block_fading(self, k: int) -> np.ndarray | None:
         """Concurrent schemes: what an upload going on the air draws for ``rates_bps`` (k rows;
         default None: nothing)."""

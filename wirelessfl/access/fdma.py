@@ -61,7 +61,13 @@ class FDMA(AccessScheme):
         k = max(gain.size, 1)
         noise = self.link.noise_power if interference is None else self.link.noise_power + float(interference[0])
         snr = gain * power * k / noise
-        return self.link.bandwidth_hz / k * np.log1p(snr) / np.log(2.0)  # exact also for snr < 1e-16
+        return self.link.rate_at(snr, self.link.bandwidth_hz / k)  # log1p: exact also for snr < 1e-16
+
+    def share_snrs(self, gain: np.ndarray, power: np.ndarray, fading: np.ndarray | None = None) -> np.ndarray:
+        """The SINR of each of the k devices sending at once on its share B / k: g P k / N0 (an MCS
+        rate chooses its MCS and draws its block errors at it)."""
+        gain, power = np.broadcast_arrays(np.asarray(gain, dtype=float), np.asarray(power, dtype=float))
+        return gain * power * max(gain.size, 1) / self.link.noise_power
 
     def emitted(self, gain: np.ndarray, power: np.ndarray, fading: np.ndarray | None = None) -> np.ndarray:
         """What each of the k devices sending at once puts into the band, as other cells' sites hear
@@ -151,11 +157,20 @@ class SharedBand(RatesOnTheAir):
     def _begin_attempt(self, u) -> None:
         """A transmission of ``u``'s packet begins now: whether it gets through is drawn at its share's
         capacity and SNR at this moment (from the "link" stream, waterfall errors only)."""
-        capacity = self.capacity[self.active.index(u)]
-        snr = float(share_snr(capacity, self.link.bandwidth_hz / len(self.active)))
-        rng = self.host.link_rng
-        _, u.attempt_ok = self.link.attempt_at(u.bits_left, capacity, snr,
-                                               rng.random() if self.link.errors == "waterfall" else 1.0)
+        i, k = self.active.index(u), len(self.active)
+        capacity, rng = self.capacity[i], self.host.link_rng
+        if self.link.rate is not None:  # an MCS rate: its blocks at the share's own SINR, their air in bits to send
+            active = self.active
+            fading = np.array([self.fading[a.seq] for a in active]) if self.fading else None
+            snr = float(self.scheme.share_snrs(np.array([a.gain for a in active]), np.array([a.power for a in active]),
+                                               fading)[i])
+            _, u.attempt_ok = self.link.attempt_at(u.bits_left, capacity, snr, 1.0, rng, self.link.bandwidth_hz / k)
+            sent = self.link.last_sent
+            u.bits_left, u.mcs, u.harq_tx = sent.on_air_bits, sent.mcs, u.harq_tx + sent.transmissions
+        else:
+            snr = float(share_snr(capacity, self.link.bandwidth_hz / k))
+            _, u.attempt_ok = self.link.attempt_at(u.bits_left, capacity, snr,
+                                                   rng.random() if self.link.errors == "waterfall" else 1.0)
         u.attempts, u.tries, u.attempt_start_s = u.attempts + 1, u.tries + 1, self.host.env.now
 
     def _sent(self, u) -> bool:
@@ -170,7 +185,7 @@ class SharedBand(RatesOnTheAir):
             u.packet, u.tries = u.packet + 1, 0
             if u.packet == self.link.packet_count(u.bits):
                 return True
-        elif u.tries >= self.link.max_attempts:
+        elif u.tries >= self.link.tries_per_packet:
             self._leave(u)
             u.airtime_s = self.host.env.now - u.tx_start_s
             u.done.succeed(False)

@@ -14,19 +14,41 @@ __all__ = ["Link", "queue", "send_alone", "send_packets", "share_snr"]
 
 
 class Link:
-    """Shannon-rate uplink: rate = B log2(1 + g P / N0); airtime = bits / rate; energy = P airtime."""
+    """The uplink: rate = B log2(1 + g P / N0) (or the rate part's, ``link.rate``: wirelessfl.radio.rates);
+    airtime = bits / rate; energy = P airtime.
 
-    def __init__(self, cfg):
+    With an MCS rate (nr, lte) every upload goes through ``send``: its transport blocks, HARQ and ARQ
+    are the rate's (a transmission here is a packet's, ``link.packet_bits``, delivered or lost as a
+    whole), and ``last_sent`` holds the MCS and transport-block transmissions of the last one."""
+
+    def __init__(self, cfg, rate=None):
         self.bandwidth_hz = cfg.bandwidth_hz
         self.noise_power = cfg.noise_power
         self.packet_bits, self.fixed_rate_bps = cfg.packet_bits, cfg.rate_bps
         self.errors, self.waterfall_m, self.max_attempts = cfg.errors, cfg.waterfall_m, cfg.max_attempts
+        self.rate = rate if rate is not None else rate_model(cfg)  # None: Shannon, by the code below
+        self.last_sent = None  # an MCS rate's last transmission (wirelessfl.radio.rates.Sent)
+        self.upload_harq = (-1, 0)  # and the last upload's (MCS, transport-block transmissions), send_at
 
     @property
     def packets_on(self) -> bool:
-        """Whether uploads go in packets that may fail (packet_bits, a fixed rate or an error model
-        set); otherwise an upload is one transmission at the capacity and always arrives."""
-        return self.packet_bits is not None or self.fixed_rate_bps is not None or self.errors != "none"
+        """Whether uploads go in packets that may fail (packet_bits, a fixed rate, an error model or
+        an MCS rate set); otherwise an upload is one transmission at the capacity and always arrives."""
+        return self.packet_bits is not None or self.fixed_rate_bps is not None or self.errors != "none" \
+            or self.rate is not None
+
+    @property
+    def tries_per_packet(self) -> int:
+        """Transmissions of a packet before its upload is lost: max_attempts, or one where an MCS
+        rate retransmits its transport blocks itself (HARQ, then ARQ up to max_attempts)."""
+        return 1 if self.rate is not None else self.max_attempts
+
+    def rate_at(self, snr, bandwidth_hz: float):
+        """The rate of a channel of ``bandwidth_hz`` at linear SINR ``snr``: B log2(1 + SINR), or the
+        rate part's nominal rate (first transmissions)."""
+        if self.rate is None:
+            return bandwidth_hz * np.log1p(snr) / np.log(2.0)
+        return self.rate.rate_bps(snr, bandwidth_hz)
 
     def packet_sizes(self, bits: float) -> list[float]:
         """The packets of an upload of ``bits`` (the last one shorter)."""
@@ -46,15 +68,22 @@ class Link:
         whole, rest = divmod(float(bits), self.packet_bits)
         return float(self.packet_bits) if i < whole else rest
 
-    def attempt(self, bits: float, gain: float, power: float, u: float) -> tuple[float, bool]:
+    def attempt(self, bits: float, gain: float, power: float, u: float, rng=None) -> tuple[float, bool]:
         """One transmission of a packet of ``bits`` on this link at gain x power (see ``attempt_at``)."""
-        return self.attempt_at(bits, *self._capacity_and_snr(gain, power), u)
+        return self.attempt_at(bits, *self._capacity_and_snr(gain, power), u, rng)
 
-    def attempt_at(self, bits: float, capacity_bps: float, snr: float, u: float) -> tuple[float, bool]:
+    def attempt_at(self, bits: float, capacity_bps: float, snr: float, u: float, rng=None,
+                   bandwidth_hz: float | None = None) -> tuple[float, bool]:
         """One transmission of a packet of ``bits`` on a channel of ``capacity_bps`` at ``snr``: (its
         seconds on the air, whether it got through). At the fixed rate, or at the capacity; outage:
         fails when the capacity is below the rate; waterfall: fails with probability 1 - exp(-m / SNR)
-        (``u``: a uniform draw)."""
+        (``u``: a uniform draw). An MCS rate: its transport blocks through HARQ and ARQ, drawn from
+        ``rng`` (the "harq" stream), their transmissions' air at the nominal rate ``capacity_bps`` on
+        ``bandwidth_hz`` (a share of the band; default the link's)."""
+        if self.rate is not None:
+            band = self.bandwidth_hz if bandwidth_hz is None else bandwidth_hz
+            sent = self.last_sent = self.rate.send(bits, snr, band, rng, self.max_attempts)
+            return (sent.on_air_bits / capacity_bps if capacity_bps > 0 else math.inf), sent.ok
         rate = self.fixed_rate_bps if self.fixed_rate_bps is not None else capacity_bps
         seconds = bits / rate if rate > 0 else math.inf
         if self.errors == "outage":
@@ -69,22 +98,26 @@ class Link:
         return self.send_at(bits, *self._capacity_and_snr(gain, power), rng, on_air)
 
     def _capacity_and_snr(self, gain: float, power: float) -> tuple[float, float]:
-        """B log2(1 + SNR) and SNR = g P / N0 of one transmission (Python floats)."""
+        """B log2(1 + SNR) (or the rate part's) and SNR = g P / N0 of one transmission (Python floats)."""
         snr = gain * power / self.noise_power
+        if self.rate is not None:
+            return float(self.rate.rate_bps(snr, self.bandwidth_hz)), snr
         return self.bandwidth_hz * math.log1p(snr) / math.log(2.0), snr
 
     def send_at(self, bits: float, capacity_bps: float, snr: float, rng: np.random.Generator,
-                on_air=None) -> tuple[float, int, bool]:
+                on_air=None, bandwidth_hz: float | None = None) -> tuple[float, int, bool]:
         """An upload on a channel of ``capacity_bps`` at ``snr``, packet after packet, each retried up
         to max_attempts times: (seconds on the air, transmissions, whether every packet got through).
         ``on_air``: the time a transmission of so many seconds holds the channel (slotted TDMA: whole
         slots; default: those seconds)."""
-        seconds, attempts = 0.0, 0
+        seconds, attempts, self.upload_harq = 0.0, 0, (-1, 0)
         for size in self.packet_sizes(bits):
-            for _ in range(self.max_attempts):
+            for _ in range(self.tries_per_packet):
                 took, ok = self.attempt_at(size, capacity_bps, snr,
-                                           rng.random() if self.errors == "waterfall" else 1.0)
+                                           rng.random() if self.errors == "waterfall" else 1.0, rng, bandwidth_hz)
                 seconds, attempts = seconds + (took if on_air is None else on_air(took)), attempts + 1
+                if self.rate is not None:  # the upload's MCS and transport-block transmissions so far
+                    self.upload_harq = (self.last_sent.mcs, self.upload_harq[1] + self.last_sent.transmissions)
                 if ok:
                     break
             else:
@@ -101,12 +134,24 @@ class Link:
         """Achievable rate in bit/s of each device at the given gain and transmit power."""
         # log1p: log2(1 + x) rounds to 0 for x below 1.1e-16, which made a positive power's airtime inf
         snr = np.asarray(gain) * np.asarray(power) / self.noise_power
+        if self.rate is not None:
+            return np.asarray(self.rate.rate_bps(snr, self.bandwidth_hz), dtype=float)
         return self.bandwidth_hz * np.log1p(snr) / np.log(2.0)
 
     def airtime_s(self, bits: float, gain: np.ndarray, power: np.ndarray) -> np.ndarray:
         """Seconds to send ``bits`` (inf where the rate is zero, i.e. zero power)."""
         with np.errstate(divide="ignore"):
             return bits / self.rate_bps(gain, power)
+
+
+def rate_model(cfg):
+    """The rate part of a [link] table (None for Shannon, which the link computes itself)."""
+    name = getattr(cfg, "rate", "shannon")
+    if name == "shannon":
+        return None
+    from ..plugins import registry
+
+    return registry("rate").load_any(name).from_link(cfg, cfg.rate_options)
 
 
 def share_snr(rate_bps, bandwidth_hz: float):
@@ -159,7 +204,9 @@ def send_packets(host, link: Link, u, slotted=None):
             if u.attempts > 0 and not u.round_gain:
                 u.gain = host.draw_gain(u.device)
             took, ok = link.attempt(sizes[u.packet], u.gain, u.power,
-                                    rng.random() if link.errors == "waterfall" else 1.0)
+                                    rng.random() if link.errors == "waterfall" else 1.0, rng)
+            if link.last_sent is not None:  # an MCS rate: the upload's MCS and transport-block transmissions
+                u.mcs, u.harq_tx = link.last_sent.mcs, u.harq_tx + link.last_sent.transmissions
             start, end = (env.now, env.now + took) if slotted is None else slotted.window(env.now, took)
             u.attempt_start_s, u.attempt_end_s, u.attempt_ok = start, end, ok
             u.attempts, u.tries = u.attempts + 1, u.tries + 1
@@ -169,7 +216,7 @@ def send_packets(host, link: Link, u, slotted=None):
         u.attempt_end_s = math.nan
         if u.attempt_ok:
             u.packet, u.tries = u.packet + 1, 0
-        elif u.tries >= link.max_attempts:
+        elif u.tries >= link.tries_per_packet:
             return False
     u.tx_end_s = env.now
     return True

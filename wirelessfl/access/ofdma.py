@@ -108,9 +108,28 @@ class OFDMA(FDMA):
         if interference is not None:
             snr_unit = block_gain * power[:, None] * r / (self.link.noise_power + r * np.asarray(interference)[None, :])
         held = a.sum(axis=1, keepdims=True)
+        if self.link.rate is not None:  # an MCS rate: one MCS over the device's blocks, at their effective SINR
+            band = self.link.bandwidth_hz / r * held[:, 0]
+            return np.array([float(self.link.rate_at(e, b)) for e, b in zip(self._effective(snr_unit, a).tolist(),
+                                                                           band.tolist())])
         with np.errstate(divide="ignore", invalid="ignore"):
             per_block = np.where(a > 0, a * np.log1p(snr_unit / held), 0.0)
         return self.link.bandwidth_hz / r * per_block.sum(axis=1) / np.log(2.0)
+
+    def _effective(self, snr_unit: np.ndarray, a: np.ndarray) -> np.ndarray:
+        """Each device's effective SINR over the blocks it holds (the rate's MIESM, weighted by its shares)."""
+        held = a.sum(axis=1)
+        out = np.zeros(a.shape[0])
+        for i in range(a.shape[0]):  # equal shares of every block, or whole blocks: the held blocks weigh the same
+            blocks = a[i] > 0
+            if blocks.any():
+                out[i] = float(self.link.rate.effective_snr(snr_unit[i, blocks] / held[i]))
+        return out
+
+    def share_snrs(self, gain: np.ndarray, power: np.ndarray, fading: np.ndarray | None = None) -> np.ndarray:
+        """Each device's effective SINR over the blocks the allocation gives it (MIESM)."""
+        _, _, snr_unit, a = self._allocated(gain, power, fading)
+        return self._effective(snr_unit, a)
 
     def emitted(self, gain: np.ndarray, power: np.ndarray, fading: np.ndarray | None = None) -> np.ndarray:
         """What each of the k devices sending at once puts into each block ((k, R)): its power spread

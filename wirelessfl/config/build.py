@@ -12,6 +12,7 @@ from typing import Any, Iterable
 from ..fields import ConfigError, build_dataclass, field_value, show, type_hints
 from ..files import unreadable_file
 from ..plugins import KIND_OF_TABLE, KINDS, OPTION_KINDS, PluginError, registry
+from .radio_presets import apply_preset
 from .overrides import INHERITED, INHERITED_OF, apply_overrides, flatten, own_fields
 from .rules import cross_check
 from .tables import REBUILD, SPECIAL, TABLES, PluginOptions, Scenario
@@ -136,6 +137,8 @@ def _build_scenario(data: Any, base_dir: Path | None) -> Scenario:
     for key in data:
         if key not in fields:
             raise ConfigError(f"{key}: unknown key; allowed: {', '.join(fields)}")
+    apply_preset(data)
+    _check_units(data.get("link"))
     hints = type_hints(Scenario)
     plugin_path = field_value(fields["plugin_path"], hints["plugin_path"], data.get("plugin_path", []),
                               "plugin_path", base_dir)
@@ -166,6 +169,21 @@ def _build_scenario(data: Any, base_dir: Path | None) -> Scenario:
     scenario = Scenario(**values)
     cross_check(scenario)
     return scenario
+
+
+_PHYSICAL = (("noise_power", "noise_figure_db"), ("p_bar", "tx_power_dbm"), ("p_max", "tx_power_dbm"),
+             ("p_max", "p_max_dbm"))
+
+
+def _check_units(link: Any) -> None:
+    """A power or the noise given both linearly and in physical units is refused: one would be ignored."""
+    if not isinstance(link, dict):
+        return
+    for linear, physical in _PHYSICAL:
+        if linear in link and physical in link and not (linear == "p_max" and physical == "tx_power_dbm"
+                                                        and "p_max_dbm" in link):
+            raise ConfigError(f"link.{linear}: given with link.{physical}, which sets it in physical units; "
+                              "keep one")
 
 
 def _family_parts(data: dict) -> dict[str, set]:

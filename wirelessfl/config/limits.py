@@ -89,8 +89,10 @@ def coherence_of(s) -> tuple[float | None, str]:
         return coherence, f"channel.coherence_s = {_g(coherence)}"
     if not speed:
         return None, ""
-    with_speed = f"devices.speed_mps = {_g(speed)} and link.carrier_hz = {_g(s.link.carrier_hz)}"
-    f_d = speed * s.link.carrier_hz / SPEED_OF_LIGHT  # the maximum Doppler shift (wirelessfl.fading)
+    where, carrier = (("link", s.link.carrier_hz) if s.channel.carrier_hz is None
+                      else ("channel", s.channel.carrier_hz))
+    with_speed = f"devices.speed_mps = {_g(speed)} and {where}.carrier_hz = {_g(carrier)}"
+    f_d = speed * carrier / SPEED_OF_LIGHT  # the maximum Doppler shift (wirelessfl.fading)
     return (0.423 / f_d if f_d > 0 else math.inf), with_speed
 
 

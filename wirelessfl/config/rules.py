@@ -162,6 +162,9 @@ def _check_network(s) -> None:
     if not s.channel.path_loss:
         raise ConfigError(f"network.cells = {net.cells}: needs channel.path_loss = true (a device's gain comes from "
                           "its distance to the site serving it)")
+    if s.channel.path_loss == "38.901":
+        raise ConfigError(f"network.cells = {net.cells}: several cells use the log-distance path loss "
+                          "(channel.path_loss = true); TR 38.901 (\"38.901\") is modelled for one cell")
     if net.cells > net.reuse:
         _check_interference(s)
     if s.devices.mobility != "static" and (s.hierarchy.tiers == "edge" or s.devices.availability == "battery"):
@@ -303,16 +306,16 @@ def _check_scale(s) -> None:
                        f"a time budget of {budget:g} s in rounds of at most {deadline:g} s ({implied:,.0f} rounds "
                        "or more), keeping their records,")
     ch = s.channel
-    if ch.path_loss:
+    if ch.path_loss is True:  # log-distance (TR 38.901's losses are bounded by its validity ranges)
         far = max([ch.cell_radius_m, ch.reference_distance_m] + [math.hypot(*xy) for xy in ch.positions_m])
-        spread = 6 * ch.shadowing_db / 10  # six standard deviations of shadowing, in decades
+        spread = 6 * ch.log_distance_shadowing_db / 10  # six standard deviations of shadowing, in decades
         try:
             decades = ch.reference_gain_db / 10 - ch.path_loss_exponent * math.log10(far / ch.reference_distance_m)
         except (OverflowError, ValueError):
             decades = -math.inf
         if not -280 < decades - spread and decades + spread < 280:
             raise ConfigError(f"channel.reference_gain_db = {ch.reference_gain_db:g}: with path_loss_exponent "
-                              f"{ch.path_loss_exponent:g} and shadowing_db {ch.shadowing_db:g} the path gain "
+                              f"{ch.path_loss_exponent:g} and shadowing_db {ch.log_distance_shadowing_db:g} the path gain "
                               f"(10^{decades:.3g} at the cell edge) leaves the range of numbers (1e-280 to 1e280)")
 
 

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
 
 from ..capabilities import has_member
+from ..units import dbm_to_w, noise_power_w
 from ..fields import FilePath, Power, build_dataclass, option
 from ..plugins import KIND_OF_TABLE, KINDS, registry
 from .network_tables import HierarchyConfig, NetworkConfig
@@ -149,7 +150,8 @@ class ChannelConfig(_PartTable):
     model: str = _part("rayleigh", "channel", "the fading model: a built-in name, an installed plugin or 'module:Class'")
     profile: str = option("homogeneous", choices=("homogeneous", "linear", "list"),
                           doc="how sigma_n is set across devices")
-    sigma: float = option(1.0, gt=0, doc="sigma of every device (homogeneous)")
+    sigma: float | None = option(None, gt=0, doc="sigma of every device (homogeneous; default 1, E|h|^2 = 2 as the "
+                                 "papers have it, or 1/sqrt(2), unit mean, with path_loss = \"38.901\")")
     sigma_min: float = option(0.1, gt=0, doc="sigma of device 0 (linear)")
     sigma_max: float = option(10.0, gt=0, doc="sigma of device N-1 (linear)")
     sigmas: tuple[float, ...] = option((), gt=0, doc="one sigma per device (list)")
@@ -157,17 +159,37 @@ class ChannelConfig(_PartTable):
     coherence_s: float | None = option(None, gt=0, doc="fading within an upload: a long upload's channel changes "
                                        "every this many seconds (default: one gain per upload; with "
                                        "devices.speed_mps, 0.423 / f_D)")
-    path_loss: bool = option(False, doc="multiply the fading gain by distance path loss and shadowing")
+    path_loss: bool | str = option(False, choices=(False, True, "38.901"),
+                                   doc="multiply the fading gain by path loss and shadowing: true (log-distance, "
+                                       "below), or \"38.901\" (3GPP TR 38.901 with channel.scenario, carrier_hz and "
+                                       "the heights; docs/radio.md)")
+    scenario: str = option("uma", choices=("uma", "umi", "rma", "inh"),
+                           doc="path_loss = \"38.901\": urban macro, urban micro (street canyon), rural macro or "
+                               "indoor office (mixed)")
+    los: str = option("random", choices=("random", "los", "nlos"),
+                      doc="path_loss = \"38.901\": each device's line of sight, drawn with the TR 38.901 "
+                          "probability, or forced")
+    carrier_hz: float | None = option(None, gt=0, doc="carrier of the path loss (and of the Doppler; default "
+                                      "link.carrier_hz)")
+    bs_height_m: float | None = option(None, gt=0, doc="path_loss = \"38.901\": base station height (default: the "
+                                       "scenario's, 25 m UMa, 10 m UMi and RMa, 3 m InH)")
+    ut_height_m: float = option(1.5, gt=0, doc="path_loss = \"38.901\": device height")
     cell_radius_m: float = option(100.0, gt=0, doc="devices are drawn uniformly in this disc")
     positions_m: tuple[tuple[float, ...], ...] = option((), doc="one [x, y] per device (else drawn)")
     reference_distance_m: float = option(1.0, gt=0, doc="d0; closer devices count as at d0")
     reference_gain_db: float = option(0.0, doc="path gain at d0 in dB")
     path_loss_exponent: float = option(3.0, gt=0)
-    shadowing_db: float = option(0.0, ge=0, doc="standard deviation of log-normal shadowing in dB")
+    shadowing_db: float | None = option(None, ge=0, doc="standard deviation of log-normal shadowing in dB (default: "
+                                        "0 for the log-distance path loss, TR 38.901's per state for \"38.901\"; 0: none)")
     shadowing: str = option("per_device", choices=("per_device", "per_round"),
                             doc="shadowing drawn once per device, or afresh every round")
     options: Any = _options()
     held: Any = _held()
+
+    @property
+    def log_distance_shadowing_db(self) -> float:
+        """The shadowing of the log-distance path loss (none unless shadowing_db sets it)."""
+        return 0.0 if self.shadowing_db is None else self.shadowing_db
 
 
 @dataclass(frozen=True)
@@ -215,8 +237,43 @@ class LinkConfig(_PartTable):
                              "rate); waterfall (fails with PER = 1 - exp(-m / SNR))")
     waterfall_m: float = option(1.0, gt=0, doc="m of the waterfall error model")
     max_attempts: int = option(1, ge=1, doc="transmissions of a packet (ARQ) before its upload is lost")
+    rate: str = option("shannon", doc="the link abstraction: shannon (B log2(1 + SINR)), nr or lte (MCS, BLER and "
+                       "HARQ; wirelessfl.radio.rates), an installed plugin or 'module:Class'; options in rate_options")
+    rate_options: Any = _options_of("rate")
+    tx_power_dbm: float | None = option(None, doc="physical units: the devices' transmit power in dBm (sets p_bar, "
+                                        "and p_max unless p_max_dbm does)")
+    p_max_dbm: float | None = option(None, doc="physical units: the peak transmit power in dBm (sets p_max)")
+    noise_figure_db: float | None = option(None, ge=0, doc="physical units: the receiver's noise figure; the noise "
+                                           "is noise_psd_dbm_hz + noise_figure_db + 10 log10(bandwidth_hz) (sets "
+                                           "noise_power in watts)")
+    noise_psd_dbm_hz: float = option(-174.0, doc="physical units: the thermal noise density")
+    bs_antenna_gain_db: float = option(0.0, doc="the base station's antenna gain (with channel.path_loss = \"38.901\")")
+    ut_antenna_gain_db: float = option(0.0, doc="the devices' antenna gain (with channel.path_loss = \"38.901\")")
     options: Any = _options()
     held: Any = _held()
+
+    def __post_init__(self):
+        super().__post_init__()
+        # physical units at the edge, watts inside: every consumer of noise_power, p_bar, p_max reads watts
+        if self.noise_figure_db is not None:
+            object.__setattr__(self, "noise_power", noise_power_w(self.bandwidth_hz, self.noise_figure_db,
+                                                                  self.noise_psd_dbm_hz))
+        if self.tx_power_dbm is not None:
+            object.__setattr__(self, "p_bar", dbm_to_w(self.tx_power_dbm))
+            object.__setattr__(self, "p_max", dbm_to_w(self.tx_power_dbm))
+        if self.p_max_dbm is not None:
+            object.__setattr__(self, "p_max", dbm_to_w(self.p_max_dbm))
+
+    @property
+    def physical(self) -> bool:
+        """Whether the noise or the power is given in physical units."""
+        return self.noise_figure_db is not None or self.tx_power_dbm is not None or self.p_max_dbm is not None
+
+    def derived_fields(self) -> tuple[str, ...]:
+        """The linear fields computed from physical ones (left out when the scenario is written back)."""
+        return tuple(name for name, source in (("noise_power", self.noise_figure_db), ("p_bar", self.tx_power_dbm),
+                                               ("p_max", self.tx_power_dbm if self.p_max_dbm is None
+                                                else self.p_max_dbm)) if source is not None)
 
 @dataclass(frozen=True)
 class DevicesConfig(_PartTable):
@@ -377,6 +434,9 @@ class Scenario:
     """One fully resolved simulation, or a family of them through variants and sweep."""
 
     name: str = option("scenario")
+    radio: str | None = option(None, doc="a preset of physical radio values (wirelessfl.config.radio_presets: "
+                               "nr_uma_3_5ghz, nr_umi_3_5ghz, lte_uma_2ghz, inh_office_5ghz) filling [link] and "
+                               "[channel] keys the file does not set")
     seed: int = option(0, ge=0, doc="root seed of every random stream")
     plugin_path: tuple[FilePath, ...] = option((), doc="folders searched for 'module:Class' parts before sys.path "
                                           "(load_scenario adds the scenario file's folder when a part is there)")

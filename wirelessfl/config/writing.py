@@ -30,7 +30,7 @@ def to_dict(scenario, only_changed: bool = False) -> dict:
             table = _plain_table(value, only_changed)
             if table or not only_changed:
                 out[f.name] = table
-        elif not (only_changed and f.name == "plugin_path" and not value):
+        elif value is not None and not (only_changed and f.name == "plugin_path" and not value):
             out[f.name] = list(value) if isinstance(value, tuple) else value
     return out
 
@@ -38,8 +38,11 @@ def to_dict(scenario, only_changed: bool = False) -> dict:
 def _plain_table(value, only_changed: bool) -> dict:
     """A dataclass (a table or a part's Options) as a dict: tuples as lists, None left out."""
     defaults = {f.name: f.default for f in dataclasses.fields(value)}
+    derived = value.derived_fields() if hasattr(value, "derived_fields") else ()
     table = {}
     for f in dataclasses.fields(value):
+        if f.name in derived:  # computed from the physical fields written beside it
+            continue
         v = getattr(value, f.name)
         if ("options" in f.metadata or "options_of" in f.metadata) and v is not None:
             opts = v.to_dict() if isinstance(v, PluginOptions) else _plain_table(v, only_changed)

@@ -34,6 +34,8 @@ def summary_line(name: str, s: dict) -> str:
                  f"{s['sim_time_s']:.1f} s simulated"]
     else:
         parts = [f"{name}: {s['rounds']} {rounds}", f"{s['sim_time_s']:.1f} s simulated"]
+    if isinstance(s.get("mean_snr_db"), (int, float)):  # physical units
+        parts.append(f"mean SNR {s['mean_snr_db']:.1f} dB")
     if math.isnan(s.get("final_accuracy", math.nan)):  # timing only: what the schedule cost
         count = max(s["rounds"], 1)
         parts += [f"{s['mean_distinct_per_round']:.2f} {per}",

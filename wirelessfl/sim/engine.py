@@ -178,6 +178,7 @@ class Engine:
             available=available, extra_airtime_s=pre_s + piggy_s, extra_energy_j=pre_energy,
             metrics=metrics, idle_s=idle_s, ready_s=ready, tx_start=tx_start, tx_end=uplink.tx_end,
             attempts=attempts, power=None if power is opening.decision_power else power, emptied_s=emptied_s,
+            harq=self._round_harq,
             downlink=delivery, labels=labels))
 
     @staticmethod
@@ -199,8 +200,11 @@ class Engine:
         """The round's uploads' times on the air, their transmissions and whether they got through
         (None, None where nothing can fail): in packets at the round's gain, with fading within an
         upload, each device in its own cell, or by the access scheme."""
+        self._round_harq = None
         if self._packets:  # packets retried at the round's gain; some uploads may be lost
-            return self._send(selected, bits, gains, power)
+            airtime, attempts, delivered, harq = self._send(selected, bits, gains, power)
+            self._round_harq = harq if p.access.link.rate is not None else None
+            return airtime, attempts, delivered
         if p.fading is not None:  # the channel changes every coherence time of a long upload
             return p.access.on_air_s(p.fading.upload_times(bits, gains, power, selected, self.streams["fading"])), \
                 None, None
@@ -263,29 +267,40 @@ class Engine:
             return self._send_in(self.parts.access, bits, gains, power)
         airtime, attempts, delivered = (np.empty(len(selected)), np.empty(len(selected), dtype=np.int64),
                                         np.empty(len(selected), dtype=bool))
+        harq = np.empty((len(selected), 2), dtype=np.int64)
         for c, idx in cells.members(selected):
             b = bits if np.ndim(bits) == 0 else np.asarray(bits)[idx]
-            airtime[idx], attempts[idx], delivered[idx] = self._send_in(cells.accesses[c], b, gains[idx], power[idx])
-        return airtime, attempts, delivered
+            airtime[idx], attempts[idx], delivered[idx], harq[idx] = self._send_in(cells.accesses[c], b, gains[idx],
+                                                                                   power[idx])
+        return airtime, attempts, delivered, harq
 
     def _send_in(self, access, bits, gains: np.ndarray, power: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """The uploads of devices sharing ``access``: on a channel of its own (wirelessfl.access.Link.send
         on the scheme's upload link, each transmission holding it for ``on_air_s``); on a shared band at
         the device's rate on the round's split of it, with its errors drawn at that share's SNR (as the
         closed form splits the band for the whole round)."""
-        rng = self.streams["link"]
+        mcs_rate = access.link.rate is not None
+        rng = self.streams["harq" if mcs_rate else "link"]
         bits = np.broadcast_to(bits, gains.shape).tolist()
+        sent, harq = [], []
         if access.solo_uploads:
             link = access.upload_link()
-            sent = [link.send(b, g, pw, rng, access.on_air_s) for b, g, pw in zip(bits, gains.tolist(), power.tolist())]
+            for b, g, pw in zip(bits, gains.tolist(), power.tolist()):
+                sent.append(link.send(b, g, pw, rng, access.on_air_s))
+                harq.append(link.upload_harq)
         else:
             link, k = access.link, max(gains.size, 1)
-            capacity = access.rates_bps(gains, power, access.block_fading(gains.size))
-            snr = share_snr(capacity, link.bandwidth_hz / k)
-            sent = [link.send_at(b, c, q, rng) for b, c, q in zip(bits, capacity.tolist(), snr.tolist())]
+            fading = access.block_fading(gains.size)
+            capacity = access.rates_bps(gains, power, fading)
+            snr = access.share_snrs(gains, power, fading) if mcs_rate else share_snr(capacity, link.bandwidth_hz / k)
+            share = link.bandwidth_hz / k if mcs_rate else None
+            for b, c, q in zip(bits, capacity.tolist(), snr.tolist()):
+                sent.append(link.send_at(b, c, q, rng, bandwidth_hz=share))
+                harq.append(link.upload_harq)
         airtime, attempts, delivered = (np.array(column) for column in zip(*sent)) if sent else \
             (np.empty(0), np.empty(0, dtype=np.int64), np.empty(0, dtype=bool))
-        return airtime.astype(float), attempts.astype(np.int64), delivered.astype(bool)
+        return (airtime.astype(float), attempts.astype(np.int64), delivered.astype(bool),
+                np.array(harq, dtype=np.int64).reshape(-1, 2))
 
     def _idle(self, t_start: float):
         """Let a round in which nothing took time last idle_round_s; returns the time added."""

@@ -28,7 +28,7 @@ class Update:
                  "phase", "queue_seq", "bits_left", "compute_energy_full_j", "energy_j", "compute_energy_j",
                  "outcome", "version_applied", "lost_s", "report", "attempts", "packet", "tries", "attempt_start_s",
                  "attempt_end_s", "attempt_ok", "round_gain", "downlink_s", "downlink_attempts", "received",
-                 "air_before_s", "model_at_site_s", "at_cloud_s", "delta", "start", "process", "done")
+                 "air_before_s", "model_at_site_s", "at_cloud_s", "mcs", "harq_tx", "delta", "start", "process", "done")
     SAVED = __slots__[:-4]  # the rest is rebuilt (delta and start are saved as tensors separately)
 
     def __init__(self, seq=-1, device=-1, version=0, key=0, round=0, share=math.nan, q=math.nan,
@@ -58,6 +58,7 @@ class Update:
         # one server in the cloud behind a timed backhaul: when the model was at the device's site, and
         # when the update reached the cloud (NaN: no backhaul)
         self.model_at_site_s = self.at_cloud_s = math.nan
+        self.mcs, self.harq_tx = -1, 0  # an MCS rate (link.rate): the upload's MCS and transport-block transmissions
         self.delta = self.start = self.process = self.done = None
 
     @property

@@ -174,7 +174,7 @@ def load_parts_state(parts: Parts, state: dict) -> None:
 
 
 STREAMS = ("channel", "selection", "compute", "availability", "round_type", "link", "fading", "downlink",
-           "interference")
+           "interference", "harq")
 """The engine's named random streams (wirelessfl.rng)."""
 
 

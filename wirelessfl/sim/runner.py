@@ -221,6 +221,7 @@ class Run:
                                  cells=None if cells is None else cells.serving,
                                  handovers=cells is not None and moving(self.channel),
                                  backhaul=parts.backhaul is not None and self.protocol.event_driven,
+                                 harq=access.link.rate is not None,
                                  time_budget_s=rc.time_budget_s if rc.rounds is None else None,
                                  positions=self.channel.positions_m if moving(self.channel) else None,
                                  p_bar=scenario.link.p_bar, part_columns=part_columns(self.channel, access, self.battery))
@@ -458,6 +459,15 @@ class Run:
             return pd.DataFrame(rows, columns=rec.updates.columns)
         return pd.read_csv(self.run_dir / "updates.csv")
 
+    def _mean_snr_db(self) -> float | None:
+        """Physical units (link.tx_power_dbm, noise_figure_db): the devices' mean SNR at p_bar in dB, the
+        mean over devices of 10 log10(E|h_n|^2 p_bar / N0); None otherwise (records as they were)."""
+        link = self.scenario.link
+        mean = self.channel.mean_gain() if link.physical else None
+        if mean is None:
+            return None
+        return float(np.mean(10.0 * np.log10(np.maximum(np.asarray(mean) * link.p_bar / link.noise_power, 1e-300))))
+
     def _close(self, wall_time_s: float, status: str, error: str | None,
                error_log: str | None = None) -> tuple[dict, dict]:
         rec, sc = self.recorder, self.scenario
@@ -466,6 +476,8 @@ class Run:
             distance = (rec.devices.distance_sum / rec.totals.rounds if rec.positions is not None and rec.totals.rounds
                         else self.channel.path_loss.distances_m)  # no record yet: where the devices are
             extra = {"distance_m": distance, "mean_gain": self.channel.mean_gain()}
+            if hasattr(self.channel.path_loss, "device_columns"):  # TR 38.901: each device's state and path loss
+                extra.update(self.channel.path_loss.device_columns())
         elif sc.part_name("channel") not in registry("channel").builtins:  # a channel of one's own: what it
             # tells of its devices (the built-ins' are their sigma; kept as they are, byte for byte)
             extra = channel_columns(self.channel, sc.devices.count, f"channel.model = {sc.part_name('channel')!r}")
@@ -482,7 +494,7 @@ class Run:
         summary = summarise(sc, rec.totals, rec.evals, devices, wall_time_s=wall_time_s, model_bits=self.bits,
                             updates={**rec.update_stats, "outcomes": rec.outcomes, "busy_s": self._busy_s()},
                             sim_time_s=self.engine.now,
-                            power_settled=rec.power.settled_round)
+                            power_settled=rec.power.settled_round, mean_snr_db=self._mean_snr_db())
         summary.update(status=status, error=error)
         if cells is not None:
             rec.flush()

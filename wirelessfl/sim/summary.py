@@ -128,7 +128,8 @@ class RoundTotals:
 
 def summarise(scenario, totals: RoundTotals, evals: list[dict], devices: dict,
               *, wall_time_s: float, model_bits: int, updates: dict | None = None,
-              sim_time_s: float | None = None, power_settled: float = math.nan) -> dict:
+              sim_time_s: float | None = None, power_settled: float = math.nan,
+              mean_snr_db: float | None = None) -> dict:
     """Headline numbers of a run. ``totals``: the sums over its rounds.csv rows; ``updates``: the
     recorder's counts over updates.csv (uploads, applied, staleness_sum, airtime_s, and outcomes: its rows
     by outcome); ``sim_time_s``:
@@ -146,6 +147,8 @@ def summarise(scenario, totals: RoundTotals, evals: list[dict], devices: dict,
     if sim_time_s is not None:
         end_s = max(end_s, float(sim_time_s))
     busy_s = float(updates.get("busy_s", 0.0))
+    # physical units: the devices' mean SNR in dB (mean_snr_db), after the power budget
+    radio = {} if mean_snr_db is None else {"mean_snr_db": mean_snr_db}
     return {
         "name": scenario.name, "seed": scenario.seed, "scheduler": scenario.scheduler.name,
         "algorithm": scenario.learning.algorithm, "access": scenario.link.access,
@@ -154,6 +157,7 @@ def summarise(scenario, totals: RoundTotals, evals: list[dict], devices: dict,
         "m": options.get("m"), "scheduler_options": options,
         "num_devices": scenario.devices.count, "model_bits": model_bits,
         "p_bar": scenario.link.p_bar,  # the power budget, a long-run average per device
+        **radio,
         "power_settled_round": power_settled,
         "rounds": n_rounds, "sim_time_s": end_s,
         # one row of rounds.csv per aggregation (server version), under every protocol

@@ -1,0 +1,1 @@
+"""Radio models in physical units: 3GPP channels, link abstraction, units."""
