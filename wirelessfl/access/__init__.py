@@ -57,5 +57,6 @@ ACCESS = Registry("access", "wirelessfl.access:AccessScheme", {
     "ofdma": "wirelessfl.access.ofdma:OFDMA",
     "aircomp": "wirelessfl.access.aircomp:AirComp",
     "aloha": "wirelessfl.access.aloha:Aloha",
+    "wifi": "wirelessfl.access.wifi:WiFi",
 })
 """Built-in access schemes by the name ``link.access`` gives them."""
