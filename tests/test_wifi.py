@@ -270,3 +270,24 @@ def test_bad_options_are_refused_in_one_line(link, field, says):
     with pytest.raises(ConfigError, match=field) as err:
         from_dict({"run": {"rounds": 1}, "link": {"access": "wifi", **link}})
     assert "\n" not in str(err.value) and says in str(err.value)
+
+
+@pytest.mark.parametrize("protocol", ["sync", "fedbuff"])
+def test_updates_csv_counts_each_uploads_contention(tmp_path, protocol):
+    """updates.csv's collisions, frames, retries and drops: every upload sent whole frames, its
+    retries are the collisions of its frames, and the rows add up to rounds.csv's totals."""
+    import pandas as pd
+
+    import wirelessfl
+    from wirelessfl.config import from_dict
+
+    scenario = from_dict({"run": {"rounds": 5, "timing_only": True}, "devices": {"count": 10},
+                          "scheduler": {"name": "uniform", "m": 4}, "protocol": {"name": protocol},
+                          "link": {"access": "wifi", "model_bits": 600_000, "wifi_standard": "80211a",
+                                   "phy_rate_bps": 54e6}})
+    wirelessfl.simulate(scenario, out_dir=tmp_path, progress=False)
+    updates, rounds = pd.read_csv(tmp_path / "updates.csv"), pd.read_csv(tmp_path / "rounds.csv")
+    done = updates[updates.outcome == "applied"]
+    assert len(done) and (done.frames >= 600_000 / 12_000).all()  # at least one acknowledged frame per MPDU
+    assert (updates.retries <= updates.collisions).all() and updates.collisions.sum() > 0
+    assert updates.frames.sum() <= rounds.frames_acked.sum()  # uploads still on the air at the end are not rows

@@ -173,6 +173,11 @@ class AccessScheme:
     sends in, with backoff between), not known when it starts; batteries, drawn per phase of a task,
     are refused on it."""
 
+    upload_columns: ClassVar[tuple[str, ...]] = ()
+    """Integer counts of the scheme's own per upload for updates.csv (wifi: collisions, frames, retries,
+    drops): under sync ``round_counts`` gives the round's, under the event protocols ``take_counts`` each
+    update's as its row is written."""
+
     def __init__(self, link: Link):
         self.link = link
 
@@ -256,6 +261,16 @@ class AccessScheme:
         """Concurrent schemes: what an upload going on the air draws for ``rates_bps`` (k rows;
         default None: nothing)."""
         return None
+
+    def round_counts(self) -> np.ndarray:
+        """Sync: the last round's ``upload_columns`` counts, one row per upload in the order ``schedule``
+        got them."""
+        return np.zeros((0, len(self.upload_columns)), dtype=np.int64)
+
+    def take_counts(self, seq: int) -> tuple:
+        """Event protocols: the ``upload_columns`` counts of the update with dispatch number ``seq``
+        (forgotten once taken; zeros for one the scheme never saw)."""
+        return (0,) * len(self.upload_columns)
 
     def round_info(self) -> dict[str, float]:
         """Numbers of the scheme's own (collisions, slots idle, ...) for the row of rounds.csv of each

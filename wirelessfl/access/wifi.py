@@ -81,6 +81,7 @@ class WiFi(AccessScheme):
     Options = WifiOptions
     concurrent = False  # one transmitter at a time; collisions are the exception, not a shared band
     contention = True  # time on the air decided by contention as it goes
+    upload_columns = COUNTERS  # updates.csv: each upload's collisions, frames, retries and drops
 
     def __init__(self, link: Link, wifi_standard: str = "80211ac", phy_rate_bps: float | None = None,
                  rts_cts: bool = False, ampdu_bytes: int | None = None, mpdu_bits: int = 12000,
@@ -291,16 +292,20 @@ class WiFi(AccessScheme):
 
     def record(self, station: Station) -> None:
         """An upload's tallies so far, under its update's dispatch number (event protocols); beyond
-        :data:`KEPT_UPLOADS` uploads, the oldest one's are forgotten (``take_counters`` takes them)."""
+        :data:`KEPT_UPLOADS` uploads, the oldest one's are forgotten (``take_counts`` takes them)."""
         counters = self.upload_counters
         if station.key not in counters and len(counters) >= KEPT_UPLOADS:
             del counters[next(iter(counters))]
         counters[station.key] = [station.collisions, station.frames, station.retries, station.drops]
 
-    def take_counters(self, seq: int) -> dict[str, int] | None:
-        """The tallies of the upload of update ``seq`` (and forget them): :data:`COUNTERS` by name."""
-        row = self.upload_counters.pop(seq, None)
-        return None if row is None else dict(zip(COUNTERS, row))
+    def take_counts(self, seq: int) -> tuple:
+        """The tallies of the upload of update ``seq`` (and forget them), in :data:`COUNTERS`' order;
+        zeros for one that never contended."""
+        return tuple(self.upload_counters.pop(seq, (0,) * len(COUNTERS)))
+
+    def round_counts(self) -> np.ndarray:
+        """Sync: the last round's tallies, one row per device in the order ``schedule`` got them."""
+        return self.round_counters
 
     def round_info(self) -> dict[str, float]:
         """Since the last row of rounds.csv (a sync round, or an aggregation): transmissions that

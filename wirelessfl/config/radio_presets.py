@@ -57,7 +57,7 @@ def apply_preset(data: dict) -> None:
     name = data.get("radio")
     if name is None:
         return
-    if name not in PRESETS:
+    if not isinstance(name, str) or name not in PRESETS:
         raise ConfigError(f"radio = {show(name)}: unknown preset; allowed: {', '.join(PRESETS)}")
     for table, values in PRESETS[name].items():
         node = data.setdefault(table, {})

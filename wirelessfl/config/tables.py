@@ -173,7 +173,7 @@ class ChannelConfig(_PartTable):
                                       "link.carrier_hz)")
     bs_height_m: float | None = option(None, gt=0, doc="path_loss = \"38.901\": base station height (default: the "
                                        "scenario's, 25 m UMa, 10 m UMi and RMa, 3 m InH)")
-    ut_height_m: float = option(1.5, gt=0, doc="path_loss = \"38.901\": device height")
+    ut_height_m: float = option(1.5, gt=0, le=1e5, doc="path_loss = \"38.901\": device height")
     cell_radius_m: float = option(100.0, gt=0, doc="devices are drawn uniformly in this disc")
     positions_m: tuple[tuple[float, ...], ...] = option((), doc="one [x, y] per device (else drawn)")
     reference_distance_m: float = option(1.0, gt=0, doc="d0; closer devices count as at d0")
@@ -240,15 +240,15 @@ class LinkConfig(_PartTable):
     rate: str = option("shannon", doc="the link abstraction: shannon (B log2(1 + SINR)), nr or lte (MCS, BLER and "
                        "HARQ; wirelessfl.radio.rates), an installed plugin or 'module:Class'; options in rate_options")
     rate_options: Any = _options_of("rate")
-    tx_power_dbm: float | None = option(None, doc="physical units: the devices' transmit power in dBm (sets p_bar, "
+    tx_power_dbm: float | None = option(None, ge=-100, le=100, doc="physical units: the devices' transmit power in dBm (sets p_bar, "
                                         "and p_max unless p_max_dbm does)")
-    p_max_dbm: float | None = option(None, doc="physical units: the peak transmit power in dBm (sets p_max)")
-    noise_figure_db: float | None = option(None, ge=0, doc="physical units: the receiver's noise figure; the noise "
+    p_max_dbm: float | None = option(None, ge=-100, le=100, doc="physical units: the peak transmit power in dBm (sets p_max)")
+    noise_figure_db: float | None = option(None, ge=0, le=100, doc="physical units: the receiver's noise figure; the noise "
                                            "is noise_psd_dbm_hz + noise_figure_db + 10 log10(bandwidth_hz) (sets "
                                            "noise_power in watts)")
-    noise_psd_dbm_hz: float = option(-174.0, doc="physical units: the thermal noise density")
-    bs_antenna_gain_db: float = option(0.0, doc="the base station's antenna gain (with channel.path_loss = \"38.901\")")
-    ut_antenna_gain_db: float = option(0.0, doc="the devices' antenna gain (with channel.path_loss = \"38.901\")")
+    noise_psd_dbm_hz: float = option(-174.0, ge=-300, le=0, doc="physical units: the thermal noise density")
+    bs_antenna_gain_db: float = option(0.0, ge=-100, le=100, doc="the base station's antenna gain (with channel.path_loss = \"38.901\")")
+    ut_antenna_gain_db: float = option(0.0, ge=-100, le=100, doc="the devices' antenna gain (with channel.path_loss = \"38.901\")")
     options: Any = _options()
     held: Any = _held()
 

@@ -21,6 +21,7 @@ PAPERS = {
     "energy": "A study of this simulator: compressed updates on a narrow, shared, fading uplink, and batteries",
     "networks": "Studies of this simulator: edge servers and a cloud against the cloud alone, frequency reuse, and "
                 "the devices' speed, over seven cells",
+    "radio": "A study of this simulator: Shannon rates against the NR link abstraction in a 3GPP cell",
 }
 """Paper module name -> the paper."""
 

@@ -178,7 +178,7 @@ class Engine:
             available=available, extra_airtime_s=pre_s + piggy_s, extra_energy_j=pre_energy,
             metrics=metrics, idle_s=idle_s, ready_s=ready, tx_start=tx_start, tx_end=uplink.tx_end,
             attempts=attempts, power=None if power is opening.decision_power else power, emptied_s=emptied_s,
-            harq=self._round_harq,
+            upload_counts=self._upload_counts(p, selected),
             downlink=delivery, labels=labels))
 
     @staticmethod
@@ -211,6 +211,17 @@ class Engine:
         if p.cells is not None:
             return p.cells.airtime_s(selected, bits, gains, power), None, None
         return p.access.airtime_s(bits, gains, power), None, None
+
+    def _upload_counts(self, p, selected: np.ndarray) -> np.ndarray | None:
+        """The round's uploads' counts of the uplink's own (an MCS rate's MCS and transmissions, then the
+        scheme's ``round_counts``), one row per selected device; None where it has none."""
+        parts = []
+        if p.access.link.rate is not None:
+            parts.append(self._round_harq if self._round_harq is not None
+                         else np.tile([-1, 0], (len(selected), 1)))
+        if p.access.upload_columns:
+            parts.append(np.asarray(p.access.round_counts(), dtype=np.int64).reshape(len(selected), -1))
+        return np.hstack(parts) if parts else None
 
     def _to_computation(self, p, decision: Decision, gains: np.ndarray, t_start: float, delivery, downlink_s: float):
         """From the round's start to its computations (a SimPy generator): the downlink, and the

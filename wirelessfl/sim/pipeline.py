@@ -59,7 +59,7 @@ class RoundRecord:
     emptied_s: np.ndarray | None = None  # per selected device: when its battery ran out (NaN: it did not)
     downlink: Any = None  # what the timed downlink did for each selected device (wirelessfl.access.Delivery; None: fixed)
     labels: dict = field(default_factory=dict)  # columns of the row's own: an edge round's tier and edge, backhaul_s
-    harq: np.ndarray | None = None  # per selected device, an MCS rate's (MCS, transport-block transmissions)
+    upload_counts: np.ndarray | None = None  # per selected device, the uplink's own counts (Parts.upload_columns)
 
 
 NO_LABELS: dict = {}

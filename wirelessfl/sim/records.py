@@ -63,7 +63,7 @@ class Recorder:
     def __init__(self, num_devices: int, out_dir: Path | None = None, keep_device_arrays: bool = True,
                  positions=None, p_bar: float = math.nan, part_columns: tuple = (), downlink: bool = False,
                  time_budget_s: float | None = None, cells: np.ndarray | None = None, handovers: bool = False,
-                 backhaul: bool = False, harq: bool = False):
+                 backhaul: bool = False, upload_columns: tuple[str, ...] = (), upload_counts=None):
         self.num_devices = num_devices
         # moving devices: where they are at each record (a callable giving (N, 2) metres), kept in
         # decisions.h5 and averaged into devices.csv's distance_m
@@ -84,7 +84,9 @@ class Recorder:
         self.arrays = (DeviceArrays(out_dir / DECISIONS, num_devices, extra={"positions": (2,)} if positions else None)
                        if keep_device_arrays and out_dir is not None else None)
         self.updates = UpdateLog(out_dir / "updates.csv" if out_dir is not None else None, downlink, cells, backhaul,
-                                 harq)
+                                 upload_columns)
+        # the uplink's own counts of an event protocol's update (upload_columns: MCS, collisions, ...)
+        self.upload_counts = upload_counts
         # moving devices among several cells: handovers.csv
         self.handovers = HandoverLog(out_dir / "handovers.csv" if out_dir is not None else None) if handovers else None
         self.downlink = downlink  # the downlink is timed: updates.csv has its columns
@@ -318,7 +320,7 @@ class Recorder:
         self.updates.write_round(stats["uploads"], sel, rec.round, rec.t_start, rec.ready_s, tx_start, airtime,
                                  arrived, rec.energy_j, comp_energy, rec.gains[sel],
                                  rec.decision.power[sel] if rec.power is None else rec.power,
-                                 rec.t_end, rec.tx_end, rec.attempts, rec.emptied_s, rec.downlink, rec.harq)
+                                 rec.t_end, rec.tx_end, rec.attempts, rec.emptied_s, rec.downlink, rec.upload_counts)
         stats["uploads"] += k
         full_end = tx_start + airtime if rec.tx_end is None else rec.tx_end  # each upload's end, had it gone on
         # the round's busy uplink: the union of its uploads' times on the air (rounds do not overlap)
@@ -354,7 +356,7 @@ class Recorder:
         tail = (u.downlink_s, u.downlink_attempts, int(u.received)) if self.downlink else ()
         if self.backhaul:
             tail += (u.model_at_site_s - u.dispatch_s, u.at_cloud_s - u.tx_end_s)
-        self.updates.write(u, tail)
+        self.updates.write(u, tail, self.upload_counts(u) if self.upload_counts is not None else ())
 
     def on_eval(self, row: dict) -> None:
         self.evals.append(row)

@@ -43,6 +43,7 @@ from .pipeline import RoundRecord
 from .events import EventEngine
 from .progress import ProgressBar
 from .records import Recorder
+from .update_log import RATE_COLUMNS
 from .summary import summarise
 
 if TYPE_CHECKING:
@@ -96,6 +97,22 @@ def part_columns(channel, access, battery=None) -> tuple:
                   (("channel", fading, Channel.round_info), ("access", access, AccessScheme.round_info))
                   if getattr(type(part), "round_info", default) is not default)
     return parts + ((("battery", battery.round_info),) if battery is not None else ())
+
+
+def upload_columns(access) -> dict:
+    """The Recorder's arguments for the uplink's own per-upload columns of updates.csv: an MCS rate's
+    (mcs, harq_tx), then the access scheme's ``upload_columns`` (wifi: collisions, frames, retries,
+    drops), each update's read as it is written (an event protocol's: from the update and the scheme's
+    ``take_counts``); none where the uplink has none (records as they were)."""
+    rate = access.link.rate is not None
+    columns = (*(RATE_COLUMNS if rate else ()), *access.upload_columns)
+    if not columns:
+        return {}
+
+    def counts(u) -> tuple:
+        own = access.take_counts(u.seq) if access.upload_columns else ()
+        return ((u.mcs, u.harq_tx) if rate else ()) + tuple(own)
+    return {"upload_columns": columns, "upload_counts": counts}
 
 
 class RunResult:
@@ -221,7 +238,7 @@ class Run:
                                  cells=None if cells is None else cells.serving,
                                  handovers=cells is not None and moving(self.channel),
                                  backhaul=parts.backhaul is not None and self.protocol.event_driven,
-                                 harq=access.link.rate is not None,
+                                 **upload_columns(access),
                                  time_budget_s=rc.time_budget_s if rc.rounds is None else None,
                                  positions=self.channel.positions_m if moving(self.channel) else None,
                                  p_bar=scenario.link.p_bar, part_columns=part_columns(self.channel, access, self.battery))

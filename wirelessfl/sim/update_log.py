@@ -42,14 +42,16 @@ link (wirelessfl.network.SiteLinks)."""
 RATE_COLUMNS = ["mcs", "harq_tx"]
 """Added to updates.csv (last) where an MCS rate times the uploads (link.rate 'nr', 'lte'): the MCS the
 upload was sent at (chosen at its SINR as it went on the air; -1: it never did) and its transport
-blocks' transmissions, HARQ retransmissions and ARQ rounds included (0: it sent nothing)."""
+blocks' transmissions, HARQ retransmissions and ARQ rounds included (0: it sent nothing). An access
+scheme's own counts follow them (``AccessScheme.upload_columns``; wifi: collisions, frames, retries,
+drops)."""
 CELL_COLUMNS = ["cell"]
 """Added to updates.csv (after any DOWNLINK_COLUMNS) with several cells (network.cells > 1): the cell
 that served the upload."""
 
 
 _ROW = "%d,%d,%d,%s,%s,%s,%s,%s,%s,%.12g,%.12g,%.12g,%.12g,%.12g,%s,%d\n"
-_DOWNLINK_PART, _BACKHAUL_PART, _CELL_PART, _RATE_PART = ",%.12g,%d,%d", ",%.12g,%.12g", ",%d", ",%d,%d"
+_DOWNLINK_PART, _BACKHAUL_PART, _CELL_PART = ",%.12g,%d,%d", ",%.12g,%.12g", ",%d"
 """An updates.csv row (UPDATE_COLUMNS; version_applied and staleness come as one cell). Times
 (dispatch_s, compute_end_s, tx_start_s, tx_end_s, lost_s) are written in full, the shortest form
 that reads back as the same float, as rounds.csv writes t_start and t_end, so the two files join on
@@ -61,7 +63,7 @@ def _round_rows(item: tuple) -> list[tuple]:
     """The UPDATE_COLUMNS rows of a sync round written by UpdateLog.write_round (version_applied and
     staleness NaN where not applied)."""
     first, devices, version, dispatch_s, ready, tx_start, tx_end, airtime, arrived, energy, compute_energy, gain, \
-        power, end_s, attempts, emptied_s, downlink, cells, harq = item
+        power, end_s, attempts, emptied_s, downlink, cells, extra = item
     full_end = (tx_start + airtime if tx_end is None else tx_end).tolist()
     ready, start, air, ok, energy, compute_energy, gain, power = (
         a.tolist() for a in (ready, tx_start, airtime, arrived, energy, compute_energy, gain, power))
@@ -91,9 +93,8 @@ def _round_rows(item: tuple) -> list[tuple]:
                 zip(rows, downlink.seconds.tolist(), downlink.attempts.tolist(), [int(r) for r in received])]
     if cells is not None:
         rows = [(*row, cell) for row, cell in zip(rows, cells[devices].tolist())]
-    if harq is not None:  # the MCS and transmissions of those that sent
-        rows = [(*row, mcs if row[5] == row[5] else -1, tx if row[5] == row[5] else 0)
-                for row, (mcs, tx) in zip(rows, harq.tolist())]
+    if extra is not None:  # the uplink's own counts (MCS and transmissions, collisions, ...) of each upload
+        rows = [(*row, *values) for row, values in zip(rows, extra.tolist())]
     return rows
 
 
@@ -142,15 +143,15 @@ class UpdateLog:
     """Rows formatted and written at once (a flush, a checkpoint or the end writes the rest)."""
 
     def __init__(self, path: Path | None, downlink: bool = False, cells: np.ndarray | None = None,
-                 backhaul: bool = False, harq: bool = False):
+                 backhaul: bool = False, extra: tuple[str, ...] = ()):
         self.path = path
-        self.harq = harq  # an MCS rate: RATE_COLUMNS last
+        self.extra = tuple(extra)  # integer columns of the uplink's own, last (RATE_COLUMNS, a scheme's)
         # the downlink's columns when it is timed, the backhaul's when the event protocols time it, the
         # cell's with several (``cells``: each device's)
         self.columns = (UPDATE_COLUMNS + (DOWNLINK_COLUMNS if downlink else []) + (BACKHAUL_COLUMNS if backhaul else [])
-                        + (CELL_COLUMNS if cells is not None else []) + (RATE_COLUMNS if harq else []))
+                        + (CELL_COLUMNS if cells is not None else []) + list(self.extra))
         self._row = (_ROW[:-1] + (_DOWNLINK_PART if downlink else "") + (_BACKHAUL_PART if backhaul else "")
-                     + (_CELL_PART if cells is not None else "") + (_RATE_PART if harq else "") + "\n")
+                     + (_CELL_PART if cells is not None else "") + ",%d" * len(self.extra) + "\n")
         self.cells = cells
         self.rows = 0
         self.in_memory: list[tuple] | None = [] if path is None else None
@@ -165,7 +166,7 @@ class UpdateLog:
             self.digest.restart()
             self._fh = open_append(self.path)
 
-    def write(self, u, tail: tuple = ()) -> None:
+    def write(self, u, tail: tuple = (), extra: tuple = ()) -> None:
         """The row of ``u``, an update whose fate is known (the attributes of
         wirelessfl.sim.flight.Update: numbers as Python ints and floats; version_applied < 0: not
         applied); ``tail``: its DOWNLINK_COLUMNS and BACKHAUL_COLUMNS where the file has them."""
@@ -173,8 +174,8 @@ class UpdateLog:
         applied = u.version_applied >= 0
         if self.cells is not None:
             tail = (*tail, int(self.cells[u.device]))
-        if self.harq:
-            tail = (*tail, u.mcs, u.harq_tx)
+        if self.extra:
+            tail = (*tail, *extra)
         if self.in_memory is not None:
             self.in_memory.append((u.seq, u.device, u.version, u.dispatch_s, u.compute_end_s, u.tx_start_s, u.tx_end_s,
                                    u.version_applied if applied else math.nan,
@@ -197,26 +198,26 @@ class UpdateLog:
                     tx_start: np.ndarray, airtime: np.ndarray, arrived: np.ndarray, energy: np.ndarray,
                     compute_energy: np.ndarray, gain: np.ndarray, power: np.ndarray, end_s: float,
                     tx_end: np.ndarray | None = None, attempts: np.ndarray | None = None,
-                    emptied_s: np.ndarray | None = None, downlink=None, harq: np.ndarray | None = None) -> None:
+                    emptied_s: np.ndarray | None = None, downlink=None, extra: np.ndarray | None = None) -> None:
         """A sync round's rows at once (one per selected device, numbered from ``first``): applied
         where it arrived; lost where its transmissions ended but it did not arrive (its packets failed;
         it gave up then); else dropped at the deadline ``end_s``. ``tx_end``: the uploads' ends where
         they are not tx_start + airtime; ``attempts``: transmissions (default one for those that
         began); ``emptied_s``: when a device's battery ran out (NaN: it did not; None: none did);
         ``downlink``: what the timed downlink did (wirelessfl.access.Delivery; None: fixed). The arrays
-        are kept, not copied; rows are made from them when needed (_round_rows). ``harq``: each upload's
-        (MCS, transport-block transmissions) under an MCS rate."""
+        are kept, not copied; rows are made from them when needed (_round_rows). ``extra``: each upload's
+        counts of the ``extra`` columns ((k, columns) integers)."""
         self.rows += len(devices)
         dispatch_s, end_s = float(dispatch_s), float(end_s)  # times in full: 0 is written 0.0, as the event rows'
         item = (first, devices, version, dispatch_s, ready, tx_start, tx_end, airtime, arrived, energy, compute_energy,
-                gain, power, end_s, attempts, emptied_s, downlink, self.cells, harq if self.harq else None)
+                gain, power, end_s, attempts, emptied_s, downlink, self.cells, extra if self.extra else None)
         if self.in_memory is not None:
             self.in_memory.append(item)
         if self._fh is None:
             return
         if self._pending:
             self._write_pending()
-        if tx_end is None and attempts is None and downlink is None and self.cells is None and not self.harq \
+        if tx_end is None and attempts is None and downlink is None and self.cells is None and not self.extra \
                 and arrived.all():
             # the usual round: every upload in, once
             ready, start, air, energy, compute_energy, gain, power = (
