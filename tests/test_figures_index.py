@@ -49,7 +49,7 @@ def test_the_index_is_read():
     assert len(ROWS) >= 40
     papers = {r.split(":")[0] for row in ROWS for r in row["recipes"]}
     assert papers == {"lyapunov", "fair_selection", "perfedavg", "fedshuffle", "safari", "async_wireless", "energy",
-                      "networks"}
+                      "networks", "radio"}
     assert all(row["recipes"] for row in ROWS)
 
 

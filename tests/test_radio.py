@@ -212,3 +212,24 @@ def test_shannon_records_have_no_radio_columns(tmp_path):
     _radio_run(tmp_path, rate="shannon")
     updates = pd.read_csv(next(tmp_path.rglob("updates.csv")))
     assert "mcs" not in updates.columns
+
+
+def test_the_guide_s_rate_runs_as_written(tmp_path):
+    """docs/extending.md's AttenuatedShannon, copied beside a scenario: each upload's airtime is the
+    model's bits over alpha B log2(1 + SNR), capped, computed here by hand from updates.csv's gain and power."""
+    import re
+    from pathlib import Path
+
+    guide = (Path(__file__).resolve().parents[1] / "docs" / "extending.md").read_text()
+    code = next(c for lang, c in re.findall(r"```(\w+)\n(.*?)```", guide, re.S) if "class AttenuatedShannon" in c)
+    (tmp_path / "myrates.py").write_text(code)
+    (tmp_path / "s.toml").write_text(
+        '[run]\nrounds = 3\ntiming_only = true\n[devices]\ncount = 6\n[scheduler]\nname = "uniform"\nm = 3\n'
+        '[link]\nrate = "myrates:AttenuatedShannon"\nmodel_bits = 100000\nbandwidth_hz = 1e6\n'
+        '[link.rate_options]\nalpha = 0.75\n')
+    scenario = wirelessfl.load_scenario(tmp_path / "s.toml")
+    wirelessfl.simulate(scenario, out_dir=tmp_path / "out", progress=False)
+    u = pd.read_csv(tmp_path / "out" / "updates.csv")
+    snr = u.gain * u.power / scenario.link.noise_power
+    efficiency = np.minimum(0.75 * np.log2(1 + snr), 4.4)
+    np.testing.assert_allclose(u.airtime_s, 100000 / (1e6 * efficiency), rtol=1e-9)
