@@ -75,10 +75,12 @@ def _outcomes(s: dict) -> str:
 def _power(s: dict) -> str:
     """The time-average power against its budget, which is a long-run average: the virtual queues
     start empty, so the first rounds may spend up to p_max (the transient's length is said)."""
-    text = f"time-average power {s['mean_time_avg_power']:.3g}"
+    physical = isinstance(s.get("mean_snr_db"), (int, float))  # powers in watts: said in dBm
+    power = s["mean_time_avg_power"]
+    text = f"time-average power {_dbm(power) if physical else format(power, '.3g')}"
     if s.get("p_bar") is None:
         return text
-    text += f" (budget P̄ = {s['p_bar']:g}, a long-run average"
+    text += f" (budget P̄ = {_dbm(s['p_bar']) if physical else format(s['p_bar'], 'g')}, a long-run average"
     settled = s.get("power_settled_round", math.nan)
     if math.isnan(settled) and not _round_decisions(s.get("protocol", "sync")):
         return text + ")"  # devices dispatched one by one: no round decisions, no virtual queues to fill
@@ -88,6 +90,11 @@ def _power(s: dict) -> str:
         return text + ("" if "power_settled_round" not in s else
                        f"; above it to the end: the empty queues' transient outlasts these {s['rounds']} rounds)")
     return text + (")" if settled == 0 else f"; within {100 * POWER_TOLERANCE:g}% of it from round {settled:.0f})")
+
+
+def _dbm(watts: float) -> str:
+    """A power in watts, said in dBm."""
+    return f"{10 * math.log10(watts) + 30:.1f} dBm" if watts > 0 else "0 W"
 
 
 def _round_decisions(protocol: str) -> bool:
