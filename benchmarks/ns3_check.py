@@ -612,6 +612,24 @@ def bler(args: argparse.Namespace) -> int:
     return _write(text, args.out, all(r.ok for r in rows))
 
 
+def _ns3_wifi():
+    """benchmarks/ns3_wifi.py (beside this file; loaded by path)."""
+    if "ns3_wifi" not in sys.modules:
+        spec = importlib.util.spec_from_file_location("ns3_wifi", Path(__file__).with_name("ns3_wifi.py"))
+        module = importlib.util.module_from_spec(spec)
+        sys.modules["ns3_wifi"] = module
+        spec.loader.exec_module(module)
+    return sys.modules["ns3_wifi"]
+
+
+def wifi(args: argparse.Namespace) -> int:
+    """``wifi``: our 802.11 DCF against ns-3's Wi-Fi, n stations uploading at once (benchmarks/ns3_wifi.py)."""
+    module = _ns3_wifi()
+    start = time.perf_counter()
+    rows = module.compare(args.stations, args.runs, args.seeds, args.seed)
+    return module.report(rows, args.out, time.perf_counter() - start, args.runs, args.seeds)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     common = argparse.ArgumentParser(add_help=False)
@@ -628,6 +646,11 @@ def main(argv: list[str] | None = None) -> int:
     command = commands.add_parser("bler", parents=[common], help=bler.__doc__)
     command.add_argument("--prb", type=int, default=25, choices=sorted(LTE_PRB_HZ), help="RBs of the TB (25: 5 MHz)")
     command.set_defaults(run=bler)
+    command = commands.add_parser("wifi", parents=[common], help=wifi.__doc__)
+    command.add_argument("--runs", type=int, default=20, help="ns-3 runs per n (RngSeedManager runs 1..R)")
+    command.add_argument("--seeds", type=int, default=400, help="our seeds per n")
+    command.add_argument("--stations", type=int, nargs="+", default=[1, 2, 5, 10, 20], help="the values of n")
+    command.set_defaults(run=wifi)
     args = parser.parse_args(argv)
     return args.run(args)
 

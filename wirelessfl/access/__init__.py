@@ -58,5 +58,6 @@ ACCESS = Registry("access", "wirelessfl.access:AccessScheme", {
     "aircomp": "wirelessfl.access.aircomp:AirComp",
     "aloha": "wirelessfl.access.aloha:Aloha",
     "wifi": "wirelessfl.access.wifi:WiFi",
+    "ns3_wifi": "wirelessfl.access.ns3_wifi:Ns3WiFi",
 })
 """Built-in access schemes by the name ``link.access`` gives them."""
