@@ -24,7 +24,7 @@ Control field by which ns-3's QoS data header (26 bytes) exceeds the 24 bytes ``
 802.11a, so our MPDU is 1510 + 28 = 1538 bytes too; an upload is 85 x 12,080 bits. Our upload ends
 with its last ACK: delivery at the AP is SIFS + ACK (16 + 28 us) earlier, subtracted.
 
-What each side does after a collision differs (found here, see docs/wifi.md, "Against ns-3"):
+What each side does after a collision differs (found here, see docs/radio.md, Wi-Fi, "Against ns-3"):
 ``wifi`` has every station wait EIFS (SIFS + ACK at 6 Mb/s + DIFS = 94 us) after the collided
 frames; in ns-3 the stations that did not transmit never lock onto two frames of equal power (the
 preamble detection needs 4 dB SNR; here they decode no station's frame at all), see the medium busy

@@ -11,7 +11,7 @@ Measured: throughput S = payload bits acknowledged / time, and the collision pro
 transmissions that collided / transmissions, after a warm-up; their standard errors from 20 batch
 means. Model: wirelessfl.access.wifi_bianchi.bianchi with the same Ts and Tc.
 
-    python benchmarks/wifi_bianchi.py                      # the table of docs/wifi.md and figures/wifi_bianchi.png
+    python benchmarks/wifi_bianchi.py                      # the table of docs/radio.md (Wi-Fi) and figures/wifi_bianchi.png
     python benchmarks/wifi_bianchi.py --rounds 20000       # quicker, noisier
     python benchmarks/wifi_bianchi.py --retry-limit 7      # the finite-retry chain
 """

@@ -39,7 +39,7 @@ its QosTxop, backoff, ACK timeout, EIFS, retries, BlockAck agreements, A-MPDU ag
   same timeline as stations that decode one another's frames (a DATA frame's NAV ends with the
   ACK, which every station decodes; two colliding frames of equal power are not decoded either,
   no EIFS; checked to the microsecond), for about a fifth less CPU: a round of 20 stations x 1 Mbit
-  (0.75 s simulated) takes about 0.7 s of CPU, 5 stations 0.09 s (docs/wifi.md, "Against ns-3").
+  (0.75 s simulated) takes about 0.7 s of CPU, 5 stations 0.09 s (docs/radio.md, Wi-Fi, "Against ns-3").
 - Seeds: ns-3's ``RngSeedManager`` seed 1 and a run number per round drawn from the run's own
   random stream ``"ns3_wifi"`` (kept in ``state_dict``: a resumed run repeats its rounds); the
   devices' random streams are assigned from 0 in every round (``WifiHelper::AssignStreams``), so a

@@ -4,7 +4,7 @@ on one 20 MHz channel that every device hears. Both timing models run the same D
 run as a function over the round's devices) and the event uplink (:class:`~wirelessfl.access.
 wifi_uplink.WifiUplink`, one SimPy event per contention round). Its numbers per standard are in
 :mod:`~wirelessfl.access.wifi_phy`; Bianchi's saturation model, which the DCF reproduces, in
-:mod:`~wirelessfl.access.wifi_bianchi` (docs/wifi.md).
+:mod:`~wirelessfl.access.wifi_bianchi` (docs/radio.md, Wi-Fi).
 """
 from __future__ import annotations
 
