@@ -56,10 +56,12 @@ def run(cmd: str, cwd: Path) -> subprocess.CompletedProcess:
 @pytest.mark.slow
 def test_every_readme_command_and_code_block_runs_as_written(user_folder):
     bash = blocks("bash")
-    quick, session, events = bash[0], bash[1], bash[2]
+    quick, session = bash[0], bash[1]
+    events = next(b for b in bash if "scenarios/async.toml" in b)  # the asynchronous protocols' section
+    radio = next(b for b in bash if "scenarios/radio.toml" in b)  # a real radio
     first = commands(quick)
     assert first == ["wirelessfl run scenarios/quickstart.toml"]  # the quick start's run
-    for cmd in first + commands(session) + commands(events):
+    for cmd in first + commands(session) + commands(events) + commands(radio):
         run(cmd, user_folder)
     runs = user_folder / "runs"
     assert (runs / "quickstart" / "accuracy_vs_time.png").exists()
@@ -70,6 +72,7 @@ def test_every_readme_command_and_code_block_runs_as_written(user_folder):
     for figure in ("accuracy_vs_time.png", "staleness.png", "gantt.png"):  # the asynchronous protocols' section
         assert (runs / "async" / figure).exists(), figure
     assert {"sync", "semi_sync", "fedbuff", "fedasync"} <= {p.name for p in (runs / "async").iterdir()}
+    assert "mcs" in (runs / "radio" / "nr" / "updates.csv").read_text().splitlines()[0]  # the NR link's columns
     (python,) = blocks("python")
     (user_folder / "api.py").write_text(python)
     proc = subprocess.run([sys.executable, "api.py"], capture_output=True, text=True, cwd=user_folder,

@@ -50,6 +50,10 @@ event engine's uplink) are refused. ns-3 is imported once per process, at the fi
 """
 from __future__ import annotations
 
+import contextlib
+import os
+import sys
+
 import importlib.util
 import math
 from dataclasses import dataclass
@@ -235,14 +239,30 @@ void SetLoss(Ptr<MatrixPropagationLossModel> model, Ptr<Node> a, Ptr<Node> b, do
 _NS = None
 
 
+@contextlib.contextmanager
+def _quiet_native_stderr():
+    """File descriptor 2 to /dev/null for a while: cppyy prints harmless "Failed to materialize symbols"
+    lines from C++ as ns-3 loads, which would fill a user's terminal (a Python error still raises)."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    try:
+        with open(os.devnull, "w") as null:
+            os.dup2(null.fileno(), 2)
+            yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+
+
 def _ns():
     """ns-3 and the C++ helpers above, loaded once per process."""
     global _NS
     if _NS is None:
-        from ns import ns  # cppyy's "Failed to materialize symbols" lines are harmless
+        with _quiet_native_stderr():
+            from ns import ns
 
-        if not hasattr(ns.cppyy.gbl, "wirelessfl_ns3wifi"):
-            ns.cppyy.cppdef(_CPP)
+            if not hasattr(ns.cppyy.gbl, "wirelessfl_ns3wifi"):
+                ns.cppyy.cppdef(_CPP)
         _NS = ns
     return _NS
 
