@@ -203,7 +203,7 @@ class Engine:
         self._round_harq = None
         if self._packets:  # packets retried at the round's gain; some uploads may be lost
             airtime, attempts, delivered, harq = self._send(selected, bits, gains, power)
-            self._round_harq = harq if p.access.link.rate is not None else None
+            self._round_harq = harq if getattr(p.access.link, "rate", None) is not None else None
             return airtime, attempts, delivered
         if p.fading is not None:  # the channel changes every coherence time of a long upload
             return p.access.on_air_s(p.fading.upload_times(bits, gains, power, selected, self.streams["fading"])), \
@@ -216,7 +216,7 @@ class Engine:
         """The round's uploads' counts of the uplink's own (an MCS rate's MCS and transmissions, then the
         scheme's ``round_counts``), one row per selected device; None where it has none."""
         parts = []
-        if p.access.link.rate is not None:
+        if getattr(p.access.link, "rate", None) is not None:
             parts.append(self._round_harq if self._round_harq is not None
                          else np.tile([-1, 0], (len(selected), 1)))
         if p.access.upload_columns:
@@ -290,7 +290,7 @@ class Engine:
         on the scheme's upload link, each transmission holding it for ``on_air_s``); on a shared band at
         the device's rate on the round's split of it, with its errors drawn at that share's SNR (as the
         closed form splits the band for the whole round)."""
-        mcs_rate = access.link.rate is not None
+        mcs_rate = getattr(access.link, "rate", None) is not None
         rng = self.streams["harq" if mcs_rate else "link"]
         bits = np.broadcast_to(bits, gains.shape).tolist()
         sent, harq = [], []
