@@ -7,6 +7,7 @@ One subcommand per model family; each is a function returning :class:`Row` resul
     python benchmarks/ns3_check.py propagation --out ns3.md     # ... and write the table to a file
     python benchmarks/ns3_check.py lte [--prb 25] [--seconds 2]  # LTE uplink goodput against LENA
     python benchmarks/ns3_check.py bler [--prb 25]              # our BLER curves against ns-3's MIESM
+    python benchmarks/ns3_check.py wifi                         # the DCF: the k-th of n deliveries against ns-3's MAC
 
 ``propagation`` (wirelessfl.radio.tr38901 against ns-3's ThreeGpp*PropagationLossModel):
 
@@ -31,6 +32,11 @@ ns-3's AMC keeps a 7.43 dB gap (BER 5e-5) and runs at BLER ~0; the notes quantif
 one gap per modulation (Q_m 2, 4, 6) and one spread to ns-3's points (leaving out MCS 10 and 17..20,
 which ns-3 judges at another modulation than TS 36.213's), and the second transmission (chase
 combining: ours is the BLER at twice the linear SINR). Goal: |ours - ns-3| <= 1.5 dB at 10 %.
+
+``wifi`` (wirelessfl.access.wifi against ns-3's 802.11 MAC, benchmarks/ns3_wifi.py): n = 1, 2, 5, 10
+and 20 stations around one access point, 802.11a at 54 Mbit/s, every station uploading about 1 Mbit
+at t = 0; the mean time until the k-th upload is delivered, k = 1..n, over 20 ns-3 seeds against ours.
+Goal: within 10 % for every k and n (docs/radio.md, Wi-Fi, "Against ns-3").
 """
 from __future__ import annotations
 
