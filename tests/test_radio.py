@@ -233,3 +233,19 @@ def test_the_guide_s_rate_runs_as_written(tmp_path):
     snr = u.gain * u.power / scenario.link.noise_power
     efficiency = np.minimum(0.75 * np.log2(1 + snr), 4.4)
     np.testing.assert_allclose(u.airtime_s, 100000 / (1e6 * efficiency), rtol=1e-9)
+
+
+def test_devices_csv_mean_gain_is_the_path_gain_with_the_antennas(tmp_path):
+    """Without shadowing, devices.csv's mean_gain is 10^((G_BS + G_UT - PL) / 10) of its own path_loss_db
+    (unit-mean fading), and PL is TR 38.901's at the device's distance_m for its los."""
+    from wirelessfl.radio.tr38901 import path_loss_db
+
+    scenario = from_dict({"radio": "nr_uma_3_5ghz", "run": {"rounds": 1, "timing_only": True},
+                          "devices": {"count": 40}, "scheduler": {"name": "uniform", "m": 2},
+                          "channel": {"shadowing_db": 0.0}, "link": {"model_bits": 100_000}})
+    wirelessfl.simulate(scenario, out_dir=tmp_path, progress=False)
+    d = pd.read_csv(tmp_path / "devices.csv")
+    np.testing.assert_allclose(d.mean_gain, 10 ** ((8.0 - d.path_loss_db) / 10), rtol=1e-9)
+    np.testing.assert_allclose(d.path_loss_db, path_loss_db("uma", d.distance_m, 25.0, 1.5, 3.5e9, d.los == 1),
+                               rtol=1e-9)
+    assert 0 < d.los.sum() < len(d)  # some in line of sight, some not, at these distances
