@@ -249,3 +249,12 @@ def test_devices_csv_mean_gain_is_the_path_gain_with_the_antennas(tmp_path):
     np.testing.assert_allclose(d.path_loss_db, path_loss_db("uma", d.distance_m, 25.0, 1.5, 3.5e9, d.los == 1),
                                rtol=1e-9)
     assert 0 < d.los.sum() < len(d)  # some in line of sight, some not, at these distances
+
+
+def test_a_share_below_one_resource_block_has_one_block_part_of_the_time():
+    """FDMA among more devices than resource blocks: each share's rate is one block's for its share of slots."""
+    rate = NrRate(20e6, NrOptions(rb_adaptation=False))
+    snr = 10.0
+    one_block = float(rate.allocation(snr, 20e6 / 51)[2][0]) / rate.slot_s
+    assert rate.rate_bps(snr, 20e6 / 102) == pytest.approx(one_block / 2, rel=1e-6)
+    assert rate.resource_blocks(20e6 / 102) == 1 and rate.rate_bps(snr, 20e6 / 102) > 0

@@ -149,8 +149,14 @@ class _McsRate(RateModel):
         self._tbs: dict[int, np.ndarray] = {}
 
     def resource_blocks(self, bandwidth_hz: float) -> int:
-        """The resource blocks of a channel of ``bandwidth_hz`` (the cell's band, or a share of it)."""
-        return int(math.floor(bandwidth_hz * self.rbs_per_hz + 1e-9))
+        """The resource blocks of a channel of ``bandwidth_hz`` (the cell's band, or a share of it); a
+        share of less than one block has one block for part of the slots (``time_share``)."""
+        blocks = bandwidth_hz * self.rbs_per_hz
+        return int(math.floor(blocks + 1e-9)) if blocks >= 1 - 1e-9 else (1 if blocks > 0 else 0)
+
+    def time_share(self, bandwidth_hz: float) -> float:
+        """The share of slots a channel of less than one resource block has its block in (1 otherwise)."""
+        return min(1.0, bandwidth_hz * self.rbs_per_hz + 1e-9)
 
     def mcs(self, snr) -> np.ndarray:
         """The highest MCS whose BLER at ``snr`` is at most the target (-1 where none is)."""
@@ -189,8 +195,8 @@ class _McsRate(RateModel):
         return np.maximum(mcs[rows, best], 0), n[best], np.where(size > 0, size, table[0, 0])
 
     def rate_bps(self, snr, bandwidth_hz: float):
-        """One transport block per slot, at each SINR's allocation."""
-        size = self.allocation(snr, bandwidth_hz)[2] / self.slot_s
+        """One transport block per slot (per slot it has, below one resource block), at each SINR's allocation."""
+        size = self.allocation(snr, bandwidth_hz)[2] * self.time_share(bandwidth_hz) / self.slot_s
         return size.reshape(np.shape(snr)) if np.ndim(snr) else float(size[0])
 
     def send(self, bits: float, snr: float, bandwidth_hz: float, rng: np.random.Generator,
