@@ -291,3 +291,46 @@ def test_updates_csv_counts_each_uploads_contention(tmp_path, protocol):
     assert len(done) and (done.frames >= 600_000 / 12_000).all()  # at least one acknowledged frame per MPDU
     assert (updates.retries <= updates.collisions).all() and updates.collisions.sum() > 0
     assert updates.frames.sum() <= rounds.frames_acked.sum()  # uploads still on the air at the end are not rows
+
+
+@pytest.mark.parametrize("protocol", ["sync", "fedbuff"])
+def test_batteries_pay_the_frames_and_the_listening(tmp_path, protocol):
+    """Under the DCF a device's battery pays P x its own time on the air and the receiving power for
+    the rest of its contention, from its first backoff to its last ACK (the run's end for one still in
+    flight): devices.csv's charges are the capacity less that sum over updates.csv's rows, by hand."""
+    import pandas as pd
+
+    import wirelessfl
+    from wirelessfl.config import from_dict
+
+    extra = {"concurrency": 4, "buffer": 2} if protocol == "fedbuff" else {}
+    scenario = from_dict({"run": {"time_budget_s": 20, "timing_only": True},
+                          "devices": {"count": 8, "availability": "battery", "battery_capacity_j": 50.0,
+                                      "rx_power_w": 0.1},
+                          "scheduler": {"name": "uniform", "m": 4}, "protocol": {"name": protocol, **extra},
+                          "link": {"access": "wifi", "model_bits": 2_000_000, "wifi_standard": "80211a",
+                                   "phy_rate_bps": 6e6, "p_bar": 0.5, "p_max": 0.5}})
+    wirelessfl.simulate(scenario, out_dir=tmp_path, progress=False)
+    u, d = pd.read_csv(tmp_path / "updates.csv"), pd.read_csv(tmp_path / "devices.csv")
+    end = u.tx_end_s.fillna(u.lost_s)
+    listening = (end - u.tx_start_s - u.airtime_s).clip(lower=0).fillna(0.0)
+    assert listening.sum() > 0  # the devices did wait for the medium
+    spent = (u.power * u.airtime_s.fillna(0.0) + 0.1 * listening).groupby(u.device).sum().reindex(range(8),
+                                                                                                  fill_value=0.0)
+    np.testing.assert_allclose(50.0 - d.battery_j, spent.to_numpy(), atol=1e-9)
+
+
+@pytest.mark.parametrize("protocol", ["sync", "fedbuff"])
+def test_an_empty_battery_stops_the_upload(protocol):
+    import wirelessfl
+    from wirelessfl.config import from_dict
+
+    extra = {"concurrency": 4, "buffer": 2} if protocol == "fedbuff" else {}
+    scenario = from_dict({"run": {"time_budget_s": 30, "timing_only": True},
+                          "devices": {"count": 10, "availability": "battery", "battery_capacity_j": 1.0,
+                                      "rx_power_w": 0.1},
+                          "scheduler": {"name": "uniform", "m": 4}, "protocol": {"name": protocol, **extra},
+                          "link": {"access": "wifi", "model_bits": 2_000_000, "wifi_standard": "80211a",
+                                   "phy_rate_bps": 6e6, "p_bar": 0.5, "p_max": 0.5}})
+    outcomes = wirelessfl.simulate(scenario, progress=False).summary["outcomes"]
+    assert outcomes["battery"] > 0 and outcomes["applied"] > 0

@@ -107,6 +107,13 @@ class Battery:
         self.rate[device], self.since[device] = rate_w, now
         return self.empties_at(device)
 
+    def take(self, device: int, joules: float, now: float) -> bool:
+        """``joules`` more leave ``device``'s battery at ``now`` (a transmission above the listening draw
+        of a contention scheme); returns whether that emptied it."""
+        self.charge[device] = self.charge_at(device, now) - joules
+        self.since[device] = now
+        return self.charge[device] <= 0.0
+
     def empties_at(self, device: int) -> float:
         """When ``device`` empties at its present rate (inf: it draws nothing)."""
         rate = self.rate[device]

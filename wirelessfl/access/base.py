@@ -115,6 +115,9 @@ class UplinkHost(Protocol):
     def in_flight(self) -> Iterable:
         """The updates still computing or uploading, in dispatch order."""
 
+    def transmitted(self, u, seconds: float) -> None:
+        """A ``listens`` scheme: ``u`` sends for ``seconds`` from now (its battery pays the frame)."""
+
 
 @runtime_checkable
 class EventUplink(Protocol):
@@ -173,6 +176,10 @@ class AccessScheme:
     sends in, with backoff between), not known when it starts; batteries, drawn per phase of a task,
     are refused on it."""
 
+    listens: ClassVar[bool] = False
+    """True (a contention scheme that times each of its devices' frames: wifi): while an upload
+    contends its device listens, at the batteries' receiving power, and each transmission is paid at
+    its power as it goes (``UplinkHost.transmitted``); batteries then run under it."""
     upload_columns: ClassVar[tuple[str, ...]] = ()
     """Integer counts of the scheme's own per upload for updates.csv (wifi: collisions, frames, retries,
     drops): under sync ``round_counts`` gives the round's, under the event protocols ``take_counts`` each

@@ -82,6 +82,7 @@ class WiFi(AccessScheme):
     concurrent = False  # one transmitter at a time; collisions are the exception, not a shared band
     contention = True  # time on the air decided by contention as it goes
     upload_columns = COUNTERS  # updates.csv: each upload's collisions, frames, retries and drops
+    listens = True  # batteries: a station listens while it contends and pays each of its frames
 
     def __init__(self, link: Link, wifi_standard: str = "80211ac", phy_rate_bps: float | None = None,
                  rts_cts: bool = False, ampdu_bytes: int | None = None, mpdu_bits: int = 12000,

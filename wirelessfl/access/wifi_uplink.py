@@ -91,6 +91,7 @@ class WifiUplink:
             u.airtime_s += air
             u.attempt_start_s, u.attempt_end_s = r.start_s, r.start_s + air
             self.scheme.record(s)
+            self.host.transmitted(u, air)  # its battery pays the frame
         self.scheme.tally(r)
         if r.finished:
             seq = r.stations[0].key

@@ -244,7 +244,7 @@ def _check_battery(s) -> None:
         raise ConfigError("devices.availability = 'battery': replaces the availability chain and trace; leave "
                           "devices.p_on_to_off at 0 and devices.availability_trace unset")
     access = s.part("access")
-    if access.over_the_air or access.contention:
+    if access.over_the_air or (access.contention and not access.listens):
         why = ("the devices send one analog sum together, which a battery running out mid-upload would cut for all"
                if access.over_the_air else "a device's time on the air is its slots between backoffs, decided by "
                "contention as it goes, which a battery drawn per phase of a task does not follow")

@@ -43,6 +43,28 @@ class BatteryDrain:
     def on_air(self, u) -> None:
         self.draw(u, u.power)
 
+    def listening(self, u) -> None:
+        """``u`` contends for the medium (a contention scheme, ``AccessScheme.listens``): its device
+        listens, at the receiving power, and pays each transmission with ``transmitted``."""
+        self.draw(u, self.battery.rx_power_w)
+
+    def transmitted(self, u, seconds: float) -> None:
+        """``u``'s device sends for ``seconds`` from now at its power, instead of listening: the
+        difference leaves its battery at once, and an emptied battery stops the task now (within
+        one frame of when it ran dry)."""
+        if u.report:
+            return
+        e, device = self.engine, u.device
+        if self.battery.take(device, (u.power - self.battery.rx_power_w) * seconds, e.now):
+            self.ran_out(device)
+            return
+        name = f"{TIMER}{device}"
+        empty_at = self.battery.empties_at(device)
+        if empty_at == math.inf:
+            e.timers.cancel(name)
+        else:
+            e.timers.set(name, empty_at)
+
     def done(self, u) -> None:
         """``u``'s task is over, however it ended: its device draws nothing, and below the threshold
         it is unavailable at once."""

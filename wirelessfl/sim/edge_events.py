@@ -82,6 +82,9 @@ class SharedHost:
     def start_transmission(self, u) -> None:
         self._edge(u.seq).start_transmission(u)
 
+    def transmitted(self, u, seconds: float) -> None:
+        self._edge(u.seq).transmitted(u, seconds)
+
     def update(self, seq: int):
         return self._edge(seq).update(seq)
 

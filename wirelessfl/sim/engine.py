@@ -149,12 +149,20 @@ class Engine:
         deadline_at = None
         if p.round_deadline_s is not None:
             deadline_at = t_compute + max(t_start + p.round_deadline_s - t_compute, 0.0)
+        listens = p.battery is not None and p.access.listens  # a contention scheme: paid after its schedule
         if p.battery is not None:  # tasks cut where a battery runs out: they send less, or nothing
-            comp, comp_energy, airtime, emptied = p.battery.closed_round(selected, receiving_s, comp, comp_energy,
-                                                                         airtime, power)
+            comp, comp_energy, cut, emptied = p.battery.closed_round(selected, receiving_s, comp, comp_energy,
+                                                                     np.zeros_like(airtime) if listens else airtime,
+                                                                     power)
+            # emptied while computing: it never contends (an infinite upload is none to the scheme)
+            airtime = np.where(emptied, np.inf, airtime) if listens else cut
         ready = starts + comp  # every selected device computes from its start on
         uplink, airtime, attempts, arrived, tx_start = self._uplink(p, selected, ready, airtime, attempts, deadline_at,
                                                                     bits, gains, power, delivered, received)
+        listening_j = 0.0
+        if listens:
+            emptied, arrived, listening_j = self._contended(p, selected, uplink, tx_start, airtime, power, receiving_s,
+                                                            comp_energy, emptied, arrived)
         end_s, backhaul_s = self._end_s(p, t_start, uplink, delivery, downlink_s, selected, arrived, tx_start, airtime)
         if end_s > self.env.now:
             yield self.env.at(end_s)
@@ -164,7 +172,8 @@ class Engine:
         emptied_s = None
         if emptied is not None:
             emptied_s, arrived = self._drain(selected, emptied, ready, tx_start, airtime, t_end,
-                                             comp_energy + energy + p.battery.rx_power_w * receiving_s, arrived)
+                                             comp_energy + energy + p.battery.rx_power_w * receiving_s + listening_j,
+                                             arrived)
         metrics = learn_round(p, learner, decision, selected, arrived, gains[selected], power, r)
         labels = {} if edge is None else dict(edge.labels)
         if p.backhaul is not None:
@@ -220,7 +229,8 @@ class Engine:
             parts.append(self._round_harq if self._round_harq is not None
                          else np.tile([-1, 0], (len(selected), 1)))
         if p.access.upload_columns:
-            parts.append(np.asarray(p.access.round_counts(), dtype=np.int64).reshape(len(selected), -1))
+            parts.append(np.asarray(p.access.round_counts(), dtype=np.int64).reshape(len(selected),
+                                                                                     len(p.access.upload_columns)))
         return np.hstack(parts) if parts else None
 
     def _to_computation(self, p, decision: Decision, gains: np.ndarray, t_start: float, delivery, downlink_s: float):
@@ -251,6 +261,21 @@ class Engine:
         end_s = max(end_s, p.backhaul.forward_end_s(p.cells, selected, arrived, ends, p.upload_bits))
         end_s += p.backhaul.transfer_s(p.downlink_bits)
         return end_s, end_s - max(uplink.end_s, t_start)
+
+    @staticmethod
+    def _contended(p, selected, uplink, tx_start, airtime, power, receiving_s, comp_j, emptied, arrived):
+        """A contention scheme's round against the batteries (``AccessScheme.listens``): a device listens
+        at the receiving power from its first contention to its last ACK, and sends its frames at its
+        power; one whose charge after the model and its computation does not cover that ran out in its
+        upload, which is then lost (found at the end of the round: the round's DCF is not run again).
+        Returns (emptied, arrived, each device's listening energy)."""
+        battery = p.battery
+        with np.errstate(invalid="ignore"):
+            ends = tx_start + airtime if uplink.tx_end is None else uplink.tx_end
+            listening = np.nan_to_num(np.maximum(ends - tx_start - airtime, 0.0))
+            left = battery.charge[selected] - battery.rx_power_w * receiving_s - comp_j
+            out = ~emptied & (tx_start == tx_start) & (power * airtime + battery.rx_power_w * listening > left)
+        return emptied | out, arrived & ~out, battery.rx_power_w * listening
 
     def _drain(self, selected, emptied, ready, tx_start, airtime, t_end, spent_j, arrived):
         """A round's energy (``spent_j``, the model's reception included) leaves the batteries: (when

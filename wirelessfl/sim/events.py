@@ -353,8 +353,8 @@ class EventEngine:
         u.tx_start_s = now = self.env.now
         if not u.report:
             self.busy.start(now)
-        if self.drain is not None:
-            self.drain.on_air(u)
+        if self.drain is not None:  # a contention scheme's device listens, and pays its frames as they go
+            (self.drain.listening if self.parts.access.listens else self.drain.on_air)(u)
         if u.gain != u.gain:
             u.gain = self.draw_gain(u.device)
         if u.airtime_s != u.airtime_s:
@@ -363,6 +363,11 @@ class EventEngine:
                            access.on_air_s(fading.upload_s(u.bits, u.gain, u.power, u.device, self.streams["fading"])))
 
     # --- what an event uplink may use (wirelessfl.access.UplinkHost) ------------------------------
+
+    def transmitted(self, u: Update, seconds: float) -> None:
+        """``u`` sends for ``seconds`` from now (a contention scheme's frame): its battery pays it."""
+        if self.drain is not None:
+            self.drain.transmitted(u, seconds)
 
     @property
     def per_aggregation(self) -> float:
