@@ -334,3 +334,17 @@ def test_an_empty_battery_stops_the_upload(protocol):
                                    "phy_rate_bps": 6e6, "p_bar": 0.5, "p_max": 0.5}})
     outcomes = wirelessfl.simulate(scenario, progress=False).summary["outcomes"]
     assert outcomes["battery"] > 0 and outcomes["applied"] > 0
+
+
+def test_fedbuff_over_wifi_with_batteries_resumes_with_the_same_records(interrupted_and_resumed):
+    """The batteries' charges, their timers and the frames already paid survive a checkpoint."""
+    import pandas as pd
+
+    base = scenario({"name": "fedbuff", "concurrency": 6, "buffer": 2}, time_budget_s=0.3, checkpoint_every=5)
+    with_batteries = base.replace("devices.availability=battery", "devices.battery_capacity_j=0.05",
+                                  "devices.rx_power_w=0.5", "link.p_bar=1.0", "link.p_max=1.0")
+    full, resumed = interrupted_and_resumed(with_batteries, after=20)
+    assert (full.updates["outcome"] == "battery").any()  # the batteries do run out in this run
+    pd.testing.assert_frame_equal(full.rounds, resumed.rounds)
+    pd.testing.assert_frame_equal(full.updates, resumed.updates)
+    pd.testing.assert_frame_equal(full.devices, resumed.devices)

@@ -31,6 +31,11 @@ class DeviceTotals:
         self._pending: list[tuple] = []  # updates' totals not yet added to the arrays above
         # aggregations counted at the current availability, not yet added to available_rounds
         self._available, self._available_since, self._available_sum, self._available_count = None, _NEVER, 0, 0
+        # a resumed run: the availability the interrupted one had counted since its last step, and that
+        # step's next one (the availability a step gives is counted as the step gave it, also where a
+        # battery running out changes who is available before the next step)
+        self._restored: tuple | None = None
+        self._sources: set = set()  # the availability models counted (several: edge servers' engines)
 
     # --- sync rounds -----------------------------------------------------------------------------
 
@@ -79,6 +84,11 @@ class DeviceTotals:
             self._fold_available()
             self._available_since = since
             self._available = None if available is None else available.copy()
+            if isinstance(since, tuple):
+                self._sources.add(since[0])
+            restored, self._restored = self._restored, None
+            if restored is not None and available is not None and isinstance(since, tuple) and since[-1] == restored[0]:
+                self._available = restored[1].copy()  # the same step's availability, as it was counted
             self._available_sum = self.num_devices if available is None else int(self._available.sum())
         self._available_count += 1
         return self._available_sum
@@ -102,9 +112,13 @@ class DeviceTotals:
                 "time_avg_power": self.expected_power_sum / n_rounds}
 
     def state_dict(self) -> dict:
-        """Every sum (folded first)."""
+        """Every sum (folded first), and the availability counted since the last step."""
         self.fold()
-        return {**{key: getattr(self, key).copy() for key in SUMS}, "distance_sum": self.distance_sum.copy()}
+        counted = None  # one availability model only: edge servers' engines each count their own
+        if self._available is not None and isinstance(self._available_since, tuple) and len(self._sources) == 1:
+            counted = {"next_step_s": self._available_since[-1], "available": self._available.copy()}
+        return {**{key: getattr(self, key).copy() for key in SUMS}, "distance_sum": self.distance_sum.copy(),
+                "available_counted": counted}
 
     def check(self, state: dict) -> str | None:
         """Why a checkpoint's totals cannot be restored (None: they can)."""
@@ -118,3 +132,6 @@ class DeviceTotals:
         for key in SUMS:
             setattr(self, key, np.asarray(state[key]).copy())
         self.distance_sum = np.asarray(state.get("distance_sum", np.zeros(self.num_devices)), dtype=float).copy()
+        counted = state.get("available_counted")
+        self._restored = None if counted is None else (counted["next_step_s"],
+                                                       np.asarray(counted["available"], dtype=bool))
