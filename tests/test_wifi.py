@@ -293,6 +293,19 @@ def test_updates_csv_counts_each_uploads_contention(tmp_path, protocol):
     assert updates.frames.sum() <= rounds.frames_acked.sum()  # uploads still on the air at the end are not rows
 
 
+def on_batteries(protocol: str, devices: int, capacity_j: float, time_budget_s: float):
+    """802.11a at 6 Mbit/s, 2 Mbit uploads at 0.5 W, batteries of ``capacity_j`` receiving at 0.1 W."""
+    from wirelessfl.config import from_dict
+
+    extra = {"concurrency": 4, "buffer": 2} if protocol == "fedbuff" else {}
+    return from_dict({"run": {"time_budget_s": time_budget_s, "timing_only": True},
+                      "devices": {"count": devices, "availability": "battery", "battery_capacity_j": capacity_j,
+                                  "rx_power_w": 0.1},
+                      "scheduler": {"name": "uniform", "m": 4}, "protocol": {"name": protocol, **extra},
+                      "link": {"access": "wifi", "model_bits": 2_000_000, "wifi_standard": "80211a",
+                               "phy_rate_bps": 6e6, "p_bar": 0.5, "p_max": 0.5}})
+
+
 @pytest.mark.parametrize("protocol", ["sync", "fedbuff"])
 def test_batteries_pay_the_frames_and_the_listening(tmp_path, protocol):
     """Under the DCF a device's battery pays P x its own time on the air and the receiving power for
@@ -301,16 +314,8 @@ def test_batteries_pay_the_frames_and_the_listening(tmp_path, protocol):
     import pandas as pd
 
     import wirelessfl
-    from wirelessfl.config import from_dict
-
-    extra = {"concurrency": 4, "buffer": 2} if protocol == "fedbuff" else {}
-    scenario = from_dict({"run": {"time_budget_s": 20, "timing_only": True},
-                          "devices": {"count": 8, "availability": "battery", "battery_capacity_j": 50.0,
-                                      "rx_power_w": 0.1},
-                          "scheduler": {"name": "uniform", "m": 4}, "protocol": {"name": protocol, **extra},
-                          "link": {"access": "wifi", "model_bits": 2_000_000, "wifi_standard": "80211a",
-                                   "phy_rate_bps": 6e6, "p_bar": 0.5, "p_max": 0.5}})
-    wirelessfl.simulate(scenario, out_dir=tmp_path, progress=False)
+    wirelessfl.simulate(on_batteries(protocol, devices=8, capacity_j=50.0, time_budget_s=20), out_dir=tmp_path,
+                        progress=False)
     u, d = pd.read_csv(tmp_path / "updates.csv"), pd.read_csv(tmp_path / "devices.csv")
     end = u.tx_end_s.fillna(u.lost_s)
     listening = (end - u.tx_start_s - u.airtime_s).clip(lower=0).fillna(0.0)
@@ -323,16 +328,9 @@ def test_batteries_pay_the_frames_and_the_listening(tmp_path, protocol):
 @pytest.mark.parametrize("protocol", ["sync", "fedbuff"])
 def test_an_empty_battery_stops_the_upload(protocol):
     import wirelessfl
-    from wirelessfl.config import from_dict
 
-    extra = {"concurrency": 4, "buffer": 2} if protocol == "fedbuff" else {}
-    scenario = from_dict({"run": {"time_budget_s": 30, "timing_only": True},
-                          "devices": {"count": 10, "availability": "battery", "battery_capacity_j": 1.0,
-                                      "rx_power_w": 0.1},
-                          "scheduler": {"name": "uniform", "m": 4}, "protocol": {"name": protocol, **extra},
-                          "link": {"access": "wifi", "model_bits": 2_000_000, "wifi_standard": "80211a",
-                                   "phy_rate_bps": 6e6, "p_bar": 0.5, "p_max": 0.5}})
-    outcomes = wirelessfl.simulate(scenario, progress=False).summary["outcomes"]
+    outcomes = wirelessfl.simulate(on_batteries(protocol, devices=10, capacity_j=1.0, time_budget_s=30),
+                                   progress=False).summary["outcomes"]
     assert outcomes["battery"] > 0 and outcomes["applied"] > 0
 
 

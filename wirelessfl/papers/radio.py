@@ -28,8 +28,8 @@ import numpy as np
 import pandas as pd
 
 from ..config import from_dict, to_dict
-from .recipes import Recipe, Report, Runs, figure_caption, packaged, pyplot, run_summary, runs_and_curves, \
-    save_figure, seed_mean_curves, seed_std, with_spread
+from .recipes import Recipe, Report, Runs, curve_rows, figure_caption, packaged, pyplot, run_summary, \
+    runs_and_curves, save_figure, seed_mean_curves, seed_std, with_spread
 
 PRESET = "nr_uma_3_5ghz"
 RATES = {"shannon": {"link.rate": "shannon"},
@@ -100,8 +100,7 @@ def collect(runs: Runs, scale: str) -> pd.DataFrame:
                          "lost": int((updates["outcome"] == "lost").sum()),
                          "mean_mcs": float(sent["mcs"].mean()) if "mcs" in sent else math.nan,
                          "mean_harq_tx": float(sent["harq_tx"].mean()) if "harq_tx" in sent else math.nan})
-            evals = pd.read_csv(folder / "evals.csv")
-            rows += [{"kind": "curve", **key, "time_s": t, "accuracy": a} for t, a in zip(evals.time_s, evals.accuracy)]
+            rows += curve_rows(folder, key)
     return pd.DataFrame(rows)
 
 
@@ -200,8 +199,7 @@ def collect_concurrency(runs: Runs, scale: str) -> pd.DataFrame:
                          "upload_s": float((sent["tx_end_s"] - sent["tx_start_s"]).mean()) if len(sent) else math.nan,
                          "delivery_s": float((sent["tx_end_s"] - sent["compute_end_s"]).mean()) if len(sent) else math.nan,
                          "collisions": float(sent["collisions"].mean()) if "collisions" in sent else math.nan})
-            evals = pd.read_csv(folder / "evals.csv")
-            rows += [{"kind": "curve", **key, "time_s": t, "accuracy": a} for t, a in zip(evals.time_s, evals.accuracy)]
+            rows += curve_rows(folder, key)
     return pd.DataFrame(rows)
 
 
@@ -276,8 +274,7 @@ def collect_wifi(runs: Runs, scale: str) -> pd.DataFrame:
                          "target": s["target_accuracy"], "rounds": s["rounds"], "sim_time_s": s["sim_time_s"],
                          "mean_round_s": s["sim_time_s"] / max(s["rounds"], 1),
                          "wall_per_sim_s": s["wall_time_s"] / s["sim_time_s"] if s["sim_time_s"] > 0 else math.nan})
-            evals = pd.read_csv(folder / "evals.csv")
-            rows += [{"kind": "curve", **key, "time_s": t, "accuracy": a} for t, a in zip(evals.time_s, evals.accuracy)]
+            rows += curve_rows(folder, key)
     return pd.DataFrame(rows)
 
 
