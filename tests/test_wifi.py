@@ -314,6 +314,7 @@ def test_batteries_pay_the_frames_and_the_listening(tmp_path, protocol):
     import pandas as pd
 
     import wirelessfl
+
     wirelessfl.simulate(on_batteries(protocol, devices=8, capacity_j=50.0, time_budget_s=20), out_dir=tmp_path,
                         progress=False)
     u, d = pd.read_csv(tmp_path / "updates.csv"), pd.read_csv(tmp_path / "devices.csv")
