@@ -60,6 +60,9 @@ def test_preset_fills_physical_values_and_the_user_overrides_them():
     ({"link": {"rate": "5g"}}, "link.rate = '5g': unknown rate"),
     ({"link": {"bs_antenna_gain_db": 8.0}}, "link.bs_antenna_gain_db: antenna gains are part of"),
     ({"radio": "nr_uma_3_5ghz", "variants": {"a": {"radio": "lte_uma_2ghz"}}}, "variants: sets radio"),
+    ({"radio": "nr_uma_3_5ghz", "channel": {"coherence_s": 0.01}},
+     "channel.coherence_s: fading within an upload is modelled at Shannon's rate"),
+    ({"radio": "nr_uma_3_5ghz", "devices": {"speed_mps": 10.0}}, "devices.speed_mps: fading within an upload"),
 ])
 def test_bad_radio_input_is_one_line(data, words):
     with pytest.raises(ConfigError) as err:

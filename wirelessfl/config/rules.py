@@ -387,6 +387,10 @@ def _check_upload_channel(s) -> None:
                           f"under link.access = {s.link.access!r} the devices send one analog sum")
     if s.channel.coherence_s is not None or s.devices.speed_mps:
         field = "channel.coherence_s" if s.channel.coherence_s is not None else "devices.speed_mps"
+        if s.link.rate != "shannon":
+            raise ConfigError(f"{field}: fading within an upload is modelled at Shannon's rate; link.rate = "
+                              f"{s.link.rate!r} draws an upload's transport blocks at its SINR as it starts "
+                              "(docs/radio.md): use link.rate = 'shannon', or no fading within an upload")
         if not solo or s.link.packet_bits is not None or s.link.errors != "none":
             raise ConfigError(f"{field}: fading within an upload (a moving device's channel changes while it "
                               "sends) is modelled for whole uploads, at the adaptive rate or at link.rate_bps "
