@@ -268,14 +268,14 @@ GOODPUT_GOAL = 0.15
 """The issue's goal for a relative goodput difference (reported, not asserted, for (b))."""
 
 
-def _ns3_lte():
-    """benchmarks/ns3_lte.py (beside this file; loaded by path, as the tests load this one)."""
-    if "ns3_lte" not in sys.modules:
-        spec = importlib.util.spec_from_file_location("ns3_lte", Path(__file__).with_name("ns3_lte.py"))
+def _sibling(name: str):
+    """benchmarks/NAME.py beside this file (loaded by path, as the tests load this one), once."""
+    if name not in sys.modules:
+        spec = importlib.util.spec_from_file_location(name, Path(__file__).with_name(f"{name}.py"))
         module = importlib.util.module_from_spec(spec)
-        sys.modules["ns3_lte"] = module
+        sys.modules[name] = module
         spec.loader.exec_module(module)
-    return sys.modules["ns3_lte"]
+    return sys.modules[name]
 
 
 @dataclass(frozen=True)
@@ -326,7 +326,7 @@ def lte_rows(prb: int = 25, seconds: float = 2.0, seed: int = 1, sinrs_db=LTE_SI
     if prb not in LTE_PRB_HZ:
         raise ValueError(f"prb must be one of {sorted(LTE_PRB_HZ)}, got {prb}")
     bandwidth = LTE_PRB_HZ[prb]
-    sims = _ns3_lte().ns3_lte_uplink_sweep(sinrs_db, prb, seconds, seed)
+    sims = _sibling("ns3_lte").ns3_lte_uplink_sweep(sinrs_db, prb, seconds, seed)
     piro = LteRate(bandwidth, LteOptions(mcs_rule="piro", rb_adaptation=False))
     default = LteRate(bandwidth)
     rows = []
@@ -375,7 +375,7 @@ def lte_notes(rows: list[LteRow], prb: int) -> str:
     harq = np.array([r.harq_bps / r.ns3_bps for r in granted])
     blers = [r.ns3_bler for r in granted if r.ns3_bler is not None]
     # where ns-3 grants each MCS (Piro's rule) against where our BLER-10 % rule does (all RBs)
-    lte = _ns3_lte()
+    lte = _sibling("ns3_lte")
     ours = LteRate(LTE_PRB_HZ[prb]).thresholds_db
     margins = np.array([lte.ns3_ul_mcs_threshold_db(m) - ours[m] for m in range(0, 29, 2)])
     fallback = silent[0].piro_bps / 1e3 if silent else 0.0
@@ -494,7 +494,7 @@ def bler_rows(prb: int = 25, points=BLER_POINTS, second: bool = True) -> list[Bl
     points = tuple(float(p) for p in points)
     if 0.1 not in points:
         raise ValueError(f"points must include 0.1, got {points}")
-    lte = _ns3_lte()
+    lte = _sibling("ns3_lte")
     curves = LteRate(5e6).curves  # the same for every bandwidth
     ours = {p: curves.threshold_db(p) for p in points}
     rows = []
@@ -618,19 +618,9 @@ def bler(args: argparse.Namespace) -> int:
     return _write(text, args.out, all(r.ok for r in rows))
 
 
-def _ns3_wifi():
-    """benchmarks/ns3_wifi.py (beside this file; loaded by path)."""
-    if "ns3_wifi" not in sys.modules:
-        spec = importlib.util.spec_from_file_location("ns3_wifi", Path(__file__).with_name("ns3_wifi.py"))
-        module = importlib.util.module_from_spec(spec)
-        sys.modules["ns3_wifi"] = module
-        spec.loader.exec_module(module)
-    return sys.modules["ns3_wifi"]
-
-
 def wifi(args: argparse.Namespace) -> int:
     """``wifi``: our 802.11 DCF against ns-3's Wi-Fi, n stations uploading at once (benchmarks/ns3_wifi.py)."""
-    module = _ns3_wifi()
+    module = _sibling("ns3_wifi")
     start = time.perf_counter()
     rows = module.compare(args.stations, args.runs, args.seeds, args.seed)
     return module.report(rows, args.out, time.perf_counter() - start, args.runs, args.seeds)

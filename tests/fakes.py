@@ -165,3 +165,18 @@ def cli(*args, cwd=None):
             traceback.print_exc()
             code = 1
     return subprocess.CompletedProcess(["wirelessfl", *argv], code, out.getvalue(), err.getvalue())
+
+
+def benchmark(name: str):
+    """benchmarks/NAME.py as a module, loaded once by path (the benchmarks are scripts, not a package)."""
+    import importlib.util
+    import sys
+    from pathlib import Path
+
+    if name not in sys.modules:
+        path = Path(__file__).resolve().parents[1] / "benchmarks" / f"{name}.py"
+        spec = importlib.util.spec_from_file_location(name, path)
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
+        spec.loader.exec_module(module)
+    return sys.modules[name]

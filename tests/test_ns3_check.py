@@ -1,30 +1,18 @@
 """wirelessfl.radio.tr38901 against ns-3.44 (benchmarks/ns3_check.py): the path loss to 1e-6 dB,
 ns-3's LOS shares and shadowing draws consistent with our Pr(LOS) and N(0, sigma_SF). Skipped where
 the ns3 extra is not installed."""
-import importlib.util
-import sys
-from pathlib import Path
-
 import pytest
+
+from fakes import benchmark
 
 pytest.importorskip("ns", reason="ns3 extra not installed: pip install .[ns3]")
 
 pytestmark = pytest.mark.ns3
 
-REPO = Path(__file__).resolve().parents[1]
 SEED = 7
 
 
-def _load():
-    if "ns3_check" not in sys.modules:
-        spec = importlib.util.spec_from_file_location("ns3_check", REPO / "benchmarks" / "ns3_check.py")
-        module = importlib.util.module_from_spec(spec)
-        sys.modules["ns3_check"] = module
-        spec.loader.exec_module(module)
-    return sys.modules["ns3_check"]
-
-
-ns3_check = _load()
+ns3_check = benchmark("ns3_check")
 
 
 @pytest.fixture(scope="module")

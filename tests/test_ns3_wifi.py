@@ -1,10 +1,6 @@
 """Our 802.11 DCF against ns-3.44's Wi-Fi (benchmarks/ns3_wifi.py) and ``link.access = "ns3_wifi"``,
 which simulates a sync round's uploads in ns-3 (wirelessfl/access/ns3_wifi.py). Skipped where the
 ns3 extra is not installed."""
-import importlib.util
-import sys
-from pathlib import Path
-
 import numpy as np
 import pandas as pd
 import pytest
@@ -12,27 +8,17 @@ import pytest
 from wirelessfl.config import ConfigError, from_dict
 from wirelessfl.experiments.run import simulate
 
+from fakes import benchmark
+
 pytest.importorskip("ns", reason="ns3 extra not installed: pip install .[ns3]")
 
 pytestmark = pytest.mark.ns3
-
-REPO = Path(__file__).resolve().parents[1]
-
-
-def _benchmark():
-    if "ns3_wifi" not in sys.modules:
-        spec = importlib.util.spec_from_file_location("ns3_wifi", REPO / "benchmarks" / "ns3_wifi.py")
-        module = importlib.util.module_from_spec(spec)
-        sys.modules["ns3_wifi"] = module
-        spec.loader.exec_module(module)
-    return sys.modules["ns3_wifi"]
-
 
 # --- (a) the k-th delivery: ns-3 against our DCF ----------------------------------------------------
 
 
 def test_the_kth_delivery_agrees_with_ns3_within_ten_percent():
-    bench = _benchmark()
+    bench = benchmark("ns3_wifi")
     rows = bench.compare(stations=(1, 2, 5), runs=12, seeds=200, seed=1)
     assert [(r.n, r.k) for r in rows] == [(1, 1), (2, 1), (2, 2), (5, 1), (5, 2), (5, 3), (5, 4), (5, 5)]
     bad = [f"n={r.n} k={r.k}: {100 * r.diff:+.1f} %" for r in rows if not r.ok]
@@ -43,7 +29,7 @@ def test_the_kth_delivery_agrees_with_ns3_within_ten_percent():
 
 
 def test_one_frame_takes_difs_backoff_slots_and_the_1538_byte_data_frame():
-    bench = _benchmark()
+    bench = benchmark("ns3_wifi")
     times = np.array([bench.ns3_wifi_uploads(1, bits=bench.MPDU_BITS, run=r)[0] for r in range(1, 21)])
     slots = (times - 34e-6 - 252e-6) / 9e-6  # AIFS (AIFSN 2) + backoff + DATA (+ nanoseconds of propagation)
     assert np.allclose(slots, np.round(slots), atol=1e-2) and slots.min() >= -0.01 and slots.max() <= 15.01

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import ast
 import math
-import time
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -370,14 +369,11 @@ def test_plane_neighbours_light_time_and_hops():
 
 # ---- speed and layering ------------------------------------------------------------------------------
 
-def test_a_week_of_100_satellites_and_3_stations_is_fast():
-    """Positions and passes for a week at a 30 s grid: well under 10 s on one core (measured ~2.5 s)."""
-    start = time.perf_counter()
+def test_a_week_of_100_satellites_and_3_stations_has_its_passes():
+    """Positions and passes for a week at a 30 s grid (its time: python benchmarks/orbits.py)."""
     eph = Ephemeris(walker(550.0, 53.0, 10, 10, 1, epoch=EPOCH), 7 * 86400.0, 30.0)
     rows = find_passes(eph, ["hawaii", "singapore", "hartebeesthoek"], 10.0)
-    elapsed = time.perf_counter() - start
-    print(f"a week, 100 satellites, 3 stations, 30 s grid: {elapsed:.2f} s, {len(rows)} passes")
-    assert len(rows) > 1000 and elapsed < 10.0
+    assert len(rows) > 1000
 
 
 def test_the_layer_imports_no_engine_module():

@@ -32,7 +32,7 @@ import numpy as np
 
 from ..fields import ConfigError, NoOptions, option
 from ..plugins import Registry
-from .bler import DEFAULT_SPREAD_DB, BlerCurves, effective_snr
+from .bler import DEFAULT_GAP_DB, DEFAULT_SPREAD_DB, BlerCurves, effective_snr
 from .mcs import NR_MCS_TABLES, McsTable, nr_tbs
 
 __all__ = ["LteRate", "NrRate", "NrOptions", "LteOptions", "RATES", "RateModel", "Sent", "ShannonRate"]
@@ -74,10 +74,6 @@ class RateModel:
     def rate_bps(self, snr, bandwidth_hz: float):
         raise NotImplementedError(f"{type(self).__name__}.rate_bps")
 
-    def mcs(self, snr) -> np.ndarray:
-        """The MCS each SINR is sent at (-1: the rate has none)."""
-        return np.full(np.shape(snr), -1)
-
     def send(self, bits: float, snr: float, bandwidth_hz: float, rng: np.random.Generator,
              max_rounds: int = 1) -> Sent:
         """One upload of ``bits`` at ``snr``: what it took (see :class:`Sent`; default: delivered at once)."""
@@ -101,10 +97,6 @@ class ShannonRate(RateModel):
         return bandwidth_hz * np.log1p(snr) / np.log(2.0)
 
 
-NR_GAP_DB = 1.5
-"""NR (LDPC): with DEFAULT_SPREAD_DB, puts the 10 % BLER points of the qam64 table's MCS 0 and 28 at -5.8
-and 20.2 dB on AWGN, where NR link-level results place them."""
-
 @dataclass(frozen=True)
 class NrOptions:
     """Options of the NR link abstraction (``link.rate = "nr"``)."""
@@ -117,7 +109,7 @@ class NrOptions:
     overhead: float = option(0.2, ge=0, lt=1, doc="share of a slot's resource elements lost to DMRS, PUCCH, SRS and "
                              "other control (TS 38.214 N_oh; one DMRS symbol of 14 is 7 %)")
     subcarrier_spacing_khz: int = option(30, choices=(15, 30, 60, 120), doc="numerology: slot = 1 ms / (SCS / 15)")
-    bler_gap_db: float = option(NR_GAP_DB, doc="SINR above the BICM limit at which a block decodes half the time")
+    bler_gap_db: float = option(DEFAULT_GAP_DB, doc="SINR above the BICM limit at which a block decodes half the time")
     bler_spread_db: float = option(DEFAULT_SPREAD_DB, gt=0, doc="spread of the BLER waterfall in dB")
     rb_adaptation: bool = option(True, doc="a power-limited device sends on fewer resource blocks where that carries "
                                  "more (its power concentrated on them); false: always on all it is given")
