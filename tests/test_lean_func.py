@@ -48,8 +48,9 @@ def test_batched_gradients_and_hvps_equal_torch_s_own_transforms_of_cross_entrop
     with plain_float32():
         ours_g, ours_h = trainer.batched_grad(y, xb, yb), trainer.batched_hvp(y, v, xb, yb)
 
-    # torch's own: its _autograd_grad (with the compiler's context) and F.cross_entropy (Trainer.loss)
-    monkeypatch.setattr(eager_transforms, "_autograd_grad", eager_transforms._autograd_grad.__wrapped__)
+    # torch's own: its _autograd_grad (with the compiler's context: outside the trainer's calls the
+    # function is torch's) and F.cross_entropy (Trainer.loss)
+    assert not hasattr(eager_transforms._autograd_grad, "_wirelessfl_lean")
     torch_grad = grad(trainer.loss)
     with plain_float32():
         ref_g = vmap(torch_grad)(y, xb, yb)
@@ -97,18 +98,36 @@ def test_a_batched_run_imports_nothing_of_torch_s_compiler_and_defers_to_it_once
     assert int(calls) == 2  # torch's own context wraps the gradient of each of the 2 local steps again
 
 
-def test_install_leaves_a_function_of_another_shape_alone(monkeypatch):
+def test_a_function_of_another_shape_is_left_alone(monkeypatch):
     def other(outputs, inputs, *, retain_graph=False):  # a torch whose private function changed
         raise AssertionError("not to be called")
 
     monkeypatch.setattr(eager_transforms, "_autograd_grad", other)
-    assert lean_func.install() is False
-    assert eager_transforms._autograd_grad is other
+    with lean_func.lean_grad():
+        assert eager_transforms._autograd_grad is other
 
 
-def test_install_is_idempotent_and_keeps_torch_s_own_function_reachable():
-    assert lean_func.install() is True
-    lean = eager_transforms._autograd_grad
-    assert lean_func.install() is True and eager_transforms._autograd_grad is lean
-    own = lean.__wrapped__
-    assert own.__module__ == "torch._functorch.eager_transforms" and not hasattr(own, "__wrapped__")
+def test_the_lean_function_holds_only_inside_the_trainer_s_transforms(images, monkeypatch):
+    own = eager_transforms._autograd_grad
+    assert not hasattr(own, "__wrapped__")
+    seen = []
+    trainer = make(images, "mlp", batching="vmap")
+    y, xb, yb = stacked_inputs(trainer)
+    monkeypatch.setattr(lean_func, "cross_entropy", lambda *a: (seen.append(eager_transforms._autograd_grad),
+                                                                 lean_func.F.cross_entropy(*a))[1])
+    trainer.batched_grad(y, xb, yb)
+    assert seen and getattr(seen[0], "_wirelessfl_lean", False) and seen[0].__wrapped__ is own
+    assert eager_transforms._autograd_grad is own  # a user's torch.func afterwards gets torch's own
+    with lean_func.lean_grad(), lean_func.lean_grad():  # nested: still lean, then torch's again
+        assert eager_transforms._autograd_grad.__wrapped__ is own
+    assert eager_transforms._autograd_grad is own
+
+
+def test_the_environment_switches_it_off(images, monkeypatch):
+    monkeypatch.setenv(lean_func.ENV, "0")
+    own = eager_transforms._autograd_grad
+    with lean_func.lean_grad():
+        assert eager_transforms._autograd_grad is own
+    monkeypatch.setenv(lean_func.ENV, "1")
+    with lean_func.lean_grad():
+        assert eager_transforms._autograd_grad.__wrapped__ is own

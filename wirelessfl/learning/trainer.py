@@ -174,11 +174,11 @@ class Trainer(Evaluation):
 
         # Per-device gradient of the minibatch loss, vectorised over a stack of parameter vectors; its
         # loss and transforms import nothing of torch's compiler (lean_func.py), with the same numbers.
-        lean_func.install()
         self._func_grad = grad(self.loss)  # composable with grad (hvp)
         self._batched_func_grad = grad(self._batched_loss)
-        self.batched_grad = vmap(self._batched_func_grad)
-        self.batched_hvp = vmap(self._batched_hvp)  # per-device Hessian-vector products over a stack
+        self.batched_grad = lean_func.scoped(vmap(self._batched_func_grad))
+        # per-device Hessian-vector products over a stack
+        self.batched_hvp = lean_func.scoped(vmap(self._batched_hvp))
         self._binding = FlatBinding(self.model)
         # one device's local steps replayed as a captured CUDA graph (graphs.py; False: always eager)
         self.cuda_graphs = self.device.type == "cuda"
@@ -273,7 +273,8 @@ class Trainer(Evaluation):
         """Hessian-vector product of :meth:`loss` at ``flat`` on (x, y) with ``v``, a flat vector: the
         gradient of g(flat) . v with v held fixed (reverse over reverse: forward over reverse was slower
         and, inside torch, imports its compiler)."""
-        return _hvp(self._func_grad, flat, v, x, y)
+        with lean_func.lean_grad():
+            return _hvp(self._func_grad, flat, v, x, y)
 
     @float32_kernels
     def _batched_hvp(self, flat: torch.Tensor, v: torch.Tensor, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
