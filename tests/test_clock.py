@@ -174,3 +174,13 @@ def test_inbox_hands_items_over_in_the_order_of_a_simpy_store_read_by_a_server_p
         # (a sender waits on the store's put, not on the inbox's: when it goes on is not compared)
         assert [e for e in ours if e[1] != "sent"] == [e for e in simpys if e[1] != "sent"], seed
         assert len(taken) > 60  # every item, and the takers' own
+
+
+def test_run_until_says_whether_the_event_fired_or_nothing_was_left_to_happen():
+    env = Clock()
+    fired = env.at(2.0)
+    later = simpy.Event(env)  # nothing will ever trigger it
+    assert env.run_until(fired) is True and env.now == 2.0
+    assert env.run_until(fired) is True  # already processed
+    env.at(5.0)
+    assert env.run_until(later) is False and env.now == 5.0  # the schedule ran dry first

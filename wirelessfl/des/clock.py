@@ -16,7 +16,7 @@ from __future__ import annotations
 from heapq import heappush
 
 import simpy
-from simpy.core import NORMAL
+from simpy.core import NORMAL, EmptySchedule, StopSimulation
 
 __all__ = ["CHECKPOINT", "Clock", "RANK_AVAILABILITY", "RANK_DEVICE", "RANK_STOP", "RANK_TIMER", "priority"]
 
@@ -55,6 +55,22 @@ class Clock(simpy.Environment):
         # the environment's own queue, as Environment.schedule fills it, at time rather than now + delay
         heappush(self._queue, (time, prio, next(self._eid), event))
         return event
+
+    def run_until(self, event: simpy.Event) -> bool:
+        """Run until ``event`` has fired: True, or False where nothing is left to happen before it
+        (SimPy's EmptySchedule: no process waits on anything that will come). ``run(until=event)``
+        would say the latter only in a RuntimeError's text; this is the same loop as its own."""
+        if event.callbacks is None:  # already processed
+            return True
+        event.callbacks.append(StopSimulation.callback)
+        step = self.step
+        try:
+            while True:
+                step()
+        except StopSimulation:
+            return True
+        except EmptySchedule:
+            return False
 
     def call_soon(self, callback) -> None:
         """Call ``callback(event)`` from an event triggered now (priority NORMAL): after everything

@@ -221,13 +221,9 @@ class TieredEvents:
             self._arm(m)
         if self.stop.time_budget_s is not None:
             env.at(max(self.stop.time_budget_s, env.now), priority(RANK_STOP)).callbacks.append(self._finish)
-        try:
-            env.run(until=self._done)
-        except RuntimeError as exc:
-            if "until" not in str(exc) and "No scheduled events" not in str(exc):
-                raise
+        if not env.run_until(self._done):
             raise EventStall(f"hierarchy.tiers: nothing left to happen at t = {env.now:.6g} s after {self.version} "
-                             "cloud aggregations: no edge has a device in flight or a timer armed") from None
+                             "cloud aggregations: no edge has a device in flight or a timer armed")
         for edge in self.edges:
             edge.wrap_up()
         if self.learner is not None and (not self.evals_at or self.evals_at[-1] != self.version):

@@ -155,14 +155,10 @@ class EventEngine:
         self.start(env)
         if self.stopping:
             return
-        try:
-            env.run(until=self._done)
-        except RuntimeError as exc:
-            if "until" not in str(exc) and "No scheduled events" not in str(exc):
-                raise
+        if not env.run_until(self._done):
             raise EventStall(f"protocol.name: nothing left to happen at t = {env.now:.6g} s: no device in flight "
                              f"and no timer armed after {self.version} aggregations (no device could be "
-                             "started?)") from None
+                             "started?)")
         self.wrap_up()
 
     def start(self, env: Clock) -> None:
