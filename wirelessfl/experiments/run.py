@@ -95,14 +95,14 @@ def _locked_state(run_dir: Path, scenario: Scenario) -> tuple[str, str | None]:
 
 
 def _refuse(run_dir: Path, state: str, why: str | None = None) -> OutputExists:
-    if state == "other":
-        what = f"holds a run that is not this one: {why}" if why else "holds a run of another scenario"
-    elif state == "unverified":
-        what = f"its summary says complete, but {why}"
+    if why is not None:  # it names the file or the folder, and what is wrong with it
+        what = why
+    elif state == "other":
+        what = f"{run_dir}: holds a run of another scenario"
     else:
-        what = f"holds an interrupted run of this scenario (continue it with: wirelessfl run --resume {run_dir})"
+        what = f"{run_dir}: holds an interrupted run of this scenario (continue it with: wirelessfl run --resume {run_dir})"
     again = "run it again" if state == "unverified" else "overwrite it"
-    return OutputExists(f"{run_dir}: {what}; choose another output folder (--out, out_dir=), or {again} "
+    return OutputExists(f"{what}; choose another output folder (--out, out_dir=), or {again} "
                         "(--overwrite, overwrite=True)")
 
 
@@ -177,8 +177,8 @@ def resume(run_dir: str | Path, progress: bool = True) -> RunResult:
             if why is None:
                 return _read_run(run_dir)
             if not (run_dir / CHECKPOINT_NAME).exists():
-                raise ResumeError(f"{run_dir}: cannot resume: its summary says complete, but {why}; run it again "
-                                  f"into that folder with --overwrite (overwrite=True)")
+                raise ResumeError(f"{why}; nothing to resume (no checkpoint): run it again into {run_dir} with "
+                                  "--overwrite (overwrite=True)")
         run = Run(scenario, run_dir, progress)
         if (run_dir / CHECKPOINT_NAME).exists():
             run.load_state(load_checkpoint(run_dir / CHECKPOINT_NAME))
@@ -195,7 +195,7 @@ def load_run(run_dir: str | Path) -> RunResult:
     if result.summary.get("status") == "complete":
         why = records_problem(result.run_dir)
         if why is not None:
-            result.summary = {**result.summary, "status": "unverified", "error": f"its summary says complete, but {why}"}
+            result.summary = {**result.summary, "status": "unverified", "error": why}
     return result
 
 

@@ -86,15 +86,15 @@ def _manifest(run_dir: Path) -> tuple[dict | None, str | None]:
     """The folder's manifest, or why there is none to trust."""
     path = Path(run_dir) / MANIFEST
     if not path.exists() and not path.is_symlink():
-        return None, (f"it has no {MANIFEST}, which a run writes as it completes (its records were not written "
-                      "to the end there, or were copied in)")
+        return None, (f"{run_dir}: its summary says complete, but it has no {MANIFEST}, which a run writes as it "
+                      "completes (the summary was copied in, or the records are not a finished run's)")
     try:
         manifest = read_json(path)
     except (DamagedFile, UnsafeOutput, OSError) as exc:
-        return None, f"its {MANIFEST} cannot be read ({exc})"
-    if not isinstance(manifest.get("files"), dict) or not isinstance(manifest.get("plugins"), dict) \
-            or "summary.json" not in manifest["files"]:
-        return None, f"its {MANIFEST} is damaged"
+        return None, str(exc) if isinstance(exc, (DamagedFile, UnsafeOutput)) else f"{path}: cannot be read ({exc})"
+    if not isinstance(manifest, dict) or not isinstance(manifest.get("files"), dict) \
+            or not isinstance(manifest.get("plugins"), dict) or "summary.json" not in manifest["files"]:
+        return None, f"{path}: damaged: not the manifest that wirelessfl writes"
     return manifest, None
 
 
@@ -106,19 +106,20 @@ def records_problem(run_dir: Path) -> str | None:
         return problem
     files = manifest["files"]
     for name in RECORD_FILES:
-        there = (run_dir / name).exists() or (run_dir / name).is_symlink()
+        path = run_dir / name
+        there = path.exists() or path.is_symlink()
         if name not in files:
             if there:
-                return f"{name} is not a file of the run that completed there"
+                return f"{path}: not a file of the run that completed in {run_dir} ({MANIFEST} does not list it)"
             continue
         if not there:
-            return f"{name} is missing"
+            return f"{path}: missing; the run that completed in {run_dir} wrote it"
         try:
-            same = file_sha256(run_dir / name) == files[name]
+            same = file_sha256(path) == files[name]
         except (UnsafeOutput, OSError) as exc:
-            return f"{name} cannot be read ({getattr(exc, 'problem', None) or exc})"
+            return f"{path}: cannot be read ({getattr(exc, 'problem', None) or exc})"
         if not same:
-            return f"{name} is not the one the run completed with (its digest differs)"
+            return f"{path}: damaged: not the file the run completed with (its digest is not the one {MANIFEST} holds)"
     return None
 
 
@@ -129,9 +130,10 @@ def origin_problem(run_dir: Path, scenario: Scenario) -> str | None:
     if problem is not None:
         return problem
     if manifest.get("scenario_sha256") != scenario_sha256(scenario):
-        return "it holds the records of another scenario"
+        return f"{run_dir}: holds the records of another scenario (by its {MANIFEST})"
     now, then = plugin_digests(scenario), manifest["plugins"]
     for part in sorted(set(now) | set(then)):
         if now.get(part) != then.get(part):
-            return f"the plug-in {part} has changed since the run (its source file's digest differs)"
+            return (f"{run_dir}: its run was made with another version of the plug-in {part} (the source file's "
+                    "digest has changed since)")
     return None
