@@ -21,7 +21,7 @@ import pytest
 from fakes import cli, interrupted
 from wirelessfl.config import from_dict, load_scenario
 from wirelessfl.experiments.run import OutputExists, load_run, run_state, run_variants, simulate
-from wirelessfl.experiments.sweep import sweep
+from wirelessfl.experiments.sweep import expand, sweep
 from wirelessfl.files import UnsafeOutput, open_append
 from wirelessfl.sim.manifest import MANIFEST, scenario_sha256
 
@@ -235,6 +235,22 @@ def test_a_finished_run_is_not_read_back_after_its_plug_in_was_edited(tmp_path):
     assert run_state(run, sc) == "complete"
 
 
+def test_a_sweep_does_not_reuse_a_folder_whose_run_had_another_version_of_its_plug_in(tmp_path):
+    (tmp_path / "best_mod.py").write_text(BEST)
+    (tmp_path / "s.toml").write_text('seed = 1\n[run]\nrounds = 3\ntiming_only = true\n[devices]\ncount = 6\n'
+                                     '[link]\nmodel_bits = 100000\n[scheduler]\nname = "best_mod:Best"\n')
+    sc = load_scenario(tmp_path / "s.toml")
+    first = sweep(sc, out_dir=tmp_path / "sw", progress=False)
+    (tmp_path / "best_mod.py").write_text(BEST + "\n# edited\n")
+    key = expand(sc)[1][0].key
+    assert key != first.table["key"][0]  # an edited plug-in is another run ...
+    os.rename(tmp_path / "sw" / "runs" / first.table["key"][0], tmp_path / "sw" / "runs" / key)
+    again = sweep(sc, out_dir=tmp_path / "sw", progress=False)  # ... even where its folder holds the old one's
+    assert (again.ran, again.skipped) == (1, 0)
+    manifest = json.loads((tmp_path / "sw" / "runs" / key / MANIFEST).read_text())
+    assert manifest["plugins"] == {"scheduler.name = best_mod:Best": sha(tmp_path / "best_mod.py")}
+
+
 # --- item 7: writes outside --out ---------------------------------------------------------------
 
 
@@ -292,6 +308,18 @@ def test_hard_linked_records_and_journals_are_not_changed_in_place(tmp_path, mon
     for name in ("rounds.csv", "updates.csv", "evals.csv", "devices.csv"):
         assert (cut / name).read_bytes() == (full / name).read_bytes(), name
         assert os.stat(cut / name).st_nlink == 1
+
+
+def test_decisions_started_again_leave_a_hard_link_elsewhere_as_it_was(tmp_path):
+    from wirelessfl.sim.device_arrays import DeviceArrays
+
+    (tmp_path / "decisions.h5").write_bytes(b"kept")
+    os.link(tmp_path / "decisions.h5", tmp_path / "elsewhere")
+    arrays = DeviceArrays(tmp_path / "decisions.h5", 3)
+    arrays.start()
+    arrays.close()
+    assert (tmp_path / "elsewhere").read_bytes() == b"kept"
+    assert (tmp_path / "decisions.h5").read_bytes()[:8] == b"\x89HDF\r\n\x1a\n"  # an HDF5 file of its own
 
 
 def test_appending_to_a_hard_linked_file_gives_it_a_file_of_its_own(tmp_path):

@@ -171,11 +171,12 @@ def resume(run_dir: str | Path, progress: bool = True) -> RunResult:
         raise FileNotFoundError(f"{run_dir}: no run folder to resume")
     with FolderLock(run_dir):  # one writer: a second resume, or a run into this folder, is refused
         refuse_links(run_dir, RUN_FILES)
+        done = _read_run(run_dir)  # a damaged summary is a one-line error, not a run to start over
         scenario = load_scenario(run_dir / "scenario.toml")
-        if _says_complete(run_dir):
+        if done.summary.get("status") == "complete":
             why = records_problem(run_dir) or origin_problem(run_dir, scenario)
             if why is None:
-                return _read_run(run_dir)
+                return done
             if not (run_dir / CHECKPOINT_NAME).exists():
                 raise ResumeError(f"{why}; nothing to resume (no checkpoint): run it again into {run_dir} with "
                                   "--overwrite (overwrite=True)")
