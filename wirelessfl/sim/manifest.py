@@ -55,7 +55,12 @@ def plugin_digests(scenario: Scenario) -> dict[str, str]:
 
 def _source_sha256(part: type) -> str:
     source = source_file(part)
-    return hashlib.sha256(source.read_bytes()).hexdigest() if source is not None else "no source"
+    if source is None:
+        return "no source"
+    try:
+        return hashlib.sha256(source.read_bytes()).hexdigest()
+    except OSError:  # moved or removed since it was imported: no digest matches it
+        return "unreadable"
 
 
 def file_sha256(path: Path) -> str:
