@@ -634,7 +634,11 @@ def test_a_summary_without_its_numbers_is_reported_not_a_key_error(tmp_path):
     summary.write_text(json.dumps(data))
     proc = cli("run", "--resume", "out/s", "--no-progress", cwd=tmp_path)
     assert "KeyError" not in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
-    assert "s: complete (its summary.json lacks rounds)" in proc.stdout
+    # an edited summary is not the run's (its digest is not the manifest's): refused in one line
+    assert proc.returncode == 2 and "out/s/summary.json: damaged" in proc.stderr, proc.stderr
+    from wirelessfl.experiments.summary_line import summary_line
+
+    assert summary_line("s", data) == "s: complete (its summary.json lacks rounds)"
 
 
 def test_reproduce_list_imports_neither_torch_nor_the_plotting_and_solver_libraries(tmp_path):

@@ -119,7 +119,9 @@ def _resume(args) -> int:
         raise FileNotFoundError(f"{root}: no run directory (a folder with scenario.toml) to resume")
     results = {}
     for run_dir in dirs:
-        if load_run(run_dir).summary.get("status") != "complete" and not (run_dir / CHECKPOINT_NAME).exists():
+        # a summary that says complete over records that are not the run's is refused by the resume itself
+        if load_run(run_dir).summary.get("status") not in ("complete", "unverified") \
+                and not (run_dir / CHECKPOINT_NAME).exists():
             print(f"{run_dir.name}: no checkpoint, starting over")
         results[run_dir.name] = resume_recorded(run_dir, progress=not args.no_progress)
     for name, res in results.items():

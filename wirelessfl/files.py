@@ -19,9 +19,9 @@ import tempfile
 from contextlib import contextmanager
 from pathlib import Path
 
-__all__ = ["DamagedFile", "FileDigest", "FolderBusy", "FolderLock", "UnsafeOutput", "check_folder", "check_output_folder",
+__all__ = ["DamagedFile", "FileDigest", "FolderBusy", "FolderGuard", "FolderLock", "UnsafeOutput", "check_folder", "check_output_folder",
            "make_folder", "open_append", "open_regular", "open_rewrite", "open_scratch_array", "read_table",
-           "refuse_links", "replacing", "replacing_path", "truncate_file", "unreadable_file", "write_atomic",
+           "refuse_links", "replacing", "replacing_path", "truncate_file", "unreadable_file", "unshare", "write_atomic",
            "write_figure"]
 
 
@@ -200,21 +200,42 @@ def open_regular(path: Path, mode: str = "rb", follow: bool = False):
     return os.fdopen(fd, mode, **({} if "b" in mode else {"encoding": "utf-8", "newline": ""}))
 
 
+def unshare(path: Path) -> None:
+    """Give ``path`` a file of its own when it is hard-linked elsewhere (more than one name): its
+    bytes are copied into a new file beside it that replaces it in one rename, so that a file
+    changed in place (appended to, cut back) never changes what another name outside the run
+    folder shares. A missing file, a link or anything but a regular file is left to the caller."""
+    path = Path(path)
+    try:
+        there = os.lstat(path)
+    except FileNotFoundError:
+        return
+    if not stat.S_ISREG(there.st_mode) or there.st_nlink <= 1:
+        return
+    with open_regular(path) as src, replacing(path, binary=True) as dst:
+        while block := src.read(1 << 20):
+            dst.write(block)
+
+
 def open_append(path: Path):
     """Open an existing ``path`` for appending text, refusing symbolic links and anything but a
-    regular file."""
+    regular file (a hard-linked one gets a file of its own first: :func:`unshare`)."""
+    unshare(path)
     return os.fdopen(_open_file(Path(path), os.O_WRONLY | os.O_APPEND), "a", newline="")
 
 
 def open_rewrite(path: Path, create: bool = True):
     """Open ``path`` for reading and writing in place (binary, at its start; created when missing and
     ``create``), refusing symbolic links and anything but a regular file: for files that a
-    checkpoint cuts back and appends to (journals)."""
+    checkpoint cuts back and appends to (journals). A hard-linked one gets a file of its own first."""
+    unshare(path)
     return os.fdopen(_open_file(Path(path), os.O_RDWR | (os.O_CREAT if create else 0)), "r+b")
 
 
 def truncate_file(path: Path, size: int) -> None:
-    """Cut the regular file ``path`` back to ``size`` bytes (a link or a FIFO there is refused)."""
+    """Cut the regular file ``path`` back to ``size`` bytes (a link or a FIFO there is refused; a
+    hard-linked one gets a file of its own first)."""
+    unshare(path)
     fd = _open_file(Path(path), os.O_WRONLY)
     try:
         os.ftruncate(fd, size)
@@ -246,6 +267,29 @@ def make_folder(path: Path, below: Path | None = None, theirs: bool = False) -> 
         except FileExistsError:  # made meanwhile: a folder is fine, anything else is not
             check_folder(folder)
     return path
+
+
+class FolderGuard:
+    """A run folder as it was when the run began (its device and inode, a link the user chose
+    followed): ``check`` refuses, in one line, a folder swapped for a link or another folder while
+    the run goes, before anything more is written by name in it (checkpoints, journals, the
+    summary), so that nothing lands outside it."""
+
+    def __init__(self, path: Path):
+        self.path = Path(path)
+        self.identity = self._identity()
+
+    def _identity(self):
+        try:
+            there = os.stat(self.path)
+        except OSError:
+            return None
+        return there.st_dev, there.st_ino
+
+    def check(self) -> None:
+        if self._identity() != self.identity:
+            raise UnsafeOutput(f"{self.path}: was replaced while the run was going (by a symbolic link or another "
+                               "folder); nothing more is written there, so that nothing lands outside it")
 
 
 def check_folder(path: Path) -> None:

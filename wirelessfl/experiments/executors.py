@@ -15,6 +15,7 @@ from typing import Callable, Protocol
 
 from ..config import from_dict
 from ..jsonio import read_json
+from ..sim.manifest import complete_problem
 from .run import simulate
 
 class Task(Protocol):
@@ -30,12 +31,17 @@ except ImportError:  # pragma: no cover - Python 3.10
     import tomli as tomllib
 
 
-def read_summary(run_dir: Path) -> dict | None:
+def read_summary(run_dir: Path, scenario=None) -> dict | None:
+    """The summary of the finished run in ``run_dir`` (of ``scenario``, where given), None where there
+    is none: a summary is trusted only where the folder's manifest still matches its records (and the
+    scenario and its plug-ins), so another grid point's records or a summary copied in run again."""
     try:
         summary = read_json(run_dir / "summary.json")
     except (OSError, ValueError):
         return None
-    return summary if summary.get("status") == "complete" else None
+    if summary.get("status") != "complete" or complete_problem(run_dir, scenario) is not None:
+        return None
+    return summary
 
 
 def run_task(toml_text: str, runs_dir: str, key: str, torch_threads: int | None = None) -> dict:
@@ -46,7 +52,11 @@ def run_task(toml_text: str, runs_dir: str, key: str, torch_threads: int | None 
     """
     runs = Path(runs_dir)
     final = runs / key
-    done = read_summary(final)
+    try:
+        scenario = from_dict(tomllib.loads(toml_text))
+    except Exception:  # said as the run's failure below
+        scenario = None
+    done = read_summary(final, scenario) if scenario is not None else None
     if done is not None:  # finished meanwhile (e.g. by a worker of an earlier, killed sweep)
         return {"status": "complete", "summary": done}
     if torch_threads is not None:

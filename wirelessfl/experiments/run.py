@@ -2,6 +2,8 @@
 
 Nothing finished is overwritten unasked: a run folder that already holds a run is reused when it is
 the same scenario and complete, and otherwise refused (``OutputExists``) unless ``overwrite=True``.
+Complete means checked, not trusted: the folder's manifest (wirelessfl.sim.manifest, written as the
+run completed) must still match its records, its scenario and the sources of its plug-ins.
 A scenario's folder (``run_variants``) holds one run folder per variant, the scenario itself
 (``scenario.toml``) and ``index.json`` with each variant's status, so that ``resume_variants``
 finishes whatever was left: interrupted variants from their checkpoints, the others from round 0.
@@ -20,6 +22,7 @@ from ..jsonio import read_json, write_json_atomic
 from ..learning import DatasetError
 from ..learning.learner import TrainingDiverged
 from ..sim.checkpoint import CHECKPOINT_NAME, ResumeError, load_checkpoint
+from ..sim.manifest import MANIFEST, origin_problem, records_problem
 from ..sim.runner import ERROR_LOG, Run, RunResult, read_run_file
 
 if TYPE_CHECKING:
@@ -28,8 +31,8 @@ if TYPE_CHECKING:
 __all__ = ["INPUT_ERRORS", "OutputExists", "RunResult", "TrainingDiverged", "load_run", "resume", "resume_recorded", "resume_variants", "run_variants",
            "simulate"]
 
-RUN_FILES = ("scenario.toml", "rounds.csv", "evals.csv", "updates.csv", "devices.csv", "decisions.h5",
-             "decisions.npz", "summary.json", CHECKPOINT_NAME, ERROR_LOG)
+RUN_FILES = ("scenario.toml", "rounds.csv", "evals.csv", "updates.csv", "handovers.csv", "devices.csv", "decisions.h5",
+             "decisions.npz", "summary.json", MANIFEST, CHECKPOINT_NAME, ERROR_LOG)
 """The files a run writes into its folder (and the only ones ``overwrite`` removes)."""
 
 
@@ -44,50 +47,70 @@ input would meet: raised, where a failure of the run itself is recorded as its r
 
 def run_state(run_dir: Path, scenario: Scenario) -> str:
     """What ``run_dir`` holds for ``scenario``: "absent", "complete" or "partial" (a run of this
-    scenario), or "other" (a run of another scenario, or files that cannot be read as one).
-    UnsafeOutput, naming it, for a run file that is a link, a FIFO or a device: never read nor written."""
+    scenario), "unverified" (its summary says complete, but its records are not those its manifest
+    lists), or "other" (a run of another scenario or of plug-ins changed since, or files that cannot
+    be read as one). UnsafeOutput, naming it, for a run file that is a link, a FIFO or a device:
+    never read nor written."""
+    return read_back(run_dir, scenario)[0]
+
+
+def read_back(run_dir: Path, scenario: Scenario) -> tuple[str, str | None]:
+    """run_state, and why where the folder is "other" or "unverified" (for the refusal's one line)."""
     run_dir = Path(run_dir)
     if run_dir.is_dir():
         refuse_links(run_dir, RUN_FILES)
     if not any((run_dir / name).exists() for name in RUN_FILES):
-        return "absent"
+        return "absent", None
     try:
         same = load_scenario(run_dir / "scenario.toml") == scenario
     except ConfigError:  # missing, unreadable, or written by another version of the simulator
         same = False
     if not same:
-        return "other"
+        return "other", None
+    if not _says_complete(run_dir):
+        return "partial", None
+    why = records_problem(run_dir)
+    if why is not None:
+        return "unverified", why
+    why = origin_problem(run_dir, scenario)
+    return ("other", why) if why is not None else ("complete", None)
+
+
+def _says_complete(run_dir: Path) -> bool:
+    """Whether the folder's summary says "complete" (what it says; complete_problem checks it)."""
     summary = run_dir / "summary.json"
     try:
-        complete = summary.exists() and read_json(summary).get("status") == "complete"
+        return summary.exists() and read_json(summary).get("status") == "complete"
     except DamagedFile:  # a damaged summary: the run has to be written again
-        complete = False
-    return "complete" if complete else "partial"
+        return False
 
 
-def _locked_state(run_dir: Path, scenario: Scenario) -> str:
-    """run_state, read under the folder's lock when the folder exists: a folder another process is
+def _locked_state(run_dir: Path, scenario: Scenario) -> tuple[str, str | None]:
+    """read_back, under the folder's lock when the folder exists: a folder another process is
     writing to is FolderBusy, said before anything about what it holds (an interrupted run to resume)."""
     if not run_dir.is_dir() or run_dir.is_symlink():
-        return run_state(run_dir, scenario)
+        return read_back(run_dir, scenario)
     with FolderLock(run_dir):
-        return run_state(run_dir, scenario)
+        return read_back(run_dir, scenario)
 
 
-def _refuse(run_dir: Path, state: str) -> OutputExists:
-    if state == "other":
-        what = "holds a run of another scenario"
+def _refuse(run_dir: Path, state: str, why: str | None = None) -> OutputExists:
+    if why is not None:  # it names the file or the folder, and what is wrong with it
+        what = why
+    elif state == "other":
+        what = f"{run_dir}: holds a run of another scenario"
     else:
-        what = f"holds an interrupted run of this scenario (continue it with: wirelessfl run --resume {run_dir})"
-    return OutputExists(f"{run_dir}: {what}; choose another output folder (--out, out_dir=), or overwrite it "
+        what = f"{run_dir}: holds an interrupted run of this scenario (continue it with: wirelessfl run --resume {run_dir})"
+    again = "run it again" if state == "unverified" else "overwrite it"
+    return OutputExists(f"{what}; choose another output folder (--out, out_dir=), or {again} "
                         "(--overwrite, overwrite=True)")
 
 
 def _allowed_state(run_dir: Path, scenario: Scenario, overwrite: bool) -> str:
     """run_state, refusing (OutputExists) a folder this run may only replace with ``overwrite``."""
-    state = run_state(run_dir, scenario)
+    state, why = read_back(run_dir, scenario)
     if state not in ("absent", "complete") and not overwrite:
-        raise _refuse(run_dir, state)
+        raise _refuse(run_dir, state, why)
     return state
 
 
@@ -120,14 +143,14 @@ def simulate(scenario: Scenario, out_dir: str | Path | None = None, progress: bo
         with FolderLock(run_dir):
             state = _allowed_state(run_dir, scenario, overwrite)
         if state == "complete" and not overwrite:
-            return load_run(run_dir)
+            return _read_run(run_dir)
     run = Run(scenario, run_dir, progress)  # loads the data: a missing dataset writes nothing
     if not run_dir.is_dir():  # made here (a link the user chose as the folder is theirs)
         make_folder(run_dir)
     with FolderLock(run_dir):  # one writer: a second run, resume or overwrite of this folder is refused
         state = _allowed_state(run_dir, scenario, overwrite)  # again: another writer may have finished
         if state == "complete" and not overwrite:
-            return load_run(run_dir)
+            return _read_run(run_dir)
         if state != "absent":
             _clear(run_dir)
         write_atomic(run_dir / "scenario.toml", dumps(scenario))  # whole or absent, never empty
@@ -137,16 +160,26 @@ def simulate(scenario: Scenario, out_dir: str | Path | None = None, progress: bo
 def resume(run_dir: str | Path, progress: bool = True) -> RunResult:
     """Continue an interrupted run from its last checkpoint; the records equal an uninterrupted run's.
 
-    A complete run is returned as it is; a run without a checkpoint starts again from round 0.
+    A complete run (its manifest checked) is returned as it is; a run without a checkpoint starts
+    again from round 0. A folder whose summary says complete while its records, scenario or plug-ins
+    are not those the run completed with continues from its checkpoint where it has one (a summary
+    copied into an interrupted run), and is otherwise refused (ResumeError): only --overwrite runs
+    it again.
     """
     run_dir = Path(run_dir)
     if not run_dir.is_dir():
         raise FileNotFoundError(f"{run_dir}: no run folder to resume")
     with FolderLock(run_dir):  # one writer: a second resume, or a run into this folder, is refused
-        done = load_run(run_dir)
-        if done.summary.get("status") == "complete":
-            return done
+        refuse_links(run_dir, RUN_FILES)
+        done = _read_run(run_dir)  # a damaged summary is a one-line error, not a run to start over
         scenario = load_scenario(run_dir / "scenario.toml")
+        if done.summary.get("status") == "complete":
+            why = records_problem(run_dir) or origin_problem(run_dir, scenario)
+            if why is None:
+                return done
+            if not (run_dir / CHECKPOINT_NAME).exists():
+                raise ResumeError(f"{why}; nothing to resume (no checkpoint): run it again into {run_dir} with "
+                                  "--overwrite (overwrite=True)")
         run = Run(scenario, run_dir, progress)
         if (run_dir / CHECKPOINT_NAME).exists():
             run.load_state(load_checkpoint(run_dir / CHECKPOINT_NAME))
@@ -154,7 +187,21 @@ def resume(run_dir: str | Path, progress: bool = True) -> RunResult:
 
 
 def load_run(run_dir: str | Path) -> RunResult:
-    """Read a run directory back (also an incomplete one: its summary then says so or is missing)."""
+    """Read a run directory back (also an incomplete one: its summary then says so or is missing).
+
+    A summary that says "complete" is checked against the folder's manifest: where the records are
+    not those the run completed with (copied from another run, cut, replaced, or a summary copied
+    in), the result's summary says "unverified", with the reason as its "error"."""
+    result = _read_run(run_dir)
+    if result.summary.get("status") == "complete":
+        why = records_problem(result.run_dir)
+        if why is not None:
+            result.summary = {**result.summary, "status": "unverified", "error": why}
+    return result
+
+
+def _read_run(run_dir: str | Path) -> RunResult:
+    """A run directory read back as it is (its manifest already checked, or not to be)."""
     run_dir = Path(run_dir)
     summary_path = run_dir / "summary.json"
     summary = read_json(summary_path) if summary_path.exists() else {"status": "incomplete"}
@@ -174,7 +221,8 @@ def _write_index(out: Path, scenario: Scenario, results: dict[str, RunResult]) -
             status[name] = results[name].summary.get("status", "incomplete")
         else:
             state = run_state(out / name, member)
-            status[name] = {"complete": "complete", "partial": "incomplete"}.get(state, "pending")
+            status[name] = {"complete": "complete", "partial": "incomplete",
+                            "unverified": "incomplete"}.get(state, "pending")
     write_json_atomic(out / "index.json", {"scenario": scenario.name, "runs": [n for n, _ in members],
                                            "status": status})
 
@@ -236,9 +284,9 @@ def run_variants(scenario: Scenario, out_dir: str | Path | None = None, progress
                                "out_dir=), or overwrite it (--overwrite, overwrite=True)")
         for name, member in members:
             check_folder(out / name)  # never a run written through a link planted there
-            state = _locked_state(out / name, member)
-            if state in ("other", "partial") and not overwrite:
-                raise _refuse(out / name, state)
+            state, why = _locked_state(out / name, member)
+            if state in ("other", "partial", "unverified") and not overwrite:
+                raise _refuse(out / name, state, why)
             if state == "complete" and not overwrite and notice is not None:
                 notice(f"{name}: complete already in {out / name}, read back (--overwrite runs it again)")
         created = not out.exists()
@@ -291,12 +339,12 @@ def resume_variants(out_dir: str | Path, progress: bool = True,
         check_folder(out / name)
     for name, member in scenario.variant_scenarios():
         run_dir = out / name
-        state = _locked_state(run_dir, member)
-        if state == "other":
-            raise _refuse(run_dir, state)
+        state, why = _locked_state(run_dir, member)
+        if state == "other" or state == "unverified" and not (run_dir / CHECKPOINT_NAME).exists():
+            raise _refuse(run_dir, state, why)
         if state == "complete":
-            results[name] = load_run(run_dir)
-        elif state == "partial" and (run_dir / CHECKPOINT_NAME).exists():
+            results[name] = _read_run(run_dir)
+        elif state in ("partial", "unverified") and (run_dir / CHECKPOINT_NAME).exists():
             say(f"{name}: continuing from its checkpoint")
             results[name] = resume_recorded(run_dir, progress)
         else:

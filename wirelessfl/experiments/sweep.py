@@ -43,7 +43,8 @@ import pandas as pd
 from ..config import ConfigError, Scenario, dumps, parse_value
 from ..fields import require_memory
 from ..files import FolderLock, check_folder, check_output_folder, make_folder, refuse_links, replacing, write_atomic
-from ..plugins import KINDS, registry, source_file
+from ..plugins import KINDS
+from ..sim.manifest import plugin_digests
 from ..jsonio import read_json, write_json_atomic
 from .executors import EXECUTE, check_scheduler, read_summary
 from .sweep_table import METRICS, aggregate, format_table, load_table, sweep_parameters
@@ -174,22 +175,7 @@ def member_key(scenario: Scenario) -> str:
     (plugin_path) but with the sha256 of each plugin's source file, so that a changed plugin runs
     again and a moved one does not."""
     text = dumps(dataclasses.replace(scenario, plugin_path=()), only_changed=True)
-    for kind in KINDS.values():
-        name = scenario.part_name(kind.name)
-        if name in registry(kind.name).builtins:
-            continue
-        source = source_file(scenario.part(kind.name))
-        digest = hashlib.sha256(source.read_bytes()).hexdigest() if source is not None else "no source"
-        text += f"# {kind.field} = {name}: {digest}\n"
-    for kind in KINDS.values():  # parts named by an option of a part (protocol.staleness)
-        options = scenario.options(kind.name)
-        for f in dataclasses.fields(options) if dataclasses.is_dataclass(options) else ():
-            named, name = f.metadata.get("kind"), getattr(options, f.name)
-            if named is None or name in registry(named).builtins:
-                continue
-            source = source_file(registry(named).load(name, scenario.plugin_path))
-            digest = hashlib.sha256(source.read_bytes()).hexdigest() if source is not None else "no source"
-            text += f"# {kind.table}.{f.name} = {name}: {digest}\n"
+    text += "".join(f"# {part}: {digest}\n" for part, digest in plugin_digests(scenario).items())
     return run_key(text)
 
 
@@ -383,7 +369,7 @@ def sweep(scenario: Scenario, grid=None, seeds: int | Sequence[int] = 1, executo
         _begin(scenario, out, members, keys_values, timing_only, overwrite, executor)
         rows, todo = [], []
         for i, m in enumerate(members):
-            summary = read_summary(runs_dir / m.key)
+            summary = read_summary(runs_dir / m.key, m.scenario)  # checked against its manifest
             if summary is not None:
                 rows.append(_row(m, "complete", summary))
             else:

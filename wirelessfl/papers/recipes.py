@@ -14,7 +14,6 @@ beside a figure redraws it (``reproduce NAME --no-run --data DIR``) without runn
 """
 from __future__ import annotations
 
-import json
 import math
 import time
 from dataclasses import dataclass, field
@@ -26,7 +25,7 @@ import pandas as pd
 
 from ..config import ConfigError, Scenario, from_dict, load_scenario, to_dict
 from ..experiments.analysis import SPREAD, seed_std, with_spread  # noqa: F401  (the papers' one spread convention)
-from ..files import make_folder, write_atomic, write_figure
+from ..files import check_folder, make_folder, write_atomic, write_figure
 from ..jsonio import read_json, write_json_atomic
 
 SCALES = ("tiny", "cpu", "paper")
@@ -170,17 +169,14 @@ def run_family(scenario: Scenario, seeds: int, cache: Path, executor: str = "ser
 
 def cached_family(scenario: Scenario, seeds: int, cache: Path) -> Runs:
     """The runs of ``scenario``'s variants x seeds already finished in the cache (nothing is run)."""
+    from ..experiments.executors import read_summary
     from ..experiments.sweep import expand
 
     _, members = expand(scenario, seeds=seeds)
     runs = Runs()
     for m in members:
         run_dir = cache / "runs" / m.key
-        try:
-            done = json.loads((run_dir / "summary.json").read_text()).get("status") == "complete"
-        except (OSError, ValueError):
-            done = False
-        if done:
+        if read_summary(run_dir, m.scenario) is not None:  # checked against its manifest
             runs.dirs.setdefault(m.params["variant"], []).append((int(m.seed), run_dir))
         else:
             runs.failed.append(f"{m.params['variant']} seed {m.seed}: not in the cache")
@@ -314,6 +310,8 @@ def reproduce(recipes: Sequence[Recipe], scale: str = "cpu", seeds: int = 3, out
         tables = [(r, read_data(Path(data) / r.data_file)) for r in recipes]
         _figures_folder(figures, theirs=given)
         return [_report_from_given(r, table, Path(data) / r.data_file, figures, scale) for r, table in tables]
+    # the cache is wirelessfl's own folder under --out: a link planted there is refused, not written through
+    check_folder(out / "cache")
     families: dict[str, tuple[Scenario, dict]] = {}
     for recipe in recipes:
         for key, (base, variants) in recipe.families(scale, overrides).items():

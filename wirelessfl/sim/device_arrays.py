@@ -74,6 +74,8 @@ class DeviceArrays:
         if path.is_symlink():
             raise UnsafeOutput(f"{path}: is a symbolic link; a run writes its files itself")
         refuse_links(path.parent, [path.name])  # nor a FIFO or a device
+        if path.exists() and path.stat().st_nlink > 1:  # "w" empties a file in place: a hard link elsewhere
+            path.unlink()                                # keeps its bytes, this run gets a file of its own
         fh = h5py.File(path, "w", libver="latest")
         for key, entry in self.shapes.items():
             fh.create_dataset(key, shape=(0, self.num_devices, *entry), maxshape=(None, self.num_devices, *entry),

@@ -101,6 +101,7 @@ class Recorder:
         self._files = {}
         self.single_rows = SingleUpdateRows()  # rows of one-update aggregations not yet written to rounds.csv
         self._flushed_at = time.monotonic()
+        self.guard = None  # the runner's FolderGuard: files are written by name only in the folder it began in
 
     def start(self) -> None:
         """A fresh run: the CSV files with their headers, an empty decisions.h5."""
@@ -121,6 +122,8 @@ class Recorder:
 
         if name in self._files:
             self._files[name][0].close()
+        if self.guard is not None:
+            self.guard.check()
         text = io.StringIO(newline="")
         writer = csv.DictWriter(text, fieldnames=columns, extrasaction="ignore")
         writer.writeheader()

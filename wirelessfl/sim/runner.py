@@ -35,8 +35,9 @@ from ..fading import block_fading
 from ..scheduling.base import check_frequency_choice
 from ..wireless import Channel, PathLossChannel, build_channel, channel_columns, moving, sigma_profile
 from ..des.collector import paced_collector
-from ..files import DamagedFile, refuse_links, write_atomic
+from ..files import DamagedFile, FolderGuard, refuse_links, write_atomic
 from .checkpoint import CHECKPOINT_NAME, ResumeError, save_checkpoint
+from .manifest import write_manifest
 from .engine import Engine
 from .parts import STREAMS, EvalRule, Parts, StopRule
 from .pipeline import RoundRecord
@@ -55,7 +56,7 @@ ERROR_LOG = "error.log"
 """Where a failed run writes the traceback of its error (summary.json names it)."""
 
 WRITES = ("scenario.toml", "rounds.csv", "evals.csv", "updates.csv", "handovers.csv", "devices.csv", "decisions.h5",
-          "summary.json", CHECKPOINT_NAME, ERROR_LOG)
+          "summary.json", "manifest.json", CHECKPOINT_NAME, ERROR_LOG)
 """The files a run (or a resume) reads back or writes in its folder: each must be a regular file
 where it exists, never a link, a FIFO or a device (checked before anything is written)."""
 
@@ -243,6 +244,7 @@ class Run:
                                  positions=self.channel.positions_m if moving(self.channel) else None,
                                  p_bar=scenario.link.p_bar, part_columns=part_columns(self.channel, access, self.battery))
         self.resumed = False
+        self.guard = None  # the run folder as it was when the run began (execute)
         self._wall_before, self._started = 0.0, time.perf_counter()  # wall time of earlier attempts (resume)
         self.bar = ProgressBar(scenario, enabled=progress)
         # with edge servers the bar counts cloud aggregations; shown or not, the bar has nothing to do
@@ -336,6 +338,7 @@ class Run:
     def _after_round(self, engine) -> None:
         every = self.scenario.run.checkpoint_every
         if every and self.run_dir is not None and engine.rounds_done % every == 0:
+            self._same_folder()  # before the journals and the checkpoint are written by name in it
             save_checkpoint(self.run_dir / CHECKPOINT_NAME, self.state_dict())
 
     def state_dict(self) -> dict:
@@ -399,6 +402,12 @@ class Run:
         if self.recorder.evals:  # the accuracy the run had reached, until the next evaluation
             self.bar.acc = float(self.recorder.evals[-1]["accuracy"])
 
+    def _same_folder(self) -> None:
+        """UnsafeOutput, in one line, when the run folder was swapped (for a link, another folder)
+        since the run began: nothing more is written by name in it."""
+        if self.guard is not None:
+            self.guard.check()
+
     def check_folder(self) -> None:
         """UnsafeOutput, in one line naming the path, when one of the files this run writes or reads
         back in its folder (WRITES, the per-device state's folder and journals) is a symbolic link or
@@ -424,6 +433,8 @@ class Run:
             torch.set_num_threads(self.scenario.run.threads)
         if not self.resumed:
             self.check_folder()  # before the first file is written
+        if self.run_dir is not None:
+            self.guard = self.recorder.guard = FolderGuard(self.run_dir)
         try:
             if not self.resumed:
                 self.recorder.start()
@@ -437,6 +448,8 @@ class Run:
             error = f"{type(failure).__name__}: {failure}"
             if status == "failed" and self.run_dir is not None:  # the whole story, beside the one line
                 import traceback
+
+                self._same_folder()
 
                 write_atomic(self.run_dir / ERROR_LOG, traceback.format_exc())
                 error_log = ERROR_LOG
@@ -528,8 +541,10 @@ class Run:
                        ever_participated=float(np.mean(rec.devices.selections > 0)),
                        label_coverage=(self.learner.label_coverage(rec.devices.selections > 0)
                                        if self.learner is not None else math.nan))
+        self._same_folder()  # the summary, the device table and the manifest are written by name
         rec.close(summary, devices)
         if status == "complete" and self.run_dir is not None:  # nothing left to resume
+            write_manifest(self.run_dir, sc)  # last of the records: what a read-back checks
             (self.run_dir / CHECKPOINT_NAME).unlink(missing_ok=True)
             if self.learner is not None:
                 self.learner.trainer.device_states.remove_files()
