@@ -180,3 +180,38 @@ def test_a_parts_check_runs_against_each_variant_as_resolved_not_the_base():
         from_dict({**base, "variants": {"a": {"devices": {"count": 3}}, "c": {"scheduler": {"m": 2}}}})
     with pytest.raises(ConfigError, match="compute_s_per_device has 3 values"):  # no variants: the scenario runs
         from_dict(base)
+
+
+PLUGIN = """\
+    from dataclasses import dataclass
+
+    from wirelessfl.config import option
+    from wirelessfl.scheduling.schedulers import UniformOptions, UniformScheduler
+
+
+    @dataclass(frozen=True)
+    class WeightedOptions(UniformOptions):
+        weights: {annotation} = option(())
+
+
+    class Weighted(UniformScheduler):
+        Options = WeightedOptions
+    """
+
+
+@pytest.mark.parametrize("annotation, ok", [("tuple", False), ("list[float]", False), ("tuple[float, ...]", True)])
+def test_a_plug_in_option_of_a_type_that_cannot_be_checked_is_one_line_listing_the_types(tmp_path, annotation, ok):
+    (tmp_path / "weighted.py").write_text(textwrap.dedent(PLUGIN.format(annotation=annotation)))
+    path = write_family(tmp_path)
+    proc = cli("run", path, "--set", 'scheduler.name="weighted:Weighted"', "--set", "scheduler.weights=[1.0, 2.0]",
+               "--out", "out", "--no-progress", cwd=tmp_path)
+    if ok:
+        assert proc.returncode == 0, proc.stderr
+        return
+    one_line_error(proc, "scheduler.name = 'weighted:Weighted': WeightedOptions.weights: annotation "
+                   f"{annotation} is not an option type; allowed: bool, int, float, str", "tuple[X, ...]")
+    from wirelessfl.fields import OPTION_TYPES
+
+    docs = (Path(__file__).resolve().parents[1] / "docs" / "extending.md").read_text(encoding="utf-8")
+    for name in ("bool", "int", "float", "str", "Power", "FilePath", "X | None", "tuple[X, ...]"):
+        assert f"`{name}`" in docs and name in OPTION_TYPES, name  # the guide lists what the error allows

@@ -9,7 +9,7 @@ import unicodedata
 from pathlib import Path
 from typing import Any, Iterable
 
-from ..fields import ConfigError, build_dataclass, field_value, show, type_hints
+from ..fields import ConfigError, build_dataclass, check_option_types, field_value, show, type_hints
 from ..files import unreadable_file
 from ..plugins import KIND_OF_TABLE, KINDS, OPTION_KINDS, PluginError, registry
 from .radio_presets import apply_preset
@@ -306,6 +306,7 @@ def _build_options(part: type, kind, name: str, path: str, flat: dict, explicit:
         return PluginOptions(explicit)
     if not dataclasses.is_dataclass(schema):
         raise ConfigError(f"{kind.field} = {name!r}: {part.__name__}.Options must be a dataclass")
+    check_option_types(schema, f"{kind.field} = {name!r}: {getattr(schema, '__name__', 'Options')}")
     names = [f.name for f in dataclasses.fields(schema)]
     for key, where in [(k, f"{path}.{k}") for k in flat] + [(k, f"{sub}.{k}") for k in explicit]:
         if key not in names:
