@@ -27,8 +27,8 @@ def merged_variants(path: str | Path, overrides: Sequence[str], scenario: Scenar
     """Pairs of ``scenario``'s variants that are the same run apart from their names, and were not
     before ``overrides`` (the scenario file alone, with the same variants): an override of the field
     they differ in makes them one run twice."""
-    now = _same_runs(scenario)
-    if not now or not overrides:
+    now = _same_runs(scenario) if overrides else []
+    if not now:
         return []
     try:
         before = _same_runs(load_scenario(path, variants=[name for name, _ in scenario.variants]))
