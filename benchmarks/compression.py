@@ -1,9 +1,9 @@
 """The cost of encoding and decoding one device's update, per compressor, against sending it as
 32-bit floats (``none``), measured in one process.
 
-    python benchmarks/compression.py [--entries 101770] [--repeats 20]
+    python benchmarks/compression.py [--entries 199210] [--repeats 20]
 
-101,770 entries is the MLP on Fashion-MNIST (``learning.model = "mlp"``).
+199,210 entries is the MLP on Fashion-MNIST (``learning.model = "mlp"``).
 """
 from __future__ import annotations
 
@@ -29,7 +29,7 @@ def per_vector_s(compressor, vector: np.ndarray, repeats: int) -> float:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--entries", type=int, default=101_770)
+    ap.add_argument("--entries", type=int, default=199_210)
     ap.add_argument("--repeats", type=int, default=20)
     args = ap.parse_args()
     vector = np.random.default_rng(1).normal(size=args.entries)

@@ -13,7 +13,7 @@ figures that say more as a curve than as a number (figures/validation/)::
 
     python benchmarks/validation.py                       # every case, the page's numbers (a few minutes)
     python benchmarks/validation.py queue jakes           # some cases
-    python benchmarks/validation.py --scale 0.1           # smaller samples, larger errors
+    python benchmarks/validation.py --scale 0.1           # smaller samples, larger errors (figures: runs/validation-scale-0.1)
     python benchmarks/validation.py --figures figures/validation
 
 The page's sizes are scale 1; the tests' quick versions run at the scales in ``QUICK``.
@@ -1253,18 +1253,28 @@ FIGURES: dict[str, Callable[[Result, Path], Path]] = {
 """The cases whose curve says more than their numbers."""
 
 
+def figures_folder(scale: float) -> Path:
+    """Where the figures go unless --figures says: the committed folder only at the page's size (the
+    figures there are the page's), a folder of runs/ in the working folder at any other scale."""
+    if scale == 1.0:
+        return HERE.parent / "figures" / "validation"
+    return Path("runs") / f"validation-scale-{scale:g}"
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("cases", nargs="*", metavar="CASE", help=f"cases to run (default: all): {', '.join(CASES)}")
     parser.add_argument("--scale", type=float, default=1.0, help="sample sizes x this (1: the page's)")
-    parser.add_argument("--figures", type=Path, default=HERE.parent / "figures" / "validation",
-                        help="where the figures go (default figures/validation)")
+    parser.add_argument("--figures", type=Path,
+                        help="where the figures go (default figures/validation at the page's size, scale 1; "
+                        "runs/validation-scale-S at another --scale, so the committed figures stay the page's)")
     parser.add_argument("--no-figures", action="store_true")
     args = parser.parse_args(argv)
     unknown = [name for name in args.cases if name not in CASES]
     if unknown:
         parser.error(f"unknown case {', '.join(unknown)}; choose from {', '.join(CASES)}")
     names = args.cases or list(CASES)
+    figures = args.figures if args.figures is not None else figures_folder(args.scale)
     bad = 0
     for name in names:
         started = time.perf_counter()
@@ -1274,7 +1284,7 @@ def main(argv: list[str] | None = None) -> int:
         print(table(result))
         bad += sum(not c.agrees() for c in result.checks)
         if name in FIGURES and not args.no_figures:
-            print(f"\n{FIGURES[name](result, args.figures)}")
+            print(f"\n{FIGURES[name](result, figures)}")
         sys.stdout.flush()
     print(f"\n{'every check agrees' if not bad else f'{bad} checks DISAGREE'} (within {K_SE:g} standard errors, "
           f"or {ROUNDING:g} relative for exact replays)")

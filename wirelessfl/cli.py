@@ -73,6 +73,12 @@ def cmd_run(args) -> int:
     if args.resume:
         if args.variant:
             raise ConfigError("run --resume: finishes every variant in the folder; --variant goes with a SCENARIO")
+        given = [flag for flag, on in (("--set", args.set), ("--seed", args.seed is not None),
+                                       ("--threads", args.threads is not None), ("--timing-only", args.timing_only),
+                                       ("--out", args.out is not None), ("--overwrite", args.overwrite)) if on]
+        if given:  # the run goes on as it began: a changed scenario would not be the run that was cut
+            raise ConfigError(f"run --resume: continues the run with the scenario.toml in {args.resume} as it was; "
+                              f"{given[0]} goes with a SCENARIO (a new run: wirelessfl run SCENARIO {given[0]} ...)")
         return _resume(args)
     if not args.scenario:
         raise ConfigError("run: give a SCENARIO file, or --resume RUN_DIR")
@@ -85,8 +91,13 @@ def cmd_run(args) -> int:
         overrides.append(f"seed={args.seed}")
     if args.threads is not None:
         overrides.append(f"run.threads={args.threads}")
-    scenario = load_scenario(args.scenario, overrides)
     from .experiments.run import run_variants
+    from .experiments.scenario_input import load_kept, merged_variants
+
+    scenario = load_kept(args.scenario, overrides, args.variant)
+    for first, second in merged_variants(args.scenario, args.set, scenario):
+        print(f"wirelessfl: warning: --set {' --set '.join(args.set)} makes the variants {first} and {second} one "
+              "run (they now differ only in their names): both will give the same records", file=sys.stderr)
 
     timing = args.timing_only or all(m.run.timing_only for _, m in scenario.variant_scenarios())
     out = Path(args.out) if args.out else Path("runs") / (scenario.name + ("-timing" if timing else ""))
@@ -251,7 +262,9 @@ def cmd_trace(args) -> int:
 
     if args.rounds < 1:
         raise ConfigError(f"--rounds {args.rounds}: must be >= 1")
-    scenario = load_scenario(args.scenario, args.set)
+    from .experiments.scenario_input import load_kept
+
+    scenario = load_kept(args.scenario, args.set, [args.variant] if args.variant is not None else [])
     members = dict(scenario.variant_scenarios())
     names = ", ".join(members)
     if args.variant is not None and args.variant not in members:
@@ -440,11 +453,25 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _refuse_empty_paths(args) -> None:
+    """An empty path (--out "") is refused, never read as the default folder or the working one."""
+    for name in ("out", "figures", "data", "resume", "scenario", "sweep_dir"):
+        value = getattr(args, name, None)
+        if isinstance(value, str) and not value.strip():
+            if name in ("out", "figures", "data", "resume"):
+                raise ConfigError(f"--{name} {value!r}: an empty path; name a folder (or leave --{name} out)")
+            raise ConfigError(f"{name.upper()} {value!r}: an empty path; name a file or folder")
+    for value in getattr(args, "runs", None) or ():
+        if not value.strip():
+            raise ConfigError(f"RUNS {value!r}: an empty path; name a run folder")
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``wirelessfl`` command; returns the exit code."""
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
+        _refuse_empty_paths(args)
         return args.func(args)
     except ConfigError as exc:
         print(f"wirelessfl: error: {exc}", file=sys.stderr)

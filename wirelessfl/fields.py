@@ -8,9 +8,10 @@ and raises ConfigError naming the field path, the value and what is allowed, in 
     class TopKOptions:
         k: int = option(5, ge=1, doc="devices per round")
 
-Annotations understood: bool, int, float, str, ``Power`` (a linear number or a string in dB),
-``FilePath`` (a string; a relative path is taken from the scenario file's folder), ``X | None`` and
-``tuple[X, ...]``. This module does not import torch.
+Annotations understood (``OPTION_TYPES``; any other is refused by ``check_option_types``): bool, int,
+float, str, ``Power`` (a linear number or a string in dB), ``FilePath`` (a string; a relative path is
+taken from the scenario file's folder), ``Any``, ``X | None``, ``X | Y`` and ``tuple[X, ...]``. This
+module does not import torch.
 """
 from __future__ import annotations
 
@@ -24,8 +25,8 @@ from dataclasses import field
 from pathlib import Path
 from typing import Any, NewType
 
-__all__ = ["ConfigError", "FilePath", "NoOptions", "Power", "build_dataclass", "check_value", "coerce", "option",
-           "require_memory", "show"]
+__all__ = ["ConfigError", "FilePath", "NoOptions", "OPTION_TYPES", "Power", "build_dataclass", "check_option_types",
+           "check_value", "coerce", "option", "require_memory", "show"]
 
 Power = NewType("Power", float)
 """A power in linear units; the file may also give it as a string in decibels, e.g. "35 dB"."""
@@ -129,6 +130,41 @@ def coerce(value: Any, hint: Any, path: str, base_dir: Path | None = None) -> An
     if hint is Any or hint is typing.Any:
         return value
     raise TypeError(f"unsupported annotation {hint!r} at {path}")  # a bug in the declaring class
+
+
+OPTION_TYPES = ("bool, int, float, str, Power (linear, or a string like '35 dB'), FilePath, Any, X | None, "
+                "X | Y, tuple[X, ...] (a list in TOML; X and Y themselves of these types)")
+"""The annotations an option (or a table's field) may have: what ``coerce`` checks a value against."""
+
+_SCALARS = (bool, int, float, str, Power, FilePath, Any)
+
+
+def _known_type(hint: Any) -> bool:
+    """Whether ``coerce`` understands the annotation ``hint`` (a bare ``tuple`` it does not: its items' type)."""
+    if any(hint is t for t in _SCALARS):
+        return True
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if origin in (typing.Union, types.UnionType):
+        return all(_known_type(a) for a in args if a is not type(None))
+    if origin is tuple:
+        return len(args) == 2 and args[1] is Ellipsis and _known_type(args[0])
+    return False
+
+
+def check_option_types(cls, where: str) -> None:
+    """ConfigError, one line naming the field and the allowed types, for a field of the dataclass
+    ``cls`` whose annotation ``coerce`` cannot check a value against (``tuple``, ``list[int]``, ...):
+    said when the part is named, not as a TypeError when a value is first given."""
+    try:
+        hints = type_hints(cls)
+    except Exception as exc:  # an annotation that names something undefined
+        raise ConfigError(f"{where}: its annotations cannot be read ({type(exc).__name__}: {exc})") from None
+    for f in dataclasses.fields(cls):
+        hint = hints.get(f.name, f.type)
+        if not _known_type(hint):
+            shown = getattr(hint, "__name__", None) if isinstance(hint, type) else None
+            raise ConfigError(f"{where}.{f.name}: annotation {shown or str(hint).replace('typing.', '')} is not an "
+                              f"option type; allowed: {OPTION_TYPES}")
 
 
 def show(value: Any, limit: int = 200) -> str:

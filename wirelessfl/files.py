@@ -266,6 +266,10 @@ def make_folder(path: Path, below: Path | None = None, theirs: bool = False) -> 
             folder.mkdir()
         except FileExistsError:  # made meanwhile: a folder is fine, anything else is not
             check_folder(folder)
+        except OSError as exc:  # a file system that refuses it (read-only, /proc): one line naming it
+            if exc.errno in (errno.ENOSPC, errno.EDQUOT):  # a full disk is not the path's fault
+                raise
+            raise UnsafeOutput(f"{folder}: cannot be made a folder ({exc.strerror or exc})") from None
     return path
 
 

@@ -9,7 +9,7 @@ import unicodedata
 from pathlib import Path
 from typing import Any, Iterable
 
-from ..fields import ConfigError, build_dataclass, field_value, show, type_hints
+from ..fields import ConfigError, build_dataclass, check_option_types, field_value, show, type_hints
 from ..files import unreadable_file
 from ..plugins import KIND_OF_TABLE, KINDS, OPTION_KINDS, PluginError, registry
 from .radio_presets import apply_preset
@@ -24,13 +24,15 @@ else:  # pragma: no cover
     import tomli as tomllib
 
 
-def load_scenario(path: str | Path, overrides: Iterable[str] = (), environment: bool = True) -> Scenario:
+def load_scenario(path: str | Path, overrides: Iterable[str] = (), environment: bool = True,
+                  variants: Iterable[str] | None = None) -> Scenario:
     """Load a TOML scenario file, apply ``key.path=value`` overrides and validate everything.
 
     ``path`` is a file, or the name of a packaged scenario (``quickstart``, ``paper/training``;
     ``wirelessfl scenarios`` lists them) when no such file exists. ``environment``: apply
     $WIRELESSFL_SET after ``overrides`` (see environment_overrides). Parts given as import paths are looked up in the file's folder first; relative file paths of
-    options (traces) are taken from there too.
+    options (traces) are taken from there too. ``variants``: keep only the variants of these names
+    (see from_dict).
     """
     path = Path(path)
     if not path.exists():
@@ -55,7 +57,7 @@ def load_scenario(path: str | Path, overrides: Iterable[str] = (), environment: 
         raise ConfigError(f"scenario file {path} is not valid TOML: {exc}") from None
     data.setdefault("name", safe_name(path.stem))
     extra = environment_overrides() if environment else []
-    return from_dict(data, [*overrides, *extra], base_dir=path.resolve().parent)
+    return from_dict(data, [*overrides, *extra], base_dir=path.resolve().parent, variants=variants)
 
 
 def environment_overrides() -> list[str]:
@@ -66,18 +68,36 @@ def environment_overrides() -> list[str]:
     return [item.strip() for item in text.split(";") if item.strip()]
 
 
-def from_dict(data: dict, overrides: Iterable[str] = (), base_dir: str | Path | None = None) -> Scenario:
+def from_dict(data: dict, overrides: Iterable[str] = (), base_dir: str | Path | None = None,
+              variants: Iterable[str] | None = None) -> Scenario:
     """Build a validated Scenario from a nested dict (as parsed from TOML) plus overrides.
 
     ``base_dir``: the folder of the scenario file (for import-path parts and relative file paths;
-    default: only ``plugin_path``, and the working folder).
+    default: only ``plugin_path``, and the working folder). ``variants``: names of the variants to
+    keep (after the overrides; the others are dropped before anything is checked), so that an
+    override is checked against the variants that will run only; default all.
     """
     try:
         data = _deep_copy(data)
     except RecursionError:  # e.g. a table header a.a.a... thousands of keys deep
         raise ConfigError("scenario: tables or lists nested too deeply") from None
     apply_overrides(data, overrides)
+    if variants is not None:
+        _keep_variants(data, list(variants))
     return _build_scenario(data, Path(base_dir) if base_dir is not None else None)
+
+
+def _keep_variants(data: dict, names: list[str]) -> None:
+    """Drop the variants not in ``names`` from ``data`` (in the file's order); a name that is not a
+    variant is a ConfigError listing them."""
+    table = data.get("variants")
+    if not isinstance(table, dict):
+        return  # not a table: building it says so
+    for name in names:
+        if name not in table:
+            listed = ", ".join(map(str, table)) or "none"
+            raise ConfigError(f"variants.{name}: no such variant; the scenario's variants: {listed}")
+    data["variants"] = {k: v for k, v in table.items() if k in set(names)}
 
 
 def _deep_copy(data: Any) -> Any:
@@ -286,6 +306,7 @@ def _build_options(part: type, kind, name: str, path: str, flat: dict, explicit:
         return PluginOptions(explicit)
     if not dataclasses.is_dataclass(schema):
         raise ConfigError(f"{kind.field} = {name!r}: {part.__name__}.Options must be a dataclass")
+    check_option_types(schema, f"{kind.field} = {name!r}: {getattr(schema, '__name__', 'Options')}")
     names = [f.name for f in dataclasses.fields(schema)]
     for key, where in [(k, f"{path}.{k}") for k in flat] + [(k, f"{sub}.{k}") for k in explicit]:
         if key not in names:

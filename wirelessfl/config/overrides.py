@@ -41,8 +41,11 @@ INHERITED_OF = {k.name: _Inherited(k.name) for k in KINDS.values() if not k.owns
 
 def apply_overrides(data: dict, overrides: Iterable[str]) -> None:
     """Apply each ``KEY=VALUE`` of ``overrides`` to ``data`` (a scenario's nested dict), in order."""
+    variants = data.get("variants")
+    known = list(variants) if isinstance(variants, dict) else []
     for item in overrides:
         key, value = _parse_override(item)
+        _check_variant_named(key, known)
         _check_not_replaced(data, key)
         _apply_override(data, key, value)
         _apply_to_variants(data, key, value)
@@ -79,6 +82,15 @@ def _forms(key: str) -> list[str]:
     return [key]
 
 
+
+
+def _check_variant_named(key: str, known: list) -> None:
+    """``variants.NAME...`` of a scenario that has variants must name one of them: a misspelt name
+    would add a variant, and so a run, of its own. (A scenario without variants may be given some.)"""
+    parts = key.split(".")
+    if parts[0] == "variants" and len(parts) > 1 and known and parts[1] not in known:
+        raise ConfigError(f"{key}: {parts[1]!r} is not a variant of the scenario; its variants: "
+                          f"{', '.join(map(str, known))}")
 
 
 def _check_not_replaced(data: dict, key: str) -> None:

@@ -13,7 +13,8 @@ from .limits import check_rates
 
 
 def cross_check(s) -> None:
-    """Rules that involve more than one field, then each part's own ``check``, then every variant and
+    """Rules that involve more than one field, then each part's own ``check`` (of a scenario with
+    variants: of each variant, as resolved, not of the base they override), then every variant and
     sweep value as a scenario of its own (the first rule broken is the error)."""
     _check_cell(s)
     _check_stopping(s)
@@ -36,8 +37,9 @@ def cross_check(s) -> None:
     _check_upload_channel(s)
     if s.link.p_max < s.link.p_bar:
         raise ConfigError(f"link.p_max = {s.link.p_max:g}: must be >= link.p_bar = {s.link.p_bar:g}")
-    for kind in KINDS.values():
-        _check_part(s, kind)
+    if not s.variants:  # a family's base never runs: each part checks each variant as resolved (_members)
+        for kind in KINDS.values():
+            _check_part(s, kind)
     check_rates(s)  # options whose product would make the clock crawl (config.limits)
     _check_held_used(s, _members(s))
 

@@ -24,6 +24,7 @@ from ..learning.learner import TrainingDiverged
 from ..sim.checkpoint import CHECKPOINT_NAME, ResumeError, load_checkpoint
 from ..sim.manifest import MANIFEST, origin_problem, records_problem
 from ..sim.runner import ERROR_LOG, Run, RunResult, read_run_file
+from .stale_runs import foreign_entries, remove_stale_runs, stale_runs
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -267,7 +268,10 @@ def run_variants(scenario: Scenario, out_dir: str | Path | None = None, progress
     "error") and the others still run. ``out_dir`` gets the scenario (scenario.toml) first and
     index.json with every variant's status last (also after an interruption). Every variant's folder
     is checked before anything runs: the same scenario's complete runs are reused (``notice`` hears of
-    it), other runs raise OutputExists unless ``overwrite``. ``variants``: names of the variants to run
+    it), other runs raise OutputExists unless ``overwrite``, and so does a folder without a scenario
+    holding files that are not this scenario's runs. With ``overwrite``, the runs in ``out_dir`` of
+    another scenario (its variants' folders, which plot would draw with the new ones) are removed
+    first, or, if one holds files that are not a run's, nothing is (UnsafeOutput). ``variants``: names of the variants to run
     (default all); the others are left as they are, for a later run or ``resume_variants``.
     """
     if timing_only is not None and timing_only != scenario.run.timing_only:
@@ -279,9 +283,18 @@ def run_variants(scenario: Scenario, out_dir: str | Path | None = None, progress
         if out.is_dir():  # the scenario's own files: never read nor written through a link
             refuse_links(out, ("scenario.toml", "index.json"))
         family = out / "scenario.toml"
-        if family.exists() and not overwrite and not _same_family(family, scenario):
+        same = family.exists() and _same_family(family, scenario)
+        if family.exists() and not overwrite and not same:
             raise OutputExists(f"{out}: holds the runs of another scenario; choose another output folder (--out, "
                                "out_dir=), or overwrite it (--overwrite, overwrite=True)")
+        names = [name for name, _ in scenario.variants] or [scenario.name]
+        foreign = [] if family.exists() or overwrite else foreign_entries(out, names, RUN_FILES)
+        if foreign:
+            raise OutputExists(f"{out}: holds files that are not this scenario's runs ({', '.join(foreign[:5])}"
+                               f"{', ...' if len(foreign) > 5 else ''}); choose another output folder (--out, "
+                               "out_dir=), or overwrite it (--overwrite, overwrite=True: the runs in it that are not "
+                               "this scenario's are removed, other files are kept)")
+        stale = stale_runs(out, names, RUN_FILES) if overwrite and not same else []
         for name, member in members:
             check_folder(out / name)  # never a run written through a link planted there
             state, why = _locked_state(out / name, member)
@@ -289,6 +302,7 @@ def run_variants(scenario: Scenario, out_dir: str | Path | None = None, progress
                 raise _refuse(out / name, state, why)
             if state == "complete" and not overwrite and notice is not None:
                 notice(f"{name}: complete already in {out / name}, read back (--overwrite runs it again)")
+        remove_stale_runs(out, stale, RUN_FILES, notice)  # all or none: refused before any is removed
         created = not out.exists()
         make_folder(out, theirs=True)
         write_atomic(family, dumps(scenario))

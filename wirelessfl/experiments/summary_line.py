@@ -42,7 +42,8 @@ def summary_line(name: str, s: dict) -> str:
                   f"airtime {s['total_comm_s'] / count:.3g} s/{per.split('/')[1]}", *_busy(s),
                   _power(s), f"transmit energy {s['total_energy_j']:.3g} J"]
     else:
-        parts.append(f"accuracy {s['final_accuracy']:.3f}")
+        failed = s.get("status") not in ("complete", None)  # its last evaluation, not what it reached
+        parts.append(f"accuracy {s['final_accuracy']:.3f}" + (" before it failed" if failed else ""))
         if s.get("target_accuracy"):
             t = s["time_to_target_s"]
             parts.append(f"time to {s['target_accuracy']:g}: " + ("not reached" if math.isnan(t) else f"{t:.1f} s"))
@@ -82,6 +83,8 @@ def _power(s: dict) -> str:
         return text
     text += f" (budget P̄ = {_dbm(s['p_bar']) if physical else format(s['p_bar'], 'g')}, a long-run average"
     settled = s.get("power_settled_round", math.nan)
+    if not s.get("rounds"):  # no round ended (a run that failed in its first): nothing spent to compare
+        return text + ")"
     if math.isnan(settled) and not _round_decisions(s.get("protocol", "sync")):
         return text + ")"  # devices dispatched one by one: no round decisions, no virtual queues to fill
     if math.isnan(settled) and s.get("scheduler", "lyapunov") != "lyapunov" and "power_settled_round" in s:

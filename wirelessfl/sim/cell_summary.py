@@ -6,7 +6,21 @@ import numpy as np
 
 from .update_log import union_length
 
-__all__ = ["cell_columns", "cell_rows"]
+__all__ = ["cell_columns", "cell_rows", "uplink_busy_s"]
+
+
+def _on_air(updates, end_s: float) -> tuple[np.ndarray, np.ndarray]:
+    """Each upload's time on the air: from its start to its end, or to when it stopped, or to ``end_s``."""
+    start = updates["tx_start_s"].to_numpy(float)
+    stop = updates["tx_end_s"].fillna(updates["lost_s"]).fillna(end_s).to_numpy(float)
+    return start, np.minimum(stop, end_s)
+
+
+def uplink_busy_s(updates, end_s: float) -> float:
+    """How long at least one upload was on the air in any cell: the union over all cells' uploads
+    (with edge servers the cells' rounds overlap in time, so their busy times do not add up)."""
+    start, stop = _on_air(updates, end_s)
+    return union_length(start, stop)
 
 
 def cell_rows(cells, updates, end_s: float) -> list[dict]:
@@ -15,14 +29,13 @@ def cell_rows(cells, updates, end_s: float) -> list[dict]:
     uploads' times on the air (each from its start to its end, or to when it stopped) over the run's
     simulated time, and ``sinr_loss_db``: 10 log10(SNR / SINR) of its transmissions averaged over
     their time on the air (0 without interference). ``updates``: updates.csv as a DataFrame with its ``cell`` column."""
-    start = updates["tx_start_s"].to_numpy(float)
-    stop = updates["tx_end_s"].fillna(updates["lost_s"]).fillna(end_s).to_numpy(float)
+    start, stop = _on_air(updates, end_s)
     where = updates["cell"].to_numpy(np.int64)
     loss = cells.meter.mean_db()
     rows = []
     for c in range(cells.count):
         mine = where == c
-        busy = union_length(start[mine], np.minimum(stop[mine], end_s))
+        busy = union_length(start[mine], stop[mine])
         rows.append({"cell": c, "site_m": [float(v) for v in cells.sites.positions_m[c]],
                      "band": int(cells.sites.bands[c]), "devices": int((cells.serving == c).sum()),
                      "uploads": int(mine.sum()), "uplink_utilisation": busy / end_s if end_s > 0 else float("nan"),

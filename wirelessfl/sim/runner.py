@@ -29,7 +29,7 @@ from ..network import Backhaul
 from ..network.cells import build_cells, cell_radio
 from .edge_events import TieredEvents
 from .tiers import TieredEngine
-from .cell_summary import cell_columns, cell_rows
+from .cell_summary import cell_columns, cell_rows, uplink_busy_s
 from ..access.base import AccessScheme
 from ..fading import block_fading
 from ..scheduling.base import check_frequency_choice
@@ -528,7 +528,13 @@ class Run:
         summary.update(status=status, error=error)
         if cells is not None:
             rec.flush()
-            summary["cells"] = cell_rows(cells, self._updates_frame(), float(self.engine.now))
+            updates = self._updates_frame()
+            summary["cells"] = cell_rows(cells, updates, float(self.engine.now))
+            if isinstance(self.engine, (TieredEngine, TieredEvents)):  # the edges' rounds overlap in time:
+                # the union of every cell's time on the air, not the sum of the edges' (at most 1)
+                end_s = summary["sim_time_s"]
+                busy = uplink_busy_s(updates, end_s)
+                summary.update(uplink_busy_s=busy, uplink_utilisation=busy / end_s if end_s > 0 else math.nan)
             if rec.handovers is not None:
                 summary["handovers"] = rec.handovers.count
         if isinstance(self.engine, (TieredEngine, TieredEvents)):
