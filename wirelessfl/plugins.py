@@ -109,6 +109,11 @@ KINDS: dict[str, Kind] = {k.name: k for k in (
     Kind("compression", "learning", "compression", "wirelessfl.compressors",
          "wirelessfl.learning.compression:COMPRESSORS", ("bits", "encode", "decode"),
          options_key="compression_options"),
+    Kind("association", "network", "association", "wirelessfl.associations",
+         "wirelessfl.network.association:ASSOCIATIONS", ("from_scenario", "associate"),
+         options_key="association_options"),
+    Kind("harvest", "devices", "harvest", "wirelessfl.harvests", "wirelessfl.harvest:HARVESTS",
+         ("from_scenario", "harvest"), options_key="harvest_options"),
 )}
 """The kinds by name. The engine, the runner, the recorder and the config know parts only through these."""
 

@@ -105,6 +105,9 @@ def _default_options(part: type):
     return PluginOptions() if schema is None else build_dataclass(schema, {}, "options")
 
 
+default_options = _default_options  # for the tables of networks (network_tables.py)
+
+
 @dataclass(frozen=True)
 class RunConfig:
     """When a run stops and how often the model is evaluated."""
@@ -312,10 +315,12 @@ class DevicesConfig(_PartTable):
     battery_initial_j: float | None = option(None, ge=0, doc="the charge each device starts with (None: full)")
     battery_threshold: float = option(0.1, ge=0, le=1, doc="a device holding less than this fraction of its "
                                       "capacity at a step is unavailable (and one a task leaves below it, at once)")
-    harvest: str = option("none", choices=("none", "bernoulli", "poisson", "trace"),
-                          doc="energy arriving at each step (a round; availability_period_s under event protocols): "
-                              "none; harvest_j with probability harvest_p; a Poisson number (mean harvest_mean) of "
-                              "harvest_j each; or a trace's row of joules")
+    harvest: str = option("none", doc="energy arriving at each step (the first at t = 0; then each round's start "
+                          "under sync, every availability_period_s under event protocols): none; bernoulli (harvest_j "
+                          "with probability harvest_p); poisson (a Poisson number, mean harvest_mean, of harvest_j "
+                          "each); trace (a trace's row of joules); an installed plugin or 'module:Class' "
+                          "(wirelessfl.harvest); options in harvest_options")
+    harvest_options: Any = _options_of("harvest")
     harvest_j: float = option(1.0, ge=0, doc="joules per harvested arrival")
     harvest_p: float = option(0.5, ge=0, le=1, doc="harvest = 'bernoulli': the probability of an arrival per step")
     harvest_mean: float = option(1.0, ge=0, doc="harvest = 'poisson': the mean number of arrivals per step")
