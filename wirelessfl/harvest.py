@@ -138,7 +138,7 @@ def checked_income(part, income, num_devices: int, step: int) -> np.ndarray | No
                         f"got shape {income.shape}")
     if not np.isfinite(income).all() or (income < 0).any():
         bad = int(np.flatnonzero(~np.isfinite(income) | (income < 0))[0])
-        raise PartError(f"{name}: step {step}: joules must be finite and >= 0; device {bad} got {income[bad]!r}")
+        raise PartError(f"{name}: step {step}: joules must be finite and >= 0; device {bad} got {float(income[bad])!r}")
     return income
 
 

@@ -47,14 +47,6 @@ class NetworkConfig:
                                       doc="the gain of an interferer to another cell's site: its mean path gain "
                                           "times an Exp(1) factor drawn per upload (rayleigh), or the mean alone")
 
-    def __post_init__(self):
-        if self.association_options is None:  # the association's default options
-            from ..plugins import registry
-            from .tables import default_options
-
-            object.__setattr__(self, "association_options",
-                               default_options(registry("association").load(self.association)))
-
 
 @dataclass(frozen=True)
 class HierarchyConfig:

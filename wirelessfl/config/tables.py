@@ -105,9 +105,6 @@ def _default_options(part: type):
     return PluginOptions() if schema is None else build_dataclass(schema, {}, "options")
 
 
-default_options = _default_options  # for the tables of networks (network_tables.py)
-
-
 @dataclass(frozen=True)
 class RunConfig:
     """When a run stops and how often the model is evaluated."""
@@ -493,6 +490,8 @@ class Scenario:
     def options(self, kind: str):
         """The options of the part of ``kind``: its Options instance, or a dict."""
         opts = getattr(getattr(self, KINDS[kind].table), KINDS[kind].options_key)
+        if opts is None:  # a table built in code, not read (network.association_options): the part's defaults
+            opts = _default_options(self.part(kind))
         return opts.to_dict() if isinstance(opts, PluginOptions) else opts
 
     def accepts(self, key: str) -> bool:
