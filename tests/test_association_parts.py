@@ -1,11 +1,12 @@
-"""network.association as a part: a rule of one's own (range expansion: strongest mean gain, shadowing
-included, with the other sites' gains raised by a bias) chosen by import path with its options,
+"""network.association as a part: a rule of one's own (docs/networks.md's range expansion: strongest
+mean gain, shadowing included, with the other sites' gains raised by a bias) chosen by import path with its options,
 checked by hand against devices.csv's recorded gains to every site; those gains against the path
 loss from the recorded positions; handover asking the same rule, with the hysteresis, replayed by
 hand; one-line errors for an answer outside the contract."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import numpy as np
@@ -19,36 +20,16 @@ from wirelessfl.experiments.run import simulate
 from wirelessfl.mobility import Mobility
 from wirelessfl.network import build_sites, place_devices
 
-RULE = '''
-from dataclasses import dataclass
-
-import numpy as np
-
-from wirelessfl.fields import option
+DOCS = Path(__file__).resolve().parents[1] / "docs" / "networks.md"
 
 
-@dataclass(frozen=True)
-class BiasOptions:
-    bias_db: float = option(6.0, ge=0, doc="added to the mean gain of every site but site 0")
+def docs_rule() -> str:
+    """docs/networks.md's RangeExpansion, as a user copies it."""
+    blocks = re.findall(r"```(\w+)\n(.*?)```", DOCS.read_text(), re.S)
+    return next(code for lang, code in blocks if lang == "python" and "class RangeExpansion" in code)
 
 
-class RangeExpansion:
-    """The strongest mean gain (shadowing included), every site but site 0 favoured by bias_db."""
-
-    Options = BiasOptions
-
-    def __init__(self, bias):
-        self.bias = bias
-
-    @classmethod
-    def from_scenario(cls, scenario, options):
-        return cls(10.0 ** (options.bias_db / 10.0))
-
-    def associate(self, positions_m, sites_m, mean_gain):
-        favoured = mean_gain.copy()
-        favoured[:, 1:] *= self.bias
-        return np.argmax(favoured, axis=1)
-
+OUTSIDE = '''
 
 class Outside:
     """Answers a cell that does not exist."""
@@ -63,7 +44,7 @@ class Outside:
 
 
 def cells(folder: Path, association: str, **extra) -> dict:
-    (folder / "rules.py").write_text(RULE)
+    (folder / "rules.py").write_text(docs_rule() + OUTSIDE)
     data = {"seed": 4, "plugin_path": [str(folder)], "run": {"rounds": 3, "timing_only": True},
             "devices": {"count": 40, "compute": "constant"},
             "channel": {"path_loss": True, "reference_gain_db": -30.0, "shadowing_db": 8.0},

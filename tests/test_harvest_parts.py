@@ -1,9 +1,10 @@
-"""devices.harvest as a part: a law of one's own (joules growing with the step's time, by import
-path with its options) under sync and under fedbuff, its steps' times checked (the first at t = 0;
+"""devices.harvest as a part: a law of one's own (docs/energy.md's ramp: joules growing with the
+step's time, by import path with its options) under sync and under fedbuff, its steps' times checked (the first at t = 0;
 then each round's start under sync, every availability_period_s under fedbuff) and each device's
 harvested_j against the sum by hand; one-line errors for an answer outside the contract."""
 from __future__ import annotations
 
+import re
 import sys
 from pathlib import Path
 
@@ -14,37 +15,26 @@ from wirelessfl.config import ConfigError, from_dict
 from wirelessfl.experiments.run import simulate
 from wirelessfl.plugins import PartError
 
-LAW = '''
-from dataclasses import dataclass
+DOCS = Path(__file__).resolve().parents[1] / "docs" / "energy.md"
 
-import numpy as np
 
-from wirelessfl.fields import option
+def docs_law() -> str:
+    """docs/energy.md's Ramp, as a user copies it."""
+    blocks = re.findall(r"```(\w+)\n(.*?)```", DOCS.read_text(), re.S)
+    return next(code for lang, code in blocks if lang == "python" and "class Ramp" in code)
+
+
+LOGGED = '''
 
 STEPS = []
 
 
-@dataclass(frozen=True)
-class RampOptions:
-    base_j: float = option(0.5, ge=0, doc="joules at t = 0, per unit of (device + 1)")
-    per_s_j: float = option(0.25, ge=0, doc="joules more per simulated second")
-
-
-class Ramp:
-    """Device n receives (n + 1) (base_j + per_s_j t) at a step taken at time t."""
-
-    Options = RampOptions
-
-    def __init__(self, count, base_j, per_s_j):
-        self.weights, self.base_j, self.per_s_j = np.arange(1, count + 1, dtype=float), base_j, per_s_j
-
-    @classmethod
-    def from_scenario(cls, scenario, options):
-        return cls(scenario.devices.count, options.base_j, options.per_s_j)
+class LoggedRamp(Ramp):
+    """The docs' ramp, every step it is asked for written down."""
 
     def harvest(self, step, time_s, rng):
         STEPS.append((step, time_s))
-        return self.weights * (self.base_j + self.per_s_j * time_s)
+        return super().harvest(step, time_s, rng)
 
 
 class Negative:
@@ -57,8 +47,8 @@ class Negative:
 '''
 
 
-def battery_run(folder: Path, protocol: dict, harvest: str = "ramp:Ramp", **run) -> dict:
-    (folder / "ramp.py").write_text(LAW)
+def battery_run(folder: Path, protocol: dict, harvest: str = "ramp:LoggedRamp", **run) -> dict:
+    (folder / "ramp.py").write_text(docs_law() + LOGGED)
     return {"seed": 1, "plugin_path": [str(folder)], "run": {"timing_only": True, **run},
             "devices": {"count": 6, "compute": "shifted_exponential", "delay_mean_s": 0.3,
                         "availability": "battery", "battery_capacity_j": 1e6, "battery_initial_j": 100.0,
@@ -113,6 +103,6 @@ def test_an_unknown_option_of_the_law_is_refused_in_one_line(tmp_path):
 def test_a_law_of_one_s_own_without_batteries_is_refused_in_one_line(tmp_path):
     data = battery_run(tmp_path, {"name": "sync"}, rounds=2)
     data["devices"]["availability"] = "chain"
-    with pytest.raises(ConfigError, match=r"^devices\.harvest = 'ramp:Ramp': energy arrives only at batteries; "
+    with pytest.raises(ConfigError, match=r"^devices\.harvest = 'ramp:LoggedRamp': energy arrives only at batteries; "
                                           r"set devices\.availability = 'battery'$"):
         from_dict(data)
