@@ -2,9 +2,12 @@
 
 A scenario picks a round protocol (``protocol.name``), a scheduler (``scheduler.name``), a learning
 algorithm (``learning.algorithm``), a fading channel (``channel.model``), a computation model
-(``devices.compute``), an access scheme (``link.access``), and the data side of training: a model
+(``devices.compute``), an access scheme (``link.access``), the data side of training: a model
 (``learning.model``), a dataset (``learning.dataset``) and a partition over devices
-(``learning.partition``). Each value is
+(``learning.partition``), and, where they apply, an association rule (``network.association``,
+``wirelessfl.network.association.ASSOCIATIONS``, group ``wirelessfl.associations``, options in
+``[network.association_options]``) and a harvest law (``devices.harvest``, ``wirelessfl.harvest.HARVESTS``,
+group ``wirelessfl.harvests``, options in ``[devices.harvest_options]``). Each value is
 
 * a built-in name, listed in the kind's :class:`Registry` next to the classes it names
   (``wirelessfl.sim.protocols.PROTOCOLS``, ``wirelessfl.scheduling.SCHEDULERS``,
