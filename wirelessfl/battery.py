@@ -17,7 +17,7 @@ from typing import Callable
 
 import numpy as np
 
-from .harvest import Harvest, checked_income
+from .harvest import BernoulliHarvest, Harvest, NoHarvest, PoissonHarvest, TraceHarvest, checked_income
 from .traces import Trace
 
 __all__ = ["HARVESTS", "Battery", "build_battery"]
@@ -190,8 +190,6 @@ class Battery:
 
 def _builtin_harvest(name: str, num_devices: int, joules: float, p: float, mean: float, trace: Trace | None):
     """A built-in harvest law by name, with its numbers."""
-    from .harvest import BernoulliHarvest, NoHarvest, PoissonHarvest, TraceHarvest
-
     if name not in HARVESTS:
         raise ValueError(f"harvest must be one of {HARVESTS} or a wirelessfl.harvest.Harvest, got {name!r}")
     if name == "bernoulli":
