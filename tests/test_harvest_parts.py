@@ -1,7 +1,8 @@
 """devices.harvest as a part: a law of one's own (docs/energy.md's ramp: joules growing with the
 step's time, by import path with its options) under sync and under fedbuff, its steps' times checked (the first at t = 0;
 then each round's start under sync, every availability_period_s under fedbuff) and each device's
-harvested_j against the sum by hand; one-line errors for an answer outside the contract."""
+harvested_j against the sum by hand; a law with draws and a state of its own resumes exactly; one-line
+errors for an answer outside the contract."""
 from __future__ import annotations
 
 import re
@@ -106,3 +107,41 @@ def test_a_law_of_one_s_own_without_batteries_is_refused_in_one_line(tmp_path):
     with pytest.raises(ConfigError, match=r"^devices\.harvest = 'ramp:LoggedRamp': energy arrives only at batteries; "
                                           r"set devices\.availability = 'battery'$"):
         from_dict(data)
+
+
+STATEFUL = '''
+
+class Gusts(Ramp):
+    """The docs' ramp, plus a gust of 3 J to each device with probability 0.3 (from the stream handed
+    in), and more after every gust: it remembers how many it gave (its state)."""
+
+    def __init__(self, *args):
+        super().__init__(*args)
+        self.gusts = 0
+
+    def harvest(self, step, time_s, rng):
+        gust = rng.random(len(self.weights)) < 0.3
+        self.gusts += int(gust.sum())
+        return super().harvest(step, time_s, rng) + gust * (3.0 + 0.01 * self.gusts)
+
+    def state_dict(self):
+        return {"gusts": self.gusts}
+
+    def load_state(self, state):
+        self.gusts = int(state["gusts"])
+'''
+
+
+def test_a_law_with_draws_and_state_resumes_to_the_same_records(tmp_path, interrupted_and_resumed):
+    import pandas as pd
+
+    data = battery_run(tmp_path, {"name": "fedbuff", "concurrency": 3, "buffer": 2}, harvest="ramp:Gusts",
+                       time_budget_s=12.0, checkpoint_every=3)
+    (tmp_path / "ramp.py").write_text(docs_law() + STATEFUL)
+    sys.modules.pop("ramp", None)
+    data["devices"].update(battery_capacity_j=40.0, battery_initial_j=10.0)
+    full, resumed = interrupted_and_resumed(from_dict(data), after=7)
+    pd.testing.assert_frame_equal(full.rounds, resumed.rounds)
+    pd.testing.assert_frame_equal(full.updates, resumed.updates)
+    pd.testing.assert_frame_equal(full.devices, resumed.devices)
+    assert (full.devices["harvested_j"] > 0).all()
