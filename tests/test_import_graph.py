@@ -15,7 +15,7 @@ LAYERS = (
     ("fields", "files", "jsonio", "rng", "plugins", "capabilities", "traces", "decisions", "units"),  # no model of anything
     ("config",),
     ("des",),  # the simulated clock and an upload's phases: what every timed model runs on
-    ("access", "battery", "devices", "fading", "mobility", "network", "orbits", "participation", "path_loss",
+    ("access", "battery", "devices", "fading", "harvest", "mobility", "network", "orbits", "participation", "path_loss",
      "radio", "wireless"),
     ("scheduling", "learning"),
     ("sim",),

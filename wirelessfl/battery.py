@@ -17,13 +17,15 @@ from typing import Callable
 
 import numpy as np
 
+from .harvest import BernoulliHarvest, Harvest, NoHarvest, PoissonHarvest, TraceHarvest, checked_income
 from .traces import Trace
 
 __all__ = ["HARVESTS", "Battery", "build_battery"]
 
 HARVESTS = ("none", "bernoulli", "poisson", "trace")
-"""How energy arrives, per step: never; ``harvest_j`` with probability ``harvest_p``; a Poisson
-number (mean ``harvest_mean``) of ``harvest_j`` each; the joules of a trace's row."""
+"""The built-in harvest laws (wirelessfl.harvest): energy arrives per step never; ``harvest_j``
+with probability ``harvest_p``; a Poisson number (mean ``harvest_mean``) of ``harvest_j`` each; the
+joules of a trace's row. ``devices.harvest`` may also name a part of one's own."""
 
 
 class Battery:
@@ -36,16 +38,17 @@ class Battery:
     """
 
     def __init__(self, num_devices: int, capacity_j: float, initial_j: float, threshold: float,
-                 harvest: str = "none", harvest_j: float = 0.0, harvest_p: float = 0.0, harvest_mean: float = 0.0,
-                 trace: Trace | None = None, rx_power_w: float = 0.0):
-        if harvest not in HARVESTS:
-            raise ValueError(f"harvest must be one of {HARVESTS}, got {harvest!r}")
+                 harvest: "str | Harvest" = "none", harvest_j: float = 0.0, harvest_p: float = 0.0,
+                 harvest_mean: float = 0.0, trace: Trace | None = None, rx_power_w: float = 0.0):
+        """``harvest``: a harvest part (wirelessfl.harvest.Harvest), or a built-in's name with its
+        numbers (``harvest_j``, ``harvest_p``, ``harvest_mean``, ``trace``)."""
+        if isinstance(harvest, str):
+            harvest = _builtin_harvest(harvest, num_devices, harvest_j, harvest_p, harvest_mean, trace)
         if not 0 <= initial_j <= capacity_j:
             raise ValueError("need 0 <= initial_j <= capacity_j")
         n = self.num_devices = int(num_devices)
         self.capacity_j, self.threshold_j = float(capacity_j), float(threshold) * float(capacity_j)
-        self.harvest, self.harvest_j, self.harvest_p, self.harvest_mean = harvest, harvest_j, harvest_p, harvest_mean
-        self.trace, self.rx_power_w = trace, float(rx_power_w)
+        self.harvest, self.rx_power_w = harvest, float(rx_power_w)
         self.charge = np.full(n, float(initial_j))
         self.rate = np.zeros(n)          # joules per second being drawn now
         self.since = np.zeros(n)         # when ``charge`` was settled
@@ -58,10 +61,11 @@ class Battery:
     # --- steps -------------------------------------------------------------------------------
 
     def step(self, rng: np.random.Generator) -> np.ndarray:
-        """The energy harvested since the last step arrives (from ``rng``, or the trace's next row),
+        """The energy harvested since the last step arrives (the harvest part's, drawn from ``rng``),
         cut at the capacity; returns who is available from now on (a copy). The charges of devices at
         work must be settled to the step's time first (``settle``)."""
-        income = self._income(rng)
+        income = checked_income(self.harvest, self.harvest.harvest(self.steps, float(self.clock()), rng),
+                                self.num_devices, self.steps)
         if income is not None:
             before = self.charge.copy()
             np.minimum(self.charge + income, self.capacity_j, out=self.charge)
@@ -70,20 +74,10 @@ class Battery:
         self.available = self.charge >= self.threshold_j
         return self.available.copy()
 
-    def _income(self, rng: np.random.Generator) -> np.ndarray | None:
-        n = self.num_devices
-        if self.harvest == "bernoulli":
-            return np.where(rng.random(n) < self.harvest_p, self.harvest_j, 0.0)
-        if self.harvest == "poisson":
-            return rng.poisson(self.harvest_mean, n) * self.harvest_j
-        if self.harvest == "trace":
-            return self.trace.row(self.steps)
-        return None
-
     @property
     def exhausted(self) -> bool:
         """No device will ever be available again: all below the threshold, and nothing harvested."""
-        return self.harvest == "none" and not (self.charge >= self.threshold_j).any()
+        return not self.harvest.arrives and not (self.charge >= self.threshold_j).any()
 
     # --- draining (the engines) -------------------------------------------------------------
 
@@ -177,9 +171,11 @@ class Battery:
 
     def state_dict(self) -> dict:
         """The charges, rates, availability and counters."""
-        return {"charge": self.charge.copy(), "rate": self.rate.copy(), "since": self.since.copy(),
-                "available": self.available.copy(), "steps": self.steps, "harvested_j": self.harvested_j.copy(),
-                "emptied": self.emptied.copy()}
+        state = {"charge": self.charge.copy(), "rate": self.rate.copy(), "since": self.since.copy(),
+                 "available": self.available.copy(), "steps": self.steps, "harvested_j": self.harvested_j.copy(),
+                 "emptied": self.emptied.copy()}
+        harvest = self.harvest.state_dict()
+        return {**state, "harvest": harvest} if harvest else state  # a built-in's: nothing (checkpoints as they were)
 
     def load_state(self, state: dict) -> None:
         """Inverse of state_dict."""
@@ -188,16 +184,30 @@ class Battery:
         self.available = np.asarray(state["available"], dtype=bool).copy()
         self.emptied = np.asarray(state["emptied"], dtype=np.int64).copy()
         self.steps = int(state["steps"])
+        if "harvest" in state:
+            self.harvest.load_state(state["harvest"])
+
+
+def _builtin_harvest(name: str, num_devices: int, joules: float, p: float, mean: float, trace: Trace | None):
+    """A built-in harvest law by name, with its numbers."""
+    if name not in HARVESTS:
+        raise ValueError(f"harvest must be one of {HARVESTS} or a wirelessfl.harvest.Harvest, got {name!r}")
+    if name == "bernoulli":
+        return BernoulliHarvest(num_devices, joules, p)
+    if name == "poisson":
+        return PoissonHarvest(num_devices, joules, mean)
+    return TraceHarvest(trace) if name == "trace" else NoHarvest()
 
 
 def build_battery(scenario) -> Battery | None:
-    """The scenario's batteries (None unless ``devices.availability = "battery"``)."""
+    """The scenario's batteries (None unless ``devices.availability = "battery"``), filled by its
+    harvest part (``devices.harvest``)."""
+    from .plugins import registry
+
     dc = scenario.devices
     if dc.availability != "battery":
         return None
-    trace = None
-    if dc.harvest == "trace":
-        trace = Trace.read(dc.harvest_trace, dc.count, "devices.harvest_trace", dc.harvest_trace_end, nonnegative=True)
+    harvest = registry("harvest").load(dc.harvest, scenario.plugin_path).from_scenario(scenario,
+                                                                                        scenario.options("harvest"))
     initial = dc.battery_capacity_j if dc.battery_initial_j is None else dc.battery_initial_j
-    return Battery(dc.count, dc.battery_capacity_j, initial, dc.battery_threshold, dc.harvest, dc.harvest_j,
-                   dc.harvest_p, dc.harvest_mean, trace, dc.rx_power_w)
+    return Battery(dc.count, dc.battery_capacity_j, initial, dc.battery_threshold, harvest, rx_power_w=dc.rx_power_w)

@@ -1,14 +1,16 @@
 """Device models: computation time and energy per round, and availability. Knows nothing of the channel.
 
 A computation model fits :class:`ComputeModel`: ``compute_times(devices, rng, round_idx) -> seconds``
-and ``energy_j(devices, round_idx) -> joules`` (the energy of a whole round's computation; zeros
-where the model says nothing about energy). ``COMPUTE`` names the built-ins ``devices.compute``
+and ``energy_j(devices, round_idx, times_s) -> joules`` (the energy of a whole round's computation,
+given the times just drawn for those devices; zeros where the model says nothing about energy; a
+model written for the older ``energy_j(devices, round_idx)`` still runs: :func:`energy_of`). ``COMPUTE`` names the built-ins ``devices.compute``
 accepts besides installed plugins and import paths. :class:`WorkScaledCompute` scales any of them
 with the local work the algorithm gives each device. Availability is a Markov chain per device or
 a replayed trace.
 """
 from __future__ import annotations
 
+import inspect
 from dataclasses import dataclass
 from typing import Any, ClassVar, Protocol, runtime_checkable
 
@@ -56,8 +58,12 @@ class ComputeModel(Protocol):
         """Raise ConfigError if the scenario cannot run with this model."""
 
     @absent
-    def energy_j(self, devices: np.ndarray, round_idx: int = 0) -> np.ndarray:
-        """Energy of each of ``devices``' whole computation this round (default: no energy model)."""
+    def energy_j(self, devices: np.ndarray, round_idx: int = 0, times_s: np.ndarray | None = None) -> np.ndarray:
+        """Energy of each of ``devices``' whole computation this round (default: no energy model).
+        ``times_s``: the computation times ``compute_times`` (or ``compute_time``) just drew for these
+        devices, in their order, so that an energy can follow a random time (P_comp x t); None where
+        no times were drawn (a check at load). A model whose ``energy_j`` has no ``times_s`` is called
+        without it."""
         return np.zeros(len(devices))
 
     def state_dict(self) -> dict[str, Any]:
@@ -72,8 +78,34 @@ class ComputeModel(Protocol):
 class ComputeEnergy(Protocol):
     """A computation model with an energy: what each device's computation costs in joules."""
 
-    def energy_j(self, devices: np.ndarray, round_idx: int = 0) -> np.ndarray:
-        """Energy of each of ``devices``' whole computation this round (see ComputeModel)."""
+    def energy_j(self, devices: np.ndarray, round_idx: int = 0, times_s: np.ndarray | None = None) -> np.ndarray:
+        """Energy of each of ``devices``' whole computation this round, given the times just drawn
+        (see ComputeModel)."""
+
+
+def _takes_times(function) -> bool:
+    """Whether an ``energy_j`` takes ``times_s`` (a keyword of that name, or ``**kwargs``)."""
+    key = getattr(function, "__func__", function)
+    known = _TAKES_TIMES.get(key)
+    if known is None:
+        try:
+            params = inspect.signature(function).parameters.values()
+        except (TypeError, ValueError):  # a builtin without a signature: the older contract
+            params = ()
+        known = _TAKES_TIMES[key] = any(p.name == "times_s" or p.kind is p.VAR_KEYWORD for p in params)
+    return known
+
+
+_TAKES_TIMES: dict = {}
+
+
+def energy_of(model, devices: np.ndarray, round_idx: int, times_s: np.ndarray | None) -> np.ndarray:
+    """``model.energy_j`` of ``devices`` given the times just drawn (``times_s``); a model written
+    for the older ``energy_j(devices, round_idx)`` is called that way."""
+    energy = model.energy_j
+    if _takes_times(energy):
+        return energy(devices, round_idx=round_idx, times_s=times_s)
+    return energy(devices, round_idx=round_idx)
 
 
 def _per_device_lengths(scenario, options, keys: tuple[str, ...]) -> None:
@@ -264,8 +296,8 @@ class CpuCompute(ComputeModel):
         """c_n S / f_n for each of ``devices``."""
         return self.cycles[devices] / self.cpu_hz[devices]
 
-    def energy_j(self, devices: np.ndarray, round_idx: int = 0) -> np.ndarray:
-        """kappa_n f_n^2 c_n S for each of ``devices``."""
+    def energy_j(self, devices: np.ndarray, round_idx: int = 0, times_s: np.ndarray | None = None) -> np.ndarray:
+        """kappa_n f_n^2 c_n S for each of ``devices`` (its times are c_n S / f_n: nothing to read from them)."""
         return self.kappa[devices] * self.cpu_hz[devices] ** 2 * self.cycles[devices]
 
     def times_at(self, devices: np.ndarray, f: np.ndarray) -> np.ndarray:
@@ -404,17 +436,27 @@ class WorkScaledCompute:
         """base time x s_n + step_time_s x w_n for each of ``devices``."""
         times = self.base.compute_times(devices, rng, round_idx=round_idx)
         scaled = self._scale(devices, round_idx)
-        return times if scaled is None else times * scaled[1] + self.step_time_s * scaled[0]
+        if scaled is None:
+            return times
+        self._drawn = (np.array(devices, copy=True), np.asarray(times, dtype=float))  # the base's, for energy_j
+        return times * scaled[1] + self.step_time_s * scaled[0]
 
     @property
     def has_energy(self) -> bool:
         """Whether the base model has an energy model (:class:`ComputeEnergy`; without one: zeros)."""
         return provides(self.base, ComputeEnergy)
 
-    def energy_j(self, devices: np.ndarray, round_idx: int = 0) -> np.ndarray:
-        """The base model's energy, scaled like its time."""
-        energy = self.base.energy_j(devices, round_idx=round_idx)
+    def energy_j(self, devices: np.ndarray, round_idx: int = 0, times_s: np.ndarray | None = None) -> np.ndarray:
+        """The base model's energy, given the base's own times just drawn, scaled like its time."""
         scaled = self._scale(devices, round_idx)
+        base_times = times_s
+        if scaled is not None and times_s is not None:  # the base drew them before the work scaled them
+            drawn = getattr(self, "_drawn", None)
+            if drawn is not None and np.array_equal(drawn[0], devices):
+                base_times = drawn[1]
+            else:
+                base_times = (np.asarray(times_s, dtype=float) - self.step_time_s * scaled[0]) / scaled[1]
+        energy = energy_of(self.base, devices, round_idx, base_times)
         return energy if scaled is None else energy * scaled[1]
 
     @property

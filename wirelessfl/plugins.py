@@ -2,9 +2,12 @@
 
 A scenario picks a round protocol (``protocol.name``), a scheduler (``scheduler.name``), a learning
 algorithm (``learning.algorithm``), a fading channel (``channel.model``), a computation model
-(``devices.compute``), an access scheme (``link.access``), and the data side of training: a model
+(``devices.compute``), an access scheme (``link.access``), the data side of training: a model
 (``learning.model``), a dataset (``learning.dataset``) and a partition over devices
-(``learning.partition``). Each value is
+(``learning.partition``), and, where they apply, an association rule (``network.association``,
+``wirelessfl.network.association.ASSOCIATIONS``, group ``wirelessfl.associations``, options in
+``[network.association_options]``) and a harvest law (``devices.harvest``, ``wirelessfl.harvest.HARVESTS``,
+group ``wirelessfl.harvests``, options in ``[devices.harvest_options]``). Each value is
 
 * a built-in name, listed in the kind's :class:`Registry` next to the classes it names
   (``wirelessfl.sim.protocols.PROTOCOLS``, ``wirelessfl.scheduling.SCHEDULERS``,
@@ -109,6 +112,11 @@ KINDS: dict[str, Kind] = {k.name: k for k in (
     Kind("compression", "learning", "compression", "wirelessfl.compressors",
          "wirelessfl.learning.compression:COMPRESSORS", ("bits", "encode", "decode"),
          options_key="compression_options"),
+    Kind("association", "network", "association", "wirelessfl.associations",
+         "wirelessfl.network.association:ASSOCIATIONS", ("from_scenario", "associate"),
+         options_key="association_options"),
+    Kind("harvest", "devices", "harvest", "wirelessfl.harvests", "wirelessfl.harvest:HARVESTS",
+         ("from_scenario", "harvest"), options_key="harvest_options"),
 )}
 """The kinds by name. The engine, the runner, the recorder and the config know parts only through these."""
 

@@ -281,6 +281,9 @@ class PathLossChannel(Channel):
         # handovers not yet recorded
         self.sites, self.serving, self.cross_mean = sites, serving, None
         self.site_shadow_db, self.hysteresis, self.fading_mean = None, 1.0, 1.0
+        # the association part (network.association) and each device's mean gain to every site
+        # where the devices are now (path loss and shadowing; devices.csv's gain_site_<c>)
+        self.association, self.site_gain = None, None
         self.handovers: list[tuple] = []
 
     def set_time(self, time_s: float) -> None:
@@ -292,13 +295,15 @@ class PathLossChannel(Channel):
                 self.reassociate(time_s)
 
     def reassociate(self, time_s: float) -> None:
-        """Hand over every device whose strongest site's mean gain beats its serving site's by more
-        than the hysteresis: its serving cell, path loss and shadowing follow, and (time, device,
-        from, to, x, y) joins ``handovers``, the ones not yet recorded."""
+        """Ask the association part again where the devices are now; hand over every device whose
+        answer differs from its serving cell and whose mean gain to that site beats its serving
+        site's by more than the hysteresis: its serving cell, path loss and shadowing follow, and
+        (time, device, from, to, x, y) joins ``handovers``, the ones not yet recorded."""
         positions, sites = self.path_loss.positions_m, self.sites.positions_m
         _, gains = site_gains(self.path_loss, positions, sites, self.site_shadow_db)
+        self.site_gain = gains
         rows = np.arange(len(positions))
-        best = np.argmax(gains, axis=1)
+        best = serving_cells(self.association, positions, sites, gains)
         moving = (best != self.serving) & (gains[rows, best] > gains[rows, self.serving] * self.hysteresis)
         for n in np.flatnonzero(moving).tolist():
             self.handovers.append((float(time_s), n, int(self.serving[n]), int(best[n]),
@@ -501,9 +506,10 @@ def build_channel(scenario, rng: np.random.Generator | None = None) -> Channel:
 
 def _cellular_channel(scenario, fading, rng: np.random.Generator) -> PathLossChannel:
     """Several cells (wirelessfl.network): the sites, the devices placed among them (or at
-    channel.positions_m), shadowing drawn to every site, each device served by its nearest or
-    strongest site, and its path loss to that site."""
-    from .network import associate, build_sites, place_devices
+    channel.positions_m), shadowing drawn to every site, each device served by the cell the
+    association part (network.association) gives it, and its path loss to that site."""
+    from .network import build_sites, place_devices
+    from .plugins import registry
 
     cfg, net, n = scenario.channel, scenario.network, scenario.devices.count
     sites = build_sites(net)
@@ -517,8 +523,10 @@ def _cellular_channel(scenario, fading, rng: np.random.Generator) -> PathLossCha
                          reference_distance_m=cfg.reference_distance_m, exponent=cfg.path_loss_exponent,
                          shadowing_db=sigma, per_round=cfg.shadowing == "per_round", rng=rng,
                          origins_m=np.zeros((n, 2)), shadow_db=np.zeros(n))
-    distances, mean_gains = site_gains(path_loss, positions, sites.positions_m, shadow)
-    serving = associate(distances, mean_gains, net.association)
+    _, mean_gains = site_gains(path_loss, positions, sites.positions_m, shadow)
+    association = registry("association").load(net.association, scenario.plugin_path).from_scenario(
+        scenario, scenario.options("association"))
+    serving = serving_cells(association, positions, sites.positions_m, mean_gains)
     path_loss.origins_m = sites.positions_m[serving]
     path_loss.device_shadow_db = shadow[np.arange(n), serving]
     path_loss.move(positions)
@@ -531,7 +539,16 @@ def _cellular_channel(scenario, fading, rng: np.random.Generator) -> PathLossCha
     channel.fading_mean = 1.0 if small is None else np.asarray(small, dtype=float)[:, None]
     channel.cross_mean = mean_gains * channel.fading_mean
     channel.site_shadow_db, channel.hysteresis = shadow, 10.0 ** (net.handover_hysteresis_db / 10.0)
+    channel.association, channel.site_gain = association, mean_gains
     return channel
+
+
+def serving_cells(association, positions_m: np.ndarray, sites_m: np.ndarray, mean_gain: np.ndarray) -> np.ndarray:
+    """The association part's serving cell of each device (copies in, its answer checked)."""
+    from .network.association import checked_serving
+
+    answer = association.associate(positions_m.copy(), sites_m.copy(), mean_gain.copy())
+    return checked_serving(association, answer, len(positions_m), len(sites_m))
 
 
 # The link and the access schemes live in wirelessfl.access (link.access names a part of its own);

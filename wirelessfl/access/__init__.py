@@ -33,7 +33,7 @@ from __future__ import annotations
 from ..plugins import Registry
 from .aircomp import AirComp, AirCompOptions, JointUplink
 from .aloha import Aloha, AlohaOptions, AlohaUplink
-from .base import AccessScheme, AirtimePrice, EventUplink, UplinkFacts, UplinkHost, UplinkSchedule
+from .base import AccessScheme, AirtimePrice, EventUplink, ResolvesSlots, UplinkFacts, UplinkHost, UplinkSchedule
 from .checks import check_scheme
 from .dedicated import Dedicated, DedicatedOptions, IndependentUplink
 from .downlink import Delivery, Downlink
@@ -45,7 +45,7 @@ from .tdma import TDMA, OneTransmitter
 
 __all__ = ["ACCESS", "AccessScheme", "AirComp", "AirCompOptions", "AirtimePrice", "Aloha", "AlohaOptions",
            "AlohaUplink", "Dedicated", "DedicatedOptions", "Delivery", "Downlink", "EventUplink", "FDMA", "IndependentUplink", "JointUplink",
-           "Link", "OFDMA", "OfdmaOptions", "OneTransmitter", "SharedBand", "SlottedOptions", "SlottedTDMA",
+           "Link", "OFDMA", "OfdmaOptions", "OneTransmitter", "ResolvesSlots", "SharedBand", "SlottedOptions", "SlottedTDMA",
            "SlottedUplink", "TDMA", "UplinkFacts", "UplinkHost", "UplinkSchedule", "check_scheme", "queue",
            "send_packets", "share_snr"]
 

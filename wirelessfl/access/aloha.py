@@ -17,6 +17,7 @@ import simpy
 
 from ..des import ON_AIR, RANK_DEVICE, priority
 from ..fields import ConfigError, option
+from ..plugins import PartError
 from .base import AccessScheme, UplinkSchedule
 from .link import Link
 from .slotted import whole_slots
@@ -101,19 +102,45 @@ class Aloha(AccessScheme):
 
     def contend(self, count: int) -> list[int]:
         """One slot among ``count`` contending devices, in the order they began contending: the
-        positions of those that transmit (each with probability p). The slot carries a packet when
-        exactly one does."""
+        positions of those that transmit (each with probability p)."""
         return np.flatnonzero(self.rng.random(count) < self.p).tolist()
+
+    def resolve(self, received_w: np.ndarray, devices: np.ndarray) -> tuple[list[int], int | None]:
+        """One slot, the public contention contract both timing models call: the contenders, in the
+        order they began contending, come as their received powers at the site (``received_w``,
+        gain x power, watts) and their device ids (``devices``). Returns the positions of those that
+        transmit and the position of the one whose packet gets through (None: nobody sent, or they
+        collided). Slotted ALOHA: each transmits with probability p (``contend``); a packet gets
+        through when it is alone. A capture rule overrides this (docs/extending.md)."""
+        sending = self.contend(len(devices))
+        return sending, (sending[0] if len(sending) == 1 else None)
+
+    def _slot(self, received_w: np.ndarray, devices: np.ndarray) -> tuple[list[int], int | None]:
+        """``resolve``, its answer checked where it enters the engines."""
+        sending, winner = self.resolve(received_w, devices)
+        sending = [int(s) for s in sending]
+        if any(not 0 <= s < len(devices) for s in sending) or len(set(sending)) != len(sending):
+            raise PartError(f"{type(self).__name__}.resolve: the transmitters must be distinct positions among the "
+                            f"{len(devices)} contenders, got {sending!r}")
+        if winner is not None and winner not in sending:
+            raise PartError(f"{type(self).__name__}.resolve: the packet that gets through must be one sent in the "
+                            f"slot (a position in {sending!r}) or None, got {winner!r}")
+        return sending, (None if winner is None else int(winner))
 
     def event_uplink(self, host) -> "AlohaUplink":
         """One event per slot in which somebody contends."""
         return AlohaUplink(host, self)
 
-    def schedule(self, ready_s: np.ndarray, airtime_s: np.ndarray, deadline_s: float | None = None) -> UplinkSchedule:
+    def schedule(self, ready_s: np.ndarray, airtime_s: np.ndarray, deadline_s: float | None = None, *,
+                 received_w: np.ndarray | None = None, devices: np.ndarray | None = None) -> UplinkSchedule:
         """The round's slots, one after another, from the first in which somebody contends, until
-        every upload is through (or the deadline). Each device's time on the air and transmissions
-        come back in ``on_air_s`` and ``attempts``."""
+        every upload is through (or the deadline), each slot settled by ``resolve``. Each device's
+        time on the air and transmissions come back in ``on_air_s`` and ``attempts``.
+        ``received_w`` and ``devices``: the uploads' received powers (gain x power) and device ids,
+        which the sync engine passes (default: 1 W each, devices 0..k-1)."""
         k = ready_s.size
+        received_w = np.ones(k) if received_w is None else np.asarray(received_w, dtype=float)
+        devices = np.arange(k) if devices is None else np.asarray(devices, dtype=np.int64)
         order = np.argsort(ready_s, kind="stable")  # the order they begin contending in
         need = [self.packets(a) for a in airtime_s.tolist()]
         joining = [i for i in order.tolist() if math.isfinite(need[i])]
@@ -132,11 +159,11 @@ class Aloha(AccessScheme):
             if deadline_s is not None and self.slot_end(j) > deadline_s:
                 cut = True
                 break
-            sending = self.contend(len(active))
+            sending, winner = self._slot(received_w[active], devices[active])
             for s in sending:
                 attempts[active[s]] += 1
-            if len(sending) == 1:
-                i = active[sending[0]]
+            if winner is not None:
+                i = active[winner]
                 need[i] -= 1
                 if need[i] == 0:
                     arrived[i], tx_end[i] = True, self.slot_end(j)
@@ -216,11 +243,13 @@ class AlohaUplink:
         scheme = self.scheme
         contenders = [u for u in self.contending if u.packet <= j]
         if contenders:
-            sending = scheme.contend(len(contenders))
-            for s in sending:
+            sending, winner = scheme._slot(np.array([u.gain * u.power for u in contenders]),
+                                           np.array([u.device for u in contenders], dtype=np.int64))
+            for s in sending:  # its time on the air so far: the slots it sent in (an in_flight row's too)
                 contenders[s].attempts += 1
-            if len(sending) == 1:
-                u = contenders[sending[0]]
+                contenders[s].airtime_s = contenders[s].attempts * scheme.slot_s
+            if winner is not None:
+                u = contenders[winner]
                 u.bits_left -= 1
                 if u.bits_left == 0:
                     self.contending.remove(u)

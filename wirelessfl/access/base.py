@@ -27,7 +27,7 @@ from .link import Link
 if TYPE_CHECKING:
     from ..des import Clock
 
-__all__ = ["AccessScheme", "AirtimePrice", "EventUplink", "UplinkFacts", "UplinkHost", "UplinkSchedule"]
+__all__ = ["AccessScheme", "AirtimePrice", "EventUplink", "ResolvesSlots", "UplinkFacts", "UplinkHost", "UplinkSchedule"]
 
 
 @dataclass
@@ -140,6 +140,16 @@ class EventUplink(Protocol):
     def state_dict(self) -> dict: ...
 
     def load_state(self, state: dict) -> None: ...
+
+
+@runtime_checkable
+class ResolvesSlots(Protocol):
+    """A random-access scheme whose slots are settled by ``resolve(received_w, devices)``: the
+    contenders' received powers (gain x power) and device ids in, the positions that transmit and
+    the one whose packet gets through (or None) out (wirelessfl.access.aloha.Aloha.resolve). The sync
+    engine hands such a scheme's ``schedule`` the round's ``received_w`` and ``devices``."""
+
+    def resolve(self, received_w: np.ndarray, devices: np.ndarray) -> tuple[list[int], int | None]: ...
 
 
 DEFAULT_UPLINKS: dict[bool, type] = {}

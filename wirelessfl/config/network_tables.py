@@ -2,7 +2,8 @@
 frozen dataclasses like the others (wirelessfl.config.tables holds the Scenario that names them)."""
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
 from ..fields import FilePath, option
 
@@ -27,15 +28,17 @@ class NetworkConfig:
     placement: str = option("per_cell", choices=("per_cell", "uniform"),
                             doc="where the devices are: per_cell (device n uniform in the disc of site n mod "
                                 "cells) or uniform (uniform over the union of the sites' discs)")
-    association: str = option("nearest", choices=("nearest", "strongest"),
-                              doc="the cell serving a device: its nearest site, or the one of strongest mean "
-                                  "gain (path loss and shadowing to each site)")
+    association: str = option("nearest", doc="the cell serving a device (and, with moving devices, the one it hands "
+                              "over to): nearest (its nearest site), strongest (the site of strongest mean gain: path "
+                              "loss and shadowing), an installed plugin or 'module:Class' "
+                              "(wirelessfl.network.association); options in association_options")
+    association_options: Any = field(default=None, metadata={"options_of": "association"})
     reuse: int = option(1, choices=(1, 3, 7), doc="frequency reuse: the band in this many sub-bands, each cell "
                         "on one (B / reuse, N0 / reuse), neighbours on different ones where the layout "
                         "allows; cells on one sub-band interfere")
     handover_hysteresis_db: float = option(3.0, ge=0, le=100, doc="moving devices: a device hands over to the "
-                                           "site of strongest mean gain when it beats its serving site's by more "
-                                           "than this")
+                                           "site the association gives it where it is now when that site's mean "
+                                           "gain beats its serving site's by more than this")
     handover_upload: str = option("restart", choices=("restart", "complete", "lose"),
                                   doc="an upload queued or on the air at its device's handover (event protocols): "
                                       "restarted in the new cell, completed in the old one, or lost (outcome "

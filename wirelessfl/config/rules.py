@@ -8,7 +8,7 @@ import os
 import numpy as np
 
 from ..fields import ConfigError, require_memory
-from ..plugins import KINDS
+from ..plugins import KINDS, registry
 from .limits import check_rates
 
 
@@ -238,9 +238,12 @@ def _check_hierarchy(s) -> None:
 
 def _check_battery(s) -> None:
     """Batteries replace the availability chain, start within their capacity, and harvest from a trace
-    only when one is named."""
+    only when one is named; a harvest part of one's own only where there are batteries to fill."""
     dc = s.devices
     if dc.availability != "battery":
+        if dc.harvest not in registry("harvest").builtins:  # it would be loaded and never asked
+            raise ConfigError(f"devices.harvest = {dc.harvest!r}: energy arrives only at batteries; set "
+                              "devices.availability = 'battery'")
         return
     if dc.p_on_to_off > 0 or dc.availability_trace is not None:
         raise ConfigError("devices.availability = 'battery': replaces the availability chain and trace; leave "

@@ -312,10 +312,12 @@ class DevicesConfig(_PartTable):
     battery_initial_j: float | None = option(None, ge=0, doc="the charge each device starts with (None: full)")
     battery_threshold: float = option(0.1, ge=0, le=1, doc="a device holding less than this fraction of its "
                                       "capacity at a step is unavailable (and one a task leaves below it, at once)")
-    harvest: str = option("none", choices=("none", "bernoulli", "poisson", "trace"),
-                          doc="energy arriving at each step (a round; availability_period_s under event protocols): "
-                              "none; harvest_j with probability harvest_p; a Poisson number (mean harvest_mean) of "
-                              "harvest_j each; or a trace's row of joules")
+    harvest: str = option("none", doc="energy arriving at each step (the first at t = 0; then each round's start "
+                          "under sync, every availability_period_s under event protocols): none; bernoulli (harvest_j "
+                          "with probability harvest_p); poisson (a Poisson number, mean harvest_mean, of harvest_j "
+                          "each); trace (a trace's row of joules); an installed plugin or 'module:Class' "
+                          "(wirelessfl.harvest); options in harvest_options")
+    harvest_options: Any = _options_of("harvest")
     harvest_j: float = option(1.0, ge=0, doc="joules per harvested arrival")
     harvest_p: float = option(0.5, ge=0, le=1, doc="harvest = 'bernoulli': the probability of an arrival per step")
     harvest_mean: float = option(1.0, ge=0, doc="harvest = 'poisson': the mean number of arrivals per step")
@@ -488,6 +490,8 @@ class Scenario:
     def options(self, kind: str):
         """The options of the part of ``kind``: its Options instance, or a dict."""
         opts = getattr(getattr(self, KINDS[kind].table), KINDS[kind].options_key)
+        if opts is None:  # a table built in code, not read (network.association_options): the part's defaults
+            opts = _default_options(self.part(kind))
         return opts.to_dict() if isinstance(opts, PluginOptions) else opts
 
     def accepts(self, key: str) -> bool:

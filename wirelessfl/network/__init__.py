@@ -1,5 +1,6 @@
 """Networks of cells: where the base stations are and which sub-band each uses (:mod:`.sites`),
-where the devices are and which cell serves each (:mod:`.placement`), and each cell's own uplink in
+where the devices are (:mod:`.placement`) and which cell serves each (the association part,
+:mod:`.association`), and each cell's own uplink in
 both timing models (:mod:`.cells`), interference between cells on one sub-band
 (:mod:`.interference`), and the backhaul from the sites to the cloud (:mod:`.backhaul`). One cell, the default, is the simulator's single uplink; see
 docs/networks.md. Knows nothing of learning."""

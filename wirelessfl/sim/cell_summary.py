@@ -43,6 +43,11 @@ def cell_rows(cells, updates, end_s: float) -> list[dict]:
     return rows
 
 
-def cell_columns(cells, positions_m: np.ndarray) -> dict[str, np.ndarray]:
-    """devices.csv's columns of several cells: the serving cell and where each device is."""
-    return {"cell": cells.serving.copy(), "x_m": positions_m[:, 0].copy(), "y_m": positions_m[:, 1].copy()}
+def cell_columns(cells, positions_m: np.ndarray, site_gain: np.ndarray | None = None) -> dict[str, np.ndarray]:
+    """devices.csv's columns of several cells: the serving cell, where each device is, and its mean
+    gain to every site there (``gain_site_<c>``: path loss and shadowing, what the association part
+    was given), so that an association rule can be checked by hand."""
+    columns = {"cell": cells.serving.copy(), "x_m": positions_m[:, 0].copy(), "y_m": positions_m[:, 1].copy()}
+    if site_gain is not None:
+        columns.update({f"gain_site_{c}": site_gain[:, c].copy() for c in range(site_gain.shape[1])})
+    return columns

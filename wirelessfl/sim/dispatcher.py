@@ -10,7 +10,7 @@ from operator import index
 import numpy as np
 
 from ..capabilities import provides
-from ..devices import ComputeEnergy
+from ..devices import ComputeEnergy, energy_of
 from ..scheduling.base import DispatchesOne, DispatchState
 from ..wireless import moving
 from .rounds import numbers_only
@@ -116,7 +116,7 @@ class Dispatcher:
         key = e.flights.work_key(device, e.server.version)
         if frequency is None and self.compute_time is not None:  # the usual: one scalar draw
             comp = [self.compute_time(device, e.streams["compute"], key)]
-            energy = self.work_energy(np.array([device]), key) if self._energy else [0.0]
+            energy = self.work_energy(np.array([device]), key, comp) if self._energy else [0.0]
         else:
             comp, energy = self.work(np.array([device]), key, frequency)
         if e.checks.scheduler is not None:
@@ -191,11 +191,13 @@ class Dispatcher:
         if not (type(comp) is np.ndarray and comp.dtype == np.float64):
             comp = np.asarray(comp, dtype=float)
         comp = comp.tolist()
-        return comp, self.work_energy(devices, key) if self._energy else [0.0] * len(devices)
+        return comp, self.work_energy(devices, key, comp) if self._energy else [0.0] * len(devices)
 
-    def work_energy(self, devices: np.ndarray, key: int) -> list:
-        """The computation energy of devices started now with work key ``key`` (the model has one)."""
-        return np.asarray(self.engine.parts.compute.energy_j(devices, round_idx=key), dtype=float).tolist()
+    def work_energy(self, devices: np.ndarray, key: int, times_s: list) -> list:
+        """The computation energy of devices started now with work key ``key`` (the model has one),
+        given the times just drawn for them."""
+        energy = energy_of(self.engine.parts.compute, devices, key, np.asarray(times_s, dtype=float))
+        return np.asarray(energy, dtype=float).tolist()
 
     def state_dict(self) -> dict:
         """The slots still wanted and the rule's latest facts (numbers only)."""

@@ -23,7 +23,8 @@ from typing import Callable
 
 import numpy as np
 
-from ..access import share_snr
+from ..access import ResolvesSlots, share_snr
+from ..capabilities import provides
 from ..des.clock import Clock
 from ..scheduling.base import Decision
 from .checks import PartChecks
@@ -194,9 +195,13 @@ class Engine:
     def _uplink(p, selected, ready, airtime, attempts, deadline_at, bits, gains, power, delivered, received):
         """The access scheme queues the round's uploads (each cell's, with several): the schedule,
         and each upload's time on the air, transmissions, arrival and start (NaN: it sent nothing)."""
-        uplink = (p.access.schedule(ready, airtime, deadline_at) if p.cells is None
-                  else p.cells.schedule(selected, ready, airtime, deadline_at, bits=bits, gains=gains[selected],
-                                        power=power))
+        if p.cells is None and provides(p.access, ResolvesSlots):  # random access: who contends, how strongly
+            uplink = p.access.schedule(ready, airtime, deadline_at, received_w=gains[selected] * power,
+                                       devices=selected)
+        else:
+            uplink = (p.access.schedule(ready, airtime, deadline_at) if p.cells is None
+                      else p.cells.schedule(selected, ready, airtime, deadline_at, bits=bits, gains=gains[selected],
+                                            power=power))
         if uplink.on_air_s is not None:  # contention decided each device's time on the air (random access)
             airtime, attempts = uplink.on_air_s, uplink.attempts
         arrived = uplink.arrived if delivered is None else uplink.arrived & delivered  # lost uploads do not count

@@ -14,6 +14,7 @@ from typing import Any, Callable
 
 import numpy as np
 
+from ..devices import energy_of
 from ..plugins import PartError
 from ..scheduling.base import Decision, ReportRequest, RoundState, draw_devices
 
@@ -158,7 +159,7 @@ def open_round(parts, streams: dict, checks, learner, index: int, t_start: float
         opening.comp, opening.energy_full = np.asarray(comp, dtype=float), np.asarray(energy, dtype=float)
         return opening
     opening.comp = np.asarray(p.compute.compute_times(selected, streams["compute"], round_idx=index), dtype=float)
-    opening.energy_full = np.asarray(p.compute.energy_j(selected, round_idx=index), dtype=float)
+    opening.energy_full = np.asarray(energy_of(p.compute, selected, index, opening.comp), dtype=float)
     return opening
 
 

@@ -250,6 +250,8 @@ class Run:
         # with edge servers the bar counts cloud aggregations; shown or not, the bar has nothing to do
         self.bar_counts_rounds = self.bar.shown and scenario.hierarchy.tiers == "cloud"
         self.engine = self._engine(parts)
+        if self.battery is not None and not self.protocol.event_driven:  # sync: a harvest step's time is its round's start
+            self.battery.clock = lambda: self.engine.now
         self.recorder.edge_rounds = isinstance(self.engine, (TieredEngine, TieredEvents))
         self.engine.on_handovers = self.recorder.on_handovers
         self.engine.handover_upload = scenario.network.handover_upload
@@ -515,7 +517,8 @@ class Run:
             extra = {**(extra or {}), **self.battery.device_columns()}
         cells = self.engine.parts.cells
         if cells is not None:
-            extra = {**(extra or {}), **cell_columns(cells, self.channel.positions_m())}
+            extra = {**(extra or {}), **cell_columns(cells, self.channel.positions_m(),
+                                                     getattr(self.channel, "site_gain", None))}
         own = None
         if isinstance(self.engine, (TieredEngine, TieredEvents)):  # each device's rates over its own edge's rounds
             serving = cells.serving if cells is not None else np.zeros(sc.devices.count, dtype=np.int64)
