@@ -19,7 +19,8 @@ MAX_EVENTS_PER_SECOND = 10_000_000
 """Events of one periodic process in a simulated second: availability steps, slots, fading blocks of
 an upload, transmissions at a fixed rate, waypoint segments of every device together."""
 MAX_TRANSMISSIONS_PER_UPLOAD = 1_000_000
-"""Packets of one upload times the transmissions each may take (link.max_attempts)."""
+"""Packets of one upload times the transmissions each may take (link.max_attempts); and the
+transmissions of the model to one device (link.downlink_max_attempts), bounded alike."""
 MAX_LOCAL_STEPS = 1_000_000
 """Local steps of one device in one round (the scenario's, or what a Flower strategy's fit config asks)."""
 MAX_IDLE_STEPS = 1_000_000
@@ -43,6 +44,7 @@ def check_rates(s) -> None:
     _check_slots(s)
     _check_coherence(s)
     _check_mobility(s)
+    _check_downlink(s)
     if s.link.model_bits is not None:
         check_upload(s, s.link.model_bits, "link.model_bits")
 
@@ -116,6 +118,15 @@ def _check_mobility(s) -> None:
         raise ConfigError(f"devices.speed_mps = {_g(dc.speed_mps)}: {dc.count} devices at that speed in a cell of "
                           f"channel.cell_radius_m = {_g(radius)} would begin about {segments:.3g} straight segments "
                           f"a simulated second ({dc.mobility}); {_RATE} (devices.count x speed_mps / cell_radius_m)")
+
+
+def _check_downlink(s) -> None:
+    """The model's transmissions to a device that misses it, bounded as an upload's are: a certain
+    miss would otherwise retry every one of them (wirelessfl.access.downlink)."""
+    attempts = s.link.downlink_max_attempts
+    if attempts > MAX_TRANSMISSIONS_PER_UPLOAD:
+        raise ConfigError(f"link.downlink_max_attempts = {attempts:,}: at most {MAX_TRANSMISSIONS_PER_UPLOAD:,} "
+                          "transmissions of the model to a device, as for an upload (link.max_attempts)")
 
 
 def check_upload(s, bits: float, what: str) -> None:
