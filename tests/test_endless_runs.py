@@ -4,6 +4,7 @@ the smallest that shows it: four devices, timing only."""
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
@@ -53,3 +54,48 @@ def test_updates_all_dropped_as_stale_stop_as_stalled(tmp_path):
     with pytest.raises(EventStall, match=r"^protocol.max_staleness: 401 tasks in a row dropped as stale before an "
                                          r"aggregation \(t = [0-9.e+-]+ s, 1 aggregations of run.rounds = 3\)"):
         simulate(from_dict(data), tmp_path / "run", progress=False)
+
+
+# ---------------------------------------------------------------------------------------------
+# edge servers and a cloud: the rows the run would make, estimated before it runs or from its pace
+
+_EDGES = {"channel": {"path_loss": True}, "network": {"cells": 2}, "protocol": _FEDBUFF}
+
+
+def test_cloud_aggregations_that_imply_too_many_edge_ones_are_refused_up_front():
+    """5 cloud aggregations of a sync cloud over 2 edges, each after 10^6 aggregations of every edge:
+    5 x (1 + 2 x 10^6) = 10,000,005 rows at least, past the 10^7 allowed; an async cloud waits for
+    one edge's 10^6, 5 x (1 + 10^6) rows, and runs; a time budget is the user's bound."""
+    def scenario(cloud, run=None):
+        return small(**_EDGES, hierarchy={"tiers": "edge", "cloud": cloud, "cloud_every": 10 ** 6},
+                     run={"rounds": 5, **(run or {})})
+
+    with pytest.raises(ConfigError) as err:
+        from_dict(scenario("sync"))
+    assert str(err.value) == ("hierarchy.cloud_every = 1,000,000: run.rounds = 5 cloud aggregations (a sync cloud, each "
+                              "after 1,000,000 aggregations of every one of the 2 edges) are at least 10,000,005 "
+                              "aggregations, rows of rounds.csv; at most 10,000,000 estimated up front; lower "
+                              "hierarchy.cloud_every or run.rounds, or set run.time_budget_s")
+    from_dict(scenario("async"))
+    from_dict(scenario("sync", {"time_budget_s": 10.0}))
+
+
+@pytest.mark.parametrize("cloud, latency", [("sync", 1e308), ("async", 1e308), ("sync", 1e12)])
+def test_a_backhaul_the_edges_would_aggregate_forever_behind_stops_at_its_pace(tmp_path, cloud, latency):
+    """Edges never wait for the cloud: behind a backhaul of 1e308 s they would aggregate until the
+    clock reached it. The pace of their first 64 rows says how many rows that is, and the run stops
+    in one line then (no cloud aggregation yet)."""
+    data = small(**_EDGES, hierarchy={"tiers": "edge", "cloud": cloud, "backhaul_latency_s": latency})
+    with pytest.raises(ConfigError, match=rf"^hierarchy.backhaul_latency_s = {re.escape(f'{latency:g}')}: an edge's "
+                                          rf"first update reaches the cloud after {re.escape(f'{latency:.3g}')} s on "
+                                          r"the backhaul, and at the pace "
+                                          r"of the first 64 rows \([0-9.e+]+ simulated s each\) that is about "
+                                          r"[0-9.e+]+ rows of rounds.csv; at most 10,000,000"):
+        simulate(from_dict(data), tmp_path / "run", progress=False)
+
+
+def test_a_backhaul_the_pace_allows_runs_to_its_end():
+    """1 s on the backhaul: a handful of edge rows before the cloud's first aggregation; the run ends
+    with its 3 cloud aggregations."""
+    res = simulate(from_dict(small(**_EDGES, hierarchy={"tiers": "edge", "backhaul_latency_s": 1.0})), progress=False)
+    assert (res.rounds["tier"] == "cloud").sum() == 3

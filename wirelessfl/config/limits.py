@@ -30,6 +30,12 @@ MAX_LOSSES_IN_A_ROW = 100
 """Tasks per device lost (to empty batteries, to missed models) with no aggregation in between after
 which a run that only counts aggregations stops as stalled (wirelessfl.sim.stalls)."""
 
+MAX_ROWS = 10_000_000
+"""Aggregations (rows of rounds.csv, at every tier) a run may be estimated to make before it runs, or
+from the pace of its first rows: about a quarter of an hour and a gigabyte of records at the pace
+of a small timing-only run, and past it usually a setting meant otherwise (hierarchy.cloud_every,
+hierarchy.backhaul_latency_s). A time budget that ends the run sooner lifts it."""
+
 SPEED_OF_LIGHT = 299_792_458.0
 _RATE = f"at most {MAX_EVENTS_PER_SECOND:,} a simulated second"
 
@@ -152,6 +158,45 @@ def check_upload(s, bits: float, what: str) -> None:
                               f"for {packet / link.rate_bps:.3g} s, {per_second:.3g} transmissions a simulated second "
                               f"with up to {tries:,} an upload; {_RATE} (packet bits / rate_bps >= "
                               f"{1 / MAX_EVENTS_PER_SECOND:g} s)")
+
+
+def tier_rows(s) -> int | None:
+    """The aggregations (rows of rounds.csv) that run.rounds cloud aggregations imply at least, with
+    an edge server per cell (None: one server, or no round count): each cloud aggregation waits for
+    hierarchy.cloud_every aggregations of every edge (a sync cloud), or of one (async)."""
+    h, rounds = s.hierarchy, s.run.rounds
+    if h.tiers != "edge" or rounds is None:
+        return None
+    edges = s.network.cells if h.cloud == "sync" else 1
+    return rounds * (1 + h.cloud_every * edges)
+
+
+def check_tier_rows(s) -> None:
+    """run.rounds cloud aggregations that imply more than MAX_ROWS edge aggregations, refused before
+    the run (a time budget may end it sooner: then it is the user's bound)."""
+    rows = tier_rows(s)
+    if rows is None or rows <= MAX_ROWS or s.run.time_budget_s is not None:
+        return
+    h = s.hierarchy
+    each = f"every one of the {s.network.cells} edges" if h.cloud == "sync" else "an edge"
+    raise ConfigError(f"hierarchy.cloud_every = {h.cloud_every:,}: run.rounds = {s.run.rounds:,} cloud aggregations "
+                      f"(a {h.cloud} cloud, each after {h.cloud_every:,} aggregations of {each}) are at least "
+                      f"{rows:,} aggregations, rows of rounds.csv; at most {MAX_ROWS:,} estimated up front; lower "
+                      "hierarchy.cloud_every or run.rounds, or set run.time_budget_s")
+
+
+def check_pace(field: str, value: float, rows: int, now_s: float, horizon_s: float, what: str) -> None:
+    """At the pace of a run's first ``rows`` rows (``now_s`` simulated seconds), the rows it would
+    make before ``horizon_s`` (a time it cannot end before: ``what`` says why); more than MAX_ROWS is
+    a one-line error naming ``field`` = ``value``."""
+    if now_s <= 0 or not rows:
+        return
+    pace_s = now_s / rows
+    projected = horizon_s / pace_s
+    if projected > MAX_ROWS:
+        raise ConfigError(f"{field} = {_g(value)}: {what}, and at the pace of the first {rows:,} rows "
+                          f"({pace_s:.3g} simulated s each) that is about {projected:.3g} rows of rounds.csv; at "
+                          f"most {MAX_ROWS:,}; lower {field}, or set run.time_budget_s")
 
 
 def check_local_steps(steps, what: str) -> None:
