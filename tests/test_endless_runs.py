@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import re
 
+import numpy as np
 import pytest
 
 from wirelessfl import simulate
@@ -99,3 +100,63 @@ def test_a_backhaul_the_pace_allows_runs_to_its_end():
     with its 3 cloud aggregations."""
     res = simulate(from_dict(small(**_EDGES, hierarchy={"tiers": "edge", "backhaul_latency_s": 1.0})), progress=False)
     assert (res.rounds["tier"] == "cloud").sum() == 3
+
+
+# ---------------------------------------------------------------------------------------------
+# network.png scales with the devices, not with the cells
+
+
+def _cells(cells: int, count: int = 6) -> dict:
+    return small(channel={"path_loss": True}, network={"cells": cells}, devices={"count": count},
+                 run={"rounds": 1})
+
+
+def _drawn_map(tmp_path, monkeypatch, cells: int, count: int):
+    from wirelessfl.experiments import network_plots
+
+    figures = []
+    monkeypatch.setattr(network_plots, "_save", lambda fig, out, name, **how: figures.append((fig, how)))
+    res = simulate(from_dict(_cells(cells, count)), tmp_path / "run", progress=False)
+    network_plots.plot_network({"run": res}, tmp_path)
+    return res, *figures[0]
+
+
+def test_a_map_of_many_cells_draws_as_few_things_as_one_of_three(tmp_path, monkeypatch):
+    """61 cells (more than LABELLED_SITES = 30), 12 devices in 12 of them (more than LEGEND_CELLS =
+    8): two scatters (devices, sites), no label per site and no legend (its colours named in the
+    title), as for 3 cells but for their legend's markers and labels."""
+    res, fig, how = _drawn_map(tmp_path, monkeypatch, 61, 12)
+    ax = fig.axes[0]
+    assert len(ax.collections) == 2 and not ax.texts and ax.get_legend() is None
+    served = sum(1 for row in res.summary["cells"] if row["devices"])
+    assert served == 12 and len(res.summary["cells"]) == 61
+    assert ax.get_title(loc="left") == ("run: 61 cells; dot area: updates started\n"
+                                        "colour: the serving cell (12 cells with devices)")
+    assert how == {"crop": True}
+
+
+def test_a_map_of_a_few_cells_names_only_those_with_devices(tmp_path, monkeypatch):
+    """7 cells, 6 devices: every site labelled, a legend entry for each of the 6 cells with devices
+    (the empty one left out), every entry's marker of one size whatever its dots' sizes."""
+    res, fig, _ = _drawn_map(tmp_path, monkeypatch, 7, 6)
+    ax = fig.axes[0]
+    assert len(ax.texts) == 7
+    served = [row["cell"] for row in res.summary["cells"] if row["devices"]]
+    assert len(served) == 6
+    legend = ax.get_legend()
+    assert [t.get_text().split(":")[0] for t in legend.get_texts()] == [f"cell {c}" for c in served]
+    assert {float(h.get_sizes()[0]) for h in legend.legend_handles} == {20.0}
+
+
+def test_the_map_is_saved_without_empty_margins(tmp_path):
+    """network.png is cut to what was drawn: its first and last columns of pixels each hold something
+    other than the white background within 20 pixels (the axis labels on the left, the legend on the right)."""
+    import matplotlib.image
+
+    from wirelessfl.experiments import network_plots
+
+    res = simulate(from_dict(_cells(7)), tmp_path / "run", progress=False)
+    path = network_plots.plot_network({"run": res}, tmp_path / "figures")
+    image = matplotlib.image.imread(path)[..., :3]
+    drawn = np.flatnonzero((image < 0.9).any(axis=(0, 2)))  # columns with a pixel that is not white
+    assert drawn[0] <= 20 and drawn[-1] >= image.shape[1] - 21
