@@ -160,3 +160,19 @@ def test_the_map_is_saved_without_empty_margins(tmp_path):
     image = matplotlib.image.imread(path)[..., :3]
     drawn = np.flatnonzero((image < 0.9).any(axis=(0, 2)))  # columns with a pixel that is not white
     assert drawn[0] <= 20 and drawn[-1] >= image.shape[1] - 21
+
+
+def test_edge_servers_that_would_each_schedule_over_too_many_devices_are_refused_up_front():
+    """Every edge's scheduler works over all the devices: 10,000 edges x 10,000 devices = 1e8 slots a
+    round, past the 10^7 allowed; 2,000 x 2,000 = 4e6 passes, and without edges the cells cost nothing."""
+    def scenario(cells, count, tiers="edge"):
+        return small(channel={"path_loss": True}, network={"cells": cells}, devices={"count": count},
+                     hierarchy={"tiers": tiers})
+
+    with pytest.raises(ConfigError) as err:
+        from_dict(scenario(10_000, 10_000))
+    assert str(err.value) == ("network.cells = 10,000 with hierarchy.tiers = 'edge': each of the 10,000 edge servers "
+                              "schedules over all 10,000 devices, 1e+08 device slots a round (about 70 s a round); "
+                              "at most 10,000,000; use fewer cells or devices, or hierarchy.tiers = 'cloud'")
+    from_dict(scenario(2_000, 2_000))
+    from_dict(scenario(10_000, 10_000, "cloud"))

@@ -36,6 +36,12 @@ from the pace of its first rows: about a quarter of an hour and a gigabyte of re
 of a small timing-only run, and past it usually a setting meant otherwise (hierarchy.cloud_every,
 hierarchy.backhaul_latency_s). A time budget that ends the run sooner lifts it."""
 
+MAX_EDGE_SLOTS = 10_000_000
+"""Edge servers times devices (hierarchy.tiers = "edge"): every edge's scheduler holds and decides
+over all the devices (those of other cells unavailable to it), so a round costs cells x devices
+(about 0.7 us each, measured at 2,000 x 2,000; 10^7: about 7 s a round, 10,000 x 10,000 would
+be about a minute a round and 8 GB)."""
+
 SPEED_OF_LIGHT = 299_792_458.0
 _RATE = f"at most {MAX_EVENTS_PER_SECOND:,} a simulated second"
 
@@ -183,6 +189,18 @@ def check_tier_rows(s) -> None:
                       f"(a {h.cloud} cloud, each after {h.cloud_every:,} aggregations of {each}) are at least "
                       f"{rows:,} aggregations, rows of rounds.csv; at most {MAX_ROWS:,} estimated up front; lower "
                       "hierarchy.cloud_every or run.rounds, or set run.time_budget_s")
+
+
+def check_edge_slots(s) -> None:
+    """Edges x devices past MAX_EDGE_SLOTS, refused before anything is built (see there)."""
+    if s.hierarchy.tiers != "edge":
+        return
+    cells, n = s.network.cells, s.devices.count
+    if cells * n > MAX_EDGE_SLOTS:
+        raise ConfigError(f"network.cells = {cells:,} with hierarchy.tiers = 'edge': each of the {cells:,} edge "
+                          f"servers schedules over all {n:,} devices, {cells * n:.3g} device slots a round (about "
+                          f"{cells * n * 0.7e-6:.3g} s a round); at most {MAX_EDGE_SLOTS:,}; use fewer cells or "
+                          "devices, or hierarchy.tiers = 'cloud'")
 
 
 def check_pace(field: str, value: float, rows: int, now_s: float, horizon_s: float, what: str) -> None:

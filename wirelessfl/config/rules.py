@@ -9,7 +9,7 @@ import numpy as np
 
 from ..fields import ConfigError, require_memory
 from ..plugins import KINDS
-from .limits import check_rates, check_tier_rows, tier_rows
+from .limits import check_edge_slots, check_rates, check_tier_rows
 
 
 def cross_check(s) -> None:
@@ -300,6 +300,7 @@ def _check_scale(s) -> None:
         require_memory("run.rounds", s.run.rounds, s.run.rounds * PER_ROUND_BYTES,
                        f"keeping the records of {s.run.rounds} rounds")
     check_tier_rows(s)  # the edges' aggregations that run.rounds cloud ones imply
+    check_edge_slots(s)  # every edge's scheduler over every device
     budget, deadline = s.run.time_budget_s, s.run.round_deadline_s
     if budget is not None and deadline is not None:  # no round outlasts the deadline
         implied = min(budget / deadline, s.run.rounds if s.run.rounds is not None else math.inf)
