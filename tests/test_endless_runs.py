@@ -176,3 +176,20 @@ def test_edge_servers_that_would_each_schedule_over_too_many_devices_are_refused
                               "at most 10,000,000; use fewer cells or devices, or hierarchy.tiers = 'cloud'")
     from_dict(scenario(2_000, 2_000))
     from_dict(scenario(10_000, 10_000, "cloud"))
+
+
+def test_devices_times_sites_past_the_machine_s_memory_are_refused_up_front(monkeypatch):
+    """Each device's mean gain to every site: 48 bytes a pair (measured), 10,000 x 10,000 = 4.47 GB
+    against a machine of 2 GB; 1,000 x 1,000 (46 MB) fits."""
+    from wirelessfl import fields
+
+    monkeypatch.setattr(fields, "physical_memory", lambda: 2 * 1024 ** 3)
+
+    def scenario(n):
+        return small(channel={"path_loss": True}, network={"cells": n}, devices={"count": n})
+
+    with pytest.raises(ConfigError) as err:
+        from_dict(scenario(10_000))
+    assert str(err.value) == ("network.cells = 10000: the mean gains of 10,000 devices to each of 10,000 sites needs "
+                              "about 4.47 GB of memory and this machine has 2 GB")
+    from_dict(scenario(1_000))

@@ -110,6 +110,10 @@ def _members(s) -> list:
 PER_DEVICE_BYTES = 1200
 """Memory a run holds for every device, whatever the parts (decisions, queues, totals, buffers of
 per-device arrays): measured about 1 KB at N = 10,000 (benchmarks/scale.py), rounded up."""
+PER_DEVICE_SITE_BYTES = 48
+"""Memory for every device and site with several cells: each device's mean gain to every site (its
+shadowing, path gain, the interferers' means; association, handover and interference read them),
+measured 4.7 GB at 10,000 devices x 10,000 sites, rounded up."""
 PER_ROUND_BYTES = 2000
 """Memory of one round's records kept for the result (a row of rounds.csv and its Python objects)."""
 
@@ -289,6 +293,10 @@ def _check_scale(s) -> None:
     """Absurd sizes are refused before anything runs, with the memory they would need."""
     n = s.devices.count
     require_memory("devices.count", n, n * PER_DEVICE_BYTES, f"a run with {n} devices")
+    cells = s.network.cells
+    if cells > 1:
+        require_memory("network.cells", cells, n * cells * PER_DEVICE_SITE_BYTES,
+                       f"the mean gains of {n:,} devices to each of {cells:,} sites")
     if not s.run.timing_only:  # every device's sample indices, at least
         spd = s.learning.samples_per_device
         require_memory("learning.samples_per_device", spd, 8.0 * n * spd, f"{n} devices x {spd:,} samples")
