@@ -41,7 +41,8 @@ def test_a_certain_miss_stops_after_as_many_transmissions_as_tasks_would_take():
 
     data = small(link={**_CERTAIN_MISS, "downlink_max_attempts": 1000}, protocol=_FEDBUFF)
     with pytest.raises(EventStall, match=r"^link.downlink: 1,000 transmissions of tasks in a row missed the model "
-                                         r"before an aggregation \(t = [0-9.e+-]+ s, 0 aggregations of run.rounds = 3\)"):
+                                         r"before an aggregation \(t = [0-9.e+-]+ s, 0 aggregations of "
+                                         r"run.rounds = 3\)"):
         simulate(from_dict(data), progress=False)
 
 
@@ -73,8 +74,8 @@ def test_cloud_aggregations_that_imply_too_many_edge_ones_are_refused_up_front()
 
     with pytest.raises(ConfigError) as err:
         from_dict(scenario("sync"))
-    assert str(err.value) == ("hierarchy.cloud_every = 1,000,000: run.rounds = 5 cloud aggregations (a sync cloud, each "
-                              "after 1,000,000 aggregations of every one of the 2 edges) are at least 10,000,005 "
+    assert str(err.value) == ("hierarchy.cloud_every = 1,000,000: run.rounds = 5 cloud aggregations (a sync cloud, "
+                              "each after 1,000,000 aggregations of every one of the 2 edges) are at least 10,000,005 "
                               "aggregations, rows of rounds.csv; at most 10,000,000 estimated up front; lower "
                               "hierarchy.cloud_every or run.rounds, or set run.time_budget_s")
     from_dict(scenario("async"))
