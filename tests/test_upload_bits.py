@@ -45,3 +45,29 @@ def test_mean_upload_bits_is_the_mean_of_the_column_where_bits_ride_on_the_uploa
     bits = pd.read_csv(tmp_path / "run" / "updates.csv")["bits"]
     assert (bits > 10000).any()
     assert res.summary["mean_upload_bits"] == pytest.approx(float(np.mean(bits)), rel=1e-12)
+
+
+def test_a_checkpoint_from_before_the_bits_column_is_refused_not_appended_to(tmp_path, monkeypatch):
+    """A checkpoint whose records know no bits (as an earlier version wrote them) would append rows one
+    column longer than its updates.csv's header: the resume is refused, the folder left as it was."""
+    import fakes
+    from wirelessfl.experiments.run import resume
+    from wirelessfl.sim import records
+    from wirelessfl.sim.checkpoint import ResumeError
+
+    real = records.Recorder.state_dict
+
+    def without_bits(self):
+        state = real(self)
+        state["update_stats"] = {k: v for k, v in state["update_stats"].items() if k != "bits"}
+        return state
+
+    data = scenario("fedbuff")
+    data["run"].update(rounds=8, checkpoint_every=2)
+    monkeypatch.setattr(records.Recorder, "state_dict", without_bits)
+    fakes.interrupted(from_dict(data), tmp_path / "run", monkeypatch, after=5)
+    monkeypatch.setattr(records.Recorder, "state_dict", real)
+    files = {p.name: p.read_bytes() for p in (tmp_path / "run").iterdir() if p.is_file()}
+    with pytest.raises(ResumeError, match="updates.csv has no bits column"):
+        resume(tmp_path / "run", progress=False)
+    assert {p.name: p.read_bytes() for p in (tmp_path / "run").iterdir() if p.is_file()} == files

@@ -452,6 +452,8 @@ class Recorder:
         if "updates" not in state or not isinstance(state.get("update_stats"), dict) \
                 or not isinstance(state.get("outcomes"), dict):
             return "the checkpoint has no update records (written by an earlier version)"
+        if "bits" not in state["update_stats"]:  # its updates.csv has no bits column to append to
+            return "the checkpoint's updates.csv has no bits column (written by an earlier version)"
         if self.out_dir is None:
             return None
         for name in ("rounds.csv", "evals.csv"):
