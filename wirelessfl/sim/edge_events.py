@@ -38,13 +38,14 @@ from ..participation import ExcludedAvailability
 from .parts import EvalRule, StopRule, evaluate
 from .events import EventEngine, EventStall
 from .flights import REPORTS
+from .records import Recorder
 from .tiers import EdgeLearner
 
 __all__ = ["EdgeEngine", "TieredEvents"]
 
-PILOT_ROWS = 64
+PILOT_ROWS = Recorder.PILOT_ROWS
 """The edges' rows whose pace estimates the rows to come before the cloud's first aggregation (and
-again at every power of two rows after)."""
+again at every power of two rows after), as the recorder's pilot estimates a time budget's rows."""
 _MESSAGES = 2 ** 61
 """Backhaul messages are ordered after the timers at one instant, by their number."""
 
