@@ -106,7 +106,7 @@ def test_the_map_draws_the_tracks_and_a_cross_at_every_handover(tmp_path, monkey
     from wirelessfl.experiments import network_plots
 
     figures = []
-    monkeypatch.setattr(network_plots, "_save", lambda fig, out, name: figures.append(fig))
+    monkeypatch.setattr(network_plots, "_save", lambda fig, out, name, **how: figures.append(fig))
     res = simulate(from_dict(scenario(rounds=10)), tmp_path / "run", progress=False)
     network_plots.plot_network({"moving": res}, tmp_path)
     ax = figures[0].axes[0]

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 
+import matplotlib
 import numpy as np
 import pandas as pd
 import pytest
@@ -222,14 +223,16 @@ def test_the_map_draws_every_device_in_its_cell_and_every_site(tmp_path, monkeyp
     from wirelessfl.experiments import network_plots
 
     figures = []
-    monkeypatch.setattr(network_plots, "_save", lambda fig, out, name: figures.append(fig))
+    monkeypatch.setattr(network_plots, "_save", lambda fig, out, name, **how: figures.append(fig))
     res = simulate(from_dict(scenario()), tmp_path / "run", progress=False)
     network_plots.plot_network({"three": res}, tmp_path)
-    dots = figures[0].axes[0].collections
+    ax = figures[0].axes[0]
+    devices, sites = (c for c in ax.collections if len(c.get_offsets()))  # the legend's markers are empty
     dev = res.devices
-    for row in res.summary["cells"]:
-        mine = dev[dev["cell"] == row["cell"]][["x_m", "y_m"]].to_numpy()
-        drawn = [c.get_offsets() for c in dots if c.get_label().startswith(f"cell {row['cell']}:")]
-        assert len(drawn) == 1 and np.allclose(drawn[0], mine)
-    sites = np.concatenate([c.get_offsets() for c in dots if c.get_label().startswith("_")])
-    assert np.allclose(sites, [r["site_m"] for r in res.summary["cells"]])
+    assert np.allclose(devices.get_offsets(), dev[["x_m", "y_m"]].to_numpy())
+    colours = matplotlib.colors.to_rgba_array([f"C{c % 10}" for c in dev["cell"]], alpha=0.75)
+    assert np.allclose(devices.get_facecolors(), colours)  # each device in its cell's colour
+    assert np.allclose(sites.get_offsets(), [r["site_m"] for r in res.summary["cells"]])
+    legend = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert legend == [f"cell {r['cell']}: {r['devices']} devices, uplink {100 * r['uplink_utilisation']:.0f} % busy"
+                      for r in res.summary["cells"] if r["devices"]]

@@ -19,7 +19,8 @@ MAX_EVENTS_PER_SECOND = 10_000_000
 """Events of one periodic process in a simulated second: availability steps, slots, fading blocks of
 an upload, transmissions at a fixed rate, waypoint segments of every device together."""
 MAX_TRANSMISSIONS_PER_UPLOAD = 1_000_000
-"""Packets of one upload times the transmissions each may take (link.max_attempts)."""
+"""Packets of one upload times the transmissions each may take (link.max_attempts); and the
+transmissions of the model to one device (link.downlink_max_attempts), bounded alike."""
 MAX_LOCAL_STEPS = 1_000_000
 """Local steps of one device in one round (the scenario's, or what a Flower strategy's fit config asks)."""
 MAX_IDLE_STEPS = 1_000_000
@@ -28,6 +29,18 @@ aggregations (run.rounds, no time budget) stops as stalled: it would never reach
 MAX_LOSSES_IN_A_ROW = 100
 """Tasks per device lost (to empty batteries, to missed models) with no aggregation in between after
 which a run that only counts aggregations stops as stalled (wirelessfl.sim.stalls)."""
+
+MAX_ROWS = 10_000_000
+"""Aggregations (rows of rounds.csv, at every tier) a run may be estimated to make before it runs, or
+from the pace of its first rows: about a quarter of an hour and a gigabyte of records at the pace
+of a small timing-only run, and past it usually a setting meant otherwise (hierarchy.cloud_every,
+hierarchy.backhaul_latency_s). A time budget that ends the run sooner lifts it."""
+
+MAX_EDGE_SLOTS = 10_000_000
+"""Edge servers times devices (hierarchy.tiers = "edge"): every edge's scheduler holds and decides
+over all the devices (those of other cells unavailable to it), so a round costs cells x devices
+(about 0.7 us each, measured at 2,000 x 2,000; 10^7: about 7 s a round, 10,000 x 10,000 would
+be about a minute a round and 8 GB)."""
 
 SPEED_OF_LIGHT = 299_792_458.0
 _RATE = f"at most {MAX_EVENTS_PER_SECOND:,} a simulated second"
@@ -43,6 +56,7 @@ def check_rates(s) -> None:
     _check_slots(s)
     _check_coherence(s)
     _check_mobility(s)
+    _check_downlink(s)
     if s.link.model_bits is not None:
         check_upload(s, s.link.model_bits, "link.model_bits")
 
@@ -118,6 +132,15 @@ def _check_mobility(s) -> None:
                           f"a simulated second ({dc.mobility}); {_RATE} (devices.count x speed_mps / cell_radius_m)")
 
 
+def _check_downlink(s) -> None:
+    """The model's transmissions to a device that misses it, bounded as an upload's are: a certain
+    miss would otherwise retry every one of them (wirelessfl.access.downlink)."""
+    attempts = s.link.downlink_max_attempts
+    if attempts > MAX_TRANSMISSIONS_PER_UPLOAD:
+        raise ConfigError(f"link.downlink_max_attempts = {attempts:,}: at most {MAX_TRANSMISSIONS_PER_UPLOAD:,} "
+                          "transmissions of the model to a device, as for an upload (link.max_attempts)")
+
+
 def check_upload(s, bits: float, what: str) -> None:
     """Packets of an upload of ``bits`` times link.max_attempts, and, where a packet may be sent more
     than once, how many transmissions at link.rate_bps fit in a simulated second. ``what`` names
@@ -141,6 +164,57 @@ def check_upload(s, bits: float, what: str) -> None:
                               f"for {packet / link.rate_bps:.3g} s, {per_second:.3g} transmissions a simulated second "
                               f"with up to {tries:,} an upload; {_RATE} (packet bits / rate_bps >= "
                               f"{1 / MAX_EVENTS_PER_SECOND:g} s)")
+
+
+def tier_rows(s) -> int | None:
+    """The aggregations (rows of rounds.csv) that run.rounds cloud aggregations imply at least, with
+    an edge server per cell (None: one server, or no round count): each cloud aggregation waits for
+    hierarchy.cloud_every aggregations of every edge (a sync cloud), or of one (async)."""
+    h, rounds = s.hierarchy, s.run.rounds
+    if h.tiers != "edge" or rounds is None:
+        return None
+    edges = s.network.cells if h.cloud == "sync" else 1
+    return rounds * (1 + h.cloud_every * edges)
+
+
+def check_tier_rows(s) -> None:
+    """run.rounds cloud aggregations that imply more than MAX_ROWS edge aggregations, refused before
+    the run (a time budget may end it sooner: then it is the user's bound)."""
+    rows = tier_rows(s)
+    if rows is None or rows <= MAX_ROWS or s.run.time_budget_s is not None:
+        return
+    h = s.hierarchy
+    each = f"every one of the {s.network.cells} edges" if h.cloud == "sync" else "an edge"
+    raise ConfigError(f"hierarchy.cloud_every = {h.cloud_every:,}: run.rounds = {s.run.rounds:,} cloud aggregations "
+                      f"(a {h.cloud} cloud, each after {h.cloud_every:,} aggregations of {each}) are at least "
+                      f"{rows:,} aggregations, rows of rounds.csv; at most {MAX_ROWS:,} estimated up front; lower "
+                      "hierarchy.cloud_every or run.rounds, or set run.time_budget_s")
+
+
+def check_edge_slots(s) -> None:
+    """Edges x devices past MAX_EDGE_SLOTS, refused before anything is built (see there)."""
+    if s.hierarchy.tiers != "edge":
+        return
+    cells, n = s.network.cells, s.devices.count
+    if cells * n > MAX_EDGE_SLOTS:
+        raise ConfigError(f"network.cells = {cells:,} with hierarchy.tiers = 'edge': each of the {cells:,} edge "
+                          f"servers schedules over all {n:,} devices, {cells * n:.3g} device slots a round (about "
+                          f"{cells * n * 0.7e-6:.3g} s a round); at most {MAX_EDGE_SLOTS:,}; use fewer cells or "
+                          "devices, or hierarchy.tiers = 'cloud'")
+
+
+def check_pace(field: str, value: float, rows: int, now_s: float, horizon_s: float, what: str) -> None:
+    """At the pace of a run's first ``rows`` rows (``now_s`` simulated seconds), the rows it would
+    make before ``horizon_s`` (a time it cannot end before: ``what`` says why); more than MAX_ROWS is
+    a one-line error naming ``field`` = ``value``."""
+    if now_s <= 0 or not rows:
+        return
+    pace_s = now_s / rows
+    projected = horizon_s / pace_s
+    if projected > MAX_ROWS:
+        raise ConfigError(f"{field} = {_g(value)}: {what}, and at the pace of the first {rows:,} rows "
+                          f"({pace_s:.3g} simulated s each) that is about {projected:.3g} rows of rounds.csv; at "
+                          f"most {MAX_ROWS:,}; lower {field}, or set run.time_budget_s")
 
 
 def check_local_steps(steps, what: str) -> None:

@@ -9,7 +9,7 @@ import numpy as np
 
 from ..fields import ConfigError, require_memory
 from ..plugins import KINDS, registry
-from .limits import check_rates
+from .limits import check_edge_slots, check_rates, check_tier_rows
 
 
 def cross_check(s) -> None:
@@ -112,6 +112,10 @@ def _members(s) -> list:
 PER_DEVICE_BYTES = 1200
 """Memory a run holds for every device, whatever the parts (decisions, queues, totals, buffers of
 per-device arrays): measured about 1 KB at N = 10,000 (benchmarks/scale.py), rounded up."""
+PER_DEVICE_SITE_BYTES = 48
+"""Memory for every device and site with several cells: each device's mean gain to every site (its
+shadowing, path gain, the interferers' means; association, handover and interference read them),
+measured 4.7 GB at 10,000 devices x 10,000 sites, rounded up."""
 PER_ROUND_BYTES = 2000
 """Memory of one round's records kept for the result (a row of rounds.csv and its Python objects)."""
 
@@ -294,6 +298,10 @@ def _check_scale(s) -> None:
     """Absurd sizes are refused before anything runs, with the memory they would need."""
     n = s.devices.count
     require_memory("devices.count", n, n * PER_DEVICE_BYTES, f"a run with {n} devices")
+    cells = s.network.cells
+    if cells > 1:
+        require_memory("network.cells", cells, n * cells * PER_DEVICE_SITE_BYTES,
+                       f"the mean gains of {n:,} devices to each of {cells:,} sites")
     if not s.run.timing_only:  # every device's sample indices, at least
         spd = s.learning.samples_per_device
         require_memory("learning.samples_per_device", spd, 8.0 * n * spd, f"{n} devices x {spd:,} samples")
@@ -304,6 +312,8 @@ def _check_scale(s) -> None:
     if s.run.rounds is not None:
         require_memory("run.rounds", s.run.rounds, s.run.rounds * PER_ROUND_BYTES,
                        f"keeping the records of {s.run.rounds} rounds")
+    check_tier_rows(s)  # the edges' aggregations that run.rounds cloud ones imply
+    check_edge_slots(s)  # every edge's scheduler over every device
     budget, deadline = s.run.time_budget_s, s.run.round_deadline_s
     if budget is not None and deadline is not None:  # no round outlasts the deadline
         implied = min(budget / deadline, s.run.rounds if s.run.rounds is not None else math.inf)

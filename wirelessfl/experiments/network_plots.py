@@ -13,41 +13,65 @@ from .run import RunResult
 __all__ = ["plot_network", "plot_tiers"]
 
 
+LEGEND_CELLS = 8
+"""A map names each cell with devices in its legend up to this many; past it the title says what the
+colours are (a legend of 10,000 entries took minutes to draw and covered the map)."""
+LABELLED_SITES = 30
+"""Sites labelled with their cell and sub-band up to this many cells; past it the labels would hide the map."""
+
+
 def plot_network(runs: dict[str, RunResult], out_dir: str | Path, title: str | None = None) -> Path | None:
     """network.png, one map per run with several cells (None when no run has them): each site a
-    black triangle labelled with its cell and sub-band, each device a dot in its cell's colour (where
-    it ended), its area proportional to the updates it started, each cell's uplink utilisation in the
-    legend; with moving devices their tracks (round protocols: their positions at each round) and
-    their handovers, a cross where each happened (handovers.csv)."""
+    black triangle (labelled with its cell and sub-band up to LABELLED_SITES cells), each device a dot
+    in its cell's colour (where it ended), its area proportional to the updates it started, each
+    cell's devices and uplink utilisation in the legend (up to LEGEND_CELLS cells with devices; cells
+    without any are left out); with moving devices their tracks (round protocols: their positions at
+    each round) and their handovers, a cross where each happened (handovers.csv). The drawing costs
+    the same whatever the number of cells: all devices in one scatter, all sites in another."""
     runs = {name: run for name, run in runs.items() if run.summary.get("cells")}
     if not runs:
         return None
-    # one map: its legend on the right; several: each legend under its map
-    fig, axes = plt.subplots(1, len(runs), figsize=(8.5, 5.2) if len(runs) == 1 else (5.2 * len(runs), 6.4),
+    # one map: its legend on the right; several: each legend under its map (the saved figure is
+    # cropped to what was drawn, so an equal-aspect map leaves no empty margins)
+    fig, axes = plt.subplots(1, len(runs), figsize=(6.4, 5.0) if len(runs) == 1 else (5.2 * len(runs), 6.0),
                              squeeze=False)
     for ax, (name, run) in zip(axes[0], runs.items()):
         cells, devices = run.summary["cells"], run.devices
         most = max(float(devices["selections"].max()), 1.0)
-        for row in cells:
-            mine = devices[devices["cell"] == row["cell"]]
-            colour = f"C{row['cell'] % 10}"
-            ax.scatter(mine["x_m"], mine["y_m"], s=6 + 60 * mine["selections"] / most, color=colour, alpha=0.75,
-                       label=f"cell {row['cell']}: {row['devices']} devices, uplink {100 * row['uplink_utilisation']:.0f} % busy")
-            x, y = row["site_m"]
-            ax.scatter([x], [y], marker="^", s=90, color="k", zorder=3)
-            ax.annotate(f"{row['cell']} (band {row['band']})", (x, y), textcoords="offset points", xytext=(6, 6),
-                        fontsize=8)
+        ax.scatter(devices["x_m"], devices["y_m"], s=6 + 60 * devices["selections"] / most,
+                   color=[f"C{int(c) % 10}" for c in devices["cell"]], alpha=0.75, zorder=2)
+        sites = np.array([row["site_m"] for row in cells], dtype=float).reshape(-1, 2)
+        few = len(cells) <= LABELLED_SITES
+        if few:
+            ax.scatter(sites[:, 0], sites[:, 1], marker="^", s=90, color="k", zorder=3)
+        else:  # many: small grey marks under the devices, which would be lost among them
+            ax.scatter(sites[:, 0], sites[:, 1], marker="^", s=max(1.0, 90 * LABELLED_SITES / len(cells)), color="0.6",
+                       linewidths=0, zorder=1)
+        if few:
+            for row in cells:
+                ax.annotate(f"{row['cell']} (band {row['band']})", tuple(row["site_m"]), textcoords="offset points",
+                            xytext=(6, 6), fontsize=8)
+        served = [row for row in cells if row["devices"]]
+        if len(served) <= LEGEND_CELLS:  # a marker of one size per cell, whatever its dots' sizes
+            for row in served:
+                ax.scatter([], [], s=20, color=f"C{row['cell'] % 10}",
+                           label=f"cell {row['cell']}: {row['devices']} devices, uplink "
+                                 f"{100 * row['uplink_utilisation']:.0f} % busy")
+            colours = ""
+        else:
+            colours = f"\ncolour: the serving cell ({len(served)} cells with devices)"
         _tracks_and_handovers(ax, run)
         ax.set_aspect("equal")
         ax.set_xlabel("x (m)")
         ax.set_ylabel("y (m)")
-        ax.set_title(f"{name}: {len(cells)} cells; dot area: updates started", fontsize=9, loc="left")
+        ax.set_title(f"{name}: {len(cells)} cells; dot area: updates started{colours}", fontsize=9, loc="left")
         ax.grid(alpha=0.25)
-        ax.legend(fontsize=6, loc="upper left", bbox_to_anchor=(1.0, 1.0) if len(runs) == 1 else (0.0, -0.12),
-                  ncol=1 if len(runs) == 1 else 2, frameon=False)
+        if ax.get_legend_handles_labels()[0]:
+            ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0) if len(runs) == 1 else (0.0, -0.12),
+                      ncol=1 if len(runs) == 1 else 2, frameon=False, handletextpad=0.3, borderaxespad=0.0)
     if title:
         fig.suptitle(title)
-    return _save(fig, out_dir, "network.png")
+    return _save(fig, out_dir, "network.png", crop=True)
 
 
 def plot_tiers(runs: dict[str, RunResult], out_dir: str | Path, title: str | None = None) -> Path | None:

@@ -21,13 +21,14 @@ _X = {"time": ("time_s", "simulated wall-clock time (s)"), "round": ("round", "r
 _Y = {"accuracy": "test accuracy", "train_loss": "training loss", "test_loss": "test loss"}
 
 
-def _save(fig, out_dir: str | Path, name: str) -> Path:
-    """Lay out ``fig``, write it as ``out_dir/name`` and close it; returns the path."""
+def _save(fig, out_dir: str | Path, name: str, crop: bool = False) -> Path:
+    """Lay out ``fig``, write it as ``out_dir/name`` and close it; returns the path. ``crop``: cut the
+    saved image to what was drawn (a map of equal aspect leaves empty margins in its box)."""
     fig.tight_layout()
     out_dir = Path(out_dir)
     make_folder(out_dir, theirs=True)
     path = out_dir / name
-    write_figure(fig, path, dpi=120)
+    write_figure(fig, path, dpi=120, **({"bbox_inches": "tight", "pad_inches": 0.08} if crop else {}))
     plt.close(fig)
     return path
 

@@ -32,15 +32,20 @@ from typing import Callable
 import numpy as np
 
 from ..des.clock import CHECKPOINT, RANK_STOP, RANK_TIMER, Clock, priority
+from ..config import limits
 from ..fields import ConfigError
 from ..participation import ExcludedAvailability
 from .parts import EvalRule, StopRule, evaluate
 from .events import EventEngine, EventStall
 from .flights import REPORTS
+from .records import Recorder
 from .tiers import EdgeLearner
 
 __all__ = ["EdgeEngine", "TieredEvents"]
 
+PILOT_ROWS = Recorder.PILOT_ROWS
+"""The edges' rows whose pace estimates the rows to come before the cloud's first aggregation (and
+again at every power of two rows after), as the recorder's pilot estimates a time budget's rows."""
 _MESSAGES = 2 ** 61
 """Backhaul messages are ordered after the timers at one instant, by their number."""
 
@@ -242,6 +247,23 @@ class TieredEvents:
         rec.round = self.rows
         self.rows += 1
         self.on_round(rec)
+        if self.version == 0 and self.rows >= PILOT_ROWS and self.rows & (self.rows - 1) == 0:
+            self._check_pace()
+
+    def _check_pace(self) -> None:
+        """Before the cloud's first aggregation, at the pace of the edges' first rows (and again at
+        every power of two rows after): the rows they would make while the first Δ is on the
+        backhaul. Edges never wait for the cloud, so a backhaul of 1e9 s is a run of ~1e11 rows."""
+        if self.backhaul is None or self.stop.rounds is None:
+            return
+        horizon = self._transfer_s()
+        if self.stop.time_budget_s is not None:
+            horizon = min(horizon, self.stop.time_budget_s)
+        h = self.backhaul
+        field, value = (("hierarchy.backhaul_latency_s", h.latency_s) if h.latency_s >= horizon / 2
+                        else ("hierarchy.backhaul_rate_bps", h.rate_bps))
+        limits.check_pace(field, value, self.rows, float(self.env.now), horizon,
+                          f"an edge's first update reaches the cloud after {horizon:.3g} s on the backhaul")
 
     # --- the backhaul ----------------------------------------------------------------------
 

@@ -189,7 +189,7 @@ class Engine:
             metrics=metrics, idle_s=idle_s, ready_s=ready, tx_start=tx_start, tx_end=uplink.tx_end,
             attempts=attempts, power=None if power is opening.decision_power else power, emptied_s=emptied_s,
             upload_counts=self._upload_counts(p, selected),
-            downlink=delivery, labels=labels))
+            downlink=delivery, labels=labels, bits=opening.bits))
 
     @staticmethod
     def _uplink(p, selected, ready, airtime, attempts, deadline_at, bits, gains, power, delivered, received):

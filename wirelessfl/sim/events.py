@@ -253,7 +253,8 @@ class EventEngine:
                     self.lose(u, "downlink")
                     self.losses.lost("link.downlink", "missed the model", "no device's channel carries it "
                                      "(link.bs_power, link.downlink_rate_bps, link.downlink_errors); set "
-                                     "run.time_budget_s, link.downlink_max_attempts or link.downlink_miss = 'stale'")
+                                     "run.time_budget_s, link.downlink_max_attempts or link.downlink_miss = 'stale'",
+                                     weight=u.downlink_attempts)
                     return False
                 u.phase = COMPUTE
             if u.phase == COMPUTE:
@@ -512,8 +513,12 @@ class EventEngine:
         self.server.apply(updates, weights, mix=mix)
 
     def discard(self, update: Update, outcome: str) -> None:
-        """Drop an update that arrived (e.g. too stale); recorded with ``outcome``."""
+        """Drop an update that arrived (e.g. too stale); recorded with ``outcome``. A drop counts
+        toward the stall guard like a lost task: a run whose every update is dropped never aggregates."""
         self.server.settle(update, outcome, self.env.now)
+        self.losses.lost("protocol.max_staleness", f"dropped as {outcome}", "every update arrives staler than the "
+                         "protocol takes (a device that missed the model trains from its older one under "
+                         "link.downlink_miss = 'stale'); raise protocol.max_staleness, or set run.time_budget_s")
 
     def settle(self, u: Update, outcome: str, t: float) -> None:
         """``u``'s fate is known at time ``t`` (see Server.settle)."""

@@ -94,7 +94,7 @@ class Recorder:
         self.edge_rounds = False  # rows of edge servers' rounds (wirelessfl.sim.tiers): a device counts its edge's
         # rounds.csv's running digest: a checkpoint holds it, a resume checks the file against it
         self.round_digest = FileDigest(out_dir / "rounds.csv" if out_dir is not None else None)
-        self.update_stats = {"applied": 0, "staleness_sum": 0, "uploads": 0, "airtime_s": 0.0}
+        self.update_stats = {"applied": 0, "staleness_sum": 0, "uploads": 0, "airtime_s": 0.0, "bits": 0.0}
         self.outcomes = dict.fromkeys(OUTCOMES, 0)  # updates.csv's rows by outcome
         self.round_columns = list(ROUND_COLUMNS)
         self._known = set(ROUND_COLUMNS)  # round_columns as a set: a row with a key outside it widens the file
@@ -323,8 +323,10 @@ class Recorder:
         self.updates.write_round(stats["uploads"], sel, rec.round, rec.t_start, rec.ready_s, tx_start, airtime,
                                  arrived, rec.energy_j, comp_energy, rec.gains[sel],
                                  rec.decision.power[sel] if rec.power is None else rec.power,
-                                 rec.t_end, rec.tx_end, rec.attempts, rec.emptied_s, rec.downlink, rec.upload_counts)
+                                 rec.t_end, rec.tx_end, rec.attempts, rec.emptied_s, rec.downlink, rec.upload_counts,
+                                 rec.bits)
         stats["uploads"] += k
+        stats["bits"] = stats.get("bits", 0.0) + float(np.sum(np.broadcast_to(rec.bits, sel.shape)))
         full_end = tx_start + airtime if rec.tx_end is None else rec.tx_end  # each upload's end, had it gone on
         # the round's busy uplink: the union of its uploads' times on the air (rounds do not overlap)
         with np.errstate(invalid="ignore"):
@@ -347,6 +349,7 @@ class Recorder:
         wirelessfl.sim.flight.Update): its row, and the per-device totals."""
         stats = self.update_stats
         stats["uploads"] += 1
+        stats["bits"] = stats.get("bits", 0.0) + u.bits
         if u.tx_start_s == u.tx_start_s:
             stats["airtime_s"] += (u.tx_end_s if u.tx_end_s == u.tx_end_s else u.lost_s) - u.tx_start_s
         self.outcomes[u.outcome] = self.outcomes.get(u.outcome, 0) + 1
@@ -452,6 +455,8 @@ class Recorder:
         if "updates" not in state or not isinstance(state.get("update_stats"), dict) \
                 or not isinstance(state.get("outcomes"), dict):
             return "the checkpoint has no update records (written by an earlier version)"
+        if "bits" not in state["update_stats"]:  # its updates.csv has no bits column to append to
+            return "the checkpoint's updates.csv has no bits column (written by an earlier version)"
         if self.out_dir is None:
             return None
         for name in ("rounds.csv", "evals.csv"):

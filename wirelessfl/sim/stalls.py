@@ -15,17 +15,20 @@ class LossStreak:
         self.engine = engine
         self.count, self.at = 0, 0  # tasks lost since version ``at``
 
-    def lost(self, field: str, what: str, why: str) -> None:
+    def lost(self, field: str, what: str, why: str, weight: int = 1) -> None:
         """One more task lost (``what``: how, e.g. "ran out of battery"); ``field`` and ``why`` make
-        the stall's line: the option to look at, and what to change."""
+        the stall's line: the option to look at, and what to change. ``weight``: what the loss cost,
+        in tasks (a model that missed a device after n transmissions counts n: each took the time of
+        a task, so a certain miss with a large link.downlink_max_attempts stops as soon as one without)."""
         from ..config import limits
 
         e = self.engine
         if self.at != e.version:
             self.count, self.at = 0, e.version
-        self.count += 1
+        self.count += weight
         if e.stop.time_budget_s is None and self.count > limits.MAX_LOSSES_IN_A_ROW * e.num_devices:
-            e.stall(f"{field}: {self.count:,} tasks in a row {what} before an aggregation (t = {e.now:.6g} s, "
+            counted = "tasks" if weight == 1 else "transmissions of tasks"
+            e.stall(f"{field}: {self.count:,} {counted} in a row {what} before an aggregation (t = {e.now:.6g} s, "
                     f"{e.version} aggregations of run.rounds = {e.stop.rounds}): {why}")
 
     def state_dict(self) -> dict:

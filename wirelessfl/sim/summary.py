@@ -131,7 +131,7 @@ def summarise(scenario, totals: RoundTotals, evals: list[dict], devices: dict,
               sim_time_s: float | None = None, power_settled: float = math.nan,
               mean_snr_db: float | None = None) -> dict:
     """Headline numbers of a run. ``totals``: the sums over its rounds.csv rows; ``updates``: the
-    recorder's counts over updates.csv (uploads, applied, staleness_sum, airtime_s, and outcomes: its rows
+    recorder's counts over updates.csv (uploads, applied, staleness_sum, airtime_s, bits, and outcomes: its rows
     by outcome); ``sim_time_s``:
     where the clock stopped; ``power_settled``: the round from which the expected power stayed within
     the budget (see power_settled_round)."""
@@ -156,6 +156,8 @@ def summarise(scenario, totals: RoundTotals, evals: list[dict], devices: dict,
         # draws per round, for schedulers that have them
         "m": options.get("m"), "scheduler_options": options,
         "num_devices": scenario.devices.count, "model_bits": model_bits,
+        # updates.csv's bits, averaged: what an upload put on the air (compressed, piggy-backs included)
+        "mean_upload_bits": updates.get("bits", 0.0) / updates["uploads"] if updates.get("uploads") else math.nan,
         "p_bar": scenario.link.p_bar,  # the power budget, a long-run average per device
         **radio,
         "power_settled_round": power_settled,

@@ -15,7 +15,7 @@ __all__ = ["BACKHAUL_COLUMNS", "CELL_COLUMNS", "DOWNLINK_COLUMNS", "OUTCOMES", "
 
 UPDATE_COLUMNS = ["update", "device", "version_started", "dispatch_s", "compute_end_s", "tx_start_s", "tx_end_s",
                   "version_applied", "staleness", "outcome", "energy_j", "compute_energy_j", "airtime_s", "gain",
-                  "power", "lost_s", "attempts"]
+                  "power", "lost_s", "attempts", "bits"]
 """One row per dispatched device: ``update`` numbers the dispatches from 0; times in simulated
 seconds (empty: the phase never began); version_applied and staleness are empty unless the update
 was applied; outcome is "applied", "stale" (older than the protocol's max_staleness), "late_dropped"
@@ -25,7 +25,9 @@ send: aircomp's truncation), "battery" (its battery ran out during the task), "d
 and waited for the next one, link.downlink_miss = "wait"), "handover" (its device handed over while it
 waited for or was on the uplink, network.handover_upload = "lose") or "in_flight" (the run ended first); attempts counts its packets' transmissions (retries included); energy_j is the transmit energy spent
 (P x time on the air), compute_energy_j the computation energy (the part done, when it stopped early);
-lost_s is when a device that went offline (or was stopped, or was still under way at the end) stopped."""
+lost_s is when a device that went offline (or was stopped, or was still under way at the end) stopped;
+bits is the size of its upload on the air, whether or not it was sent: the encoder's output with
+learning.compression (model_bits itself without), plus what rides on it (Decision.traffic.piggyback_bits)."""
 OUTCOMES = ("applied", "stale", "late_dropped", "offline", "lost", "silent", "battery", "downlink", "handover",
             "in_flight")
 DOWNLINK_COLUMNS = ["downlink_s", "downlink_attempts", "received"]
@@ -50,7 +52,7 @@ CELL_COLUMNS = ["cell"]
 that served the upload."""
 
 
-_ROW = "%d,%d,%d,%s,%s,%s,%s,%s,%s,%.12g,%.12g,%.12g,%.12g,%.12g,%s,%d\n"
+_ROW = "%d,%d,%d,%s,%s,%s,%s,%s,%s,%.12g,%.12g,%.12g,%.12g,%.12g,%s,%d,%.12g\n"
 _DOWNLINK_PART, _BACKHAUL_PART, _CELL_PART = ",%.12g,%d,%d", ",%.12g,%.12g", ",%d"
 """An updates.csv row (UPDATE_COLUMNS; version_applied and staleness come as one cell). Times
 (dispatch_s, compute_end_s, tx_start_s, tx_end_s, lost_s) are written in full, the shortest form
@@ -63,13 +65,14 @@ def _round_rows(item: tuple) -> list[tuple]:
     """The UPDATE_COLUMNS rows of a sync round written by UpdateLog.write_round (version_applied and
     staleness NaN where not applied)."""
     first, devices, version, dispatch_s, ready, tx_start, tx_end, airtime, arrived, energy, compute_energy, gain, \
-        power, end_s, attempts, emptied_s, downlink, cells, extra = item
+        power, end_s, attempts, emptied_s, downlink, cells, extra, bits = item
     full_end = (tx_start + airtime if tx_end is None else tx_end).tolist()
     ready, start, air, ok, energy, compute_energy, gain, power = (
         a.tolist() for a in (ready, tx_start, airtime, arrived, energy, compute_energy, gain, power))
     tries = [int(t == t) for t in start] if attempts is None else attempts.tolist()
     emptied = [math.nan] * len(ok) if emptied_s is None else emptied_s.tolist()
     received = [True] * len(ok) if downlink is None else downlink.received.tolist()
+    bits = np.broadcast_to(np.asarray(bits, dtype=float), devices.shape).tolist()
     rows = []
     for i, n in enumerate(devices.tolist()):
         if ok[i]:
@@ -87,7 +90,7 @@ def _round_rows(item: tuple) -> list[tuple]:
             outcome, end, lost = "late_dropped", math.nan, end_s
         rows.append((first + i, n, version, dispatch_s, ready[i], start[i], end, version if ok[i] else math.nan,
                      0 if ok[i] else math.nan, outcome, energy[i], compute_energy[i], air[i], gain[i], power[i], lost,
-                     tries[i] if start[i] == start[i] else 0))
+                     tries[i] if start[i] == start[i] else 0, bits[i]))
     if downlink is not None:
         rows = [(*row, seconds, tries, got) for row, seconds, tries, got in
                 zip(rows, downlink.seconds.tolist(), downlink.attempts.tolist(), [int(r) for r in received])]
@@ -180,12 +183,13 @@ class UpdateLog:
             self.in_memory.append((u.seq, u.device, u.version, u.dispatch_s, u.compute_end_s, u.tx_start_s, u.tx_end_s,
                                    u.version_applied if applied else math.nan,
                                    u.version_applied - u.version if applied else math.nan, u.outcome, u.energy_j,
-                                   u.compute_energy_j, u.airtime_s, u.gain, u.power, u.lost_s, u.attempts, *tail))
+                                   u.compute_energy_j, u.airtime_s, u.gain, u.power, u.lost_s, u.attempts, u.bits,
+                                   *tail))
         if self._fh is not None:
             self._pending.append(self._row % (  # formatted now, while its numbers are in the CPU's cache
                 u.seq, u.device, u.version, u.dispatch_s, u.compute_end_s, u.tx_start_s, u.tx_end_s,
                 f"{u.version_applied},{u.version_applied - u.version}" if applied else ",", u.outcome, u.energy_j,
-                u.compute_energy_j, u.airtime_s, u.gain, u.power, u.lost_s, u.attempts, *tail))
+                u.compute_energy_j, u.airtime_s, u.gain, u.power, u.lost_s, u.attempts, u.bits, *tail))
             if len(self._pending) >= self.CHUNK:
                 self._write_pending()
 
@@ -198,7 +202,8 @@ class UpdateLog:
                     tx_start: np.ndarray, airtime: np.ndarray, arrived: np.ndarray, energy: np.ndarray,
                     compute_energy: np.ndarray, gain: np.ndarray, power: np.ndarray, end_s: float,
                     tx_end: np.ndarray | None = None, attempts: np.ndarray | None = None,
-                    emptied_s: np.ndarray | None = None, downlink=None, extra: np.ndarray | None = None) -> None:
+                    emptied_s: np.ndarray | None = None, downlink=None, extra: np.ndarray | None = None,
+                    bits=0.0) -> None:
         """A sync round's rows at once (one per selected device, numbered from ``first``): applied
         where it arrived; lost where its transmissions ended but it did not arrive (its packets failed;
         it gave up then); else dropped at the deadline ``end_s``. ``tx_end``: the uploads' ends where
@@ -206,11 +211,12 @@ class UpdateLog:
         began); ``emptied_s``: when a device's battery ran out (NaN: it did not; None: none did);
         ``downlink``: what the timed downlink did (wirelessfl.access.Delivery; None: fixed). The arrays
         are kept, not copied; rows are made from them when needed (_round_rows). ``extra``: each upload's
-        counts of the ``extra`` columns ((k, columns) integers)."""
+        counts of the ``extra`` columns ((k, columns) integers); ``bits``: each upload's bits on the air
+        (or one number for all)."""
         self.rows += len(devices)
         dispatch_s, end_s = float(dispatch_s), float(end_s)  # times in full: 0 is written 0.0, as the event rows'
         item = (first, devices, version, dispatch_s, ready, tx_start, tx_end, airtime, arrived, energy, compute_energy,
-                gain, power, end_s, attempts, emptied_s, downlink, self.cells, extra if self.extra else None)
+                gain, power, end_s, attempts, emptied_s, downlink, self.cells, extra if self.extra else None, bits)
         if self.in_memory is not None:
             self.in_memory.append(item)
         if self._fh is None:
@@ -222,9 +228,11 @@ class UpdateLog:
             # the usual round: every upload in, once
             ready, start, air, energy, compute_energy, gain, power = (
                 a.tolist() for a in (ready, tx_start, airtime, energy, compute_energy, gain, power))
+            sent = np.broadcast_to(np.asarray(bits, dtype=float), devices.shape).tolist()
             cell = f"{version},0"
             text = "".join([_ROW % (first + i, n, version, dispatch_s, ready[i], start[i], start[i] + air[i], cell,
-                                    "applied", energy[i], compute_energy[i], air[i], gain[i], power[i], math.nan, 1)
+                                    "applied", energy[i], compute_energy[i], air[i], gain[i], power[i], math.nan, 1,
+                                    sent[i])
                             for i, n in enumerate(devices.tolist())])
         else:
             text = "".join([self._row % (*row[:7], f"{row[7]},0" if row[7] == row[7] else ",", *row[9:])
