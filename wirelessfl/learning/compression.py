@@ -326,10 +326,13 @@ class Uplink:
         out = np.empty_like(rows)
         for j, n in enumerate(int(n) for n in devices):  # one at a time: a device listed twice uses its new memory
             v = rows[j] + memory[n].cpu().numpy() if memory is not None else rows[j]
+            if not np.isfinite(v).all():  # a diverged update: no code can carry it; the server gets it as it
+                out[j] = v                # is, and the learner's divergence check says where it began
+                continue
             bits = c.encode(v, stream(self.root_seed, "compression", int(round_idx), n, vector))
             check_length(c, bits, d)
             out[j] = c.decode(bits, d)
-            if memory is not None:
+            if memory is not None and np.isfinite(out[j]).all():  # an encoding that overflowed leaves it as it was
                 memory[n] = torch.from_numpy(v - out[j])
         return torch.as_tensor(out, dtype=torch.float32, device=vectors.device)
 
