@@ -173,7 +173,13 @@ def _window(text: str | None) -> tuple[float, float] | None:
         raise ConfigError(f"--window {text}: expected START,END in simulated seconds, e.g. 0,30") from None
     if not (math.isfinite(lo) and math.isfinite(hi) and hi > lo):
         raise ConfigError(f"--window {text}: END must be a finite number greater than START")
+    if max(abs(lo), abs(hi)) > _WINDOW_LIMIT_S:  # the axis' ticks beyond it overflow floating point
+        raise ConfigError(f"--window {text}: START and END must lie within ±{_WINDOW_LIMIT_S:g} simulated seconds")
     return lo, hi
+
+
+_WINDOW_LIMIT_S = 1e300
+"""The largest time --window may name: matplotlib's tick arithmetic overflows near 1e308."""
 
 
 def _plot_study(args) -> int:
