@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 from .config import ConfigError, load_scenario
-from .files import DamagedFile, UnsafeOutput, check_folder
+from .files import DamagedFile, UnsafeOutput, check_folder, check_output_folder
 from .experiments.summary_line import summary_line as _fmt_summary
 from .sim.checkpoint import ResumeError
 from .learning import DatasetError, TrainingDiverged
@@ -142,9 +142,11 @@ def cmd_plot(args) -> int:
     runs = find_runs(args.runs)
     if args.round_times:
         target = Path(args.out) if args.out else Path(args.runs[0]) / "round_times.png"
+        check_output_folder(target.parent, "plot --round-times:")
         print(f"wrote {plot_round_times(runs, target)}")
         return 0
     out = Path(args.out) if args.out else Path(args.runs[0])
+    check_output_folder(out, "plot: --out" if args.out else "plot: the run folder")  # before the first figure
     title = ", ".join(Path(p).resolve().name for p in args.runs)  # what was plotted, as run does
     if args.events or args.window:
         for path in _event_figures(runs, out, window=_window(args.window), title=title):

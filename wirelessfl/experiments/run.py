@@ -142,6 +142,7 @@ def resume(run_dir: str | Path, progress: bool = True) -> RunResult:
     run_dir = Path(run_dir)
     if not run_dir.is_dir():
         raise FileNotFoundError(f"{run_dir}: no run folder to resume")
+    check_output_folder(run_dir, "resume")  # a read-only folder: one line before its lock is taken
     with FolderLock(run_dir):  # one writer: a second resume, or a run into this folder, is refused
         done = load_run(run_dir)
         if done.summary.get("status") == "complete":
@@ -305,8 +306,11 @@ def resume_variants(out_dir: str | Path, progress: bool = True,
         raise ConfigError(f"{out}: not a scenario folder written by wirelessfl run ({exc})") from None
     say = notice or (lambda text: warnings.warn(text, stacklevel=3))
     results = {}
+    check_output_folder(out, "resume")  # index.json is written again; a read-only folder: one line first
     for name, _ in scenario.variant_scenarios():  # before any variant runs
         check_folder(out / name)
+        if (out / name).is_dir():
+            check_output_folder(out / name, "resume")
     for name, member in scenario.variant_scenarios():
         run_dir = out / name
         state = _locked_state(run_dir, member)
