@@ -344,7 +344,7 @@ def test_a_fifo_given_as_a_dataset_csv_is_not_a_regular_file(tmp_path):
     (tmp_path / "s.toml").write_text('[run]\nrounds = 1\n[devices]\ncount = 2\n[learning]\ndataset = "my_parts:PumpFaults"\n'
                                      'model = "my_parts:TabularMLP"\n[learning.dataset_options]\ncsv = "rows.csv"\n')
     one_line_error(fakes.cli("run", "s.toml", "--no-progress", "--out", "o", cwd=tmp_path),
-                   f"learning.dataset_options.csv = 'rows.csv': {tmp_path / 'rows.csv'} is a FIFO, not a regular file")
+                   f"learning.dataset_options.csv = 'rows.csv' ({tmp_path / 'rows.csv'}): is a FIFO, not a regular file")
     assert not (tmp_path / "o").exists()
 
 

@@ -98,7 +98,8 @@ def coerce(value: Any, hint: Any, path: str, base_dir: Path | None = None) -> An
             raise ConfigError(f"{path} = {show(value)}: not a usable file path ({exc})") from None
         problem = unreadable_file(Path(resolved))  # a file or a folder (plugin_path): never a FIFO or a device
         if problem is not None and "not a regular file" in problem:
-            raise ConfigError(f"{path} = {show(value)}: {resolved} {problem}; wirelessfl reads regular files only")
+            where = "" if resolved == text else f" ({resolved})"
+            raise ConfigError(f"{path} = {show(value)}{where}: {problem}; wirelessfl reads regular files only")
         return resolved
     if hint is bool:
         if not isinstance(value, bool):
