@@ -294,7 +294,9 @@ def test_a_read_only_output_folder_is_refused_with_exit_2(tmp_path, read_only):
     for args, words in [(("plot", "run", "--out", "ro"), "plot: --out ro: ro is not writable"),
                         (("plot", "run", "--events", "--out", "ro/figures"), "plot: --out ro/figures: ro is not writable"),
                         (("trace", "s.toml", "--rounds", "2", "--out", "ro"), "--out ro: ro is not writable"),
-                        (("run", "s.toml", "--out", "ro", "--no-progress"), "--out ro: ro is not writable")]:
+                        (("run", "s.toml", "--out", "ro", "--no-progress"), "--out ro: ro is not writable"),
+                        (("reproduce", "fig2", "--scale", "tiny", "--out", "cache", "--figures", "ro", "--no-run",
+                          "--no-progress"), "--figures ro: ro is not writable")]:
         if args[0] == "plot" and not (tmp_path / "run").exists():
             assert fakes.cli("run", "s.toml", "--set", "protocol.name=fedasync", "--set", "protocol.concurrency=2",
                              "--out", "run", "--no-progress", cwd=tmp_path).returncode == 0
