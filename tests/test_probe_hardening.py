@@ -128,6 +128,21 @@ def test_a_diverging_run_with_compression_gets_the_diagnosis_it_gets_without(tmp
     assert "journal" not in said[compression]
 
 
+def test_a_finite_update_too_large_for_float16_is_named_as_the_cause(tmp_path):
+    """float16 ends at 65504: a finite local update beyond it decodes to inf. The model diverges with
+    finite local updates, which was blamed on the aggregation ("check the algorithm's options")."""
+    from wirelessfl import TrainingDiverged
+
+    data = _diverging(tmp_path, "float16", {"name": "sync"})
+    data["learning"].update(model="logreg", local_steps=1)  # one step of lr 1e6: finite, far past 65504
+    with pytest.raises(TrainingDiverged) as err:
+        simulate(from_dict(data), progress=False)
+    text = str(err.value)
+    assert "the local update of device 0 (round 0) was finite and too large for learning.compression = 'float16' " \
+           "to encode (it decoded to inf); try a smaller learning.lr (now 1e+06)" in text, text
+    assert "aggregation" not in text
+
+
 def test_the_uplink_passes_a_non_finite_update_through_and_keeps_its_memory():
     import torch
 
@@ -141,7 +156,7 @@ def test_the_uplink_passes_a_non_finite_update_through_and_keeps_its_memory():
     # device 0: the 2 largest of 4 kept, the rest in its memory; device 1: as it came, memory untouched
     assert out[0].tolist() == [0.0, -3.0, 0.0, 2.0] and memory[0].tolist() == [1.0, 0.0, 0.5, 0.0]
     assert np.isnan(out[1, 0].item()) and out[1, 1:].tolist() == [1.0, 2.0, 3.0]
-    assert memory[1].tolist() == [0.0, 0.0, 0.0, 0.0]
+    assert memory[1].tolist() == [0.0, 0.0, 0.0, 0.0] and uplink.overflowed is None  # not encoded at all
 
 
 # ---------------------------------------------------------------------------------------------
