@@ -169,12 +169,37 @@ _S = "[run]\nrounds = 3\ntiming_only = true\n[devices]\ncount = 4\n[scheduler]\n
     [], ["--set", "protocol.name=fedbuff", "--set", "protocol.concurrency=2", "--set", "protocol.buffer=2"],
     ["--set", "protocol.name=fedasync", "--set", "protocol.concurrency=2"],
     ["--set", "protocol.name=semi_sync", "--set", "protocol.first_k=1"]], ids=["sync", "fedbuff", "fedasync", "semi_sync"])
-def test_a_bandwidth_whose_airtime_overflows_stops_in_its_one_line(tmp_path, protocol):
-    """1e-306 Hz: a 926,016-bit upload takes inf s. The run stops as NonFiniteTime, in one line with no
-    numpy warning before it, and its figures are drawn (the Gantt chart's window is of finite ends)."""
+def test_a_bandwidth_whose_airtime_overflows_is_refused_in_one_line(tmp_path, protocol):
+    """1e-306 Hz: a 926,016-bit upload (32 x the model's parameters) takes inf s at any SNR. It gave a
+    matplotlib traceback (event protocols) or a numpy warning before the failure's line (sync)."""
     (tmp_path / "s.toml").write_text(_S)
     proc = quiet_cli("run", "s.toml", "--set", "link.bandwidth_hz=1e-306", *protocol, "--out", "o", "--no-progress",
                      cwd=tmp_path)
+    one_line_error(proc, "link.bandwidth_hz = 1e-306: an upload of 926016 bits (32 x the model's parameters) is more "
+                         "than 1e+300 bits per hertz of the band, whose airtime overflows floating point at any SNR; "
+                         "bandwidth_hz must be at least 9.26e-295")
+
+
+def test_the_bits_per_hertz_bound_leaves_a_narrow_band_alone():
+    from wirelessfl.config.limits import MAX_BITS_PER_HZ
+
+    assert MAX_BITS_PER_HZ == 1e300
+    from_dict({"run": {"rounds": 1, "timing_only": True}, "link": {"model_bits": 1e6, "bandwidth_hz": 1e-294}})
+    with pytest.raises(ConfigError, match=r"^link.bandwidth_hz = 1e-295: an upload of 1e\+06 bits \(link.model_bits\)"):
+        from_dict({"run": {"rounds": 1, "timing_only": True}, "link": {"model_bits": 1e6, "bandwidth_hz": 1e-295}})
+
+
+@pytest.mark.parametrize("protocol", [
+    [], ["--set", "protocol.name=fedbuff", "--set", "protocol.concurrency=2", "--set", "protocol.buffer=2"],
+    ["--set", "protocol.name=fedasync", "--set", "protocol.concurrency=2"],
+    ["--set", "protocol.name=semi_sync", "--set", "protocol.first_k=1"]], ids=["sync", "fedbuff", "fedasync", "semi_sync"])
+def test_an_airtime_that_overflows_stops_the_run_in_its_one_line(tmp_path, protocol):
+    """A power of 1e-320 W (a subnormal SNR): the airtime is inf. The run stops as NonFiniteTime, in one
+    line with no numpy warning before it, and its figures are drawn (the Gantt chart's window ends at a
+    finite time)."""
+    (tmp_path / "s.toml").write_text(_S)
+    proc = quiet_cli("run", "s.toml", "--set", "link.p_max=1e-320", "--set", "link.p_bar=1e-320", *protocol,
+                     "--out", "o", "--no-progress", cwd=tmp_path)
     one_line_error(proc, "s did not complete: NonFiniteTime: the simulated clock became inf", code=1)
     assert "Traceback" not in proc.stdout and "wrote o/timing.png" in proc.stdout
     if protocol:
