@@ -262,6 +262,30 @@ def test_a_full_disk_during_resume_is_said_in_one_line_naming_the_file(tmp_path,
     assert whole.summary["status"] == "complete"
 
 
+def test_a_full_disk_while_resuming_a_scenario_s_folder_is_one_line(tmp_path, monkeypatch):
+    """`run --resume OUT` of a folder `run` wrote (index.json beside the variants): the disk fills as
+    the variant resumes and again as index.json is written; one line names the file and the cause."""
+    from wirelessfl import files
+    from wirelessfl.sim import records as records_module
+
+    (tmp_path / "s.toml").write_text("[run]\nrounds = 12\ntiming_only = true\ncheckpoint_every = 2\n"
+                                     "[devices]\ncount = 4\n")
+    real, calls = records_module.Recorder.on_round, {"n": 0}
+
+    def stop(self, rec):
+        calls["n"] += 1
+        if calls["n"] == 6:
+            raise KeyboardInterrupt
+        return real(self, rec)
+
+    monkeypatch.setattr(records_module.Recorder, "on_round", stop)
+    assert fakes.cli("run", "s.toml", "--out", "out", "--no-progress", cwd=tmp_path).returncode == 130
+    monkeypatch.setattr(records_module.Recorder, "on_round", real)
+    monkeypatch.setattr(files.os, "fsync", lambda fd: (_ for _ in ()).throw(OSError(errno.ENOSPC, "No space left on device")))
+    proc = fakes.cli("run", "--resume", "out", "--no-progress", cwd=tmp_path)
+    one_line_error(proc, "wirelessfl: error: out/index.json: No space left on device", code=1)
+
+
 def test_a_failure_the_folder_recorded_is_read_back_with_its_traceback(tmp_path):
     from wirelessfl.experiments.run import failed_result
 
