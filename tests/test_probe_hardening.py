@@ -168,7 +168,8 @@ _S = "[run]\nrounds = 3\ntiming_only = true\n[devices]\ncount = 4\n[scheduler]\n
 @pytest.mark.parametrize("protocol", [
     [], ["--set", "protocol.name=fedbuff", "--set", "protocol.concurrency=2", "--set", "protocol.buffer=2"],
     ["--set", "protocol.name=fedasync", "--set", "protocol.concurrency=2"],
-    ["--set", "protocol.name=semi_sync", "--set", "protocol.first_k=1"]], ids=["sync", "fedbuff", "fedasync", "semi_sync"])
+    ["--set", "protocol.name=semi_sync", "--set", "protocol.first_k=1"]],
+    ids=["sync", "fedbuff", "fedasync", "semi_sync"])
 def test_a_bandwidth_whose_airtime_overflows_is_refused_in_one_line(tmp_path, protocol):
     """1e-306 Hz: a 926,016-bit upload (32 x the model's parameters) takes inf s at any SNR. It gave a
     matplotlib traceback (event protocols) or a numpy warning before the failure's line (sync)."""
@@ -192,7 +193,8 @@ def test_the_bits_per_hertz_bound_leaves_a_narrow_band_alone():
 @pytest.mark.parametrize("protocol", [
     [], ["--set", "protocol.name=fedbuff", "--set", "protocol.concurrency=2", "--set", "protocol.buffer=2"],
     ["--set", "protocol.name=fedasync", "--set", "protocol.concurrency=2"],
-    ["--set", "protocol.name=semi_sync", "--set", "protocol.first_k=1"]], ids=["sync", "fedbuff", "fedasync", "semi_sync"])
+    ["--set", "protocol.name=semi_sync", "--set", "protocol.first_k=1"]],
+    ids=["sync", "fedbuff", "fedasync", "semi_sync"])
 def test_an_airtime_that_overflows_stops_the_run_in_its_one_line(tmp_path, protocol):
     """A power of 1e-320 W (a subnormal SNR): the airtime is inf. The run stops as NonFiniteTime, in one
     line with no numpy warning before it, and its figures are drawn (the Gantt chart's window ends at a
@@ -281,7 +283,10 @@ def test_a_full_disk_while_resuming_a_scenario_s_folder_is_one_line(tmp_path, mo
     monkeypatch.setattr(records_module.Recorder, "on_round", stop)
     assert fakes.cli("run", "s.toml", "--out", "out", "--no-progress", cwd=tmp_path).returncode == 130
     monkeypatch.setattr(records_module.Recorder, "on_round", real)
-    monkeypatch.setattr(files.os, "fsync", lambda fd: (_ for _ in ()).throw(OSError(errno.ENOSPC, "No space left on device")))
+    def full(fd):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(files.os, "fsync", full)
     proc = fakes.cli("run", "--resume", "out", "--no-progress", cwd=tmp_path)
     one_line_error(proc, "wirelessfl: error: out/index.json: No space left on device", code=1)
 
@@ -356,7 +361,8 @@ def test_a_read_only_output_folder_is_refused_with_exit_2(tmp_path, read_only):
     assert fakes.cli("run", "s.toml", "--set", "protocol.name=fedasync", "--set", "protocol.concurrency=2",
                      "--out", "ro/run", "--no-progress", cwd=tmp_path).returncode == 2
     for args, words in [(("plot", "run", "--out", "ro"), "plot: --out ro: ro is not writable"),
-                        (("plot", "run", "--events", "--out", "ro/figures"), "plot: --out ro/figures: ro is not writable"),
+                        (("plot", "run", "--events", "--out", "ro/figures"),
+                         "plot: --out ro/figures: ro is not writable"),
                         (("trace", "s.toml", "--rounds", "2", "--out", "ro"), "--out ro: ro is not writable"),
                         (("run", "s.toml", "--out", "ro", "--no-progress"), "--out ro: ro is not writable"),
                         (("reproduce", "fig2", "--scale", "tiny", "--out", "cache", "--figures", "ro", "--no-run",
@@ -407,10 +413,12 @@ def test_a_fifo_given_as_a_dataset_csv_is_not_a_regular_file(tmp_path):
 
     shutil.copy(Path(__file__).resolve().parents[1] / "examples" / "own_data" / "my_parts.py", tmp_path / "my_parts.py")
     os.mkfifo(tmp_path / "rows.csv")
-    (tmp_path / "s.toml").write_text('[run]\nrounds = 1\n[devices]\ncount = 2\n[learning]\ndataset = "my_parts:PumpFaults"\n'
-                                     'model = "my_parts:TabularMLP"\n[learning.dataset_options]\ncsv = "rows.csv"\n')
+    (tmp_path / "s.toml").write_text('[run]\nrounds = 1\n[devices]\ncount = 2\n[learning]\n'
+                                     'dataset = "my_parts:PumpFaults"\nmodel = "my_parts:TabularMLP"\n'
+                                     '[learning.dataset_options]\ncsv = "rows.csv"\n')
     one_line_error(fakes.cli("run", "s.toml", "--no-progress", "--out", "o", cwd=tmp_path),
-                   f"learning.dataset_options.csv = 'rows.csv' ({tmp_path / 'rows.csv'}): is a FIFO, not a regular file")
+                   f"learning.dataset_options.csv = 'rows.csv' ({tmp_path / 'rows.csv'}): is a FIFO, "
+                   "not a regular file")
     assert not (tmp_path / "o").exists()
 
 

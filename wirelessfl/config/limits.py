@@ -128,9 +128,10 @@ def check_upload(s, bits: float, what: str) -> None:
     where ``bits`` comes from (link.model_bits, or the model's measured size)."""
     link = s.link
     if link.rate_bps is None and not float(bits) / link.bandwidth_hz <= MAX_BITS_PER_HZ:
+        least = float(bits) / MAX_BITS_PER_HZ
         raise ConfigError(f"link.bandwidth_hz = {_g(link.bandwidth_hz)}: an upload of {float(bits):g} bits ({what}) "
                           f"is more than {MAX_BITS_PER_HZ:g} bits per hertz of the band, whose airtime overflows "
-                          f"floating point at any SNR; bandwidth_hz must be at least {float(bits) / MAX_BITS_PER_HZ:.3g}")
+                          f"floating point at any SNR; bandwidth_hz must be at least {least:.3g}")
     if link.packet_bits is None and link.rate_bps is None and link.errors == "none":
         return  # one transmission an upload
     bits = float(bits)

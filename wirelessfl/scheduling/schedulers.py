@@ -240,7 +240,8 @@ def _check_frequency_costs(scenario, options: LyapunovOptions) -> None:
     with np.errstate(over="ignore"):
         energy = np.asarray(model.energy_at(everyone, f_max), dtype=float)
         cost = options.V * options.lam_f * np.asarray(model.times_at(everyone, f_min), dtype=float)
-    for what, values in (("its energy at f_max, kappa f^2 c S,", energy), ("V lam_f x its time at f_min, c S / f,", cost)):
+    for what, values in (("its energy at f_max, kappa f^2 c S,", energy),
+                         ("V lam_f x its time at f_min, c S / f,", cost)):
         if not values.max(initial=0.0) <= MAX_WEIGHT:
             i = int(np.argmax(values))
             raise ConfigError(f"scheduler.choose_frequency: device {i}'s computation of a round "
