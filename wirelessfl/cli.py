@@ -199,6 +199,8 @@ def _plot_study(args) -> int:
             return 2
         where[key.strip()] = parse_value(value.strip())
     kind = "heatmap" if args.heatmap else args.kind
+    check_output_folder(Path(args.out).parent if args.out else Path(args.runs[0]),
+                        "plot: the folder of --out" if args.out else "plot: the sweep folder")
     try:
         path = plot_study(args.runs[0], x=args.x, y=args.y.split(","), hue=args.hue, kind=kind,
                           out=args.out, where=where, logy=True if args.logy else None)
