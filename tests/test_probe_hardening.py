@@ -371,9 +371,9 @@ def test_a_read_only_output_folder_is_refused_with_exit_2(tmp_path, read_only):
             assert fakes.cli("run", "s.toml", "--set", "protocol.name=fedasync", "--set", "protocol.concurrency=2",
                              "--out", "run", "--no-progress", cwd=tmp_path).returncode == 0
         one_line_error(fakes.cli(*args, cwd=tmp_path), words)
-    assert fakes.cli("sweep", "s.toml", "--grid", "scheduler.V=1,10", "--out", "sw", "--no-progress",
+    assert fakes.cli("sweep", "s.toml", "--grid", "scheduler.m=1,2", "--out", "sw", "--no-progress",
                      cwd=tmp_path).returncode == 0
-    one_line_error(fakes.cli("plot", "sw", "--x", "scheduler.V", "--y", "mean_round_s", "--out", "ro/v.png", cwd=tmp_path),
+    one_line_error(fakes.cli("plot", "sw", "--x", "scheduler.m", "--y", "mean_round_s", "--out", "ro/m.png", cwd=tmp_path),
                    "plot: the folder of --out ro: ro is not writable")
     assert list(read_only.iterdir()) == []
 
