@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 from .config import ConfigError, load_scenario
-from .files import DamagedFile, UnsafeOutput, check_folder
+from .files import DamagedFile, UnsafeOutput, check_folder, check_output_folder
 from .experiments.summary_line import summary_line as _fmt_summary
 from .sim.checkpoint import ResumeError
 from .learning import DatasetError, TrainingDiverged
@@ -155,9 +155,11 @@ def cmd_plot(args) -> int:
     runs = find_runs(args.runs)
     if args.round_times:
         target = Path(args.out) if args.out else Path(args.runs[0]) / "round_times.png"
+        check_output_folder(target.parent, "plot --round-times:")
         print(f"wrote {plot_round_times(runs, target)}")
         return 0
     out = Path(args.out) if args.out else Path(args.runs[0])
+    check_output_folder(out, "plot: --out" if args.out else "plot: the run folder")  # before the first figure
     title = ", ".join(Path(p).resolve().name for p in args.runs)  # what was plotted, as run does
     if args.events or args.window:
         for path in _event_figures(runs, out, window=_window(args.window), title=title):
@@ -186,7 +188,13 @@ def _window(text: str | None) -> tuple[float, float] | None:
         raise ConfigError(f"--window {text}: expected START,END in simulated seconds, e.g. 0,30") from None
     if not (math.isfinite(lo) and math.isfinite(hi) and hi > lo):
         raise ConfigError(f"--window {text}: END must be a finite number greater than START")
+    if max(abs(lo), abs(hi)) > _WINDOW_LIMIT_S:  # the axis' ticks beyond it overflow floating point
+        raise ConfigError(f"--window {text}: START and END must lie within ±{_WINDOW_LIMIT_S:g} simulated seconds")
     return lo, hi
+
+
+_WINDOW_LIMIT_S = 1e300
+"""The largest time --window may name: matplotlib's tick arithmetic overflows near 1e308."""
 
 
 def _plot_study(args) -> int:
@@ -204,6 +212,8 @@ def _plot_study(args) -> int:
             return 2
         where[key.strip()] = parse_value(value.strip())
     kind = "heatmap" if args.heatmap else args.kind
+    check_output_folder(Path(args.out).parent if args.out else Path(args.runs[0]),
+                        "plot: the folder of --out" if args.out else "plot: the sweep folder")
     try:
         path = plot_study(args.runs[0], x=args.x, y=args.y.split(","), hue=args.hue, kind=kind,
                           out=args.out, where=where, logy=True if args.logy else None)

@@ -25,6 +25,8 @@ from dataclasses import field
 from pathlib import Path
 from typing import Any, NewType
 
+from .files import unreadable_file
+
 __all__ = ["ConfigError", "FilePath", "NoOptions", "OPTION_TYPES", "Power", "build_dataclass", "check_option_types",
            "check_value", "coerce", "option", "require_memory", "show"]
 
@@ -92,9 +94,14 @@ def coerce(value: Any, hint: Any, path: str, base_dir: Path | None = None) -> An
             raise ConfigError(f"{path} = {show(value)}: must be a file path")
         try:
             p = Path(text).expanduser()
-            return str(p if p.is_absolute() else ((base_dir or Path.cwd()) / p).resolve())
+            resolved = str(p if p.is_absolute() else ((base_dir or Path.cwd()) / p).resolve())
         except (OSError, ValueError, RuntimeError) as exc:  # a name too long, a loop of links
             raise ConfigError(f"{path} = {show(value)}: not a usable file path ({exc})") from None
+        problem = unreadable_file(Path(resolved))  # a file or a folder (plugin_path): never a FIFO or a device
+        if problem is not None and "not a regular file" in problem:
+            where = "" if resolved == text else f" ({resolved})"
+            raise ConfigError(f"{path} = {show(value)}{where}: {problem}; wirelessfl reads regular files only")
+        return resolved
     if hint is bool:
         if not isinstance(value, bool):
             raise ConfigError(f"{path} = {show(value)}: must be true or false")

@@ -426,7 +426,10 @@ def replacing_path(path: Path):
     is removed and ``path`` is left as it was."""
     path = Path(path)
     _refuse_link(path)
-    fd, name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        fd, name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    except OSError as exc:  # a full disk, a read-only folder: name the file meant, not the scratch one
+        raise OSError(exc.errno, exc.strerror, str(path)) from None
     os.fchmod(fd, 0o644)  # as an ordinary file, not mkstemp's owner-only mode
     os.close(fd)
     tmp = Path(name)

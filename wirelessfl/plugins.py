@@ -313,15 +313,23 @@ def _path_first(folder: str):
 
 
 def module_folder(module: str, plugin_path: Iterable[str]) -> str | None:
-    """The first folder of ``plugin_path`` that holds ``module`` (a file or a package), or None."""
+    """The first folder of ``plugin_path`` that holds ``module`` (a file or a package), or None.
+    PluginError, naming it, where the module's file there is a FIFO, a device or a socket: importing
+    it would wait for a writer forever, and it is not missing either."""
+    from .files import unreadable_file
+
     top = module.split(".")[0]
     for folder in plugin_path:
         root = Path(folder)
         try:
-            if (root / f"{top}.py").is_file() or (root / top / "__init__.py").is_file():
-                return str(root)
+            problems = {source: unreadable_file(source) for source in (root / f"{top}.py", root / top / "__init__.py")}
         except (OSError, ValueError):  # a name too long, a NUL byte: not a folder that holds it
             continue
+        for source, problem in problems.items():
+            if problem is None:
+                return str(root)
+            if "not a regular file" in problem:
+                raise PluginError(f"module {module!r}: {source} {problem}")
     return None
 
 
@@ -342,7 +350,10 @@ def _load_import_path(ref: str, plugin_path: Sequence[str], where: str):
     if not module_name or not attr or not all(p.isidentifier() for p in module_name.split(".")) \
             or not all(p.isidentifier() for p in attr.split(".")):
         raise PluginError(f"{where}: an import path is 'module.path:Name', e.g. 'topk:TopK'")
-    folder = module_folder(module_name, plugin_path)
+    try:
+        folder = module_folder(module_name, plugin_path)
+    except PluginError as exc:
+        raise PluginError(f"{where}: {exc}") from None
     top = module_name.split(".")[0]
     try:
         if folder is not None:

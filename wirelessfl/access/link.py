@@ -139,8 +139,9 @@ class Link:
         return self.bandwidth_hz * np.log1p(snr) / np.log(2.0)
 
     def airtime_s(self, bits: float, gain: np.ndarray, power: np.ndarray) -> np.ndarray:
-        """Seconds to send ``bits`` (inf where the rate is zero, i.e. zero power)."""
-        with np.errstate(divide="ignore"):
+        """Seconds to send ``bits`` (inf where the rate is zero, i.e. zero power, or so small that the
+        airtime overflows: the clock reports an inf time as NonFiniteTime, in one line)."""
+        with np.errstate(divide="ignore", over="ignore"):
             return bits / self.rate_bps(gain, power)
 
 

@@ -21,6 +21,10 @@ an upload, transmissions at a fixed rate, waypoint segments of every device toge
 MAX_TRANSMISSIONS_PER_UPLOAD = 1_000_000
 """Packets of one upload times the transmissions each may take (link.max_attempts); and the
 transmissions of the model to one device (link.downlink_max_attempts), bounded alike."""
+MAX_BITS_PER_HZ = 1e300
+"""An upload's bits per hertz of the band (link.model_bits / link.bandwidth_hz): Shannon's rate is at
+most 1,024 bits/s/Hz at any SNR a float holds, so beyond this the airtime overflows to inf whatever
+the power or the channel (and the run would stop as NonFiniteTime after its first round)."""
 MAX_LOCAL_STEPS = 1_000_000
 """Local steps of one device in one round (the scenario's, or what a Flower strategy's fit config asks)."""
 MAX_IDLE_STEPS = 1_000_000
@@ -146,6 +150,11 @@ def check_upload(s, bits: float, what: str) -> None:
     than once, how many transmissions at link.rate_bps fit in a simulated second. ``what`` names
     where ``bits`` comes from (link.model_bits, or the model's measured size)."""
     link = s.link
+    if link.rate_bps is None and not float(bits) / link.bandwidth_hz <= MAX_BITS_PER_HZ:
+        least = float(bits) / MAX_BITS_PER_HZ
+        raise ConfigError(f"link.bandwidth_hz = {_g(link.bandwidth_hz)}: an upload of {float(bits):g} bits ({what}) "
+                          f"is more than {MAX_BITS_PER_HZ:g} bits per hertz of the band, whose airtime overflows "
+                          f"floating point at any SNR; bandwidth_hz must be at least {least:.3g}")
     if link.packet_bits is None and link.rate_bps is None and link.errors == "none":
         return  # one transmission an upload
     bits = float(bits)

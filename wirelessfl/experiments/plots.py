@@ -333,7 +333,8 @@ air, offline, dropped late or stale. In flight at the run's end is still an uplo
 
 def gantt_window(updates, uploads: int = 40) -> tuple[float, float]:
     """The default window of the Gantt chart: from 0 until about ``uploads`` uploads have ended."""
-    ends = np.sort(updates["tx_end_s"].dropna().to_numpy(float))
+    ends = updates["tx_end_s"].to_numpy(float)
+    ends = np.sort(ends[np.isfinite(ends)])  # an upload that never ends (an inf airtime) ends no window
     return 0.0, float(ends[min(uploads, ends.size) - 1]) if ends.size else 1.0
 
 

@@ -12,7 +12,7 @@ import numpy as np
 from .. import rng as rngs
 from ..devices import build_availability
 from ..fields import ConfigError, require_memory
-from ..files import make_folder
+from ..files import check_output_folder, make_folder
 from ..traces import write_trace
 from ..wireless import build_channel
 
@@ -42,6 +42,7 @@ def record_traces(scenario, rounds: int, out_dir: str | Path, fmt: str = "csv",
              if os.path.lexists(out / f"{name}.{fmt}")]
     if there and not overwrite:
         raise ConfigError(f"trace: {there[0]} exists; pass --overwrite (overwrite=True) to replace the traces in {out}")
+    check_output_folder(out)  # a read-only folder: one line, before the rounds are drawn
     make_folder(out, theirs=True)
     for path in there:  # asked to replace them: a link there goes, what it points to stays
         if path.is_symlink():

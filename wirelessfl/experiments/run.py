@@ -170,6 +170,7 @@ def resume(run_dir: str | Path, progress: bool = True) -> RunResult:
     run_dir = Path(run_dir)
     if not run_dir.is_dir():
         raise FileNotFoundError(f"{run_dir}: no run folder to resume")
+    check_output_folder(run_dir, "resume")  # a read-only folder: one line before its lock is taken
     with FolderLock(run_dir):  # one writer: a second resume, or a run into this folder, is refused
         refuse_links(run_dir, RUN_FILES)
         done = _read_run(run_dir)  # a damaged summary is a one-line error, not a run to start over
@@ -250,13 +251,31 @@ def _run_member(member: Scenario, run_dir: Path | None, progress: bool, overwrit
     except INPUT_ERRORS:  # wrong input: all would fail
         raise
     except Exception as exc:  # the run failed: keep going with the other variants
-        if run_dir is not None and (run_dir / "summary.json").exists():
-            return load_run(run_dir)
-        import pandas as pd
+        return failed_result(run_dir, member.name, exc)
 
-        return RunResult(pd.DataFrame(), pd.DataFrame(), pd.DataFrame(),
-                         {"name": member.name, "status": "failed", "error": f"{type(exc).__name__}: {exc}"},
-                         run_dir)
+
+def failed_result(run_dir: Path | None, name: str, exc: BaseException) -> RunResult:
+    """The result of a run that failed with ``exc``: its folder read back when its summary.json
+    records this failure; else (the summary could not be written, a full disk; or it is an earlier
+    attempt's) the folder's records with ``exc`` as the failure, in one line naming the file and the cause."""
+    import pandas as pd
+
+    recorded = load_run(run_dir) if run_dir is not None and (run_dir / "summary.json").exists() else None
+    if recorded is not None and recorded.summary.get("error") == f"{type(exc).__name__}: {exc}":
+        return recorded  # what Run.execute wrote of this failure (and its error.log)
+    summary = {k: v for k, v in (recorded.summary if recorded is not None else {"name": name}).items()
+               if k != "error_log"}  # an earlier attempt's traceback is not this failure's
+    summary.update(status="failed", error=failure_line(exc))
+    if recorded is not None:
+        return RunResult(recorded.rounds, recorded.evals, recorded.devices, summary, run_dir)
+    return RunResult(pd.DataFrame(), pd.DataFrame(), pd.DataFrame(), summary, run_dir)
+
+
+def failure_line(exc: BaseException) -> str:
+    """A failure in one line; a file the system refused (a full disk) as "OSError: PATH: cause"."""
+    if isinstance(exc, OSError) and exc.filename is not None and exc.strerror:
+        return f"{type(exc).__name__}: {exc.filename}: {exc.strerror}"
+    return f"{type(exc).__name__}: {exc}"
 
 
 def run_variants(scenario: Scenario, out_dir: str | Path | None = None, progress: bool = True,
@@ -349,8 +368,11 @@ def resume_variants(out_dir: str | Path, progress: bool = True,
         raise ConfigError(f"{out}: not a scenario folder written by wirelessfl run ({exc})") from None
     say = notice or (lambda text: warnings.warn(text, stacklevel=3))
     results = {}
+    check_output_folder(out, "resume")  # index.json is written again; a read-only folder: one line first
     for name, _ in scenario.variant_scenarios():  # before any variant runs
         check_folder(out / name)
+        if (out / name).is_dir():
+            check_output_folder(out / name, "resume")
     for name, member in scenario.variant_scenarios():
         run_dir = out / name
         state, why = _locked_state(run_dir, member)
@@ -374,5 +396,5 @@ def resume_recorded(run_dir: Path, progress: bool = True) -> RunResult:
         return resume(run_dir, progress=progress)
     except INPUT_ERRORS:
         raise
-    except Exception:  # the run failed again: its folder says how
-        return load_run(run_dir)
+    except Exception as exc:  # the run failed again: its folder says how, or (unwritten) the error does
+        return failed_result(run_dir, run_dir.name, exc)

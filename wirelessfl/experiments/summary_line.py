@@ -31,14 +31,14 @@ def summary_line(name: str, s: dict) -> str:
     if isinstance(tiers, dict):  # edge servers and a cloud: rows are both
         rounds, per = "cloud aggregations", "devices/edge round"
         parts = [f"{name}: {tiers['cloud_aggregations']} {rounds} of {sum(tiers['edge_rounds'])} edge rounds",
-                 f"{s['sim_time_s']:.1f} s simulated"]
+                 f"{_fixed(s['sim_time_s'], '.1f')} s simulated"]
     else:
-        parts = [f"{name}: {s['rounds']} {rounds}", f"{s['sim_time_s']:.1f} s simulated"]
+        parts = [f"{name}: {s['rounds']} {rounds}", f"{_fixed(s['sim_time_s'], '.1f')} s simulated"]
     if isinstance(s.get("mean_snr_db"), (int, float)):  # physical units
-        parts.append(f"mean SNR {s['mean_snr_db']:.1f} dB")
+        parts.append(f"mean SNR {_fixed(s['mean_snr_db'], '.1f')} dB")
     if math.isnan(s.get("final_accuracy", math.nan)):  # timing only: what the schedule cost
         count = max(s["rounds"], 1)
-        parts += [f"{s['mean_distinct_per_round']:.2f} {per}",
+        parts += [f"{_fixed(s['mean_distinct_per_round'], '.2f')} {per}",
                   f"airtime {s['total_comm_s'] / count:.3g} s/{per.split('/')[1]}", *_busy(s),
                   _power(s), f"transmit energy {s['total_energy_j']:.3g} J"]
     else:
@@ -46,8 +46,9 @@ def summary_line(name: str, s: dict) -> str:
         parts.append(f"accuracy {s['final_accuracy']:.3f}" + (" before it failed" if failed else ""))
         if s.get("target_accuracy"):
             t = s["time_to_target_s"]
-            parts.append(f"time to {s['target_accuracy']:g}: " + ("not reached" if math.isnan(t) else f"{t:.1f} s"))
-        parts.append(f"{s['mean_distinct_per_round']:.2f} {per}")
+            parts.append(f"time to {s['target_accuracy']:g}: "
+                         + ("not reached" if math.isnan(t) else f"{_fixed(t, '.1f')} s"))
+        parts.append(f"{_fixed(s['mean_distinct_per_round'], '.2f')} {per}")
         if isinstance(s.get("mean_time_avg_power"), (int, float)):  # as a timing-only run says it
             parts.append(_power(s))
     outcomes = _outcomes(s)
@@ -56,10 +57,22 @@ def summary_line(name: str, s: dict) -> str:
     if s["rounds"] == 0 and s.get("status") == "complete" and s.get("rounds_to_target") != 0:  # an empty run says so
         parts.append(f"no {rounds[:-1]} within run.time_budget_s: the first uploads or computations outlast it "
                      "(updates.csv has their times)")
-    parts.append(f"wall {s['wall_time_s']:.1f} s")
+    parts.append(f"wall {_fixed(s['wall_time_s'], '.1f')} s")
     if s.get("status") not in ("complete", None):
         parts.append(f"{s['status']}: {s.get('error')}")
     return ", ".join(parts)
+
+
+FIXED_LIMIT = 1e15
+"""Beyond it (or below its inverse) a number in fixed point is digits of float noise (1e300 s: 300 of
+them) or zeros, said in %g instead."""
+
+
+def _fixed(value: float, spec: str) -> str:
+    """``value`` in the fixed-point ``spec`` (".1f") the line uses, or compactly ("9.6e+299",
+    "1e-300") where fixed point would say nothing but its noise or 0.0."""
+    huge_or_tiny = abs(value) >= FIXED_LIMIT or 0 < abs(value) < 1 / FIXED_LIMIT
+    return format(value, ".4g") if huge_or_tiny else format(value, spec)
 
 
 def _outcomes(s: dict) -> str:

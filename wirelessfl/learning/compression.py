@@ -313,6 +313,7 @@ class Uplink:
 
     def __init__(self, compressor: Compressor, root_seed: int, device_state: Callable[[str], Any]):
         self.compressor, self.root_seed, self.device_state = compressor, int(root_seed), device_state
+        self.overflowed: tuple[int, int] | None = None  # the first (device, round) whose finite update decoded to inf
 
     def send(self, devices, vectors, round_idx: int, vector: int = 0):
         """The decoded rows of ``vectors`` (a (k, d) tensor), one per device of ``devices``."""
@@ -326,10 +327,15 @@ class Uplink:
         out = np.empty_like(rows)
         for j, n in enumerate(int(n) for n in devices):  # one at a time: a device listed twice uses its new memory
             v = rows[j] + memory[n].cpu().numpy() if memory is not None else rows[j]
+            if not np.isfinite(v).all():  # a diverged update: no code can carry it; the server gets it as it
+                out[j] = v                # is, and the learner's divergence check says where it began
+                continue
             bits = c.encode(v, stream(self.root_seed, "compression", int(round_idx), n, vector))
             check_length(c, bits, d)
             out[j] = c.decode(bits, d)
-            if memory is not None:
+            if not np.isfinite(out[j]).all():  # beyond the code's range (float16 past 65504): where the learner looks
+                self.overflowed = self.overflowed or (n, int(round_idx))
+            elif memory is not None:  # an encoding that overflowed leaves the memory as it was
                 memory[n] = torch.from_numpy(v - out[j])
         return torch.as_tensor(out, dtype=torch.float32, device=vectors.device)
 

@@ -37,7 +37,7 @@ import torch
 from . import DatasetError
 from .dataset_cache import cached_arrays
 # the file readers, here for the code that imports them from this module
-from .file_formats import IDX_MAX_BYTES, _RestrictedUnpickler, read_idx  # noqa: F401
+from .file_formats import IDX_MAX_BYTES, NotRegularFile, _RestrictedUnpickler, read_idx  # noqa: F401
 
 __all__ = [
     "Dataset",
@@ -206,7 +206,10 @@ def _locate(dataset, data_dir) -> Path:
         dataset = _files_dataset(dataset)
     looked: list[str] = []
     for d in _search_dirs(dataset, data_dir):
-        found = dataset.files.locate(d, looked)
+        try:
+            found = dataset.files.locate(d, looked)
+        except NotRegularFile as exc:  # there, but a FIFO or a device: neither missing nor readable
+            raise DatasetError(f"dataset {dataset.name!r}: {exc}; it reads regular files only") from None
         if found is not None:
             return found
     raise DatasetNotFoundError(

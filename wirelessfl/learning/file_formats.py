@@ -23,7 +23,7 @@ from typing import Protocol
 
 import numpy as np
 
-__all__ = ["CifarBatches", "FileFormat", "IDX_MAX_BYTES", "IdxFiles", "read_idx"]
+__all__ = ["CifarBatches", "FileFormat", "IDX_MAX_BYTES", "IdxFiles", "NotRegularFile", "read_idx"]
 
 
 _IDX_STEMS = {
@@ -97,10 +97,12 @@ class CifarBatches(FileFormat):
     def locate(self, folder: Path, looked: list[str]) -> Path | None:
         for cand in (folder / _CIFAR_FOLDER, folder):
             looked.append(str(cand))
+            _refuse_irregular([cand / b for b in (*_CIFAR_TRAIN, _CIFAR_TEST)])
             if all((cand / b).is_file() for b in (*_CIFAR_TRAIN, _CIFAR_TEST)):
                 return cand.resolve()
         tarball = folder / _CIFAR_TARBALL
         looked.append(str(tarball))
+        _refuse_irregular([tarball])
         return tarball.resolve() if tarball.is_file() else None
 
     def sources(self, location: Path) -> list[Path]:
@@ -113,6 +115,21 @@ class CifarBatches(FileFormat):
         return "CifarBatches()"
 
 
+def _refuse_irregular(paths) -> None:
+    """NotRegularFile for the first of ``paths`` that is there but is a FIFO, a device or a socket:
+    reading it would wait forever or never end, and "not found" would send the user looking for it."""
+    from ..files import unreadable_file
+
+    for path in paths:
+        problem = unreadable_file(path)
+        if problem is not None and "not a regular file" in problem:
+            raise NotRegularFile(f"{path} {problem}")
+
+
+class NotRegularFile(ValueError):
+    """A dataset's file is there but is not a regular file (a FIFO, a device, a socket)."""
+
+
 def _idx_files(folder: Path) -> dict[str, Path] | None:
     """Map train/test images/labels to their files in ``folder`` (None if any is missing)."""
     if not folder.is_dir():
@@ -121,7 +138,9 @@ def _idx_files(folder: Path) -> dict[str, Path] | None:
     for key, (stem, ndim) in _IDX_STEMS.items():
         # Accept the canonical names and the dotted variant some mirrors use, gzipped or not.
         names = [f"{stem}-idx{ndim}-ubyte", f"{stem}.idx{ndim}-ubyte"]
-        hit = next((folder / n for base in names for n in (base + ".gz", base) if (folder / n).is_file()), None)
+        candidates = [folder / n for base in names for n in (base + ".gz", base)]
+        _refuse_irregular(candidates)
+        hit = next((path for path in candidates if path.is_file()), None)
         if hit is None:
             return None
         found[key] = hit

@@ -396,6 +396,12 @@ class FederatedLearner:
             return (f"the local update of device {device} (round {round_idx}) was the first value that was not "
                     f"finite; try a smaller learning.lr (now {lc.lr:g}) or fewer learning.local_steps "
                     f"(now {lc.local_steps})")
+        overflowed = getattr(self.trainer.uplink, "overflowed", None)
+        if overflowed is not None:
+            device, round_idx = overflowed
+            return (f"the local update of device {device} (round {round_idx}) was finite and too large for "
+                    f"learning.compression = {self.compression!r} to encode (it decoded to inf); try a smaller "
+                    f"learning.lr (now {lc.lr:g}) or fewer learning.local_steps (now {lc.local_steps})")
         return (f"the local updates were finite and the aggregation of learning.algorithm = {algorithm!r} made "
                 "the model non-finite; check the algorithm's options (a server step size, Flower's eta, ...)")
 

@@ -25,7 +25,7 @@ import pandas as pd
 
 from ..config import ConfigError, Scenario, from_dict, load_scenario, to_dict
 from ..experiments.analysis import SPREAD, seed_std, with_spread  # noqa: F401  (the papers' one spread convention)
-from ..files import check_folder, make_folder, write_atomic, write_figure
+from ..files import check_folder, check_output_folder, make_folder, write_atomic, write_figure
 from ..jsonio import read_json, write_json_atomic
 
 SCALES = ("tiny", "cpu", "paper")
@@ -306,6 +306,7 @@ def reproduce(recipes: Sequence[Recipe], scale: str = "cpu", seeds: int = 3, out
     out = Path(out)
     given = figures is not None
     figures = Path(figures) if given else out / "figures"
+    check_output_folder(figures, "--figures")  # a read-only folder: one line before the runs, not after
     if data is not None:  # every data file is read before anything is written
         tables = [(r, read_data(Path(data) / r.data_file)) for r in recipes]
         _figures_folder(figures, theirs=given)

@@ -230,6 +230,27 @@ class UniformScheduler(Scheduler):
         return None if one is None else (*one, _UNIFORM_INFO)
 
 
+def _check_frequency_costs(scenario, options: LyapunovOptions) -> None:
+    """ConfigError (one line) when a device's computation would make the frequency choice's costs
+    overflow: its energy kappa C f^2 at f_max feeds the energy queue Y, whose cost is Y times that
+    energy, and its time C / f_min is weighed by V lam_f; both at most MAX_WEIGHT keep them finite."""
+    model = scenario.part("compute").from_scenario(scenario, scenario.options("compute"))
+    everyone = np.arange(scenario.devices.count)
+    f_min, f_max = model.frequency_bounds()
+    with np.errstate(over="ignore"):
+        energy = np.asarray(model.energy_at(everyone, f_max), dtype=float)
+        cost = options.V * options.lam_f * np.asarray(model.times_at(everyone, f_min), dtype=float)
+    for what, values in (("its energy at f_max, kappa f^2 c S,", energy),
+                         ("V lam_f x its time at f_min, c S / f,", cost)):
+        if not values.max(initial=0.0) <= MAX_WEIGHT:
+            i = int(np.argmax(values))
+            raise ConfigError(f"scheduler.choose_frequency: device {i}'s computation of a round "
+                              f"(devices.cycles_per_sample x learning.local_steps x batch_size, devices.kappa, "
+                              f"f_min_hz, f_max_hz) makes {what} {values[i]:.3g}; at most {MAX_WEIGHT:g} keeps the "
+                              "scheduler's energy queues and costs finite numbers: choose fewer cycles_per_sample "
+                              "or a smaller kappa")
+
+
 class LyapunovScheduler(Scheduler):
     """Drift-plus-penalty scheduling with a virtual queue Z_n per device for its power budget.
 
@@ -316,6 +337,8 @@ class LyapunovScheduler(Scheduler):
                                   "age) and the solver's squares of them to stay finite numbers, and no device would "
                                   f"be scheduled; keep V x {name} at most {MAX_WEIGHT:g}")
         check_frequency_choice(scenario)
+        if options.choose_frequency:
+            _check_frequency_costs(scenario, options)
 
     @classmethod
     def from_scenario(cls, scenario, options: LyapunovOptions) -> "LyapunovScheduler":

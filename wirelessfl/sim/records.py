@@ -356,8 +356,10 @@ class Recorder:
         if u.outcome == "applied":
             stats["applied"] += 1
             stats["staleness_sum"] += u.version_applied - u.version
-        # dispatched, not drawn: its power counts toward the time average (drawn ones: the round's P q)
-        self.devices.add_update(u.device, u.energy_j, u.compute_energy_j, u.power if u.q != u.q else 0.0,
+        # dispatched, not drawn: its power counts toward the time average (drawn ones: the round's P q),
+        # once it reached the air (a task lost while it received or computed never sent at that power)
+        on_air = u.tx_start_s == u.tx_start_s
+        self.devices.add_update(u.device, u.energy_j, u.compute_energy_j, u.power if u.q != u.q and on_air else 0.0,
                                 u.outcome != "applied" and u.outcome != "in_flight")
         tail = (u.downlink_s, u.downlink_attempts, int(u.received)) if self.downlink else ()
         if self.backhaul:

@@ -173,7 +173,8 @@ class RoundDriver:
                 e.settle(u, "applied", now)
         tx_start = np.array([u.tx_start_s for u in ups])
         airtime = np.array([u.airtime_s for u in ups])
-        on_air = np.where(arrived, airtime, np.where(np.isnan(tx_start), 0.0, now - tx_start))
+        with np.errstate(invalid="ignore"):  # an inf clock (inf - inf): aggregated() stops the run as NonFiniteTime
+            on_air = np.where(arrived, airtime, np.where(np.isnan(tx_start), 0.0, now - tx_start))
         downlink_s, elapsed = p.downlink_s, now - round_.compute_start_s
         if p.downlink is not None:  # each device computed from when its model arrived; who missed it, not at all
             downlink_s = max((u.downlink_s for u in ups), default=p.downlink_s)
