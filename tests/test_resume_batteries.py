@@ -9,7 +9,9 @@ checkpoint is written and just before the next one is (its rows, update rows and
 journals then run past the checkpoint), and every copy is resumed. Each part that holds state a
 checkpoint must carry is combined with the others: the protocol (FedBuff, FedAsync, semi_sync's
 rounds), seven cells behind a timed backhaul with a broadcast downlink in outage whose misses train
-from a stale model, Bernoulli or Poisson harvests, and training with top-k and error feedback."""
+from a stale model, Bernoulli or Poisson harvests, and training with top-k and error feedback; and
+edge servers, whose engines each count their own availability (a Markov chain: batteries under edge
+servers are refused)."""
 from __future__ import annotations
 
 import filecmp
@@ -165,3 +167,19 @@ def test_semi_sync_with_batteries_resumes_exactly_after_a_sigkill(tmp_path):
     full, cut = killed_and_resumed(tmp_path, dumps(from_dict({**data, "name": "k"})), "k")
     for name in FILES:
         assert (full / name).read_bytes() == (cut / name).read_bytes(), name
+
+
+@pytest.mark.parametrize("protocol, cloud", [("fedbuff", "sync"), ("fedbuff", "async"), ("semi_sync", "async")])
+def test_edge_servers_with_changing_availability_resume_exactly_from_every_checkpoint(tmp_path, monkeypatch,
+                                                                                       protocol, cloud):
+    """Edge servers (batteries under them are refused): each edge's engine steps a Markov chain of its
+    own and counts its own availability; messages on the backhaul and devices going offline in flight."""
+    from test_tiers import scenario
+
+    data = scenario(cloud=cloud, rounds=8, cells=3)
+    data["run"]["checkpoint_every"] = 1
+    data["protocol"] = {"name": protocol, **({"concurrency": 3, "buffer": 2} if protocol == "fedbuff" else {})}
+    data["devices"].update({"p_on_to_off": 0.3, "p_off_to_on": 0.5, "availability_period_s": 0.02})
+    full, _, differ = resumed_from_every_checkpoint(data, tmp_path, monkeypatch)
+    assert (full.updates["outcome"] == "offline").any() and full.rounds["num_available"].nunique() > 1
+    assert differ == []
