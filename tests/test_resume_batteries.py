@@ -163,7 +163,7 @@ def test_training_with_top_k_and_error_feedback_resumes_exactly_from_every_check
 @pytest.mark.slow
 def test_semi_sync_with_batteries_resumes_exactly_after_a_sigkill(tmp_path):
     """The same, with a real kill -9 of the command line's run and ``run --resume``."""
-    data = changed(battery_run("semi_sync", rounds=30), CELLS)
+    data = changed(battery_run("semi_sync", rounds=80), CELLS)  # seconds past its first checkpoint: killed first
     full, cut = killed_and_resumed(tmp_path, dumps(from_dict({**data, "name": "k"})), "k")
     for name in FILES:
         assert (full / name).read_bytes() == (cut / name).read_bytes(), name
