@@ -5,8 +5,8 @@ Batteries change who is available between two availability steps (a task that ru
 or leaves it below the threshold, wirelessfl.sim.drain), so what a row counts depends on when it
 took its copy of the availability; a resume must count what the uninterrupted run counted. The
 kill is made deterministic: the run's folder is copied as a kill -9 would leave it, just after a
-checkpoint is written and just before the next one is (its rows, update rows and the learner's
-journals then run past the checkpoint), and every copy is resumed. Each part that holds state a
+checkpoint is written and just before the next one is (its rounds.csv and updates.csv then run past
+the checkpoint), and every copy is resumed. Each part that holds state a
 checkpoint must carry is combined with the others: the protocol (FedBuff, FedAsync, semi_sync's
 rounds), seven cells behind a timed backhaul with a broadcast downlink in outage whose misses train
 from a stale model, Bernoulli or Poisson harvests, and training with top-k and error feedback; and
