@@ -150,10 +150,13 @@ def test_a_semi_sync_round_counts_who_its_scheduler_could_draw_from(monkeypatch)
 
 
 @pytest.mark.slow
-def test_training_with_top_k_and_error_feedback_resumes_exactly_from_every_checkpoint(tmp_path, monkeypatch):
-    """The probe's run: FedBuff over seven cells behind a timed backhaul, batteries that harvest, a
-    broadcast downlink in outage with stale starts, top-k with error feedback on the synthetic MLP."""
-    data = changed(changed(battery_run("fedbuff", rounds=12), CELLS), TRAINING)
+@pytest.mark.parametrize("protocol", ["fedbuff", "fedasync", "semi_sync"])
+def test_training_with_top_k_and_error_feedback_resumes_exactly_from_every_checkpoint(tmp_path, monkeypatch,
+                                                                                      protocol):
+    """The probe's run (FedBuff) and the others: seven cells behind a timed backhaul, batteries that
+    harvest, a broadcast downlink in outage with stale starts, top-k with error feedback on the
+    synthetic MLP (the residuals and the stale models are the learner's state)."""
+    data = changed(changed(battery_run(protocol, rounds=ROUNDS[protocol] - 4), CELLS), TRAINING)
     data["devices"].update({"battery_capacity_j": 0.5, "battery_threshold": 0.2, "harvest_j": 0.3, "rx_power_w": 0.15})
     full, gone, differ = resumed_from_every_checkpoint(data, tmp_path, monkeypatch)
     assert gone
