@@ -36,7 +36,10 @@ class RoundDriver:
         if e.stopping:
             return
         p, r, t = e.parts, e.version, e.env.now
-        available = e.available
+        # the round's own copy: a battery that runs out during the round changes who is available
+        # from then on (drain.py), not who could be scheduled when it began; a resumed round has its
+        # copy from the checkpoint, so the live array would count such a device only in a run not cut
+        available = None if e.available is None else e.available.copy()
         if e.flights.busy.any():
             available = ~e.flights.busy if available is None else available & ~e.flights.busy
         opening = open_round(p, e.streams, e.checks, e.learner, r, t, lambda: available)
