@@ -194,9 +194,12 @@ class Engine:
     def _uplink(p, selected, ready, airtime, attempts, deadline_at, bits, gains, power, delivered, received):
         """The access scheme queues the round's uploads (each cell's, with several): the schedule,
         and each upload's time on the air, transmissions, arrival and start (NaN: it sent nothing)."""
-        uplink = (p.access.schedule(ready, airtime, deadline_at) if p.cells is None
-                  else p.cells.schedule(selected, ready, airtime, deadline_at, bits=bits, gains=gains[selected],
-                                        power=power))
+        if hasattr(p.access, "schedule_devices"):  # an uplink timed per device (satellite passes)
+            uplink = p.access.schedule_devices(selected, ready, bits, deadline_at)
+        else:
+            uplink = (p.access.schedule(ready, airtime, deadline_at) if p.cells is None
+                          else p.cells.schedule(selected, ready, airtime, deadline_at, bits=bits, gains=gains[selected],
+                                            power=power))
         if uplink.on_air_s is not None:  # contention decided each device's time on the air (random access)
             airtime, attempts = uplink.on_air_s, uplink.attempts
         arrived = uplink.arrived if delivered is None else uplink.arrived & delivered  # lost uploads do not count
@@ -229,8 +232,9 @@ class Engine:
             parts.append(self._round_harq if self._round_harq is not None
                          else np.tile([-1, 0], (len(selected), 1)))
         if p.access.upload_columns:
-            parts.append(np.asarray(p.access.round_counts(), dtype=np.int64).reshape(len(selected),
-                                                                                     len(p.access.upload_columns)))
+            counts = p.access.round_counts()  # integer counts, or floats (a pass's geometry)
+            parts.append(np.asarray(counts, dtype=float if np.asarray(counts).dtype.kind == "f" else np.int64
+                                    ).reshape(len(selected), len(p.access.upload_columns)))
         return np.hstack(parts) if parts else None
 
     def _to_computation(self, p, decision: Decision, gains: np.ndarray, t_start: float, delivery, downlink_s: float):
