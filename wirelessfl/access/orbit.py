@@ -121,8 +121,12 @@ class OrbitAccess(AccessScheme):
         bits = np.broadcast_to(np.asarray(bits, dtype=float), (k,))
         start, end, ok = np.full(k, np.nan), np.full(k, np.nan), np.zeros(k, dtype=bool)
         on_air, attempts, rows = np.zeros(k), np.zeros(k, dtype=np.int64), np.full((k, len(ORBIT_COLUMNS)), np.nan)
+        horizon = -math.inf
         for i, (n, ready, b) in enumerate(zip(devices.tolist(), ready_s.tolist(), bits.tolist())):
             up = self.plan.upload(self.plan.client_of(n), ready, b)
+            if up.start_s != up.start_s:  # no window before the orbits' horizon: the round waits to the end
+                horizon = max(horizon, self.plan.horizon_s)
+                continue
             if deadline_s is not None and not up.start_s < deadline_s:
                 continue  # its pass comes after the deadline: it sends nothing
             start[i], end[i], ok[i], on_air[i], attempts[i] = up.start_s, up.end_s, up.ok, up.on_air_s, up.passes
@@ -133,7 +137,7 @@ class OrbitAccess(AccessScheme):
         self._round_rows = rows
         order = np.argsort(np.where(np.isnan(start), np.inf, start), kind="stable")
         finite = end[~np.isnan(end)]
-        end_s = float(finite.max()) if finite.size else float(np.max(ready_s, initial=0.0))
+        end_s = max(float(finite.max()) if finite.size else float(np.max(ready_s, initial=0.0)), horizon)
         if deadline_s is not None and not ok.all():
             end_s = deadline_s
         return UplinkSchedule(order, start, ok, end_s, tx_end=end, on_air_s=on_air, attempts=attempts)
@@ -144,6 +148,21 @@ class OrbitAccess(AccessScheme):
 
     def take_counts(self, seq: int) -> tuple:
         return self._rows.pop(seq, (math.nan,) * len(ORBIT_COLUMNS))
+
+    def run_files(self) -> dict[str, str]:
+        """passes.csv: every station-satellite contact window of the run (wirelessfl.orbits.passes_csv's
+        columns: station, satellite, rise_s, set_s, max_elevation_deg, max_s; seconds from orbits.epoch)."""
+        import csv
+        import io
+        from dataclasses import astuple, fields
+
+        from ..orbits import Pass
+
+        text = io.StringIO()
+        writer = csv.writer(text, lineterminator="\n")  # a station's name may hold a comma
+        writer.writerow([f.name for f in fields(Pass)])
+        writer.writerows([f"{v:.3f}" if isinstance(v, float) else v for v in astuple(p)] for p in self.plan.passes)
+        return {"passes.csv": text.getvalue()}
 
     def event_uplink(self, host) -> "PassUplink":
         return PassUplink(host, self)
@@ -173,7 +192,7 @@ class PassUplink:
             queue(self.host, u)  # waiting for its pass
             if up.start_s > env.now:
                 yield env.at(up.start_s, prio)
-            u.gain, u.airtime_s = up.gain, up.on_air_s
+            u.airtime_s = up.on_air_s  # (its gain stays the channel part's draw, as under sync)
             u.phase = ON_AIR
             self.host.start_transmission(u)
         u.attempts = up.passes
