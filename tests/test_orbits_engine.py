@@ -197,3 +197,30 @@ def test_kill_9_in_the_middle_of_passes_and_resume_gives_identical_records(tmp_p
     assert (updates["attempts"] > 1).any()  # uploads that went on over several passes
     for name in ("updates.csv", "rounds.csv", "passes.csv"):
         assert (full / name).read_bytes() == (cut / name).read_bytes(), name
+
+
+def test_ground_clients_upload_while_their_site_sees_a_satellite(tmp_path):
+    text = scenario(protocol="sync").replace("[orbits]", "[orbits]\nclients = \"ground\"")
+    text = text.replace("[run]", "[devices]\ncount = 4\n[devices.options]\ncompute_s = 300.0\n[run]")
+    folder = run(tmp_path, text)
+    passes = pd.read_csv(folder / "passes.csv")
+    applied = pd.read_csv(folder / "updates.csv").query("outcome == 'applied'")
+    assert len(applied) >= 4
+    names = ["hawaii", "singapore"]
+    for row in applied.itertuples():  # device n sits at station n mod 2, and sends through a satellite it sees
+        mine = passes[passes["station"] == names[row.device % 2]]
+        assert ((mine["rise_s"] - 1e-3 <= row.tx_start_s) & (row.tx_end_s <= mine["set_s"] + 1e-3)).any(), row
+
+
+def test_the_study_compares_the_four_settings_on_the_packaged_shell():
+    from wirelessfl.papers import find_recipes
+
+    (recipe,) = find_recipes("satellites:time_to_target")
+    ((key, (base, variants)),) = recipe.families("tiny", []).items()
+    assert key == "satellites/time_to_target/tiny"
+    o = base.orbits
+    assert (o.planes, o.per_plane, o.phasing, o.altitude_km, o.inclination_deg) == (5, 8, 1, 550.0, 53.0)
+    assert base.devices.count == 40 and base.learning.dataset == "fashion_mnist" and base.learning.alpha == 0.5
+    assert len(o.ground_stations) == 3 and base.protocol.name == "fedbuff"
+    assert variants == {"sync": {"protocol.name": "sync"}, "fedbuff": {}, "fedbuff_isl": {"orbits.isl": True},
+                        "fedbuff_1gs": {"orbits.ground_stations": ["hawaii"]}}
