@@ -25,13 +25,9 @@ ORBIT_COLUMNS = ("elevation_deg", "range_km", "doppler_hz")
 
 
 def _constellation(orbits):
-    from ..orbits import from_tle_file, walker
+    from ..orbits.constellation import constellation_of
 
-    if orbits.tle_file is not None:
-        return from_tle_file(orbits.tle_file, orbits.epoch)
-    return walker(orbits.altitude_km, orbits.inclination_deg, orbits.planes, orbits.per_plane, orbits.phasing,
-                  satellites=orbits.satellites, pattern=orbits.pattern,
-                  epoch=orbits.epoch or "2024-06-01T00:00:00Z")
+    return constellation_of(orbits)
 
 
 def _duration_s(scenario) -> float:

@@ -24,15 +24,14 @@ def plot_orbits(runs: dict[str, RunResult], out_dir: str | Path, title: str | No
     import pandas as pd
 
     from ..config import load_scenario
-    from ..orbits import stations
-    from ..access.orbit import _constellation
-    from ..orbits import propagate_ecef
+    from ..orbits import propagate_ecef, stations
+    from ..orbits.constellation import constellation_of
 
     scenario = load_scenario(run.run_dir / "scenario.toml")
     orbits = scenario.orbits
     passes = pd.read_csv(run.run_dir / "passes.csv")
     sites = stations(orbits.station_specs())
-    constellation = _constellation(orbits)
+    constellation = constellation_of(orbits)
     times = np.arange(0.0, _TRACK_S, 60.0)
     pos, _ = propagate_ecef(constellation, times)
     fig, (track, contacts) = plt.subplots(2, 1, figsize=(9.0, 8.0), gridspec_kw={"height_ratios": [1.1, 1.0]})
