@@ -60,6 +60,7 @@ def run(tmp_path, text, name="t"):
     ("satellites = 40\nplanes = 3", "orbits.planes = 3: must divide orbits.satellites = 40"),
     ("ground_stations = [\"svalbard\"]", "svalbard"),
     ("pass_end = \"keep\"", "orbits.pass_end"),
+    ("duration_s = 3600.0", "orbits.duration_s = 3600: shorter than run.time_budget_s"),
 ])
 def test_bad_orbits_are_one_line_and_exit_2(tmp_path, extra, needle):
     text = scenario(budget=3600.0) if "svalbard" in extra else scenario()

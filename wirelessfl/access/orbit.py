@@ -31,11 +31,14 @@ def _constellation(orbits):
 
 
 def _duration_s(scenario) -> float:
-    duration = scenario.orbits.duration_s or scenario.run.time_budget_s
-    if duration is None:
+    duration, budget = scenario.orbits.duration_s, scenario.run.time_budget_s
+    if duration is None and budget is None:
         raise ConfigError("orbits.duration_s: set it or run.time_budget_s (the orbits are propagated over the "
                           "run's time, which a run that stops by rounds does not know)")
-    return float(duration)
+    if duration is not None and budget is not None and duration < budget:
+        raise ConfigError(f"orbits.duration_s = {duration:g}: shorter than run.time_budget_s = {budget:g}; the "
+                          "orbits must cover the run (leave orbits.duration_s out)")
+    return float(duration if duration is not None else budget)
 
 
 def contact_plan(scenario):
