@@ -93,6 +93,9 @@ class OrbitAccess(AccessScheme):
         if scenario.link.errors != "none" or scenario.link.rate != "shannon":
             raise ConfigError("link.errors / link.rate with [orbits]: the rate of a pass is its link budget's "
                               "(orbits.rate = 'shannon' or 'dvbs2')")
+        if scenario.link.downlink != "fixed":
+            raise ConfigError(f"link.downlink = {scenario.link.downlink!r} with [orbits]: the model's way up to the "
+                              "satellites is not timed over passes; use 'fixed' (link.downlink_s)")
         if scenario.channel.coherence_s is not None or scenario.devices.speed_mps:
             raise ConfigError("channel.coherence_s / devices.speed_mps with [orbits]: the channel of a pass "
                               "changes with the orbit grid (orbits.orbit_step_s)")
