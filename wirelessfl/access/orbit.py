@@ -99,6 +99,9 @@ class OrbitAccess(AccessScheme):
         if scenario.channel.coherence_s is not None or scenario.devices.speed_mps:
             raise ConfigError("channel.coherence_s / devices.speed_mps with [orbits]: the channel of a pass "
                               "changes with the orbit grid (orbits.orbit_step_s)")
+        from ..orbits import stations
+
+        stations(o.station_specs())  # presets known, names distinct, coordinates in range
         count = len(_constellation(o))
         if o.clients == "satellites" and scenario.devices.count != count:
             raise ConfigError(f"devices.count = {scenario.devices.count}: with orbits.clients = 'satellites' every "
