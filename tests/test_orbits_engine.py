@@ -225,3 +225,15 @@ def test_the_study_compares_the_four_settings_on_the_packaged_shell():
     assert len(o.ground_stations) == 3 and base.protocol.name == "fedbuff"
     assert variants == {"sync": {"protocol.name": "sync"}, "fedbuff": {}, "fedbuff_isl": {"orbits.isl": True},
                         "fedbuff_1gs": {"orbits.ground_stations": ["hawaii"]}}
+
+
+def test_the_grid_dvbs2_rates_are_the_modcod_tables():
+    from wirelessfl.orbits import dvbs2_rate_bps
+    from wirelessfl.orbits.contacts import dvbs2_rates
+
+    es_n0 = np.linspace(-5.0, 20.0, 251)
+    for margin in (0.0, 1.5):
+        assert np.array_equal(dvbs2_rates(es_n0, 16.7e6, margin), dvbs2_rate_bps(es_n0, 16.7e6, margin))
+    plan = _plan(rate="dvbs2", roll_off=0.25)
+    snr_db = 10 * np.log10(plan.gain)  # the plan's SNR (gain at unit power and noise)
+    assert np.array_equal(plan.rate_bps[:2, :50], dvbs2_rate_bps(snr_db[:2, :50] + 10 * np.log10(1.25), 2e3 / 1.25))

@@ -26,10 +26,21 @@ from .constellation import Constellation
 from .ephemeris import Ephemeris
 from .geometry import Station, look
 from .isl import route_to_station
-from .link_budget import LinkBudget, dvbs2_rate_bps
+from .link_budget import DVBS2_MODCODS, LinkBudget
 from .passes import Pass, find_passes
 
-__all__ = ["ContactPlan", "OrbitUpload"]
+__all__ = ["ContactPlan", "OrbitUpload", "dvbs2_rates"]
+
+
+def dvbs2_rates(es_n0_db: np.ndarray, symbol_rate_baud: float, margin_db: float = 0.0) -> np.ndarray:
+    """link_budget.dvbs2_rate_bps over a whole grid at once: the best efficiency among the MODCODs whose
+    threshold + margin is at most Es/N0 (a running maximum over the thresholds in order), times the
+    symbol rate; 0 where none closes."""
+    thresholds = np.array([m.es_n0_db for m in DVBS2_MODCODS]) + margin_db
+    order = np.argsort(thresholds, kind="stable")
+    best = np.maximum.accumulate(np.array([m.efficiency for m in DVBS2_MODCODS])[order])
+    i = np.searchsorted(thresholds[order], np.asarray(es_n0_db, dtype=float), side="right") - 1
+    return np.where(i >= 0, best[np.maximum(i, 0)] * symbol_rate_baud, 0.0)
 
 
 @dataclass(frozen=True)
@@ -120,7 +131,7 @@ class ContactPlan:
         if rate == "dvbs2":
             symbol_rate = self.budget.bandwidth_hz / (1.0 + roll_off)
             # Es/N0 over the symbol rate: SNR over B plus 10 log10(B / R_s)
-            self.rate_bps = dvbs2_rate_bps(snr_db + 10.0 * math.log10(1.0 + roll_off), symbol_rate, margin_db)
+            self.rate_bps = dvbs2_rates(snr_db + 10.0 * math.log10(1.0 + roll_off), symbol_rate, margin_db)
         else:
             self.rate_bps = self.budget.bandwidth_hz * np.log2(1.0 + 10.0 ** (snr_db / 10.0))
         self.gain = 10.0 ** (snr_db / 10.0) * noise_w / tx_power_w
