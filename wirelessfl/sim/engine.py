@@ -24,6 +24,7 @@ from typing import Callable
 import numpy as np
 
 from ..access import share_snr
+from ..access.base import TimesEachDevice
 from ..des.clock import Clock
 from ..scheduling.base import Decision
 from .checks import PartChecks
@@ -194,11 +195,11 @@ class Engine:
     def _uplink(p, selected, ready, airtime, attempts, deadline_at, bits, gains, power, delivered, received):
         """The access scheme queues the round's uploads (each cell's, with several): the schedule,
         and each upload's time on the air, transmissions, arrival and start (NaN: it sent nothing)."""
-        if hasattr(p.access, "schedule_devices"):  # an uplink timed per device (satellite passes)
+        if isinstance(p.access, TimesEachDevice):  # an uplink timed per device (satellite passes)
             uplink = p.access.schedule_devices(selected, ready, bits, deadline_at)
         else:
             uplink = (p.access.schedule(ready, airtime, deadline_at) if p.cells is None
-                          else p.cells.schedule(selected, ready, airtime, deadline_at, bits=bits, gains=gains[selected],
+                      else p.cells.schedule(selected, ready, airtime, deadline_at, bits=bits, gains=gains[selected],
                                             power=power))
         if uplink.on_air_s is not None:  # contention decided each device's time on the air (random access)
             airtime, attempts = uplink.on_air_s, uplink.attempts

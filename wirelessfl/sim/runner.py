@@ -30,7 +30,7 @@ from ..network.cells import build_cells, cell_radio
 from .edge_events import TieredEvents
 from .tiers import TieredEngine
 from .cell_summary import cell_columns, cell_rows
-from ..access.base import AccessScheme
+from ..access.base import AccessScheme, WritesRunFiles
 from ..fading import block_fading
 from ..scheduling.base import check_frequency_choice
 from ..wireless import Channel, PathLossChannel, build_channel, channel_columns, moving, sigma_profile
@@ -225,7 +225,7 @@ class Run:
                   else cells.accesses[0])
         check_scheme(access, f"link.access = {scenario.link.access!r}", self.protocol.event_driven)
         # files of the uplink's own for the run folder (an orbit run's passes.csv), written as the run starts
-        self._part_files = access.run_files() if hasattr(access, "run_files") else {}
+        self._part_files = access.run_files() if isinstance(access, WritesRunFiles) else {}
         parts = Parts(channel=self.channel, compute=self.compute, scheduler=self.scheduler, algorithm=self.algorithm,
                       access=access,
                       num_devices=n,
