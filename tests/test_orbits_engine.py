@@ -102,7 +102,7 @@ def _windows(passes: pd.DataFrame, sat: int) -> list[tuple[float, float]]:
     return list(zip(rows["rise_s"], rows["set_s"]))
 
 
-@pytest.mark.parametrize("protocol", ["fedbuff", "sync"])
+@pytest.mark.parametrize("protocol", ["fedbuff", "sync", "semi_sync", "fedasync"])
 def test_uploads_go_only_inside_passes_at_the_budgets_rate(tmp_path, protocol):
     folder = run(tmp_path, scenario(protocol=protocol))
     passes = pd.read_csv(folder / "passes.csv")
