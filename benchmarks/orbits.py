@@ -4,7 +4,9 @@
     python benchmarks/orbits.py          # the extra [orbits] installed
 
 Prints the seconds of each step (propagation onto a 30 s grid, then the contact windows), the best of
-three runs in this process, and the passes found.
+three runs in this process, and the passes found; then the seconds of a whole timing-only run of that
+week through the engine (``simulate``: a scenario's [orbits], FedBuff with 20 satellites in flight,
+no folder, so no figures), the satellites issue's budget.
 """
 from __future__ import annotations
 
@@ -32,5 +34,28 @@ def main() -> None:
           f"propagation {prop:.2f} s, passes {passes:.2f} s, {prop + passes:.2f} s in all ({count} passes; best of 3)")
 
 
+WEEK = {
+    "name": "week", "seed": 0,
+    "run": {"time_budget_s": 7 * 86400.0, "timing_only": True},
+    "scheduler": {"name": "uniform", "m": 10},
+    "protocol": {"name": "fedbuff", "options": {"concurrency": 20, "buffer": 10}},
+    "learning": {"dataset": "synthetic", "model": "logreg"},
+    "orbits": {"planes": 10, "per_plane": 10, "phasing": 1, "ground_stations": STATIONS},
+}
+
+
+def week_run() -> None:
+    """A timing-only week of FedBuff over the 100 satellites and 3 stations, through the engine."""
+    from wirelessfl.config import from_dict
+    from wirelessfl.experiments.run import simulate
+
+    start = time.perf_counter()
+    result = simulate(from_dict(WEEK), None, progress=False)
+    took = time.perf_counter() - start
+    print(f"timing-only run of that week (FedBuff, 20 in flight, every 10 updates): {took:.2f} s, "
+          f"{len(result.rounds)} aggregations, {len(result.updates)} uploads")
+
+
 if __name__ == "__main__":
     main()
+    week_run()

@@ -34,6 +34,10 @@ def _finish(results: dict, out: Path, title: str) -> int:
     paths = plot_runs(done, out, title=title) if training else [plot_timing(done, out, title=title)] if done else []
     paths.append(plot_battery(done, out, title=title))
     paths += [plot_network(done, out, title=title), plot_tiers(done, out, title=title)]
+    if any(res.run_dir is not None and (res.run_dir / "passes.csv").exists() for res in done.values()):
+        from .experiments.orbit_plots import plot_orbits
+
+        paths.append(plot_orbits(done, out, title=title))
     if any(_event_driven(res.summary.get("protocol", "sync")) for res in done.values()):
         paths += _event_figures(done, out, title=title)
     for path in paths:

@@ -18,6 +18,8 @@ and import paths:
   (``equal`` or ``greedy``; see :class:`OFDMA`).
 - ``aircomp``: every device of a round at once, truncated channel inversion, the server receiving
   the sum of the updates plus noise (see :class:`AirComp`).
+- ``orbit``: uploads inside satellite passes at the link budget's rate (a scenario's [orbits];
+  :mod:`wirelessfl.access.orbit`, docs/satellites.md).
 - ``aloha``: slotted ALOHA, random access: in every slot each device with bits to send transmits
   with probability ``transmit_probability``; a slot carries a packet when exactly one device sends
   in it, and is lost to a collision when several do (see :class:`Aloha`).
@@ -59,5 +61,6 @@ ACCESS = Registry("access", "wirelessfl.access:AccessScheme", {
     "aloha": "wirelessfl.access.aloha:Aloha",
     "wifi": "wirelessfl.access.wifi:WiFi",
     "ns3_wifi": "wirelessfl.access.ns3_wifi:Ns3WiFi",
+    "orbit": "wirelessfl.access.orbit:OrbitAccess",
 })
 """Built-in access schemes by the name ``link.access`` gives them."""

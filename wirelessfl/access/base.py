@@ -27,7 +27,8 @@ from .link import Link
 if TYPE_CHECKING:
     from ..des import Clock
 
-__all__ = ["AccessScheme", "AirtimePrice", "EventUplink", "ResolvesSlots", "UplinkFacts", "UplinkHost", "UplinkSchedule"]
+__all__ = ["AccessScheme", "AirtimePrice", "EventUplink", "ResolvesSlots", "TimesEachDevice", "UplinkFacts", "UplinkHost",
+           "UplinkSchedule", "WritesRunFiles"]
 
 
 @dataclass
@@ -150,6 +151,23 @@ class ResolvesSlots(Protocol):
     engine hands such a scheme's ``schedule`` the round's ``received_w`` and ``devices``."""
 
     def resolve(self, received_w: np.ndarray, devices: np.ndarray) -> tuple[list[int], int | None]: ...
+
+
+@runtime_checkable
+class TimesEachDevice(Protocol):
+    """A scheme that times a sync round's uploads device by device itself, from when each is ready
+    (satellite passes: wirelessfl.access.orbit); the sync engine then asks it instead of ``schedule``."""
+
+    def schedule_devices(self, devices: np.ndarray, ready_s: np.ndarray, bits,
+                         deadline_s: float | None = None) -> UplinkSchedule: ...
+
+
+@runtime_checkable
+class WritesRunFiles(Protocol):
+    """A scheme with files of its own for the run folder (an orbit run's passes.csv), written as the run
+    starts: ``run_files()`` gives {name: text}; each name must be in the runner's WRITES."""
+
+    def run_files(self) -> dict[str, str]: ...
 
 
 DEFAULT_UPLINKS: dict[bool, type] = {}

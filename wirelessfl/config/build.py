@@ -12,10 +12,11 @@ from typing import Any, Iterable
 from ..fields import ConfigError, build_dataclass, check_option_types, field_value, show, type_hints
 from ..files import unreadable_file
 from ..plugins import KIND_OF_TABLE, KINDS, OPTION_KINDS, PluginError, registry
+from .orbits_table import apply_orbits
 from .radio_presets import apply_preset
 from .overrides import INHERITED, INHERITED_OF, apply_overrides, flatten, own_fields
 from .rules import cross_check
-from .tables import REBUILD, SPECIAL, TABLES, PluginOptions, Scenario
+from .tables import OPTIONAL_TABLES, REBUILD, SPECIAL, TABLES, PluginOptions, Scenario
 from .writing import to_dict, toml_value
 
 if sys.version_info >= (3, 11):
@@ -158,6 +159,7 @@ def _build_scenario(data: Any, base_dir: Path | None) -> Scenario:
         if key not in fields:
             raise ConfigError(f"{key}: unknown key; allowed: {', '.join(fields)}")
     apply_preset(data)
+    apply_orbits(data)
     _check_units(data.get("link"))
     hints = type_hints(Scenario)
     plugin_path = field_value(fields["plugin_path"], hints["plugin_path"], data.get("plugin_path", []),
@@ -179,6 +181,8 @@ def _build_scenario(data: Any, base_dir: Path | None) -> Scenario:
     for name, f in fields.items():
         if name in SPECIAL:
             values[name] = _build_special(name, data.get(name, {}), name)
+        elif name in OPTIONAL_TABLES and name not in data:
+            values[name] = None
         elif name in TABLES:
             values[name] = _build_table(TABLES[name], data.get(name, {}), name, ctx)
         elif name in data and name != "plugin_path":

@@ -18,6 +18,7 @@ from ..units import dbm_to_w, noise_power_w
 from ..fields import FilePath, Power, build_dataclass, option
 from ..plugins import KIND_OF_TABLE, KINDS, registry
 from .network_tables import HierarchyConfig, NetworkConfig
+from .orbits_table import OrbitsConfig
 
 
 class PluginOptions(Mapping):
@@ -451,6 +452,7 @@ class Scenario:
     learning: LearningConfig = field(default_factory=LearningConfig)
     network: NetworkConfig = field(default_factory=NetworkConfig)
     hierarchy: HierarchyConfig = field(default_factory=HierarchyConfig)
+    orbits: OrbitsConfig | None = None  # FL over satellites (config.orbits_table); None: no orbits
     variants: tuple[tuple[str, tuple[tuple[str, Any], ...]], ...] = ()
     sweep: tuple[tuple[str, tuple[Any, ...]], ...] = ()
 
@@ -527,7 +529,9 @@ class Scenario:
 SPECIAL = ("variants", "sweep")
 TABLES = {"run": RunConfig, "channel": ChannelConfig, "link": LinkConfig, "devices": DevicesConfig,
           "protocol": ProtocolConfig, "scheduler": SchedulerConfig, "learning": LearningConfig,
-          "network": NetworkConfig, "hierarchy": HierarchyConfig}
+          "network": NetworkConfig, "hierarchy": HierarchyConfig, "orbits": OrbitsConfig}
+OPTIONAL_TABLES = ("orbits",)
+"""Tables that are None unless the file gives them (the scenario then writes back as before)."""
 
 
 @dataclass(frozen=True)

@@ -33,7 +33,7 @@ __all__ = ["INPUT_ERRORS", "OutputExists", "RunResult", "TrainingDiverged", "loa
            "simulate"]
 
 RUN_FILES = ("scenario.toml", "rounds.csv", "evals.csv", "updates.csv", "handovers.csv", "devices.csv", "decisions.h5",
-             "decisions.npz", "summary.json", MANIFEST, CHECKPOINT_NAME, ERROR_LOG)
+             "decisions.npz", "passes.csv", "summary.json", MANIFEST, CHECKPOINT_NAME, ERROR_LOG)
 """The files a run writes into its folder (and the only ones ``overwrite`` removes)."""
 
 

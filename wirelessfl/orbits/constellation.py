@@ -312,3 +312,12 @@ def from_tle_file(path: str | Path, epoch: datetime | str | None = None) -> Cons
     return Constellation(tuple(satrecs), tuple(names), epoch,
                          deg([s.nodeo for s in satrecs]) % 360.0, deg([s.mo for s in satrecs]) % 360.0,
                          deg([s.inclo for s in satrecs]))
+
+
+def constellation_of(table) -> Constellation:
+    """The constellation of a scenario's [orbits] table (anything with its fields: tle_file, epoch,
+    altitude_km, inclination_deg, planes, per_plane, satellites, phasing, pattern)."""
+    if table.tle_file is not None:
+        return from_tle_file(table.tle_file, table.epoch)
+    return walker(table.altitude_km, table.inclination_deg, table.planes, table.per_plane, table.phasing,
+                  satellites=table.satellites, pattern=table.pattern, epoch=table.epoch or "2024-06-01T00:00:00Z")

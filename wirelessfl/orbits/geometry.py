@@ -48,7 +48,7 @@ class Station:
                                         ("altitude_m", self.altitude_m, -500.0, 10000.0)):
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) \
                     or not low <= value <= high:
-                raise ConfigError(f"orbits.stations.{self.name}.{field} = {value!r}: must be in [{low:g}, {high:g}]")
+                raise ConfigError(f"orbits.ground_stations.{self.name}.{field} = {value!r}: must be in [{low:g}, {high:g}]")
 
     def ecef_km(self) -> np.ndarray:
         """Earth-fixed position (3,) in km on the WGS84 ellipsoid."""
@@ -90,16 +90,16 @@ def station(spec) -> Station:
         return spec
     if isinstance(spec, str):
         if spec not in STATIONS:
-            raise ConfigError(f"orbits.stations: unknown station {spec!r}; presets: {', '.join(sorted(STATIONS))} "
+            raise ConfigError(f"orbits.ground_stations: unknown station {spec!r}; presets: {', '.join(sorted(STATIONS))} "
                               "(or give name, latitude_deg, longitude_deg, altitude_m)")
         return STATIONS[spec]
     if isinstance(spec, dict):
         unknown = set(spec) - {"name", "latitude_deg", "longitude_deg", "altitude_m"}
         if unknown or not {"name", "latitude_deg", "longitude_deg"} <= set(spec):
-            raise ConfigError(f"orbits.stations: {spec!r}: must have name, latitude_deg, longitude_deg "
+            raise ConfigError(f"orbits.ground_stations: {spec!r}: must have name, latitude_deg, longitude_deg "
                               "(and optionally altitude_m), nothing else")
         return Station(str(spec["name"]), spec["latitude_deg"], spec["longitude_deg"], spec.get("altitude_m", 0.0))
-    raise ConfigError(f"orbits.stations: {spec!r}: must be a preset name or a table of name, latitude_deg, "
+    raise ConfigError(f"orbits.ground_stations: {spec!r}: must be a preset name or a table of name, latitude_deg, "
                       "longitude_deg, altitude_m")
 
 
@@ -110,9 +110,9 @@ def stations(specs) -> tuple[Station, ...]:
     out = tuple(station(s) for s in specs)
     names = [s.name for s in out]
     if not out:
-        raise ConfigError("orbits.stations: give at least one ground station")
+        raise ConfigError("orbits.ground_stations: give at least one ground station")
     if len(set(names)) != len(names):
-        raise ConfigError(f"orbits.stations: names must differ, got {names}")
+        raise ConfigError(f"orbits.ground_stations: names must differ, got {names}")
     return out
 
 

@@ -155,7 +155,7 @@ def find_passes(ephemeris: Ephemeris, stations, min_elevation_deg: float = 10.0,
         found = _station_passes(ephemeris, site, float(min_elevation_deg))
         if not found and require_each_station:
             raise ConfigError(
-                f"orbits.stations: {site.name} ({site.latitude_deg:g} N, {site.longitude_deg:g} E) sees no satellite "
+                f"orbits.ground_stations: {site.name} ({site.latitude_deg:g} N, {site.longitude_deg:g} E) sees no satellite "
                 f"above {min_elevation_deg:g} deg in the {ephemeris.duration_s:g} s from "
                 f"{ephemeris.epoch.isoformat()}: "
                 "lower orbits.min_elevation_deg, run longer, or move the station")

@@ -22,6 +22,8 @@ PAPERS = {
     "networks": "Studies of this simulator: edge servers and a cloud against the cloud alone, frequency reuse, and "
                 "the devices' speed, over seven cells",
     "radio": "A study of this simulator: Shannon rates against the NR link abstraction in a 3GPP cell",
+    "satellites": "A study of this simulator: FL over a LEO constellation, sync against FedBuff, ISL relaying, "
+                  "one ground station against three",
 }
 """Paper module name -> the paper."""
 

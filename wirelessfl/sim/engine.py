@@ -24,6 +24,7 @@ from typing import Callable
 import numpy as np
 
 from ..access import ResolvesSlots, share_snr
+from ..access.base import TimesEachDevice
 from ..capabilities import provides
 from ..des.clock import Clock
 from ..scheduling.base import Decision
@@ -195,7 +196,9 @@ class Engine:
     def _uplink(p, selected, ready, airtime, attempts, deadline_at, bits, gains, power, delivered, received):
         """The access scheme queues the round's uploads (each cell's, with several): the schedule,
         and each upload's time on the air, transmissions, arrival and start (NaN: it sent nothing)."""
-        if p.cells is None and provides(p.access, ResolvesSlots):  # random access: who contends, how strongly
+        if provides(p.access, TimesEachDevice):  # an uplink timed per device (satellite passes)
+            uplink = p.access.schedule_devices(selected, ready, bits, deadline_at)
+        elif p.cells is None and provides(p.access, ResolvesSlots):  # random access: who contends, how strongly
             uplink = p.access.schedule(ready, airtime, deadline_at, received_w=gains[selected] * power,
                                        devices=selected)
         else:
@@ -234,8 +237,9 @@ class Engine:
             parts.append(self._round_harq if self._round_harq is not None
                          else np.tile([-1, 0], (len(selected), 1)))
         if p.access.upload_columns:
-            parts.append(np.asarray(p.access.round_counts(), dtype=np.int64).reshape(len(selected),
-                                                                                     len(p.access.upload_columns)))
+            counts = p.access.round_counts()  # integer counts, or floats (a pass's geometry)
+            parts.append(np.asarray(counts, dtype=float if np.asarray(counts).dtype.kind == "f" else np.int64
+                                    ).reshape(len(selected), len(p.access.upload_columns)))
         return np.hstack(parts) if parts else None
 
     def _to_computation(self, p, decision: Decision, gains: np.ndarray, t_start: float, delivery, downlink_s: float):

@@ -25,7 +25,7 @@ __all__ = ["MANIFEST", "RECORD_FILES", "complete_problem", "file_sha256", "origi
 MANIFEST = "manifest.json"
 
 RECORD_FILES = ("scenario.toml", "rounds.csv", "evals.csv", "updates.csv", "handovers.csv", "devices.csv",
-                "decisions.h5", "decisions.npz", "summary.json")
+                "decisions.h5", "decisions.npz", "passes.csv", "summary.json")
 """The files of a finished run whose digests the manifest keeps (those the run wrote)."""
 
 

@@ -30,7 +30,7 @@ from ..network.cells import build_cells, cell_radio
 from .edge_events import TieredEvents
 from .tiers import TieredEngine
 from .cell_summary import cell_columns, cell_rows, uplink_busy_s
-from ..access.base import AccessScheme
+from ..access.base import AccessScheme, WritesRunFiles
 from ..fading import block_fading
 from ..scheduling.base import check_frequency_choice
 from ..wireless import Channel, PathLossChannel, build_channel, channel_columns, moving, sigma_profile
@@ -56,7 +56,7 @@ ERROR_LOG = "error.log"
 """Where a failed run writes the traceback of its error (summary.json names it)."""
 
 WRITES = ("scenario.toml", "rounds.csv", "evals.csv", "updates.csv", "handovers.csv", "devices.csv", "decisions.h5",
-          "summary.json", "manifest.json", CHECKPOINT_NAME, ERROR_LOG)
+          "passes.csv", "summary.json", "manifest.json", CHECKPOINT_NAME, ERROR_LOG)
 """The files a run (or a resume) reads back or writes in its folder: each must be a regular file
 where it exists, never a link, a FIFO or a device (checked before anything is written)."""
 
@@ -224,6 +224,8 @@ class Run:
         access = (scenario.part("access").from_scenario(scenario, scenario.options("access")) if cells is None
                   else cells.accesses[0])
         check_scheme(access, f"link.access = {scenario.link.access!r}", self.protocol.event_driven)
+        # files of the uplink's own for the run folder (an orbit run's passes.csv), written as the run starts
+        self._part_files = access.run_files() if isinstance(access, WritesRunFiles) else {}
         parts = Parts(channel=self.channel, compute=self.compute, scheduler=self.scheduler, algorithm=self.algorithm,
                       access=access,
                       num_devices=n,
@@ -425,6 +427,8 @@ class Run:
         """Run to the end (or until interrupted), then write the device table and the summary."""
         self._started = time.perf_counter()
         status, error, error_log = "complete", None, None
+        for name, text in self._part_files.items() if self.run_dir is not None else ():
+            write_atomic(self.run_dir / name, text)
         # Float reductions depend on the thread count: fix it per run so a run gives the same
         # records serially, in a process pool or on a cluster.
         threads = None

@@ -47,6 +47,9 @@ upload was sent at (chosen at its SINR as it went on the air; -1: it never did) 
 blocks' transmissions, HARQ retransmissions and ARQ rounds included (0: it sent nothing). An access
 scheme's own counts follow them (``AccessScheme.upload_columns``; wifi: collisions, frames, retries,
 drops)."""
+FLOAT_COLUMNS = ("elevation_deg", "range_km", "doppler_hz")
+"""Uplink columns that are numbers, not counts (the geometry of a satellite pass, wirelessfl.access.orbit):
+written with 12 significant digits, empty where NaN (an upload that never went on the air)."""
 CELL_COLUMNS = ["cell"]
 """Added to updates.csv (after any DOWNLINK_COLUMNS) with several cells (network.cells > 1): the cell
 that served the upload."""
@@ -154,7 +157,8 @@ class UpdateLog:
         self.columns = (UPDATE_COLUMNS + (DOWNLINK_COLUMNS if downlink else []) + (BACKHAUL_COLUMNS if backhaul else [])
                         + (CELL_COLUMNS if cells is not None else []) + list(self.extra))
         self._row = (_ROW[:-1] + (_DOWNLINK_PART if downlink else "") + (_BACKHAUL_PART if backhaul else "")
-                     + (_CELL_PART if cells is not None else "") + ",%d" * len(self.extra) + "\n")
+                     + (_CELL_PART if cells is not None else "")
+                     + "".join(",%.12g" if c in FLOAT_COLUMNS else ",%d" for c in self.extra) + "\n")
         self.cells = cells
         self.rows = 0
         self.in_memory: list[tuple] | None = [] if path is None else None
