@@ -35,6 +35,7 @@ from typing import Any, ClassVar, Protocol, Sequence
 import numpy as np
 
 from ..fields import ConfigError, NoOptions, option
+from ..outcomes import Outcome
 from ..plugins import Registry
 from .staleness import STALENESS, Staleness
 
@@ -239,7 +240,7 @@ class SemiSync(RoundProtocol):
             if len(self.on_time) >= need or self._nobody_left():
                 self._close(server)
         elif self.options.max_staleness is not None and server.version - update.version > self.options.max_staleness:
-            server.discard(update, "stale")
+            server.discard(update, Outcome.STALE)
         else:  # late, and carried (dropped uploads were stopped at their round's end)
             self.carried.append(update)
 
@@ -324,7 +325,7 @@ class _Dispatching(RoundProtocol):
     def on_arrival(self, server, update) -> None:
         max_staleness = self.options.max_staleness
         if max_staleness is not None and server.version - update.version > max_staleness:
-            server.discard(update, "stale")
+            server.discard(update, Outcome.STALE)
         else:
             self._take(server, update)
         server.dispatch(1)  # the slot this device held
