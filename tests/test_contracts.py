@@ -203,3 +203,33 @@ def test_the_guide_s_three_method_algorithm_runs_as_written_and_is_fedavg_s_mean
     assert len(mine.evals) == 4 and mine.evals["accuracy"].iloc[-1] != mine.evals["accuracy"].iloc[0]  # it learnt
     for name in ("evals.csv", "updates.csv", "rounds.csv"):
         assert (tmp_path / "mine" / name).read_text() == (tmp_path / "fedavg" / name).read_text(), name
+
+
+def _guide_code(marker: str) -> str:
+    blocks = re.findall(r"```(\w+)\n(.*?)```", GUIDE.read_text(), re.S)
+    return next(code for lang, code in blocks if lang == "python" and marker in code)
+
+
+def _methods(code: str, cls: str) -> list[str]:
+    node = next(n for n in ast.walk(ast.parse(code)) if isinstance(n, ast.ClassDef) and n.name == cls)
+    return [n.name for n in node.body if isinstance(n, ast.FunctionDef)]
+
+
+def test_the_guide_s_four_method_protocol_runs_as_written_and_is_fedbuff_with_a_buffer_of_one(tmp_path,
+                                                                                            one_torch_thread):
+    code = _guide_code("class EveryArrival")
+    assert _methods(code, "EveryArrival") == ["from_scenario", "start", "on_arrival", "on_lost"]
+    (tmp_path / "everyarrival.py").write_text(code)
+    runs = {}
+    for name, protocol in (("mine", '"everyarrival:EveryArrival"\nconcurrency = 4'),
+                           ("fedbuff", '"fedbuff"\nconcurrency = 4\nbuffer = 1\nstaleness = "constant"')):
+        path = _scenario(tmp_path, name, "fedavg", "sync")
+        path.write_text(path.read_text().replace('[protocol]\nname = "sync"', f"[protocol]\nname = {protocol}")
+                        .replace("rounds = 6", "rounds = 12")
+                        .replace("delay_mean_s = 0.5", "delay_mean_s = 0.5\np_on_to_off = 0.3\np_off_to_on = 0.5"))
+        runs[name] = simulate(load_scenario(path), tmp_path / name, progress=False)
+    up = pd.read_csv(tmp_path / "mine" / "updates.csv")
+    assert (up.outcome == "applied").sum() == 12 and up.staleness.max() > 0  # stale updates, applied one by one
+    assert (up.outcome == "offline").any()  # devices left: on_lost started others
+    for name in ("evals.csv", "updates.csv", "rounds.csv"):
+        assert (tmp_path / "mine" / name).read_text() == (tmp_path / "fedbuff" / name).read_text(), name
