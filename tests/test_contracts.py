@@ -233,3 +233,33 @@ def test_the_guide_s_four_method_protocol_runs_as_written_and_is_fedbuff_with_a_
     assert (up.outcome == "offline").any()  # devices left: on_lost started others
     for name in ("evals.csv", "updates.csv", "rounds.csv"):
         assert (tmp_path / "mine" / name).read_text() == (tmp_path / "fedbuff" / name).read_text(), name
+
+
+def test_the_guide_s_access_scheme_in_three_methods_runs_as_written_under_both_engines(tmp_path):
+    """FixedRate: every upload takes bits / rate, one at a time (checked on updates.csv), a deadline cuts
+    the queue, and its closed form is its event uplink (semi_sync waiting for all writes what sync writes)."""
+    code = _guide_code("class FixedRate")
+    assert _methods(code, "FixedRate") == ["from_scenario", "airtime_s", "schedule"]
+    (tmp_path / "fixedrate.py").write_text(code)
+    for deadline in ("", "round_deadline_s = 0.9\n"):
+        out, late = {}, {"sync": "", "semi_sync": 'late = "drop"\n'}  # as sync, uploads cut by the deadline are lost
+        for name in ("sync", "semi_sync"):
+            path = tmp_path / f"{name}.toml"
+            path.write_text(f'seed = 4\n[run]\nrounds = 8\ntiming_only = true\n{deadline}'
+                            f'[devices]\ncount = 10\ncompute = "shifted_exponential"\ndelay_mean_s = 0.3\n'
+                            f'[channel]\nprofile = "linear"\n[link]\naccess = "fixedrate:FixedRate"\nrate_bps = 2e6\n'
+                            f'model_bits = 100000\n[protocol]\nname = "{name}"\n{late[name]}[scheduler]\nname = "uniform"\nm = 5\n')
+            simulate(load_scenario(path), tmp_path / f"{name}{len(deadline)}", progress=False)
+            out[name] = tmp_path / f"{name}{len(deadline)}"
+        for record in ("rounds.csv", "updates.csv") if not deadline else ():  # the same, to the last bits of sums
+            pd.testing.assert_frame_equal(pd.read_csv(out["sync"] / record), pd.read_csv(out["semi_sync"] / record),
+                                          check_exact=False, rtol=1e-12, atol=1e-12)
+        up = pd.read_csv(out["sync"] / "updates.csv")
+        sent = up[up.tx_start_s.notna()]
+        np.testing.assert_allclose(sent.airtime_s, 100000 / 2e6, rtol=1e-12)  # bits / rate, whatever the gain
+        for _, r in sent.groupby("version_started"):  # one at a time: each starts after the previous ends
+            r = r.sort_values("tx_start_s")
+            assert (r.tx_start_s.to_numpy()[1:] >= (r.tx_start_s + r.airtime_s).to_numpy()[:-1] - 1e-12).all()
+            assert (r.tx_start_s >= r.compute_end_s).all()
+        if deadline:
+            assert (up.outcome == "late_dropped").any()  # the deadline cut some uploads
