@@ -48,3 +48,32 @@ def test_a_run_s_records_hold_the_outcome_strings(tmp_path):
         assert all(type(o) is str for o in res.updates.outcome) and res.updates.outcome.tolist() == up.outcome.tolist()
         seen |= set(counts)
     assert {"applied", "late_dropped", "stale"} <= seen  # the outcomes this test meant to produce
+
+
+def test_a_checkpoint_holding_an_outcome_reads_back_as_its_string(tmp_path):
+    """An update's outcome in a checkpoint (a round's finished updates are saved with it) is stored as
+    the plain string: the weights-only loader refuses objects of the package's classes."""
+    from wirelessfl.sim.checkpoint import load_checkpoint, save_checkpoint, to_checkpoint
+
+    stored = to_checkpoint({"flights": {"updates": [{"seq": 3, "outcome": Outcome.OFFLINE}]}})
+    assert type(stored["flights"]["updates"][0]["outcome"]) is str
+    save_checkpoint(tmp_path / "c.pt", {"flights": {"updates": [{"seq": 3, "outcome": Outcome.OFFLINE}]}})
+    state = load_checkpoint(tmp_path / "c.pt")
+    assert state["flights"]["updates"][0]["outcome"] == "offline" == Outcome.OFFLINE
+
+
+def test_kill_9_and_resume_of_a_run_that_loses_updates_mid_round_gives_identical_records(tmp_path):
+    """semi_sync with a deadline, devices that go offline and late uploads carried: killed with SIGKILL
+    after a checkpoint, resumed, it writes the uninterrupted run's records."""
+    from fakes import killed_and_resumed
+
+    text = ('seed = 5\n[run]\nrounds = 40\ntiming_only = true\ncheckpoint_every = 1\nround_deadline_s = 0.8\n'
+            '[devices]\ncount = 12\ncompute = "shifted_exponential"\ndelay_mean_s = 0.5\n'
+            'p_on_to_off = 0.2\np_off_to_on = 0.5\n[channel]\nprofile = "linear"\n'
+            '[link]\nmodel_bits = 100000\nbandwidth_hz = 1e6\n[protocol]\nname = "semi_sync"\nfirst_k = 3\n'
+            '[scheduler]\nname = "uniform"\nm = 5\n')
+    full, cut = killed_and_resumed(tmp_path, text, "k")
+    outcomes = set(pd.read_csv(full / "updates.csv").outcome)
+    assert {"applied", "offline"} <= outcomes  # losses settled while rounds were under way
+    for name in ("rounds.csv", "updates.csv"):
+        assert (full / name).read_text() == (cut / name).read_text(), name

@@ -50,7 +50,9 @@ def staleness_weight(name: str, staleness, a: float, b: float) -> np.ndarray:
 
 class RoundProtocol(Protocol):
     """When the server aggregates. Required: ``from_scenario``; an event protocol also overrides
-    ``start`` and ``on_arrival`` (subclass this protocol to inherit the rest).
+    ``start``, ``on_arrival`` and ``on_lost``: its core, four methods in all (subclass this protocol to
+    inherit the rest: ``state_dict`` and ``load_state`` for one that holds updates between events,
+    ``on_round`` and ``on_timer`` for a round-based one).
 
     Class attributes: ``event_driven`` (False only for the closed-form sync rounds), ``round_based``
     (the scheduler decides per round, through ``begin_round``; otherwise devices are started one
