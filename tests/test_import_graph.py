@@ -12,7 +12,7 @@ from pathlib import Path
 PACKAGE = Path(__file__).resolve().parent.parent / "wirelessfl"
 
 LAYERS = (
-    ("fields", "files", "jsonio", "rng", "plugins", "capabilities", "traces", "decisions", "units"),  # no model of anything
+    ("fields", "files", "jsonio", "rng", "plugins", "capabilities", "traces", "decisions", "units", "outcomes"),  # no model of anything
     ("config",),
     ("des",),  # the simulated clock and an upload's phases: what every timed model runs on
     ("access", "battery", "devices", "fading", "harvest", "mobility", "network", "orbits", "participation", "path_loss",

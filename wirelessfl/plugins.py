@@ -71,7 +71,8 @@ class Kind:
     key: str         # the key in that table: "name"
     group: str       # the entry-point group of installed plugins
     registry: str    # "module:attribute" of the kind's Registry
-    required: tuple[str, ...]  # members a part must define itself (the protocol has no default)
+    required: tuple[str, ...]  # members a part must define itself (the protocol has no default);
+    # an entry "a|b+c" is met by a, or by b and c together
     options_key: str = "options"  # the table's sub-table of the part's options
     functions: bool = False  # a plain function may be the part (models), besides a class
 
@@ -94,7 +95,7 @@ KINDS: dict[str, Kind] = {k.name: k for k in (
     Kind("scheduler", "scheduler", "name", "wirelessfl.schedulers", "wirelessfl.scheduling:SCHEDULERS",
          ("from_scenario", "decide")),
     Kind("algorithm", "learning", "algorithm", "wirelessfl.algorithms", "wirelessfl.learning:ALGORITHMS",
-         ("from_scenario", "round")),
+         ("from_scenario", "round|local_updates+apply_updates")),
     Kind("channel", "channel", "model", "wirelessfl.channels", "wirelessfl.wireless:CHANNELS",
          ("from_scenario", "draw")),
     Kind("compute", "devices", "compute", "wirelessfl.compute", "wirelessfl.devices:COMPUTE",
@@ -240,7 +241,7 @@ class Registry:
                                   f"{public}")
             raise PluginError(f"{where}: names a {type(cls).__name__}, not a class; a {self.kind.name} is a class "
                               f"that fits {public}")
-        required = [m for m in self.kind.required if not _defines(cls, m) or _is_stub(cls, protocol, m)]
+        required = [_spelt(m) for m in self.kind.required if not _meets(cls, protocol, m)]
         if required:
             raise PluginError(f"{where}: {cls.__name__} does not fit the {self.kind.name} protocol: it lacks "
                               f"{', '.join(required)}; see docs/extending.md")
@@ -283,6 +284,18 @@ def _defines(cls: type, name: str) -> bool:
     if name.startswith("__"):
         return any(name in vars(klass) for klass in cls.__mro__ if klass is not object)
     return hasattr(cls, name)
+
+
+def _meets(cls: type, protocol: type, entry: str) -> bool:
+    """Whether ``cls`` defines, of its own, the members of one of the entry's alternatives ("a|b+c")."""
+    return any(all(_defines(cls, m) and not _is_stub(cls, protocol, m) for m in option.split("+"))
+               for option in entry.split("|"))
+
+
+def _spelt(entry: str) -> str:
+    """A required entry in words: "round (or local_updates and apply_updates)"."""
+    first, *others = entry.split("|")
+    return first + "".join(f" (or {' and '.join(o.split('+'))})" for o in others)
 
 
 def _is_stub(cls: type, protocol: type, name: str) -> bool:

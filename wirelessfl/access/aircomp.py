@@ -12,6 +12,7 @@ import simpy
 
 from ..des import ON_AIR, QUEUED, RANK_DEVICE, priority
 from ..fields import option
+from ..outcomes import Outcome
 from .base import AccessScheme, AirtimePrice, UplinkFacts, UplinkSchedule
 from .link import Link, queue
 
@@ -179,7 +180,7 @@ class JointUplink:
                 self.on_air.append(u)
             else:
                 u.airtime_s = 0.0
-                u.done.succeed("silent")
+                u.done.succeed(Outcome.SILENT)
         if self.on_air:
             self._arm(now + length)
         else:

@@ -17,6 +17,7 @@ import simpy
 
 from ..des import ON_AIR, RANK_DEVICE, priority
 from ..fields import ConfigError, option
+from ..outcomes import Outcome
 from ..plugins import PartError
 from .base import AccessScheme, UplinkSchedule
 from .link import Link
@@ -210,7 +211,7 @@ class AlohaUplink:
             need = scheme.packets(float(scheme.airtime_s(u.bits, np.array([u.gain]), np.array([u.power]))[0]))
             u.attempts, u.airtime_s = 0, 0.0
             if not math.isfinite(need):
-                return "silent"
+                return Outcome.SILENT
             u.bits_left, u.packet = need, scheme.first_slot(host.env.now)
             self.contending.append(u)
             self._arm()

@@ -128,8 +128,8 @@ class EventUplink(Protocol):
     ``transmit(u)`` is a SimPy generator the device's process runs once its computation is done: it
     sets ``u.phase`` (QUEUED while it waits, ON_AIR once it sends; ``wirelessfl.access.link.queue``
     and ``host.start_transmission`` do both), sets ``u.tx_end_s`` and ``u.airtime_s`` when the upload
-    is over, and returns True (arrived), False (lost: a packet failed every try) or an outcome string
-    (e.g. "silent"). It may be interrupted (``simpy.Interrupt``: the device went offline, or a
+    is over, and returns True (arrived), False (lost: a packet failed every try) or an outcome
+    (``wirelessfl.outcomes.Outcome``, e.g. ``Outcome.SILENT``; its plain string, "silent", still works). It may be interrupted (``simpy.Interrupt``: the device went offline, or a
     deadline dropped it): it must then let go of what it holds and re-raise. ``state_dict`` and
     ``load_state`` save and restore what it keeps besides the updates' own fields (a resume
     recreates the processes in the order they held or asked for the uplink, then calls

@@ -7,6 +7,7 @@ from __future__ import annotations
 import simpy
 
 from ..des import ON_AIR, RANK_DEVICE, priority
+from ..outcomes import Outcome
 
 __all__ = ["WifiUplink"]
 
@@ -41,7 +42,7 @@ class WifiUplink:
             u.attempts, u.airtime_s = 0, 0.0
             mcs = scheme.station_mcs(u.gain, u.power)
             if mcs is None:
-                return "silent"
+                return Outcome.SILENT
             if not u.bits > 0:
                 u.tx_end_s = host.env.now
                 return True

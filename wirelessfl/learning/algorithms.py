@@ -1,22 +1,33 @@
 """The learning-algorithm seam: what the selected devices compute and how the server combines it.
 
-Like Flower's ``Strategy`` the interface is narrow. An algorithm fits :class:`Algorithm`:
+Like Flower's ``Strategy`` the interface is narrow. A new algorithm subclasses :class:`Algorithm`
+and writes three methods:
 
 * ``from_scenario(scenario, options)`` builds it (also in timing-only runs, where it has no data:
   its timing facts, such as server rounds or extra uploads, still apply);
-* ``round(trainer, selected, q, num_devices, round_idx) -> dict``: one round's learning work on
-  the trainer (local updates, then aggregation); the numbers it returns become columns of
-  rounds.csv.
+* ``local_updates(trainer, devices, round_idx)``: the devices' deltas from the current model;
+* ``apply_updates(trainer, updates) -> dict``: one aggregation of them into the model; the numbers
+  it returns become columns of rounds.csv.
+
+``Algorithm.round`` (one client round) is defined once, in terms of these two: the distinct
+selected devices' ``local_updates``, weighted by ``aggregation_weights`` (default: their mean) and
+applied by ``apply_updates`` as fresh :class:`Updates` (``fresh`` True: staleness 0, weights to apply
+as they are). The event protocols call the same two methods with stale updates and their own
+weights. An algorithm with a round of another shape (FedShuffle's global momentum, a Flower
+strategy) still overrides ``round``.
 
 Everything else is optional, with defaults inherited by subclassing :class:`Algorithm`: its
-``Options`` dataclass, ``check`` (cross-field rules at load time), ``setup`` (the data is loaded),
-``compute_factor`` (a local step's cost), ``upload_vectors`` and ``broadcast_vectors`` (model-sized
-vectors on the air per round), and the checkpoint state. What only some algorithms do is a
-capability (wirelessfl.capabilities), provided by implementing its members:
-:class:`AppliesStaleUpdates` (``local_updates`` and ``apply_updates``: the event protocols),
-:class:`ServerRounds` (``plan_round`` and ``server_round``: rounds in which the server trains
-alone), :class:`HearsTheUplink` (``uplink``: what the radio did to an aggregation's updates) and
-:class:`CountsWork` (``work_units``: work that scales the devices' computation time).
+``Options`` dataclass, ``check`` (cross-field rules at load time), ``setup`` (the data is loaded)
+and the checkpoint state. What only some algorithms do is a capability (wirelessfl.capabilities),
+provided by implementing its members: :class:`AppliesStaleUpdates` (``local_updates`` and
+``apply_updates`` for updates from an older model: the event protocols), :class:`ServerRounds`
+(``plan_round`` and ``server_round``: rounds in which the server trains alone),
+:class:`HearsTheUplink` (``uplink``: what the radio did to an aggregation's updates),
+:class:`CountsWork` (``work_units``: work that scales the devices' computation time),
+:class:`CostlierSteps` (``compute_factor``: a local step's cost relative to FedAvg's),
+:class:`UploadsMoreVectors` and :class:`BroadcastsMoreVectors` (``upload_vectors``,
+``broadcast_vectors``: model-sized vectors on the air per round, default 1) and
+:class:`PersonalisedByDefault` (``personalised_eval``: runs record personalised accuracy).
 FedShuffle, SAFARI and Per-FedAvg subclass :class:`FedAvg` and change the weights or the local rule
 (``Trainer.local_updates`` accepts per-device step counts, step sizes and local directions).
 This module does not import torch.
@@ -35,9 +46,10 @@ from ..fields import ConfigError, option
 if TYPE_CHECKING:
     from .trainer import Trainer
 
-__all__ = ["AGGREGATIONS", "Algorithm", "AppliesStaleUpdates", "CountsWork", "FedAvg", "FedAvgOptions",
-           "HearsTheUplink", "Safari", "SafariOptions", "ServerRound", "ServerRounds", "Updates",
-           "applies_stale_updates", "can_apply_stale_updates"]
+__all__ = ["AGGREGATIONS", "Algorithm", "AppliesStaleUpdates", "BroadcastsMoreVectors", "CostlierSteps", "CountsWork",
+           "FedAvg", "FedAvgOptions", "HearsTheUplink", "PersonalisedByDefault", "Safari", "SafariOptions",
+           "ServerRound", "ServerRounds", "UploadsMoreVectors", "Updates", "applies_stale_updates", "broadcast_vectors",
+           "can_apply_stale_updates", "compute_factor", "personalised_by_default", "upload_vectors"]
 
 
 AGGREGATIONS = ("unbiased", "mean", "data_size")
@@ -51,12 +63,15 @@ class Updates:
     what each would move the model by (y - x_start; fedasync's mix: y - x_now); weights: (k,) the
     protocol's weight of each (fedbuff: s(tau) / K x its server_lr, fedasync: alpha s(tau),
     semi_sync's carried updates: s(tau) / m); staleness: (k,) versions between start and now.
+    fresh: a client round's own updates (``Algorithm.round``): staleness 0 and ``weights`` the
+    algorithm's ``aggregation_weights``, to apply as they are.
     """
 
     devices: np.ndarray
     deltas: Any
     weights: np.ndarray
     staleness: np.ndarray
+    fresh: bool = False
 
 
 @dataclass(frozen=True)
@@ -72,19 +87,12 @@ class ServerRound:
 class Algorithm(Protocol):
     """A federated learning algorithm: the devices' local rule and the server's aggregation.
 
-    Required: ``from_scenario`` and ``round``. Subclass this protocol to inherit the optional parts.
+    A new algorithm writes ``from_scenario``, ``local_updates`` and ``apply_updates``; ``round`` is
+    defined here in terms of them. Subclass this protocol to inherit the optional parts.
     """
 
     Options: ClassVar[type | None] = None
     """A dataclass of the algorithm's own options, or None (options handed over as a dict)."""
-    personalised_eval: ClassVar[bool] = False
-    """True: runs record personalised accuracy by default (run.personalised_eval overrides)."""
-    upload_vectors: int = 1
-    """Model-sized vectors each selected device uploads per round."""
-    broadcast_vectors: int = 1
-    """Model-sized vectors the server broadcasts per round."""
-    compute_factor: float = 1.0
-    """Cost of one local step relative to a FedAvg step: multiplies every device's computation time."""
 
     @classmethod
     def from_scenario(cls, scenario, options) -> "Algorithm":
@@ -93,8 +101,24 @@ class Algorithm(Protocol):
 
     def round(self, trainer: "Trainer", selected: np.ndarray, q: np.ndarray, num_devices: int,
               round_idx: int) -> dict[str, Any]:
-        """One client round on the devices whose uploads arrived; returns numbers to record."""
-        ...
+        """One client round on the devices whose uploads arrived; returns numbers to record.
+
+        Each distinct device trains once (``local_updates``), and its update is applied with its
+        ``aggregation_weights`` as fresh ``Updates`` (``apply_updates``); nobody arrived: the model
+        stays as it is."""
+        devices = np.unique(np.asarray(selected, dtype=np.int64))  # each device trains once
+        weights = self.aggregation_weights(devices, q, num_devices)
+        if not devices.size:
+            return {"num_trained": 0, "weight_sum": float(weights.sum())}
+        deltas = self.local_updates(trainer, devices, round_idx)
+        return self.apply_updates(trainer, Updates(devices, deltas, weights, np.zeros(devices.size, dtype=np.int64),
+                                                   fresh=True))
+
+    def aggregation_weights(self, selected: np.ndarray, q: np.ndarray, num_devices: int) -> np.ndarray:
+        """The weight of each of a round's updates, aligned with ``selected`` (distinct devices):
+        here their plain mean 1 / |S| (FedAvg: 1 / (N q_n), the mean or data-size shares)."""
+        selected = np.asarray(selected).reshape(-1)
+        return np.full(selected.size, 1.0 / selected.size) if selected.size else np.zeros(0)
 
     @classmethod
     def check(cls, scenario, options) -> None:
@@ -116,16 +140,16 @@ class Algorithm(Protocol):
 
     @absent
     def local_updates(self, trainer: "Trainer", devices: np.ndarray, round_idx: int):
-        """Event protocols: the devices' deltas y - x from the trainer's current model x (a (k, d)
-        tensor), without changing the model; ``round_idx`` keys their minibatches (the version they
-        started from)."""
-        raise NotImplementedError(f"{type(self).__name__} cannot train devices apart from a round")
+        """The devices' deltas y - x from the trainer's current model x (a (k, d) tensor), without
+        changing the model; ``round_idx`` keys their minibatches (the version they started from)."""
+        raise NotImplementedError(f"{type(self).__name__} implements neither local_updates nor round")
 
     @absent
     def apply_updates(self, trainer: "Trainer", updates: Updates) -> dict[str, Any]:
-        """Event protocols: one aggregation of ``updates`` (maybe stale) into the model; returns
-        numbers to record."""
-        raise NotImplementedError(f"{type(self).__name__} cannot apply stale updates")
+        """One aggregation of ``updates`` into the model: a round's own (``updates.fresh``: apply
+        ``updates.weights`` as they are) or, under the event protocols, maybe stale ones weighted by
+        the protocol; returns numbers to record."""
+        raise NotImplementedError(f"{type(self).__name__} implements neither apply_updates nor round")
 
     @absent
     def uplink(self, facts) -> None:
@@ -188,6 +212,58 @@ class HearsTheUplink(Protocol):
 
 
 @runtime_checkable
+class CostlierSteps(Protocol):
+    """An algorithm whose local step costs more than a FedAvg step (Per-FedAvg's extra gradients)."""
+
+    compute_factor: float
+    """Cost of one local step relative to a FedAvg step: multiplies every device's computation time."""
+
+
+@runtime_checkable
+class UploadsMoreVectors(Protocol):
+    """An algorithm whose devices upload more than their model delta (SCAFFOLD's control variates)."""
+
+    upload_vectors: int
+    """Model-sized vectors each selected device uploads per round."""
+
+
+@runtime_checkable
+class BroadcastsMoreVectors(Protocol):
+    """An algorithm whose server broadcasts more than the model (SCAFFOLD's c, a global momentum)."""
+
+    broadcast_vectors: int
+    """Model-sized vectors the server broadcasts per round."""
+
+
+@runtime_checkable
+class PersonalisedByDefault(Protocol):
+    """An algorithm whose runs record personalised accuracy unless run.personalised_eval says no."""
+
+    personalised_eval: bool
+    """True: personalised accuracy by default."""
+
+
+def compute_factor(algorithm) -> float:
+    """A local step's cost relative to FedAvg's (1 unless the algorithm is CostlierSteps)."""
+    return algorithm.compute_factor if provides(algorithm, CostlierSteps) else 1.0
+
+
+def upload_vectors(algorithm) -> int:
+    """Model-sized vectors each selected device uploads per round (1 unless UploadsMoreVectors)."""
+    return algorithm.upload_vectors if provides(algorithm, UploadsMoreVectors) else 1
+
+
+def broadcast_vectors(algorithm) -> int:
+    """Model-sized vectors the server broadcasts per round (1 unless BroadcastsMoreVectors)."""
+    return algorithm.broadcast_vectors if provides(algorithm, BroadcastsMoreVectors) else 1
+
+
+def personalised_by_default(algorithm) -> bool:
+    """Whether the algorithm (or its class) asks for personalised accuracy by default."""
+    return provides(algorithm, PersonalisedByDefault) and bool(algorithm.personalised_eval)
+
+
+@runtime_checkable
 class CountsWork(Protocol):
     """An algorithm that gives devices other work than a FedAvg round's: their computation times
     scale with it."""
@@ -231,6 +307,19 @@ def require_inclusion_probabilities(scenario, algorithm: str) -> None:
                           "use 'fedavg'")
 
 
+def _tell_of_round_updates(cls: type) -> None:
+    """A FedAvg subclass of a user's that overrides apply_updates and inherits round was written when
+    FedAvg's rounds aggregated without it: its apply_updates now also gets each round's own updates
+    (``updates.fresh``), which it must apply with ``updates.weights`` as they are (``update_weights``
+    does). Said once, when the class is made; defining ``round`` (even ``round = FedAvg.round``)
+    says that it knows."""
+    if "apply_updates" in cls.__dict__ and "round" not in cls.__dict__ and not cls.__module__.startswith("wirelessfl."):
+        warnings.warn(f"{cls.__qualname__}.apply_updates now also applies each client round's updates "
+                      "(updates.fresh True: apply updates.weights as they are, as FedAvg.update_weights does); "
+                      f"check that it does, then define {cls.__qualname__}.round (round = FedAvg.round) to say so",
+                      FutureWarning, stacklevel=3)
+
+
 @dataclass(frozen=True)
 class FedAvgOptions:
     """Options of FedAvg."""
@@ -261,6 +350,10 @@ class FedAvg(Algorithm):
     """
 
     Options = FedAvgOptions
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        _tell_of_round_updates(cls)
 
     def __init__(self, server_lr: float = 1.0, aggregation: str = "unbiased", data_sizes=None):
         if aggregation not in AGGREGATIONS:
@@ -317,30 +410,24 @@ class FedAvg(Algorithm):
             raise ValueError(f"selected devices need q > 0 for unbiased weights, got q = {qs}")
         return np.where(first, self.server_lr / (num_devices * qs), 0.0)
 
-    def round(self, trainer: "Trainer", selected: np.ndarray, q: np.ndarray, num_devices: int,
-              round_idx: int) -> dict:
-        """Train the distinct selected devices from x_t and apply the weighted sum of their deltas."""
-        devices = np.unique(np.asarray(selected, dtype=np.int64))  # each device trains once
-        weights = self.aggregation_weights(devices, q, num_devices)
-        if devices.size:
-            deltas = self.local_updates(trainer, devices, round_idx)
-            trainer.aggregate(deltas, weights)
-        return {"num_trained": int(devices.size), "weight_sum": float(weights.sum())}
-
     def local_updates(self, trainer: "Trainer", devices: np.ndarray, round_idx: int):
         """The devices' deltas y_K - x_t (plain local SGD; subclasses change the local rule)."""
         return trainer.local_updates(devices, round_idx)
 
     def apply_updates(self, trainer: "Trainer", updates: Updates) -> dict:
-        """x <- x + global_lr sum_i w_i delta_i with the protocol's weights w_i (FedBuff's s(tau) / K,
-        ...); aggregation = "data_size" scales each by |D_i| over the mean |D| of the updates."""
+        """x <- x + sum_i w_i delta_i: a round's own weights (``aggregation_weights``), or global_lr
+        times the protocol's weights (FedBuff's s(tau) / K, ...), each scaled by |D_i| over the mean
+        |D| of the updates under aggregation = "data_size"."""
         weights = self.update_weights(updates)
         trainer.aggregate(updates.deltas, weights)
         return {"num_trained": int(len(weights)), "weight_sum": float(weights.sum())}
 
     def update_weights(self, updates: Updates) -> np.ndarray:
         """global_lr x the protocol's weights, each scaled by |D_i| over the updates' mean |D| under
-        aggregation = "data_size"."""
+        aggregation = "data_size"; a round's own (``updates.fresh``) as they are (aggregation_weights
+        has server_lr and the shares in them already)."""
+        if updates.fresh:
+            return np.asarray(updates.weights, dtype=np.float64)
         weights = self.server_lr * np.asarray(updates.weights, dtype=np.float64)
         if self.aggregation == "data_size" and len(weights):
             sizes = self.data_sizes[np.asarray(updates.devices, dtype=np.int64)]
@@ -377,8 +464,6 @@ class Safari(FedAvg):
     """
 
     Options = SafariOptions
-    # its server rounds are rounds: it applies no stale updates (the contract's default: it cannot)
-    apply_updates = Algorithm.apply_updates
 
     def __init__(self, aux_indices: np.ndarray | None = None, server_lr: float | None = None,
                  server_steps: int | None = None, global_lr: float = 1.0, aggregation: str = "unbiased",
@@ -416,6 +501,13 @@ class Safari(FedAvg):
         super().setup(trainer)
         if self.aux_indices.size == 0:
             self.aux_indices = np.asarray(trainer.server_indices, dtype=np.int64)
+
+    @absent  # its server rounds are rounds: it applies its client rounds' updates, never stale ones
+    def apply_updates(self, trainer: "Trainer", updates: Updates) -> dict:
+        """A client round's updates, as FedAvg applies them."""
+        if not updates.fresh:
+            raise NotImplementedError("Safari cannot apply stale updates")
+        return super().apply_updates(trainer, updates)
 
     def plan_round(self, round_idx: int, rng: np.random.Generator) -> ServerRound | None:
         """A client round with probability q, else a server round."""

@@ -80,18 +80,9 @@ class Scaffold(FedAvg):
         return torch.cat([trainer.upload(devices, delta_y, round_idx), trainer.upload(devices, delta_c, round_idx, 1)],
                          dim=1)
 
-    def round(self, trainer: "Trainer", selected: np.ndarray, q: np.ndarray, num_devices: int,
-              round_idx: int) -> dict:
-        """Train the distinct selected devices from (x, c), then apply their two deltas."""
-        devices = np.unique(np.asarray(selected, dtype=np.int64))
-        weights = self.aggregation_weights(devices, q, num_devices)
-        if devices.size:
-            self._apply(trainer, devices, self.local_updates(trainer, devices, round_idx), weights)
-        return {"num_trained": int(devices.size), "weight_sum": float(weights.sum())}
-
     def apply_updates(self, trainer: "Trainer", updates: Updates) -> dict:
-        """An aggregation of (maybe stale) updates: x by FedAvg's rule with the protocol's weights,
-        c and the devices' c_n by their delta_c."""
+        """An aggregation of a round's or (maybe stale) updates: x by FedAvg's rule with the round's or
+        the protocol's weights, c and the devices' c_n by their delta_c."""
         weights = self.update_weights(updates)
         self._apply(trainer, np.asarray(updates.devices, dtype=np.int64), updates.deltas, weights)
         return {"num_trained": int(len(weights)), "weight_sum": float(weights.sum())}

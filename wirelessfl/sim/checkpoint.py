@@ -59,6 +59,8 @@ def to_checkpoint(value: Any, where: str = "the state") -> Any:
         return {k: to_checkpoint(v, f"{where}[{k!r}]" if where != "the state" else f"{k}'s state") for k, v in value.items()}
     if isinstance(value, (list, tuple)):
         return type(value)(to_checkpoint(v, f"{where}[{i}]") for i, v in enumerate(value))
+    if isinstance(value, str) and type(value) is not str:
+        return str.__str__(value)  # a str enum's value (an update's Outcome): the loader reads plain strings
     if isinstance(value, (torch.Tensor, *_PLAIN)):
         return value
     raise CheckpointError(f"{where} is a {type(value).__module__}.{type(value).__qualname__}: {_HOLDS}")

@@ -8,6 +8,7 @@ from __future__ import annotations
 import math
 
 from ..battery import Battery
+from ..outcomes import Outcome
 
 __all__ = ["BatteryDrain", "TIMER"]
 
@@ -81,8 +82,8 @@ class BatteryDrain:
         self._mark(device)
         for u in list(e.flights.flying.values()):
             if u.device == device and not u.report and u.at_device:
-                u.process.interrupt("battery")
-                e.lose(u, "battery")
+                u.process.interrupt(Outcome.BATTERY)
+                e.lose(u, Outcome.BATTERY)
                 e.losses.lost("devices", "ran out of battery", "a task needs more energy than a battery holds "
                               "(devices.battery_capacity_j against receiving, computing and sending at the "
                               "scheduler's power); set run.time_budget_s, or give the batteries more")

@@ -54,6 +54,7 @@ from .dispatcher import Dispatcher
 from .drain import TIMER as BATTERY_TIMER, BatteryDrain
 from .checks import PartChecks
 from ..des import CHECKPOINT, RANK_DEVICE, RANK_STOP, Clock, Inbox, priority
+from ..outcomes import LOSSES, Outcome
 from ..wireless import changes_with_time
 from .parts import STREAMS, EvalRule, Parts, StopRule, evaluate, raise_non_finite_clock
 from .pipeline import RoundRecord
@@ -201,7 +202,7 @@ class EventEngine:
         now = self.env.now
         for u in sorted([*self.flights.flying.values(), *self.flights.held.values()], key=lambda u: u.seq):
             if not u.report:
-                self.settle(u, "in_flight", now)
+                self.settle(u, Outcome.IN_FLIGHT, now)
         self.flights.flying.clear()
         self.flights.held.clear()
         if self.learner is not None and (not self.evals_at or self.evals_at[-1] != self.version):
@@ -250,7 +251,7 @@ class EventEngine:
                 if not u.received and self.waits_for_model:  # it missed the model: it waits for the next
                     u.compute_end_s = math.nan
                     self._off_air(u)
-                    self.lose(u, "downlink")
+                    self.lose(u, Outcome.DOWNLINK)
                     self.losses.lost("link.downlink", "missed the model", "no device's channel carries it "
                                      "(link.bs_power, link.downlink_rate_bps, link.downlink_errors); set "
                                      "run.time_budget_s, link.downlink_max_attempts or link.downlink_miss = 'stale'",
@@ -277,7 +278,7 @@ class EventEngine:
             return False
         self._off_air(u)
         if delivered is False or isinstance(delivered, str):  # a packet failed link.max_attempts times,
-            self.lose(u, delivered or "lost")                   # or AirComp left it silent
+            self.lose(u, delivered or Outcome.LOST)                   # or AirComp left it silent
             return False
         if u.report:
             self.rounds.report_done(u)
@@ -409,7 +410,7 @@ class EventEngine:
             return
         self.stop_update(u)
         self.settle(u, outcome, self.env.now)
-        if outcome in ("offline", "lost", "silent", "battery", "downlink", "handover") and not self.stopping:
+        if outcome in LOSSES and not self.stopping:
             self.protocol.on_lost(self, u)
 
     def stop_update(self, u: Update, outcome: str | None = None) -> None:
@@ -456,8 +457,8 @@ class EventEngine:
             gone = [u for u in self.flights.flying.values() if not available[u.device] and u.at_device]
         for u in gone:
             if u.in_flight:
-                u.process.interrupt("offline")
-                self.lose(u, "offline")
+                u.process.interrupt(Outcome.OFFLINE)
+                self.lose(u, Outcome.OFFLINE)
         self.availability.advance()
         self.dispatcher.fill()
         if self.stop.time_budget_s is None:  # only aggregations end the run: stop one that has none to come

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 from ..des import ON_AIR, QUEUED
+from ..outcomes import Outcome
 
 __all__ = ["Handovers", "take_handovers"]
 
@@ -42,7 +43,7 @@ class Handovers:
         active = e.env.active_process
         for u in list(e.flights.flying.values()):
             if u.device in devices and not u.report and u.phase in (QUEUED, ON_AIR) and u.process is not active:
-                u.process.interrupt("restart" if e.handover_upload == "restart" else "handover")
+                u.process.interrupt("restart" if e.handover_upload == "restart" else Outcome.HANDOVER)
 
     def restart(self, u) -> None:
         """``u`` starts its upload again from the queue of its device's new cell; the time it was on

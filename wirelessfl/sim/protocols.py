@@ -35,6 +35,7 @@ from typing import Any, ClassVar, Protocol, Sequence
 import numpy as np
 
 from ..fields import ConfigError, NoOptions, option
+from ..outcomes import Outcome
 from ..plugins import Registry
 from .staleness import STALENESS, Staleness
 
@@ -49,7 +50,9 @@ def staleness_weight(name: str, staleness, a: float, b: float) -> np.ndarray:
 
 class RoundProtocol(Protocol):
     """When the server aggregates. Required: ``from_scenario``; an event protocol also overrides
-    ``start`` and ``on_arrival`` (subclass this protocol to inherit the rest).
+    ``start``, ``on_arrival`` and ``on_lost``: its core, four methods in all (subclass this protocol to
+    inherit the rest: ``state_dict`` and ``load_state`` for one that holds updates between events,
+    ``on_round`` and ``on_timer`` for a round-based one).
 
     Class attributes: ``event_driven`` (False only for the closed-form sync rounds), ``round_based``
     (the scheduler decides per round, through ``begin_round``; otherwise devices are started one
@@ -239,7 +242,7 @@ class SemiSync(RoundProtocol):
             if len(self.on_time) >= need or self._nobody_left():
                 self._close(server)
         elif self.options.max_staleness is not None and server.version - update.version > self.options.max_staleness:
-            server.discard(update, "stale")
+            server.discard(update, Outcome.STALE)
         else:  # late, and carried (dropped uploads were stopped at their round's end)
             self.carried.append(update)
 
@@ -324,7 +327,7 @@ class _Dispatching(RoundProtocol):
     def on_arrival(self, server, update) -> None:
         max_staleness = self.options.max_staleness
         if max_staleness is not None and server.version - update.version > max_staleness:
-            server.discard(update, "stale")
+            server.discard(update, Outcome.STALE)
         else:
             self._take(server, update)
         server.dispatch(1)  # the slot this device held

@@ -31,6 +31,7 @@ from ..config.rules import PER_ROUND_BYTES
 from ..fields import ConfigError, physical_memory
 from ..files import FileDigest, make_folder, open_append, truncate_file, write_atomic
 from ..jsonio import write_json_atomic
+from ..outcomes import Outcome
 from .aggregation_rows import SingleUpdateRows, aggregation_values, single_update_row
 from .device_arrays import DECISIONS, DeviceArrays
 from .columns import EVAL_COLUMNS, ROUND_COLUMNS, columns, floats, ids, numbers
@@ -333,7 +334,7 @@ class Recorder:
             stats["busy_s"] = stats.get("busy_s", 0.0) + union_length(tx_start, np.minimum(full_end, rec.t_end))
         if arrived.all():
             stats["applied"] += k
-            self.outcomes["applied"] += k
+            self.outcomes[Outcome.APPLIED] += k
             stats["airtime_s"] += float(airtime.sum())
         else:  # lost uploads held the band for their transmissions, dropped ones until the deadline
             for outcome, count in round_outcomes(rec, arrived, full_end).items():
@@ -353,14 +354,14 @@ class Recorder:
         if u.tx_start_s == u.tx_start_s:
             stats["airtime_s"] += (u.tx_end_s if u.tx_end_s == u.tx_end_s else u.lost_s) - u.tx_start_s
         self.outcomes[u.outcome] = self.outcomes.get(u.outcome, 0) + 1
-        if u.outcome == "applied":
+        if u.outcome == Outcome.APPLIED:
             stats["applied"] += 1
             stats["staleness_sum"] += u.version_applied - u.version
         # dispatched, not drawn: its power counts toward the time average (drawn ones: the round's P q),
         # once it reached the air (a task lost while it received or computed never sent at that power)
         on_air = u.tx_start_s == u.tx_start_s
         self.devices.add_update(u.device, u.energy_j, u.compute_energy_j, u.power if u.q != u.q and on_air else 0.0,
-                                u.outcome != "applied" and u.outcome != "in_flight")
+                                u.outcome != Outcome.APPLIED and u.outcome != Outcome.IN_FLIGHT)
         tail = (u.downlink_s, u.downlink_attempts, int(u.received)) if self.downlink else ()
         if self.backhaul:
             tail += (u.model_at_site_s - u.dispatch_s, u.at_cloud_s - u.tx_end_s)

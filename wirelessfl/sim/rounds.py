@@ -10,6 +10,7 @@ from dataclasses import fields
 import numpy as np
 
 from ..decisions import Decision, ReportRequest, Traffic
+from ..outcomes import Outcome
 from .pipeline import (RoundOpening, RoundRecord, compute_energy, learn_round, open_round, piggyback_s, round_state,
                        server_round_record, tell_uplink, transmit_energy)
 from .flight import COMPUTE, DOWNLINK, FINISHED, WAITING, Round, Update, arrived_facts
@@ -155,7 +156,7 @@ class RoundDriver:
         dropped = {u.seq for u in round_.updates if u.in_flight} if drop_late else set()
         for u in round_.updates:
             if u.seq in dropped:
-                e.stop_update(u, "late_dropped")
+                e.stop_update(u, Outcome.LATE_DROPPED)
         e.train_pending(exclude=on_time)  # late devices of this round: from this round's model
         selected = round_.selected
         arrived = np.isin(selected, [u.device for u in on_time])
@@ -169,11 +170,11 @@ class RoundDriver:
         fresh = {u.seq for u in on_time} | {u.seq for u in carried}
         for u in round_.updates + carried:  # rows in the order sync writes them: the round's devices
             if u.seq in dropped:
-                e.settle(u, "late_dropped", now)
+                e.settle(u, Outcome.LATE_DROPPED, now)
             elif u.seq in fresh:
                 u.version_applied = r
                 e.last_applied[u.device] = r + 1
-                e.settle(u, "applied", now)
+                e.settle(u, Outcome.APPLIED, now)
         tx_start = np.array([u.tx_start_s for u in ups])
         airtime = np.array([u.airtime_s for u in ups])
         with np.errstate(invalid="ignore"):  # an inf clock (inf - inf): aggregated() stops the run as NonFiniteTime

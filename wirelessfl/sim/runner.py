@@ -169,8 +169,10 @@ def personalised_eval(scenario: Scenario) -> bool:
     dataset brings its own split (then the partition is not used)."""
     if scenario.run.personalised_eval is not None:
         return scenario.run.personalised_eval
+    from ..learning.algorithms import personalised_by_default
+
     partitioned = not scenario.part("dataset").own_split
-    return bool(scenario.part("algorithm").personalised_eval
+    return bool(personalised_by_default(scenario.part("algorithm"))
                 or partitioned and scenario.part("partition").personalised_eval)
 
 
@@ -209,16 +211,16 @@ class Run:
         # rebuilds it from the seed, so it is not part of the checkpoint
         self.channel = build_channel(scenario, rngs.stream(scenario.seed, "cell"))
         base = scenario.part("compute").from_scenario(scenario, scenario.options("compute"))
-        from ..learning.algorithms import scales_work
+        from ..learning.algorithms import broadcast_vectors, compute_factor, scales_work, upload_vectors
         from ..learning.compression import upload_bits
 
         self.compute = WorkScaledCompute(base, self.algorithm.work_units if scales_work(self.algorithm) else None,
                                          ref_steps=lc.local_steps, step_time_s=dc.step_time_s,
-                                         factor=self.algorithm.compute_factor)
+                                         factor=compute_factor(self.algorithm))
         self.battery = build_battery(scenario)
         availability, self.excluded = self._availability()
         radio = cell_radio(scenario)  # the link as one cell has it (its sub-band, with several cells)
-        downlink, down_bits = Downlink(radio.link), self.bits * self.algorithm.broadcast_vectors
+        downlink, down_bits = Downlink(radio.link), self.bits * broadcast_vectors(self.algorithm)
         self.protocol = scenario.part("protocol").from_scenario(scenario, scenario.options("protocol"))
         cells = build_cells(scenario, self.channel)
         access = (scenario.part("access").from_scenario(scenario, scenario.options("access")) if cells is None
@@ -229,7 +231,7 @@ class Run:
         parts = Parts(channel=self.channel, compute=self.compute, scheduler=self.scheduler, algorithm=self.algorithm,
                       access=access,
                       num_devices=n,
-                      upload_bits=upload_bits(compressor, self.bits) * self.algorithm.upload_vectors,
+                      upload_bits=upload_bits(compressor, self.bits) * upload_vectors(self.algorithm),
                       downlink_s=downlink.fixed_s if downlink.timed else downlink.fixed_time_s(down_bits),
                       downlink=downlink if downlink.timed else None, downlink_bits=down_bits,
                       availability=availability, round_deadline_s=rc.round_deadline_s, idle_round_s=rc.idle_round_s,
@@ -270,7 +272,9 @@ class Run:
             from ..learning.learner import model_bits_of
 
             bits = model_bits_of(scenario)
-        vectors = self.algorithm.upload_vectors
+        from ..learning.algorithms import upload_vectors
+
+        vectors = upload_vectors(self.algorithm)
         size = "link.model_bits" if scenario.link.model_bits is not None else "32 x the model's parameters"
         check_upload(scenario, bits * vectors, size if vectors == 1 else f"{vectors} x {size}")
         return bits

@@ -7,6 +7,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..des import ARRIVED, FINISHED
+from ..outcomes import Outcome
 from .flight import Update, arrived_facts
 from .pipeline import AggregationRecord, tell_uplink
 
@@ -76,7 +77,7 @@ class Server:
         for u in updates:
             u.version_applied = v
             self.last_applied[u.device] = v + 1
-            self.settle(u, "applied", now)
+            self.settle(u, Outcome.APPLIED, now)
         # the applied updates, in arrival order (updates.csv has every upload)
         downlink_s = e.parts.downlink_s  # timed: the mean over the updates applied
         if e.parts.downlink is not None and updates:
@@ -90,9 +91,9 @@ class Server:
         e = self.engine
         u.outcome = outcome
         e.flights.release(u)
-        if u.phase >= ARRIVED or outcome == "applied":
+        if u.phase >= ARRIVED or outcome == Outcome.APPLIED:
             u.phase = FINISHED
-        if outcome not in ("applied", "stale") and u.tx_end_s != u.tx_end_s:
+        if outcome not in (Outcome.APPLIED, Outcome.STALE) and u.tx_end_s != u.tx_end_s:
             u.lost_s = t
         if u.tx_end_s == u.tx_end_s:  # the whole upload: P x airtime
             u.energy_j = u.power * u.airtime_s

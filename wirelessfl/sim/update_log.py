@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 
 from ..files import FileDigest, open_append, truncate_file, write_atomic
+from ..outcomes import OUTCOMES, Outcome
 
 __all__ = ["BACKHAUL_COLUMNS", "CELL_COLUMNS", "DOWNLINK_COLUMNS", "OUTCOMES", "UPDATE_COLUMNS", "UpdateLog", "round_outcomes",
            "union_length"]
@@ -28,8 +29,6 @@ waited for or was on the uplink, network.handover_upload = "lose") or "in_flight
 lost_s is when a device that went offline (or was stopped, or was still under way at the end) stopped;
 bits is the size of its upload on the air, whether or not it was sent: the encoder's output with
 learning.compression (model_bits itself without), plus what rides on it (Decision.traffic.piggyback_bits)."""
-OUTCOMES = ("applied", "stale", "late_dropped", "offline", "lost", "silent", "battery", "downlink", "handover",
-            "in_flight")
 DOWNLINK_COLUMNS = ["downlink_s", "downlink_attempts", "received"]
 """Added to updates.csv when the downlink is timed (link.downlink 'broadcast' or 'unicast'): the
 seconds from the dispatch (the round's start) until the model reached the device, or until the last
@@ -79,20 +78,20 @@ def _round_rows(item: tuple) -> list[tuple]:
     rows = []
     for i, n in enumerate(devices.tolist()):
         if ok[i]:
-            outcome, end, lost = "applied", full_end[i], math.nan
+            outcome, end, lost = Outcome.APPLIED, full_end[i], math.nan
         elif not received[i]:  # it missed the model and waited for the next round
-            outcome, end, lost = "downlink", math.nan, dispatch_s + float(downlink.seconds[i])
+            outcome, end, lost = Outcome.DOWNLINK, math.nan, dispatch_s + float(downlink.seconds[i])
             ready[i] = math.nan
         elif emptied[i] == emptied[i]:  # its battery ran out (wirelessfl.battery)
-            outcome, end, lost = "battery", math.nan, emptied[i]
+            outcome, end, lost = Outcome.BATTERY, math.nan, emptied[i]
         elif air[i] == 0 and attempts is None:  # it never sent (aircomp: below the truncation gain)
-            outcome, end, lost = "silent", math.nan, math.nan
+            outcome, end, lost = Outcome.SILENT, math.nan, math.nan
         elif full_end[i] <= end_s:  # its transmissions ended: its packets failed, it gave up then
-            outcome, end, lost = "lost", math.nan, full_end[i]
+            outcome, end, lost = Outcome.LOST, math.nan, full_end[i]
         else:  # cut by the deadline (before its turn: it sent nothing)
-            outcome, end, lost = "late_dropped", math.nan, end_s
+            outcome, end, lost = Outcome.LATE_DROPPED, math.nan, end_s
         rows.append((first + i, n, version, dispatch_s, ready[i], start[i], end, version if ok[i] else math.nan,
-                     0 if ok[i] else math.nan, outcome, energy[i], compute_energy[i], air[i], gain[i], power[i], lost,
+                     0 if ok[i] else math.nan, str(outcome), energy[i], compute_energy[i], air[i], gain[i], power[i], lost,
                      tries[i] if start[i] == start[i] else 0, bits[i]))
     if downlink is not None:
         rows = [(*row, seconds, tries, got) for row, seconds, tries, got in
@@ -111,18 +110,18 @@ def round_outcomes(rec, arrived: np.ndarray, full_end: np.ndarray) -> dict[str, 
     missed = ~arrived
     if rec.emptied_s is not None:  # its battery ran out: counted as that, whatever else it looks like
         emptied = ~np.isnan(rec.emptied_s)
-        counts["battery"] += int(emptied.sum())
+        counts[Outcome.BATTERY] += int(emptied.sum())
         missed = missed & ~emptied
     if rec.downlink is not None:  # it missed the model and waited for the next round
-        counts["downlink"] += int((missed & ~rec.downlink.received).sum())
+        counts[Outcome.DOWNLINK] += int((missed & ~rec.downlink.received).sum())
         missed = missed & rec.downlink.received
     silent = missed & (rec.airtime_s == 0) if rec.attempts is None else np.zeros_like(missed)
     with np.errstate(invalid="ignore"):
         lost = missed & ~silent & (full_end <= rec.t_end)
-    counts["applied"] += int(arrived.sum())
-    counts["silent"] += int(silent.sum())
-    counts["lost"] += int(lost.sum())
-    counts["late_dropped"] += int((missed & ~silent & ~lost).sum())
+    counts[Outcome.APPLIED] += int(arrived.sum())
+    counts[Outcome.SILENT] += int(silent.sum())
+    counts[Outcome.LOST] += int(lost.sum())
+    counts[Outcome.LATE_DROPPED] += int((missed & ~silent & ~lost).sum())
     return counts
 
 
@@ -186,7 +185,7 @@ class UpdateLog:
         if self.in_memory is not None:
             self.in_memory.append((u.seq, u.device, u.version, u.dispatch_s, u.compute_end_s, u.tx_start_s, u.tx_end_s,
                                    u.version_applied if applied else math.nan,
-                                   u.version_applied - u.version if applied else math.nan, u.outcome, u.energy_j,
+                                   u.version_applied - u.version if applied else math.nan, str(u.outcome), u.energy_j,
                                    u.compute_energy_j, u.airtime_s, u.gain, u.power, u.lost_s, u.attempts, u.bits,
                                    *tail))
         if self._fh is not None:
@@ -235,7 +234,7 @@ class UpdateLog:
             sent = np.broadcast_to(np.asarray(bits, dtype=float), devices.shape).tolist()
             cell = f"{version},0"
             text = "".join([_ROW % (first + i, n, version, dispatch_s, ready[i], start[i], start[i] + air[i], cell,
-                                    "applied", energy[i], compute_energy[i], air[i], gain[i], power[i], math.nan, 1,
+                                    Outcome.APPLIED, energy[i], compute_energy[i], air[i], gain[i], power[i], math.nan, 1,
                                     sent[i])
                             for i, n in enumerate(devices.tolist())])
         else:
