@@ -263,3 +263,19 @@ def test_the_guide_s_access_scheme_in_three_methods_runs_as_written_under_both_e
             assert (r.tx_start_s >= r.compute_end_s).all()
         if deadline:
             assert (up.outcome == "late_dropped").any()  # the deadline cut some uploads
+
+
+def test_an_option_named_as_a_field_of_its_table_is_refused_in_one_line(tmp_path, capsys):
+    """An option ``rate_bps`` of a scheme written under [link] would be link.rate_bps, the link's own
+    field, and the scheme would silently get its default: the name clash is refused up front."""
+    from wirelessfl.cli import main
+
+    code = _guide_code("class FixedRate").replace("bps: float", "rate_bps: float").replace("options.bps",
+                                                                                           "options.rate_bps")
+    (tmp_path / "clash.py").write_text(code)
+    path = tmp_path / "clash.toml"
+    path.write_text('[run]\nrounds = 2\ntiming_only = true\n[link]\naccess = "clash:FixedRate"\nrate_bps = 2e6\n')
+    assert main(["run", str(path), "--out", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "'rate_bps'" in err[0] and "link.rate_bps" in err[0] and "rename the option" in err[0]
+    assert not (tmp_path / "out").exists()

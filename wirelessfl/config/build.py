@@ -269,6 +269,10 @@ def _build_table(cls, data: Any, path: str, ctx: _Context):
             raise ConfigError(f"{path}.options = {show(explicit)}: must be a table of the {kind.name}'s options")
         own = sorted(set(fields) - {"options", "held"})
         takes = None if part.Options is None else {f.name for f in dataclasses.fields(part.Options)}
+        clash = sorted((takes or set()) & set(own))
+        if clash:  # a value written in the table would be the table's field, and the option its default
+            raise ConfigError(f"{kind.field} = {name!r}: its option {clash[0]!r} has the name of the field "
+                              f"{path}.{clash[0]}, so a value written there would never reach it; rename the option")
         held = {k: v for k, v in extra.items() if ctx.family is not None and (takes is None or k not in takes)
                 and _option_of_another(kind, name, k, ctx)}
         for k in held:
