@@ -238,3 +238,14 @@ def test_the_grid_dvbs2_rates_are_the_modcod_tables():
     plan = _plan(rate="dvbs2", roll_off=0.25)
     snr_db = 10 * np.log10(plan.gain)  # the plan's SNR (gain at unit power and noise)
     assert np.array_equal(plan.rate_bps[:2, :50], dvbs2_rate_bps(snr_db[:2, :50] + 10 * np.log10(1.25), 2e3 / 1.25))
+
+
+def test_without_the_orbits_extra_a_scenario_with_orbits_is_one_line_naming_it(monkeypatch, capsys):
+    import sys
+
+    from wirelessfl.cli import main
+
+    monkeypatch.setitem(sys.modules, "sgp4", None)  # as where the [orbits] extra is not installed
+    assert main(["run", "satellites", "--timing-only", "--out", "unused"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "pip install 'wirelessfl[orbits]'" in err[0] and "Traceback" not in err[0]

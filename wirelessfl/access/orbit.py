@@ -19,6 +19,8 @@ from ..fields import ConfigError, NoOptions
 from .base import AccessScheme, UplinkSchedule
 from .link import Link, queue
 
+ORBITS_MISSING = "[orbits] needs sgp4 for the satellites' orbits: pip install 'wirelessfl[orbits]'"
+
 __all__ = ["ORBIT_COLUMNS", "OrbitAccess", "PassUplink", "contact_plan"]
 
 ORBIT_COLUMNS = ("elevation_deg", "range_km", "doppler_hz")
@@ -78,6 +80,10 @@ class OrbitAccess(AccessScheme):
     def check(cls, scenario, options) -> None:
         """An [orbits] table, one cell and one server; a constellation that builds (Walker elements in
         range, a TLE file whose lines are well formed); satellite clients one device each."""
+        try:
+            import sgp4  # noqa: F401  (the optional extra every orbit computation needs)
+        except ImportError:
+            raise ConfigError(ORBITS_MISSING) from None
         o = scenario.orbits
         if o is None:
             raise ConfigError("link.access = 'orbit': needs an [orbits] table (docs/satellites.md)")
