@@ -23,7 +23,7 @@ from typing import Callable
 
 import numpy as np
 
-from ..access import ResolvesSlots, share_snr
+from ..access import ResolvesSlots
 from ..capabilities import provides
 from ..des.clock import Clock
 from ..scheduling.base import Decision
@@ -315,33 +315,11 @@ class Engine:
                                                                                    power[idx])
         return airtime, attempts, delivered, harq
 
-    def _send_in(self, access, bits, gains: np.ndarray, power: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """The uploads of devices sharing ``access``: on a channel of its own (wirelessfl.access.Link.send
-        on the scheme's upload link, each transmission holding it for ``on_air_s``); on a shared band at
-        the device's rate on the round's split of it, with its errors drawn at that share's SNR (as the
-        closed form splits the band for the whole round)."""
-        mcs_rate = getattr(access.link, "rate", None) is not None
-        rng = self.streams["harq" if mcs_rate else "link"]
-        bits = np.broadcast_to(bits, gains.shape).tolist()
-        sent, harq = [], []
-        if access.solo_uploads:
-            link = access.upload_link()
-            for b, g, pw in zip(bits, gains.tolist(), power.tolist()):
-                sent.append(link.send(b, g, pw, rng, access.on_air_s))
-                harq.append(link.upload_harq)
-        else:
-            link, k = access.link, max(gains.size, 1)
-            fading = access.block_fading(gains.size)
-            capacity = access.rates_bps(gains, power, fading)
-            snr = access.share_snrs(gains, power, fading) if mcs_rate else share_snr(capacity, link.bandwidth_hz / k)
-            share = link.bandwidth_hz / k if mcs_rate else None
-            for b, c, q in zip(bits, capacity.tolist(), snr.tolist()):
-                sent.append(link.send_at(b, c, q, rng, bandwidth_hz=share))
-                harq.append(link.upload_harq)
-        airtime, attempts, delivered = (np.array(column) for column in zip(*sent)) if sent else \
-            (np.empty(0), np.empty(0, dtype=np.int64), np.empty(0, dtype=bool))
-        return (airtime.astype(float), attempts.astype(np.int64), delivered.astype(bool),
-                np.array(harq, dtype=np.int64).reshape(-1, 2))
+    def _send_in(self, access, bits, gains: np.ndarray, power: np.ndarray):
+        """The uploads of devices sharing ``access``, by the scheme (``AccessScheme.send_packets``),
+        with their errors from the "harq" stream under an MCS rate, else the "link" stream."""
+        rng = self.streams["harq" if getattr(access.link, "rate", None) is not None else "link"]
+        return access.send_packets(bits, gains, power, rng)
 
     def _idle(self, t_start: float):
         """Let a round in which nothing took time last idle_round_s; returns the time added."""
@@ -364,16 +342,12 @@ class Engine:
         start = self.env.now
         if p.cells is not None:  # each cell's reports on its own band, the cells at once
             airtime = p.cells.airtime_s(senders, pre_bits[senders], gains[senders], power)
-            took = max(float(airtime[idx].max() if p.access.concurrent else airtime[idx].sum())
-                       for _, idx in p.cells.members(senders))
+            took = max(float(p.access.report_waits(airtime[idx]).sum()) for _, idx in p.cells.members(senders))
             yield self.env.timeout(took)
             return self.env.now - start, float(np.sum(power * airtime))
         airtime = p.access.airtime_s(pre_bits[senders], gains[senders], power)
-        if p.access.concurrent:
-            yield self.env.timeout(float(airtime.max()))
-        else:  # the band is free (nobody computes yet): one after another
-            for a in airtime.tolist():
-                yield self.env.timeout(a)
+        for wait in p.access.report_waits(airtime).tolist():  # the band is free: nobody computes yet
+            yield self.env.timeout(wait)
         return self.env.now - start, float(np.sum(power * airtime))
 
     def _server_round(self, opening):

@@ -4,7 +4,6 @@ for before the computation, server rounds, and the aggregation of a round with i
 :class:`RoundDriver` is the engine's collaborator that owns the round under way."""
 from __future__ import annotations
 
-import math
 from dataclasses import fields
 
 import numpy as np
@@ -85,12 +84,11 @@ class RoundDriver:
         as sync draws them)."""
         e, p = self.engine, self.engine.parts
         selected, gains, power = opening.selected, opening.gains, opening.power
-        if p.access.concurrent:
-            return np.full(selected.size, math.nan)
+        upload_times = None
         if p.fading is not None and not e.packets_on:
-            return p.access.on_air_s(p.fading.upload_times(bits, gains[selected], power, selected,
-                                                           e.streams["fading"]))
-        return p.access.airtime_s(opening.bits, gains[selected], power)
+            def upload_times():
+                return p.fading.upload_times(bits, gains[selected], power, selected, e.streams["fading"])
+        return p.access.round_airtime_s(opening.bits, gains[selected], power, upload_times)
 
     def _send_reports(self, round_: Round, at_site: float) -> np.ndarray:
         """The decision's reports (Decision.traffic.pre_upload_bits), launched now: they go up after
@@ -105,8 +103,7 @@ class RoundDriver:
             return senders
         round_.reports_left = int(senders.size)
         round_.computing = e.env.event()
-        pre_air = (p.access.airtime_s(pre[senders], gains[senders], decision.power[senders])
-                   if not p.access.concurrent else np.full(senders.size, math.nan))
+        pre_air = p.access.round_airtime_s(pre[senders], gains[senders], decision.power[senders])
         for i, device in enumerate(senders.tolist()):
             e.launch(device, float(decision.power[device]), 0.0, 0.0, key=-1, bits=float(pre[device]),
                      round_=round_.index, gain=float(gains[device]), airtime_s=float(pre_air[i]),
