@@ -34,6 +34,7 @@ import numpy as np
 from ..des.clock import CHECKPOINT, RANK_STOP, RANK_TIMER, Clock, priority
 from ..config import limits
 from ..fields import ConfigError
+from ..network.backhaul import or_no_backhaul
 from ..participation import ExcludedAvailability
 from .parts import EvalRule, StopRule, evaluate
 from .events import EventEngine, EventStall
@@ -136,7 +137,7 @@ class TieredEvents:
                  availability_period_s: float, availability_of: Callable[[], object] = lambda: None):
         self.parts, self.learner, self.stop, self.eval_rule = parts, learner, stop, evaluate
         self.on_round, self.on_eval, self.on_cloud, self.after_round = on_round, on_eval, on_cloud, after_round
-        self.cloud_every, self.synchronous, self.backhaul = cloud_every, synchronous, backhaul
+        self.cloud_every, self.synchronous, self.backhaul = cloud_every, synchronous, or_no_backhaul(backhaul)
         cells = parts.cells
         count = cells.count if cells is not None else 1
         self.interfering = cells is not None and cells.interfering  # one uplink for every edge (SharedHost)
@@ -254,7 +255,7 @@ class TieredEvents:
         """Before the cloud's first aggregation, at the pace of the edges' first rows (and again at
         every power of two rows after): the rows they would make while the first Δ is on the
         backhaul. Edges never wait for the cloud, so a backhaul of 1e9 s is a run of ~1e11 rows."""
-        if self.backhaul is None or self.stop.rounds is None:
+        if not self.backhaul.timed or self.stop.rounds is None:
             return
         horizon = self._transfer_s()
         if self.stop.time_budget_s is not None:
@@ -268,7 +269,7 @@ class TieredEvents:
     # --- the backhaul ----------------------------------------------------------------------
 
     def _transfer_s(self) -> float:
-        return self.backhaul.transfer_s(self.parts.downlink_bits) if self.backhaul is not None else 0.0
+        return self.backhaul.transfer_s(self.parts.downlink_bits)
 
     def _send(self, up: bool, cell: int, model=None, sent_as=None) -> None:
         m = Message(self.numbered, self.env.now + self._transfer_s(), up, cell, model, sent_as)

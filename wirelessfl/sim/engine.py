@@ -177,7 +177,7 @@ class Engine:
                                              arrived)
         metrics = learn_round(p, learner, decision, selected, arrived, gains[selected], power, r)
         labels = {} if edge is None else dict(edge.labels)
-        if p.backhaul is not None:
+        if p.backhaul.timed:
             labels["backhaul_s"] = backhaul_s
         self.on_round(RoundRecord(
             round=r, t_start=t_start, t_end=t_end, downlink_s=downlink_s,
@@ -259,11 +259,10 @@ class Engine:
         """When the round ends: its last upload (or the deadline), its timed downlink's last receiver,
         and, with one server in the cloud behind a backhaul, the sites' forwarding of the updates that
         arrived and the model's way back. Returns (the end, the backhaul's share after the uploads)."""
-        end_s = uplink.end_s if delivery is None else max(uplink.end_s, t_start + downlink_s)
-        if p.backhaul is None:
-            return end_s, 0.0
+        uploads_end_s = uplink.end_s if delivery is None else max(uplink.end_s, t_start + downlink_s)
         ends = tx_start + airtime if uplink.tx_end is None else uplink.tx_end
-        end_s = max(end_s, p.backhaul.forward_end_s(p.cells, selected, arrived, ends, p.upload_bits))
+        # (no backhaul to wait for: max(x, -inf) + 0.0 is x exactly)
+        end_s = max(uploads_end_s, p.backhaul.forward_end_s(p.cells, selected, arrived, ends, p.upload_bits))
         end_s += p.backhaul.transfer_s(p.downlink_bits)
         return end_s, end_s - max(uplink.end_s, t_start)
 

@@ -134,7 +134,7 @@ class EventEngine:
         self.dispatcher = Dispatcher(self)  # the slots the protocol wants filled, and who fills them
         # one server in the cloud behind a timed backhaul: each site's links to it
         self.site_links = (SiteLinks(parts.backhaul, 1 if parts.cells is None else parts.cells.count)
-                           if parts.backhaul is not None else None)
+                           if parts.backhaul.timed else None)
         self.env: Clock | None = None
 
     # --- the run -----------------------------------------------------------------------------

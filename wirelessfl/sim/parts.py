@@ -13,7 +13,8 @@ from ..access import AccessScheme, Downlink
 from ..battery import Battery
 from ..devices import ComputeModel, MarkovAvailability, TraceAvailability
 from ..fading import BlockFading
-from ..network import Backhaul, Cells
+from ..network import NO_BACKHAUL, Backhaul, Cells, NoBackhaul
+from ..network.backhaul import or_no_backhaul
 from ..participation import ExcludedAvailability
 from ..scheduling.base import Decision, ReportRequest, Reports, Scheduler
 from ..wireless import Channel
@@ -89,7 +90,7 @@ class Parts:
     'unicast'; None: every model arrives after downlink_s) and downlink_bits the model it sends; cells:
     several cells (wirelessfl.network), each with its own access scheme (``access`` is the first, which
     schedulers price airtime with: the cells' are alike), or None; backhaul: the links between the
-    sites and the cloud (wirelessfl.network.Backhaul), None when they take no time.
+    sites and the cloud (wirelessfl.network.Backhaul), NO_BACKHAUL when they take no time.
     """
 
     channel: Channel
@@ -108,7 +109,10 @@ class Parts:
     downlink: Downlink | None = None
     downlink_bits: float = 0.0
     cells: Cells | None = None
-    backhaul: Backhaul | None = None
+    backhaul: Backhaul | NoBackhaul = NO_BACKHAUL
+
+    def __post_init__(self):
+        self.backhaul = or_no_backhaul(self.backhaul)  # None, as callers wrote "none" before the null object
 
 
 @dataclass

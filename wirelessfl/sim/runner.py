@@ -25,7 +25,7 @@ from ..plugins import PartError, registry
 from ..battery import build_battery
 from ..devices import WorkScaledCompute, build_availability
 from ..access import Downlink, check_scheme
-from ..network import Backhaul
+from ..network import NO_BACKHAUL, Backhaul
 from ..network.cells import build_cells, cell_radio
 from .edge_events import TieredEvents
 from .tiers import TieredEngine
@@ -232,13 +232,13 @@ class Run:
                       downlink=downlink if downlink.timed else None, downlink_bits=down_bits,
                       availability=availability, round_deadline_s=rc.round_deadline_s, idle_round_s=rc.idle_round_s,
                       fading=block_fading(scenario, self.channel, access.upload_link()), battery=self.battery,
-                      cells=cells, backhaul=Backhaul.of(scenario.hierarchy) if scenario.hierarchy.tiers == "cloud" else None)
+                      cells=cells, backhaul=Backhaul.of(scenario.hierarchy) if scenario.hierarchy.tiers == "cloud" else NO_BACKHAUL)
         # per-device arrays are per round decision: the dispatch protocols have none
         decisions = not self.protocol.event_driven or self.protocol.round_based
         self.recorder = Recorder(n, run_dir, keep_device_arrays=rc.record_devices and decisions, downlink=downlink.timed,
                                  cells=None if cells is None else cells.serving,
                                  handovers=cells is not None and moving(self.channel),
-                                 backhaul=parts.backhaul is not None and self.protocol.event_driven,
+                                 backhaul=parts.backhaul.timed and self.protocol.event_driven,
                                  **upload_columns(access),
                                  time_budget_s=rc.time_budget_s if rc.rounds is None else None,
                                  positions=self.channel.positions_m if moving(self.channel) else None,

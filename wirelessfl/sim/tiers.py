@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 
+from ..network.backhaul import or_no_backhaul
 from .engine import Engine
 
 __all__ = ["Edge", "EdgeLearner", "TieredEngine"]
@@ -106,7 +107,7 @@ class TieredEngine(Engine):
             samples = np.asarray(learner.sample_counts(), dtype=float)
             data = np.array([samples[e.devices].sum() for e in self.edges])
             self.weights = (data / data.sum()).tolist()
-        self.cloud_every, self.backhaul, self.on_cloud = cloud_every, backhaul, on_cloud
+        self.cloud_every, self.backhaul, self.on_cloud = cloud_every, or_no_backhaul(backhaul), on_cloud
         self.rows = 0  # rows of rounds.csv so far (edge rounds and cloud aggregations)
         self.started = 0  # edge rounds begun (each one's index keys its draws)
         report = self.on_round
@@ -119,7 +120,7 @@ class TieredEngine(Engine):
         self.on_round = numbered
 
     def _transfer_s(self) -> float:
-        return self.backhaul.transfer_s(self.parts.downlink_bits) if self.backhaul is not None else 0.0
+        return self.backhaul.transfer_s(self.parts.downlink_bits)
 
     def _loop(self):
         while not self.stop.done(self.rounds_done, self.env.now):
