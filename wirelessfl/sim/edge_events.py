@@ -194,10 +194,6 @@ class TieredEvents:
     def now(self) -> float:
         return float(self.env.now) if self.env is not None else self.start_s
 
-    @property
-    def busy(self) -> "TieredEvents":
-        return self  # the runner asks it for busy_s: the edges' uplinks', summed
-
     # --- the run ---------------------------------------------------------------------------
 
     def run(self) -> None:
@@ -377,7 +373,7 @@ class TieredEvents:
         """Each edge's aggregations so far, in cell order."""
         return [edge.version for edge in self.edges]
 
-    def busy_s(self, now: float) -> float:
+    def uplink_busy_s(self, now: float) -> float:
         """How long the edges' uplinks carried a model upload, summed over the cells."""
         return sum(edge.busy.busy_s(now) for edge in self.edges)
 

@@ -90,6 +90,10 @@ class Engine:
         """The rows of rounds.csv a state_dict stands for: one per round."""
         return int(state["rounds_done"])
 
+    def uplink_busy_s(self, now: float) -> float:
+        """0: a sync round's uplink time is recorded with its row."""
+        return 0.0
+
     def load_state(self, state: dict) -> None:
         """Continue from a state_dict (call before run)."""
         self.rounds_done = int(state["rounds_done"])

@@ -581,5 +581,14 @@ class EventEngine:
         """Continue from a state_dict (call before run)."""
         load_engine_state(self, state)
 
+    @staticmethod
+    def rows_in_state(state: dict) -> int:
+        """The rows of rounds.csv a state_dict stands for: one per aggregation (or round)."""
+        return int(state["rounds_done"])
+
+    def uplink_busy_s(self, now: float) -> float:
+        """How long the uplink carried a model upload by ``now`` (kept as uploads go on and off the air)."""
+        return self.busy.busy_s(now)
+
     def _restore(self, state: dict) -> None:
         restore(self, state)
