@@ -19,6 +19,7 @@ paper-specific code lives here: the parts come in through their protocols.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import Callable
 
 import numpy as np
@@ -33,6 +34,19 @@ from .parts import (STREAMS, EvalRule, Learner, Parts, StopRule, evaluate, load_
                     raise_non_finite_clock)
 from .pipeline import (RoundRecord, compute_energy, learn_round, open_round, piggyback_s, server_round_record,
                        transmit_energy)
+
+
+@dataclass(frozen=True)
+class RoundScope:
+    """Whose round the engine runs: its parts, its learner (None: timing only), who may be drawn
+    (``available()``; None: everyone) and its rows' own columns (``labels``). The run's own is the
+    whole run's; an engine built on this one (wirelessfl.sim.tiers) hands in its own, so this engine
+    knows nothing of what it stands for."""
+
+    parts: Parts
+    learner: Learner | None
+    available: Callable[[], np.ndarray | None]
+    labels: dict
 
 
 class Engine:
@@ -110,7 +124,7 @@ class Engine:
 
     def _loop(self):
         while not self.stop.done(self.rounds_done, self.env.now):
-            yield from self._round(self.rounds_done)
+            yield from self._round(self.rounds_done, RoundScope(self.parts, self.learner, self._step_availability, {}))
             self.rounds_done += 1
             if not math.isfinite(self.env.now):
                 raise_non_finite_clock(self.env.now, f"round {self.rounds_done - 1}")
@@ -121,13 +135,11 @@ class Engine:
         if self.learner is not None and self._evaluated_at != self.rounds_done:
             self._evaluate()  # the final model, whichever rule stopped the run
 
-    def _round(self, r: int, edge=None):
-        """Round ``r``; ``edge``: an edge server's round (wirelessfl.sim.tiers.Edge: its parts with
-        its scheduler, its model's learner, its cell's devices and its rows' labels)."""
-        p, learner = (self.parts, self.learner) if edge is None else (edge.parts, edge.learner)
+    def _round(self, r: int, scope: RoundScope):
+        """Round ``r`` of ``scope`` (a :class:`RoundScope`, or anything with its members)."""
+        p, learner = scope.parts, scope.learner
         t_start = self.env.now
-        opening = open_round(p, self.streams, self.checks, learner, r, t_start,
-                             self._step_availability if edge is None else edge.available)
+        opening = open_round(p, self.streams, self.checks, learner, r, t_start, scope.available)
         moved = take_handovers(p.channel)
         if moved:  # moving devices handed over as the round began: its uploads go to their new cells
             self.on_handovers(moved)
@@ -180,7 +192,7 @@ class Engine:
                                              comp_energy + energy + p.battery.rx_power_w * receiving_s + listening_j,
                                              arrived)
         metrics = learn_round(p, learner, decision, selected, arrived, gains[selected], power, r)
-        labels = {} if edge is None else dict(edge.labels)
+        labels = dict(scope.labels)
         if p.backhaul.timed:
             labels["backhaul_s"] = backhaul_s
         self.on_round(RoundRecord(

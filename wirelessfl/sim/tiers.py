@@ -70,7 +70,8 @@ class EdgeLearner:
 @dataclasses.dataclass
 class Edge:
     """One edge server: its cell, its parts (its own scheduler), its learner (None: timing only),
-    its devices (a mask), its rounds so far."""
+    its devices (a mask), its rounds so far. The scope of its rounds (wirelessfl.sim.engine.RoundScope):
+    parts, learner, ``available`` and ``labels``."""
 
     cell: int
     parts: Any
