@@ -22,3 +22,25 @@ def test_no_backhaul_takes_no_time_and_adds_nothing_to_a_rounds_end():
 def test_a_hierarchy_without_backhaul_times_gets_the_null_one():
     assert Backhaul.of(SimpleNamespace(backhaul_rate_bps=None, backhaul_latency_s=0.0)) is NO_BACKHAUL
     assert Backhaul.of(SimpleNamespace(backhaul_rate_bps=None, backhaul_latency_s=0.1)) == Backhaul(None, 0.1)
+
+
+def test_an_untimed_downlink_delivers_every_model_after_its_fixed_time():
+    from wirelessfl.access.downlink import UNTIMED_DOWNLINK, UntimedDownlink
+
+    assert not UNTIMED_DOWNLINK.timed
+    d = UntimedDownlink(0.25).deliver(1e6, np.array([0.1, 5.0, 2.0]), np.random.default_rng(0))
+    assert d.seconds.tolist() == [0.25] * 3 and d.attempts.tolist() == [1] * 3 and d.received.all()
+
+
+def test_parts_never_hold_none_for_the_downlink_or_the_backhaul():
+    from tests.fakes import ClientRoundsOnly, FixedChannel, SelectAll
+    from wirelessfl.access import TDMA, Link
+    from wirelessfl.access.downlink import UNTIMED_DOWNLINK
+    from wirelessfl.config import LinkConfig
+    from wirelessfl.devices import ConstantCompute
+    from wirelessfl.sim.parts import Parts
+
+    common = dict(channel=FixedChannel(np.ones(2)), compute=ConstantCompute(np.ones(2)), scheduler=SelectAll(2),
+                  algorithm=ClientRoundsOnly(), access=TDMA(Link(LinkConfig())), num_devices=2, upload_bits=1.0)
+    for parts in (Parts(**common), Parts(**common, downlink=None, backhaul=None)):  # None: the old spelling
+        assert parts.downlink is UNTIMED_DOWNLINK and parts.backhaul is NO_BACKHAUL

@@ -154,8 +154,8 @@ class Engine:
         airtime, attempts, delivered = self._airtimes(p, selected, bits, gains[selected], power)
         comp_energy, emptied, received = opening.energy_full, None, None
         receiving_s = downlink_s = p.downlink_s
-        delivery = None if p.downlink is None else p.downlink.deliver(p.downlink_bits, gains[selected],
-                                                                      self.streams["downlink"])
+        delivery = p.downlink.deliver(p.downlink_bits, gains[selected], self.streams["downlink"]) if p.downlink.timed \
+            else None
         if delivery is not None:  # each device's model arrives (or does not) when its channel allows
             receiving_s, received = delivery.seconds, delivery.received
             downlink_s = float(receiving_s.max(initial=p.downlink_s))

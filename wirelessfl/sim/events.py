@@ -111,8 +111,8 @@ class EventEngine:
         downlink = parts.downlink
         # link.downlink_miss = "stale": the model each device last received, to train from when it misses one
         self.last_models = (LastModels(n, learner.params if learner is not None else None)
-                            if downlink is not None and downlink.miss == "stale" else None)
-        self.waits_for_model = downlink is not None and downlink.miss == "wait"
+                            if downlink.timed and downlink.miss == "stale" else None)
+        self.waits_for_model = downlink.timed and downlink.miss == "wait"
         self.on_handovers: Callable[[list], None] = lambda rows: None  # the recorder's (handovers.csv)
         self.handover_upload = "restart"  # network.handover_upload (the runner sets it)
         self.handovers = Handovers(self)  # moving devices among cells

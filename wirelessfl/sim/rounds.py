@@ -57,7 +57,7 @@ class RoundDriver:
         airtime = self._airtimes(opening, bits)
         at_site = self._model_at_sites(selected)  # behind a backhaul the model comes down to the sites first
         start, down = at_site + p.downlink_s, [None] * selected.size
-        if p.downlink is not None:  # the round's broadcast (or unicasts), at the round's gains
+        if p.downlink.timed:  # the round's broadcast (or unicasts), at the round's gains
             d = p.downlink.deliver(p.downlink_bits, gains[selected], e.streams["downlink"])
             down = list(zip(d.seconds.tolist(), d.attempts.tolist(), d.received.tolist()))
             start = at_site + float(d.seconds.max(initial=p.downlink_s))
@@ -176,7 +176,7 @@ class RoundDriver:
         with np.errstate(invalid="ignore"):  # an inf clock (inf - inf): aggregated() stops the run as NonFiniteTime
             on_air = np.where(arrived, airtime, np.where(np.isnan(tx_start), 0.0, now - tx_start))
         downlink_s, elapsed = p.downlink_s, now - round_.compute_start_s
-        if p.downlink is not None:  # each device computed from when its model arrived; who missed it, not at all
+        if p.downlink.timed:  # each device computed from when its model arrived; who missed it, not at all
             downlink_s = max((u.downlink_s for u in ups), default=p.downlink_s)
             elapsed = np.array([now - u.compute_start_s if u.received or not e.waits_for_model else 0.0 for u in ups])
         comp_energy = compute_energy(np.array([u.compute_energy_full_j for u in ups]), round_.comp, elapsed)

@@ -231,7 +231,7 @@ class Run:
                       num_devices=n,
                       upload_bits=upload_bits(compressor, self.bits) * self.algorithm.upload_vectors,
                       downlink_s=downlink.fixed_s if downlink.timed else downlink.fixed_time_s(down_bits),
-                      downlink=downlink if downlink.timed else None, downlink_bits=down_bits,
+                      downlink=downlink, downlink_bits=down_bits,
                       availability=availability, round_deadline_s=rc.round_deadline_s, idle_round_s=rc.idle_round_s,
                       fading=block_fading(scenario, self.channel, access.upload_link()), battery=self.battery,
                       cells=cells, backhaul=Backhaul.of(scenario.hierarchy) if scenario.hierarchy.tiers == "cloud" else NO_BACKHAUL)
