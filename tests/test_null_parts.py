@@ -44,3 +44,12 @@ def test_parts_never_hold_none_for_the_downlink_or_the_backhaul():
                   algorithm=ClientRoundsOnly(), access=TDMA(Link(LinkConfig())), num_devices=2, upload_bits=1.0)
     for parts in (Parts(**common), Parts(**common, downlink=None, backhaul=None)):  # None: the old spelling
         assert parts.downlink is UNTIMED_DOWNLINK and parts.backhaul is NO_BACKHAUL
+
+
+def test_no_battery_cuts_no_task_and_empties_nobody():
+    from wirelessfl.battery import NO_BATTERY
+
+    comp, comp_j, air, power = np.array([1.0, 2.0]), np.array([3.0, 4.0]), np.array([0.5, 0.25]), np.ones(2)
+    out = NO_BATTERY.closed_round(np.array([0, 1]), 0.1, comp, comp_j, air, power)
+    assert out[0] is comp and out[1] is comp_j and out[2] is air and out[3] is None
+    assert not NO_BATTERY.present and not NO_BATTERY.exhausted and NO_BATTERY.rx_power_w == 0.0

@@ -152,7 +152,7 @@ class Engine:
         gains = opening.gains
         piggy_s = piggyback_s(p.access, opening)
         airtime, attempts, delivered = self._airtimes(p, selected, bits, gains[selected], power)
-        comp_energy, emptied, received = opening.energy_full, None, None
+        comp_energy, received = opening.energy_full, None
         receiving_s = downlink_s = p.downlink_s
         delivery = p.downlink.deliver(p.downlink_bits, gains[selected], self.streams["downlink"]) if p.downlink.timed \
             else None
@@ -166,13 +166,12 @@ class Engine:
         deadline_at = None
         if p.round_deadline_s is not None:
             deadline_at = t_compute + max(t_start + p.round_deadline_s - t_compute, 0.0)
-        listens = p.battery is not None and p.access.listens  # a contention scheme: paid after its schedule
-        if p.battery is not None:  # tasks cut where a battery runs out: they send less, or nothing
-            comp, comp_energy, cut, emptied = p.battery.closed_round(selected, receiving_s, comp, comp_energy,
-                                                                     np.zeros_like(airtime) if listens else airtime,
-                                                                     power)
-            # emptied while computing: it never contends (an infinite upload is none to the scheme)
-            airtime = np.where(emptied, np.inf, airtime) if listens else cut
+        listens = p.battery.present and p.access.listens  # a contention scheme: paid after its schedule
+        # tasks cut where a battery runs out: they send less, or nothing (no batteries: none cut, emptied None)
+        comp, comp_energy, cut, emptied = p.battery.closed_round(selected, receiving_s, comp, comp_energy,
+                                                                 np.zeros_like(airtime) if listens else airtime, power)
+        # emptied while computing: it never contends (an infinite upload is none to the scheme)
+        airtime = np.where(emptied, np.inf, airtime) if listens else cut
         ready = starts + comp  # every selected device computes from its start on
         uplink, airtime, attempts, arrived, tx_start = self._uplink(p, selected, ready, airtime, attempts, deadline_at,
                                                                     bits, gains, power, delivered, received)

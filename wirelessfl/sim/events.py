@@ -106,7 +106,7 @@ class EventEngine:
         self.busy = BusyClock()  # how long the uplink carried a model upload
         self._own_timers = {"_server_round_end": self.rounds.server_round_end,
                             "_empty_round_end": self.rounds.empty_round_end}
-        self.drain = BatteryDrain(self, parts.battery) if parts.battery is not None else None
+        self.drain = BatteryDrain(self, parts.battery) if parts.battery.present else None
         self.losses = LossStreak(self)  # tasks lost in a row (batteries, missed models): the stall guard's
         downlink = parts.downlink
         # link.downlink_miss = "stale": the model each device last received, to train from when it misses one
