@@ -38,6 +38,7 @@ from ..network.backhaul import or_no_backhaul
 from ..participation import ExcludedAvailability
 from .parts import EvalRule, StopRule, evaluate
 from .events import EventEngine, EventStall
+from .cloud import cloud_row, data_weights, edge_accuracy, tiers_summary
 from .flights import REPORTS
 from .records import Recorder
 from .tiers import EdgeLearner
@@ -165,12 +166,7 @@ class TieredEvents:
                                          availability_period_s=availability_period_s,
                                          on_round=lambda rec, c=c: self._edge_row(c, rec),
                                          on_eval=lambda row: None, on_update=on_update))
-        if learner is not None:  # the cloud weighs each edge's Δ by its devices' data
-            samples = np.asarray(learner.sample_counts(), dtype=float)
-            data = np.array([samples[serving == c].sum() for c in range(count)])
-        else:
-            data = np.array([(serving == c).sum() for c in range(count)], dtype=float)
-        self.weights = (data / data.sum()).tolist()
+        self.weights = data_weights(learner, serving, count)  # the cloud weighs each edge's Δ by its data
         self.version = 0  # cloud aggregations so far
         self.rows = 0  # rows of rounds.csv so far
         self.messages: list[Message] = []  # on the backhaul
@@ -312,13 +308,11 @@ class TieredEvents:
         evaluation is due, the row gives each edge's model as it sent it (``edge_accuracy``)."""
         now = float(self.env.now)
         due = self.learner is not None and self.eval_rule.due(self.version + 1, now)
-        accuracy = " ".join(f"{a:.6g}" for a in self._edge_accuracy(arrived)) if due else ""
+        accuracy = edge_accuracy(self.learner, [m.sent_as for m in arrived]) if due else None
         if self.learner is not None:
             self.learner.params = self.learner.params + sum(self.weights[m.cell] * m.model for m in arrived)
-        self.on_cloud({"round": self.rows, "t_start": self.last_cloud_s, "t_end": now, "downlink_s": 0.0,
-                       "comp_s": 0.0, "comm_s": 0.0, "num_selected": 0, "energy_j": 0.0, "num_updates": len(arrived),
-                       "tier": "cloud", "edge": " ".join(str(m.cell) for m in arrived), "edge_round": self.version,
-                       "backhaul_s": self._transfer_s(), "edge_accuracy": accuracy})
+        self.on_cloud(cloud_row(self.rows, self.last_cloud_s, now, len(arrived), " ".join(str(m.cell) for m in arrived),
+                                self.version, self._transfer_s(), accuracy))
         self.rows += 1
         self.version += 1
         self.last_cloud_s = now
@@ -348,15 +342,6 @@ class TieredEvents:
         self.base[c] = self.base[c] + shift
         self.sent[c] = [s + shift for s in self.sent[c]]
 
-    def _edge_accuracy(self, arrived: list[Message]) -> list[float]:
-        """The test accuracy of each edge's model as it sent the Δ that ``arrived`` (in their order)."""
-        kept, out = self.learner.params, []
-        for m in arrived:
-            self.learner.params = m.sent_as
-            out.append(float(self.learner.evaluate()["accuracy"]))
-        self.learner.params = kept
-        return out
-
     def _evaluate(self) -> None:
         self.evals_at = [*self.evals_at[-1:], self.version]
         evaluate(self.learner, self.stop, self.on_eval, self.version, self.now)
@@ -365,9 +350,7 @@ class TieredEvents:
 
     def summary(self, selected: int) -> dict:
         """summary.json's numbers of the tiers (as wirelessfl.sim.tiers.TieredEngine.summary)."""
-        rounds = self.edge_rounds()
-        return {"tiers": {"cloud_aggregations": self.version, "edge_rounds": rounds},
-                "mean_distinct_per_round": selected / max(sum(rounds), 1)}
+        return tiers_summary(self.version, self.edge_rounds(), selected)
 
     def edge_rounds(self) -> list[int]:
         """Each edge's aggregations so far, in cell order."""
