@@ -123,17 +123,25 @@ class Engine:
     # --- processes -----------------------------------------------------------------------------
 
     def _loop(self):
+        """Steps until the stop rule fires, each followed by its evaluation if due and the runner's
+        ``after_round``; then the final model's evaluation, whichever rule stopped the run."""
         while not self.stop.done(self.rounds_done, self.env.now):
-            yield from self._round(self.rounds_done, RoundScope(self.parts, self.learner, self._step_availability, {}))
-            self.rounds_done += 1
-            if not math.isfinite(self.env.now):
-                raise_non_finite_clock(self.env.now, f"round {self.rounds_done - 1}")
-            if self.learner is not None and self.eval_rule.due(self.rounds_done, self.env.now):
+            due = yield from self._step()
+            if due:
                 self._evaluate()
             if self.after_round is not None:
                 self.after_round(self)
         if self.learner is not None and self._evaluated_at != self.rounds_done:
-            self._evaluate()  # the final model, whichever rule stopped the run
+            self._evaluate()
+
+    def _step(self):
+        """One step of the loop (a SimPy generator): a round of the whole run. Returns whether an
+        evaluation is due after it (an engine built on this one steps otherwise: wirelessfl.sim.tiers)."""
+        yield from self._round(self.rounds_done, RoundScope(self.parts, self.learner, self._step_availability, {}))
+        self.rounds_done += 1
+        if not math.isfinite(self.env.now):
+            raise_non_finite_clock(self.env.now, f"round {self.rounds_done - 1}")
+        return self.learner is not None and self.eval_rule.due(self.rounds_done, self.env.now)
 
     def _round(self, r: int, scope: RoundScope):
         """Round ``r`` of ``scope`` (a :class:`RoundScope`, or anything with its members)."""

@@ -121,18 +121,13 @@ class TieredEngine(Engine):
     def _transfer_s(self) -> float:
         return self.backhaul.transfer_s(self.parts.downlink_bits)
 
-    def _loop(self):
-        while not self.stop.done(self.rounds_done, self.env.now):
-            start = self.env.now
-            yield self.env.all_of([self.env.process(self._edge_period(edge)) for edge in self.edges])
-            due = self.learner is not None and self.eval_rule.due(self.rounds_done + 1, self.env.now)
-            self._cloud(start, self._edge_accuracy() if due else None)
-            if due:
-                self._evaluate()
-            if self.after_round is not None:
-                self.after_round(self)
-        if self.learner is not None and self._evaluated_at != self.rounds_done:
-            self._evaluate()
+    def _step(self):
+        """Every edge's period, side by side, then the cloud's aggregation (evaluated when due)."""
+        start = self.env.now
+        yield self.env.all_of([self.env.process(self._edge_period(edge)) for edge in self.edges])
+        due = self.learner is not None and self.eval_rule.due(self.rounds_done + 1, self.env.now)
+        self._cloud(start, self._edge_accuracy() if due else None)
+        return due
 
     def _edge_period(self, edge: Edge):
         """An edge between two cloud aggregations: the cloud's model down (after the first), its
