@@ -31,13 +31,14 @@ from typing import Callable
 
 import numpy as np
 
-from ..des.clock import CHECKPOINT, RANK_STOP, RANK_TIMER, Clock, priority
+from ..des.clock import RANK_STOP, RANK_TIMER, Clock, priority
 from ..config import limits
 from ..fields import ConfigError
 from ..network.backhaul import or_no_backhaul
 from ..participation import ExcludedAvailability
-from .parts import EvalRule, StopRule, evaluate
+from .parts import EvalRule, StopRule
 from .events import EventEngine, EventStall
+from .aggregations import after_aggregation, evaluate_version, final_evaluation
 from .cloud import cloud_row, data_weights, edge_accuracy, tiers_summary
 from .flights import REPORTS
 from .records import Recorder
@@ -218,16 +219,15 @@ class TieredEvents:
         for m in self.messages:
             self._arm(m)
         if self.stop.time_budget_s is not None:
-            env.at(max(self.stop.time_budget_s, env.now), priority(RANK_STOP)).callbacks.append(self._finish)
+            env.at(max(self.stop.time_budget_s, env.now), priority(RANK_STOP)).callbacks.append(self.finish_run)
         if not env.run_until(self._done):
             raise EventStall(f"hierarchy.tiers: nothing left to happen at t = {env.now:.6g} s after {self.version} "
                              "cloud aggregations: no edge has a device in flight or a timer armed")
         for edge in self.edges:
             edge.wrap_up()
-        if self.learner is not None and (not self.evals_at or self.evals_at[-1] != self.version):
-            self._evaluate()
+        final_evaluation(self)
 
-    def _finish(self, _=None) -> None:
+    def finish_run(self, _=None) -> None:
         if not self.stopping:
             self.stopping = True
             for edge in self.edges:
@@ -320,16 +320,7 @@ class TieredEvents:
             self._send(False, m.cell, self.learner.params if self.learner is not None else None, m.sent_as)
         if due:
             self._evaluate()
-        if self.stop.done(self.version, now):
-            self._finish()
-        elif self.after_round is not None and not self._settle_pending:
-            self._settle_pending = True  # between events, as the event engine checkpoints
-            self.env.at(now, CHECKPOINT).callbacks.append(self._between_events)
-
-    def _between_events(self, _) -> None:
-        self._settle_pending = False
-        if not self.stopping:
-            self.after_round(self)
+        after_aggregation(self, now)
 
     def _at_edge(self, m: Message) -> None:
         """The cloud's x for the Δ the edge sent as s_c: the edge goes on from x with what it learned since."""
@@ -343,8 +334,7 @@ class TieredEvents:
         self.sent[c] = [s + shift for s in self.sent[c]]
 
     def _evaluate(self) -> None:
-        self.evals_at = [*self.evals_at[-1:], self.version]
-        evaluate(self.learner, self.stop, self.on_eval, self.version, self.now)
+        evaluate_version(self)
 
     # --- records and checkpoints ----------------------------------------------------------
 

@@ -49,13 +49,14 @@ import numpy as np
 import simpy
 
 from .availability import AvailabilitySteps
+from .aggregations import after_aggregation, evaluate_version, final_evaluation
 from .busy import BusyClock
 from .dispatcher import Dispatcher
 from .drain import TIMER as BATTERY_TIMER, BatteryDrain
 from .checks import PartChecks
-from ..des import CHECKPOINT, RANK_DEVICE, RANK_STOP, Clock, Inbox, priority
+from ..des import RANK_DEVICE, RANK_STOP, Clock, Inbox, priority
 from ..wireless import changes_with_time
-from .parts import STREAMS, EvalRule, Parts, StopRule, evaluate, raise_non_finite_clock
+from .parts import STREAMS, EvalRule, Parts, StopRule, raise_non_finite_clock
 from .pipeline import RoundRecord
 from .server import Server
 from .timers import Timers
@@ -204,8 +205,7 @@ class EventEngine:
                 self.settle(u, "in_flight", now)
         self.flights.flying.clear()
         self.flights.held.clear()
-        if self.learner is not None and (not self.evals_at or self.evals_at[-1] != self.version):
-            self._evaluate()
+        final_evaluation(self)
 
     # --- processes ---------------------------------------------------------------------------
 
@@ -554,22 +554,10 @@ class EventEngine:
         self.flights.repeats = {}
         if self.learner is not None and self.eval_rule.due(server.version, now):
             self._evaluate()
-        if self.stop.done(server.version, now):
-            self.finish_run()
-        elif self.after_round is not None and not self._settle_pending:
-            # between events: SimPy's own events of this instant first, then the checkpoint
-            self._settle_pending = True
-            self.env.at(now, CHECKPOINT).callbacks.append(self._between_events)
-
-    def _between_events(self, _) -> None:
-        self._settle_pending = False
-        if not self.stopping:
-            self.after_round(self)
+        after_aggregation(self, now)
 
     def _evaluate(self) -> None:
-        if self.learner is not None:
-            self.evals_at = [*self.evals_at[-1:], self.version]
-            evaluate(self.learner, self.stop, self.on_eval, self.version, float(self.env.now))
+        evaluate_version(self)
 
     # --- checkpoints ---------------------------------------------------------------------------
 
