@@ -25,7 +25,7 @@ def send_shared(access, bits, gains: np.ndarray, power: np.ndarray, rng: np.rand
     """The uploads of devices sharing the band at once: each at its rate on the round's split of it,
     with its errors drawn at that share's SNR (as the closed form splits the band for the whole
     round; with an MCS rate, at the scheme's ``share_snrs`` on a share of B / k)."""
-    mcs_rate = getattr(access.link, "rate", None) is not None
+    mcs_rate = access.link.mcs_rate
     link, k = access.link, max(gains.size, 1)
     fading = access.block_fading(gains.size)
     capacity = access.rates_bps(gains, power, fading)

@@ -240,7 +240,7 @@ class Engine:
         self._round_harq = None
         if self._packets:  # packets retried at the round's gain; some uploads may be lost
             airtime, attempts, delivered, harq = self._send(selected, bits, gains, power)
-            self._round_harq = harq if getattr(p.access.link, "rate", None) is not None else None
+            self._round_harq = harq if p.access.link.mcs_rate else None
             return airtime, attempts, delivered
         if p.fading is not None:  # the channel changes every coherence time of a long upload
             return p.access.on_air_s(p.fading.upload_times(bits, gains, power, selected, self.streams["fading"])), \
@@ -253,7 +253,7 @@ class Engine:
         """The round's uploads' counts of the uplink's own (an MCS rate's MCS and transmissions, then the
         scheme's ``round_counts``), one row per selected device; None where it has none."""
         parts = []
-        if getattr(p.access.link, "rate", None) is not None:
+        if p.access.link.mcs_rate:
             parts.append(self._round_harq if self._round_harq is not None
                          else np.tile([-1, 0], (len(selected), 1)))
         if p.access.upload_columns:
@@ -340,7 +340,7 @@ class Engine:
     def _send_in(self, access, bits, gains: np.ndarray, power: np.ndarray):
         """The uploads of devices sharing ``access``, by the scheme (``AccessScheme.send_packets``),
         with their errors from the "harq" stream under an MCS rate, else the "link" stream."""
-        rng = self.streams["harq" if getattr(access.link, "rate", None) is not None else "link"]
+        rng = self.streams["harq" if access.link.mcs_rate else "link"]
         return access.send_packets(bits, gains, power, rng)
 
     def _idle(self, t_start: float):

@@ -375,7 +375,7 @@ class EventEngine:
     def link_rng(self) -> np.random.Generator:
         """The "link" random stream (packet errors), or "harq" where an MCS rate (link.rate) draws its
         transport blocks' errors."""
-        return self.streams["harq" if getattr(self.parts.access.link, "rate", None) is not None else "link"]
+        return self.streams["harq" if self.parts.access.link.mcs_rate else "link"]
 
     def next_queue_place(self) -> int:
         """A place in the uplink's queue (a resume rebuilds the processes in this order)."""

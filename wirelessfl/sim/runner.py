@@ -107,7 +107,7 @@ def upload_columns(access) -> dict:
     (mcs, harq_tx), then the access scheme's ``upload_columns`` (wifi: collisions, frames, retries,
     drops), each update's read as it is written (an event protocol's: from the update and the scheme's
     ``take_counts``); none where the uplink has none (records as they were)."""
-    rate = getattr(access.link, "rate", None) is not None
+    rate = access.link.mcs_rate
     columns = (*(RATE_COLUMNS if rate else ()), *access.upload_columns)
     if not columns:
         return {}
