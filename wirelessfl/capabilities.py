@@ -9,7 +9,11 @@ an algorithm that applies stale updates (``AppliesStaleUpdates``), one with serv
 with an energy (``ComputeEnergy``, ``FrequencyScaled``); a channel whose devices move
 (``MovingDevices``); a random-access scheme that settles its slots (``ResolvesSlots``); an engine
 with edge servers and a cloud (``wirelessfl.sim.run_engine.EdgeTiers``). The engines and the runner
-ask ``provides(part, Capability)``, not the part's type or a ``getattr`` of a member.
+ask ``provides(part, Capability)`` for these, not the part's type. Optional members that are no
+capability yet are still probed with ``getattr`` in wirelessfl.sim: a computation model's
+``has_energy``, ``compute_time`` and ``frequency_scaled``, a learner's ``uplink``, an event uplink's
+``on_air_until``, a scheme's ``state_dict``/``load_state``, a channel's ``handovers`` and
+``site_gain``, a path loss's ``device_columns``, a part's ``round_info``.
 
 A part provides a capability
 
