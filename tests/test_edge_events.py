@@ -15,6 +15,7 @@ from test_tiers import scenario
 from wirelessfl.config import from_dict
 from wirelessfl.des import Clock
 from wirelessfl.experiments.run import simulate
+from wirelessfl.network import NO_BACKHAUL
 from wirelessfl.fields import ConfigError
 from wirelessfl.sim.edge_events import TieredEvents
 from wirelessfl.sim.parts import EvalRule, StopRule
@@ -92,7 +93,7 @@ def bare_tiers(weights: list[float], synchronous: bool) -> TieredEvents:
     t = TieredEvents.__new__(TieredEvents)
     x0 = torch.zeros(2, dtype=torch.float64)
     count = len(weights)
-    t.learner, t.weights, t.synchronous, t.backhaul = SimpleNamespace(params=x0.clone()), weights, synchronous, None
+    t.learner, t.weights, t.synchronous, t.backhaul = SimpleNamespace(params=x0.clone()), weights, synchronous, NO_BACKHAUL
     t.parts = SimpleNamespace(downlink_bits=1.0)
     t.edges = [SimpleNamespace(cell=c, version=0, learner=SimpleNamespace(params=x0.clone())) for c in range(count)]
     t.env, t.messages, t.numbered, t.cloud_every = Clock(), [], 0, 1

@@ -20,7 +20,7 @@ import numpy as np
 from .harvest import BernoulliHarvest, Harvest, NoHarvest, PoissonHarvest, TraceHarvest, checked_income
 from .traces import Trace
 
-__all__ = ["HARVESTS", "Battery", "build_battery"]
+__all__ = ["HARVESTS", "Battery", "NO_BATTERY", "NoBattery", "build_battery", "or_no_battery"]
 
 HARVESTS = ("none", "bernoulli", "poisson", "trace")
 """The built-in harvest laws (wirelessfl.harvest): energy arrives per step never; ``harvest_j``
@@ -36,6 +36,8 @@ class Battery:
     The charge of device n at time t is ``charge[n] - rate[n] * (t - since[n])``: the engines call
     ``set_rate`` as a device's task goes from one phase to the next, which settles the charge so far.
     """
+
+    present = True  # (NoBattery: False)
 
     def __init__(self, num_devices: int, capacity_j: float, initial_j: float, threshold: float,
                  harvest: "str | Harvest" = "none", harvest_j: float = 0.0, harvest_p: float = 0.0,
@@ -197,6 +199,29 @@ def _builtin_harvest(name: str, num_devices: int, joules: float, p: float, mean:
     if name == "poisson":
         return PoissonHarvest(num_devices, joules, mean)
     return TraceHarvest(trace) if name == "trace" else NoHarvest()
+
+
+class NoBattery:
+    """The devices have no batteries (Parts.battery's default): nothing runs out, nothing is cut,
+    nothing is drawn, so the engines ask it as they ask batteries; ``present`` says which it is."""
+
+    present = False
+    rx_power_w = 0.0
+    exhausted = False
+
+    def closed_round(self, devices: np.ndarray, downlink_s: float, comp_s: np.ndarray, comp_j: np.ndarray,
+                     airtime_s: np.ndarray, power: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, None]:
+        """Every task as it is; nobody emptied (None)."""
+        return comp_s, comp_j, airtime_s, None
+
+
+NO_BATTERY = NoBattery()
+"""The one 'no batteries' (Parts.battery's default)."""
+
+
+def or_no_battery(battery: "Battery | NoBattery | None") -> "Battery | NoBattery":
+    """A battery handed over by a caller, with None (the old spelling of "none") as NO_BATTERY."""
+    return NO_BATTERY if battery is None else battery
 
 
 def build_battery(scenario) -> Battery | None:

@@ -2,18 +2,34 @@
 
 A part's contract (``Algorithm``, ``AccessScheme``, ``Scheduler``, ``ComputeModel``, ``Channel``,
 ``RoundProtocol``) is a small core that every part of its kind implements, plus capabilities that
-only some have: an algorithm that applies stale updates, a scheduler with a dispatch rule, a band
-that several devices share at once, a computation model with an energy. Each capability is a
-``typing.Protocol`` naming its members, next to the contract it belongs to, and the engines ask
-``provides(part, Capability)`` rather than reading flags or names.
+only some have, each a ``typing.Protocol`` naming its members next to the contract it belongs to:
+an algorithm that applies stale updates (``AppliesStaleUpdates``), one with server rounds
+(``ServerRounds``) or work that scales (``CountsWork``); a scheduler with a dispatch rule
+(``Dispatches``, ``DispatchesOne``) or CPU frequencies (``ChoosesFrequency``); a computation model
+with an energy (``ComputeEnergy``, ``FrequencyScaled``); a channel whose devices move
+(``MovingDevices``); a random-access scheme that settles its slots (``ResolvesSlots``); an engine
+with edge servers and a cloud (``wirelessfl.sim.run_engine.EdgeTiers``). The engines and the runner
+ask ``provides(part, Capability)`` for these, not the part's type. Optional members that are no
+capability yet are still probed with ``getattr`` in wirelessfl.sim: a computation model's
+``has_energy``, ``compute_time`` and ``frequency_scaled``, a learner's ``uplink``, an event uplink's
+``on_air_until``, a scheme's ``state_dict``/``load_state``, a channel's ``handovers`` and
+``site_gain``, a path loss's ``device_columns``, a part's ``round_info``.
 
 A part provides a capability
 
 - by implementing its members: contracts give them defaults to inherit, and a default that stands
   for "this part does not do it" is marked ``@absent``, so inheriting the contract's stub is not
   providing the capability while inheriting FedAvg's real ``apply_updates`` is;
-- or, for a capability that is a property rather than members (``SharedBand``, ``OverTheAir``), by
-  naming it among its bases: ``class MyScheme(AccessScheme, SharedBand)``.
+- or by naming it among its bases (``class MyChannel(Channel, MovingDevices)``); a capability
+  without members can only be had that way.
+
+What is not a capability: facts about a part that are not members, declared as class flags of its
+contract (an access scheme's ``concurrent``, ``solo_uploads``, ``over_the_air``, ``contention``,
+``listens``, ``interferes``). The scenario's checks (wirelessfl.config.rules) and the access and
+network packages read them; the sync engine asks the scheme's methods instead (``send_packets``,
+``report_waits``; the event rounds ``round_airtime_s``). Still read by the engines: ``listens``
+(batteries under a contention scheme) and ``concurrent`` (whether a semi_sync round's piggybacked
+bits take airtime of their own).
 
 This module is at the bottom of the package: it imports nothing of it.
 """

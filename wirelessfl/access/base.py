@@ -8,7 +8,9 @@ Which engine needs which member (as pymanopt says which solver needs which metho
   ``airtime_s`` (required: under sync every selected device's, under the event protocols one
   upload's through ``upload_s``); ``check``, ``transmit_power``, ``pricing``, ``uplink_facts``,
   ``upload_link``, ``on_air_s``, ``state_dict``, ``load_state`` (defaults: see each).
-- sync only: ``schedule`` (required), the round's uplink in closed form.
+- sync only: ``schedule`` (required), the round's uplink in closed form; ``send_packets`` and
+  ``report_waits`` (defaults from ``solo_uploads`` and ``concurrent``: the engine reads no flag).
+- event rounds (semi_sync): ``round_airtime_s`` (default from ``concurrent``).
 - event protocols only: ``event_uplink`` (default: one transmitter, ``tdma.OneTransmitter``, or
   the band shared at ``rates_bps``, ``fdma.SharedBand``, for a ``concurrent`` scheme);
   ``upload_s`` (default: ``airtime_s`` of one device, so an override of ``airtime_s`` serves both
@@ -23,6 +25,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Iterable, Protocol, runtime_che
 import numpy as np
 
 from .link import Link
+from .packets import send_shared, send_solo
 
 if TYPE_CHECKING:
     from ..des import Clock
@@ -257,6 +260,30 @@ class AccessScheme:
         """The time a transmission of ``seconds`` holds the channel (default: those seconds; slotted
         TDMA: whole slots). Accepts a number or an array."""
         return seconds
+
+    def send_packets(self, bits, gain: np.ndarray, power: np.ndarray, rng: np.random.Generator):
+        """Sync rounds with packets that may fail: the k = len(gain) uploads at the round's gains,
+        each retried per the link: (time on the air, transmissions, whether it got through, its
+        (MCS, transport-block transmissions) row). Default: on a channel of its own
+        (``solo_uploads``) or on the band shared at once (wirelessfl.access.packets)."""
+        return (send_solo if self.solo_uploads else send_shared)(self, bits, gain, power, rng)
+
+    def report_waits(self, airtime_s: np.ndarray) -> np.ndarray:
+        """Sync rounds: the waits, one after another, of the reports a scheduler asks for before the
+        computation (nobody computes yet, so the uplink is theirs): each upload after the other
+        (default), or all at once, the longest, on a ``concurrent`` scheme's band."""
+        return np.array([airtime_s.max()]) if self.concurrent else airtime_s
+
+    def round_airtime_s(self, bits, gain: np.ndarray, power: np.ndarray, upload_times=None) -> np.ndarray:
+        """Event rounds: each selected device's time on the air as its round begins, at the round's
+        gain: NaN on a ``concurrent`` scheme's band (the band decides as the uploads go); else
+        ``on_air_s`` of ``upload_times()`` where given (fading within an upload: drawn only when
+        asked), or ``airtime_s``."""
+        if self.concurrent:
+            return np.full(np.size(gain), np.nan)
+        if upload_times is not None:
+            return self.on_air_s(upload_times())
+        return self.airtime_s(bits, gain, power)
 
     def upload_s(self, bits: float, gain: float, power: float) -> float:
         """Event protocols: one upload's time on the air as it starts (NaN: the event uplink

@@ -24,7 +24,7 @@ from typing import Callable
 
 import numpy as np
 
-__all__ = ["Delivery", "Downlink"]
+__all__ = ["Delivery", "Downlink", "UNTIMED_DOWNLINK", "UntimedDownlink", "or_untimed"]
 
 
 @dataclass
@@ -116,3 +116,30 @@ class Downlink:
             with np.errstate(divide="ignore"):
                 return (snr > 0) & (u >= -np.expm1(-self.waterfall_m / np.where(snr > 0, snr, 1.0)))
         return np.ones(capacity.size, dtype=bool)
+
+
+class UntimedDownlink:
+    """The downlink when it is not timed per device (Parts.downlink's default): every model arrives
+    after one fixed time (the engines' Parts.downlink_s) and is never missed, so the engines ask it
+    as they ask a timed one and only its ``timed`` tells the records which columns they have."""
+
+    timed = False
+    mode = "fixed"
+    miss = "wait"  # never used: nobody misses the model
+
+    def __init__(self, fixed_s: float = 0.0):
+        self.fixed_s = float(fixed_s)
+
+    def deliver(self, bits: float, gains: np.ndarray, rng: np.random.Generator, redraw=None) -> Delivery:
+        """Every receiver has the model after ``fixed_s``, in one transmission."""
+        k = np.size(gains)
+        return Delivery(np.full(k, self.fixed_s), np.ones(k, dtype=np.int64), np.ones(k, dtype=bool))
+
+
+UNTIMED_DOWNLINK = UntimedDownlink()
+"""A downlink that takes no time of its own (the fixed time is Parts.downlink_s)."""
+
+
+def or_untimed(downlink: "Downlink | UntimedDownlink | None") -> "Downlink | UntimedDownlink":
+    """A downlink handed over by a caller, with None (the old spelling of "not timed") as UNTIMED_DOWNLINK."""
+    return UNTIMED_DOWNLINK if downlink is None else downlink

@@ -31,6 +31,12 @@ class Link:
         self.upload_harq = (-1, 0)  # and the last upload's (MCS, transport-block transmissions), send_at
 
     @property
+    def mcs_rate(self) -> bool:
+        """Whether uploads go at an MCS rate part's (link.rate other than "shannon"): their HARQ
+        counts are recorded and their errors come from the "harq" stream."""
+        return self.rate is not None
+
+    @property
     def packets_on(self) -> bool:
         """Whether uploads go in packets that may fail (packet_bits, a fixed rate, an error model or
         an MCS rate set); otherwise an upload is one transmission at the capacity and always arrives."""

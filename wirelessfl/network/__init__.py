@@ -6,10 +6,10 @@ both timing models (:mod:`.cells`), interference between cells on one sub-band
 docs/networks.md. Knows nothing of learning."""
 from __future__ import annotations
 
-from .backhaul import Backhaul
+from .backhaul import NO_BACKHAUL, Backhaul, NoBackhaul
 from .cells import Cells, CellUplinks, build_cells
 from .placement import associate, place_devices
 from .sites import Sites, build_sites, hex_axial, reuse_bands
 
-__all__ = ["Backhaul", "CellUplinks", "Cells", "Sites", "associate", "build_cells", "build_sites", "hex_axial",
+__all__ = ["Backhaul", "CellUplinks", "NO_BACKHAUL", "NoBackhaul", "Cells", "Sites", "associate", "build_cells", "build_sites", "hex_axial",
            "place_devices", "reuse_bands"]

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["Backhaul", "SiteLinks"]
+__all__ = ["Backhaul", "NO_BACKHAUL", "NoBackhaul", "SiteLinks", "or_no_backhaul"]
 
 
 @dataclass(frozen=True)
@@ -19,12 +19,14 @@ class Backhaul:
 
     rate_bps: float | None
     latency_s: float
+    timed = True
+    """It takes time (the records then have its columns; NoBackhaul: False)."""
 
     @classmethod
-    def of(cls, cfg) -> "Backhaul | None":
-        """The [hierarchy] table's backhaul; None when it takes no time."""
+    def of(cls, cfg) -> "Backhaul | NoBackhaul":
+        """The [hierarchy] table's backhaul; NO_BACKHAUL when it takes no time."""
         if cfg.backhaul_rate_bps is None and cfg.backhaul_latency_s == 0:
-            return None
+            return NO_BACKHAUL
         return cls(cfg.backhaul_rate_bps, float(cfg.backhaul_latency_s))
 
     def transfer_s(self, bits: float) -> float:
@@ -46,6 +48,31 @@ class Backhaul:
             mine = arrived & (site == c)
             last = max(last, float(np.asarray(ends_s)[mine].max()) + self.transfer_s(float(mine.sum()) * bits))
         return last
+
+
+class NoBackhaul:
+    """A backhaul that takes no time (none configured, or the server at the sites): nothing to
+    forward, nothing to wait for, so the engines ask it as they ask a timed one."""
+
+    timed = False
+
+    def transfer_s(self, bits: float) -> float:
+        """No time."""
+        return 0.0
+
+    def forward_end_s(self, cells, selected: np.ndarray, arrived: np.ndarray, ends_s: np.ndarray,
+                      bits: float) -> float:
+        """Nothing to wait for: -inf (the round ends with its uploads)."""
+        return -math.inf
+
+
+NO_BACKHAUL = NoBackhaul()
+"""The one backhaul that takes no time (Parts.backhaul's default)."""
+
+
+def or_no_backhaul(backhaul: "Backhaul | NoBackhaul | None") -> "Backhaul | NoBackhaul":
+    """A backhaul handed over by a caller, with None (the old spelling of "none") as NO_BACKHAUL."""
+    return NO_BACKHAUL if backhaul is None else backhaul
 
 
 class SiteLinks:

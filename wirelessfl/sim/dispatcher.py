@@ -121,7 +121,7 @@ class Dispatcher:
             comp, energy = self.work(np.array([device]), key, frequency)
         if e.checks.scheduler is not None:
             e.checks.dispatch_power(power, device, f"t = {e.env.now:.6g} s")
-        down = None if e.parts.downlink is None else self.downlink([device])[0]  # the usual: a fixed downlink
+        down = self.downlink([device])[0] if e.parts.downlink.timed else None  # the usual: a fixed downlink
         e.launch(device, power, comp[0], energy[0], key=key, bits=e.parts.upload_bits, downlink=down)
         self.wanted -= 1
         return 1
@@ -161,7 +161,7 @@ class Dispatcher:
         upload's: (seconds, transmissions, received) per device (None: the downlink is not timed)."""
         e = self.engine
         downlink = e.parts.downlink
-        if downlink is None:
+        if not downlink.timed:
             return None
 
         def gains(which) -> np.ndarray:

@@ -31,12 +31,15 @@ from typing import Callable
 
 import numpy as np
 
-from ..des.clock import CHECKPOINT, RANK_STOP, RANK_TIMER, Clock, priority
+from ..des.clock import RANK_STOP, RANK_TIMER, Clock, priority
 from ..config import limits
 from ..fields import ConfigError
+from ..network.backhaul import or_no_backhaul
 from ..participation import ExcludedAvailability
-from .parts import EvalRule, StopRule, evaluate
+from .parts import EvalRule, StopRule
 from .events import EventEngine, EventStall
+from .aggregations import after_aggregation, evaluate_version, final_evaluation
+from .cloud import cloud_row, data_weights, edge_accuracy, tiers_summary
 from .flights import REPORTS
 from .records import Recorder
 from .tiers import EdgeLearner
@@ -136,7 +139,7 @@ class TieredEvents:
                  availability_period_s: float, availability_of: Callable[[], object] = lambda: None):
         self.parts, self.learner, self.stop, self.eval_rule = parts, learner, stop, evaluate
         self.on_round, self.on_eval, self.on_cloud, self.after_round = on_round, on_eval, on_cloud, after_round
-        self.cloud_every, self.synchronous, self.backhaul = cloud_every, synchronous, backhaul
+        self.cloud_every, self.synchronous, self.backhaul = cloud_every, synchronous, or_no_backhaul(backhaul)
         cells = parts.cells
         count = cells.count if cells is not None else 1
         self.interfering = cells is not None and cells.interfering  # one uplink for every edge (SharedHost)
@@ -164,12 +167,7 @@ class TieredEvents:
                                          availability_period_s=availability_period_s,
                                          on_round=lambda rec, c=c: self._edge_row(c, rec),
                                          on_eval=lambda row: None, on_update=on_update))
-        if learner is not None:  # the cloud weighs each edge's Δ by its devices' data
-            samples = np.asarray(learner.sample_counts(), dtype=float)
-            data = np.array([samples[serving == c].sum() for c in range(count)])
-        else:
-            data = np.array([(serving == c).sum() for c in range(count)], dtype=float)
-        self.weights = (data / data.sum()).tolist()
+        self.weights = data_weights(learner, serving, count)  # the cloud weighs each edge's Δ by its data
         self.version = 0  # cloud aggregations so far
         self.rows = 0  # rows of rounds.csv so far
         self.messages: list[Message] = []  # on the backhaul
@@ -192,10 +190,6 @@ class TieredEvents:
     @property
     def now(self) -> float:
         return float(self.env.now) if self.env is not None else self.start_s
-
-    @property
-    def busy(self) -> "TieredEvents":
-        return self  # the runner asks it for busy_s: the edges' uplinks', summed
 
     # --- the run ---------------------------------------------------------------------------
 
@@ -225,16 +219,15 @@ class TieredEvents:
         for m in self.messages:
             self._arm(m)
         if self.stop.time_budget_s is not None:
-            env.at(max(self.stop.time_budget_s, env.now), priority(RANK_STOP)).callbacks.append(self._finish)
+            env.at(max(self.stop.time_budget_s, env.now), priority(RANK_STOP)).callbacks.append(self.finish_run)
         if not env.run_until(self._done):
             raise EventStall(f"hierarchy.tiers: nothing left to happen at t = {env.now:.6g} s after {self.version} "
                              "cloud aggregations: no edge has a device in flight or a timer armed")
         for edge in self.edges:
             edge.wrap_up()
-        if self.learner is not None and (not self.evals_at or self.evals_at[-1] != self.version):
-            self._evaluate()
+        final_evaluation(self)
 
-    def _finish(self, _=None) -> None:
+    def finish_run(self, _=None) -> None:
         if not self.stopping:
             self.stopping = True
             for edge in self.edges:
@@ -254,7 +247,7 @@ class TieredEvents:
         """Before the cloud's first aggregation, at the pace of the edges' first rows (and again at
         every power of two rows after): the rows they would make while the first Δ is on the
         backhaul. Edges never wait for the cloud, so a backhaul of 1e9 s is a run of ~1e11 rows."""
-        if self.backhaul is None or self.stop.rounds is None:
+        if not self.backhaul.timed or self.stop.rounds is None:
             return
         horizon = self._transfer_s()
         if self.stop.time_budget_s is not None:
@@ -268,7 +261,7 @@ class TieredEvents:
     # --- the backhaul ----------------------------------------------------------------------
 
     def _transfer_s(self) -> float:
-        return self.backhaul.transfer_s(self.parts.downlink_bits) if self.backhaul is not None else 0.0
+        return self.backhaul.transfer_s(self.parts.downlink_bits)
 
     def _send(self, up: bool, cell: int, model=None, sent_as=None) -> None:
         m = Message(self.numbered, self.env.now + self._transfer_s(), up, cell, model, sent_as)
@@ -315,13 +308,11 @@ class TieredEvents:
         evaluation is due, the row gives each edge's model as it sent it (``edge_accuracy``)."""
         now = float(self.env.now)
         due = self.learner is not None and self.eval_rule.due(self.version + 1, now)
-        accuracy = " ".join(f"{a:.6g}" for a in self._edge_accuracy(arrived)) if due else ""
+        accuracy = edge_accuracy(self.learner, [m.sent_as for m in arrived]) if due else None
         if self.learner is not None:
             self.learner.params = self.learner.params + sum(self.weights[m.cell] * m.model for m in arrived)
-        self.on_cloud({"round": self.rows, "t_start": self.last_cloud_s, "t_end": now, "downlink_s": 0.0,
-                       "comp_s": 0.0, "comm_s": 0.0, "num_selected": 0, "energy_j": 0.0, "num_updates": len(arrived),
-                       "tier": "cloud", "edge": " ".join(str(m.cell) for m in arrived), "edge_round": self.version,
-                       "backhaul_s": self._transfer_s(), "edge_accuracy": accuracy})
+        self.on_cloud(cloud_row(self.rows, self.last_cloud_s, now, len(arrived), " ".join(str(m.cell) for m in arrived),
+                                self.version, self._transfer_s(), accuracy))
         self.rows += 1
         self.version += 1
         self.last_cloud_s = now
@@ -329,16 +320,7 @@ class TieredEvents:
             self._send(False, m.cell, self.learner.params if self.learner is not None else None, m.sent_as)
         if due:
             self._evaluate()
-        if self.stop.done(self.version, now):
-            self._finish()
-        elif self.after_round is not None and not self._settle_pending:
-            self._settle_pending = True  # between events, as the event engine checkpoints
-            self.env.at(now, CHECKPOINT).callbacks.append(self._between_events)
-
-    def _between_events(self, _) -> None:
-        self._settle_pending = False
-        if not self.stopping:
-            self.after_round(self)
+        after_aggregation(self, now)
 
     def _at_edge(self, m: Message) -> None:
         """The cloud's x for the Δ the edge sent as s_c: the edge goes on from x with what it learned since."""
@@ -351,32 +333,20 @@ class TieredEvents:
         self.base[c] = self.base[c] + shift
         self.sent[c] = [s + shift for s in self.sent[c]]
 
-    def _edge_accuracy(self, arrived: list[Message]) -> list[float]:
-        """The test accuracy of each edge's model as it sent the Δ that ``arrived`` (in their order)."""
-        kept, out = self.learner.params, []
-        for m in arrived:
-            self.learner.params = m.sent_as
-            out.append(float(self.learner.evaluate()["accuracy"]))
-        self.learner.params = kept
-        return out
-
     def _evaluate(self) -> None:
-        self.evals_at = [*self.evals_at[-1:], self.version]
-        evaluate(self.learner, self.stop, self.on_eval, self.version, self.now)
+        evaluate_version(self)
 
     # --- records and checkpoints ----------------------------------------------------------
 
     def summary(self, selected: int) -> dict:
         """summary.json's numbers of the tiers (as wirelessfl.sim.tiers.TieredEngine.summary)."""
-        rounds = self.edge_rounds()
-        return {"tiers": {"cloud_aggregations": self.version, "edge_rounds": rounds},
-                "mean_distinct_per_round": selected / max(sum(rounds), 1)}
+        return tiers_summary(self.version, self.edge_rounds(), selected)
 
     def edge_rounds(self) -> list[int]:
         """Each edge's aggregations so far, in cell order."""
         return [edge.version for edge in self.edges]
 
-    def busy_s(self, now: float) -> float:
+    def uplink_busy_s(self, now: float) -> float:
         """How long the edges' uplinks carried a model upload, summed over the cells."""
         return sum(edge.busy.busy_s(now) for edge in self.edges)
 

@@ -19,11 +19,12 @@ paper-specific code lives here: the parts come in through their protocols.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import Callable
 
 import numpy as np
 
-from ..access import ResolvesSlots, share_snr
+from ..access import ResolvesSlots
 from ..access.base import TimesEachDevice
 from ..capabilities import provides
 from ..des.clock import Clock
@@ -34,6 +35,19 @@ from .parts import (STREAMS, EvalRule, Learner, Parts, StopRule, evaluate, load_
                     raise_non_finite_clock)
 from .pipeline import (RoundRecord, compute_energy, learn_round, open_round, piggyback_s, server_round_record,
                        transmit_energy)
+
+
+@dataclass(frozen=True)
+class RoundScope:
+    """Whose round the engine runs: its parts, its learner (None: timing only), who may be drawn
+    (``available()``; None: everyone) and its rows' own columns (``labels``). The run's own is the
+    whole run's; an engine built on this one (wirelessfl.sim.tiers) hands in its own, so this engine
+    knows nothing of what it stands for."""
+
+    parts: Parts
+    learner: Learner | None
+    available: Callable[[], np.ndarray | None]
+    labels: dict
 
 
 class Engine:
@@ -91,6 +105,10 @@ class Engine:
         """The rows of rounds.csv a state_dict stands for: one per round."""
         return int(state["rounds_done"])
 
+    def uplink_busy_s(self, now: float) -> float:
+        """0: a sync round's uplink time is recorded with its row."""
+        return 0.0
+
     def load_state(self, state: dict) -> None:
         """Continue from a state_dict (call before run)."""
         self.rounds_done = int(state["rounds_done"])
@@ -106,25 +124,31 @@ class Engine:
     # --- processes -----------------------------------------------------------------------------
 
     def _loop(self):
+        """Steps until the stop rule fires, each followed by its evaluation if due and the runner's
+        ``after_round``; then the final model's evaluation, whichever rule stopped the run."""
         while not self.stop.done(self.rounds_done, self.env.now):
-            yield from self._round(self.rounds_done)
-            self.rounds_done += 1
-            if not math.isfinite(self.env.now):
-                raise_non_finite_clock(self.env.now, f"round {self.rounds_done - 1}")
-            if self.learner is not None and self.eval_rule.due(self.rounds_done, self.env.now):
+            due = yield from self._step()
+            if due:
                 self._evaluate()
             if self.after_round is not None:
                 self.after_round(self)
         if self.learner is not None and self._evaluated_at != self.rounds_done:
-            self._evaluate()  # the final model, whichever rule stopped the run
+            self._evaluate()
 
-    def _round(self, r: int, edge=None):
-        """Round ``r``; ``edge``: an edge server's round (wirelessfl.sim.tiers.Edge: its parts with
-        its scheduler, its model's learner, its cell's devices and its rows' labels)."""
-        p, learner = (self.parts, self.learner) if edge is None else (edge.parts, edge.learner)
+    def _step(self):
+        """One step of the loop (a SimPy generator): a round of the whole run. Returns whether an
+        evaluation is due after it (an engine built on this one steps otherwise: wirelessfl.sim.tiers)."""
+        yield from self._round(self.rounds_done, RoundScope(self.parts, self.learner, self._step_availability, {}))
+        self.rounds_done += 1
+        if not math.isfinite(self.env.now):
+            raise_non_finite_clock(self.env.now, f"round {self.rounds_done - 1}")
+        return self.learner is not None and self.eval_rule.due(self.rounds_done, self.env.now)
+
+    def _round(self, r: int, scope: RoundScope):
+        """Round ``r`` of ``scope`` (a :class:`RoundScope`, or anything with its members)."""
+        p, learner = scope.parts, scope.learner
         t_start = self.env.now
-        opening = open_round(p, self.streams, self.checks, learner, r, t_start,
-                             self._step_availability if edge is None else edge.available)
+        opening = open_round(p, self.streams, self.checks, learner, r, t_start, scope.available)
         moved = take_handovers(p.channel)
         if moved:  # moving devices handed over as the round began: its uploads go to their new cells
             self.on_handovers(moved)
@@ -137,10 +161,10 @@ class Engine:
         gains = opening.gains
         piggy_s = piggyback_s(p.access, opening)
         airtime, attempts, delivered = self._airtimes(p, selected, bits, gains[selected], power)
-        comp_energy, emptied, received = opening.energy_full, None, None
+        comp_energy, received = opening.energy_full, None
         receiving_s = downlink_s = p.downlink_s
-        delivery = None if p.downlink is None else p.downlink.deliver(p.downlink_bits, gains[selected],
-                                                                      self.streams["downlink"])
+        delivery = p.downlink.deliver(p.downlink_bits, gains[selected], self.streams["downlink"]) if p.downlink.timed \
+            else None
         if delivery is not None:  # each device's model arrives (or does not) when its channel allows
             receiving_s, received = delivery.seconds, delivery.received
             downlink_s = float(receiving_s.max(initial=p.downlink_s))
@@ -151,13 +175,12 @@ class Engine:
         deadline_at = None
         if p.round_deadline_s is not None:
             deadline_at = t_compute + max(t_start + p.round_deadline_s - t_compute, 0.0)
-        listens = p.battery is not None and p.access.listens  # a contention scheme: paid after its schedule
-        if p.battery is not None:  # tasks cut where a battery runs out: they send less, or nothing
-            comp, comp_energy, cut, emptied = p.battery.closed_round(selected, receiving_s, comp, comp_energy,
-                                                                     np.zeros_like(airtime) if listens else airtime,
-                                                                     power)
-            # emptied while computing: it never contends (an infinite upload is none to the scheme)
-            airtime = np.where(emptied, np.inf, airtime) if listens else cut
+        listens = p.battery.present and p.access.listens  # a contention scheme: paid after its schedule
+        # tasks cut where a battery runs out: they send less, or nothing (no batteries: none cut, emptied None)
+        comp, comp_energy, cut, emptied = p.battery.closed_round(selected, receiving_s, comp, comp_energy,
+                                                                 np.zeros_like(airtime) if listens else airtime, power)
+        # emptied while computing: it never contends (an infinite upload is none to the scheme)
+        airtime = np.where(emptied, np.inf, airtime) if listens else cut
         ready = starts + comp  # every selected device computes from its start on
         uplink, airtime, attempts, arrived, tx_start = self._uplink(p, selected, ready, airtime, attempts, deadline_at,
                                                                     bits, gains, power, delivered, received)
@@ -177,8 +200,8 @@ class Engine:
                                              comp_energy + energy + p.battery.rx_power_w * receiving_s + listening_j,
                                              arrived)
         metrics = learn_round(p, learner, decision, selected, arrived, gains[selected], power, r)
-        labels = {} if edge is None else dict(edge.labels)
-        if p.backhaul is not None:
+        labels = dict(scope.labels)
+        if p.backhaul.timed:
             labels["backhaul_s"] = backhaul_s
         self.on_round(RoundRecord(
             round=r, t_start=t_start, t_end=t_end, downlink_s=downlink_s,
@@ -220,7 +243,7 @@ class Engine:
         self._round_harq = None
         if self._packets:  # packets retried at the round's gain; some uploads may be lost
             airtime, attempts, delivered, harq = self._send(selected, bits, gains, power)
-            self._round_harq = harq if getattr(p.access.link, "rate", None) is not None else None
+            self._round_harq = harq if p.access.link.mcs_rate else None
             return airtime, attempts, delivered
         if p.fading is not None:  # the channel changes every coherence time of a long upload
             return p.access.on_air_s(p.fading.upload_times(bits, gains, power, selected, self.streams["fading"])), \
@@ -233,7 +256,7 @@ class Engine:
         """The round's uploads' counts of the uplink's own (an MCS rate's MCS and transmissions, then the
         scheme's ``round_counts``), one row per selected device; None where it has none."""
         parts = []
-        if getattr(p.access.link, "rate", None) is not None:
+        if p.access.link.mcs_rate:
             parts.append(self._round_harq if self._round_harq is not None
                          else np.tile([-1, 0], (len(selected), 1)))
         if p.access.upload_columns:
@@ -263,11 +286,10 @@ class Engine:
         """When the round ends: its last upload (or the deadline), its timed downlink's last receiver,
         and, with one server in the cloud behind a backhaul, the sites' forwarding of the updates that
         arrived and the model's way back. Returns (the end, the backhaul's share after the uploads)."""
-        end_s = uplink.end_s if delivery is None else max(uplink.end_s, t_start + downlink_s)
-        if p.backhaul is None:
-            return end_s, 0.0
+        uploads_end_s = uplink.end_s if delivery is None else max(uplink.end_s, t_start + downlink_s)
         ends = tx_start + airtime if uplink.tx_end is None else uplink.tx_end
-        end_s = max(end_s, p.backhaul.forward_end_s(p.cells, selected, arrived, ends, p.upload_bits))
+        # (no backhaul to wait for: max(x, -inf) + 0.0 is x exactly)
+        end_s = max(uploads_end_s, p.backhaul.forward_end_s(p.cells, selected, arrived, ends, p.upload_bits))
         end_s += p.backhaul.transfer_s(p.downlink_bits)
         return end_s, end_s - max(uplink.end_s, t_start)
 
@@ -319,33 +341,11 @@ class Engine:
                                                                                    power[idx])
         return airtime, attempts, delivered, harq
 
-    def _send_in(self, access, bits, gains: np.ndarray, power: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """The uploads of devices sharing ``access``: on a channel of its own (wirelessfl.access.Link.send
-        on the scheme's upload link, each transmission holding it for ``on_air_s``); on a shared band at
-        the device's rate on the round's split of it, with its errors drawn at that share's SNR (as the
-        closed form splits the band for the whole round)."""
-        mcs_rate = getattr(access.link, "rate", None) is not None
-        rng = self.streams["harq" if mcs_rate else "link"]
-        bits = np.broadcast_to(bits, gains.shape).tolist()
-        sent, harq = [], []
-        if access.solo_uploads:
-            link = access.upload_link()
-            for b, g, pw in zip(bits, gains.tolist(), power.tolist()):
-                sent.append(link.send(b, g, pw, rng, access.on_air_s))
-                harq.append(link.upload_harq)
-        else:
-            link, k = access.link, max(gains.size, 1)
-            fading = access.block_fading(gains.size)
-            capacity = access.rates_bps(gains, power, fading)
-            snr = access.share_snrs(gains, power, fading) if mcs_rate else share_snr(capacity, link.bandwidth_hz / k)
-            share = link.bandwidth_hz / k if mcs_rate else None
-            for b, c, q in zip(bits, capacity.tolist(), snr.tolist()):
-                sent.append(link.send_at(b, c, q, rng, bandwidth_hz=share))
-                harq.append(link.upload_harq)
-        airtime, attempts, delivered = (np.array(column) for column in zip(*sent)) if sent else \
-            (np.empty(0), np.empty(0, dtype=np.int64), np.empty(0, dtype=bool))
-        return (airtime.astype(float), attempts.astype(np.int64), delivered.astype(bool),
-                np.array(harq, dtype=np.int64).reshape(-1, 2))
+    def _send_in(self, access, bits, gains: np.ndarray, power: np.ndarray):
+        """The uploads of devices sharing ``access``, by the scheme (``AccessScheme.send_packets``),
+        with their errors from the "harq" stream under an MCS rate, else the "link" stream."""
+        rng = self.streams["harq" if access.link.mcs_rate else "link"]
+        return access.send_packets(bits, gains, power, rng)
 
     def _idle(self, t_start: float):
         """Let a round in which nothing took time last idle_round_s; returns the time added."""
@@ -368,16 +368,12 @@ class Engine:
         start = self.env.now
         if p.cells is not None:  # each cell's reports on its own band, the cells at once
             airtime = p.cells.airtime_s(senders, pre_bits[senders], gains[senders], power)
-            took = max(float(airtime[idx].max() if p.access.concurrent else airtime[idx].sum())
-                       for _, idx in p.cells.members(senders))
+            took = max(float(p.access.report_waits(airtime[idx]).sum()) for _, idx in p.cells.members(senders))
             yield self.env.timeout(took)
             return self.env.now - start, float(np.sum(power * airtime))
         airtime = p.access.airtime_s(pre_bits[senders], gains[senders], power)
-        if p.access.concurrent:
-            yield self.env.timeout(float(airtime.max()))
-        else:  # the band is free (nobody computes yet): one after another
-            for a in airtime.tolist():
-                yield self.env.timeout(a)
+        for wait in p.access.report_waits(airtime).tolist():  # the band is free: nobody computes yet
+            yield self.env.timeout(wait)
         return self.env.now - start, float(np.sum(power * airtime))
 
     def _server_round(self, opening):

@@ -49,14 +49,15 @@ import numpy as np
 import simpy
 
 from .availability import AvailabilitySteps
+from .aggregations import after_aggregation, evaluate_version, final_evaluation
 from .busy import BusyClock
 from .dispatcher import Dispatcher
 from .drain import TIMER as BATTERY_TIMER, BatteryDrain
 from .checks import PartChecks
-from ..des import CHECKPOINT, RANK_DEVICE, RANK_STOP, Clock, Inbox, priority
+from ..des import RANK_DEVICE, RANK_STOP, Clock, Inbox, priority
 from ..outcomes import LOSSES, Outcome
 from ..wireless import changes_with_time
-from .parts import STREAMS, EvalRule, Parts, StopRule, evaluate, raise_non_finite_clock
+from .parts import STREAMS, EvalRule, Parts, StopRule, raise_non_finite_clock
 from .pipeline import RoundRecord
 from .server import Server
 from .timers import Timers
@@ -107,13 +108,13 @@ class EventEngine:
         self.busy = BusyClock()  # how long the uplink carried a model upload
         self._own_timers = {"_server_round_end": self.rounds.server_round_end,
                             "_empty_round_end": self.rounds.empty_round_end}
-        self.drain = BatteryDrain(self, parts.battery) if parts.battery is not None else None
+        self.drain = BatteryDrain(self, parts.battery) if parts.battery.present else None
         self.losses = LossStreak(self)  # tasks lost in a row (batteries, missed models): the stall guard's
         downlink = parts.downlink
         # link.downlink_miss = "stale": the model each device last received, to train from when it misses one
         self.last_models = (LastModels(n, learner.params if learner is not None else None)
-                            if downlink is not None and downlink.miss == "stale" else None)
-        self.waits_for_model = downlink is not None and downlink.miss == "wait"
+                            if downlink.timed and downlink.miss == "stale" else None)
+        self.waits_for_model = downlink.timed and downlink.miss == "wait"
         self.on_handovers: Callable[[list], None] = lambda rows: None  # the recorder's (handovers.csv)
         self.handover_upload = "restart"  # network.handover_upload (the runner sets it)
         self.handovers = Handovers(self)  # moving devices among cells
@@ -135,7 +136,7 @@ class EventEngine:
         self.dispatcher = Dispatcher(self)  # the slots the protocol wants filled, and who fills them
         # one server in the cloud behind a timed backhaul: each site's links to it
         self.site_links = (SiteLinks(parts.backhaul, 1 if parts.cells is None else parts.cells.count)
-                           if parts.backhaul is not None else None)
+                           if parts.backhaul.timed else None)
         self.env: Clock | None = None
 
     # --- the run -----------------------------------------------------------------------------
@@ -205,8 +206,7 @@ class EventEngine:
                 self.settle(u, Outcome.IN_FLIGHT, now)
         self.flights.flying.clear()
         self.flights.held.clear()
-        if self.learner is not None and (not self.evals_at or self.evals_at[-1] != self.version):
-            self._evaluate()
+        final_evaluation(self)
 
     # --- processes ---------------------------------------------------------------------------
 
@@ -376,7 +376,7 @@ class EventEngine:
     def link_rng(self) -> np.random.Generator:
         """The "link" random stream (packet errors), or "harq" where an MCS rate (link.rate) draws its
         transport blocks' errors."""
-        return self.streams["harq" if getattr(self.parts.access.link, "rate", None) is not None else "link"]
+        return self.streams["harq" if self.parts.access.link.mcs_rate else "link"]
 
     def next_queue_place(self) -> int:
         """A place in the uplink's queue (a resume rebuilds the processes in this order)."""
@@ -555,22 +555,10 @@ class EventEngine:
         self.flights.repeats = {}
         if self.learner is not None and self.eval_rule.due(server.version, now):
             self._evaluate()
-        if self.stop.done(server.version, now):
-            self.finish_run()
-        elif self.after_round is not None and not self._settle_pending:
-            # between events: SimPy's own events of this instant first, then the checkpoint
-            self._settle_pending = True
-            self.env.at(now, CHECKPOINT).callbacks.append(self._between_events)
-
-    def _between_events(self, _) -> None:
-        self._settle_pending = False
-        if not self.stopping:
-            self.after_round(self)
+        after_aggregation(self, now)
 
     def _evaluate(self) -> None:
-        if self.learner is not None:
-            self.evals_at = [*self.evals_at[-1:], self.version]
-            evaluate(self.learner, self.stop, self.on_eval, self.version, float(self.env.now))
+        evaluate_version(self)
 
     # --- checkpoints ---------------------------------------------------------------------------
 
@@ -581,6 +569,15 @@ class EventEngine:
     def load_state(self, state: dict) -> None:
         """Continue from a state_dict (call before run)."""
         load_engine_state(self, state)
+
+    @staticmethod
+    def rows_in_state(state: dict) -> int:
+        """The rows of rounds.csv a state_dict stands for: one per aggregation (or round)."""
+        return int(state["rounds_done"])
+
+    def uplink_busy_s(self, now: float) -> float:
+        """How long the uplink carried a model upload by ``now`` (kept as uploads go on and off the air)."""
+        return self.busy.busy_s(now)
 
     def _restore(self, state: dict) -> None:
         restore(self, state)

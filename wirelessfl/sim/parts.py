@@ -10,10 +10,12 @@ from typing import TYPE_CHECKING, Callable, Protocol
 import numpy as np
 
 from ..access import AccessScheme, Downlink
-from ..battery import Battery
+from ..access.downlink import UNTIMED_DOWNLINK, UntimedDownlink, or_untimed
+from ..battery import NO_BATTERY, Battery, NoBattery, or_no_battery
 from ..devices import ComputeModel, MarkovAvailability, TraceAvailability
 from ..fading import BlockFading
-from ..network import Backhaul, Cells
+from ..network import NO_BACKHAUL, Backhaul, Cells, NoBackhaul
+from ..network.backhaul import or_no_backhaul
 from ..participation import ExcludedAvailability
 from ..scheduling.base import Decision, ReportRequest, Reports, Scheduler
 from ..wireless import Channel
@@ -85,11 +87,12 @@ class Parts:
     long after the round started are dropped; idle_round_s: the length of a round in which nothing
     takes time (nobody scheduled, no downlink); fading: the channel within an upload (None: it does
     not change during one); battery: the devices' batteries (wirelessfl.battery; also the
-    availability model, then) or None; downlink: the timed downlink (link.downlink 'broadcast' or
-    'unicast'; None: every model arrives after downlink_s) and downlink_bits the model it sends; cells:
+    availability model, then) or NO_BATTERY; downlink: the downlink (wirelessfl.access.Downlink; timed per
+    device under link.downlink 'broadcast' or 'unicast', else every model arrives after downlink_s)
+    and downlink_bits the model it sends; cells:
     several cells (wirelessfl.network), each with its own access scheme (``access`` is the first, which
     schedulers price airtime with: the cells' are alike), or None; backhaul: the links between the
-    sites and the cloud (wirelessfl.network.Backhaul), None when they take no time.
+    sites and the cloud (wirelessfl.network.Backhaul), NO_BACKHAUL when they take no time.
     """
 
     channel: Channel
@@ -104,11 +107,16 @@ class Parts:
     round_deadline_s: float | None = None
     idle_round_s: float = 0.01
     fading: BlockFading | None = None
-    battery: Battery | None = None
-    downlink: Downlink | None = None
+    battery: Battery | NoBattery = NO_BATTERY
+    downlink: Downlink | UntimedDownlink = UNTIMED_DOWNLINK
     downlink_bits: float = 0.0
     cells: Cells | None = None
-    backhaul: Backhaul | None = None
+    backhaul: Backhaul | NoBackhaul = NO_BACKHAUL
+
+    def __post_init__(self):
+        # None, as callers wrote "none" before the null objects
+        self.backhaul, self.downlink = or_no_backhaul(self.backhaul), or_untimed(self.downlink)
+        self.battery = or_no_battery(self.battery)
 
 
 @dataclass

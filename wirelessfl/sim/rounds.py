@@ -4,7 +4,6 @@ for before the computation, server rounds, and the aggregation of a round with i
 :class:`RoundDriver` is the engine's collaborator that owns the round under way."""
 from __future__ import annotations
 
-import math
 from dataclasses import fields
 
 import numpy as np
@@ -59,7 +58,7 @@ class RoundDriver:
         airtime = self._airtimes(opening, bits)
         at_site = self._model_at_sites(selected)  # behind a backhaul the model comes down to the sites first
         start, down = at_site + p.downlink_s, [None] * selected.size
-        if p.downlink is not None:  # the round's broadcast (or unicasts), at the round's gains
+        if p.downlink.timed:  # the round's broadcast (or unicasts), at the round's gains
             d = p.downlink.deliver(p.downlink_bits, gains[selected], e.streams["downlink"])
             down = list(zip(d.seconds.tolist(), d.attempts.tolist(), d.received.tolist()))
             start = at_site + float(d.seconds.max(initial=p.downlink_s))
@@ -86,12 +85,11 @@ class RoundDriver:
         as sync draws them)."""
         e, p = self.engine, self.engine.parts
         selected, gains, power = opening.selected, opening.gains, opening.power
-        if p.access.concurrent:
-            return np.full(selected.size, math.nan)
+        upload_times = None
         if p.fading is not None and not e.packets_on:
-            return p.access.on_air_s(p.fading.upload_times(bits, gains[selected], power, selected,
-                                                           e.streams["fading"]))
-        return p.access.airtime_s(opening.bits, gains[selected], power)
+            def upload_times():
+                return p.fading.upload_times(bits, gains[selected], power, selected, e.streams["fading"])
+        return p.access.round_airtime_s(opening.bits, gains[selected], power, upload_times)
 
     def _send_reports(self, round_: Round, at_site: float) -> np.ndarray:
         """The decision's reports (Decision.traffic.pre_upload_bits), launched now: they go up after
@@ -106,8 +104,7 @@ class RoundDriver:
             return senders
         round_.reports_left = int(senders.size)
         round_.computing = e.env.event()
-        pre_air = (p.access.airtime_s(pre[senders], gains[senders], decision.power[senders])
-                   if not p.access.concurrent else np.full(senders.size, math.nan))
+        pre_air = p.access.round_airtime_s(pre[senders], gains[senders], decision.power[senders])
         for i, device in enumerate(senders.tolist()):
             e.launch(device, float(decision.power[device]), 0.0, 0.0, key=-1, bits=float(pre[device]),
                      round_=round_.index, gain=float(gains[device]), airtime_s=float(pre_air[i]),
@@ -180,7 +177,7 @@ class RoundDriver:
         with np.errstate(invalid="ignore"):  # an inf clock (inf - inf): aggregated() stops the run as NonFiniteTime
             on_air = np.where(arrived, airtime, np.where(np.isnan(tx_start), 0.0, now - tx_start))
         downlink_s, elapsed = p.downlink_s, now - round_.compute_start_s
-        if p.downlink is not None:  # each device computed from when its model arrived; who missed it, not at all
+        if p.downlink.timed:  # each device computed from when its model arrived; who missed it, not at all
             downlink_s = max((u.downlink_s for u in ups), default=p.downlink_s)
             elapsed = np.array([now - u.compute_start_s if u.received or not e.waits_for_model else 0.0 for u in ups])
         comp_energy = compute_energy(np.array([u.compute_energy_full_j for u in ups]), round_.comp, elapsed)

@@ -25,7 +25,7 @@ from ..plugins import PartError, registry
 from ..battery import build_battery
 from ..devices import WorkScaledCompute, build_availability
 from ..access import Downlink, check_scheme
-from ..network import Backhaul
+from ..network import NO_BACKHAUL, Backhaul
 from ..network.cells import build_cells, cell_radio
 from .edge_events import TieredEvents
 from .tiers import TieredEngine
@@ -45,6 +45,8 @@ from .events import EventEngine
 from .progress import ProgressBar
 from .records import Recorder
 from .update_log import RATE_COLUMNS
+from .run_engine import EdgeTiers
+from ..capabilities import provides
 from .summary import summarise
 
 if TYPE_CHECKING:
@@ -105,7 +107,7 @@ def upload_columns(access) -> dict:
     (mcs, harq_tx), then the access scheme's ``upload_columns`` (wifi: collisions, frames, retries,
     drops), each update's read as it is written (an event protocol's: from the update and the scheme's
     ``take_counts``); none where the uplink has none (records as they were)."""
-    rate = getattr(access.link, "rate", None) is not None
+    rate = access.link.mcs_rate
     columns = (*(RATE_COLUMNS if rate else ()), *access.upload_columns)
     if not columns:
         return {}
@@ -233,16 +235,16 @@ class Run:
                       num_devices=n,
                       upload_bits=upload_bits(compressor, self.bits) * upload_vectors(self.algorithm),
                       downlink_s=downlink.fixed_s if downlink.timed else downlink.fixed_time_s(down_bits),
-                      downlink=downlink if downlink.timed else None, downlink_bits=down_bits,
+                      downlink=downlink, downlink_bits=down_bits,
                       availability=availability, round_deadline_s=rc.round_deadline_s, idle_round_s=rc.idle_round_s,
                       fading=block_fading(scenario, self.channel, access.upload_link()), battery=self.battery,
-                      cells=cells, backhaul=Backhaul.of(scenario.hierarchy) if scenario.hierarchy.tiers == "cloud" else None)
+                      cells=cells, backhaul=Backhaul.of(scenario.hierarchy) if scenario.hierarchy.tiers == "cloud" else NO_BACKHAUL)
         # per-device arrays are per round decision: the dispatch protocols have none
         decisions = not self.protocol.event_driven or self.protocol.round_based
         self.recorder = Recorder(n, run_dir, keep_device_arrays=rc.record_devices and decisions, downlink=downlink.timed,
                                  cells=None if cells is None else cells.serving,
                                  handovers=cells is not None and moving(self.channel),
-                                 backhaul=parts.backhaul is not None and self.protocol.event_driven,
+                                 backhaul=parts.backhaul.timed and self.protocol.event_driven,
                                  **upload_columns(access),
                                  time_budget_s=rc.time_budget_s if rc.rounds is None else None,
                                  positions=self.channel.positions_m if moving(self.channel) else None,
@@ -256,7 +258,7 @@ class Run:
         self.engine = self._engine(parts)
         if self.battery is not None and not self.protocol.event_driven:  # sync: a harvest step's time is its round's start
             self.battery.clock = lambda: self.engine.now
-        self.recorder.edge_rounds = isinstance(self.engine, (TieredEngine, TieredEvents))
+        self.recorder.edge_rounds = provides(self.engine, EdgeTiers)
         self.engine.on_handovers = self.recorder.on_handovers
         self.engine.handover_upload = scenario.network.handover_upload
 
@@ -385,8 +387,7 @@ class Run:
             raise ResumeError(f"{where}: the checkpoint was written for another scenario (scenario.toml was changed "
                               "since, or the checkpoint is another run's); the folder is left as it was")
         try:
-            rows = getattr(self.engine, "rows_in_state", None)  # rounds.csv's rows the state stands for
-            rounds_done = rows(state["engine"]) if rows is not None else int(state["engine"]["rounds_done"])
+            rounds_done = self.engine.rows_in_state(state["engine"])  # rounds.csv's rows the state stands for
             problem = self.recorder.check_resume(state["records"], rounds_done)
             if problem is None and (state["learner"] is None) != (self.learner is None):
                 problem = "the checkpoint is of a training run and this one is timing only, or the other way round"
@@ -486,8 +487,7 @@ class Run:
     def _busy_s(self) -> float:
         """How long the uplink carried a model upload: the sync rounds' (recorded with their rows)
         and the event engine's (kept as uploads go on and off the air)."""
-        busy = getattr(self.engine, "busy", None)
-        return self.recorder.update_stats.get("busy_s", 0.0) + (busy.busy_s(float(self.engine.now)) if busy else 0.0)
+        return self.recorder.update_stats.get("busy_s", 0.0) + self.engine.uplink_busy_s(float(self.engine.now))
 
     def _updates_frame(self):
         """updates.csv as written so far (in memory, or read back from the run folder)."""
@@ -528,7 +528,7 @@ class Run:
             extra = {**(extra or {}), **cell_columns(cells, self.channel.positions_m(),
                                                      getattr(self.channel, "site_gain", None))}
         own = None
-        if isinstance(self.engine, (TieredEngine, TieredEvents)):  # each device's rates over its own edge's rounds
+        if provides(self.engine, EdgeTiers):  # each device's rates over its own edge's rounds
             serving = cells.serving if cells is not None else np.zeros(sc.devices.count, dtype=np.int64)
             own = np.asarray(self.engine.edge_rounds(), dtype=np.int64)[serving]
         devices = rec.device_table(sigma_profile(sc.channel, sc.devices.count), extra, own)
@@ -541,14 +541,14 @@ class Run:
             rec.flush()
             updates = self._updates_frame()
             summary["cells"] = cell_rows(cells, updates, float(self.engine.now))
-            if isinstance(self.engine, (TieredEngine, TieredEvents)):  # the edges' rounds overlap in time:
+            if provides(self.engine, EdgeTiers):  # the edges' rounds overlap in time:
                 # the union of every cell's time on the air, not the sum of the edges' (at most 1)
                 end_s = summary["sim_time_s"]
                 busy = uplink_busy_s(updates, end_s)
                 summary.update(uplink_busy_s=busy, uplink_utilisation=busy / end_s if end_s > 0 else math.nan)
             if rec.handovers is not None:
                 summary["handovers"] = rec.handovers.count
-        if isinstance(self.engine, (TieredEngine, TieredEvents)):
+        if provides(self.engine, EdgeTiers):
             summary.update(self.engine.summary(rec.totals.sums["num_selected"]))
         if error_log is not None:
             summary["error_log"] = error_log  # the traceback, in the run folder

@@ -80,7 +80,7 @@ class Server:
             self.settle(u, Outcome.APPLIED, now)
         # the applied updates, in arrival order (updates.csv has every upload)
         downlink_s = e.parts.downlink_s  # timed: the mean over the updates applied
-        if e.parts.downlink is not None and updates:
+        if e.parts.downlink.timed and updates:
             downlink_s = sum(u.downlink_s for u in updates) / len(updates)
         e.on_round(AggregationRecord(v, self.last_aggregation_s, now, downlink_s, updates, staleness,
                                      metrics, e.dispatcher.info, e.available, e.availability.since))

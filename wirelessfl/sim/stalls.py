@@ -48,7 +48,7 @@ def check_idle(engine) -> None:
     e = engine
     idle = e.availability.count_idle(not e.flights.flying)
     battery = e.parts.battery
-    if battery is not None and not e.flights.flying and battery.exhausted:
+    if not e.flights.flying and battery.exhausted:  # (NoBattery: never)
         e.stall(f"devices: every battery is below devices.battery_threshold and devices.harvest = 'none' "
                 f"refills none (t = {e.env.now:.6g} s, {e.version} aggregations of run.rounds = "
                 f"{e.stop.rounds}); set run.time_budget_s, or a harvest")

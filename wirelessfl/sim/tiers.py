@@ -19,6 +19,8 @@ from typing import Any
 
 import numpy as np
 
+from ..network.backhaul import or_no_backhaul
+from .cloud import cloud_row, data_weights, edge_accuracy, tiers_summary
 from .engine import Engine
 
 __all__ = ["Edge", "EdgeLearner", "TieredEngine"]
@@ -69,7 +71,8 @@ class EdgeLearner:
 @dataclasses.dataclass
 class Edge:
     """One edge server: its cell, its parts (its own scheduler), its learner (None: timing only),
-    its devices (a mask), its rounds so far."""
+    its devices (a mask), its rounds so far. The scope of its rounds (wirelessfl.sim.engine.RoundScope):
+    parts, learner, ``available`` and ``labels``."""
 
     cell: int
     parts: Any
@@ -102,11 +105,8 @@ class TieredEngine(Engine):
         self.edges = [Edge(c, dataclasses.replace(parts, scheduler=schedulers[c]),
                            EdgeLearner(learner, int((serving == c).sum())) if learner is not None else None,
                            serving == c) for c in range(count)]
-        if learner is not None:  # the cloud weighs each edge's model by its devices' data
-            samples = np.asarray(learner.sample_counts(), dtype=float)
-            data = np.array([samples[e.devices].sum() for e in self.edges])
-            self.weights = (data / data.sum()).tolist()
-        self.cloud_every, self.backhaul, self.on_cloud = cloud_every, backhaul, on_cloud
+        self.weights = data_weights(learner, serving, count)  # the cloud weighs each edge's model by its data
+        self.cloud_every, self.backhaul, self.on_cloud = cloud_every, or_no_backhaul(backhaul), on_cloud
         self.rows = 0  # rows of rounds.csv so far (edge rounds and cloud aggregations)
         self.started = 0  # edge rounds begun (each one's index keys its draws)
         report = self.on_round
@@ -119,20 +119,15 @@ class TieredEngine(Engine):
         self.on_round = numbered
 
     def _transfer_s(self) -> float:
-        return self.backhaul.transfer_s(self.parts.downlink_bits) if self.backhaul is not None else 0.0
+        return self.backhaul.transfer_s(self.parts.downlink_bits)
 
-    def _loop(self):
-        while not self.stop.done(self.rounds_done, self.env.now):
-            start = self.env.now
-            yield self.env.all_of([self.env.process(self._edge_period(edge)) for edge in self.edges])
-            due = self.learner is not None and self.eval_rule.due(self.rounds_done + 1, self.env.now)
-            self._cloud(start, self._edge_accuracy() if due else None)
-            if due:
-                self._evaluate()
-            if self.after_round is not None:
-                self.after_round(self)
-        if self.learner is not None and self._evaluated_at != self.rounds_done:
-            self._evaluate()
+    def _step(self):
+        """Every edge's period, side by side, then the cloud's aggregation (evaluated when due)."""
+        start = self.env.now
+        yield self.env.all_of([self.env.process(self._edge_period(edge)) for edge in self.edges])
+        due = self.learner is not None and self.eval_rule.due(self.rounds_done + 1, self.env.now)
+        self._cloud(start, self._edge_accuracy() if due else None)
+        return due
 
     def _edge_period(self, edge: Edge):
         """An edge between two cloud aggregations: the cloud's model down (after the first), its
@@ -148,12 +143,7 @@ class TieredEngine(Engine):
 
     def _edge_accuracy(self) -> list[float]:
         """Each edge's model's test accuracy, as its edge sends it up (before the cloud averages)."""
-        kept, out = self.learner.params, []
-        for edge in self.edges:
-            self.learner.params = edge.learner.params
-            out.append(float(self.learner.evaluate()["accuracy"]))
-        self.learner.params = kept
-        return out
+        return edge_accuracy(self.learner, [edge.learner.params for edge in self.edges])
 
     def _cloud(self, start: float, edge_accuracy: list[float] | None = None) -> None:
         """The cloud averages the edges' models (weighted by their devices' data); every edge goes on
@@ -164,10 +154,8 @@ class TieredEngine(Engine):
             self.learner.params = cloud
             for edge in self.edges:
                 edge.learner.params = cloud
-        self.on_cloud({"round": self.rows, "t_start": start, "t_end": float(self.env.now), "downlink_s": 0.0,
-                       "comp_s": 0.0, "comm_s": 0.0, "num_selected": 0, "energy_j": 0.0, "num_updates": len(self.edges),
-                       "tier": "cloud", "edge": "", "edge_round": self.rounds_done, "backhaul_s": self._transfer_s(),
-                       "edge_accuracy": "" if edge_accuracy is None else " ".join(f"{a:.6g}" for a in edge_accuracy)})
+        self.on_cloud(cloud_row(self.rows, start, float(self.env.now), len(self.edges), "", self.rounds_done,
+                                self._transfer_s(), edge_accuracy))
         self.rows += 1
         self.rounds_done += 1
 
@@ -181,9 +169,7 @@ class TieredEngine(Engine):
     def summary(self, selected: int) -> dict:
         """summary.json's numbers of the tiers: ``tiers`` (cloud aggregations, each edge's rounds) and
         the devices per edge round (``selected``: the devices the rounds drew, in all)."""
-        rounds = self.edge_rounds()
-        return {"tiers": {"cloud_aggregations": self.rounds_done, "edge_rounds": rounds},
-                "mean_distinct_per_round": selected / max(sum(rounds), 1)}
+        return tiers_summary(self.rounds_done, self.edge_rounds(), selected)
 
     def edge_rounds(self) -> list[int]:
         """Each edge's rounds so far, in cell order."""
