@@ -289,15 +289,15 @@ class Run:
                       # no checkpoints, nothing to do between events after an aggregation
                       after_round=self._after_round if rc.checkpoint_every and self.run_dir is not None else None)
         if sc.hierarchy.tiers == "edge":  # an edge server per cell, each with a scheduler of its own, and a cloud
-            schedulers = [sc.part("scheduler").from_scenario(sc, sc.options("scheduler"))
-                          for _ in range(sc.network.cells)]
+            edges = parts.cells.count if parts.cells is not None else 1  # (an [orbits] run's: its stations)
+            schedulers = [sc.part("scheduler").from_scenario(sc, sc.options("scheduler")) for _ in range(edges)]
             tiers = dict(schedulers=schedulers, cloud_every=sc.hierarchy.cloud_every,
                          backhaul=Backhaul.of(sc.hierarchy), on_cloud=self._on_cloud)
             if self.protocol.event_driven:  # each edge an event engine of its own, with its own streams
                 return TieredEvents(parts, lambda: sc.part("protocol").from_scenario(sc, sc.options("protocol")),
                                     # (one cell: the run's own streams, so one edge is the plain run)
                                     streams_of=lambda cell: {name: rngs.stream(sc.seed, name, *(
-                                        (cell,) if sc.network.cells > 1 else ())) for name in STREAMS},
+                                        (cell,) if edges > 1 else ())) for name in STREAMS},
                                     synchronous=sc.hierarchy.cloud == "sync", on_update=self.recorder.on_update,
                                     availability_period_s=sc.devices.availability_period_s,
                                     availability_of=lambda: self._availability()[0], **tiers, **common)
