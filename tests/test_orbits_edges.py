@@ -117,3 +117,14 @@ def test_a_station_that_is_no_satellites_own_is_refused_in_one_line(tmp_path):
     assert done.returncode == 2, done.stderr
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 and "orbits.ground_stations[1] ('twin')" in lines[0] and "Traceback" not in done.stderr
+
+
+@pytest.mark.slow
+def test_kill_9_and_resume_of_station_edges_gives_identical_records(tmp_path):
+    from fakes import killed_and_resumed
+
+    text = edge_scenario("fedbuff", budget=604800.0, orbits_extra='pass_end = "resume"')
+    full, cut = killed_and_resumed(tmp_path, text.replace("[run]", "[run]\ncheckpoint_every = 5"), "sat")
+    assert (pd.read_csv(full / "rounds.csv").tier == "cloud").sum() >= 10
+    for name in ("updates.csv", "rounds.csv", "passes.csv", "devices.csv"):
+        assert (full / name).read_bytes() == (cut / name).read_bytes(), name
