@@ -128,3 +128,21 @@ def test_kill_9_and_resume_of_station_edges_gives_identical_records(tmp_path):
     assert (pd.read_csv(full / "rounds.csv").tier == "cloud").sum() >= 10
     for name in ("updates.csv", "rounds.csv", "passes.csv", "devices.csv"):
         assert (full / name).read_bytes() == (cut / name).read_bytes(), name
+
+
+def test_the_study_s_edges_variant_runs_with_every_station_an_edge():
+    from wirelessfl import simulate
+    from wirelessfl.experiments.sweep import expand
+    from wirelessfl.papers import find_recipes
+    from wirelessfl.papers.recipes import family
+
+    (recipe,) = find_recipes("satellites:time_to_target")
+    ((_, (base, variants)),) = recipe.families("tiny", ["run.timing_only=true"]).items()
+    _, members = expand(family(base, variants), seeds=1)
+    (member,) = [m for m in members if m.params["variant"] == "fedbuff_edges"]
+    summary = simulate(member.scenario, progress=False).summary
+    assert [c["station"] for c in summary["cells"]] == [s[0] if isinstance(s, tuple) else s
+                                                         for s in member.scenario.orbits.ground_stations]
+    assert len(summary["cells"]) == 3 and all(c["devices"] > 0 for c in summary["cells"])
+    assert sum(c["devices"] for c in summary["cells"]) == 40
+    assert summary["tiers"]["cloud_aggregations"] >= 1
