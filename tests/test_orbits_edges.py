@@ -146,3 +146,28 @@ def test_the_study_s_edges_variant_runs_with_every_station_an_edge():
     assert len(summary["cells"]) == 3 and all(c["devices"] > 0 for c in summary["cells"])
     assert sum(c["devices"] for c in summary["cells"]) == 40
     assert summary["tiers"]["cloud_aggregations"] >= 1
+
+
+def test_the_up_front_row_estimate_counts_one_edge_per_station(tmp_path):
+    import tomllib
+
+    from wirelessfl.config import from_dict
+    from wirelessfl.config.limits import edge_count, tier_rows
+
+    data = tomllib.loads(edge_scenario("fedbuff").replace("time_budget_s = 43200.0", "rounds = 5"))
+    data["orbits"]["duration_s"] = 43200.0
+    s = from_dict(data)
+    assert edge_count(s) == 2  # two stations, network.cells = 1
+    assert tier_rows(s) == 5 * (1 + 2 * 2)  # each cloud aggregation: cloud_every rows of both edges and its own
+
+
+@pytest.mark.slow
+def test_kill_9_and_resume_of_sync_station_edges_gives_identical_records(tmp_path):
+    from fakes import killed_and_resumed
+
+    # one satellite a round: many short rounds, so the kill comes well before the end
+    text = edge_scenario("sync", budget=604800.0, orbits_extra='pass_end = "resume"').replace("m = 4", "m = 1")
+    full, cut = killed_and_resumed(tmp_path, text.replace("[run]", "[run]\ncheckpoint_every = 1"), "sat")
+    assert (pd.read_csv(full / "rounds.csv").tier == "cloud").sum() >= 5
+    for name in ("updates.csv", "rounds.csv", "passes.csv", "devices.csv"):
+        assert (full / name).read_bytes() == (cut / name).read_bytes(), name
