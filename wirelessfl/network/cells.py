@@ -163,16 +163,11 @@ class CellUplinks:
 
 
 def build_cells(scenario, channel) -> Cells | None:
-    """The cells of ``scenario`` (None for one cell; an [orbits] run with edge servers: its ground
-    stations, wirelessfl.network.station_cells): each an instance of the access scheme built
+    """The cells of ``scenario`` (None for one cell): each an instance of the access scheme built
     for the cell's sub-band (link.bandwidth_hz / reuse, link.noise_power / reuse), serving the
     devices ``channel`` associated with it; a scheme that draws numbers of its own draws them from
     the stream "cell_access" keyed by its cell."""
     net = scenario.network
-    if scenario.orbits is not None and scenario.hierarchy.tiers == "edge":  # the ground stations as edges
-        from .station_cells import build_station_cells
-
-        return build_station_cells(scenario)
     if net.cells == 1:
         return None
     radio = cell_radio(scenario)

@@ -13,10 +13,10 @@ from __future__ import annotations
 import numpy as np
 
 from ..fields import ConfigError
-from .cells import Cells
+from .cells import Cells, build_cells
 from .sites import Sites
 
-__all__ = ["StationCells", "build_station_cells"]
+__all__ = ["StationCells", "build_run_cells", "build_station_cells"]
 
 
 class StationCells(Cells):
@@ -51,3 +51,11 @@ def build_station_cells(scenario) -> StationCells:
                           "drop it, or use hierarchy.tiers = 'cloud'")
     accesses = [OrbitAccess(Link(scenario.link), plan) for _ in plan.sites]
     return StationCells(plan.sites, serving, accesses)
+
+
+def build_run_cells(scenario, channel) -> Cells | None:
+    """The cells of a run: an [orbits] run's ground stations when they are edge servers, else
+    wirelessfl.network.cells.build_cells (None for one cell)."""
+    if scenario.orbits is not None and scenario.hierarchy.tiers == "edge":
+        return build_station_cells(scenario)
+    return build_cells(scenario, channel)

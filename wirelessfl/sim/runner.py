@@ -26,7 +26,8 @@ from ..battery import build_battery
 from ..devices import WorkScaledCompute, build_availability
 from ..access import Downlink, check_scheme
 from ..network import Backhaul
-from ..network.cells import build_cells, cell_radio
+from ..network.cells import cell_radio
+from ..network.station_cells import build_run_cells
 from .edge_events import TieredEvents
 from .tiers import TieredEngine
 from .cell_summary import cell_columns, cell_rows, uplink_busy_s
@@ -222,7 +223,7 @@ class Run:
         radio = cell_radio(scenario)  # the link as one cell has it (its sub-band, with several cells)
         downlink, down_bits = Downlink(radio.link), self.bits * broadcast_vectors(self.algorithm)
         self.protocol = scenario.part("protocol").from_scenario(scenario, scenario.options("protocol"))
-        cells = build_cells(scenario, self.channel)
+        cells = build_run_cells(scenario, self.channel)  # (an [orbits] run with edges: its ground stations)
         access = (scenario.part("access").from_scenario(scenario, scenario.options("access")) if cells is None
                   else cells.accesses[0])
         check_scheme(access, f"link.access = {scenario.link.access!r}", self.protocol.event_driven)
