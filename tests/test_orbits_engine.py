@@ -214,7 +214,7 @@ def test_ground_clients_upload_while_their_site_sees_a_satellite(tmp_path):
         assert ((mine["rise_s"] - 1e-3 <= row.tx_start_s) & (row.tx_end_s <= mine["set_s"] + 1e-3)).any(), row
 
 
-def test_the_study_compares_the_four_settings_on_the_packaged_shell():
+def test_the_study_compares_the_five_settings_on_the_packaged_shell():
     from wirelessfl.papers import find_recipes
 
     (recipe,) = find_recipes("satellites:time_to_target")
@@ -225,7 +225,8 @@ def test_the_study_compares_the_four_settings_on_the_packaged_shell():
     assert base.devices.count == 40 and base.learning.dataset == "fashion_mnist" and base.learning.alpha == 0.5
     assert len(o.ground_stations) == 3 and base.protocol.name == "fedbuff"
     assert variants == {"sync": {"protocol.name": "sync"}, "fedbuff": {}, "fedbuff_isl": {"orbits.isl": True},
-                        "fedbuff_1gs": {"orbits.ground_stations": ["hawaii"]}}
+                        "fedbuff_1gs": {"orbits.ground_stations": ["hawaii"]},
+                        "fedbuff_edges": {"hierarchy.tiers": "edge", "protocol.concurrency": 7, "protocol.buffer": 3}}
 
 
 def test_the_grid_dvbs2_rates_are_the_modcod_tables():

@@ -54,7 +54,8 @@ def contact_plan(scenario):
                        orbit_step_s=o.orbit_step_s, min_elevation_deg=o.min_elevation_deg, clients=o.clients,
                        budget=budget, rate=o.rate, roll_off=o.roll_off, margin_db=o.margin_db, pass_end=o.pass_end,
                        isl=o.isl, isl_rate_bps=o.isl_rate_bps, isl_grazing_km=o.isl_grazing_km,
-                       tx_power_w=scenario.link.p_bar, noise_w=scenario.link.noise_power)
+                       tx_power_w=scenario.link.p_bar, noise_w=scenario.link.noise_power,
+                       edges=scenario.hierarchy.tiers == "edge")
 
 
 class OrbitAccess(AccessScheme):
@@ -78,7 +79,8 @@ class OrbitAccess(AccessScheme):
 
     @classmethod
     def check(cls, scenario, options) -> None:
-        """An [orbits] table, one cell and one server; a constellation that builds (Walker elements in
+        """An [orbits] table and one cell (with edge servers: the stations, for satellite clients
+        without ISL); a constellation that builds (Walker elements in
         range, a TLE file whose lines are well formed); satellite clients one device each."""
         try:
             import sgp4  # noqa: F401  (the optional extra every orbit computation needs)
@@ -88,10 +90,16 @@ class OrbitAccess(AccessScheme):
         if o is None:
             raise ConfigError("link.access = 'orbit': needs an [orbits] table (docs/satellites.md)")
         _duration_s(scenario)
-        if scenario.network.cells != 1 or scenario.hierarchy.tiers != "cloud":
-            raise ConfigError(f"orbits: with network.cells = {scenario.network.cells} and hierarchy.tiers = "
-                              f"{scenario.hierarchy.tiers!r}: the ground stations are the sites of an [orbits] run "
-                              "(network.cells = 1, hierarchy.tiers = 'cloud')")
+        if scenario.network.cells != 1:
+            raise ConfigError(f"orbits: with network.cells = {scenario.network.cells}: the ground stations are the "
+                              "sites of an [orbits] run (network.cells = 1; hierarchy.tiers = 'edge' makes each "
+                              "station an edge server)")
+        if scenario.hierarchy.tiers == "edge" and (o.clients != "satellites" or o.isl):
+            raise ConfigError(f"hierarchy.tiers = 'edge' with orbits.clients = {o.clients!r}"
+                              f"{' and orbits.isl = true' if o.isl else ''}: only ground stations serve as edges, "
+                              "each for the satellites it sees most, which upload directly; use orbits.clients = "
+                              "'satellites' without orbits.isl, or hierarchy.tiers = 'cloud' (satellites or ground "
+                              "devices as edges are not modelled)")
         for key in ("packet_bits", "rate_bps"):
             if getattr(scenario.link, key) is not None:
                 raise ConfigError(f"link.{key} with [orbits]: the rate of a pass is its link budget's "

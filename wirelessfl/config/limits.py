@@ -175,6 +175,12 @@ def check_upload(s, bits: float, what: str) -> None:
                               f"{1 / MAX_EVENTS_PER_SECOND:g} s)")
 
 
+def edge_count(s) -> int:
+    """The edge servers of a scenario with hierarchy.tiers = "edge": one per cell, or, over satellites
+    ([orbits]), one per ground station."""
+    return len(s.orbits.ground_stations) if s.orbits is not None else s.network.cells
+
+
 def tier_rows(s) -> int | None:
     """The aggregations (rows of rounds.csv) that run.rounds cloud aggregations imply at least, with
     an edge server per cell (None: one server, or no round count): each cloud aggregation waits for
@@ -182,7 +188,7 @@ def tier_rows(s) -> int | None:
     h, rounds = s.hierarchy, s.run.rounds
     if h.tiers != "edge" or rounds is None:
         return None
-    edges = s.network.cells if h.cloud == "sync" else 1
+    edges = edge_count(s) if h.cloud == "sync" else 1
     return rounds * (1 + h.cloud_every * edges)
 
 
@@ -193,7 +199,7 @@ def check_tier_rows(s) -> None:
     if rows is None or rows <= MAX_ROWS or s.run.time_budget_s is not None:
         return
     h = s.hierarchy
-    each = f"every one of the {s.network.cells} edges" if h.cloud == "sync" else "an edge"
+    each = f"every one of the {edge_count(s)} edges" if h.cloud == "sync" else "an edge"
     raise ConfigError(f"hierarchy.cloud_every = {h.cloud_every:,}: run.rounds = {s.run.rounds:,} cloud aggregations "
                       f"(a {h.cloud} cloud, each after {h.cloud_every:,} aggregations of {each}) are at least "
                       f"{rows:,} aggregations, rows of rounds.csv; at most {MAX_ROWS:,} estimated up front; lower "
@@ -204,9 +210,10 @@ def check_edge_slots(s) -> None:
     """Edges x devices past MAX_EDGE_SLOTS, refused before anything is built (see there)."""
     if s.hierarchy.tiers != "edge":
         return
-    cells, n = s.network.cells, s.devices.count
+    cells, n = edge_count(s), s.devices.count
     if cells * n > MAX_EDGE_SLOTS:
-        raise ConfigError(f"network.cells = {cells:,} with hierarchy.tiers = 'edge': each of the {cells:,} edge "
+        where = f"network.cells = {cells:,}" if s.orbits is None else f"orbits.ground_stations ({cells:,})"
+        raise ConfigError(f"{where} with hierarchy.tiers = 'edge': each of the {cells:,} edge "
                           f"servers schedules over all {n:,} devices, {cells * n:.3g} device slots a round (about "
                           f"{cells * n * 0.7e-6:.3g} s a round); at most {MAX_EDGE_SLOTS:,}; use fewer cells or "
                           "devices, or hierarchy.tiers = 'cloud'")

@@ -28,7 +28,8 @@ def plot_network(runs: dict[str, RunResult], out_dir: str | Path, title: str | N
     without any are left out); with moving devices their tracks (round protocols: their positions at
     each round) and their handovers, a cross where each happened (handovers.csv). The drawing costs
     the same whatever the number of cells: all devices in one scatter, all sites in another."""
-    runs = {name: run for name, run in runs.items() if run.summary.get("cells")}
+    # (an [orbits] run's cells are ground stations, with no place on a plane: orbits.png maps them)
+    runs = {name: run for name, run in runs.items() if run.summary.get("cells") and "site_m" in run.summary["cells"][0]}
     if not runs:
         return None
     # one map: its legend on the right; several: each legend under its map (the saved figure is

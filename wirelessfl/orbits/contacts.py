@@ -13,6 +13,10 @@ the bits left to the next window. With inter-satellite links (satellite clients 
 layout), a satellite out of view may instead hand the upload along its plane to one in view, each
 hop at ``isl_rate_bps`` plus the light time (isl.py), which then sends it as its own. Deterministic:
 no random draws, so a resumed run recomputes exactly what it had.
+
+With ``edges = True`` (ground stations as edge servers) every satellite belongs to one station for the
+whole run (association.py, ``home``): its windows are its passes over that station only, and its
+grid rates and geometry are to that station.
 """
 from __future__ import annotations
 
@@ -26,6 +30,7 @@ from .constellation import Constellation
 from .ephemeris import Ephemeris
 from .geometry import Station, look
 from .isl import route_to_station
+from .association import home_stations
 from .link_budget import DVBS2_MODCODS, LinkBudget
 from .passes import Pass, find_passes
 
@@ -87,7 +92,7 @@ class ContactPlan:
                  orbit_step_s: float = 30.0, min_elevation_deg: float = 10.0, clients: str = "satellites",
                  budget: LinkBudget | None = None, rate: str = "shannon", roll_off: float = 0.2,
                  margin_db: float = 0.0, pass_end: str = "lose", isl: bool = False, isl_rate_bps: float = 1e9, isl_grazing_km: float = 80.0,
-                 tx_power_w: float = 1.0, noise_w: float = 1.0):
+                 tx_power_w: float = 1.0, noise_w: float = 1.0, edges: bool = False):
         self.constellation, self.sites, self.clients = constellation, tuple(sites), clients
         self.min_elevation_deg, self.pass_end = float(min_elevation_deg), pass_end
         self.budget = budget if budget is not None else LinkBudget()
@@ -96,6 +101,11 @@ class ContactPlan:
         self.horizon_s = self.ephemeris.duration_s
         self.step_s = self.ephemeris.step_s
         self.passes: list[Pass] = find_passes(self.ephemeris, self.sites, self.min_elevation_deg)
+        self.home: np.ndarray | None = None  # stations as edges: each satellite's own station
+        if edges:
+            if clients != "satellites" or self.isl:
+                raise ValueError("stations as edges serve satellite clients without inter-satellite links")
+            self.home = home_stations(self.passes, len(constellation), [s.name for s in self.sites])
         self._windows()
         self._grid(rate, roll_off, margin_db, tx_power_w, noise_w)
 
@@ -111,6 +121,8 @@ class ContactPlan:
         index = {s.name: i for i, s in enumerate(self.sites)}
         per: list[list[tuple[float, float]]] = [[] for _ in range(len(self))]
         for p in self.passes:
+            if self.home is not None and index[p.station] != self.home[p.satellite]:
+                continue  # a pass over a station not its own: not a window of this satellite
             per[p.satellite if self.clients == "satellites" else index[p.station]].append((p.rise_s, p.set_s))
         merged = [_merge(w) for w in per]
         self.rises = [m[0] for m in merged]
@@ -125,6 +137,8 @@ class ContactPlan:
         doppler = np.stack([v.doppler_hz(self.budget.frequency_hz) for v in views])
         axis = 0 if self.clients == "satellites" else 1  # the partners: stations, or satellites
         best = np.expand_dims(np.argmax(elevation, axis=axis), axis)
+        if self.home is not None:  # each satellite's own station, at every grid point
+            best = np.broadcast_to(self.home[None, :, None], (1, *elevation.shape[1:]))
         pick = lambda a: np.squeeze(np.take_along_axis(a, best, axis=axis), axis)  # noqa: E731
         self.elevation_deg, self.range_km, self.doppler_hz = pick(elevation), pick(range_km), pick(doppler)
         snr_db = self.budget.snr_db(self.range_km, self.elevation_deg)

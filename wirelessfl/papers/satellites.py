@@ -2,12 +2,16 @@
 
 ``time_to_target``: the packaged scenario ``satellites`` (a Walker-delta 40/5/1 shell at 550 km and
 53 deg, non-iid Fashion-MNIST, on-board training, three ground stations, uploads only inside passes at
-the link budget's rate, pass_end = "resume"). Four variants:
+the link budget's rate, pass_end = "resume"). Five variants:
 
 - ``sync``: synchronous FedAvg, 10 satellites a round, the round waiting for each one's pass;
 - ``fedbuff``: FedBuff, 20 satellites training at once, an aggregation every 10 updates;
 - ``fedbuff_isl``: the same, a satellite out of view handing its update along its plane to one in view;
-- ``fedbuff_1gs``: FedBuff with one ground station (Hawaii) instead of three.
+- ``fedbuff_1gs``: FedBuff with one ground station (Hawaii) instead of three;
+- ``fedbuff_edges``: HierFAVG-style tiers, each of the three stations an edge server running FedBuff
+  over the satellites it sees longest (7 in flight, an aggregation every 3 updates: about FedBuff's 20
+  and 10 over three edges), a cloud on the ground averaging the edges after each of their aggregations
+  (the variants before it run alike whether or not it is there: a run's folder is its scenario's hash).
 
 It reports the time to the target accuracy in hours (mean and spread over seeds), the aggregations,
 and how long an update waited for a pass (from the end of its computation to its upload's start).
@@ -30,9 +34,11 @@ from .recipes import Recipe, Report, Runs, curve_rows, figure_caption, packaged,
 VARIANTS = {"sync": {"protocol.name": "sync"},
             "fedbuff": {},
             "fedbuff_isl": {"orbits.isl": True},
-            "fedbuff_1gs": {"orbits.ground_stations": ["hawaii"]}}
+            "fedbuff_1gs": {"orbits.ground_stations": ["hawaii"]},
+            "fedbuff_edges": {"hierarchy.tiers": "edge", "protocol.concurrency": 7, "protocol.buffer": 3}}
 LABELS = {"sync": "sync FedAvg (m = 10)", "fedbuff": "FedBuff (K = 10, 20 in flight)",
-          "fedbuff_isl": "FedBuff + ISL relaying", "fedbuff_1gs": "FedBuff, one station"}
+          "fedbuff_isl": "FedBuff + ISL relaying", "fedbuff_1gs": "FedBuff, one station",
+          "fedbuff_edges": "FedBuff, stations as edges"}
 
 SCALES = {
     "tiny": ("run.time_budget_s=14400", "run.eval_every_s=3600", "learning.samples_per_device=20",
@@ -43,7 +49,7 @@ SCALES = {
 
 
 def families(scale: str, overrides: Sequence[str]) -> dict:
-    """One family: the packaged scenario's FedBuff member as the base, the four variants over it."""
+    """One family: the packaged scenario's FedBuff member as the base, the five variants over it."""
     member = dict(packaged("satellites").variant_scenarios())["fedbuff"]
     data = to_dict(member, only_changed=True)
     data.pop("variants", None)
@@ -122,6 +128,6 @@ def report(data: pd.DataFrame, figures: Path, scale: str) -> Report:
 
 RECIPES: list[Recipe] = [
     Recipe("satellites", "time_to_target", "FL over a LEO constellation: sync FedAvg, FedBuff, FedBuff with ISL "
-           "relaying, one ground station against three", ("satellites_time_to_target.png",), families, collect,
-           report, {}),
+           "relaying, one ground station against three, the stations as edge servers",
+           ("satellites_time_to_target.png",), families, collect, report, {}),
 ]

@@ -36,8 +36,9 @@ def cell_rows(cells, updates, end_s: float) -> list[dict]:
     for c in range(cells.count):
         mine = where == c
         busy = union_length(start[mine], stop[mine])
-        rows.append({"cell": c, "site_m": [float(v) for v in cells.sites.positions_m[c]],
-                     "band": int(cells.sites.bands[c]), "devices": int((cells.serving == c).sum()),
+        site = cells.site_row(c) if hasattr(cells, "site_row") else {  # (ground stations: name, coordinates)
+            "site_m": [float(v) for v in cells.sites.positions_m[c]], "band": int(cells.sites.bands[c])}
+        rows.append({"cell": c, **site, "devices": int((cells.serving == c).sum()),
                      "uploads": int(mine.sum()), "uplink_utilisation": busy / end_s if end_s > 0 else float("nan"),
                      "sinr_loss_db": float(loss[c])})
     return rows
@@ -47,7 +48,9 @@ def cell_columns(cells, positions_m: np.ndarray, site_gain: np.ndarray | None = 
     """devices.csv's columns of several cells: the serving cell, where each device is, and its mean
     gain to every site there (``gain_site_<c>``: path loss and shadowing, what the association part
     was given), so that an association rule can be checked by hand."""
-    columns = {"cell": cells.serving.copy(), "x_m": positions_m[:, 0].copy(), "y_m": positions_m[:, 1].copy()}
+    columns = {"cell": cells.serving.copy()}
+    if positions_m is not None:  # (satellites have no place on the plane)
+        columns.update({"x_m": positions_m[:, 0].copy(), "y_m": positions_m[:, 1].copy()})
     if site_gain is not None:
         columns.update({f"gain_site_{c}": site_gain[:, c].copy() for c in range(site_gain.shape[1])})
     return columns

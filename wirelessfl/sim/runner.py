@@ -26,7 +26,8 @@ from ..battery import build_battery
 from ..devices import WorkScaledCompute, build_availability
 from ..access import Downlink, check_scheme
 from ..network import NO_BACKHAUL, Backhaul
-from ..network.cells import build_cells, cell_radio
+from ..network.cells import cell_radio
+from ..network.station_cells import build_run_cells
 from .edge_events import TieredEvents
 from .tiers import TieredEngine
 from .cell_summary import cell_columns, cell_rows, uplink_busy_s
@@ -224,7 +225,7 @@ class Run:
         radio = cell_radio(scenario)  # the link as one cell has it (its sub-band, with several cells)
         downlink, down_bits = Downlink(radio.link), self.bits * broadcast_vectors(self.algorithm)
         self.protocol = scenario.part("protocol").from_scenario(scenario, scenario.options("protocol"))
-        cells = build_cells(scenario, self.channel)
+        cells = build_run_cells(scenario, self.channel)  # (an [orbits] run with edges: its ground stations)
         access = (scenario.part("access").from_scenario(scenario, scenario.options("access")) if cells is None
                   else cells.accesses[0])
         check_scheme(access, f"link.access = {scenario.link.access!r}", self.protocol.event_driven)
@@ -291,15 +292,15 @@ class Run:
                       # no checkpoints, nothing to do between events after an aggregation
                       after_round=self._after_round if rc.checkpoint_every and self.run_dir is not None else None)
         if sc.hierarchy.tiers == "edge":  # an edge server per cell, each with a scheduler of its own, and a cloud
-            schedulers = [sc.part("scheduler").from_scenario(sc, sc.options("scheduler"))
-                          for _ in range(sc.network.cells)]
+            edges = parts.cells.count if parts.cells is not None else 1  # (an [orbits] run's: its stations)
+            schedulers = [sc.part("scheduler").from_scenario(sc, sc.options("scheduler")) for _ in range(edges)]
             tiers = dict(schedulers=schedulers, cloud_every=sc.hierarchy.cloud_every,
                          backhaul=Backhaul.of(sc.hierarchy), on_cloud=self._on_cloud)
             if self.protocol.event_driven:  # each edge an event engine of its own, with its own streams
                 return TieredEvents(parts, lambda: sc.part("protocol").from_scenario(sc, sc.options("protocol")),
                                     # (one cell: the run's own streams, so one edge is the plain run)
                                     streams_of=lambda cell: {name: rngs.stream(sc.seed, name, *(
-                                        (cell,) if sc.network.cells > 1 else ())) for name in STREAMS},
+                                        (cell,) if edges > 1 else ())) for name in STREAMS},
                                     synchronous=sc.hierarchy.cloud == "sync", on_update=self.recorder.on_update,
                                     availability_period_s=sc.devices.availability_period_s,
                                     availability_of=lambda: self._availability()[0], **tiers, **common)

@@ -19,6 +19,8 @@ from typing import Any
 
 import numpy as np
 
+from ..access.base import TimesEachDevice
+from ..capabilities import provides
 from ..network.backhaul import or_no_backhaul
 from .cloud import cloud_row, data_weights, edge_accuracy, tiers_summary
 from .engine import Engine
@@ -102,7 +104,10 @@ class TieredEngine(Engine):
         serving = cells.serving if cells is not None else np.zeros(parts.num_devices, dtype=np.int64)
         count = cells.count if cells is not None else 1
         learner = self.learner
-        self.edges = [Edge(c, dataclasses.replace(parts, scheduler=schedulers[c]),
+        # an uplink timed per device (satellite passes) keeps its round's geometry: each edge its cell's own
+        own = [{"access": cells.accesses[c]} if cells is not None and provides(cells.accesses[c], TimesEachDevice)
+               else {} for c in range(count)]
+        self.edges = [Edge(c, dataclasses.replace(parts, scheduler=schedulers[c], **own[c]),
                            EdgeLearner(learner, int((serving == c).sum())) if learner is not None else None,
                            serving == c) for c in range(count)]
         self.weights = data_weights(learner, serving, count)  # the cloud weighs each edge's model by its data
