@@ -1,9 +1,10 @@
 """Ground stations as edge servers over satellites (hierarchy.tiers = "edge" with [orbits]): the static
-association (most contact time, from passes.csv), uploads only inside passes over one's own station,
+association (even shares by contact time, from passes.csv), uploads only inside passes over one's own station,
 cloud aggregations every cloud_every edge rounds, and one-line refusals for what is not modelled."""
 from __future__ import annotations
 
 import json
+import re
 
 import numpy as np
 import pandas as pd
@@ -46,17 +47,39 @@ def sync_run(tmp_path_factory):
 
 
 @pytest.mark.parametrize("which", ["fedbuff_run", "sync_run"])
-def test_each_satellite_belongs_to_the_station_it_sees_longest(request, which):
+def test_the_stations_share_the_satellites_evenly_each_by_its_longest_contact_with_room(request, which):
     folder = request.getfixturevalue(which)
     passes, devices = pd.read_csv(folder / "passes.csv"), pd.read_csv(folder / "devices.csv")
     seconds = contact_seconds_by_hand(passes, ["hawaii", "singapore"], 40)
-    both = (seconds > 0).all(axis=1)
-    assert both.any()  # some satellites see both stations: the choice is not trivial
-    expected = [int(np.argmax(s)) for s in seconds]  # ties (no contact at all) to station 0
-    assert devices.sort_values("device")["cell"].tolist() == expected
+    assert ((seconds > 0).all(axis=1)).any()  # some satellites see both stations: the choice is not trivial
+    home = devices.sort_values("device")["cell"].to_numpy()
+    counts = np.bincount(home, minlength=2)
+    assert counts.tolist() == [20, 20]  # ceil(40 / 2) each
+    # stable, checked pair by pair: a satellite away from a station it sees longer finds that station full
+    # of satellites that see it at least as long
+    for s in range(40):
+        for g in range(2):
+            if seconds[s, g] > seconds[s, home[s]]:
+                assert counts[g] == 20 and (seconds[home == g, g] >= seconds[s, g]).all(), (s, g)
+    favourite = np.argmax(seconds, axis=1)
+    assert (home == favourite).sum() >= 20  # most keep their favourite; the rest were dealt by the rule
     summary = json.loads((folder / "summary.json").read_text())
     assert [c["station"] for c in summary["cells"]] == ["hawaii", "singapore"]
-    assert [c["devices"] for c in summary["cells"]] == [expected.count(0), expected.count(1)]
+    assert [c["devices"] for c in summary["cells"]] == counts.tolist()
+
+
+def test_even_shares_by_hand_on_a_contact_table_of_three_stations():
+    from wirelessfl.orbits.association import home_stations
+    from wirelessfl.orbits.passes import Pass
+
+    # 4 satellites, 3 stations, room 2 each; contact seconds (rows: satellites):
+    #   a: 10  5  0     b: 9  8  0     c: 8  1  0     d: 0  0  0 (sees none)
+    # dealt longest first: (a,a)=10 -> a:0, (b,a)=9 -> b:0 (station 0 now full), (b,b)=8 skip (b placed),
+    # (c,a)=8 full, (a,b)=5 skip, (c,b)=1 -> c:1, then d at its first station with room by index: 1
+    table = {0: (10, 5, 0), 1: (9, 8, 0), 2: (8, 1, 0), 3: (0, 0, 0)}
+    names = ["x", "y", "z"]
+    passes = [Pass(names[g], s, 0.0, float(t), 30.0, 0.0) for s, row in table.items() for g, t in enumerate(row) if t]
+    assert home_stations(passes, 4, names).tolist() == [0, 0, 1, 1]
 
 
 @pytest.mark.parametrize("which", ["fedbuff_run", "sync_run"])
@@ -106,17 +129,35 @@ def test_what_stays_unmodelled_is_refused_in_one_line(tmp_path, extra, needle):
     assert len(lines) == 1 and needle in lines[0] and "Traceback" not in done.stderr
 
 
-def test_a_station_that_is_no_satellites_own_is_refused_in_one_line(tmp_path):
-    # a twin of the first station sees every satellite exactly as long: ties go to the lower index,
-    # so the twin is no satellite's own and its edge would never aggregate
+def test_a_twin_station_takes_its_even_share(tmp_path):
+    # a twin of the first station sees every satellite exactly as long: by contact time alone it would
+    # get none (ties to the lower index); with even shares each takes 20, the ties dealt to the lower
     text = edge_scenario("fedbuff").replace('ground_stations = ["hawaii", "singapore"]', 'ground_stations = ["hawaii", '
                                             '{name = "twin", latitude_deg = 19.014, longitude_deg = -155.6633, '
                                             'altitude_m = 370.0}]')
+    folder = run(tmp_path, text, "twin")
+    home = pd.read_csv(folder / "devices.csv").sort_values("device")["cell"].to_numpy()
+    assert np.bincount(home, minlength=2).tolist() == [20, 20]
+    applied = pd.read_csv(folder / "updates.csv").query("outcome == 'applied'")
+    assert set(applied["cell"]) == {0, 1}  # both edges aggregate
+
+
+def test_a_station_that_none_of_its_satellites_sees_is_refused_in_one_line(tmp_path):
+    from wirelessfl.network import station_cells
+
+    # fewer satellites than stations would leave a station with none; here 2 satellites, 3 stations
+    text = edge_scenario("fedbuff", budget=604800.0)  # a week: every station sees both satellites
+    text = text.replace("planes = 5\nper_plane = 8", "planes = 1\nper_plane = 2\nphasing = 0")
+    text = text.replace('ground_stations = ["hawaii", "singapore"]', 'ground_stations = ["hawaii", "singapore", "wallops"]')
+    text = text.replace("m = 4", "m = 1").replace("concurrency = 8\nbuffer = 2", "concurrency = 1\nbuffer = 1")
     (tmp_path / "bad.toml").write_text(text)
     done = cli("run", tmp_path / "bad.toml", "--no-progress", "--out", tmp_path / "out")
     assert done.returncode == 2, done.stderr
     lines = done.stderr.strip().splitlines()
-    assert len(lines) == 1 and "orbits.ground_stations[1] ('twin')" in lines[0] and "Traceback" not in done.stderr
+    # room for one satellite a station: one of the three is given none
+    assert len(lines) == 1 and re.search(r"orbits\.ground_stations\[\d\] \('(hawaii|singapore|wallops)'\) with "
+                                         r"hierarchy\.tiers = 'edge': none of the satellites", lines[0]), lines
+    assert station_cells.__doc__ and "Traceback" not in done.stderr
 
 
 @pytest.mark.slow

@@ -225,7 +225,9 @@ class PassUplink:
         return min(t - u.tx_start_s, u.airtime_s) if u.airtime_s == u.airtime_s else t - u.tx_start_s
 
     def state_dict(self) -> dict:
-        return {}
+        """The geometry of uploads whose rows are not written yet (an upload over by the checkpoint
+        whose update waits, e.g. for its edge's aggregation): its transmission is not run again."""
+        return {"rows": [[seq, *row] for seq, row in sorted(self.scheme._rows.items())]}
 
     def load_state(self, state: dict) -> None:
-        pass
+        self.scheme._rows.update({int(seq): tuple(row) for seq, *row in state.get("rows", ())})

@@ -1,7 +1,7 @@
 """Ground stations as the cells of an edge run over satellites (``hierarchy.tiers = "edge"`` with
 [orbits], docs/satellites.md): a :class:`~wirelessfl.network.cells.Cells` whose sites are the
-stations, whose association is the static one of wirelessfl.orbits.association (each satellite to the
-station it sees longest), and whose per-cell access scheme is the orbit access of that station (one
+stations, whose association is the static one of wirelessfl.orbits.association (even shares, each
+satellite to the station it sees longest among those with room), and whose per-cell access scheme is the orbit access of that station (one
 shared contact plan, in which each satellite's windows are its passes over its own station).
 
 The stations do not share a band (each pass has the link budget's own bandwidth), so the cells do
@@ -36,19 +36,21 @@ class StationCells(Cells):
 
 def build_station_cells(scenario) -> StationCells:
     """The stations of ``scenario``'s [orbits] as the cells of its edge servers: one contact plan for
-    the run, one orbit access per station sharing it. A station that is no satellite's own would be
-    an edge that never aggregates: refused in one line."""
+    the run, one orbit access per station sharing it. A station that none of its satellites ever sees
+    would be an edge that never aggregates: refused in one line."""
     from ..access.link import Link
     from ..access.orbit import OrbitAccess, contact_plan
 
+    from ..orbits.association import contact_seconds
+
     plan = contact_plan(scenario)
     serving = plan.home
-    empty = [g for g in range(len(plan.sites)) if not (serving == g).any()]
-    if empty:
-        g = empty[0]
-        raise ConfigError(f"orbits.ground_stations[{g}] ({plan.sites[g].name!r}) with hierarchy.tiers = 'edge': no "
-                          "satellite has most of its contact time with it, so its edge server would serve none; "
-                          "drop it, or use hierarchy.tiers = 'cloud'")
+    seconds = contact_seconds(plan.passes, serving.size, [site.name for site in plan.sites])
+    for g, site in enumerate(plan.sites):
+        if not seconds[serving == g, g].any():
+            raise ConfigError(f"orbits.ground_stations[{g}] ({site.name!r}) with hierarchy.tiers = 'edge': none of the "
+                              "satellites it is given ever sees it, so its edge server would never aggregate; "
+                              "drop it, or use hierarchy.tiers = 'cloud'")
     accesses = [OrbitAccess(Link(scenario.link), plan) for _ in plan.sites]
     return StationCells(plan.sites, serving, accesses)
 

@@ -9,8 +9,8 @@ the link budget's rate, pass_end = "resume"). Five variants:
 - ``fedbuff_isl``: the same, a satellite out of view handing its update along its plane to one in view;
 - ``fedbuff_1gs``: FedBuff with one ground station (Hawaii) instead of three;
 - ``fedbuff_edges``: HierFAVG-style tiers, each of the three stations an edge server running FedBuff
-  over the satellites it sees longest (7 in flight, an aggregation every 3 updates: about FedBuff's 20
-  and 10 over three edges), a cloud on the ground averaging the edges after each of their aggregations
+  over its even share of the satellites, each to the station it sees longest with room (7 in flight,
+  an aggregation every 3 updates: about FedBuff's 20 and 10 over three edges), a cloud on the ground averaging the edges after each of their aggregations
   (the variants before it run alike whether or not it is there: a run's folder is its scenario's hash).
 
 It reports the time to the target accuracy in hours (mean and spread over seeds), the aggregations,
