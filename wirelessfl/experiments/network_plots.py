@@ -34,7 +34,7 @@ def plot_network(runs: dict[str, RunResult], out_dir: str | Path, title: str | N
         return None
     # one map: its legend on the right; several: each legend under its map (the saved figure is
     # cropped to what was drawn, so an equal-aspect map leaves no empty margins)
-    fig, axes = plt.subplots(1, len(runs), figsize=(6.4, 5.0) if len(runs) == 1 else (5.2 * len(runs), 6.0),
+    fig, axes = plt.subplots(1, len(runs), figsize=(6.4, 5.0) if len(runs) == 1 else (5.2 * len(runs), 5.0),
                              squeeze=False)
     for ax, (name, run) in zip(axes[0], runs.items()):
         cells, devices = run.summary["cells"], run.devices
