@@ -28,8 +28,8 @@ import numpy as np
 import pandas as pd
 
 from ..config import from_dict, to_dict
-from .recipes import Recipe, Report, Runs, curve_rows, figure_caption, packaged, pyplot, run_summary, \
-    runs_and_curves, save_figure, seed_mean_curves, seed_std, with_spread
+from .recipes import Recipe, Report, Runs, curve_rows, figure_caption, packaged, pyplot, reached_mean, run_summary, \
+    runs_and_curves, save_figure, seed_mean_curves, seed_std
 
 PRESET = "nr_uma_3_5ghz"
 RATES = {"shannon": {"link.rate": "shannon"},
@@ -104,14 +104,6 @@ def collect(runs: Runs, scale: str) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def _time(values: pd.Series) -> str:
-    reached = values.dropna()
-    if not len(reached):
-        return "not reached"
-    text = with_spread(reached.mean(), seed_std(reached), ".1f")
-    return text if len(reached) == len(values) else f"{text} ({len(reached)} of {len(values)} seeds)"
-
-
 def report(data: pd.DataFrame, figures: Path, scale: str) -> Report:
     runs, curves = runs_and_curves(data)
     numbers, lines = {}, []
@@ -127,7 +119,7 @@ def report(data: pd.DataFrame, figures: Path, scale: str) -> Report:
                 continue
             ratio = r.time_to_target_s.mean() / shannon.time_to_target_s.mean() if len(shannon) else math.nan
             numbers[f"{setting} {sched} {rate}"] = float(r.time_to_target_s.mean())
-            lines.append(f"| {setting} | {sched} | {RATE_LABELS[rate]} | {len(r)} | {_time(r.time_to_target_s)} | "
+            lines.append(f"| {setting} | {sched} | {RATE_LABELS[rate]} | {len(r)} | {reached_mean(r.time_to_target_s)} | "
                          f"{'' if rate == 'shannon' or not math.isfinite(ratio) else f'{ratio:.2f}x'} | "
                          f"{r.aggregations.mean():.0f} | {r.mean_airtime_s.mean():.3g} | {r.lost.mean():.1f} | "
                          f"{'' if rate == 'shannon' else f'{r.mean_mcs.mean():.1f}'} |")
@@ -216,7 +208,7 @@ def report_concurrency(data: pd.DataFrame, figures: Path, scale: str) -> Report:
         xs, ts, es, us = [], [], [], []
         for c, r in sorted(mine.groupby("concurrency"), key=lambda kv: kv[0]) if len(mine) else []:
             numbers[f"{link} c={c}"] = float(r.time_to_target_s.mean())
-            lines.append(f"| {CELL_LABELS[link]} | {c} | {len(r)} | {_time(r.time_to_target_s)} | "
+            lines.append(f"| {CELL_LABELS[link]} | {c} | {len(r)} | {reached_mean(r.time_to_target_s)} | "
                          f"{r.aggregations.mean():.0f} | {r.staleness.mean():.1f} | {r.delivery_s.mean():.3g} | "
                          f"{r.upload_s.mean():.3g} | "
                          f"{'' if link != 'wifi' else f'{r.collisions.mean():.2f}'} | {100 * r.busy.mean():.0f} % |")
@@ -289,7 +281,7 @@ def report_wifi(data: pd.DataFrame, figures: Path, scale: str) -> Report:
             lines.append(f"| {CELL_LABELS[link]} | 0 | not run (ns-3 not installed: pip install -e \".[ns3]\") | | | |")
             continue
         numbers[link] = float(r.time_to_target_s.mean())
-        lines.append(f"| {CELL_LABELS[link]} | {len(r)} | {_time(r.time_to_target_s)} | {r.rounds.mean():.0f} | "
+        lines.append(f"| {CELL_LABELS[link]} | {len(r)} | {reached_mean(r.time_to_target_s)} | {r.rounds.mean():.0f} | "
                      f"{r.mean_round_s.mean():.3g} | {r.wall_per_sim_s.mean():.3g} |")
     plt = pyplot()
     fig, ax = plt.subplots(figsize=(7.5, 4.3))

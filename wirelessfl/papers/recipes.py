@@ -25,6 +25,16 @@ import pandas as pd
 
 from ..config import ConfigError, Scenario, from_dict, load_scenario, to_dict
 from ..experiments.analysis import SPREAD, seed_std, with_spread  # noqa: F401  (the papers' one spread convention)
+
+
+def reached_mean(values: pd.Series, fmt: str = ".1f") -> str:
+    """The mean ± spread over the seeds that reached the target (NaN: did not), with how many did
+    when not all; "not reached" when none did."""
+    reached = values.dropna()
+    if not len(reached):
+        return "not reached"
+    text = with_spread(reached.mean(), seed_std(reached), fmt)
+    return text if len(reached) == len(values) else f"{text} ({len(reached)} of {len(values)} seeds)"
 from ..files import check_folder, check_output_folder, make_folder, write_atomic, write_figure
 from ..jsonio import read_json, write_json_atomic
 

@@ -10,7 +10,8 @@ the link budget's rate, pass_end = "resume"). Five variants:
 - ``fedbuff_1gs``: FedBuff with one ground station (Hawaii) instead of three;
 - ``fedbuff_edges``: HierFAVG-style tiers, each of the three stations an edge server running FedBuff
   over its even share of the satellites, each to the station it sees longest with room (7 in flight,
-  an aggregation every 3 updates: about FedBuff's 20 and 10 over three edges), a cloud on the ground averaging the edges after each of their aggregations
+  an aggregation every 3 updates: about FedBuff's 20 and 10 over three edges), a cloud on the ground
+  averaging the edges after each of their aggregations
   (the variants before it run alike whether or not it is there: a run's folder is its scenario's hash).
 
 It reports the time to the target accuracy in hours (mean and spread over seeds), the aggregations,
@@ -28,8 +29,8 @@ import numpy as np
 import pandas as pd
 
 from ..config import from_dict, to_dict
-from .recipes import Recipe, Report, Runs, curve_rows, figure_caption, packaged, pyplot, run_summary, \
-    runs_and_curves, save_figure, seed_std, with_spread
+from .recipes import Recipe, Report, Runs, curve_rows, figure_caption, packaged, pyplot, reached_mean, run_summary, \
+    runs_and_curves, save_figure
 
 VARIANTS = {"sync": {"protocol.name": "sync"},
             "fedbuff": {},
@@ -78,14 +79,6 @@ def collect(runs: Runs, scale: str) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def _hours(values: pd.Series) -> str:
-    reached = values.dropna()
-    if not len(reached):
-        return "not reached"
-    text = with_spread(reached.mean(), seed_std(reached), ".1f")
-    return text if len(reached) == len(values) else f"{text} ({len(reached)} of {len(values)} seeds)"
-
-
 def report(data: pd.DataFrame, figures: Path, scale: str) -> Report:
     runs, curves = runs_and_curves(data)
     numbers = {}
@@ -99,7 +92,7 @@ def report(data: pd.DataFrame, figures: Path, scale: str) -> Report:
         mean = float(r.time_to_target_h.mean())
         numbers[variant] = mean
         speedup = sync / mean if variant != "sync" and math.isfinite(sync) and math.isfinite(mean) else math.nan
-        lines.append(f"| {LABELS[variant]} | {len(r)} | {_hours(r.time_to_target_h)} | "
+        lines.append(f"| {LABELS[variant]} | {len(r)} | {reached_mean(r.time_to_target_h)} | "
                      f"{'' if not math.isfinite(speedup) else f'{speedup:.2f}x faster'} | {r.aggregations.mean():.0f} | "
                      f"{r.pass_wait_min.mean():.1f} | {r.passes_per_upload.mean():.2f} |")
     plt = pyplot()
