@@ -139,6 +139,35 @@ def killed_and_resumed(tmp_path, scenario_text: str, name: str):
 
 
 
+def resumed_from_checkpoints(tmp_path, monkeypatch, scenario, name: str, which=(1, 3)):
+    """Run ``scenario`` whole into tmp_path/full, keeping copies of its folder as a kill -9 leaves
+    it just after checkpoint k and just before checkpoint k + 1 is written (rows flushed past k) for
+    each k in ``which``; resume every copy in this process. Deterministic where a real SIGKILL of a
+    fast run may land after its end. Returns the full run's folder and the resumed copies."""
+    import shutil
+
+    from wirelessfl.experiments.run import resume, simulate
+    from wirelessfl.sim import runner as runner_module
+
+    real, saved, copies = runner_module.save_checkpoint, [], []
+
+    def save(path, state):
+        if len(saved) - 1 in which:
+            copies.append(shutil.copytree(path.parent, tmp_path / f"before{len(saved)}"))
+        real(path, state)
+        saved.append(path)
+        if len(saved) in which:
+            copies.append(shutil.copytree(path.parent, tmp_path / f"after{len(saved)}"))
+
+    monkeypatch.setattr(runner_module, "save_checkpoint", save)
+    simulate(scenario, tmp_path / "full" / name, progress=False)
+    monkeypatch.setattr(runner_module, "save_checkpoint", real)
+    assert len(copies) == 2 * len(which), f"the run wrote {len(saved)} checkpoints"
+    for copy in copies:
+        assert resume(copy, progress=False).summary["status"] == "complete"
+    return tmp_path / "full" / name, copies
+
+
 def cli(*args, cwd=None):
     """The ``wirelessfl`` command run in this process: what ``python -m wirelessfl.cli ARGS`` in
     ``cwd`` gives (exit code, standard output, standard error), without a new interpreter's start-up

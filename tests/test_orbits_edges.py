@@ -203,12 +203,16 @@ def test_the_up_front_row_estimate_counts_one_edge_per_station(tmp_path):
 
 
 @pytest.mark.slow
-def test_kill_9_and_resume_of_sync_station_edges_gives_identical_records(tmp_path):
-    from fakes import killed_and_resumed
+def test_sync_station_edges_resume_exactly_from_a_folder_as_kill_9_leaves_it(tmp_path, monkeypatch):
+    from fakes import resumed_from_checkpoints
+    from wirelessfl.config import load_scenario
 
-    # one satellite a round: many short rounds, so the kill comes well before the end
+    # one satellite a round, a checkpoint after each: the copies cut it between edge and cloud rows
     text = edge_scenario("sync", budget=604800.0, orbits_extra='pass_end = "resume"').replace("m = 4", "m = 1")
-    full, cut = killed_and_resumed(tmp_path, text.replace("[run]", "[run]\ncheckpoint_every = 1"), "sat")
+    (tmp_path / "k.toml").write_text(text.replace("[run]", "[run]\ncheckpoint_every = 1"))
+    full, copies = resumed_from_checkpoints(tmp_path, monkeypatch, load_scenario(tmp_path / "k.toml"), "sat",
+                                            which=(2, 7))
     assert (pd.read_csv(full / "rounds.csv").tier == "cloud").sum() >= 5
-    for name in ("updates.csv", "rounds.csv", "passes.csv", "devices.csv"):
-        assert (full / name).read_bytes() == (cut / name).read_bytes(), name
+    for cut in copies:
+        for name in ("updates.csv", "rounds.csv", "passes.csv", "devices.csv"):
+            assert (full / name).read_bytes() == (cut / name).read_bytes(), (cut.name, name)
