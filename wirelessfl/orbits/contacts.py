@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import bisect
 import math
+from collections import OrderedDict
 from dataclasses import dataclass
 
 import numpy as np
@@ -29,12 +30,15 @@ import numpy as np
 from .constellation import Constellation
 from .ephemeris import Ephemeris
 from .geometry import Station, look
-from .isl import route_to_station
+from .isl import plane_view, route_in_view
 from .association import home_stations
 from .link_budget import DVBS2_MODCODS, LinkBudget
 from .passes import Pass, find_passes
 
 __all__ = ["ContactPlan", "OrbitUpload", "dvbs2_rates"]
+
+VIEWS = 20_000
+"""Plane views kept for relaying (a few kB each): the grid times the uploads of a plane scan."""
 
 
 def dvbs2_rates(es_n0_db: np.ndarray, symbol_rate_baud: float, margin_db: float = 0.0) -> np.ndarray:
@@ -97,6 +101,7 @@ class ContactPlan:
         self.min_elevation_deg, self.pass_end = float(min_elevation_deg), pass_end
         self.budget = budget if budget is not None else LinkBudget()
         self.isl, self.isl_rate_bps, self.isl_grazing_km = bool(isl), float(isl_rate_bps), float(isl_grazing_km)
+        self._views: OrderedDict = OrderedDict()  # (plane, station, t) -> its PlaneView, for relaying
         self.ephemeris = Ephemeris(constellation, duration_s, orbit_step_s)
         self.horizon_s = self.ephemeris.duration_s
         self.step_s = self.ephemeris.step_s
@@ -172,14 +177,14 @@ class ContactPlan:
         ``ready_s`` (before ``until_s``, when the satellite's own pass begins) where one is."""
         if self.constellation.per_plane is None:
             return None
+        plane, slot = self.constellation.plane_and_slot(client)
         k = int(math.ceil(ready_s / self.step_s - 1e-12))
         times = [ready_s] + [j * self.step_s for j in range(k, self._step(until_s) + 1) if j * self.step_s > ready_s]
         for t in times:
             if t >= until_s:
                 return None
-            for site in self.sites:
-                route = route_to_station(self.constellation, self.ephemeris, site, client, t, self.min_elevation_deg,
-                                         self.isl_grazing_km)
+            for g in range(len(self.sites)):
+                route = route_in_view(self._plane_view(plane, g, t), slot, self.min_elevation_deg)
                 if route is None:
                     continue
                 handed = t + route.hops * bits / self.isl_rate_bps + route.latency_s
@@ -188,6 +193,20 @@ class ContactPlan:
                     return OrbitUpload(sent.start_s, sent.end_s, True, sent.on_air_s, sent.passes, sent.elevation_deg,
                                        sent.range_km, sent.doppler_hz, sent.gain, route.hops)
         return None
+
+    def _plane_view(self, plane: int, g: int, t: float):
+        """The plane as station g sees it at t, kept for the next uploads of the plane's satellites
+        (they scan the same grid times): the same numbers, computed once (at most VIEWS kept)."""
+        key = (plane, g, t)
+        view = self._views.get(key)
+        if view is None:
+            view = self._views[key] = plane_view(self.constellation, self.ephemeris, self.sites[g], plane, t,
+                                                 self.isl_grazing_km)
+            if len(self._views) > VIEWS:
+                self._views.popitem(last=False)
+        else:
+            self._views.move_to_end(key)
+        return view
 
     def _send(self, client: int, ready_s: float, bits: float) -> OrbitUpload:
         """Sent directly by ``client``: wait for a window, send at the grid's rates."""

@@ -24,7 +24,8 @@ from .constellation import Constellation
 from .ephemeris import Ephemeris
 from .geometry import SPEED_OF_LIGHT_M_S, look, station as as_station
 
-__all__ = ["IslRoute", "clears_earth", "light_time_s", "neighbours", "route_to_station"]
+__all__ = ["IslRoute", "PlaneView", "clears_earth", "light_time_s", "neighbours", "plane_view", "route_in_view",
+           "route_to_station"]
 
 _MEAN_EARTH_RADIUS_KM = 6371.0
 
@@ -77,13 +78,36 @@ def route_to_station(constellation: Constellation, ephemeris: Ephemeris, site, s
     if isinstance(min_elevation_deg, bool) or not isinstance(min_elevation_deg, (int, float)) \
             or not 0.0 <= min_elevation_deg < 90.0:
         raise ConfigError(f"orbits.min_elevation_deg = {min_elevation_deg!r}: must be in [0, 90)")
-    site = as_station(site)
     plane, slot = constellation.plane_and_slot(satellite)
+    return route_in_view(plane_view(constellation, ephemeris, site, plane, time_s, grazing_km), slot,
+                         min_elevation_deg)
+
+
+@dataclass(frozen=True)
+class PlaneView:
+    """One plane as a station sees it at one time: its satellites, their Earth-fixed positions (km),
+    their elevations at the station and which links (slot j -> j + 1) clear the Earth. What every
+    satellite of the plane routes over at that time (wirelessfl.orbits.contacts keeps it)."""
+
+    members: np.ndarray
+    pos: np.ndarray
+    elevation: np.ndarray
+    link_ok: np.ndarray
+
+
+def plane_view(constellation: Constellation, ephemeris: Ephemeris, site, plane: int, time_s: float,
+               grazing_km: float = 80.0) -> PlaneView:
+    """The :class:`PlaneView` of ``plane`` from ``site`` at ``time_s``."""
     n = constellation.per_plane
     members = plane * n + np.arange(n)
     pos, _ = ephemeris.state(members, np.full(n, float(time_s)))
-    elevation = look(site, pos).elevation_deg
-    link_ok = clears_earth(pos, np.roll(pos, -1, axis=0), grazing_km)  # slot j -> slot j + 1
+    return PlaneView(members, pos, look(as_station(site), pos).elevation_deg,
+                     clears_earth(pos, np.roll(pos, -1, axis=0), grazing_km))
+
+
+def route_in_view(view: PlaneView, slot: int, min_elevation_deg: float) -> IslRoute | None:
+    """:func:`route_to_station` from slot ``slot`` of the plane in ``view``."""
+    n, elevation, link_ok, pos = len(view.members), view.elevation, view.link_ok, view.pos
     best = None
     for step in (1, -1):
         path, j = [slot], slot
@@ -103,4 +127,4 @@ def route_to_station(constellation: Constellation, ephemeris: Ephemeris, site, s
     slots = best[1]
     latency = float(sum(np.linalg.norm(pos[a] - pos[b]) for a, b in zip(slots, slots[1:])) * 1000.0
                     / SPEED_OF_LIGHT_M_S)
-    return IslRoute(tuple(int(members[j]) for j in slots), len(slots) - 1, latency, float(elevation[slots[-1]]))
+    return IslRoute(tuple(int(view.members[j]) for j in slots), len(slots) - 1, latency, float(elevation[slots[-1]]))
