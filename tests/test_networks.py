@@ -15,7 +15,8 @@ from wirelessfl.config import from_dict
 from wirelessfl.experiments.run import simulate
 from wirelessfl.fields import ConfigError
 from wirelessfl.network import build_sites, hex_axial, reuse_bands
-from wirelessfl.network.placement import associate, place_devices
+from wirelessfl.network.association import Nearest, Strongest
+from wirelessfl.network.placement import place_devices
 
 D = 200.0
 
@@ -70,9 +71,10 @@ def test_uniform_placement_covers_the_discs_evenly():
 
 def test_association_by_brute_force():
     rng = np.random.default_rng(2)
-    d, g = rng.random((50, 4)), rng.random((50, 4))
-    assert associate(d, g, "nearest").tolist() == [int(np.argmin(row)) for row in d]
-    assert associate(d, g, "strongest").tolist() == [int(np.argmax(row)) for row in g]
+    p, sites, g = rng.random((50, 2)), rng.random((4, 2)), rng.random((50, 4))
+    d = np.array([[np.hypot(*(q - s)) for s in sites] for q in p])
+    assert Nearest().associate(p, sites, g).tolist() == [int(np.argmin(row)) for row in d]
+    assert Strongest().associate(p, sites, g).tolist() == [int(np.argmax(row)) for row in g]
 
 
 def scenario(protocol: str = "sync", cells: int = 3, rounds: int = 12, **extra) -> dict:

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from .backhaul import NO_BACKHAUL, Backhaul, NoBackhaul
 from .cells import Cells, CellUplinks, build_cells
-from .placement import associate, place_devices
+from .placement import place_devices
 from .sites import Sites, build_sites, hex_axial, reuse_bands
 
-__all__ = ["Backhaul", "CellUplinks", "NO_BACKHAUL", "NoBackhaul", "Cells", "Sites", "associate", "build_cells", "build_sites", "hex_axial",
+__all__ = ["Backhaul", "CellUplinks", "NO_BACKHAUL", "NoBackhaul", "Cells", "Sites", "build_cells", "build_sites", "hex_axial",
            "place_devices", "reuse_bands"]

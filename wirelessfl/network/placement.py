@@ -6,7 +6,7 @@ import numpy as np
 
 from .sites import Sites
 
-__all__ = ["associate", "place_devices"]
+__all__ = ["place_devices"]
 
 
 def _disc(count: int, radius_m: float, rng: np.random.Generator) -> np.ndarray:
@@ -33,12 +33,3 @@ def place_devices(num_devices: int, sites: Sites, placement: str, rng: np.random
         kept.append(points[inside])
         have += int(inside.sum())
     return np.concatenate(kept)[:num_devices]
-
-
-def associate(distances_m: np.ndarray, mean_gains: np.ndarray | None, rule: str) -> np.ndarray:
-    """The serving cell of each device: the nearest site (``distances_m``, (N, C)), or the site of
-    strongest mean gain (``mean_gains``, (N, C): path loss and shadowing to each site); ties go to
-    the lower index."""
-    if rule == "nearest":
-        return np.argmin(distances_m, axis=1)
-    return np.argmax(mean_gains, axis=1)
