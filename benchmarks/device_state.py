@@ -16,7 +16,7 @@ from pathlib import Path
 
 from wirelessfl.config import from_dict
 from wirelessfl.experiments.run import simulate
-from wirelessfl.sim import runner
+from wirelessfl.sim.run import runner
 
 
 def main() -> None:

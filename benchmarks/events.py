@@ -262,7 +262,7 @@ def checkpoints_and_figures(uploads: int) -> None:
 
     from wirelessfl.experiments import plots
     from wirelessfl.experiments.run import simulate
-    from wirelessfl.sim import runner
+    from wirelessfl.sim.run import runner
 
     sizes = []
     real = runner.save_checkpoint

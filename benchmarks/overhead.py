@@ -17,7 +17,7 @@ import torch
 
 from wirelessfl.config import from_dict
 from wirelessfl.experiments.run import simulate
-from wirelessfl.sim.runner import Run
+from wirelessfl.sim.run.runner import Run
 
 from overhead_baseline import bare_fedavg_round
 

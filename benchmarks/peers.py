@@ -189,7 +189,7 @@ def worker_wirelessfl(rounds: int) -> float:
 
     from wirelessfl.config import from_dict
     from wirelessfl.experiments.run import simulate
-    from wirelessfl.sim.runner import Run
+    from wirelessfl.sim.run.runner import Run
 
     scenario = from_dict({
         "name": "peers", "seed": 0,

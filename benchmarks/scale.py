@@ -50,7 +50,7 @@ def decisions_alone(rounds: int) -> float:
     """CPU seconds of the channel draws and scheduling decisions of ``rounds`` rounds, nothing else:
     the floor of a timing-only round."""
     from wirelessfl.scheduling.base import RoundState
-    from wirelessfl.sim.runner import Run
+    from wirelessfl.sim.run.runner import Run
 
     run = Run(timing_scenario(rounds), None, progress=False)
     rng = np.random.default_rng(0)

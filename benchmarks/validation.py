@@ -974,8 +974,8 @@ def case_fedbuff_weights(scale: float = 1.0) -> Result:
     from wirelessfl.devices import ShiftedExponentialCompute
     from wirelessfl.learning import FedAvg
     from wirelessfl.scheduling.schedulers import UniformScheduler
-    from wirelessfl.sim.parts import STREAMS, EvalRule, Parts, StopRule
-    from wirelessfl.sim.events import EventEngine
+    from wirelessfl.sim.round.parts import STREAMS, EvalRule, Parts, StopRule
+    from wirelessfl.sim.events.engine import EventEngine
     from wirelessfl.sim.protocols import FedBuff, FedBuffOptions, staleness_weight
     from wirelessfl.wireless import RayleighFading
 

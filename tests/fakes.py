@@ -7,8 +7,8 @@ import pytest
 
 from wirelessfl.learning.algorithms import Algorithm
 from wirelessfl.scheduling.base import Decision, Scheduler
-from wirelessfl.sim.engine import Engine
-from wirelessfl.sim.parts import STREAMS, Parts
+from wirelessfl.sim.sync.engine import Engine
+from wirelessfl.sim.round.parts import STREAMS, Parts
 from wirelessfl.wireless import TDMA, Channel
 
 
@@ -94,7 +94,7 @@ def interrupted(scenario, out, monkeypatch, after: int) -> None:
     """Run ``scenario`` into ``out`` with Ctrl-C as its record number ``after`` + 1 comes (the
     recorder's ``on_round`` is restored afterwards)."""
     from wirelessfl.experiments.run import simulate
-    from wirelessfl.sim import records as records_module
+    from wirelessfl.sim.records import recorder as records_module
 
     real = records_module.Recorder.on_round
     calls = {"n": 0}
@@ -147,7 +147,7 @@ def resumed_from_checkpoints(tmp_path, monkeypatch, scenario, name: str, which=(
     import shutil
 
     from wirelessfl.experiments.run import resume, simulate
-    from wirelessfl.sim import runner as runner_module
+    from wirelessfl.sim.run import runner as runner_module
 
     real, saved, copies = runner_module.save_checkpoint, [], []
 

@@ -129,7 +129,7 @@ def test_a_device_that_ran_out_is_not_started_again_without_harvest(tmp_path, pr
 
 
 def test_a_run_whose_batteries_cannot_come_back_stops_in_one_line_at_once(tmp_path):
-    from wirelessfl.sim.events import EventStall
+    from wirelessfl.sim.events.engine import EventStall
 
     data = battery_scenario("fedbuff", rounds=10_000, harvest="none", battery_threshold=0.05)
     with pytest.raises(EventStall, match=r"^devices: every battery is below devices.battery_threshold and "
@@ -141,7 +141,7 @@ def test_a_run_whose_tasks_always_run_out_stops_in_one_line(monkeypatch):
     """Every upload needs more than a battery holds (8 W on the air for 10 packets of 0.1 s, 2 J): no
     aggregation can ever come, and the run says so instead of running forever."""
     from wirelessfl.config import limits
-    from wirelessfl.sim.events import EventStall
+    from wirelessfl.sim.events.engine import EventStall
 
     monkeypatch.setattr(limits, "MAX_LOSSES_IN_A_ROW", 5)
     data = battery_scenario("fedbuff", rounds=30)

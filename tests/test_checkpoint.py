@@ -15,7 +15,7 @@ import torch
 from wirelessfl.config import from_dict
 from wirelessfl.learning import learner as learner_module
 from wirelessfl.experiments.run import TrainingDiverged, load_run, resume, simulate
-from wirelessfl.sim.checkpoint import load_checkpoint
+from wirelessfl.sim.run.checkpoint import load_checkpoint
 
 
 def scenario(**run):
@@ -126,7 +126,7 @@ def interrupted_after_7_rounds(monkeypatch, sc, out) -> None:
 def test_a_checkpoint_of_another_scenario_is_refused_and_the_folder_left_as_it_was(tmp_path, monkeypatch):
     """Same N and shapes, another seed or V: the arrays fit, the scenario does not."""
     from wirelessfl.config import dumps
-    from wirelessfl.sim.checkpoint import ResumeError
+    from wirelessfl.sim.run.checkpoint import ResumeError
 
     timing = scenario(timing_only=True, rounds=20, checkpoint_every=2)
     interrupted_after_7_rounds(monkeypatch, timing, tmp_path / "a")
@@ -143,7 +143,7 @@ def test_a_checkpoint_of_another_scenario_is_refused_and_the_folder_left_as_it_w
 
 
 def test_a_resumed_run_s_wall_time_counts_the_time_before_the_interruption(tmp_path, monkeypatch):
-    from wirelessfl.sim.checkpoint import save_checkpoint
+    from wirelessfl.sim.run.checkpoint import save_checkpoint
 
     interrupted_after_7_rounds(monkeypatch, scenario(timing_only=True, rounds=20, checkpoint_every=2),
                                tmp_path / "run")
@@ -159,7 +159,7 @@ def test_a_resumed_run_s_wall_time_counts_the_time_before_the_interruption(tmp_p
 def test_a_state_the_checkpoint_cannot_store_is_refused_at_the_first_checkpoint(tmp_path, monkeypatch):
     """Before, it was written at every checkpoint and refused only at resume: the run was lost."""
     from wirelessfl.scheduling.schedulers import LyapunovScheduler
-    from wirelessfl.sim.checkpoint import CheckpointError, to_checkpoint
+    from wirelessfl.sim.run.checkpoint import CheckpointError, to_checkpoint
 
     class Memo:
         pass

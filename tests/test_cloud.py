@@ -1,11 +1,11 @@
-"""The cloud's logic both tiered engines share (wirelessfl.sim.cloud), by hand."""
+"""The cloud's logic both tiered engines share (wirelessfl.sim.round.cloud), by hand."""
 from __future__ import annotations
 
 from types import SimpleNamespace
 
 import numpy as np
 
-from wirelessfl.sim.cloud import cloud_row, data_weights, edge_accuracy, tiers_summary
+from wirelessfl.sim.round.cloud import cloud_row, data_weights, edge_accuracy, tiers_summary
 
 
 def test_edges_weigh_by_their_devices_data_or_their_devices():

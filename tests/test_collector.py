@@ -71,7 +71,7 @@ def test_a_collector_turned_off_stays_off_and_what_others_froze_stays_frozen(def
 def test_a_run_paces_the_collector_and_gives_it_back(default_collector, monkeypatch):
     from wirelessfl.config import from_dict
     from wirelessfl.experiments.run import simulate
-    from wirelessfl.sim.records import Recorder
+    from wirelessfl.sim.records.recorder import Recorder
 
     seen = []
     on_round = Recorder.on_round

@@ -5,7 +5,7 @@ import pytest
 
 from wirelessfl.capabilities import provides
 from wirelessfl.scheduling import Dispatch, DispatchesOne, DispatchState, UniformScheduler
-from wirelessfl.sim.dispatcher import shortcut
+from wirelessfl.sim.events.dispatcher import shortcut
 
 
 def _state(rng, n, busy, available, slots, per_aggregation):

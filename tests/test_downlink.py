@@ -205,7 +205,7 @@ def test_a_run_whose_models_never_arrive_stops_in_one_line(monkeypatch):
     """No channel carries 1 Tbit/s: every dispatch misses its model, no aggregation can come, and
     the run says so instead of running forever."""
     from wirelessfl.config import limits
-    from wirelessfl.sim.events import EventStall
+    from wirelessfl.sim.events.engine import EventStall
 
     monkeypatch.setattr(limits, "MAX_LOSSES_IN_A_ROW", 5)
     data = scenario("fedbuff", rounds=30, downlink_rate_bps=1e12, downlink_errors="outage")

@@ -1,5 +1,5 @@
 """Edge servers under the event protocols and a cloud, synchronous or asynchronous
-(wirelessfl.sim.edge_events): one edge sending after every aggregation over an instant backhaul is
+(wirelessfl.sim.events.tiers): one edge sending after every aggregation over an instant backhaul is
 the plain run; the cloud's timeline against the edges' rows; what an edge learned is neither lost
 nor counted twice when messages cross, by hand; refusals in one line; an exact resume with messages
 on the backhaul."""
@@ -17,8 +17,8 @@ from wirelessfl.des import Clock
 from wirelessfl.experiments.run import simulate
 from wirelessfl.network import NO_BACKHAUL
 from wirelessfl.fields import ConfigError
-from wirelessfl.sim.edge_events import TieredEvents
-from wirelessfl.sim.parts import EvalRule, StopRule
+from wirelessfl.sim.events.tiers import TieredEvents
+from wirelessfl.sim.round.parts import EvalRule, StopRule
 
 TRANSFER = 1e6 / 1e8 + 0.05  # test_tiers' backhaul: a model of 1 Mbit at 100 Mbit/s, 50 ms
 

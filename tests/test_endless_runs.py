@@ -37,7 +37,7 @@ def test_a_certain_miss_stops_after_as_many_transmissions_as_tasks_would_take():
     """Each of a lost task's transmissions counts toward the stall guard: 4 devices x 100 = 400 are
     allowed, so with 1,000 a task the first task that misses stops the run (before, 401 tasks of
     1,000 transmissions each: 400,000 draws)."""
-    from wirelessfl.sim.events import EventStall
+    from wirelessfl.sim.events.engine import EventStall
 
     data = small(link={**_CERTAIN_MISS, "downlink_max_attempts": 1000}, protocol=_FEDBUFF)
     with pytest.raises(EventStall, match=r"^link.downlink: 1,000 transmissions of tasks in a row missed the model "
@@ -50,7 +50,7 @@ def test_updates_all_dropped_as_stale_stop_as_stalled(tmp_path):
     """A device that missed the model trains from its old one (downlink_miss = 'stale'); with
     max_staleness = 0 every update after the first aggregation is dropped, and no aggregation comes:
     the 401st drop in a row (4 devices x 100) stops the run."""
-    from wirelessfl.sim.events import EventStall
+    from wirelessfl.sim.events.engine import EventStall
 
     data = small(link={**_CERTAIN_MISS, "downlink_miss": "stale"}, protocol={**_FEDBUFF, "max_staleness": 0})
     with pytest.raises(EventStall, match=r"^protocol.max_staleness: 401 tasks in a row dropped as stale before an "

@@ -4,7 +4,7 @@ import pytest
 
 from wirelessfl.config import LinkConfig
 from wirelessfl.devices import ConstantCompute
-from wirelessfl.sim.parts import EvalRule, StopRule
+from wirelessfl.sim.round.parts import EvalRule, StopRule
 from wirelessfl.wireless import Link
 
 from fakes import FixedChannel, RecordingLearner, SelectAll, make_engine

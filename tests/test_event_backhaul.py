@@ -166,8 +166,8 @@ def test_a_checkpoint_from_before_the_backhaul_phase_resumes_exactly(tmp_path, m
     from fakes import interrupted
     from wirelessfl.des import ARRIVED, FINISHED, FORWARDING, ON_AIR
     from wirelessfl.experiments.run import resume
-    from wirelessfl.sim.checkpoint import load_checkpoint, save_checkpoint
-    from wirelessfl.sim.flights import Flights
+    from wirelessfl.sim.run.checkpoint import load_checkpoint, save_checkpoint
+    from wirelessfl.sim.events.flights import Flights
 
     data = scenario("fedbuff", rounds=30)
     data["run"]["checkpoint_every"] = 4

@@ -13,7 +13,7 @@ from scipy import stats
 from wirelessfl.config import ConfigError, LinkConfig, from_dict
 from wirelessfl.devices import ConstantCompute, CpuCompute, MarkovAvailability, ShiftedExponentialCompute
 from wirelessfl.experiments.run import load_run, simulate
-from wirelessfl.sim.parts import EvalRule, StopRule
+from wirelessfl.sim.round.parts import EvalRule, StopRule
 from wirelessfl.wireless import FDMA, TDMA, GaussMarkovFading, Link, RicianFading, build_channel, cell_positions
 from wirelessfl.access import Downlink
 from wirelessfl import load_decisions
@@ -385,7 +385,7 @@ def test_the_no_overlap_formula_is_drawn_for_schemes_that_declare_unshared_uploa
     """Whether plot_round_times draws the formula is the access scheme's own declaration
     (``concurrent``), not its name: TDMA and its slotted form, dedicated sub-bands; not a shared band."""
     from wirelessfl.experiments.plots import no_overlap_applies
-    from wirelessfl.sim.runner import RunResult
+    from wirelessfl.sim.run.runner import RunResult
 
     def run(**summary):
         return RunResult(pd.DataFrame(), pd.DataFrame(), pd.DataFrame(), summary)

@@ -13,7 +13,7 @@ from wirelessfl.scheduling.base import Decision, Reports, RoundState, Scheduler,
 from wirelessfl.scheduling.client_store import ClientStore
 from wirelessfl.scheduling.fair import (LOSS_BITS, PowerOfChoiceScheduler, RandomScheduler,
                                         SubmodularScheduler)
-from wirelessfl.sim.parts import EvalRule, StopRule
+from wirelessfl.sim.round.parts import EvalRule, StopRule
 from wirelessfl.wireless import Link
 
 from fakes import FixedChannel, RecordingLearner, make_engine

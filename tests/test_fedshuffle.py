@@ -202,7 +202,7 @@ def test_lognormal_partition_sizes():
 def test_compute_time_proportional_to_local_steps():
     from wirelessfl.config import from_dict
     from wirelessfl.devices import ConstantCompute, CpuCompute, WorkScaledCompute
-    from wirelessfl.sim.runner import Run
+    from wirelessfl.sim.run.runner import Run
 
     alg = make_fedshuffle_method("fedshuffle", [10, 40, 95, 200], local_epochs=2, batch_size=16)  # tau 2, 6, 12, 26
     devs = np.array([0, 2, 3])
@@ -393,7 +393,7 @@ def test_heterogeneous_epochs_are_drawn_per_round_and_device_and_scale_the_work(
 def test_mvr_and_momentum_exchange_more_vectors_on_the_air():
     from wirelessfl import simulate
     from wirelessfl.config import from_dict
-    from wirelessfl.sim.runner import Run
+    from wirelessfl.sim.run.runner import Run
 
     base = {"seed": 1, "run": {"rounds": 20, "timing_only": True}, "link": {"downlink_rate_bps": 1e8},
             "devices": {"count": 8}, "scheduler": {"name": "uniform", "m": 4},

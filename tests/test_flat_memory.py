@@ -47,7 +47,7 @@ def test_a_buffer_larger_than_the_devices_in_flight_is_refused():
 
 
 def test_a_run_without_a_folder_stops_in_one_line_before_its_rows_fill_the_memory(monkeypatch):
-    import wirelessfl.sim.records as records
+    import wirelessfl.sim.records.recorder as records
     from wirelessfl.experiments.run import simulate
 
     monkeypatch.setattr(records, "physical_memory", lambda: 2 * records.PER_ROUND_BYTES * 500)  # room for 500 rows
@@ -63,7 +63,7 @@ def test_a_time_budget_without_a_folder_is_estimated_from_its_first_rows(monkeyp
     """A time budget cannot say up front how many rows it makes: the first 64 do (their pace), and a
     budget that would fill half the memory at that pace stops there, in one line, long before it
     would; one that fits runs to its end."""
-    import wirelessfl.sim.records as records
+    import wirelessfl.sim.records.recorder as records
     from wirelessfl.experiments.run import simulate
 
     monkeypatch.setattr(records, "physical_memory", lambda: 2 * records.PER_ROUND_BYTES * 5000)  # room for 5000 rows

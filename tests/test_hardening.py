@@ -80,7 +80,7 @@ def make_run(tmp_path) -> Path:
 
 def interrupted(tmp_path) -> Path:
     """A run with a checkpoint at round 8 and records of 10 rounds on disk (killed after round 10)."""
-    from wirelessfl.sim import records as records_module
+    from wirelessfl.sim.records import recorder as records_module
 
     real = records_module.Recorder.on_round
     calls = {"n": 0}
@@ -298,7 +298,7 @@ def test_absurd_sweep_seeds_and_trace_rounds_are_refused_before_allocating(tmp_p
 @pytest.mark.filterwarnings("ignore:overflow encountered")  # 1e308 + 1e308, on purpose
 @pytest.mark.parametrize("protocol", ["sync", "fedbuff"])
 def test_a_clock_that_leaves_the_floats_stops_the_run_instead_of_completing_it(tmp_path, protocol):
-    from wirelessfl.sim.parts import NonFiniteTime
+    from wirelessfl.sim.round.parts import NonFiniteTime
 
     sc = from_dict({"run": {"rounds": 5, "timing_only": True}, "devices": {"count": 4, "compute_s": 1e308},
                     "link": {"model_bits": 1000}, "scheduler": {"name": "uniform", "m": 2},

@@ -264,8 +264,8 @@ def test_the_measured_upload_size_is_bounded_where_it_is_known(tmp_path):
 def test_a_run_whose_devices_are_never_available_stops_as_stalled(monkeypatch):
     """Only run.rounds: aggregations that never come would keep the clock stepping availability forever."""
     from wirelessfl.config import limits
-    from wirelessfl.sim.parts import NonFiniteTime  # noqa: F401  (the engines' errors module loads)
-    from wirelessfl.sim.events import EventStall
+    from wirelessfl.sim.round.parts import NonFiniteTime  # noqa: F401  (the engines' errors module loads)
+    from wirelessfl.sim.events.engine import EventStall
 
     import dataclasses
 
@@ -495,7 +495,7 @@ def test_a_checkpoint_whose_model_is_not_finite_is_refused_in_one_line(parts_fol
 
     from fakes import interrupted
     from wirelessfl import resume
-    from wirelessfl.sim.checkpoint import ResumeError, load_checkpoint, save_checkpoint
+    from wirelessfl.sim.run.checkpoint import ResumeError, load_checkpoint, save_checkpoint
 
     data = _training(parts_folder)
     data["run"] = {"rounds": 6, "checkpoint_every": 2}
@@ -608,8 +608,8 @@ def test_an_integer_field_takes_a_whole_number_in_float_notation():
 
 def test_a_resumed_run_s_progress_bar_shows_the_accuracy_reached_not_nan(parts_folder, monkeypatch):
     from fakes import interrupted
-    from wirelessfl.sim.checkpoint import load_checkpoint
-    from wirelessfl.sim.runner import Run
+    from wirelessfl.sim.run.checkpoint import load_checkpoint
+    from wirelessfl.sim.run.runner import Run
 
     data = _training(parts_folder)
     data["run"] = {"rounds": 6, "checkpoint_every": 2, "eval_every_rounds": 1}

@@ -130,11 +130,11 @@ def test_the_checker_sees_a_cycle_and_an_upward_import():
     assert cycles(graph) == [["wirelessfl.sim.a", "wirelessfl.sim.b"]]
     assert layer("wirelessfl.papers.y") > layer("wirelessfl.config.x")
     sideways = {"wirelessfl.learning.learner": {"wirelessfl.scheduling.base", "wirelessfl.decisions"},
-                "wirelessfl.scheduling.fair": {"wirelessfl.learning"}, "wirelessfl.sim.runner": {"wirelessfl.learning"}}
+                "wirelessfl.scheduling.fair": {"wirelessfl.learning"}, "wirelessfl.sim.run.runner": {"wirelessfl.learning"}}
     assert between_apart(sideways) == ["wirelessfl.learning.learner -> wirelessfl.scheduling.base",
                                        "wirelessfl.scheduling.fair -> wirelessfl.learning"]
     lazy = {m for m in import_graph()["wirelessfl.experiments.run"]}  # function-level imports are seen
-    assert "wirelessfl.sim.runner" in lazy or "wirelessfl.sim" in lazy
+    assert "wirelessfl.sim.run.runner" in lazy or "wirelessfl.sim" in lazy
 
 
 LAYER_NAMES = ("foundation", "config", "discrete events", "physical models", "scheduling and learning", "sim", "experiments", "papers",

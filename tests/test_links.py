@@ -149,7 +149,7 @@ def interrupted_run(sandbox, monkeypatch):
     """out/s: the run of s.toml stopped with Ctrl-C in its 4th round (a checkpoint of round 2)."""
     from fakes import interrupted
     from wirelessfl.experiments.run import run_variants
-    from wirelessfl.sim import records as records_module
+    from wirelessfl.sim.records import recorder as records_module
 
     real, calls = records_module.Recorder.on_round, {"n": 0}
 

@@ -11,7 +11,7 @@ import pytest
 from wirelessfl.config import ConfigError, from_dict
 from wirelessfl.experiments.run import simulate
 from wirelessfl.mobility import Mobility
-from wirelessfl.sim.device_arrays import load_decisions
+from wirelessfl.sim.records.device_arrays import load_decisions
 
 
 def test_constant_velocity_from_the_centre_by_hand():

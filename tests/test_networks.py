@@ -150,7 +150,7 @@ def test_under_the_event_protocols_each_cell_has_one_transmitter(tmp_path, proto
 
 
 def test_the_summary_gives_each_cells_uplink_utilisation(tmp_path):
-    from wirelessfl.sim.update_log import union_length
+    from wirelessfl.sim.records.update_log import union_length
 
     res = simulate(from_dict(scenario("fedbuff", rounds=30)), tmp_path / "run", progress=False)
     up, end = res.updates, res.summary["sim_time_s"]

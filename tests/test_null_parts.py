@@ -38,7 +38,7 @@ def test_parts_never_hold_none_for_the_downlink_or_the_backhaul():
     from wirelessfl.access.downlink import UNTIMED_DOWNLINK
     from wirelessfl.config import LinkConfig
     from wirelessfl.devices import ConstantCompute
-    from wirelessfl.sim.parts import Parts
+    from wirelessfl.sim.round.parts import Parts
 
     common = dict(channel=FixedChannel(np.ones(2)), compute=ConstantCompute(np.ones(2)), scheduler=SelectAll(2),
                   algorithm=ClientRoundsOnly(), access=TDMA(Link(LinkConfig())), num_devices=2, upload_bits=1.0)

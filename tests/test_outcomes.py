@@ -9,7 +9,7 @@ import pandas as pd
 
 from wirelessfl.experiments.run import simulate
 from wirelessfl.outcomes import LOSSES, OUTCOMES, Outcome
-from wirelessfl.sim.update_log import UPDATE_COLUMNS
+from wirelessfl.sim.records.update_log import UPDATE_COLUMNS
 
 from test_protocols import scenario
 
@@ -53,7 +53,7 @@ def test_a_run_s_records_hold_the_outcome_strings(tmp_path):
 def test_a_checkpoint_holding_an_outcome_reads_back_as_its_string(tmp_path):
     """An update's outcome in a checkpoint (a round's finished updates are saved with it) is stored as
     the plain string: the weights-only loader refuses objects of the package's classes."""
-    from wirelessfl.sim.checkpoint import load_checkpoint, save_checkpoint, to_checkpoint
+    from wirelessfl.sim.run.checkpoint import load_checkpoint, save_checkpoint, to_checkpoint
 
     stored = to_checkpoint({"flights": {"updates": [{"seq": 3, "outcome": Outcome.OFFLINE}]}})
     assert type(stored["flights"]["updates"][0]["outcome"]) is str

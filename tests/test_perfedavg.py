@@ -268,7 +268,7 @@ def test_bad_perfedavg_values_name_the_field(learning, devices, field, words):
 
 @pytest.mark.parametrize("compute", ["constant", "cpu"])
 def test_computation_time_per_round_scales_with_gradient_evaluations(compute):
-    from wirelessfl.sim.runner import Run
+    from wirelessfl.sim.run.runner import Run
 
     times = {}
     for alg in ("fedavg", "perfedavg_fo", "perfedavg_hf", "perfedavg_exact"):
@@ -317,7 +317,7 @@ def test_end_to_end_wireless_run_records_personalised_accuracy(tmp_path):
     ({"run": {"rounds": 2, "personalised_eval": True}}, True),
 ])
 def test_personalised_eval_default(overrides, expect):
-    from wirelessfl.sim.runner import personalised_eval
+    from wirelessfl.sim.run.runner import personalised_eval
 
     assert personalised_eval(from_dict({"run": {"rounds": 2}, **overrides})) is expect
 

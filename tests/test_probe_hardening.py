@@ -268,7 +268,7 @@ def test_a_full_disk_while_resuming_a_scenario_s_folder_is_one_line(tmp_path, mo
     """`run --resume OUT` of a folder `run` wrote (index.json beside the variants): the disk fills as
     the variant resumes and again as index.json is written; one line names the file and the cause."""
     from wirelessfl import files
-    from wirelessfl.sim import records as records_module
+    from wirelessfl.sim.records import recorder as records_module
 
     (tmp_path / "s.toml").write_text("[run]\nrounds = 12\ntiming_only = true\ncheckpoint_every = 2\n"
                                      "[devices]\ncount = 4\n")

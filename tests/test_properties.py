@@ -36,8 +36,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from wirelessfl.config import ConfigError, from_dict
-from wirelessfl.sim import records as records_module
-from wirelessfl.sim import runner as runner_module
+from wirelessfl.sim.records import recorder as records_module
+from wirelessfl.sim.run import runner as runner_module
 from wirelessfl.experiments.run import simulate
 from wirelessfl.scheduling.base import inclusion_probability
 

@@ -251,8 +251,8 @@ def test_fedasync_mixes_each_arrival_in_as_by_hand(alpha, staleness):
     from wirelessfl.config import LinkConfig
     from wirelessfl.devices import ShiftedExponentialCompute
     from wirelessfl.scheduling.schedulers import UniformScheduler
-    from wirelessfl.sim.parts import STREAMS, EvalRule, Parts, StopRule
-    from wirelessfl.sim.events import EventEngine
+    from wirelessfl.sim.round.parts import STREAMS, EvalRule, Parts, StopRule
+    from wirelessfl.sim.events.engine import EventEngine
     from wirelessfl.wireless import TDMA, Link
 
     n, d = 6, 3
@@ -287,7 +287,7 @@ def test_staleness_functions_are_the_papers():
 
 
 def test_each_built_in_staleness_class_is_its_closed_form():
-    from wirelessfl.sim.staleness import STALENESS, Constant, Hinge, Polynomial
+    from wirelessfl.sim.protocols.staleness import STALENESS, Constant, Hinge, Polynomial
 
     assert Constant()(np.array([0.0, 2.5, 7.0])).tolist() == [1.0, 1.0, 1.0]
     np.testing.assert_allclose(Polynomial(0.5)(np.array([0.0, 3.0, 8.0])), [1.0, 1 / 2, 1 / 3])  # 1 / sqrt(1 + tau)
@@ -306,7 +306,7 @@ def test_each_built_in_staleness_class_is_its_closed_form():
 
 MY_STALENESS = '''
 import numpy as np
-from wirelessfl.sim.staleness import Staleness
+from wirelessfl.sim.protocols.staleness import Staleness
 
 CALLS = []
 
@@ -406,8 +406,8 @@ def test_fdma_splits_the_band_among_the_devices_on_the_air_as_they_come_and_go()
     from fakes import ClientRoundsOnly, FixedChannel, SelectAll
     from wirelessfl.config import LinkConfig
     from wirelessfl.devices import ConstantCompute
-    from wirelessfl.sim.parts import STREAMS, EvalRule, Parts, StopRule
-    from wirelessfl.sim.events import EventEngine
+    from wirelessfl.sim.round.parts import STREAMS, EvalRule, Parts, StopRule
+    from wirelessfl.sim.events.engine import EventEngine
     from wirelessfl.wireless import FDMA, Link
 
     g, p, n0, bw, bits, t1 = np.array([2.0, 0.5]), 1.0, 1.0, 1e6, 3e6, 1.0

@@ -1,6 +1,6 @@
 """Read-backs are checked, not trusted (issue 61, item 5 and item 7's record and write-outside cases).
 
-A run that completes writes manifest.json (wirelessfl.sim.manifest): its scenario's digest, its
+A run that completes writes manifest.json (wirelessfl.sim.records.manifest): its scenario's digest, its
 plug-ins' source digests and each record file's digest. Every read-back, resume and sweep checks it:
 another run's records copied in, a record replaced or cut, a summary copied into an interrupted run,
 a plug-in edited since, are never reported complete. And nothing is written outside the output
@@ -23,7 +23,7 @@ from wirelessfl.config import from_dict, load_scenario
 from wirelessfl.experiments.run import OutputExists, load_run, run_state, run_variants, simulate
 from wirelessfl.experiments.sweep import expand, sweep
 from wirelessfl.files import UnsafeOutput, open_append
-from wirelessfl.sim.manifest import MANIFEST, scenario_sha256
+from wirelessfl.sim.records.manifest import MANIFEST, scenario_sha256
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -266,7 +266,7 @@ def test_reproduce_refuses_a_link_planted_at_its_cache(tmp_path):
 
 
 def test_a_run_folder_swapped_for_a_link_mid_run_writes_nothing_outside(tmp_path, monkeypatch):
-    from wirelessfl.sim import records as records_module
+    from wirelessfl.sim.records import recorder as records_module
 
     outside = tmp_path / "outside"
     outside.mkdir()
@@ -311,7 +311,7 @@ def test_hard_linked_records_and_journals_are_not_changed_in_place(tmp_path, mon
 
 
 def test_decisions_started_again_leave_a_hard_link_elsewhere_as_it_was(tmp_path):
-    from wirelessfl.sim.device_arrays import DeviceArrays
+    from wirelessfl.sim.records.device_arrays import DeviceArrays
 
     (tmp_path / "decisions.h5").write_bytes(b"kept")
     os.link(tmp_path / "decisions.h5", tmp_path / "elsewhere")

@@ -10,9 +10,9 @@ import pytest
 from wirelessfl.config import from_dict
 from wirelessfl.experiments.run import load_run, resume, simulate
 from wirelessfl.scheduling import schedulers
-from wirelessfl.sim import runner as runner_module
-from wirelessfl.sim.checkpoint import load_checkpoint
-from wirelessfl.sim.summary import PowerSettling, RoundTotals, power_settled_round
+from wirelessfl.sim.run import runner as runner_module
+from wirelessfl.sim.run.checkpoint import load_checkpoint
+from wirelessfl.sim.records.summary import PowerSettling, RoundTotals, power_settled_round
 
 from fakes import interrupted
 
@@ -112,7 +112,7 @@ def test_power_settling_kept_as_it_goes_equals_the_whole_series(seed):
 
 
 def test_the_row_at_a_checkpoint_s_length_is_found_however_long_rows_are(tmp_path):
-    from wirelessfl.sim.round_file import rounds_file_problem
+    from wirelessfl.sim.records.round_file import rounds_file_problem
 
     path = tmp_path / "rounds.csv"
     rows = ["round,selected"] + [f"{r}," + " ".join(["12345"] * (3000 if r == 2 else 3)) for r in range(4)]
@@ -191,15 +191,15 @@ def test_a_long_fedbuff_run_killed_with_sigkill_resumes_to_the_uninterrupted_fil
         assert (cut / name).read_bytes() == (whole_dir / name).read_bytes(), name
 
 
-# --- rows of one-update aggregations (sim/aggregation_rows.py): csv.writer's bytes -----------------
+# --- rows of one-update aggregations (sim/records/aggregation_rows.py): csv.writer's bytes -----------------
 
 
 def test_the_one_update_row_format_writes_what_csv_writer_writes_for_any_number():
     import csv
     import io
 
-    from wirelessfl.sim.aggregation_rows import ROW
-    from wirelessfl.sim.columns import G6
+    from wirelessfl.sim.records.aggregation_rows import ROW
+    from wirelessfl.sim.records.columns import G6
 
     rng = np.random.default_rng(0)
     specials = [0.0, -0.0, math.inf, -math.inf, math.nan, 1e-300, 1e300, 5e-324, 1e16, 123456789.0, 0.1 + 0.2]
@@ -227,8 +227,8 @@ def test_one_update_aggregations_write_the_rows_of_their_values(tmp_path, monkey
     import csv
     import io
 
-    from wirelessfl.sim import records
-    from wirelessfl.sim.aggregation_rows import aggregation_values
+    from wirelessfl.sim.records import recorder as records
+    from wirelessfl.sim.records.aggregation_rows import aggregation_values
 
     expected = []
     real = records.Recorder._single_update_row

@@ -2,7 +2,7 @@
 devices.csv and updates.csv byte for byte against the uninterrupted run.
 
 Batteries change who is available between two availability steps (a task that runs a battery out
-or leaves it below the threshold, wirelessfl.sim.drain), so what a row counts depends on when it
+or leaves it below the threshold, wirelessfl.sim.events.drain), so what a row counts depends on when it
 took its copy of the availability; a resume must count what the uninterrupted run counted. The
 kill is made deterministic: the run's folder is copied as a kill -9 would leave it, just after a
 checkpoint is written and just before the next one is (its rounds.csv and updates.csv then run past
@@ -22,7 +22,7 @@ import pytest
 from fakes import changed, killed_and_resumed
 from wirelessfl.config import dumps, from_dict
 from wirelessfl.experiments.run import resume, simulate
-from wirelessfl.sim import runner as runner_module
+from wirelessfl.sim.run import runner as runner_module
 
 FILES = ("rounds.csv", "devices.csv", "updates.csv")
 ROUNDS = {"fedbuff": 16, "fedasync": 20, "semi_sync": 16}  # enough for the case that matters to come (below)
@@ -64,7 +64,7 @@ def resumed_from_every_checkpoint(data: dict, tmp_path, monkeypatch) -> tuple[ob
     Returns the run's result, how often a device went unavailable between two rows of one
     availability step (see ``within_a_step``), and the copies that ended with other records than the
     run, with the files that differ."""
-    from wirelessfl.sim.drain import BatteryDrain
+    from wirelessfl.sim.events.drain import BatteryDrain
 
     real, mark = runner_module.save_checkpoint, BatteryDrain._mark
     copies, gone = [], []

@@ -11,9 +11,9 @@ from tests.test_edge_events import edges
 from tests.test_tiers import scenario as tiers_scenario
 from wirelessfl.capabilities import provides
 from wirelessfl.config import from_dict
-from wirelessfl.sim import runner
-from wirelessfl.sim.run_engine import EdgeTiers, RunEngine
-from wirelessfl.sim.runner import Run
+from wirelessfl.sim.run import runner
+from wirelessfl.sim.run.contract import EdgeTiers, RunEngine
+from wirelessfl.sim.run.runner import Run
 
 _SMALL = {"seed": 3, "devices": {"count": 6}, "run": {"rounds": 2, "timing_only": True},
           "scheduler": {"name": "uniform", "m": 2}}

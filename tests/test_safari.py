@@ -6,9 +6,9 @@ import pytest
 from wirelessfl.config import ConfigError, from_dict
 from wirelessfl.experiments.run import resume, simulate
 from wirelessfl.learning.learner import FederatedLearner
-from wirelessfl.sim import records as records_module
-from wirelessfl.sim.checkpoint import load_checkpoint
-from wirelessfl.sim.runner import Run
+from wirelessfl.sim.records import recorder as records_module
+from wirelessfl.sim.run.checkpoint import load_checkpoint
+from wirelessfl.sim.run.runner import Run
 
 
 def scenario(learning=None, devices=None, **run):

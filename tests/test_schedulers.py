@@ -169,7 +169,7 @@ def test_draw_devices_draws_what_generator_choice_draws_from_the_same_stream():
 
 
 def test_power_settled_round_is_where_the_running_average_stays_within_tolerance():
-    from wirelessfl.sim.summary import power_settled_round
+    from wirelessfl.sim.records.summary import power_settled_round
 
     # running average after round t (t + 1 values: one 10, t ones) is (10 + t) / (t + 1): <= 1.05 from t = 179
     assert power_settled_round([10.0] + [1.0] * 199, 1.0) == 179.0

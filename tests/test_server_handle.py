@@ -8,8 +8,8 @@ import inspect
 from wirelessfl.capabilities import members, provides
 from wirelessfl.config import from_dict
 from wirelessfl.sim import protocols
-from wirelessfl.sim.runner import Run
-from wirelessfl.sim.server_handle import SERVER_HANDLE_MEMBERS, ServerHandle
+from wirelessfl.sim.run.runner import Run
+from wirelessfl.sim.protocols.server_handle import SERVER_HANDLE_MEMBERS, ServerHandle
 
 
 def test_the_handle_names_exactly_its_members():

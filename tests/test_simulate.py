@@ -163,7 +163,7 @@ def test_progress_bar_renders_when_the_last_round_ends_past_the_time_budget():
     the format fields, which made the quickstart's uniform run fail)."""
     from types import SimpleNamespace
 
-    from wirelessfl.sim.progress import ProgressBar
+    from wirelessfl.sim.run.progress import ProgressBar
 
     scenario = SimpleNamespace(name="budget", run=SimpleNamespace(rounds=None, time_budget_s=10.0, timing_only=False))
     bar = ProgressBar(scenario, enabled=True)
@@ -179,7 +179,7 @@ def test_progress_bar_shows_the_round_just_ended_and_an_evaluation_at_once(capsy
     evaluation's accuracy only after the next round."""
     from types import SimpleNamespace
 
-    from wirelessfl.sim.progress import ProgressBar
+    from wirelessfl.sim.run.progress import ProgressBar
 
     scenario = SimpleNamespace(name="shown", run=SimpleNamespace(rounds=50, time_budget_s=None, timing_only=False))
     bar = ProgressBar(scenario, enabled=True)

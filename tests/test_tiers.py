@@ -1,4 +1,4 @@
-"""Edge servers and a cloud (hierarchy.tiers = "edge", wirelessfl.sim.tiers) and the backhaul
+"""Edge servers and a cloud (hierarchy.tiers = "edge", wirelessfl.sim.sync.tiers) and the backhaul
 (wirelessfl.network.Backhaul): transfers by hand, the tiers' timeline against the records, the
 cloud's data-weighted average of the edges' models, one edge every round being plain FedAvg exactly,
 a cloud-only round paying its sites' forwarding by hand, refusals in one line, an exact resume."""
@@ -77,7 +77,7 @@ def test_an_edge_round_draws_only_its_cells_devices(tmp_path):
 
 
 def test_the_cloud_averages_the_edges_models_by_their_data(tmp_path, monkeypatch):
-    from wirelessfl.sim import tiers
+    from wirelessfl.sim.sync import tiers
 
     seen = []
     real = tiers.TieredEngine._cloud

@@ -175,7 +175,7 @@ def test_files_that_never_end_are_refused_before_they_are_opened(tmp_path):
     that are not regular files are one-line errors, and nothing is opened."""
     import os
 
-    from wirelessfl.sim.checkpoint import ResumeError, load_checkpoint
+    from wirelessfl.sim.run.checkpoint import ResumeError, load_checkpoint
 
     os.mkfifo(tmp_path / "fifo")
     for trace, kind in ((tmp_path / "fifo", "a FIFO"), ("/dev/zero", "a device"), (tmp_path, "a folder")):

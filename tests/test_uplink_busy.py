@@ -4,7 +4,7 @@ import pytest
 
 from wirelessfl.config import from_dict
 from wirelessfl.experiments.run import simulate
-from wirelessfl.sim.update_log import union_length
+from wirelessfl.sim.records.update_log import union_length
 
 
 def test_the_union_of_intervals_by_hand():

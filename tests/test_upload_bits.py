@@ -52,8 +52,8 @@ def test_a_checkpoint_from_before_the_bits_column_is_refused_not_appended_to(tmp
     column longer than its updates.csv's header: the resume is refused, the folder left as it was."""
     import fakes
     from wirelessfl.experiments.run import resume
-    from wirelessfl.sim import records
-    from wirelessfl.sim.checkpoint import ResumeError
+    from wirelessfl.sim.records import recorder as records
+    from wirelessfl.sim.run.checkpoint import ResumeError
 
     real = records.Recorder.state_dict
 

@@ -21,7 +21,7 @@ from .config import ConfigError, Scenario, load_scenario
 _LAZY = {"simulate": "experiments.run", "run_variants": "experiments.run", "load_run": "experiments.run",
          "resume": "experiments.run", "RunResult": "experiments.run", "TrainingDiverged": "experiments.run",
          "sweep": "experiments.sweep", "load_table": "experiments.sweep", "SweepResult": "experiments.sweep",
-         "load_decisions": "sim.device_arrays"}
+         "load_decisions": "sim.records.device_arrays"}
 
 __all__ = ["ConfigError", "Scenario", "load_scenario", *_LAZY]
 __version__ = "0.1.0"

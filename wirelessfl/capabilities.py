@@ -8,7 +8,7 @@ an algorithm that applies stale updates (``AppliesStaleUpdates``), one with serv
 (``Dispatches``, ``DispatchesOne``) or CPU frequencies (``ChoosesFrequency``); a computation model
 with an energy (``ComputeEnergy``, ``FrequencyScaled``); a channel whose devices move
 (``MovingDevices``); a random-access scheme that settles its slots (``ResolvesSlots``); an engine
-with edge servers and a cloud (``wirelessfl.sim.run_engine.EdgeTiers``). The engines and the runner
+with edge servers and a cloud (``wirelessfl.sim.run.contract.EdgeTiers``). The engines and the runner
 ask ``provides(part, Capability)`` for these, not the part's type. Optional members that are no
 capability yet are still probed with ``getattr`` in wirelessfl.sim: a computation model's
 ``has_energy``, ``compute_time`` and ``frequency_scaled``, a learner's ``uplink``, an event uplink's

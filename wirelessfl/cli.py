@@ -10,7 +10,7 @@ from pathlib import Path
 from .config import ConfigError, load_scenario
 from .files import DamagedFile, UnsafeOutput, check_folder, check_output_folder
 from .experiments.summary_line import summary_line as _fmt_summary
-from .sim.checkpoint import ResumeError
+from .sim.run.checkpoint import ResumeError
 from .learning import DatasetError, TrainingDiverged
 
 

@@ -16,7 +16,7 @@ __all__ = ["LOSSES", "OUTCOMES", "Outcome"]
 
 
 class Outcome(str, Enum):
-    """The fate of one dispatched update (docs: wirelessfl.sim.update_log.UPDATE_COLUMNS)."""
+    """The fate of one dispatched update (docs: wirelessfl.sim.records.update_log.UPDATE_COLUMNS)."""
 
     APPLIED = "applied"
     """It reached the server and was aggregated."""

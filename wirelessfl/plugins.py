@@ -33,7 +33,7 @@ for the last three (``Kind.options_key``). See docs/extending.md.
 
 Some parts are named by an option of another part rather than by a table's key
 (:data:`OPTION_KINDS`): the staleness function of the event protocols (``protocol.staleness``,
-``wirelessfl.sim.staleness.STALENESS``, entry-point group ``wirelessfl.staleness``). Their names are
+``wirelessfl.sim.protocols.staleness.STALENESS``, entry-point group ``wirelessfl.staleness``). Their names are
 found the same three ways; the option's field says so with ``option(..., kind="staleness")``, and
 reading the scenario checks the name through the kind's registry.
 
@@ -122,7 +122,7 @@ KINDS: dict[str, Kind] = {k.name: k for k in (
 """The kinds by name. The engine, the runner, the recorder and the config know parts only through these."""
 
 OPTION_KINDS: dict[str, Kind] = {k.name: k for k in (
-    Kind("staleness", "protocol", "staleness", "wirelessfl.staleness", "wirelessfl.sim.staleness:STALENESS",
+    Kind("staleness", "protocol", "staleness", "wirelessfl.staleness", "wirelessfl.sim.protocols.staleness:STALENESS",
          ("__call__",)),
 )}
 """Kinds of part named by an option of another part (``table.key`` is that option), not by a table of

@@ -86,7 +86,7 @@ class AirtimePrice:
 class UplinkHost(Protocol):
     """What an event uplink may use of the engine that runs it, and nothing more.
 
-    An update ``u`` (wirelessfl.sim.flight.Update) carries the upload's facts: ``device``, ``seq``
+    An update ``u`` (wirelessfl.sim.events.flight.Update) carries the upload's facts: ``device``, ``seq``
     (its dispatch number, for event priorities), ``bits``, ``gain`` (NaN until drawn), ``power``,
     ``phase`` (wirelessfl.des.phases), ``tx_start_s``, ``tx_end_s``, ``airtime_s`` (time on the
     air), ``attempts``, and scratch fields an uplink may keep its progress in so that a checkpoint

@@ -32,7 +32,7 @@ MAX_IDLE_STEPS = 1_000_000
 aggregations (run.rounds, no time budget) stops as stalled: it would never reach its count."""
 MAX_LOSSES_IN_A_ROW = 100
 """Tasks per device lost (to empty batteries, to missed models) with no aggregation in between after
-which a run that only counts aggregations stops as stalled (wirelessfl.sim.stalls)."""
+which a run that only counts aggregations stops as stalled (wirelessfl.sim.events.stalls)."""
 
 MAX_ROWS = 10_000_000
 """Aggregations (rows of rounds.csv, at every tier) a run may be estimated to make before it runs, or

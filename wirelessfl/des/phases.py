@@ -1,4 +1,4 @@
-"""The phases of an update, from its dispatch to its fate (wirelessfl.sim.flight.Update.phase)."""
+"""The phases of an update, from its dispatch to its fate (wirelessfl.sim.events.flight.Update.phase)."""
 
 WAITING, DOWNLINK, COMPUTE, QUEUED, ON_AIR, FORWARDING, ARRIVED, FINISHED = range(8)
 """WAITING: its round's reports (uploads before the computation) are still under way; DOWNLINK: the

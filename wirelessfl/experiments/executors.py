@@ -15,7 +15,7 @@ from typing import Callable, Protocol
 
 from ..config import from_dict
 from ..jsonio import read_json
-from ..sim.manifest import complete_problem
+from ..sim.records.manifest import complete_problem
 from .run import simulate
 
 class Task(Protocol):

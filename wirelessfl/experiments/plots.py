@@ -14,7 +14,7 @@ import numpy as np  # noqa: E402
 
 from ..files import make_folder, write_figure  # noqa: E402
 from ..plugins import PluginError, registry  # noqa: E402
-from ..sim.update_log import OUTCOMES  # noqa: E402
+from ..sim.records.update_log import OUTCOMES  # noqa: E402
 from .run import RunResult, load_run  # noqa: E402
 
 _X = {"time": ("time_s", "simulated wall-clock time (s)"), "round": ("round", "round")}

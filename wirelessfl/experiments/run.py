@@ -2,7 +2,7 @@
 
 Nothing finished is overwritten unasked: a run folder that already holds a run is reused when it is
 the same scenario and complete, and otherwise refused (``OutputExists``) unless ``overwrite=True``.
-Complete means checked, not trusted: the folder's manifest (wirelessfl.sim.manifest, written as the
+Complete means checked, not trusted: the folder's manifest (wirelessfl.sim.records.manifest, written as the
 run completed) must still match its records, its scenario and the sources of its plug-ins.
 A scenario's folder (``run_variants``) holds one run folder per variant, the scenario itself
 (``scenario.toml``) and ``index.json`` with each variant's status, so that ``resume_variants``
@@ -21,9 +21,9 @@ from ..files import (DamagedFile, FolderLock, UnsafeOutput, check_folder, check_
 from ..jsonio import read_json, write_json_atomic
 from ..learning import DatasetError
 from ..learning.learner import TrainingDiverged
-from ..sim.checkpoint import CHECKPOINT_NAME, ResumeError, load_checkpoint
-from ..sim.manifest import MANIFEST, origin_problem, records_problem
-from ..sim.runner import ERROR_LOG, Run, RunResult, read_run_file
+from ..sim.run.checkpoint import CHECKPOINT_NAME, ResumeError, load_checkpoint
+from ..sim.records.manifest import MANIFEST, origin_problem, records_problem
+from ..sim.run.runner import ERROR_LOG, Run, RunResult, read_run_file
 from .stale_runs import foreign_entries, remove_stale_runs, stale_runs
 
 if TYPE_CHECKING:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 
-from ..sim.summary import POWER_TOLERANCE
+from ..sim.records.summary import POWER_TOLERANCE
 
 __all__ = ["summary_line"]
 

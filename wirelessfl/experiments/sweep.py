@@ -44,7 +44,7 @@ from ..config import ConfigError, Scenario, dumps, parse_value
 from ..fields import require_memory
 from ..files import FolderLock, check_folder, check_output_folder, make_folder, refuse_links, replacing, write_atomic
 from ..plugins import KINDS
-from ..sim.manifest import plugin_digests
+from ..sim.records.manifest import plugin_digests
 from ..jsonio import read_json, write_json_atomic
 from .executors import EXECUTE, check_scheduler, read_summary
 from .sweep_table import METRICS, aggregate, format_table, load_table, sweep_parameters

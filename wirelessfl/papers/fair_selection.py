@@ -478,7 +478,7 @@ def gain_trace(seed: int = 0, scale: str = "cpu", overrides: Sequence[str] = (),
 
     A diagnostic, not a recipe: nothing is cached or written; one run's cost.
     """
-    from ..sim.runner import Run
+    from ..sim.run.runner import Run
 
     base = packaged("studies/fair_selection", [*TABLE_SCALES[scale], *overrides, f"seed={int(seed)}",
                                                f'scheduler.name="{scheduler}"'])

@@ -25,7 +25,7 @@ from typing import Sequence
 import pandas as pd
 
 from ...experiments.analysis import markdown_table
-from ...sim.device_arrays import load_decisions
+from ...sim.records.device_arrays import load_decisions
 from .common import (INF, PAPER_NUMBERS, SCALES, SPEEDUP_LEGEND, HORIZON_LEGEND, Cell, Context, Scale,
                        TimingCell, _caption, _convergence_figure, _fig7_cells, _fig8_cells, _horizon_rows,
                        _speedup_rows, _timing_overrides, lyapunov, settle_round, time_average_power, timing_base,

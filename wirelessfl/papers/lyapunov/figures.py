@@ -35,7 +35,7 @@ import pandas as pd
 
 from ...experiments.analysis import best_setting_table, markdown_table, mean_times_to_target
 from ...files import write_atomic
-from ...sim.device_arrays import load_decisions
+from ...sim.records.device_arrays import load_decisions
 from ..recipes import Recipe, Report, Runs, pyplot, save_figure
 from .common import (HORIZON_LEGEND, INF, PAPER_TARGETS, SCALES, SPEEDUP_LEGEND, Cell, Context, Scale, TimingCell, _band,
                      _caption, _convergence_figure, _fig7_cells, _fig8_cells, _horizon_rows, _rounds, _speedup_rows,
