@@ -30,7 +30,7 @@ from .packets import send_shared, send_solo
 if TYPE_CHECKING:
     from ..des import Clock
 
-__all__ = ["AccessScheme", "AirtimePrice", "EventUplink", "ResolvesSlots", "TimesEachDevice", "UplinkFacts", "UplinkHost",
+__all__ = ["AccessScheme", "AirtimePrice", "EventUplink", "ListensWhileContending", "ResolvesSlots", "TimesEachDevice", "UplinkFacts", "UplinkHost",
            "UplinkSchedule", "WritesRunFiles"]
 
 
@@ -120,7 +120,7 @@ class UplinkHost(Protocol):
         """The updates still computing or uploading, in dispatch order."""
 
     def transmitted(self, u, seconds: float) -> None:
-        """A ``listens`` scheme: ``u`` sends for ``seconds`` from now (its battery pays the frame)."""
+        """A scheme that listens while contending (:class:`ListensWhileContending`): ``u`` sends for ``seconds`` from now (its battery pays the frame)."""
 
 
 @runtime_checkable
@@ -154,6 +154,19 @@ class ResolvesSlots(Protocol):
     engine hands such a scheme's ``schedule`` the round's ``received_w`` and ``devices``."""
 
     def resolve(self, received_w: np.ndarray, devices: np.ndarray) -> tuple[list[int], int | None]: ...
+
+
+@runtime_checkable
+class ListensWhileContending(Protocol):
+    """A contention scheme that times each of its devices' frames (wirelessfl.access.wifi.Wifi): while
+    an upload contends its device listens, at the batteries' receiving power, and each transmission
+    is paid at its power as it goes (``UplinkHost.transmitted``); batteries then run under it. The
+    sync engine pays a round's listening after the scheme's schedule, ``listening_s`` of each
+    upload; the event engine as each upload contends."""
+
+    def listening_s(self, tx_start: np.ndarray, tx_end: np.ndarray, airtime_s: np.ndarray) -> np.ndarray:
+        """Each upload's time listening: from its first contention (``tx_start``) to its last ACK
+        (``tx_end``), less its own frames' ``airtime_s``; 0 for one that never contended (NaN)."""
 
 
 @runtime_checkable
@@ -207,10 +220,6 @@ class AccessScheme:
     sends in, with backoff between), not known when it starts; batteries, drawn per phase of a task,
     are refused on it."""
 
-    listens: ClassVar[bool] = False
-    """True (a contention scheme that times each of its devices' frames: wifi): while an upload
-    contends its device listens, at the batteries' receiving power, and each transmission is paid at
-    its power as it goes (``UplinkHost.transmitted``); batteries then run under it."""
     upload_columns: ClassVar[tuple[str, ...]] = ()
     """Integer counts of the scheme's own per upload for updates.csv (wifi: collisions, frames, retries,
     drops): under sync ``round_counts`` gives the round's, under the event protocols ``take_counts`` each

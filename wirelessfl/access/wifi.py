@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from ..fields import ConfigError, option
-from .base import AccessScheme, UplinkSchedule
+from .base import AccessScheme, ListensWhileContending, UplinkSchedule
 from .link import Link
 from .wifi_dcf import Dcf, Station
 from .wifi_phy import (MAX_MSDU_BYTES, STANDARDS, FrameExchange, Mcs, WifiPhy, best_mcs, eifs_s, exchange, max_mpdus,
@@ -53,7 +53,7 @@ class WifiOptions:
                                  "(SIFS + 3 slots, EDCA's best effort)")
 
 
-class WiFi(AccessScheme):
+class WiFi(AccessScheme, ListensWhileContending):
     """IEEE 802.11 DCF on one channel every device hears (no hidden terminals, no capture, no channel
     errors: a frame is lost only to a collision).
 
@@ -82,7 +82,6 @@ class WiFi(AccessScheme):
     concurrent = False  # one transmitter at a time; collisions are the exception, not a shared band
     contention = True  # time on the air decided by contention as it goes
     upload_columns = COUNTERS  # updates.csv: each upload's collisions, frames, retries and drops
-    listens = True  # batteries: a station listens while it contends and pays each of its frames
 
     def __init__(self, link: Link, wifi_standard: str = "80211ac", phy_rate_bps: float | None = None,
                  rts_cts: bool = False, ampdu_bytes: int | None = None, mpdu_bits: int = 12000,
@@ -192,6 +191,11 @@ class WiFi(AccessScheme):
         return air + (self.frame(mcs.index, rest).on_air_s() if rest > 1e-9 else 0.0)
 
     # --- the two timing models -----------------------------------------------------------------
+
+    def listening_s(self, tx_start: np.ndarray, tx_end: np.ndarray, airtime_s: np.ndarray) -> np.ndarray:
+        """Each upload's time listening: its first backoff to its last ACK, less its own frames."""
+        with np.errstate(invalid="ignore"):
+            return np.nan_to_num(np.maximum(tx_end - tx_start - airtime_s, 0.0))
 
     def airtime_s(self, bits, gain: np.ndarray, power: np.ndarray) -> np.ndarray:
         """Each device's collision-free time on the air (inf: it cannot send). Remembered with its

@@ -7,6 +7,7 @@ import os
 
 import numpy as np
 
+from ..capabilities import has_member
 from ..fields import ConfigError, require_memory
 from ..plugins import KINDS, registry
 from .limits import check_edge_slots, check_rates, check_tier_rows
@@ -253,7 +254,7 @@ def _check_battery(s) -> None:
         raise ConfigError("devices.availability = 'battery': replaces the availability chain and trace; leave "
                           "devices.p_on_to_off at 0 and devices.availability_trace unset")
     access = s.part("access")
-    if access.over_the_air or (access.contention and not access.listens):
+    if access.over_the_air or (access.contention and not has_member(access, "listening_s")):
         why = ("the devices send one analog sum together, which a battery running out mid-upload would cut for all"
                if access.over_the_air else "a device's time on the air is its slots between backoffs, decided by "
                "contention as it goes, which a battery drawn per phase of a task does not follow")

@@ -45,7 +45,7 @@ class BatteryDrain:
         self.draw(u, u.power)
 
     def listening(self, u) -> None:
-        """``u`` contends for the medium (a contention scheme, ``AccessScheme.listens``): its device
+        """``u`` contends for the medium (a contention scheme that listens: wirelessfl.access.base.ListensWhileContending): its device
         listens, at the receiving power, and pays each transmission with ``transmitted``."""
         self.draw(u, self.battery.rx_power_w)
 

@@ -54,6 +54,8 @@ from .busy import BusyClock
 from .dispatcher import Dispatcher
 from .drain import TIMER as BATTERY_TIMER, BatteryDrain
 from ..round.checks import PartChecks
+from ...access.base import ListensWhileContending
+from ...capabilities import provides
 from ...des import RANK_DEVICE, RANK_STOP, Clock, Inbox, priority
 from ...outcomes import LOSSES, Outcome
 from ...wireless import changes_with_time
@@ -352,7 +354,7 @@ class EventEngine:
         if not u.report:
             self.busy.start(now)
         if self.drain is not None:  # a contention scheme's device listens, and pays its frames as they go
-            (self.drain.listening if self.parts.access.listens else self.drain.on_air)(u)
+            (self.drain.listening if provides(self.parts.access, ListensWhileContending) else self.drain.on_air)(u)
         if u.gain != u.gain:
             u.gain = self.draw_gain(u.device)
         if u.airtime_s != u.airtime_s:

@@ -10,8 +10,9 @@ import numpy as np
 
 from ...decisions import Decision, ReportRequest, Traffic
 from ...outcomes import Outcome
-from ..round.pipeline import (RoundOpening, RoundRecord, compute_energy, learn_round, open_round, piggyback_s, round_state,
-                       server_round_record, tell_uplink, transmit_energy)
+from ..round.closing import client_round_record, deliver_model, on_air_s
+from ..round.pipeline import (RoundOpening, compute_energy, learn_round, open_round, piggyback_s, round_state,
+                              server_round_record, tell_uplink, transmit_energy)
 from .flight import COMPUTE, DOWNLINK, FINISHED, WAITING, Round, Update, arrived_facts
 
 __all__ = ["RoundDriver"]
@@ -54,14 +55,14 @@ class RoundDriver:
         decision, selected, power, comp, energy = (opening.decision, opening.selected, opening.power, opening.comp,
                                                    opening.energy_full)
         bits = np.broadcast_to(np.asarray(opening.bits, dtype=float), selected.shape)
-        piggy_s = 0.0 if p.access.concurrent else piggyback_s(p.access, opening)
         airtime = self._airtimes(opening, bits)
+        # on a band that decides each upload's time as it goes (NaN), the riding bits are in that time
+        piggy_s = 0.0 if np.isnan(airtime).any() else piggyback_s(p.access, opening)
         at_site = self._model_at_sites(selected)  # behind a backhaul the model comes down to the sites first
-        start, down = at_site + p.downlink_s, [None] * selected.size
-        if p.downlink.timed:  # the round's broadcast (or unicasts), at the round's gains
-            d = p.downlink.deliver(p.downlink_bits, gains[selected], e.streams["downlink"])
-            down = list(zip(d.seconds.tolist(), d.attempts.tolist(), d.received.tolist()))
-            start = at_site + float(d.seconds.max(initial=p.downlink_s))
+        delivery, downlink_s = deliver_model(p, gains[selected], e.streams)  # at the round's gains
+        start, down = at_site + downlink_s, [None] * selected.size
+        if delivery is not None:
+            down = list(zip(delivery.seconds.tolist(), delivery.attempts.tolist(), delivery.received.tolist()))
         round_ = self.current = Round(r, t, start, decision, selected, gains, available, comp, [], piggy_s=piggy_s)
         senders = self._send_reports(round_, at_site)  # the probe's reports go up first, as under sync
         share = 1.0 / max(selected.size, 1)
@@ -174,8 +175,7 @@ class RoundDriver:
                 e.settle(u, Outcome.APPLIED, now)
         tx_start = np.array([u.tx_start_s for u in ups])
         airtime = np.array([u.airtime_s for u in ups])
-        with np.errstate(invalid="ignore"):  # an inf clock (inf - inf): aggregated() stops the run as NonFiniteTime
-            on_air = np.where(arrived, airtime, np.where(np.isnan(tx_start), 0.0, now - tx_start))
+        on_air = on_air_s(arrived, airtime, tx_start, now)
         downlink_s, elapsed = p.downlink_s, now - round_.compute_start_s
         if p.downlink.timed:  # each device computed from when its model arrived; who missed it, not at all
             downlink_s = max((u.downlink_s for u in ups), default=p.downlink_s)
@@ -184,15 +184,12 @@ class RoundDriver:
         started = ~np.isnan(tx_start)
         order = np.flatnonzero(started)[np.argsort(tx_start[started], kind="stable")]
         idle = not selected.size and p.downlink_s == 0 and round_.reports_s == 0
-        e.on_round(RoundRecord(
-            round=r, t_start=round_.t_start, t_end=now, downlink_s=downlink_s,
-            comp_s=float(round_.comp.max(initial=0.0)), comm_s=float(np.nansum(airtime)) + round_.reports_s,
-            selected=selected, extra_airtime_s=round_.reports_s + round_.piggy_s,
-            extra_energy_j=float(np.sum(round_.reports_energy)) if round_.reports_energy else 0.0,
-            upload_order=selected[order], airtime_s=airtime, energy_j=transmit_energy(power, on_air),
-            gains=round_.gains, decision=round_.decision, compute_energy_j=comp_energy, arrived=arrived,
-            available=round_.available, metrics=metrics, idle_s=p.idle_round_s if idle else 0.0,
-            staleness=staleness, per_update=True,
+        e.on_round(client_round_record(
+            round_, now, downlink_s=downlink_s, comp_s=round_.comp, airtime_s=airtime, reports_s=round_.reports_s,
+            reports_j=float(np.sum(round_.reports_energy)) if round_.reports_energy else 0.0, piggy_s=round_.piggy_s,
+            upload_order=selected[order], energy_j=transmit_energy(power, on_air), compute_energy_j=comp_energy,
+            arrived=arrived, metrics=metrics, idle_s=p.idle_round_s if idle else 0.0, staleness=staleness,
+            per_update=True,
             dropped=~arrived & np.array([not u.in_flight for u in ups], dtype=bool)))  # carried: still in flight
         self.current = None
         e.aggregated()

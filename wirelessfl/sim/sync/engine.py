@@ -20,22 +20,21 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Callable
+from typing import Any, Callable
 
 import numpy as np
 
-from ...access import ResolvesSlots
-from ...access.base import TimesEachDevice
+from ...access.base import ListensWhileContending
 from ...capabilities import provides
 from ...des.clock import Clock
 from ...scheduling.base import Decision
 from ..round.checks import PartChecks
+from ..round.closing import client_round_record, deliver_model
 from ..round.handovers import take_handovers
 from ..round.parts import (STREAMS, EvalRule, Learner, Parts, StopRule, evaluate, load_parts_state, parts_state,
-                    raise_non_finite_clock)
-from ..round.pipeline import (RoundRecord, compute_energy, learn_round, open_round, piggyback_s, server_round_record,
-                       transmit_energy)
-
+                           raise_non_finite_clock)
+from ..round.pipeline import learn_round, open_round, piggyback_s, server_round_record
+from .uplink import contended, drain, energies, round_airtimes, schedule_uploads, upload_counts
 
 @dataclass(frozen=True)
 class RoundScope:
@@ -48,6 +47,34 @@ class RoundScope:
     learner: Learner | None
     available: Callable[[], np.ndarray | None]
     labels: dict
+
+
+@dataclass
+class _Uploads:
+    """What a sync round's timing found, for its record: the model's way down (``delivery``, None on
+    a fixed downlink), the reports before the computations, the computations and uploads of the
+    selected devices as the batteries allowed them, and the time the round spent idle."""
+
+    delivery: Any
+    downlink_s: float
+    receiving_s: Any
+    starts: Any
+    pre_s: float
+    pre_energy: float
+    deadline_at: float | None
+    comp: np.ndarray
+    comp_energy: np.ndarray
+    ready: np.ndarray
+    uplink: Any
+    airtime: np.ndarray
+    attempts: np.ndarray | None
+    arrived: np.ndarray
+    tx_start: np.ndarray
+    emptied: np.ndarray | None
+    listening_j: Any
+    harq: np.ndarray | None
+    backhaul_s: float
+    idle_s: float
 
 
 class Engine:
@@ -146,124 +173,77 @@ class Engine:
 
     def _round(self, r: int, scope: RoundScope):
         """Round ``r`` of ``scope`` (a :class:`RoundScope`, or anything with its members)."""
-        p, learner = scope.parts, scope.learner
-        t_start = self.env.now
-        opening = open_round(p, self.streams, self.checks, learner, r, t_start, scope.available)
+        p = scope.parts
+        opening = open_round(p, self.streams, self.checks, scope.learner, r, self.env.now, scope.available)
         moved = take_handovers(p.channel)
         if moved:  # moving devices handed over as the round began: its uploads go to their new cells
             self.on_handovers(moved)
-        available = opening.available
         if opening.plan is not None:
             yield from self._server_round(opening)
             return
-        decision, selected, power, bits, comp = (opening.decision, opening.selected, opening.power, opening.bits,
-                                                 opening.comp)
-        gains = opening.gains
-        piggy_s = piggyback_s(p.access, opening)
-        airtime, attempts, delivered = self._airtimes(p, selected, bits, gains[selected], power)
-        comp_energy, received = opening.energy_full, None
-        receiving_s = downlink_s = p.downlink_s
-        delivery = p.downlink.deliver(p.downlink_bits, gains[selected], self.streams["downlink"]) if p.downlink.timed \
-            else None
-        if delivery is not None:  # each device's model arrives (or does not) when its channel allows
-            receiving_s, received = delivery.seconds, delivery.received
-            downlink_s = float(receiving_s.max(initial=p.downlink_s))
-            # a device that missed the model waits for the next round: it neither computes nor sends
+        uploads = yield from self._timed_uploads(p, opening)
+        self._close(p, scope, opening, uploads)
+
+    def _timed_uploads(self, p, opening):
+        """From the round's start to its end (a SimPy generator): the model's way down, the reports
+        a scheduler asks for first, the computations, the uploads as the access scheme queues them
+        against the batteries, and the backhaul. Returns what the round's record needs."""
+        selected, power, gains, t_start = opening.selected, opening.power, opening.gains, opening.t_start
+        air = round_airtimes(p, self.streams, self._packets, selected, opening.bits, gains[selected], power)
+        comp, comp_energy, airtime = opening.comp, opening.energy_full, air.airtime_s
+        delivery, downlink_s = deliver_model(p, gains[selected], self.streams)
+        receiving_s, received = (p.downlink_s, None) if delivery is None else (delivery.seconds, delivery.received)
+        if delivery is not None:  # a device that missed the model waits for the next round: it neither computes nor sends
             comp, comp_energy, airtime = (np.where(received, a, 0.0) for a in (comp, comp_energy, airtime))
-        starts, t_compute, pre_s, pre_energy = yield from self._to_computation(p, decision, gains, t_start, delivery,
-                                                                                downlink_s)
+        starts, t_compute, pre_s, pre_energy = yield from self._to_computation(p, opening.decision, gains, t_start,
+                                                                                delivery, downlink_s)
         deadline_at = None
         if p.round_deadline_s is not None:
             deadline_at = t_compute + max(t_start + p.round_deadline_s - t_compute, 0.0)
-        listens = p.battery.present and p.access.listens  # a contention scheme: paid after its schedule
+        listens = p.battery.present and provides(p.access, ListensWhileContending)  # paid after its schedule
         # tasks cut where a battery runs out: they send less, or nothing (no batteries: none cut, emptied None)
         comp, comp_energy, cut, emptied = p.battery.closed_round(selected, receiving_s, comp, comp_energy,
                                                                  np.zeros_like(airtime) if listens else airtime, power)
         # emptied while computing: it never contends (an infinite upload is none to the scheme)
-        airtime = np.where(emptied, np.inf, airtime) if listens else cut
+        air.airtime_s = np.where(emptied, np.inf, airtime) if listens else cut
         ready = starts + comp  # every selected device computes from its start on
-        uplink, airtime, attempts, arrived, tx_start = self._uplink(p, selected, ready, airtime, attempts, deadline_at,
-                                                                    bits, gains, power, delivered, received)
+        uplink, airtime, attempts, arrived, tx_start = schedule_uploads(p, selected, ready, air, deadline_at,
+                                                                        opening.bits, gains, power, received)
         listening_j = 0.0
         if listens:
-            emptied, arrived, listening_j = self._contended(p, selected, uplink, tx_start, airtime, power, receiving_s,
-                                                            comp_energy, emptied, arrived)
+            emptied, arrived, listening_j = contended(p, selected, uplink, tx_start, airtime, power, receiving_s,
+                                                      comp_energy, emptied, arrived)
         end_s, backhaul_s = self._end_s(p, t_start, uplink, delivery, downlink_s, selected, arrived, tx_start, airtime)
         if end_s > self.env.now:
             yield self.env.at(end_s)
         idle_s = yield from self._idle(t_start)
-        t_end = self.env.now
-        energy, comp_energy = _energies(uplink, deadline_at, airtime, tx_start, t_end, power, comp, comp_energy, starts)
-        emptied_s = None
-        if emptied is not None:
-            emptied_s, arrived = self._drain(selected, emptied, ready, tx_start, airtime, t_end,
-                                             comp_energy + energy + p.battery.rx_power_w * receiving_s + listening_j,
-                                             arrived)
-        metrics = learn_round(p, learner, decision, selected, arrived, gains[selected], power, r)
+        return _Uploads(delivery, downlink_s, receiving_s, starts, pre_s, pre_energy, deadline_at, comp, comp_energy,
+                        ready, uplink, airtime, attempts, arrived, tx_start, emptied, listening_j, air.harq,
+                        backhaul_s, idle_s)
+
+    def _close(self, p, scope: RoundScope, opening, u: "_Uploads") -> None:
+        """The round's end: what it cost, the batteries' drain, the learning on the uploads that
+        arrived, and its record."""
+        selected, power, t_end = opening.selected, opening.power, self.env.now
+        energy, comp_energy = energies(u.uplink, u.deadline_at, u.airtime, u.tx_start, t_end, power, u.comp,
+                                       u.comp_energy, u.starts)
+        emptied_s, arrived = None, u.arrived
+        if u.emptied is not None:
+            spent_j = comp_energy + energy + p.battery.rx_power_w * u.receiving_s + u.listening_j
+            emptied_s, arrived = drain(self.parts.battery, selected, u.emptied, u.ready, u.tx_start, u.airtime, t_end,
+                                       spent_j, arrived)
+        metrics = learn_round(p, scope.learner, opening.decision, selected, arrived, opening.gains[selected], power,
+                              opening.index)
         labels = dict(scope.labels)
         if p.backhaul.timed:
-            labels["backhaul_s"] = backhaul_s
-        self.on_round(RoundRecord(
-            round=r, t_start=t_start, t_end=t_end, downlink_s=downlink_s,
-            comp_s=float(comp.max(initial=0.0)), comm_s=float(airtime.sum()) + pre_s, selected=selected,
-            upload_order=selected[uplink.order], airtime_s=airtime,
-            energy_j=energy,
-            gains=gains, decision=decision, compute_energy_j=comp_energy, arrived=arrived,
-            available=available, extra_airtime_s=pre_s + piggy_s, extra_energy_j=pre_energy,
-            metrics=metrics, idle_s=idle_s, ready_s=ready, tx_start=tx_start, tx_end=uplink.tx_end,
-            attempts=attempts, power=None if power is opening.decision_power else power, emptied_s=emptied_s,
-            upload_counts=self._upload_counts(p, selected),
-            downlink=delivery, labels=labels, bits=opening.bits))
-
-    @staticmethod
-    def _uplink(p, selected, ready, airtime, attempts, deadline_at, bits, gains, power, delivered, received):
-        """The access scheme queues the round's uploads (each cell's, with several): the schedule,
-        and each upload's time on the air, transmissions, arrival and start (NaN: it sent nothing)."""
-        if provides(p.access, TimesEachDevice):  # an uplink timed per device (satellite passes)
-            uplink = p.access.schedule_devices(selected, ready, bits, deadline_at)
-        elif p.cells is None and provides(p.access, ResolvesSlots):  # random access: who contends, how strongly
-            uplink = p.access.schedule(ready, airtime, deadline_at, received_w=gains[selected] * power,
-                                       devices=selected)
-        else:
-            uplink = (p.access.schedule(ready, airtime, deadline_at) if p.cells is None
-                      else p.cells.schedule(selected, ready, airtime, deadline_at, bits=bits, gains=gains[selected],
-                                            power=power))
-        if uplink.on_air_s is not None:  # contention decided each device's time on the air (random access)
-            airtime, attempts = uplink.on_air_s, uplink.attempts
-        arrived = uplink.arrived if delivered is None else uplink.arrived & delivered  # lost uploads do not count
-        tx_start = uplink.tx_start
-        if received is not None and not received.all():  # who missed the model sent nothing
-            arrived, tx_start = arrived & received, np.where(received, tx_start, np.nan)
-        return uplink, airtime, attempts, arrived, tx_start
-
-    def _airtimes(self, p, selected: np.ndarray, bits, gains: np.ndarray, power: np.ndarray):
-        """The round's uploads' times on the air, their transmissions and whether they got through
-        (None, None where nothing can fail): in packets at the round's gain, with fading within an
-        upload, each device in its own cell, or by the access scheme."""
-        self._round_harq = None
-        if self._packets:  # packets retried at the round's gain; some uploads may be lost
-            airtime, attempts, delivered, harq = self._send(selected, bits, gains, power)
-            self._round_harq = harq if p.access.link.mcs_rate else None
-            return airtime, attempts, delivered
-        if p.fading is not None:  # the channel changes every coherence time of a long upload
-            return p.access.on_air_s(p.fading.upload_times(bits, gains, power, selected, self.streams["fading"])), \
-                None, None
-        if p.cells is not None:
-            return p.cells.airtime_s(selected, bits, gains, power), None, None
-        return p.access.airtime_s(bits, gains, power), None, None
-
-    def _upload_counts(self, p, selected: np.ndarray) -> np.ndarray | None:
-        """The round's uploads' counts of the uplink's own (an MCS rate's MCS and transmissions, then the
-        scheme's ``round_counts``), one row per selected device; None where it has none."""
-        parts = []
-        if p.access.link.mcs_rate:
-            parts.append(self._round_harq if self._round_harq is not None
-                         else np.tile([-1, 0], (len(selected), 1)))
-        if p.access.upload_columns:
-            counts = p.access.round_counts()  # integer counts, or floats (a pass's geometry)
-            parts.append(np.asarray(counts, dtype=float if np.asarray(counts).dtype.kind == "f" else np.int64
-                                    ).reshape(len(selected), len(p.access.upload_columns)))
-        return np.hstack(parts) if parts else None
+            labels["backhaul_s"] = u.backhaul_s
+        self.on_round(client_round_record(
+            opening, t_end, downlink_s=u.downlink_s, comp_s=u.comp, airtime_s=u.airtime, reports_s=u.pre_s,
+            reports_j=u.pre_energy, piggy_s=piggyback_s(p.access, opening), upload_order=selected[u.uplink.order],
+            energy_j=energy, compute_energy_j=comp_energy, arrived=arrived, metrics=metrics, idle_s=u.idle_s,
+            ready_s=u.ready, tx_start=u.tx_start, tx_end=u.uplink.tx_end, attempts=u.attempts,
+            power=None if power is opening.decision_power else power, emptied_s=emptied_s,
+            upload_counts=upload_counts(p, selected, u.harq), downlink=u.delivery, labels=labels, bits=opening.bits))
 
     def _to_computation(self, p, decision: Decision, gains: np.ndarray, t_start: float, delivery, downlink_s: float):
         """From the round's start to its computations (a SimPy generator): the downlink, and the
@@ -293,59 +273,10 @@ class Engine:
         end_s += p.backhaul.transfer_s(p.downlink_bits)
         return end_s, end_s - max(uplink.end_s, t_start)
 
-    @staticmethod
-    def _contended(p, selected, uplink, tx_start, airtime, power, receiving_s, comp_j, emptied, arrived):
-        """A contention scheme's round against the batteries (``AccessScheme.listens``): a device listens
-        at the receiving power from its first contention to its last ACK, and sends its frames at its
-        power; one whose charge after the model and its computation does not cover that ran out in its
-        upload, which is then lost (found at the end of the round: the round's DCF is not run again).
-        Returns (emptied, arrived, each device's listening energy)."""
-        battery = p.battery
-        with np.errstate(invalid="ignore"):
-            ends = tx_start + airtime if uplink.tx_end is None else uplink.tx_end
-            listening = np.nan_to_num(np.maximum(ends - tx_start - airtime, 0.0))
-            left = battery.charge[selected] - battery.rx_power_w * receiving_s - comp_j
-            out = ~emptied & (tx_start == tx_start) & (power * airtime + battery.rx_power_w * listening > left)
-        return emptied | out, arrived & ~out, battery.rx_power_w * listening
-
-    def _drain(self, selected, emptied, ready, tx_start, airtime, t_end, spent_j, arrived):
-        """A round's energy (``spent_j``, the model's reception included) leaves the batteries: (when
-        each selected device ran out, NaN where it did not, or the deadline came first; who arrived,
-        less those)."""
-        battery = self.parts.battery
-        with np.errstate(invalid="ignore"):
-            when = np.where(airtime > 0, tx_start + airtime, ready)  # on the air, or before sending
-            emptied = emptied & (when <= t_end)
-        battery.spend(selected, spent_j, emptied)
-        return np.where(emptied, when, np.nan), arrived & ~emptied
-
     def _step_availability(self) -> np.ndarray | None:
         """Who is available this round: the availability model's next step (None: everyone)."""
         p = self.parts
         return p.availability.step(self.streams["availability"]) if p.availability is not None else None
-
-    def _send(self, selected: np.ndarray, bits, gains: np.ndarray,
-              power: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Each selected device's upload in packets at the round's gain, from the "link" stream: (time
-        on the air, transmissions, whether it got through); with several cells, each cell's devices on
-        its own scheme, cell after cell."""
-        cells = self.parts.cells
-        if cells is None:
-            return self._send_in(self.parts.access, bits, gains, power)
-        airtime, attempts, delivered = (np.empty(len(selected)), np.empty(len(selected), dtype=np.int64),
-                                        np.empty(len(selected), dtype=bool))
-        harq = np.empty((len(selected), 2), dtype=np.int64)
-        for c, idx in cells.members(selected):
-            b = bits if np.ndim(bits) == 0 else np.asarray(bits)[idx]
-            airtime[idx], attempts[idx], delivered[idx], harq[idx] = self._send_in(cells.accesses[c], b, gains[idx],
-                                                                                   power[idx])
-        return airtime, attempts, delivered, harq
-
-    def _send_in(self, access, bits, gains: np.ndarray, power: np.ndarray):
-        """The uploads of devices sharing ``access``, by the scheme (``AccessScheme.send_packets``),
-        with their errors from the "harq" stream under an MCS rate, else the "link" stream."""
-        rng = self.streams["harq" if access.link.mcs_rate else "link"]
-        return access.send_packets(bits, gains, power, rng)
 
     def _idle(self, t_start: float):
         """Let a round in which nothing took time last idle_round_s; returns the time added."""
@@ -390,14 +321,3 @@ class Engine:
         self._evaluated_at = self.rounds_done
         evaluate(self.learner, self.stop, self.on_eval, self.rounds_done, float(self.env.now))
 
-
-def _energies(uplink, deadline_at, airtime, tx_start, t_end, power, comp, comp_energy, starts):
-    """(transmit, computation) energy of each selected device of a round that ended at ``t_end``:
-    for what was done where a deadline cut uploads or computations short."""
-    if deadline_at is None or uplink.on_air_s is not None:  # everything was done, or said as it went
-        on_air = airtime
-    else:  # a dropped upload spent power only while on the air
-        on_air = np.where(uplink.arrived, airtime, np.where(np.isnan(tx_start), 0.0, t_end - tx_start))
-    if deadline_at is not None:  # an interrupted computation spent the fraction it completed
-        comp_energy = compute_energy(comp_energy, comp, t_end - starts)
-    return transmit_energy(power, on_air), comp_energy
