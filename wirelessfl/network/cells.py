@@ -10,17 +10,21 @@ import math
 
 import numpy as np
 
-from ..access import UplinkSchedule
+from ..access import ResolvesSlots, UplinkSchedule
+from ..capabilities import provides
 from ..rng import stream
 from .interference import InterferedUplinks, LossMeter, UploadBlocks, joint_shared, joint_tdma
 from .sites import Sites
 
-__all__ = ["CellUplinks", "Cells", "build_cells"]
+__all__ = ["CellUplinks", "Cells", "OneCell", "build_cells"]
 
 
 class Cells:
     """The cells of a run: the sites, the cell serving each device (N,), and each cell's access
     scheme (built alike, each on a sub-band of B / reuse)."""
+
+    present = True
+    """Cells of their own (OneCell: False): the records gain each device's cell."""
 
     def __init__(self, sites: Sites, serving: np.ndarray, accesses: list, cross_mean: np.ndarray | None = None,
                  cross_fading: bool = True):
@@ -67,6 +71,20 @@ class Cells:
             b = bits if np.ndim(bits) == 0 else np.asarray(bits)[idx]
             out[idx] = self.accesses[c].airtime_s(b, gains[idx], power[idx])
         return out
+
+    def send_packets(self, devices: np.ndarray, bits, gains: np.ndarray, power: np.ndarray, streams: dict):
+        """Each device's upload in packets in its own cell, cell after cell, by the cell's scheme
+        (``AccessScheme.send_packets``, its errors from ``streams``: :func:`packet_stream`): (time on
+        the air, transmissions, whether it got through, MCS and HARQ transmissions)."""
+        n = len(devices)
+        airtime, attempts, delivered = np.empty(n), np.empty(n, dtype=np.int64), np.empty(n, dtype=bool)
+        harq = np.empty((n, 2), dtype=np.int64)
+        for c, idx in self.members(devices):
+            b = bits if np.ndim(bits) == 0 else np.asarray(bits)[idx]
+            access = self.accesses[c]
+            airtime[idx], attempts[idx], delivered[idx], harq[idx] = access.send_packets(
+                b, gains[idx], power[idx], packet_stream(access, streams))
+        return airtime, attempts, delivered, harq
 
     def schedule(self, devices: np.ndarray, ready_s: np.ndarray, airtime_s: np.ndarray,
                  deadline_s: float | None = None, *, bits=None, gains: np.ndarray | None = None,
@@ -137,6 +155,60 @@ class Cells:
             access.load_state(kept)
         if "sinr_loss" in state:
             self.meter.load_state(state["sinr_loss"])
+
+
+class OneCell:
+    """A run's one cell (``Parts.cells`` where the run has no cells of its own): every device served
+    by cell 0 through the run's access scheme. It answers what the engines ask of :class:`Cells`,
+    each question handed to the scheme whole, so that they ask it alike of one cell and of several."""
+
+    present = False
+    count = 1
+    interfering = False
+
+    def __init__(self, access, num_devices: int):
+        self.accesses = [access]
+        self.serving = np.zeros(num_devices, dtype=np.int64)
+
+    def use_streams(self, streams: dict, fading) -> None:
+        """Nothing to draw: no other site hears the uploads."""
+
+    def members(self, devices: np.ndarray) -> list[tuple[int, np.ndarray]]:
+        """(0, every position in ``devices``), where there are some."""
+        return [(0, np.arange(len(devices)))] if len(devices) else []
+
+    def access_of(self, device: int):
+        return self.accesses[0]
+
+    def airtime_s(self, devices: np.ndarray, bits, gains: np.ndarray, power: np.ndarray) -> np.ndarray:
+        return self.accesses[0].airtime_s(bits, gains, power)
+
+    def send_packets(self, devices: np.ndarray, bits, gains: np.ndarray, power: np.ndarray, streams: dict):
+        access = self.accesses[0]
+        return access.send_packets(bits, gains, power, packet_stream(access, streams))
+
+    def schedule(self, devices: np.ndarray, ready_s: np.ndarray, airtime_s: np.ndarray,
+                 deadline_s: float | None = None, *, bits=None, gains: np.ndarray | None = None,
+                 power: np.ndarray | None = None) -> UplinkSchedule:
+        """The scheme's closed form; a random-access one is handed who contends and how strongly."""
+        access = self.accesses[0]
+        if provides(access, ResolvesSlots):
+            return access.schedule(ready_s, airtime_s, deadline_s, received_w=gains * power, devices=devices)
+        return access.schedule(ready_s, airtime_s, deadline_s)
+
+    def event_uplink(self, host):
+        return self.accesses[0].event_uplink(host)
+
+    def state_dict(self) -> dict:
+        return {}
+
+    def load_state(self, state: dict) -> None:
+        """The scheme's memory is kept as the run's access scheme's (wirelessfl.sim.round.parts)."""
+
+
+def packet_stream(access, streams: dict) -> np.random.Generator:
+    """The random stream of an upload's packet errors: "harq" under an MCS rate, else "link"."""
+    return streams["harq" if access.link.mcs_rate else "link"]
 
 
 class CellUplinks:

@@ -133,11 +133,10 @@ class EventEngine:
         self.checks = PartChecks(parts)  # the user's scheduler and channel: their outputs are checked
         self.timed_channel = changes_with_time(parts.channel)
         self.channel_rng = streams["channel"]
-        if parts.cells is not None:  # interferers' gains to other sites are drawn from their own stream
-            parts.cells.use_streams(streams, parts.fading)
+        parts.cells.use_streams(streams, parts.fading)  # interferers' gains to other sites: their own stream
         self.dispatcher = Dispatcher(self)  # the slots the protocol wants filled, and who fills them
         # one server in the cloud behind a timed backhaul: each site's links to it
-        self.site_links = (SiteLinks(parts.backhaul, 1 if parts.cells is None else parts.cells.count)
+        self.site_links = (SiteLinks(parts.backhaul, parts.cells.count)
                            if parts.backhaul.timed else None)
         self.env: Clock | None = None
 
@@ -191,8 +190,7 @@ class EventEngine:
 
     def event_uplink(self):
         """The run's uplink: the access scheme's event uplink (with several cells, each cell's)."""
-        cells = self.parts.cells
-        return (self.parts.access if cells is None else cells).event_uplink(self)
+        return self.parts.cells.event_uplink(self)
 
     def finish_run(self, _=None) -> None:
         if not self.stopping:
@@ -426,8 +424,7 @@ class EventEngine:
 
     def site(self, device: int) -> int:
         """The site serving ``device`` now."""
-        cells = self.parts.cells
-        return 0 if cells is None else int(cells.serving[device])
+        return int(self.parts.cells.serving[device])
 
     def handed_over(self) -> None:
         """Record the handovers the channel's last move made and act on the uploads (see Handovers)."""

@@ -141,14 +141,14 @@ class TieredEvents:
         self.on_round, self.on_eval, self.on_cloud, self.after_round = on_round, on_eval, on_cloud, after_round
         self.cloud_every, self.synchronous, self.backhaul = cloud_every, synchronous, or_no_backhaul(backhaul)
         cells = parts.cells
-        count = cells.count if cells is not None else 1
-        self.interfering = cells is not None and cells.interfering  # one uplink for every edge (SharedHost)
+        count = cells.count
+        self.interfering = cells.interfering  # one uplink for every edge (SharedHost)
         self.streams = streams  # the run's own: the shared uplink's draws (interferers' gains, fading blocks)
         if self.interfering:
             cells.use_streams(streams, parts.fading)
         self.queue_places = 0  # places in the cells' queues (a resume rebuilds the processes in this order)
         self.restored_uplink: dict | None = None
-        serving = cells.serving if cells is not None else np.zeros(parts.num_devices, dtype=np.int64)
+        serving = cells.serving
         empty = [c for c in range(count) if not (serving == c).any()]
         if empty:  # its edge would never aggregate: a sync cloud would wait for it forever
             raise ConfigError(f"hierarchy.tiers = 'edge': cell {empty[0]} serves no device, so its edge server would "
@@ -159,7 +159,7 @@ class TieredEvents:
             mine = serving == c
             edge_parts = dataclasses.replace(
                 parts, scheduler=schedulers[c], cells=None,
-                access=cells.accesses[c] if cells is not None else parts.access,
+                access=cells.accesses[c],
                 availability=ExcludedAvailability(~mine, availability_of()))  # its own chain, on its own stream
             edge_learner = EdgeLearner(learner, int(mine.sum())) if learner is not None else None
             self.edges.append(EdgeEngine(c, count, self._edge_aggregated, edge_parts, make_protocol(),

@@ -15,6 +15,7 @@ from ...battery import NO_BATTERY, Battery, NoBattery, or_no_battery
 from ...devices import ComputeModel, MarkovAvailability, TraceAvailability
 from ...fading import BlockFading
 from ...network import NO_BACKHAUL, Backhaul, Cells, NoBackhaul
+from ...network.cells import OneCell
 from ...network.backhaul import or_no_backhaul
 from ...participation import ExcludedAvailability
 from ...scheduling.base import Decision, ReportRequest, Reports, Scheduler
@@ -91,7 +92,8 @@ class Parts:
     device under link.downlink 'broadcast' or 'unicast', else every model arrives after downlink_s)
     and downlink_bits the model it sends; cells:
     several cells (wirelessfl.network), each with its own access scheme (``access`` is the first, which
-    schedulers price airtime with: the cells' are alike), or None; backhaul: the links between the
+    schedulers price airtime with: the cells' are alike), or the run's one cell (OneCell, made of
+    ``access`` when None is given); backhaul: the links between the
     sites and the cloud (wirelessfl.network.Backhaul), NO_BACKHAUL when they take no time.
     """
 
@@ -110,13 +112,15 @@ class Parts:
     battery: Battery | NoBattery = NO_BATTERY
     downlink: Downlink | UntimedDownlink = UNTIMED_DOWNLINK
     downlink_bits: float = 0.0
-    cells: Cells | None = None
+    cells: Cells | OneCell | None = None
     backhaul: Backhaul | NoBackhaul = NO_BACKHAUL
 
     def __post_init__(self):
         # None, as callers wrote "none" before the null objects
         self.backhaul, self.downlink = or_no_backhaul(self.backhaul), or_untimed(self.downlink)
         self.battery = or_no_battery(self.battery)
+        if self.cells is None or not self.cells.present:  # (a copy with another access scheme: its own one cell)
+            self.cells = OneCell(self.access, self.num_devices)
 
 
 @dataclass
@@ -166,7 +170,7 @@ def parts_state(parts: Parts) -> dict:
     return {"channel": parts.channel.state_dict(),
             "availability": availability.state_dict() if availability is not None else None,
             "access": access_state() if access_state is not None else {},
-            **({"cells": parts.cells.state_dict()} if parts.cells is not None else {})}
+            **({"cells": parts.cells.state_dict()} if parts.cells.present else {})}
 
 
 def load_parts_state(parts: Parts, state: dict) -> None:
@@ -177,7 +181,7 @@ def load_parts_state(parts: Parts, state: dict) -> None:
         parts.availability.load_state(state["availability"])
     if state.get("access") and hasattr(parts.access, "load_state"):
         parts.access.load_state(state["access"])
-    if parts.cells is not None and "cells" in state:
+    if "cells" in state:
         parts.cells.load_state(state["cells"])
 
 

@@ -292,7 +292,7 @@ class Run:
                       # no checkpoints, nothing to do between events after an aggregation
                       after_round=self._after_round if rc.checkpoint_every and self.run_dir is not None else None)
         if sc.hierarchy.tiers == "edge":  # an edge server per cell, each with a scheduler of its own, and a cloud
-            edges = parts.cells.count if parts.cells is not None else 1  # (an [orbits] run's: its stations)
+            edges = parts.cells.count  # (an [orbits] run's: its stations)
             schedulers = [sc.part("scheduler").from_scenario(sc, sc.options("scheduler")) for _ in range(edges)]
             tiers = dict(schedulers=schedulers, cloud_every=sc.hierarchy.cloud_every,
                          backhaul=Backhaul.of(sc.hierarchy), on_cloud=self._on_cloud)
@@ -525,20 +525,19 @@ class Run:
         if self.battery is not None:
             extra = {**(extra or {}), **self.battery.device_columns()}
         cells = self.engine.parts.cells
-        if cells is not None:
+        if cells.present:  # cells of its own: each device's cell and gains to the sites
             extra = {**(extra or {}), **cell_columns(cells, self.channel.positions_m(),
                                                      getattr(self.channel, "site_gain", None))}
         own = None
         if provides(self.engine, EdgeTiers):  # each device's rates over its own edge's rounds
-            serving = cells.serving if cells is not None else np.zeros(sc.devices.count, dtype=np.int64)
-            own = np.asarray(self.engine.edge_rounds(), dtype=np.int64)[serving]
+            own = np.asarray(self.engine.edge_rounds(), dtype=np.int64)[cells.serving]
         devices = rec.device_table(sigma_profile(sc.channel, sc.devices.count), extra, own)
         summary = summarise(sc, rec.totals, rec.evals, devices, wall_time_s=wall_time_s, model_bits=self.bits,
                             updates={**rec.update_stats, "outcomes": rec.outcomes, "busy_s": self._busy_s()},
                             sim_time_s=self.engine.now,
                             power_settled=rec.power.settled_round, mean_snr_db=self._mean_snr_db())
         summary.update(status=status, error=error)
-        if cells is not None:
+        if cells.present:
             rec.flush()
             updates = self._updates_frame()
             summary["cells"] = cell_rows(cells, updates, float(self.engine.now))

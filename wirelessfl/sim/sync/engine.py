@@ -102,8 +102,7 @@ class Engine:
         # uploads in packets that may fail (a fixed rate alone, with fading within an upload, is the fading's)
         self._packets = parts.access.link.packets_on and parts.fading is None
         self.checks = PartChecks(parts)  # the user's scheduler and channel: their outputs are checked
-        if parts.cells is not None:  # interferers' gains to other sites are drawn from their own stream
-            parts.cells.use_streams(streams, parts.fading)
+        parts.cells.use_streams(streams, parts.fading)  # interferers' gains to other sites: their own stream
         self.on_handovers: Callable[[list], None] = lambda rows: None  # the recorder's (handovers.csv)
         self.env: Clock | None = None
 
@@ -297,7 +296,7 @@ class Engine:
         power = decision.power[senders]
         p = self.parts
         start = self.env.now
-        if p.cells is not None:  # each cell's reports on its own band, the cells at once
+        if p.cells.present:  # each cell's reports on its own band, the cells at once
             airtime = p.cells.airtime_s(senders, pre_bits[senders], gains[senders], power)
             took = max(float(p.access.report_waits(airtime[idx]).sum()) for _, idx in p.cells.members(senders))
             yield self.env.timeout(took)

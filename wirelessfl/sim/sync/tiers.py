@@ -101,11 +101,10 @@ class TieredEngine(Engine):
     def __init__(self, parts, *, schedulers: list, cloud_every: int, backhaul, on_cloud, **common):
         super().__init__(parts, **common)
         cells = parts.cells
-        serving = cells.serving if cells is not None else np.zeros(parts.num_devices, dtype=np.int64)
-        count = cells.count if cells is not None else 1
+        serving, count = cells.serving, cells.count
         learner = self.learner
         # an uplink timed per device (satellite passes) keeps its round's geometry: each edge its cell's own
-        own = [{"access": cells.accesses[c]} if cells is not None and provides(cells.accesses[c], TimesEachDevice)
+        own = [{"access": cells.accesses[c]} if provides(cells.accesses[c], TimesEachDevice)
                else {} for c in range(count)]
         self.edges = [Edge(c, dataclasses.replace(parts, scheduler=schedulers[c], **own[c]),
                            EdgeLearner(learner, int((serving == c).sum())) if learner is not None else None,

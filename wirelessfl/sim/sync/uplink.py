@@ -13,7 +13,6 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ...access import ResolvesSlots
 from ...access.base import TimesEachDevice
 from ...capabilities import provides
 from ..round.closing import on_air_s
@@ -39,35 +38,13 @@ def round_airtimes(p, streams: dict, packets: bool, selected: np.ndarray, bits, 
     """The round's uploads (``gains``, ``power``: of the selected devices): in packets at the round's
     gain (``packets``), with fading within an upload, each device in its own cell, or by the access
     scheme."""
-    if packets:  # packets retried at the round's gain; some uploads may be lost
-        airtime, attempts, delivered, harq = _send(p, streams, selected, bits, gains, power)
+    if packets:  # packets retried at the round's gain, each device in its own cell; some uploads may be lost
+        airtime, attempts, delivered, harq = p.cells.send_packets(selected, bits, gains, power, streams)
         return RoundAirtimes(airtime, attempts, delivered, harq if p.access.link.mcs_rate else None)
     if p.fading is not None:  # the channel changes every coherence time of a long upload
         return RoundAirtimes(p.access.on_air_s(p.fading.upload_times(bits, gains, power, selected,
                                                                      streams["fading"])))
-    if p.cells is not None:
-        return RoundAirtimes(p.cells.airtime_s(selected, bits, gains, power))
-    return RoundAirtimes(p.access.airtime_s(bits, gains, power))
-
-
-def _send(p, streams: dict, selected: np.ndarray, bits, gains: np.ndarray, power: np.ndarray):
-    """Each selected device's upload in packets at the round's gain, by the scheme
-    (``AccessScheme.send_packets``), with its errors from the "harq" stream under an MCS rate, else
-    the "link" stream: (time on the air, transmissions, whether it got through, MCS and HARQ
-    transmissions); with several cells, each cell's devices on its own scheme, cell after cell."""
-    def send(access, b, g, pw):
-        return access.send_packets(b, g, pw, streams["harq" if access.link.mcs_rate else "link"])
-
-    cells = p.cells
-    if cells is None:
-        return send(p.access, bits, gains, power)
-    n = len(selected)
-    airtime, attempts, delivered = np.empty(n), np.empty(n, dtype=np.int64), np.empty(n, dtype=bool)
-    harq = np.empty((n, 2), dtype=np.int64)
-    for c, idx in cells.members(selected):
-        b = bits if np.ndim(bits) == 0 else np.asarray(bits)[idx]
-        airtime[idx], attempts[idx], delivered[idx], harq[idx] = send(cells.accesses[c], b, gains[idx], power[idx])
-    return airtime, attempts, delivered, harq
+    return RoundAirtimes(p.cells.airtime_s(selected, bits, gains, power))
 
 
 def schedule_uploads(p, selected, ready, air: RoundAirtimes, deadline_at, bits, gains, power, received):
@@ -77,11 +54,7 @@ def schedule_uploads(p, selected, ready, air: RoundAirtimes, deadline_at, bits, 
     airtime, attempts = air.airtime_s, air.attempts
     if provides(p.access, TimesEachDevice):  # an uplink timed per device (satellite passes)
         uplink = p.access.schedule_devices(selected, ready, bits, deadline_at)
-    elif p.cells is None and provides(p.access, ResolvesSlots):  # random access: who contends, how strongly
-        uplink = p.access.schedule(ready, airtime, deadline_at, received_w=gains[selected] * power, devices=selected)
-    elif p.cells is None:
-        uplink = p.access.schedule(ready, airtime, deadline_at)
-    else:
+    else:  # each cell's closed form (random access: who contends, how strongly)
         uplink = p.cells.schedule(selected, ready, airtime, deadline_at, bits=bits, gains=gains[selected], power=power)
     if uplink.on_air_s is not None:  # contention decided each device's time on the air (random access)
         airtime, attempts = uplink.on_air_s, uplink.attempts
