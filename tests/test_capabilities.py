@@ -1,5 +1,8 @@
 """Capabilities: what only some parts do, asked with ``provides`` instead of flags."""
+import inspect
+import re
 import warnings
+from pathlib import Path
 from typing import Protocol, runtime_checkable
 
 import numpy as np
@@ -13,7 +16,14 @@ from wirelessfl.learning.algorithms import (Algorithm, AppliesStaleUpdates, Coun
                                             can_apply_stale_updates)
 from wirelessfl.learning.fedshuffle import FedShuffle
 from wirelessfl.scheduling import Dispatches, LyapunovScheduler, Scheduler, UniformScheduler, has_dispatch
+from wirelessfl.sim.events.engine import EventEngine
+from wirelessfl.sim.protocols import (PROTOCOLS, ArmsTimers, BatchesUpdates, DecidesStaleUpdates, FedBuff, HoldsUpdates,
+                                      MixesDeviceModels, RoundProtocol, RunsRounds, Sync, event_driven,
+                                      mixes_device_models, round_based, updates_per_aggregation)
+from wirelessfl.sim.run.runner import Run
 from wirelessfl.wireless import Channel, MovingDevices, moving
+
+GUIDE = Path(__file__).resolve().parents[1] / "docs" / "extending.md"
 
 
 @runtime_checkable
@@ -139,20 +149,124 @@ def test_a_channel_moves_its_devices_when_it_has_a_mobility():
 
 
 @pytest.mark.parametrize("tables, facts", [
-    ({"protocol": {"name": "sync"}}, (False, False, True, False)),
-    ({"protocol": {"name": "fedasync", "concurrency": 4}, "scheduler": {"name": "uniform"}}, (True, True, True, False)),
+    ({"protocol": {"name": "sync"}}, (False, False, False, True, False)),
+    ({"protocol": {"name": "fedasync", "concurrency": 4}, "scheduler": {"name": "uniform"}},
+     (True, True, True, True, False)),
     ({"protocol": {"name": "fedbuff", "concurrency": 4, "buffer": 2}, "scheduler": {"name": "uniform"}},
-     (True, False, True, False)),
-    ({"protocol": {"name": "semi_sync", "late": "drop"}, "link": {"access": "aircomp"}}, (False, False, True, True)),
-    ({"scheduler": {"name": "power_of_choice"}, "learning": {"aggregation": "mean"}}, (False, False, False, False)),
+     (True, True, False, True, False)),
+    ({"protocol": {"name": "semi_sync", "late": "drop"}, "link": {"access": "aircomp"}}, (True, False, False, True, True)),
+    ({"protocol": {"name": "semi_sync"}}, (True, True, False, True, False)),  # late uploads carried
+    ({"scheduler": {"name": "power_of_choice"}, "learning": {"aggregation": "mean"}},
+     (False, False, False, False, False)),
 ])
 def test_a_scenarios_facts_are_what_its_parts_declare(tables, facts):
     scenario = from_dict({"run": {"rounds": 2, "timing_only": True}, **tables})
     f = scenario.facts
-    assert (f.stale_updates, f.mixes_device_models, f.inclusion_probabilities, f.over_the_air) == facts
+    assert (f.event_driven, f.stale_updates, f.mixes_device_models, f.inclusion_probabilities, f.over_the_air) == facts
 
 
 def test_scaffold_refuses_a_protocol_that_mixes_device_models():
     with pytest.raises(ConfigError, match=r"^learning.algorithm = 'scaffold': protocol.name = 'fedasync' mixes"):
         from_dict({"run": {"rounds": 2, "timing_only": True}, "learning": {"algorithm": "scaffold"},
                    "protocol": {"name": "fedasync", "concurrency": 4}, "scheduler": {"name": "uniform"}})
+
+
+CAPABILITIES = (RunsRounds, ArmsTimers, HoldsUpdates, BatchesUpdates, MixesDeviceModels, DecidesStaleUpdates)
+
+
+def capabilities(protocol) -> set[str]:
+    return {c.__name__ for c in CAPABILITIES if provides(protocol, c)}
+
+
+def test_the_round_protocols_core_is_four_methods_besides_its_options_and_check():
+    assert members(RoundProtocol) == ("Options", "from_scenario", "check", "start", "on_arrival", "on_lost")
+    assert not capabilities(RoundProtocol)
+
+
+def test_the_built_in_protocols_capabilities():
+    """Built as a run builds them: semi_sync and fedbuff set per_aggregation on themselves."""
+    built = {name: PROTOCOLS.load(name).from_scenario(scenario, scenario.options("protocol"))
+             for name, scenario in ((name, from_dict({"run": {"rounds": 2, "timing_only": True},
+                                                      "protocol": {"name": name, **extra}}))
+                                    for name, extra in (("sync", {}), ("semi_sync", {"first_k": 2}),
+                                                        ("fedbuff", {"concurrency": 4, "buffer": 2}),
+                                                        ("fedasync", {"concurrency": 4})))}
+    assert {name: capabilities(p) for name, p in built.items()} == {
+        "sync": set(),
+        "semi_sync": {"RunsRounds", "ArmsTimers", "HoldsUpdates", "BatchesUpdates", "DecidesStaleUpdates"},
+        "fedbuff": {"HoldsUpdates", "BatchesUpdates"},
+        "fedasync": {"MixesDeviceModels"}}
+    assert [name for name, p in built.items() if event_driven(p)] == ["semi_sync", "fedbuff", "fedasync"]
+    assert [name for name, p in built.items() if round_based(p)] == ["semi_sync"]
+    assert {name: updates_per_aggregation(p) for name, p in built.items()} == {
+        "sync": 1.0, "semi_sync": 2.0, "fedbuff": 2.0, "fedasync": 1.0}
+    assert [name for name, p in built.items() if mixes_device_models(p)] == ["fedasync"]
+
+
+class OldStyleRounds(RoundProtocol):
+    """A plug-in written against the older contract: the flag it set is no longer read, the members
+    it overrode are capabilities."""
+
+    round_based = True
+
+    @classmethod
+    def from_scenario(cls, scenario, options):
+        return cls()
+
+    def start(self, server):
+        server.begin_round()
+
+    def on_arrival(self, server, update):
+        pass
+
+    def on_round(self, server, round_):
+        pass
+
+    def state_dict(self):
+        return {}
+
+    def load_state(self, state):
+        pass
+
+
+class Flagged(OldStyleRounds):
+    """The older contract's default written out: it has the member, and mixes nothing."""
+
+    keeps_start_model = False
+
+
+def test_a_protocol_has_the_capabilities_of_the_members_it_writes():
+    assert capabilities(OldStyleRounds) == {"RunsRounds", "HoldsUpdates"}
+    assert round_based(OldStyleRounds()) and event_driven(OldStyleRounds) and not mixes_device_models(Flagged)
+    assert provides(Flagged, MixesDeviceModels) and not mixes_device_models(Flagged())
+
+    class ClosedForm(RoundProtocol):  # says nothing of arrivals: sync's closed form runs it
+        @classmethod
+        def from_scenario(cls, scenario, options):
+            return cls()
+
+    assert not event_driven(ClosedForm) and not event_driven(Sync()) and event_driven(FedBuff)
+
+
+def test_an_old_style_round_protocol_is_round_based_in_the_scenario_and_the_run(tmp_path):
+    """Its rounds are decisions (per-device arrays kept), it applies no stale updates."""
+    (tmp_path / "oldrounds.py").write_text(inspect.getsource(OldStyleRounds).replace(
+        "class OldStyleRounds(RoundProtocol)", "from wirelessfl.sim.protocols import RoundProtocol\n\n\n"
+                                               "class OldStyleRounds(RoundProtocol)"))
+    scenario = from_dict({"run": {"rounds": 2, "timing_only": True}, "protocol": {"name": "oldrounds:OldStyleRounds"},
+                          "plugin_path": [str(tmp_path)]})
+    assert scenario.facts.event_driven and not scenario.facts.stale_updates
+    run = Run(scenario, tmp_path / "rounds", progress=False)
+    assert run.recorder.arrays is not None and isinstance(run.engine, EventEngine)
+    dispatching = from_dict({"run": {"rounds": 2, "timing_only": True}, "scheduler": {"name": "uniform"},
+                             "protocol": {"name": "fedbuff", "concurrency": 4, "buffer": 2}})
+    assert Run(dispatching, tmp_path / "slots", progress=False).recorder.arrays is None  # no round decisions
+
+
+def test_the_guide_s_buffering_protocol_holds_and_batches_its_updates():
+    code = next(code for lang, code in re.findall(r"```(\w+)\n(.*?)```", GUIDE.read_text(), re.S)
+                if lang == "python" and "class EveryK" in code)
+    space: dict = {}
+    exec(compile(code, "everyk.py", "exec"), space)
+    every_k = space["EveryK"](space["EveryKOptions"](k=3))
+    assert capabilities(every_k) == {"HoldsUpdates", "BatchesUpdates"} and updates_per_aggregation(every_k) == 3.0

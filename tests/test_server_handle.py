@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import ast
 import inspect
+import pkgutil
+from importlib import import_module
 
 from wirelessfl.capabilities import members, provides
 from wirelessfl.config import from_dict
@@ -24,6 +26,8 @@ def test_the_event_engine_is_a_server_handle():
 
 
 def test_the_built_in_protocols_use_only_the_handle():
-    used = {node.attr for node in ast.walk(ast.parse(inspect.getsource(protocols)))
+    modules = [import_module(f"{protocols.__name__}.{m.name}") for m in pkgutil.iter_modules(protocols.__path__)]
+    assert {"semi_sync", "dispatching", "fedbuff", "fedasync"} <= {m.__name__.rpartition(".")[2] for m in modules}
+    used = {node.attr for module in modules for node in ast.walk(ast.parse(inspect.getsource(module)))
             if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "server"}
     assert used and used <= set(SERVER_HANDLE_MEMBERS), used - set(SERVER_HANDLE_MEMBERS)

@@ -7,10 +7,16 @@ an algorithm that applies stale updates (``AppliesStaleUpdates``), one with serv
 (``ServerRounds``) or work that scales (``CountsWork``); a scheduler with a dispatch rule
 (``Dispatches``, ``DispatchesOne``) or CPU frequencies (``ChoosesFrequency``); a computation model
 with an energy (``ComputeEnergy``, ``FrequencyScaled``); a channel whose devices move
-(``MovingDevices``); a random-access scheme that settles its slots (``ResolvesSlots``); an engine
-with edge servers and a cloud (``wirelessfl.sim.run.contract.EdgeTiers``). The engines and the runner
-ask ``provides(part, Capability)`` for these, not the part's type. Optional members that are no
-capability yet are still probed with ``getattr`` in wirelessfl.sim: a computation model's
+(``MovingDevices``); a random-access scheme that settles its slots (``ResolvesSlots``); a round
+protocol (wirelessfl.sim.protocols.base) that runs rounds (``RunsRounds``), arms timers
+(``ArmsTimers``), holds updates between events (``HoldsUpdates``), applies several an aggregation
+(``BatchesUpdates``), mixes toward the devices' models (``MixesDeviceModels``) or says by its options
+whether it applies stale updates (``DecidesStaleUpdates``); an engine with edge servers and a cloud
+(``wirelessfl.sim.run.contract.EdgeTiers``). The engines and the runner ask
+``provides(part, Capability)`` for these, not the part's type; the scenario's checks, below the
+packages that declare most of them, ask ``has_member(part, name)`` (a protocol is event-driven when
+it has an ``on_arrival`` of its own). Optional members that are no capability yet are still probed
+with ``getattr`` in wirelessfl.sim: a computation model's
 ``has_energy``, ``compute_time`` and ``frequency_scaled``, a learner's ``uplink``, an event uplink's
 ``on_air_until``, a scheme's ``state_dict``/``load_state``, a channel's ``handovers`` and
 ``site_gain``, a path loss's ``device_columns``, a part's ``round_info``.
@@ -19,7 +25,8 @@ A part provides a capability
 
 - by implementing its members: contracts give them defaults to inherit, and a default that stands
   for "this part does not do it" is marked ``@absent``, so inheriting the contract's stub is not
-  providing the capability while inheriting FedAvg's real ``apply_updates`` is;
+  providing the capability while inheriting FedAvg's real ``apply_updates`` is (the round
+  protocol's contract has no member of its capabilities at all: a protocol writes them or not);
 - or by naming it among its bases (``class MyChannel(Channel, MovingDevices)``); a capability
   without members can only be had that way.
 

@@ -51,13 +51,13 @@ def _finish(results: dict, out: Path, title: str) -> int:
 
 
 def _event_driven(protocol: str) -> bool:
-    """Whether runs of the round protocol named ``protocol`` are on the event engine (it says so:
-    ``RoundProtocol.event_driven``); True for one that cannot be loaded here (an import path away
-    from its folder: any protocol but sync's closed form)."""
-    from .sim.protocols import PROTOCOLS
+    """Whether runs of the round protocol named ``protocol`` are on the event engine
+    (``wirelessfl.sim.protocols.event_driven``); True for one that cannot be loaded here (an import
+    path away from its folder: any protocol but sync's closed form)."""
+    from .sim.protocols import PROTOCOLS, event_driven
 
     try:
-        return bool(PROTOCOLS.load(protocol).event_driven)
+        return event_driven(PROTOCOLS.load(protocol))
     except ValueError:  # PluginError
         return True
 

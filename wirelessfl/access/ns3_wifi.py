@@ -386,7 +386,7 @@ class Ns3WiFi(WiFi):
     @classmethod
     def check(cls, scenario, options: WifiOptions) -> None:
         """``wifi``'s checks; ns-3 installed; sync rounds only (one line each)."""
-        if scenario.part("protocol").event_driven:
+        if scenario.facts.event_driven:
             raise ConfigError(f"link.access = 'ns3_wifi' with protocol.name = {scenario.protocol.name!r}: ns-3 "
                               "simulates a sync round's uploads at once, not the event engine's uplink (fedbuff, "
                               "fedasync, semi_sync); use protocol.name = 'sync', or link.access = 'wifi'")

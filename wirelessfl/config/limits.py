@@ -68,7 +68,7 @@ def check_rates(s) -> None:
 def _check_availability(s) -> None:
     dc = s.devices
     battery = dc.availability == "battery"
-    if dc.p_on_to_off == 0 and dc.availability_trace is None and not battery or not s.part("protocol").event_driven:
+    if dc.p_on_to_off == 0 and dc.availability_trace is None and not battery or not s.facts.event_driven:
         return  # nobody ever leaves, or the chain steps once a round (sync)
     steps = 1.0 / dc.availability_period_s
     if not steps <= MAX_EVENTS_PER_SECOND:

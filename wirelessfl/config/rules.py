@@ -136,7 +136,7 @@ def _check_downlink(s) -> None:
     if lc.downlink_errors == "outage" and lc.downlink_rate_bps is None:
         raise ConfigError("link.downlink_errors = 'outage': needs link.downlink_rate_bps (at the adaptive rate the "
                           "capacity always suffices, so nothing would fail)")
-    if lc.downlink_miss == "stale" and not s.part("protocol").event_driven:
+    if lc.downlink_miss == "stale" and not s.facts.event_driven:
         raise ConfigError(f"link.downlink_miss = 'stale': protocol.name = {s.protocol.name!r} trains a round's devices "
                           "from the current model in one call; use 'wait', or an event protocol (semi_sync, fedbuff, "
                           "fedasync)")
@@ -217,12 +217,12 @@ def _check_hierarchy(s) -> None:
             raise ConfigError(f"hierarchy.cloud_every = {h.cloud_every}: needs hierarchy.tiers = 'edge' (with one "
                               "server in the cloud every round is a cloud aggregation)")
         timed = h.backhaul_rate_bps is not None or h.backhaul_latency_s > 0
-        if timed and s.part("protocol").event_driven and s.facts.probes:
+        if timed and s.facts.event_driven and s.facts.probes:
             raise ConfigError(f"hierarchy.backhaul_rate_bps / backhaul_latency_s with scheduler.name = "
                               f"{s.scheduler.name!r} under protocol.name = {protocol!r}: its reports to the cloud are "
                               "not timed over the backhaul; use protocol.name = 'sync', or another scheduler")
         return
-    events = s.part("protocol").event_driven
+    events = s.facts.event_driven
     if h.cloud == "async" and not events:
         raise ConfigError("hierarchy.cloud = 'async' with protocol.name = 'sync': an asynchronous cloud takes each "
                           "edge's update as it arrives, which edges on the event engine send; use protocol.name = "

@@ -539,10 +539,14 @@ class Facts:
     """What a scenario's parts declare that other parts may depend on, each read from the part that
     declares it, so that a part's ``check`` reads a fact rather than another part's class:
 
-    - stale_updates: the protocol applies updates computed from an older model
-      (``RoundProtocol.stale_updates``: fedbuff, fedasync, semi_sync carrying late uploads);
+    - event_driven: the event engine runs the protocol, which says what an arrival does
+      (``on_arrival``; wirelessfl.sim.protocols.event_driven): every built-in but sync, whose rounds
+      are in closed form;
+    - stale_updates: the protocol applies updates computed from an older model: as its options say
+      (``stale_updates``, the capability DecidesStaleUpdates: semi_sync carrying late uploads), else
+      when it is event-driven without rounds (no ``on_round``: fedbuff, fedasync);
     - mixes_device_models: the protocol moves the model toward each device's model rather than by
-      its delta (``RoundProtocol.keeps_start_model``: fedasync);
+      its delta (``keeps_start_model``, the capability MixesDeviceModels: fedasync);
     - inclusion_probabilities: the scheduler's Decision.q are the devices' inclusion probabilities
       (``Scheduler.inclusion_probabilities``; fair selection picks its devices itself);
     - over_the_air: the uplink delivers only the sum of the updates sent together
@@ -551,6 +555,7 @@ class Facts:
     - probes: the scheduler asks devices for reports before it decides (``Scheduler.probe``).
     """
 
+    event_driven: bool
     stale_updates: bool
     mixes_device_models: bool
     inclusion_probabilities: bool
@@ -560,8 +565,11 @@ class Facts:
 
     @classmethod
     def of(cls, scenario: Scenario) -> "Facts":
-        protocol = scenario.part("protocol")
-        return cls(stale_updates=bool(protocol.stale_updates(scenario.options("protocol"))),
+        protocol = scenario.part("protocol")  # its capabilities by name: wirelessfl.sim.protocols.base
+        events = has_member(protocol, "on_arrival")
+        stale = (protocol.stale_updates(scenario.options("protocol")) if has_member(protocol, "stale_updates")
+                 else events and not has_member(protocol, "on_round"))
+        return cls(event_driven=events, stale_updates=bool(stale),
                    mixes_device_models=bool(getattr(protocol, "keeps_start_model", False)),
                    inclusion_probabilities=bool(getattr(scenario.part("scheduler"), "inclusion_probabilities", True)),
                    over_the_air=bool(getattr(scenario.part("access"), "over_the_air", False)),

@@ -116,10 +116,10 @@ def _dbm(watts: float) -> str:
 def _round_decisions(protocol: str) -> bool:
     """Whether runs of the round protocol named ``protocol`` decide per round (sync, semi_sync),
     where the Lyapunov queues start empty; True for one that cannot be loaded here."""
-    from ..sim.protocols import PROTOCOLS
+    from ..sim.protocols import PROTOCOLS, event_driven, round_based
 
     try:
         loaded = PROTOCOLS.load(protocol)
     except ValueError:  # PluginError
         return True
-    return not loaded.event_driven or bool(loaded.round_based)
+    return not event_driven(loaded) or round_based(loaded)

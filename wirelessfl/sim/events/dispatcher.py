@@ -59,7 +59,7 @@ class Dispatcher:
             time_s=0.0, version=0, slots=0, busy=flights.busy, waiting=flights.waiting, num_busy=0, available=None,
             last_applied=engine.last_applied, mean_gains=self.mean_gains, model_bits=parts.upload_bits,
             bandwidth_hz=link.bandwidth_hz, noise_power=link.noise_power,
-            per_aggregation=engine.protocol.per_aggregation, interval_s=math.nan, rng=engine.streams["selection"],
+            per_aggregation=engine.per_aggregation, interval_s=math.nan, rng=engine.streams["selection"],
             access=parts.access)
 
     def want(self, k: int) -> int:

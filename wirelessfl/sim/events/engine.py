@@ -71,6 +71,7 @@ from .last_models import LastModels
 from .stalls import LossStreak, check_idle
 from .flight import ARRIVED, COMPUTE, DOWNLINK, FINISHED, FORWARDING, WAITING, Round, Update
 from .rounds import RoundDriver
+from ..protocols.base import mixes_device_models, updates_per_aggregation
 
 __all__ = ["EventEngine", "EventStall", "Round", "Update"]
 
@@ -125,7 +126,7 @@ class EventEngine:
         self._settle_pending = False
         self.evals_at: list[int] = []  # the versions of the last two evaluations
         self.stopping = False
-        self.keep_start = bool(protocol.keeps_start_model)
+        self.keep_start = mixes_device_models(protocol)
         link = parts.access.link
         # uploads in packets that may fail (wirelessfl.access.Link; a fixed rate alone, with fading within
         # an upload, is the fading's)
@@ -370,7 +371,7 @@ class EventEngine:
     @property
     def per_aggregation(self) -> float:
         """How many updates the protocol aggregates at once."""
-        return self.protocol.per_aggregation
+        return updates_per_aggregation(self.protocol)
 
     @property
     def link_rng(self) -> np.random.Generator:

@@ -7,6 +7,8 @@ time and in the same order (wirelessfl.des.clock)."""
 from __future__ import annotations
 
 
+from ...capabilities import provides
+from ..protocols.base import HoldsUpdates
 from ..round.parts import load_parts_state, parts_state
 from .flight import FORWARDING, ON_AIR, QUEUED, Round, Update
 
@@ -34,7 +36,7 @@ def engine_state(engine) -> dict:
         **engine.busy.state_dict(),
         **engine.rounds.state_dict(),
         "uplink": engine.uplink.state_dict(),
-        "protocol": _encode(engine.protocol.state_dict()),
+        "protocol": _encode(engine.protocol.state_dict() if provides(engine.protocol, HoldsUpdates) else {}),
     }
 
 
@@ -66,7 +68,8 @@ def restore(engine, state: dict) -> None:
     """Rebuild updates, processes, the uplink's queue and the round (run() calls it)."""
     by_seq = engine.flights.restore(state)
     engine.rounds.load_state(state, by_seq)
-    engine.protocol.load_state(_decode(state["protocol"], by_seq, engine.rounds.current))
+    if provides(engine.protocol, HoldsUpdates):
+        engine.protocol.load_state(_decode(state["protocol"], by_seq, engine.rounds.current))
     # processes in the order they hold or asked for the uplink, then the rest: the same queue
     flying = engine.flights.flying.values()
     on_air = [u for u in flying if u.phase == ON_AIR]

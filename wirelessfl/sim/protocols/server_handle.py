@@ -49,15 +49,15 @@ class ServerHandle(Protocol):
         """Stop updates still in flight, recorded with ``outcome``."""
 
     def timer(self, name: str, at: float) -> None:
-        """Call the protocol's ``on_timer(server, name)`` at simulated time ``at`` (replaces a timer
-        of that name; names starting with "_" are the engine's)."""
+        """Call the protocol's ``on_timer(server, name)`` (it ArmsTimers) at simulated time ``at``
+        (replaces a timer of that name; names starting with "_" are the engine's)."""
 
     def cancel_timer(self, name: str) -> None:
         """Disarm the timer ``name`` (nothing if none)."""
 
     def begin_round(self) -> None:
-        """Round-based protocols: the next round's decision, draws and dispatch, as sync has them;
-        ``on_round(server, round_)`` follows."""
+        """Round-based protocols (RunsRounds): the next round's decision, draws and dispatch, as sync
+        has them; ``on_round(server, round_)`` follows."""
 
     def end_round(self, round_, on_time: list, carried: list = (), carried_weights=(), *,
                   drop_late: bool = False) -> None:

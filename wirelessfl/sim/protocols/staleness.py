@@ -11,16 +11,21 @@ besides installed plugins (entry-point group ``wirelessfl.staleness``) and impor
 - ``constant``: s = 1.
 - ``polynomial``: s = (1 + tau)^-a (FedBuff's 1 / sqrt(1 + tau) at a = 1/2; FedAsync's polynomial).
 - ``hinge``: s = 1 for tau <= b, else 1 / (a (tau - b) + 1) (FedAsync's hinge).
+
+:class:`StalenessOptions` are the options of the event protocols that name one and bound how stale an
+applied update may be.
 """
 from __future__ import annotations
 
-from typing import Protocol
+from dataclasses import dataclass
+from typing import Protocol, Sequence
 
 import numpy as np
 
+from ...fields import option
 from ...plugins import Registry
 
-__all__ = ["Constant", "Hinge", "Polynomial", "STALENESS", "Staleness"]
+__all__ = ["Constant", "Hinge", "Polynomial", "STALENESS", "Staleness", "StalenessOptions", "staleness_weight"]
 
 
 class Staleness(Protocol):
@@ -90,3 +95,27 @@ STALENESS = Registry("staleness", "wirelessfl.sim.protocols.staleness:Staleness"
     "hinge": "wirelessfl.sim.protocols.staleness:Hinge",
 })
 """Built-in staleness functions by the name ``protocol.staleness`` gives them."""
+
+
+def staleness_weight(name: str, staleness, a: float, b: float) -> np.ndarray:
+    """s(tau) of each staleness, by the staleness function ``name`` (a built-in, an installed plugin's
+    name or an import path) with parameters a and b."""
+    return STALENESS.load(name).from_options(a, b)(np.asarray(staleness, dtype=float))
+
+
+@dataclass(frozen=True)
+class StalenessOptions:
+    """The staleness function and the oldest update applied (shared by the event protocols)."""
+
+    staleness: str = option("polynomial", kind="staleness", doc="s(tau): constant 1, polynomial (1 + tau)^-a, "
+                            "hinge 1 for tau <= b else 1 / (a (tau - b) + 1), an installed plugin's name or "
+                            "an import path 'module:Class' (wirelessfl.sim.protocols.staleness)")
+    staleness_a: float = option(0.5, ge=0, doc="a of the staleness function (0.5: FedBuff's 1 / sqrt(1 + tau))")
+    staleness_b: float = option(4.0, ge=0, doc="b of the hinge staleness function")
+    max_staleness: int | None = option(None, ge=0, doc="updates staler than this are dropped (outcome 'stale'); "
+                                       "default: none")
+
+    def function(self, plugin_path: Sequence[str] = ()) -> Staleness:
+        """The staleness function s these options name, built with staleness_a and staleness_b
+        (``plugin_path``: folders to look in first for an import path)."""
+        return STALENESS.load(self.staleness, plugin_path).from_options(self.staleness_a, self.staleness_b)

@@ -29,6 +29,7 @@ from ...network import NO_BACKHAUL, Backhaul
 from ...network.cells import cell_radio
 from ...network.station_cells import build_run_cells
 from ..events.tiers import TieredEvents
+from ..protocols import event_driven, round_based
 from ..sync.tiers import TieredEngine
 from ..records.cell_summary import cell_columns, cell_rows, uplink_busy_s
 from ...access.base import AccessScheme, WritesRunFiles
@@ -228,7 +229,7 @@ class Run:
         cells = build_run_cells(scenario, self.channel)  # (an [orbits] run with edges: its ground stations)
         access = (scenario.part("access").from_scenario(scenario, scenario.options("access")) if cells is None
                   else cells.accesses[0])
-        check_scheme(access, f"link.access = {scenario.link.access!r}", self.protocol.event_driven)
+        check_scheme(access, f"link.access = {scenario.link.access!r}", event_driven(self.protocol))
         # files of the uplink's own for the run folder (an orbit run's passes.csv), written as the run starts
         self._part_files = access.run_files() if isinstance(access, WritesRunFiles) else {}
         parts = Parts(channel=self.channel, compute=self.compute, scheduler=self.scheduler, algorithm=self.algorithm,
@@ -241,11 +242,11 @@ class Run:
                       fading=block_fading(scenario, self.channel, access.upload_link()), battery=self.battery,
                       cells=cells, backhaul=Backhaul.of(scenario.hierarchy) if scenario.hierarchy.tiers == "cloud" else NO_BACKHAUL)
         # per-device arrays are per round decision: the dispatch protocols have none
-        decisions = not self.protocol.event_driven or self.protocol.round_based
+        decisions = not event_driven(self.protocol) or round_based(self.protocol)
         self.recorder = Recorder(n, run_dir, keep_device_arrays=rc.record_devices and decisions, downlink=downlink.timed,
                                  cells=None if cells is None else cells.serving,
                                  handovers=cells is not None and moving(self.channel),
-                                 backhaul=parts.backhaul.timed and self.protocol.event_driven,
+                                 backhaul=parts.backhaul.timed and event_driven(self.protocol),
                                  **upload_columns(access),
                                  time_budget_s=rc.time_budget_s if rc.rounds is None else None,
                                  positions=self.channel.positions_m if moving(self.channel) else None,
@@ -257,7 +258,7 @@ class Run:
         # with edge servers the bar counts cloud aggregations; shown or not, the bar has nothing to do
         self.bar_counts_rounds = self.bar.shown and scenario.hierarchy.tiers == "cloud"
         self.engine = self._engine(parts)
-        if self.battery is not None and not self.protocol.event_driven:  # sync: a harvest step's time is its round's start
+        if self.battery is not None and not event_driven(self.protocol):  # sync: a harvest step's time is its round's start
             self.battery.clock = lambda: self.engine.now
         self.recorder.edge_rounds = provides(self.engine, EdgeTiers)
         self.engine.on_handovers = self.recorder.on_handovers
@@ -296,7 +297,7 @@ class Run:
             schedulers = [sc.part("scheduler").from_scenario(sc, sc.options("scheduler")) for _ in range(edges)]
             tiers = dict(schedulers=schedulers, cloud_every=sc.hierarchy.cloud_every,
                          backhaul=Backhaul.of(sc.hierarchy), on_cloud=self._on_cloud)
-            if self.protocol.event_driven:  # each edge an event engine of its own, with its own streams
+            if event_driven(self.protocol):  # each edge an event engine of its own, with its own streams
                 return TieredEvents(parts, lambda: sc.part("protocol").from_scenario(sc, sc.options("protocol")),
                                     # (one cell: the run's own streams, so one edge is the plain run)
                                     streams_of=lambda cell: {name: rngs.stream(sc.seed, name, *(
@@ -305,7 +306,7 @@ class Run:
                                     availability_period_s=sc.devices.availability_period_s,
                                     availability_of=lambda: self._availability()[0], **tiers, **common)
             return TieredEngine(parts, **tiers, **common)
-        if self.protocol.event_driven:
+        if event_driven(self.protocol):
             return EventEngine(parts, self.protocol, availability_period_s=sc.devices.availability_period_s,
                                on_update=self.recorder.on_update, **common)
         return Engine(parts, **common)
