@@ -7,7 +7,9 @@ an algorithm that applies stale updates (``AppliesStaleUpdates``), one with serv
 (``ServerRounds``) or work that scales (``CountsWork``); a scheduler with a dispatch rule
 (``Dispatches``, ``DispatchesOne``) or CPU frequencies (``ChoosesFrequency``); a computation model
 with an energy (``ComputeEnergy``, ``FrequencyScaled``); a channel whose devices move
-(``MovingDevices``); a random-access scheme that settles its slots (``ResolvesSlots``); a round
+(``MovingDevices``); a random-access scheme that settles its slots (``ResolvesSlots``), times each
+device's upload itself (``TimesEachDevice``) or whose devices listen while they contend
+(``ListensWhileContending``); a round
 protocol (wirelessfl.sim.protocols.base) that runs rounds (``RunsRounds``), arms timers
 (``ArmsTimers``), holds updates between events (``HoldsUpdates``), applies several an aggregation
 (``BatchesUpdates``), mixes toward the devices' models (``MixesDeviceModels``) or says by its options
@@ -32,11 +34,9 @@ A part provides a capability
 
 What is not a capability: facts about a part that are not members, declared as class flags of its
 contract (an access scheme's ``concurrent``, ``solo_uploads``, ``over_the_air``, ``contention``,
-``listens``, ``interferes``). The scenario's checks (wirelessfl.config.rules) and the access and
-network packages read them; the sync engine asks the scheme's methods instead (``send_packets``,
-``report_waits``; the event rounds ``round_airtime_s``). Still read by the engines: ``listens``
-(batteries under a contention scheme) and ``concurrent`` (whether a semi_sync round's piggybacked
-bits take airtime of their own).
+``interferes``). The scenario's checks (wirelessfl.config.rules) and the access and network
+packages read them; the engines read none: they ask the scheme's methods (``send_packets``,
+``report_waits``, ``round_airtime_s``, whose defaults follow the flags) and its capabilities.
 
 This module is at the bottom of the package: it imports nothing of it.
 """
