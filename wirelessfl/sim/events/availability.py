@@ -1,5 +1,6 @@
 """Who can be reached, in continuous time: the availability model (a Markov chain, a trace) steps
-every ``devices.availability_period_s`` seconds on the event engine's clock."""
+every ``devices.availability_period_s`` seconds on the event engine's clock, and a device that is
+off after a step while it computes or uploads is lost (:func:`availability_step`)."""
 from __future__ import annotations
 
 from typing import Callable
@@ -7,8 +8,10 @@ from typing import Callable
 import numpy as np
 
 from ...des import RANK_AVAILABILITY, Clock, priority
+from ...outcomes import Outcome
+from .stalls import check_idle
 
-__all__ = ["AvailabilitySteps"]
+__all__ = ["AvailabilitySteps", "availability_step"]
 
 
 class AvailabilitySteps:
@@ -69,3 +72,27 @@ class AvailabilitySteps:
         self.available = None if state["available"] is None else np.asarray(state["available"], dtype=bool)
         self.next_step_s = None if state["next_tick_s"] is None else float(state["next_tick_s"])
         self.idle_steps = int(state.get("idle_steps", 0))
+
+
+def availability_step(engine) -> None:
+    """An availability step of the event engine's run: devices in flight that went offline are lost
+    (outcome "offline"); waiting slots retried."""
+    e = engine
+    if e.stopping:
+        return
+    if e.drain is not None:  # a device at work stays at it until its battery runs out (the drain's timers)
+        e.drain.before_step()
+        e.availability.step()
+        e.drain.after_step()
+        gone = []
+    else:
+        available = e.availability.step()
+        gone = [u for u in e.flights.flying.values() if not available[u.device] and u.at_device]
+    for u in gone:
+        if u.in_flight:
+            u.process.interrupt(Outcome.OFFLINE)
+            e.tasks.lose(u, Outcome.OFFLINE)
+    e.availability.advance()
+    e.dispatcher.fill()
+    if e.stop.time_budget_s is None:  # only aggregations end the run: stop one that has none to come
+        check_idle(e)

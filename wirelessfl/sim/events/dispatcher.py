@@ -57,7 +57,7 @@ class Dispatcher:
         link = parts.access.link
         self.state = DispatchState(  # one object, brought up to date at each dispatch (arrays: the engine's own)
             time_s=0.0, version=0, slots=0, busy=flights.busy, waiting=flights.waiting, num_busy=0, available=None,
-            last_applied=engine.last_applied, mean_gains=self.mean_gains, model_bits=parts.upload_bits,
+            last_applied=engine.server.last_applied, mean_gains=self.mean_gains, model_bits=parts.upload_bits,
             bandwidth_hz=link.bandwidth_hz, noise_power=link.noise_power,
             per_aggregation=engine.per_aggregation, interval_s=math.nan, rng=engine.streams["selection"],
             access=parts.access)
@@ -75,7 +75,7 @@ class Dispatcher:
         parts, state, now, server, flights = e.parts, self.state, e.env.now, e.server, e.flights
         if self.moving:
             parts.channel.set_time(now)
-            e.handed_over()
+            e.handovers.check()
             self.mean_gains[:] = parts.channel.mean_gain()
         version = server.version
         state.time_s, state.version, state.slots, state.available = now, version, self.wanted, e.availability.available
@@ -122,7 +122,7 @@ class Dispatcher:
         if e.checks.scheduler is not None:
             e.checks.dispatch_power(power, device, f"t = {e.env.now:.6g} s")
         down = self.downlink([device])[0] if e.parts.downlink.timed else None  # the usual: a fixed downlink
-        e.launch(device, power, comp[0], energy[0], key=key, bits=e.parts.upload_bits, downlink=down)
+        e.tasks.launch(device, power, comp[0], energy[0], key=key, bits=e.parts.upload_bits, downlink=down)
         self.wanted -= 1
         return 1
 
@@ -140,7 +140,7 @@ class Dispatcher:
                 self._bad(chosen)
             for device, p in zip(chosen, power):
                 e.checks.dispatch_power(float(p), device, f"t = {e.env.now:.6g} s")
-        keys = [e.work_key(device) for device in chosen]
+        keys = [e.flights.work_key(device, e.server.version) for device in chosen]
         frequency = choice.frequency
         if len(set(keys)) == 1:  # the usual case: one call for the devices started now
             comp, energy = self.work(devices, keys[0], frequency)
@@ -151,7 +151,7 @@ class Dispatcher:
                 comp, energy = comp + c, energy + en
         down = self.downlink(chosen) or [None] * len(chosen)
         for device, p, c, en, key, d in zip(chosen, power, comp, energy, keys, down):
-            e.launch(device, p, c, en, key=key, bits=e.parts.upload_bits, downlink=d)
+            e.tasks.launch(device, p, c, en, key=key, bits=e.parts.upload_bits, downlink=d)
         self.wanted -= len(chosen)
         return len(chosen)
 
@@ -165,7 +165,7 @@ class Dispatcher:
             return None
 
         def gains(which) -> np.ndarray:
-            return np.array([e.draw_gain(devices[i]) for i in which], dtype=float)
+            return np.array([e.tasks.draw_gain(devices[i]) for i in which], dtype=float)
 
         d = downlink.deliver(e.parts.downlink_bits, gains(range(len(devices))), e.streams["downlink"], redraw=gains)
         return list(zip(d.seconds.tolist(), d.attempts.tolist(), d.received.tolist()))

@@ -83,7 +83,7 @@ class BatteryDrain:
         for u in list(e.flights.flying.values()):
             if u.device == device and not u.report and u.at_device:
                 u.process.interrupt(Outcome.BATTERY)
-                e.lose(u, Outcome.BATTERY)
+                e.tasks.lose(u, Outcome.BATTERY)
                 e.losses.lost("devices", "ran out of battery", "a task needs more energy than a battery holds "
                               "(devices.battery_capacity_j against receiving, computing and sending at the "
                               "scheduler's power); set run.time_budget_s, or give the batteries more")

@@ -30,15 +30,18 @@ flight with its phase, times and draws, the uplink's queue, the protocol's and s
 the armed timers and every random stream are saved explicitly, and a resume rebuilds the processes
 so that every pending event lands at the same time and in the same order (wirelessfl.des.clock).
 
-Modules: this one (the run, the processes, losses, timers, aggregation), dispatcher.py (starting
-devices), rounds.py (the round machinery of round-based protocols), flight.py (an update's and a
-round's data), drain.py (batteries in continuous time), last_models.py (stale starts after a missed
-model), stalls.py (runs that would never end), handovers.py (moving devices among cells),
-event_state.py (checkpoints); the uplinks are the access schemes' own (wirelessfl.access, each
-scheme's ``event_uplink``; one per cell with several, wirelessfl.network), the clock is
-wirelessfl.des.clock (absolute times and event order). This module stays one, of about 550 lines:
-it is the facade that every protocol, uplink and collaborator calls, most of its methods a line or
-two that hand the call on.
+Modules: this one (the run, and the facade that every protocol, uplink and collaborator calls, most
+of its methods a line or two that hand the call on), tasks.py (each device's task as a process, and
+a task ended early), dispatcher.py (starting devices), rounds.py (the round machinery of
+round-based protocols), server.py (the version, aggregations, each update's fate), flights.py (the
+updates under way), flight.py (an update's and a round's data), aggregations.py (around an
+aggregation, as the event tiers), availability.py (availability steps, and the devices they take
+offline), timers.py (named timers), busy.py (the uplink's busy time), drain.py (batteries in
+continuous time), last_models.py (stale starts after a missed model), stalls.py (runs that would
+never end), state.py (checkpoints), wirelessfl.sim.round.handovers (moving devices among cells);
+the uplinks are the access schemes' own (wirelessfl.access, each scheme's ``event_uplink``; one per
+cell with several, wirelessfl.network), the clock is wirelessfl.des.clock (absolute times and event
+order).
 """
 from __future__ import annotations
 
@@ -46,9 +49,8 @@ import math
 from typing import Callable
 
 import numpy as np
-import simpy
 
-from .availability import AvailabilitySteps
+from .availability import AvailabilitySteps, availability_step
 from .aggregations import after_aggregation, evaluate_version, final_evaluation
 from .busy import BusyClock
 from .dispatcher import Dispatcher
@@ -56,9 +58,8 @@ from .drain import TIMER as BATTERY_TIMER, BatteryDrain
 from ..round.checks import PartChecks
 from ...access.base import ListensWhileContending
 from ...capabilities import provides
-from ...des import RANK_DEVICE, RANK_STOP, Clock, Inbox, priority
-from ...outcomes import LOSSES, Outcome
-from ...wireless import changes_with_time
+from ...des import RANK_STOP, Clock, Inbox, priority
+from ...outcomes import Outcome
 from ..round.parts import STREAMS, EvalRule, Parts, StopRule, raise_non_finite_clock
 from ..round.pipeline import RoundRecord
 from .server import Server
@@ -67,10 +68,10 @@ from .state import engine_state, load_engine_state, restore
 from .flights import Flights
 from ..round.handovers import Handovers
 from ...network.backhaul import SiteLinks
-from .last_models import LastModels
-from .stalls import LossStreak, check_idle
-from .flight import ARRIVED, COMPUTE, DOWNLINK, FINISHED, FORWARDING, WAITING, Round, Update
+from .stalls import LossStreak
+from .flight import Round, Update
 from .rounds import RoundDriver
+from .tasks import Tasks
 from ..protocols.base import mixes_device_models, updates_per_aggregation
 
 __all__ = ["EventEngine", "EventStall", "Round", "Update"]
@@ -105,7 +106,7 @@ class EventEngine:
         self.server = Server(self, n)  # the model's version, and what applies and settles updates
         self.flights = Flights(n)  # the updates under way
         self.availability = AvailabilitySteps(parts.availability, streams["availability"], availability_period_s,
-                                              self._availability_step)
+                                              lambda: availability_step(self))
         self.rounds = RoundDriver(self)  # the round under way, for round-based protocols
         self.timers = Timers(self._timer_due)
         self.busy = BusyClock()  # how long the uplink carried a model upload
@@ -113,11 +114,7 @@ class EventEngine:
                             "_empty_round_end": self.rounds.empty_round_end}
         self.drain = BatteryDrain(self, parts.battery) if parts.battery.present else None
         self.losses = LossStreak(self)  # tasks lost in a row (batteries, missed models): the stall guard's
-        downlink = parts.downlink
-        # link.downlink_miss = "stale": the model each device last received, to train from when it misses one
-        self.last_models = (LastModels(n, learner.params if learner is not None else None)
-                            if downlink.timed and downlink.miss == "stale" else None)
-        self.waits_for_model = downlink.timed and downlink.miss == "wait"
+        self.tasks = Tasks(self)  # each device's task, its process from its launch to the server
         self.on_handovers: Callable[[list], None] = lambda rows: None  # the recorder's (handovers.csv)
         self.handover_upload = "restart"  # network.handover_upload (the runner sets it)
         self.handovers = Handovers(self)  # moving devices among cells
@@ -127,13 +124,9 @@ class EventEngine:
         self.evals_at: list[int] = []  # the versions of the last two evaluations
         self.stopping = False
         self.keep_start = mixes_device_models(protocol)
-        link = parts.access.link
-        # uploads in packets that may fail (wirelessfl.access.Link; a fixed rate alone, with fading within
-        # an upload, is the fading's)
-        self.packets_on = link.packets_on and parts.fading is None
+        # uploads in packets that may fail (wirelessfl.access.Link; with fading within an upload, the fading's)
+        self.packets_on = parts.access.link.packets_on and parts.fading is None
         self.checks = PartChecks(parts)  # the user's scheduler and channel: their outputs are checked
-        self.timed_channel = changes_with_time(parts.channel)
-        self.channel_rng = streams["channel"]
         parts.cells.use_streams(streams, parts.fading)  # interferers' gains to other sites: their own stream
         self.dispatcher = Dispatcher(self)  # the slots the protocol wants filled, and who fills them
         # one server in the cloud behind a timed backhaul: each site's links to it
@@ -176,7 +169,7 @@ class EventEngine:
         self._done = env.event()
         self.timers.start(env)
         if self.restored is not None:
-            self._restore(self.restored)
+            restore(self, self.restored)
         else:
             self.availability.begin()
             if self.eval_rule.at_start:
@@ -204,99 +197,14 @@ class EventEngine:
         now = self.env.now
         for u in sorted([*self.flights.flying.values(), *self.flights.held.values()], key=lambda u: u.seq):
             if not u.report:
-                self.settle(u, Outcome.IN_FLIGHT, now)
+                self.server.settle(u, Outcome.IN_FLIGHT, now)
         self.flights.flying.clear()
         self.flights.held.clear()
         final_evaluation(self)
 
-    # --- processes ---------------------------------------------------------------------------
-
     def _take_arrival(self, u: Update) -> None:
         if not self.stopping:
             self.protocol.on_arrival(self, u)
-
-    def fly(self, u: Update) -> None:
-        """Start (or, on a resume, restart) the process of ``u`` from the phase it is in."""
-        u.process = self.env.process(self._fly(u))
-
-    def _fly(self, u: Update):
-        if u.phase < FORWARDING and not (yield from self._task(u)):
-            return
-        if u.phase == FORWARDING:  # at its site, on the backhaul to the server in the cloud
-            try:
-                yield self.env.at(u.at_cloud_s, priority(RANK_DEVICE, u.seq))
-            except simpy.Interrupt as stop:
-                self.lose(u, stop.cause)
-                return
-        u.phase = ARRIVED
-        del self.flights.flying[u.seq]
-        self.flights.hold(u)
-        self.inbox.put(u)
-
-    def _task(self, u: Update):
-        """The device's part of ``u``: the model down, the computation, the upload. Returns whether
-        its update left the device (to the server, or to its site's backhaul: then FORWARDING)."""
-        env = self.env
-        prio = priority(RANK_DEVICE, u.seq)
-        drain = self.drain
-        try:
-            if u.phase == WAITING:  # until the round's reports are up; then its computation is timed
-                yield self.rounds.current.computing
-            if u.phase == DOWNLINK:
-                if u.compute_start_s > env.now:
-                    if drain is not None:
-                        if u.model_at_site_s > env.now:  # the model is still on the backhaul: nothing drawn
-                            yield env.at(u.model_at_site_s, prio)
-                        drain.receiving(u)
-                    yield env.at(u.compute_start_s, prio)
-                if not u.received and self.waits_for_model:  # it missed the model: it waits for the next
-                    u.compute_end_s = math.nan
-                    self._off_air(u)
-                    self.lose(u, Outcome.DOWNLINK)
-                    self.losses.lost("link.downlink", "missed the model", "no device's channel carries it "
-                                     "(link.bs_power, link.downlink_rate_bps, link.downlink_errors); set "
-                                     "run.time_budget_s, link.downlink_max_attempts or link.downlink_miss = 'stale'",
-                                     weight=u.downlink_attempts)
-                    return False
-                u.phase = COMPUTE
-            if u.phase == COMPUTE:
-                if drain is not None:
-                    drain.computing(u)
-                yield env.at(u.compute_end_s, prio)
-                if drain is not None:  # waiting for the uplink costs nothing
-                    drain.draw(u, 0.0)
-            while True:
-                try:
-                    delivered = yield from self.uplink.transmit(u)
-                    break
-                except simpy.Interrupt as stop:
-                    if stop.cause != "restart":
-                        raise
-                    self.handovers.restart(u)  # its device handed over: again, in its new cell
-        except simpy.Interrupt as stop:
-            self._off_air(u)  # if it was cut while on the air
-            self.lose(u, stop.cause)  # nothing more if whoever interrupted settled it already
-            return False
-        self._off_air(u)
-        if delivered is False or isinstance(delivered, str):  # a packet failed link.max_attempts times,
-            self.lose(u, delivered or Outcome.LOST)                   # or AirComp left it silent
-            return False
-        if u.report:
-            self.rounds.report_done(u)
-            return False
-        self.flights.busy[u.device] = False
-        if self.site_links is not None:  # the server is in the cloud: its site forwards the update
-            u.phase = FORWARDING
-            u.at_cloud_s = self.site_links.forward(self.site(u.device), self.env.now, u.bits)
-        return True
-
-    def _off_air(self, u: Update) -> None:
-        """``u``'s process ends: a model upload that went on the air has left it (the busy clock), and
-        its device's battery draws nothing more."""
-        if u.tx_start_s == u.tx_start_s and not u.report:
-            self.busy.stop(self.env.now)
-        if self.drain is not None:
-            self.drain.done(u)
 
     # --- starting devices ----------------------------------------------------------------------
 
@@ -306,45 +214,7 @@ class EventEngine:
         when a device frees). Returns how many started now (see Dispatcher)."""
         return self.dispatcher.want(k)
 
-    def work_key(self, device: int) -> int:
-        """The work key of ``device`` started now (see Flights.work_key)."""
-        return self.flights.work_key(device, self.version)
-
-    def launch(self, device: int, power: float, compute_s: float, energy_j: float, *, key: int, bits: float,
-                round_=None, gain: float = math.nan, airtime_s: float = math.nan, q: float = math.nan,
-                share: float = math.nan, compute_start_s: float | None = None, waiting: bool = False,
-                report: bool = False, round_gain: bool = False, downlink: tuple | None = None,
-                model_at_site_s: float | None = None) -> Update:
-        """Start ``device``'s task now (see Dispatcher and RoundDriver). ``downlink``: what the timed
-        downlink did for it, (seconds, transmissions, received) (None: the model arrives after
-        parts.downlink_s); ``model_at_site_s``: behind a backhaul, when the model is at its site
-        (None: asked of the backhaul now); ``compute_start_s`` then counts from it."""
-        now, version, flights = self.env.now, self.server.version, self.flights
-        receiving_s = self.parts.downlink_s if downlink is None else downlink[0]
-        at_site = now  # the model at the device's site (behind a backhaul: when it came down)
-        if self.site_links is not None:
-            at_site = model_at_site_s if model_at_site_s is not None else \
-                self.site_links.model_at_site(self.site(device), now, version, self.parts.downlink_bits)
-        start = at_site + receiving_s if compute_start_s is None else compute_start_s
-        u = Update(flights.next_number(report), device, version, key, version if round_ is None else round_, share,
-                   q, now, start, compute_s, start + compute_s, power, bits, gain, airtime_s,
-                   compute_energy_full_j=energy_j, report=report, round_gain=round_gain)
-        u.downlink_s = receiving_s
-        if self.site_links is not None:
-            u.model_at_site_s = at_site
-        if downlink is not None:
-            u.downlink_attempts, u.received = int(downlink[1]), bool(downlink[2])
-            if self.last_models is not None and not report:
-                self.last_models.start(u, self.version, self.learner.params if self.learner else None)
-        if waiting:  # its computation starts when the round's reports are up
-            u.phase, u.compute_start_s, u.compute_end_s = WAITING, math.nan, math.nan
-        flights.flying[u.seq] = u
-        if not report:
-            flights.busy[device] = True
-            if self.learner is not None:
-                flights.untrained.append(u)
-        self.fly(u)
-        return u
+    # --- what an event uplink may use (wirelessfl.access.UplinkHost) ------------------------------
 
     def start_transmission(self, u: Update) -> None:
         """``u`` goes on the air now: its gain (drawn now, unless its round drew it) and its time on
@@ -360,8 +230,6 @@ class EventEngine:
             fading, access = self.parts.fading, self.parts.access
             u.airtime_s = (access.upload_s(u.bits, u.gain, u.power) if fading is None else
                            access.on_air_s(fading.upload_s(u.bits, u.gain, u.power, u.device, self.streams["fading"])))
-
-    # --- what an event uplink may use (wirelessfl.access.UplinkHost) ------------------------------
 
     def transmitted(self, u: Update, seconds: float) -> None:
         """``u`` sends for ``seconds`` from now (a contention scheme's frame): its battery pays it."""
@@ -392,77 +260,23 @@ class EventEngine:
         return self.flights.flying.values()
 
     def draw_gain(self, device: int) -> float:
-        """A fresh gain of ``device`` (the channel's "channel" stream), as a transmission begins."""
-        channel = self.parts.channel
-        if self.timed_channel:  # (one that does not change with time has no handovers to tell either)
-            channel.set_time(self.env.now)
-            self.handed_over()
-        gain = channel.draw_one(self.channel_rng, device)
-        return gain if self.checks.channel is None else self.checks.gain(gain, device, f"t = {self.env.now:.6g} s")
+        """A fresh gain of ``device`` at this moment (see Tasks.draw_gain)."""
+        return self.tasks.draw_gain(device)
 
-    # --- losing devices ------------------------------------------------------------------------
-
-    def lose(self, u: Update, outcome: str) -> None:
-        """``u`` ends with ``outcome`` where it is (its process already stopped); the protocol hears of a loss."""
-        if u.phase == FINISHED:
-            return
-        if u.report:  # a report lost: the round goes on without it
-            self.rounds.report_done(u, lost=True)
-            return
-        self.stop_update(u)
-        self.settle(u, outcome, self.env.now)
-        if outcome in LOSSES and not self.stopping:
-            self.protocol.on_lost(self, u)
-
-    def stop_update(self, u: Update, outcome: str | None = None) -> None:
-        """``u`` stops where it is (its process is interrupted with ``outcome``, if given)."""
-        if outcome is not None:
-            u.process.interrupt(outcome)
-        del self.flights.flying[u.seq]
-        if not u.report and u.at_device:  # (a device whose update is on the backhaul may be at work again)
-            self.flights.busy[u.device] = False
-        u.phase = FINISHED
+    # --- the devices ---------------------------------------------------------------------------
 
     def site(self, device: int) -> int:
         """The site serving ``device`` now."""
         return int(self.parts.cells.serving[device])
 
-    def handed_over(self) -> None:
-        """Record the handovers the channel's last move made and act on the uploads (see Handovers)."""
-        self.handovers.check()
-
     def cancel(self, updates, outcome: str) -> None:
-        """Stop updates in flight; recorded with ``outcome``."""
-        for u in updates:
-            if u.in_flight:
-                self.stop_update(u, outcome)
-                self.settle(u, outcome, self.env.now)
+        """Stop updates in flight; recorded with ``outcome`` (see Tasks.cancel)."""
+        self.tasks.cancel(updates, outcome)
 
     @property
     def available(self) -> np.ndarray | None:
         """Who can be reached now (None: everyone)."""
         return self.availability.available
-
-    def _availability_step(self) -> None:
-        """An availability step: devices in flight that went offline are lost; waiting slots retried."""
-        if self.stopping:
-            return
-        if self.drain is not None:  # a device at work stays at it until its battery runs out (the drain's timers)
-            self.drain.before_step()
-            self.availability.step()
-            self.drain.after_step()
-            gone = []
-        else:
-            available = self.availability.step()
-            gone = [u for u in self.flights.flying.values() if not available[u.device] and u.at_device]
-        for u in gone:
-            if u.in_flight:
-                u.process.interrupt(Outcome.OFFLINE)
-                self.lose(u, Outcome.OFFLINE)
-        self.availability.advance()
-        self.dispatcher.fill()
-        if self.stop.time_budget_s is None:  # only aggregations end the run: stop one that has none to come
-            check_idle(self)
 
     def stall(self, message: str) -> None:
         """Stop the run as stalled, with ``message`` (one line)."""
@@ -503,10 +317,6 @@ class EventEngine:
 
     # --- aggregation ---------------------------------------------------------------------------
 
-    def train_pending(self, exclude=()) -> None:
-        """Train the updates started since the last aggregation (see Server.train_pending)."""
-        self.server.train_pending(exclude)
-
     def apply(self, updates: list, weights, *, mix: bool = False) -> None:
         """One aggregation: the algorithm applies ``updates`` with the protocol's ``weights`` (one
         per update); ``mix``: each moves the model toward the device's model y (its start + delta),
@@ -521,10 +331,6 @@ class EventEngine:
                          "protocol takes (a device that missed the model trains from its older one under "
                          "link.downlink_miss = 'stale'); raise protocol.max_staleness, or set run.time_budget_s")
 
-    def settle(self, u: Update, outcome: str, t: float) -> None:
-        """``u``'s fate is known at time ``t`` (see Server.settle)."""
-        self.server.settle(u, outcome, t)
-
     @property
     def version(self) -> int:
         """The server's model version (aggregations so far)."""
@@ -535,16 +341,6 @@ class EventEngine:
         """Whether aggregations train a model. False in a timing-only run: the weights given to
         ``apply`` are not used, so a protocol may pass None rather than compute them."""
         return self.learner is not None
-
-    @property
-    def last_applied(self) -> np.ndarray:
-        """The version each device's last applied update produced (0: never)."""
-        return self.server.last_applied
-
-    @property
-    def last_aggregation_s(self) -> float:
-        """When the last aggregation was."""
-        return self.server.last_aggregation_s
 
     def aggregated(self) -> None:
         """The version is done: count it, evaluate if due, stop or checkpoint."""
@@ -578,6 +374,3 @@ class EventEngine:
     def uplink_busy_s(self, now: float) -> float:
         """How long the uplink carried a model upload by ``now`` (kept as uploads go on and off the air)."""
         return self.busy.busy_s(now)
-
-    def _restore(self, state: dict) -> None:
-        restore(self, state)

@@ -44,7 +44,7 @@ class RoundDriver:
         if e.flights.busy.any():
             available = ~e.flights.busy if available is None else available & ~e.flights.busy
         opening = open_round(p, e.streams, e.checks, e.learner, r, t, lambda: available)
-        e.handed_over()  # moving devices may have handed over as the round began
+        e.handovers.check()  # moving devices may have handed over as the round began
         gains, plan = opening.gains, opening.plan
         if plan is not None:  # the server trains alone this round
             self.current = Round(r, t, t, None, np.empty(0, dtype=np.int64), gains, available, np.empty(0), [],
@@ -67,9 +67,9 @@ class RoundDriver:
         senders = self._send_reports(round_, at_site)  # the probe's reports go up first, as under sync
         share = 1.0 / max(selected.size, 1)
         for i, device in enumerate(selected.tolist()):
-            round_.updates.append(e.launch(
-                device, float(power[i]), float(comp[i]), float(energy[i]), key=e.work_key(device), bits=float(bits[i]),
-                round_=r,
+            round_.updates.append(e.tasks.launch(
+                device, float(power[i]), float(comp[i]), float(energy[i]), key=e.flights.work_key(device, e.version),
+                bits=float(bits[i]), round_=r,
                 gain=float(gains[device]), airtime_s=float(airtime[i]), q=float(decision.q[device]), share=share,
                 compute_start_s=start if down[i] is None else at_site + down[i][0], waiting=bool(senders.size),
                 round_gain=True, downlink=down[i], model_at_site_s=at_site if e.site_links is not None else None))
@@ -107,10 +107,10 @@ class RoundDriver:
         round_.computing = e.env.event()
         pre_air = p.access.round_airtime_s(pre[senders], gains[senders], decision.power[senders])
         for i, device in enumerate(senders.tolist()):
-            e.launch(device, float(decision.power[device]), 0.0, 0.0, key=-1, bits=float(pre[device]),
-                     round_=round_.index, gain=float(gains[device]), airtime_s=float(pre_air[i]),
-                     compute_start_s=round_.compute_start_s, report=True, round_gain=True,
-                     model_at_site_s=at_site if e.site_links is not None else None)
+            e.tasks.launch(device, float(decision.power[device]), 0.0, 0.0, key=-1, bits=float(pre[device]),
+                           round_=round_.index, gain=float(gains[device]), airtime_s=float(pre_air[i]),
+                           compute_start_s=round_.compute_start_s, report=True, round_gain=True,
+                           model_at_site_s=at_site if e.site_links is not None else None)
         return senders
 
     def _model_at_sites(self, selected: np.ndarray) -> float:
@@ -154,8 +154,8 @@ class RoundDriver:
         dropped = {u.seq for u in round_.updates if u.in_flight} if drop_late else set()
         for u in round_.updates:
             if u.seq in dropped:
-                e.stop_update(u, Outcome.LATE_DROPPED)
-        e.train_pending(exclude=on_time)  # late devices of this round: from this round's model
+                e.tasks.stop(u, Outcome.LATE_DROPPED)
+        e.server.train_pending(exclude=on_time)  # late devices of this round: from this round's model
         selected = round_.selected
         arrived = np.isin(selected, [u.device for u in on_time])
         ups = [{u.device: u for u in round_.updates}[n] for n in selected.tolist()]  # in selected order
@@ -168,18 +168,19 @@ class RoundDriver:
         fresh = {u.seq for u in on_time} | {u.seq for u in carried}
         for u in round_.updates + carried:  # rows in the order sync writes them: the round's devices
             if u.seq in dropped:
-                e.settle(u, Outcome.LATE_DROPPED, now)
+                e.server.settle(u, Outcome.LATE_DROPPED, now)
             elif u.seq in fresh:
                 u.version_applied = r
-                e.last_applied[u.device] = r + 1
-                e.settle(u, Outcome.APPLIED, now)
+                e.server.last_applied[u.device] = r + 1
+                e.server.settle(u, Outcome.APPLIED, now)
         tx_start = np.array([u.tx_start_s for u in ups])
         airtime = np.array([u.airtime_s for u in ups])
         on_air = on_air_s(arrived, airtime, tx_start, now)
         downlink_s, elapsed = p.downlink_s, now - round_.compute_start_s
         if p.downlink.timed:  # each device computed from when its model arrived; who missed it, not at all
             downlink_s = max((u.downlink_s for u in ups), default=p.downlink_s)
-            elapsed = np.array([now - u.compute_start_s if u.received or not e.waits_for_model else 0.0 for u in ups])
+            waits = e.tasks.waits_for_model
+            elapsed = np.array([now - u.compute_start_s if u.received or not waits else 0.0 for u in ups])
         comp_energy = compute_energy(np.array([u.compute_energy_full_j for u in ups]), round_.comp, elapsed)
         started = ~np.isnan(tx_start)
         order = np.flatnonzero(started)[np.argsort(tx_start[started], kind="stable")]
@@ -227,7 +228,7 @@ class RoundDriver:
         round_.reports_s = now - round_.compute_start_s
         round_.compute_start_s = now
         for u in round_.updates:
-            if u.phase == WAITING and not u.received and e.waits_for_model:  # it missed the model: lost now
+            if u.phase == WAITING and not u.received and e.tasks.waits_for_model:  # it missed the model: lost now
                 u.compute_start_s, u.phase = now, DOWNLINK
             elif u.phase == WAITING:
                 u.compute_start_s, u.compute_end_s, u.phase = now, now + u.compute_s, COMPUTE

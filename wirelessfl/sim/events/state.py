@@ -30,7 +30,7 @@ def engine_state(engine) -> dict:
         **engine.availability.state_dict(),
         **engine.dispatcher.state_dict(),
         **engine.losses.state_dict(),
-        **({"last_models": engine.last_models.state_dict()} if engine.last_models is not None else {}),
+        **({"last_models": engine.tasks.last_models.state_dict()} if engine.tasks.last_models is not None else {}),
         **({"site_links": engine.site_links.state_dict()} if engine.site_links is not None else {}),
         **engine.timers.state_dict(),
         **engine.busy.state_dict(),
@@ -57,8 +57,8 @@ def load_engine_state(engine, state: dict) -> None:
     engine.busy.load_state(state)
     engine.dispatcher.load_state(state)
     engine.losses.load_state(state)
-    if engine.last_models is not None:
-        engine.last_models.load_state(state["last_models"])
+    if engine.tasks.last_models is not None:
+        engine.tasks.last_models.load_state(state["last_models"])
     if engine.site_links is not None:
         engine.site_links.load_state(state["site_links"])
     engine.restored = state
@@ -76,7 +76,7 @@ def restore(engine, state: dict) -> None:
     queued = sorted((u for u in flying if u.phase == QUEUED), key=lambda u: u.queue_seq)
     rest = [u for u in flying if u.phase < QUEUED or u.phase == FORWARDING]
     for u in on_air + queued + rest:
-        engine.fly(u)
+        engine.tasks.fly(u)
     engine.uplink.load_state(state["uplink"])
     engine.restored = None
 
