@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import math
 
+from ...access.base import ListensWhileContending
 from ...battery import Battery
+from ...capabilities import provides
 from ...outcomes import Outcome
 
 __all__ = ["BatteryDrain", "TIMER"]
@@ -19,9 +21,12 @@ TIMER = "_battery"
 class BatteryDrain:
     """Sets each device's draw as its task moves on, and stops the task when the battery is empty."""
 
-    def __init__(self, engine, battery: Battery):
+    def __init__(self, engine, battery: Battery, access):
         self.engine, self.battery = engine, battery
         battery.clock = lambda: engine.now
+        # on the air: its power; under a scheme that listens while contending, the receiving power
+        # until each frame goes (``transmitted``)
+        self.sending = self.listening if provides(access, ListensWhileContending) else self.on_air
 
     def draw(self, u, rate_w: float) -> None:
         """``u``'s device draws ``rate_w`` watts from now (the same rate again: nothing changes)."""
@@ -45,8 +50,8 @@ class BatteryDrain:
         self.draw(u, u.power)
 
     def listening(self, u) -> None:
-        """``u`` contends for the medium (a contention scheme that listens: wirelessfl.access.base.ListensWhileContending): its device
-        listens, at the receiving power, and pays each transmission with ``transmitted``."""
+        """``u`` contends for the medium (a scheme that listens while contending): its device listens,
+        at the receiving power, and pays each transmission with ``transmitted``."""
         self.draw(u, self.battery.rx_power_w)
 
     def transmitted(self, u, seconds: float) -> None:

@@ -50,29 +50,27 @@ from typing import Callable
 
 import numpy as np
 
-from .availability import AvailabilitySteps, availability_step
+from ...des import RANK_STOP, Clock, Inbox, priority
+from ...network.backhaul import SiteLinks
+from ...outcomes import Outcome
+from ..protocols.base import mixes_device_models, updates_per_aggregation
+from ..round.checks import PartChecks
+from ..round.handovers import Handovers
+from ..round.parts import STREAMS, EvalRule, Parts, StopRule, raise_non_finite_clock
+from ..round.pipeline import RoundRecord
 from .aggregations import after_aggregation, evaluate_version, final_evaluation
+from .availability import AvailabilitySteps, availability_step
 from .busy import BusyClock
 from .dispatcher import Dispatcher
 from .drain import TIMER as BATTERY_TIMER, BatteryDrain
-from ..round.checks import PartChecks
-from ...access.base import ListensWhileContending
-from ...capabilities import provides
-from ...des import RANK_STOP, Clock, Inbox, priority
-from ...outcomes import Outcome
-from ..round.parts import STREAMS, EvalRule, Parts, StopRule, raise_non_finite_clock
-from ..round.pipeline import RoundRecord
-from .server import Server
-from .timers import Timers
-from .state import engine_state, load_engine_state, restore
-from .flights import Flights
-from ..round.handovers import Handovers
-from ...network.backhaul import SiteLinks
-from .stalls import LossStreak
 from .flight import Round, Update
+from .flights import Flights
 from .rounds import RoundDriver
+from .server import Server
+from .stalls import LossStreak
+from .state import engine_state, load_engine_state, restore
 from .tasks import Tasks
-from ..protocols.base import mixes_device_models, updates_per_aggregation
+from .timers import Timers
 
 __all__ = ["EventEngine", "EventStall", "Round", "Update"]
 
@@ -112,7 +110,7 @@ class EventEngine:
         self.busy = BusyClock()  # how long the uplink carried a model upload
         self._own_timers = {"_server_round_end": self.rounds.server_round_end,
                             "_empty_round_end": self.rounds.empty_round_end}
-        self.drain = BatteryDrain(self, parts.battery) if parts.battery.present else None
+        self.drain = BatteryDrain(self, parts.battery, parts.access) if parts.battery.present else None
         self.losses = LossStreak(self)  # tasks lost in a row (batteries, missed models): the stall guard's
         self.tasks = Tasks(self)  # each device's task, its process from its launch to the server
         self.on_handovers: Callable[[list], None] = lambda rows: None  # the recorder's (handovers.csv)
@@ -222,8 +220,8 @@ class EventEngine:
         u.tx_start_s = now = self.env.now
         if not u.report:
             self.busy.start(now)
-        if self.drain is not None:  # a contention scheme's device listens, and pays its frames as they go
-            (self.drain.listening if provides(self.parts.access, ListensWhileContending) else self.drain.on_air)(u)
+        if self.drain is not None:
+            self.drain.sending(u)
         if u.gain != u.gain:
             u.gain = self.draw_gain(u.device)
         if u.airtime_s != u.airtime_s:

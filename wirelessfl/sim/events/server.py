@@ -8,8 +8,8 @@ import numpy as np
 
 from ...des import ARRIVED, FINISHED
 from ...outcomes import Outcome
-from .flight import Update, arrived_facts
 from ..round.pipeline import AggregationRecord, tell_uplink
+from .flight import Update, arrived_facts
 
 __all__ = ["Server"]
 

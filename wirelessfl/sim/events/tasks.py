@@ -12,9 +12,9 @@ import simpy
 
 from ...des import RANK_DEVICE, priority
 from ...outcomes import LOSSES, Outcome
+from ...wireless import changes_with_time
 from .flight import ARRIVED, COMPUTE, DOWNLINK, FINISHED, FORWARDING, WAITING, Update
 from .last_models import LastModels
-from ...wireless import changes_with_time
 
 __all__ = ["Tasks"]
 

@@ -31,18 +31,18 @@ from typing import Callable
 
 import numpy as np
 
-from ...des.clock import RANK_STOP, RANK_TIMER, Clock, priority
 from ...config import limits
+from ...des.clock import RANK_STOP, RANK_TIMER, Clock, priority
 from ...fields import ConfigError
 from ...network.backhaul import or_no_backhaul
 from ...participation import ExcludedAvailability
-from ..round.parts import EvalRule, StopRule
-from .engine import EventEngine, EventStall
-from .aggregations import after_aggregation, evaluate_version, final_evaluation
-from ..round.cloud import cloud_row, data_weights, edge_accuracy, tiers_summary
-from .flights import REPORTS
 from ..records.recorder import Recorder
+from ..round.cloud import cloud_row, data_weights, edge_accuracy, tiers_summary
+from ..round.parts import EvalRule, StopRule
 from ..sync.tiers import EdgeLearner
+from .aggregations import after_aggregation, evaluate_version, final_evaluation
+from .engine import EventEngine, EventStall
+from .flights import REPORTS
 
 __all__ = ["EdgeEngine", "TieredEvents"]
 

@@ -15,8 +15,8 @@ from ...battery import NO_BATTERY, Battery, NoBattery, or_no_battery
 from ...devices import ComputeModel, MarkovAvailability, TraceAvailability
 from ...fading import BlockFading
 from ...network import NO_BACKHAUL, Backhaul, Cells, NoBackhaul
-from ...network.cells import OneCell
 from ...network.backhaul import or_no_backhaul
+from ...network.cells import OneCell
 from ...participation import ExcludedAvailability
 from ...scheduling.base import Decision, ReportRequest, Reports, Scheduler
 from ...wireless import Channel
