@@ -58,7 +58,7 @@ from ...des import RANK_DEVICE, RANK_STOP, Clock, Inbox, priority
 from ...outcomes import LOSSES, Outcome
 from ...wireless import changes_with_time
 from ..round.parts import STREAMS, EvalRule, Parts, StopRule, raise_non_finite_clock
-from ..round.pipeline import RoundRecord
+from ..records.round_record import RoundRecord
 from .server import Server
 from .timers import Timers
 from .state import engine_state, load_engine_state, restore

@@ -10,8 +10,9 @@ import numpy as np
 
 from ...decisions import Decision, ReportRequest, Traffic
 from ...outcomes import Outcome
-from ..round.pipeline import (RoundOpening, RoundRecord, compute_energy, learn_round, open_round, piggyback_s, round_state,
-                       server_round_record, tell_uplink, transmit_energy)
+from ..records.round_record import RoundRecord
+from ..round.pipeline import (RoundOpening, compute_energy, learn_round, open_round, piggyback_s, round_state,
+                              server_round_record, tell_uplink, transmit_energy)
 from .flight import COMPUTE, DOWNLINK, FINISHED, WAITING, Round, Update, arrived_facts
 
 __all__ = ["RoundDriver"]

@@ -9,7 +9,8 @@ import numpy as np
 from ...des import ARRIVED, FINISHED
 from ...outcomes import Outcome
 from .flight import Update, arrived_facts
-from ..round.pipeline import AggregationRecord, tell_uplink
+from ..records.round_record import AggregationRecord
+from ..round.pipeline import tell_uplink
 
 __all__ = ["Server"]
 

@@ -41,7 +41,7 @@ from .handover_log import HandoverLog
 from .update_log import OUTCOMES, UPDATE_COLUMNS, UpdateLog, round_outcomes, union_length
 
 __all__ = ["EVAL_COLUMNS", "OUTCOMES", "ROUND_COLUMNS", "Recorder", "UPDATE_COLUMNS", "UpdateLog"]
-from ..round.pipeline import AggregationRecord, RoundRecord
+from .round_record import AggregationRecord, RoundRecord
 from .summary import PowerSettling, RoundTotals
 
 FLUSH_EVERY_S = 0.5

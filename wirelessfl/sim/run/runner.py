@@ -41,7 +41,7 @@ from .checkpoint import CHECKPOINT_NAME, ResumeError, save_checkpoint
 from ..records.manifest import write_manifest
 from ..sync.engine import Engine
 from ..round.parts import STREAMS, EvalRule, Parts, StopRule
-from ..round.pipeline import RoundRecord
+from ..records.round_record import RoundRecord
 from ..events.engine import EventEngine
 from .progress import ProgressBar
 from ..records.recorder import Recorder

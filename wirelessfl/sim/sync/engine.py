@@ -33,8 +33,8 @@ from ..round.checks import PartChecks
 from ..round.handovers import take_handovers
 from ..round.parts import (STREAMS, EvalRule, Learner, Parts, StopRule, evaluate, load_parts_state, parts_state,
                     raise_non_finite_clock)
-from ..round.pipeline import (RoundRecord, compute_energy, learn_round, open_round, piggyback_s, server_round_record,
-                       transmit_energy)
+from ..records.round_record import RoundRecord
+from ..round.pipeline import compute_energy, learn_round, open_round, piggyback_s, server_round_record, transmit_energy
 
 
 @dataclass(frozen=True)
