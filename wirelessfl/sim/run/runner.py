@@ -446,7 +446,7 @@ class Run:
         if not self.resumed:
             self.check_folder()  # before the first file is written
         if self.run_dir is not None:
-            self.guard = self.recorder.guard = FolderGuard(self.run_dir)
+            self.guard = self.recorder.files.guard = FolderGuard(self.run_dir)
         try:
             if not self.resumed:
                 self.recorder.start()
@@ -479,25 +479,25 @@ class Run:
 
         rec = self.recorder
         # a run with a folder keeps no rows: RunResult reads rounds.csv when asked
-        rounds = pd.DataFrame(rec.rounds, columns=rec.round_columns) if rec.rounds is not None else None
+        rounds = pd.DataFrame(rec.rounds, columns=rec.files.round_columns) if rec.rounds is not None else None
         return RunResult(rounds=rounds,
                          evals=pd.DataFrame(rec.evals), devices=pd.DataFrame(devices),
-                         summary=summary, run_dir=self.run_dir, update_rows=rec.updates.rows_in_memory(),
-                         update_columns=rec.updates.columns)
+                         summary=summary, run_dir=self.run_dir, update_rows=rec.updates.log.rows_in_memory(),
+                         update_columns=rec.updates.log.columns)
 
     def _busy_s(self) -> float:
         """How long the uplink carried a model upload: the sync rounds' (recorded with their rows)
         and the event engine's (kept as uploads go on and off the air)."""
-        return self.recorder.update_stats.get("busy_s", 0.0) + self.engine.uplink_busy_s(float(self.engine.now))
+        return self.recorder.updates.stats.get("busy_s", 0.0) + self.engine.uplink_busy_s(float(self.engine.now))
 
     def _updates_frame(self):
         """updates.csv as written so far (in memory, or read back from the run folder)."""
         import pandas as pd
 
         rec = self.recorder
-        rows = rec.updates.rows_in_memory()
+        rows = rec.updates.log.rows_in_memory()
         if rows is not None:
-            return pd.DataFrame(rows, columns=rec.updates.columns)
+            return pd.DataFrame(rows, columns=rec.updates.log.columns)
         return pd.read_csv(self.run_dir / "updates.csv")
 
     def _mean_snr_db(self) -> float | None:
@@ -534,7 +534,7 @@ class Run:
             own = np.asarray(self.engine.edge_rounds(), dtype=np.int64)[serving]
         devices = rec.device_table(sigma_profile(sc.channel, sc.devices.count), extra, own)
         summary = summarise(sc, rec.totals, rec.evals, devices, wall_time_s=wall_time_s, model_bits=self.bits,
-                            updates={**rec.update_stats, "outcomes": rec.outcomes, "busy_s": self._busy_s()},
+                            updates={**rec.updates.stats, "outcomes": rec.updates.outcomes, "busy_s": self._busy_s()},
                             sim_time_s=self.engine.now,
                             power_settled=rec.power.settled_round, mean_snr_db=self._mean_snr_db())
         summary.update(status=status, error=error)
