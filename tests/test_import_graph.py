@@ -147,9 +147,9 @@ def test_the_checker_sees_a_cycle_and_an_upward_import():
                 "wirelessfl.scheduling.fair": {"wirelessfl.learning"}, "wirelessfl.sim.run.runner": {"wirelessfl.learning"}}
     assert between_apart(sideways) == ["wirelessfl.learning.learner -> wirelessfl.scheduling.base",
                                        "wirelessfl.scheduling.fair -> wirelessfl.learning"]
-    into_engines = {"wirelessfl.sim.records.recorder": {"wirelessfl.sim.records.columns", "wirelessfl.sim.round.pipeline",
-                                                        "wirelessfl.files"}}
-    assert engine_imports_of_records(into_engines) == ["wirelessfl.sim.records.recorder -> wirelessfl.sim.round.pipeline"]
+    records = {"wirelessfl.sim.records.recorder": {"wirelessfl.sim.records.columns", "wirelessfl.sim.round.pipeline",
+                                                   "wirelessfl.files"}}
+    assert engine_imports_of_records(records) == ["wirelessfl.sim.records.recorder -> wirelessfl.sim.round.pipeline"]
     lazy = {m for m in import_graph()["wirelessfl.experiments.run"]}  # function-level imports are seen
     assert "wirelessfl.sim.run.runner" in lazy or "wirelessfl.sim" in lazy
 
