@@ -385,7 +385,7 @@ def test_the_no_overlap_formula_is_drawn_for_schemes_that_declare_unshared_uploa
     """Whether plot_round_times draws the formula is the access scheme's own declaration
     (``concurrent``), not its name: TDMA and its slotted form, dedicated sub-bands; not a shared band."""
     from wirelessfl.experiments.plots import no_overlap_applies
-    from wirelessfl.sim.run.runner import RunResult
+    from wirelessfl.sim.run.result import RunResult
 
     def run(**summary):
         return RunResult(pd.DataFrame(), pd.DataFrame(), pd.DataFrame(), summary)

@@ -123,6 +123,20 @@ def test_scheduling_and_learning_import_neither_from_the_other():
     assert between_apart(import_graph()) == []
 
 
+def engine_imports_of_records(graph: dict[str, set[str]]) -> list[str]:
+    """The imports from wirelessfl.sim.records into the rest of wirelessfl.sim (the engines, the round
+    pipeline, the runner): the records read what the engines hand them and import none of them."""
+    def under(mod: str, package: str) -> bool:
+        return mod.split(".")[:len(package.split("."))] == package.split(".")
+
+    return [f"{a} -> {b}" for a, targets in graph.items() if under(a, "wirelessfl.sim.records")
+            for b in sorted(targets) if under(b, "wirelessfl.sim") and not under(b, "wirelessfl.sim.records")]
+
+
+def test_the_records_import_nothing_of_the_engines():
+    assert engine_imports_of_records(import_graph()) == []
+
+
 def test_the_checker_sees_a_cycle_and_an_upward_import():
     """The checks themselves, on a graph with every defect: they can fail."""
     graph = {"wirelessfl.sim.a": {"wirelessfl.sim.b"}, "wirelessfl.sim.b": {"wirelessfl.sim.a"},
@@ -133,6 +147,9 @@ def test_the_checker_sees_a_cycle_and_an_upward_import():
                 "wirelessfl.scheduling.fair": {"wirelessfl.learning"}, "wirelessfl.sim.run.runner": {"wirelessfl.learning"}}
     assert between_apart(sideways) == ["wirelessfl.learning.learner -> wirelessfl.scheduling.base",
                                        "wirelessfl.scheduling.fair -> wirelessfl.learning"]
+    records = {"wirelessfl.sim.records.recorder": {"wirelessfl.sim.records.columns", "wirelessfl.sim.round.pipeline",
+                                                   "wirelessfl.files"}}
+    assert engine_imports_of_records(records) == ["wirelessfl.sim.records.recorder -> wirelessfl.sim.round.pipeline"]
     lazy = {m for m in import_graph()["wirelessfl.experiments.run"]}  # function-level imports are seen
     assert "wirelessfl.sim.run.runner" in lazy or "wirelessfl.sim" in lazy
 

@@ -317,7 +317,7 @@ def test_end_to_end_wireless_run_records_personalised_accuracy(tmp_path):
     ({"run": {"rounds": 2, "personalised_eval": True}}, True),
 ])
 def test_personalised_eval_default(overrides, expect):
-    from wirelessfl.sim.run.runner import personalised_eval
+    from wirelessfl.sim.run.build import personalised_eval
 
     assert personalised_eval(from_dict({"run": {"rounds": 2}, **overrides})) is expect
 

@@ -11,7 +11,7 @@ from tests.test_edge_events import edges
 from tests.test_tiers import scenario as tiers_scenario
 from wirelessfl.capabilities import provides
 from wirelessfl.config import from_dict
-from wirelessfl.sim.run import runner
+from wirelessfl.sim.run import build, part_facts, runner
 from wirelessfl.sim.run.contract import EdgeTiers, RunEngine
 from wirelessfl.sim.run.runner import Run
 
@@ -46,8 +46,9 @@ def test_a_run_engines_rows_and_busy_time_after_running():
     assert sync.uplink_busy_s(sync.now) == 0.0  # a sync round's uplink time goes with its row
 
 
-def test_the_runner_neither_asks_an_engines_type_nor_probes_its_members():
-    tree = ast.parse(inspect.getsource(runner))
+@pytest.mark.parametrize("module", [runner, build, part_facts])
+def test_the_runner_neither_asks_an_engines_type_nor_probes_its_members(module):
+    tree = ast.parse(inspect.getsource(module))
     for node in ast.walk(tree):
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in ("isinstance", "getattr",
                                                                                                "hasattr"):

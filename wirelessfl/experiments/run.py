@@ -23,7 +23,8 @@ from ..learning import DatasetError
 from ..learning.learner import TrainingDiverged
 from ..sim.run.checkpoint import CHECKPOINT_NAME, ResumeError, load_checkpoint
 from ..sim.records.manifest import MANIFEST, origin_problem, records_problem
-from ..sim.run.runner import ERROR_LOG, Run, RunResult, read_run_file
+from ..sim.run.result import RunResult, read_run_file
+from ..sim.run.runner import ERROR_LOG, Run
 from .stale_runs import foreign_entries, remove_stale_runs, stale_runs
 
 if TYPE_CHECKING:

@@ -54,10 +54,10 @@ from ...des import RANK_STOP, Clock, Inbox, priority
 from ...network.backhaul import SiteLinks
 from ...outcomes import Outcome
 from ..protocols.base import mixes_device_models, updates_per_aggregation
+from ..records.round_record import RoundRecord
 from ..round.checks import PartChecks
 from ..round.handovers import Handovers
 from ..round.parts import STREAMS, EvalRule, Parts, StopRule, raise_non_finite_clock
-from ..round.pipeline import RoundRecord
 from .aggregations import after_aggregation, evaluate_version, final_evaluation
 from .availability import AvailabilitySteps, availability_step
 from .busy import BusyClock

@@ -8,7 +8,8 @@ import numpy as np
 
 from ...des import ARRIVED, FINISHED
 from ...outcomes import Outcome
-from ..round.pipeline import AggregationRecord, tell_uplink
+from ..records.round_record import AggregationRecord
+from ..round.pipeline import tell_uplink
 from .flight import Update, arrived_facts
 
 __all__ = ["Server"]

@@ -15,7 +15,7 @@ from __future__ import annotations
 import math
 
 from .columns import G6, fsum
-from ..round.pipeline import AggregationRecord
+from .round_record import AggregationRecord
 
 __all__ = ["ROW", "SingleUpdateRows", "aggregation_values", "single_update_row"]
 

@@ -126,6 +126,24 @@ class RoundTotals:
         self.sums = {key: state["sums"].get(key, 0) for key in _SUMS}  # "carried": added since
 
 
+def _totals(sums: dict, devices: dict) -> dict:
+    """The summary's totals over the rounds (``sums``: RoundTotals.sums) and the most energy a device spent."""
+    return {
+        "total_comm_s": float(sums["comm_s"]),
+        "total_extra_airtime_s": float(sums["extra_airtime_s"]),
+        "total_comp_s": float(sums["comp_s"]),
+        "total_downlink_s": float(sums["downlink_s"]),
+        "server_rounds": int(sums["server_round"]),
+        "total_server_s": float(sums["server_s"]),
+        "total_energy_j": float(sums["energy_j"]),  # transmit energy
+        "total_compute_energy_j": float(sums["compute_energy_j"]),
+        "max_device_energy_j": float(np.max(devices["transmit_energy_j"] + devices["compute_energy_j"],
+                                            initial=0.0)),
+        "dropped_uploads": int(sums["dropped"]),  # rounds.csv's dropped: updates gone at their round's end
+        "carried_uploads": int(sums["carried"]),  # semi_sync: late uploads carried to a later aggregation
+    }
+
+
 def summarise(scenario, totals: RoundTotals, evals: list[dict], devices: dict,
               *, wall_time_s: float, model_bits: int, updates: dict | None = None,
               sim_time_s: float | None = None, power_settled: float = math.nan,
@@ -175,18 +193,7 @@ def summarise(scenario, totals: RoundTotals, evals: list[dict], devices: dict,
         "target_accuracy": target,
         "time_to_target_s": hit["time_s"] if hit else math.nan,
         "rounds_to_target": hit["round"] if hit else math.nan,
-        "total_comm_s": float(sums["comm_s"]),
-        "total_extra_airtime_s": float(sums["extra_airtime_s"]),
-        "total_comp_s": float(sums["comp_s"]),
-        "total_downlink_s": float(sums["downlink_s"]),
-        "server_rounds": int(sums["server_round"]),
-        "total_server_s": float(sums["server_s"]),
-        "total_energy_j": float(sums["energy_j"]),  # transmit energy
-        "total_compute_energy_j": float(sums["compute_energy_j"]),
-        "max_device_energy_j": float(np.max(devices["transmit_energy_j"] + devices["compute_energy_j"],
-                                            initial=0.0)),
-        "dropped_uploads": int(sums["dropped"]),  # rounds.csv's dropped: updates gone at their round's end
-        "carried_uploads": int(sums["carried"]),  # semi_sync: late uploads carried to a later aggregation
+        **_totals(sums, devices),
         # updates.csv's rows by outcome: applied, stale, late_dropped, offline, lost, silent, in_flight
         "outcomes": {k: int(v) for k, v in (updates.get("outcomes") or {}).items()},
         "mean_time_avg_power": float(np.mean(devices["time_avg_power"])),

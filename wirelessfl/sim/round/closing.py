@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from .pipeline import RoundOpening, RoundRecord
+from ..records.round_record import RoundRecord
+from .pipeline import RoundOpening
 
 __all__ = ["client_round_record", "deliver_model", "on_air_s"]
 
