@@ -11,10 +11,14 @@ import pytest
 from wirelessfl.capabilities import absent, members, provides
 from wirelessfl.config import from_dict
 from wirelessfl.devices import ComputeEnergy, ConstantCompute, CpuCompute
+from wirelessfl.experiments.run import simulate
 from wirelessfl.fields import ConfigError
-from wirelessfl.learning.algorithms import (Algorithm, AppliesStaleUpdates, CountsWork, FedAvg, Safari, ServerRounds,
-                                            can_apply_stale_updates)
+from wirelessfl.learning.algorithms import (Algorithm, AppliesStaleUpdates, BroadcastsMoreVectors, CostlierSteps,
+                                            CountsWork, FedAvg, HearsTheUplink, PersonalisedByDefault, ServerRounds,
+                                            UploadsMoreVectors, can_apply_stale_updates)
 from wirelessfl.learning.fedshuffle import FedShuffle
+from wirelessfl.learning.flower import FlowerStrategy
+from wirelessfl.plugins import registry
 from wirelessfl.scheduling import Dispatches, LyapunovScheduler, Scheduler, UniformScheduler, has_dispatch
 from wirelessfl.sim.events.engine import EventEngine
 from wirelessfl.sim.protocols import (PROTOCOLS, ArmsTimers, BatchesUpdates, DecidesStaleUpdates, FedBuff, HoldsUpdates,
@@ -76,11 +80,86 @@ def test_an_attribute_a_part_sets_on_itself_counts():
     assert provides(Part(), Named) and not provides(Part, Named)
 
 
+ALGORITHM_CAPABILITIES = (AppliesStaleUpdates, ServerRounds, HearsTheUplink, CountsWork, CostlierSteps,
+                          UploadsMoreVectors, BroadcastsMoreVectors, PersonalisedByDefault)
+
+
+def algorithm_capabilities(algorithm) -> set[str]:
+    return {c.__name__ for c in ALGORITHM_CAPABILITIES if provides(algorithm, c)}
+
+
+def test_the_algorithm_contract_is_its_core_and_declares_no_member_of_another_capability():
+    assert members(Algorithm) == ("Options", "from_scenario", "round", "aggregation_weights", "check", "setup",
+                                  "local_updates", "apply_updates", "state_dict", "runs_in_tiers", "load_state")
+    assert not algorithm_capabilities(Algorithm)
+    for capability in ALGORITHM_CAPABILITIES[1:]:  # AppliesStaleUpdates' members are the core's
+        assert not hasattr(Algorithm, members(capability)[0]), capability.__name__
+
+
 def test_the_built_in_algorithms_capabilities():
-    assert provides(FedAvg, AppliesStaleUpdates) and not provides(FedAvg, ServerRounds)
-    assert provides(Safari, ServerRounds) and not provides(Safari, AppliesStaleUpdates)
+    """Built as a run builds them: the FedShuffle family sets its vectors on each instance (1 and 1,
+    or more with momentum and MVR)."""
+    built = {}
+    for name in registry("algorithm").builtins:
+        extra = {"momentum": 0.9} if name == "fedshuffle_mvr" else {}
+        scenario = from_dict({"run": {"rounds": 2, "timing_only": True}, "learning": {"algorithm": name, **extra}})
+        built[name] = scenario.part("algorithm").from_scenario(scenario, scenario.options("algorithm"))
+    shuffled = {"AppliesStaleUpdates", "CountsWork", "UploadsMoreVectors", "BroadcastsMoreVectors"}
+    personalised = {"AppliesStaleUpdates", "CostlierSteps", "PersonalisedByDefault"}
+    assert {name: algorithm_capabilities(a) for name, a in built.items()} == {
+        "fedavg": {"AppliesStaleUpdates"}, "safari": {"ServerRounds"},
+        "scaffold": {"AppliesStaleUpdates", "UploadsMoreVectors", "BroadcastsMoreVectors"},
+        **{name: shuffled for name in ("fedavg_rr", "fedavg_min", "fedavg_mean", "fednova", "fedshuffle",
+                                       "fedshuffle_so", "fedshuffle_mvr")},
+        **{name: personalised for name in ("perfedavg_fo", "perfedavg_hf", "perfedavg_exact")}}
+    assert not algorithm_capabilities(FlowerStrategy)  # a Flower strategy's round is its own
     assert provides(FedShuffle, CountsWork) and not provides(FedAvg, CountsWork)
-    assert not provides(Algorithm, AppliesStaleUpdates)
+
+
+OLD_CONTRACT = '''
+import numpy as np
+
+from wirelessfl.learning.algorithms import FedAvg, ServerRound
+
+
+class EveryThird(FedAvg):
+    """Written when the contract declared plan_round, server_round, uplink and work_units: every
+    third round the server trains alone, and says how many aggregations it heard the uplink of."""
+
+    heard = 0
+
+    def plan_round(self, round_idx, rng):
+        return ServerRound(duration_s=0.25) if round_idx % 3 == 2 else None
+
+    def server_round(self, trainer, round_idx):
+        return {"heard": self.heard}
+
+    def uplink(self, facts):
+        self.heard += 1
+
+    def work_units(self, devices, round_idx):
+        return np.full(len(devices), 6)
+'''
+
+
+def test_an_algorithm_written_against_the_older_contract_has_the_capabilities_of_its_members(tmp_path,
+                                                                                             one_torch_thread):
+    """Its server rounds, the uplink it hears and its devices' work all reach the run."""
+    (tmp_path / "everythird.py").write_text(OLD_CONTRACT)
+    scenario = from_dict({"seed": 2, "run": {"rounds": 6, "eval_every_rounds": 3},
+                          "devices": {"count": 6, "compute_s": 0.5, "step_time_s": 0.01},
+                          "scheduler": {"name": "uniform", "m": 3},
+                          "learning": {"algorithm": "everythird:EveryThird", "model": "logreg",
+                                       "samples_per_device": 40, "eval_train_samples": 100, "local_steps": 3,
+                                       "batch_size": 8, "lr": 0.05},
+                          "plugin_path": [str(tmp_path)]})
+    assert algorithm_capabilities(scenario.part("algorithm")) == {"AppliesStaleUpdates", "ServerRounds",
+                                                                  "HearsTheUplink", "CountsWork"}
+    rounds = simulate(scenario, tmp_path / "run", progress=False).rounds
+    assert rounds.server_round.tolist() == [0, 0, 1, 0, 0, 1]
+    server, client = rounds[rounds.server_round == 1], rounds[rounds.server_round == 0]
+    assert server.server_s.tolist() == [0.25, 0.25] and server.heard.tolist() == [2, 4]
+    assert np.allclose(client.comp_s, 0.5 + 0.01 * 6)  # its 6 steps, not learning.local_steps = 3
 
 
 class OwnAsync(Algorithm):

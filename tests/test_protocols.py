@@ -695,8 +695,8 @@ def test_plot_draws_a_scenario_s_variants_in_the_scenario_s_order(tmp_path):
 
 
 def test_algorithms_hear_what_the_uplink_did_before_each_aggregation(tmp_path, one_torch_thread):
-    """Algorithm.uplink gets the devices, gains, powers and arrivals of the updates it aggregates:
-    the same as updates.csv says, under sync and fedbuff."""
+    """An algorithm that HearsTheUplink gets the devices, gains, powers and arrivals of the updates
+    it aggregates in its ``uplink``: the same as updates.csv says, under sync and fedbuff."""
     from wirelessfl.learning.algorithms import FedAvg
 
     heard = []

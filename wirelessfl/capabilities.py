@@ -4,13 +4,13 @@ A part's contract (``Algorithm``, ``AccessScheme``, ``Scheduler``, ``ComputeMode
 ``RoundProtocol``) is a small core that every part of its kind implements, plus capabilities that
 only some have, each a ``typing.Protocol`` naming its members next to the contract it belongs to:
 an algorithm that applies stale updates (``AppliesStaleUpdates``), one with server rounds
-(``ServerRounds``) or work that scales (``CountsWork``); a scheduler with a dispatch rule
-(``Dispatches``, ``DispatchesOne``) or CPU frequencies (``ChoosesFrequency``); a computation model
-with an energy (``ComputeEnergy``, ``FrequencyScaled``); a channel whose devices move
-(``MovingDevices``); a random-access scheme that settles its slots (``ResolvesSlots``), times each
-device's upload itself (``TimesEachDevice``) or whose devices listen while they contend
-(``ListensWhileContending``); a round
-protocol (wirelessfl.sim.protocols.base) that runs rounds (``RunsRounds``), arms timers
+(``ServerRounds``), work that scales (``CountsWork``) or that hears the uplink (``HearsTheUplink``);
+a scheduler with a dispatch rule (``Dispatches``, ``DispatchesOne``) or CPU frequencies
+(``ChoosesFrequency``); a computation model with an energy (``ComputeEnergy``,
+``FrequencyScaled``); a channel whose devices move (``MovingDevices``); a random-access scheme that
+settles its slots (``ResolvesSlots``), times each device's upload itself (``TimesEachDevice``) or
+whose devices listen while they contend (``ListensWhileContending``); a round protocol
+(wirelessfl.sim.protocols.base) that runs rounds (``RunsRounds``), arms timers
 (``ArmsTimers``), holds updates between events (``HoldsUpdates``), applies several an aggregation
 (``BatchesUpdates``), mixes toward the devices' models (``MixesDeviceModels``) or says by its options
 whether it applies stale updates (``DecidesStaleUpdates``); an engine with edge servers and a cloud
@@ -28,7 +28,8 @@ A part provides a capability
 - by implementing its members: contracts give them defaults to inherit, and a default that stands
   for "this part does not do it" is marked ``@absent``, so inheriting the contract's stub is not
   providing the capability while inheriting FedAvg's real ``apply_updates`` is (the round
-  protocol's contract has no member of its capabilities at all: a protocol writes them or not);
+  protocol's contract has no member of its capabilities at all, the algorithm's none but its core's
+  ``local_updates`` and ``apply_updates``: such a part writes them or not);
 - or by naming it among its bases (``class MyChannel(Channel, MovingDevices)``); a capability
   without members can only be had that way.
 

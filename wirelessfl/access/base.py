@@ -57,12 +57,12 @@ class UplinkSchedule:
 
 @dataclass(frozen=True)
 class UplinkFacts:
-    """What the uplink did for the updates of one aggregation (``Algorithm.uplink`` receives it):
-    devices (k,); gains |h|^2 (k,) each upload's first gain; power (k,); arrived (k,) whether the
-    update reached the server; noise_var, the variance of the noise the channel adds to each entry
-    of the aggregate, in units of the updates' mean power per entry (0: the updates arrive exactly;
-    ``aircomp``: 1 / (K^2 SNR) over K devices at receive SNR rho0 / N0). The trainer adds that noise
-    to the next aggregate (wirelessfl.learning.trainer.Trainer.aggregate)."""
+    """What the uplink did for the updates of one aggregation (an algorithm that HearsTheUplink
+    receives it in ``uplink``): devices (k,); gains |h|^2 (k,) each upload's first gain; power (k,);
+    arrived (k,) whether the update reached the server; noise_var, the variance of the noise the
+    channel adds to each entry of the aggregate, in units of the updates' mean power per entry (0:
+    the updates arrive exactly; ``aircomp``: 1 / (K^2 SNR) over K devices at receive SNR rho0 / N0).
+    The trainer adds that noise to the next aggregate (wirelessfl.learning.trainer.Trainer.aggregate)."""
 
     devices: np.ndarray
     gains: np.ndarray

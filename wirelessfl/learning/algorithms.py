@@ -19,8 +19,11 @@ strategy) still overrides ``round``.
 Everything else is optional, with defaults inherited by subclassing :class:`Algorithm`: its
 ``Options`` dataclass, ``check`` (cross-field rules at load time), ``setup`` (the data is loaded)
 and the checkpoint state. What only some algorithms do is a capability (wirelessfl.capabilities),
-provided by implementing its members: :class:`AppliesStaleUpdates` (``local_updates`` and
-``apply_updates`` for updates from an older model: the event protocols), :class:`ServerRounds`
+provided by implementing its members. The contract declares none of them beyond its core (whose
+``local_updates`` and ``apply_updates`` stubs are ``@absent``: inheriting them is not applying stale
+updates), and the engines ask ``provides(algorithm, Capability)`` before calling them:
+:class:`AppliesStaleUpdates` (``local_updates`` and ``apply_updates`` for updates from an older
+model: the event protocols), :class:`ServerRounds`
 (``plan_round`` and ``server_round``: rounds in which the server trains alone),
 :class:`HearsTheUplink` (``uplink``: what the radio did to an aggregation's updates),
 :class:`CountsWork` (``work_units``: work that scales the devices' computation time),
@@ -88,7 +91,9 @@ class Algorithm(Protocol):
     """A federated learning algorithm: the devices' local rule and the server's aggregation.
 
     A new algorithm writes ``from_scenario``, ``local_updates`` and ``apply_updates``; ``round`` is
-    defined here in terms of them. Subclass this protocol to inherit the optional parts.
+    defined here in terms of them. Subclass this protocol to inherit the optional parts. What only
+    some algorithms do (server rounds, hearing the uplink, work that scales) is a capability below,
+    which an algorithm has by writing its members: this contract declares none of them.
     """
 
     Options: ClassVar[type | None] = None
@@ -128,17 +133,6 @@ class Algorithm(Protocol):
         """Called once before the first round of a training run, with the data loaded."""
 
     @absent
-    def plan_round(self, round_idx: int, rng: np.random.Generator) -> ServerRound | None:
-        """None for a client round; a ServerRound for a round in which the server trains alone
-        (``rng``: the run's "round_type" stream)."""
-        return None
-
-    @absent
-    def server_round(self, trainer: "Trainer", round_idx: int) -> dict[str, Any]:
-        """The server's training in a server round; returns numbers to record."""
-        return {}
-
-    @absent
     def local_updates(self, trainer: "Trainer", devices: np.ndarray, round_idx: int):
         """The devices' deltas y - x from the trainer's current model x (a (k, d) tensor), without
         changing the model; ``round_idx`` keys their minibatches (the version they started from)."""
@@ -150,19 +144,6 @@ class Algorithm(Protocol):
         ``updates.weights`` as they are) or, under the event protocols, maybe stale ones weighted by
         the protocol; returns numbers to record."""
         raise NotImplementedError(f"{type(self).__name__} implements neither apply_updates nor round")
-
-    @absent
-    def uplink(self, facts) -> None:
-        """Called before each aggregation with what the uplink did for its updates
-        (wirelessfl.access.UplinkFacts: devices, gains, power, arrived, noise_var): an algorithm whose
-        aggregation depends on the radio (over-the-air noise, channel-aware weights) keeps what it
-        needs. Default: nothing."""
-
-    @absent
-    def work_units(self, devices: np.ndarray, round_idx: int) -> np.ndarray | None:
-        """Local steps of each device this round (scales work-proportional computation models and
-        devices.step_time_s); None: learning.local_steps each."""
-        return None
 
     def state_dict(self) -> dict[str, Any]:
         """Server state to continue after a checkpoint (numbers, strings, lists, numpy arrays)."""
@@ -196,10 +177,11 @@ class ServerRounds(Protocol):
     """An algorithm with rounds in which the server trains alone (SAFARI)."""
 
     def plan_round(self, round_idx: int, rng: np.random.Generator) -> ServerRound | None:
-        """None for a client round, a ServerRound for a server round (see Algorithm)."""
+        """None for a client round; a ServerRound for a round in which the server trains alone
+        (``rng``: the run's "round_type" stream, drawn from only by an algorithm that has this)."""
 
     def server_round(self, trainer: "Trainer", round_idx: int) -> dict[str, Any]:
-        """The server's training in a server round (see Algorithm)."""
+        """The server's training in a server round; returns numbers to record."""
 
 
 @runtime_checkable
@@ -208,7 +190,9 @@ class HearsTheUplink(Protocol):
     weights)."""
 
     def uplink(self, facts) -> None:
-        """What the uplink did for the next aggregation's updates (see Algorithm)."""
+        """Called before each aggregation with what the uplink did for its updates
+        (wirelessfl.access.UplinkFacts: devices, gains, power, arrived, noise_var): the algorithm
+        keeps what its aggregation needs."""
 
 
 @runtime_checkable
@@ -269,7 +253,8 @@ class CountsWork(Protocol):
     scale with it."""
 
     def work_units(self, devices: np.ndarray, round_idx: int) -> np.ndarray | None:
-        """Local steps of each device this round (see Algorithm)."""
+        """Local steps of each device this round (scales work-proportional computation models and
+        devices.step_time_s); None: learning.local_steps each."""
 
 
 def can_apply_stale_updates(algorithm) -> bool:

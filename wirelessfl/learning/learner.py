@@ -5,7 +5,9 @@ from __future__ import annotations
 import numpy as np
 
 from .. import rng as rngs
+from ..capabilities import provides
 from . import DatasetError, TrainingDiverged
+from .algorithms import HearsTheUplink, Updates
 from ..decisions import Decision, ReportRequest, Reports
 from ..plugins import registry
 
@@ -294,9 +296,10 @@ class FederatedLearner:
 
     def uplink(self, facts) -> None:
         """What the uplink did for the coming aggregation: its noise goes to the trainer's next
-        aggregate, the facts to ``Algorithm.uplink``."""
+        aggregate, the facts to an algorithm that HearsTheUplink."""
         self.trainer.aggregate_noise_var = float(facts.noise_var)
-        self.algorithm.uplink(facts)
+        if provides(self.algorithm, HearsTheUplink):
+            self.algorithm.uplink(facts)
 
     def train_round(self, selected: np.ndarray, decision: Decision, round_idx: int) -> dict:
         """The algorithm's client round on the devices whose uploads arrived; its numbers."""
@@ -353,8 +356,6 @@ class FederatedLearner:
         start + delta: the algorithm gets y - x instead of the delta."""
         import torch
 
-        from .algorithms import Updates
-
         stacked = torch.stack(deltas)
         if starts is not None:
             stacked = torch.stack(starts) + stacked - self.trainer.params
@@ -365,7 +366,8 @@ class FederatedLearner:
         return dict(metrics or {})
 
     def server_round(self, round_idx: int) -> dict:
-        """The algorithm's server round; its numbers."""
+        """The algorithm's server round; its numbers. The engines open one only when the algorithm's
+        ``plan_round`` asks for it, so the algorithm has ServerRounds."""
         metrics = self.algorithm.server_round(self.trainer, round_idx)
         self._check_finite(f"server round {round_idx}", server=True)
         return dict(metrics or {})

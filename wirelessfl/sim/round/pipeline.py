@@ -14,7 +14,9 @@ from typing import Any, Callable
 
 import numpy as np
 
+from ...capabilities import provides
 from ...devices import energy_of
+from ...learning.algorithms import ServerRounds
 from ...plugins import PartError
 from ...scheduling.base import Decision, ReportRequest, RoundState, draw_devices
 from ..records.round_record import RoundRecord
@@ -55,16 +57,17 @@ def open_round(parts, streams: dict, checks, learner, index: int, t_start: float
                availability: Callable[[], np.ndarray | None]) -> RoundOpening:
     """Open round ``index`` at ``t_start``: the channel's gains, who is available
     (``availability()``, asked after the gains are drawn: a trace that runs out says so in that
-    order), the algorithm's plan (a server round, or a client round), the scheduler's probe and
-    decision (reports first, training runs only), the devices drawn from it, their powers and bits,
-    and their computation times and energy."""
+    order), the algorithm's plan (a server round or a client round; asked only of an algorithm with
+    ServerRounds), the scheduler's probe and decision (reports first, training runs only), the
+    devices drawn from it, their powers and bits, and their computation times and energy."""
     p = parts
     p.channel.set_time(t_start)
     gains = checks.gains(p.channel.draw(streams["channel"]), f"round {index}")
     available = availability()
     opening = RoundOpening(index, t_start, gains, available, round_state(parts, streams, index, t_start, gains, available))
     state = opening.state
-    opening.plan = p.algorithm.plan_round(index, streams["round_type"])
+    if provides(p.algorithm, ServerRounds):  # else every round is a client round ("round_type" is its stream)
+        opening.plan = p.algorithm.plan_round(index, streams["round_type"])
     if opening.plan is not None:
         return opening
     request = p.scheduler.probe(state)
