@@ -137,6 +137,33 @@ def test_the_records_import_nothing_of_the_engines():
     assert engine_imports_of_records(import_graph()) == []
 
 
+SIM_LAYERS = (("records", "protocols"), ("round",), ("sync", "events"), ("run",))
+"""The engine's sub-packages, from the bottom: what is written down and the protocols' contract; the
+round both engines share; the two engines, which import neither from the other; the runner."""
+
+
+def sim_edges(graph: dict[str, set[str]]) -> set[tuple[str, str]]:
+    """Which sub-package of wirelessfl.sim imports which."""
+    def sub(mod: str) -> str | None:
+        parts = mod.split(".")
+        return parts[2] if len(parts) > 2 and parts[:2] == ["wirelessfl", "sim"] else None
+
+    return {(sub(a), sub(b)) for a, targets in graph.items() for b in targets
+            if sub(a) and sub(b) and sub(a) != sub(b)}
+
+
+def sim_violations(edges: set[tuple[str, str]]) -> list[str]:
+    """Imports between the engine's sub-packages that run up its layers or sideways."""
+    level = {name: i for i, names in enumerate(SIM_LAYERS) for name in names}
+    return [f"{a} -> {b}" for a, b in sorted(edges) if level[b] >= level[a]]
+
+
+def test_the_engine_s_sub_packages_import_only_downwards():
+    edges = sim_edges(import_graph())
+    assert {name for edge in edges for name in edge} == {name for names in SIM_LAYERS for name in names}
+    assert sim_violations(edges) == []
+
+
 def test_the_checker_sees_a_cycle_and_an_upward_import():
     """The checks themselves, on a graph with every defect: they can fail."""
     graph = {"wirelessfl.sim.a": {"wirelessfl.sim.b"}, "wirelessfl.sim.b": {"wirelessfl.sim.a"},
@@ -150,6 +177,7 @@ def test_the_checker_sees_a_cycle_and_an_upward_import():
     records = {"wirelessfl.sim.records.recorder": {"wirelessfl.sim.records.columns", "wirelessfl.sim.round.pipeline",
                                                    "wirelessfl.files"}}
     assert engine_imports_of_records(records) == ["wirelessfl.sim.records.recorder -> wirelessfl.sim.round.pipeline"]
+    assert sim_violations({("events", "sync"), ("round", "run"), ("run", "round")}) == ["events -> sync", "round -> run"]
     lazy = {m for m in import_graph()["wirelessfl.experiments.run"]}  # function-level imports are seen
     assert "wirelessfl.sim.run.runner" in lazy or "wirelessfl.sim" in lazy
 
@@ -179,11 +207,22 @@ def mermaid() -> str:
     return "\n".join(lines + ["```"])
 
 
+def sim_mermaid() -> str:
+    """The engine's drawing: one box per layer of its sub-packages, an arrow per import between them."""
+    lines = ["```mermaid", "flowchart BT"]
+    for i, names in enumerate(SIM_LAYERS):
+        lines += [f'  subgraph S{i}[" "]', *(f"    {n}" for n in names), "  end"]
+    lines += [f"  {a} --> {b}" for a, b in sorted(sim_edges(import_graph()))]
+    return "\n".join(lines + ["```"])
+
+
 def test_the_drawing_in_docs_is_the_package_as_it_is():
     """docs/architecture.md draws the import graph; regenerate it with `python tests/test_import_graph.py`."""
     text = DRAWING.read_text(encoding="utf-8")
     assert mermaid() in text, "docs/architecture.md is out of date: python tests/test_import_graph.py"
-    arrows = re.findall(r"^  (\w+) --> (\w+)$", text, flags=re.M)
+    assert sim_mermaid() in text, "docs/architecture.md's engine drawing is out of date: python tests/test_import_graph.py"
+    package_part = text.split("## The engine")[0]  # (the engine's own drawing follows)
+    arrows = re.findall(r"^  (\w+) --> (\w+)$", package_part, flags=re.M)
     assert len(arrows) == len(top_level_edges()) > 30
 
     def level(name: str) -> int:
@@ -192,5 +231,7 @@ def test_the_drawing_in_docs_is_the_package_as_it_is():
     assert all(level(b) <= level(a) for a, b in arrows)  # every arrow points down or sideways
 
 
-if __name__ == "__main__":  # print the drawing for docs/architecture.md
+if __name__ == "__main__":  # print the drawings for docs/architecture.md
     print(mermaid())
+    print()
+    print(sim_mermaid())

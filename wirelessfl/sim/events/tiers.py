@@ -37,9 +37,8 @@ from ...fields import ConfigError
 from ...network.backhaul import or_no_backhaul
 from ...participation import ExcludedAvailability
 from ..records.recorder import Recorder
-from ..round.cloud import cloud_row, data_weights, edge_accuracy, tiers_summary
+from ..round.cloud import EdgeLearner, cloud_row, data_weights, edge_accuracy, tiers_summary
 from ..round.parts import EvalRule, StopRule
-from ..sync.tiers import EdgeLearner
 from .aggregations import after_aggregation, evaluate_version, final_evaluation
 from .engine import EventEngine, EventStall
 from .flights import REPORTS

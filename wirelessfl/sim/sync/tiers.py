@@ -22,52 +22,10 @@ import numpy as np
 from ...access.base import TimesEachDevice
 from ...capabilities import provides
 from ...network.backhaul import or_no_backhaul
-from ..round.cloud import cloud_row, data_weights, edge_accuracy, tiers_summary
+from ..round.cloud import EdgeLearner, cloud_row, data_weights, edge_accuracy, tiers_summary
 from .engine import Engine
 
 __all__ = ["Edge", "EdgeLearner", "TieredEngine"]
-
-
-class EdgeLearner:
-    """The training side as one edge server has it: its own model, averaged over its ``num_devices``
-    devices (the learner's calls run on it, and the learner's own model is left as it was)."""
-
-    def __init__(self, learner, num_devices: int):
-        self.learner, self.num_devices = learner, num_devices
-        self.params = learner.params
-
-    def _on_own_model(self, call, *args, **kwargs):
-        kept, self.learner.params = self.learner.params, self.params
-        try:
-            out = call(*args, **kwargs)
-            self.params = self.learner.params
-        finally:
-            self.learner.params = kept
-        return out
-
-    def train_round(self, selected: np.ndarray, decision, round_idx: int) -> dict:
-        # unbiased weights 1 / (N_edge q_n) over the edge's devices: q scaled by N_edge / N, as the
-        # algorithm weighs by 1 / (N q_n) over all N
-        scaled = dataclasses.replace(decision, q=decision.q * (self.num_devices / len(decision.q)))
-        return self._on_own_model(self.learner.train_round, selected, scaled, round_idx)
-
-    def reports(self, request, round_idx: int):
-        return self._on_own_model(self.learner.reports, request, round_idx)
-
-    def uplink(self, facts) -> None:
-        self.learner.uplink(facts)
-
-    def local_updates(self, devices: np.ndarray, key: int, *start) -> list:
-        """Event edges: the deltas of ``devices`` trained from this edge's model (or ``start``)."""
-        return self._on_own_model(self.learner.local_updates, devices, key, *start)
-
-    def apply_updates(self, devices: np.ndarray, deltas: list, weights: np.ndarray, staleness: np.ndarray,
-                      starts: list | None = None) -> dict:
-        """Event edges: one aggregation into this edge's model."""
-        return self._on_own_model(self.learner.apply_updates, devices, deltas, weights, staleness, starts)
-
-    def sample_counts(self):
-        return self.learner.sample_counts()
 
 
 @dataclasses.dataclass
