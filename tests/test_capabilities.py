@@ -8,14 +8,14 @@ from typing import Protocol, runtime_checkable
 import numpy as np
 import pytest
 
-from wirelessfl.capabilities import absent, members, provides
+from wirelessfl.capabilities import absent, lacks_of, members, provides
 from wirelessfl.config import from_dict
 from wirelessfl.devices import ComputeEnergy, ConstantCompute, CpuCompute
 from wirelessfl.experiments.run import simulate
 from wirelessfl.fields import ConfigError
 from wirelessfl.learning.algorithms import (Algorithm, AppliesStaleUpdates, BroadcastsMoreVectors, CostlierSteps,
                                             CountsWork, FedAvg, HearsTheUplink, PersonalisedByDefault, ServerRounds,
-                                            UploadsMoreVectors, can_apply_stale_updates)
+                                            Safari, UploadsMoreVectors, can_apply_stale_updates)
 from wirelessfl.learning.fedshuffle import FedShuffle
 from wirelessfl.learning.flower import FlowerStrategy
 from wirelessfl.plugins import registry
@@ -160,6 +160,28 @@ def test_an_algorithm_written_against_the_older_contract_has_the_capabilities_of
     server, client = rounds[rounds.server_round == 1], rounds[rounds.server_round == 0]
     assert server.server_s.tolist() == [0.25, 0.25] and server.heard.tolist() == [2, 4]
     assert np.allclose(client.comp_s, 0.5 + 0.01 * 6)  # its 6 steps, not learning.local_steps = 3
+
+
+def test_an_algorithm_with_half_of_server_rounds_is_refused_in_one_line(tmp_path, capsys):
+    """plan_round without server_round would never be called: the run is refused, naming both."""
+    from wirelessfl.cli import main
+
+    half = OLD_CONTRACT.replace("    def server_round(self, trainer, round_idx):\n        return {\"heard\": self.heard}\n", "")
+    assert "def server_round" not in half
+    (tmp_path / "halfrounds.py").write_text(half)
+    (tmp_path / "s.toml").write_text(f"""seed = 1
+plugin_path = ["{tmp_path}"]
+[run]
+rounds = 2
+timing_only = true
+[learning]
+algorithm = "halfrounds:EveryThird"
+""")
+    assert main(["run", str(tmp_path / "s.toml"), "--out", str(tmp_path / "out"), "--no-progress"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == ["wirelessfl: error: learning.algorithm = 'halfrounds:EveryThird': has plan_round of ServerRounds but not "
+                   "server_round; write both (docs/extending.md) or neither"]
+    assert lacks_of(FedAvg, ServerRounds) == [] and lacks_of(Safari, ServerRounds) == []
 
 
 class OwnAsync(Algorithm):

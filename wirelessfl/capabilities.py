@@ -45,7 +45,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, TypeVar
 
-__all__ = ["absent", "has_member", "members", "provides"]
+__all__ = ["absent", "has_member", "lacks_of", "members", "provides"]
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -68,6 +68,14 @@ def members(capability: type) -> tuple[str, ...]:
             if not name.startswith("_"):
                 names[name] = None
     return tuple(names)
+
+
+def lacks_of(part: Any, capability: type) -> list[str]:
+    """The members of ``capability`` that ``part`` lacks where it has some of them: a capability half
+    written, which would otherwise go unused without a word ([] for none of them, or all)."""
+    names = members(capability)
+    missing = [name for name in names if not has_member(part, name)]
+    return missing if 0 < len(missing) < len(names) else []
 
 
 def provides(part: Any, capability: type) -> bool:

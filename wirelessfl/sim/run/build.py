@@ -15,6 +15,7 @@ import numpy as np
 from ... import rng as rngs
 from ...access import Downlink, check_scheme
 from ...access.base import AccessScheme, WritesRunFiles
+from ...capabilities import lacks_of, members
 from ...config import ConfigError, Scenario
 from ...config.limits import check_upload
 from ...devices import WorkScaledCompute, build_availability
@@ -56,10 +57,23 @@ def fairness_metrics(scenario: Scenario) -> bool:
     return scenario.part("scheduler").fairness_metrics
 
 
+def check_capabilities(algorithm, field: str) -> None:
+    """ConfigError (one line) for an algorithm that writes some members of a capability and not the
+    others (``plan_round`` without ``server_round``): the engines would never call them."""
+    from ...learning.algorithms import ServerRounds  # (its other capabilities have one member each)
+
+    missing = lacks_of(algorithm, ServerRounds)
+    if missing:
+        have = [name for name in members(ServerRounds) if name not in missing]
+        raise ConfigError(f"{field}: has {', '.join(have)} of ServerRounds but not {', '.join(missing)}; write "
+                          "both (docs/extending.md) or neither")
+
+
 def build_learning(scenario: Scenario, run_dir: Path | None) -> tuple:
     """(algorithm, compressor, learner): the algorithm and the compression of its uploads, and the
     training side of the run (None when it is timing only)."""
     algorithm = scenario.part("algorithm").from_scenario(scenario, scenario.options("algorithm"))
+    check_capabilities(algorithm, f"learning.algorithm = {scenario.learning.algorithm!r}")
     compressor = scenario.part("compression").from_scenario(scenario, scenario.options("compression"))
     if scenario.run.timing_only:
         return algorithm, compressor, None
