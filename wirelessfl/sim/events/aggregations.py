@@ -9,7 +9,7 @@ makes a no-op: an edge's) and ``finish_run()``."""
 from __future__ import annotations
 
 from ...des.clock import CHECKPOINT
-from ..round.parts import evaluate
+from ..round.parts import evaluate, final_evaluation_due
 
 __all__ = ["after_aggregation", "evaluate_version", "final_evaluation"]
 
@@ -23,7 +23,7 @@ def evaluate_version(engine) -> None:
 
 def final_evaluation(engine) -> None:
     """The run ended: evaluate the final model if it changed since the last evaluation."""
-    if engine.learner is not None and (not engine.evals_at or engine.evals_at[-1] != engine.version):
+    if final_evaluation_due(engine.learner, engine.evals_at[-1] if engine.evals_at else None, engine.version):
         engine._evaluate()
 
 

@@ -14,6 +14,7 @@ from ...scheduling.base import Decision
 
 __all__ = ["ARRIVED", "COMPUTE", "DOWNLINK", "FINISHED", "FORWARDING", "ON_AIR", "QUEUED", "Round", "Update", "WAITING"]
 
+
 class Update:
     """One dispatched device, from its dispatch to its update's fate (an updates.csv row).
 

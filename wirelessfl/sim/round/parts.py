@@ -200,6 +200,13 @@ def raise_non_finite_clock(now: float, when: str) -> None:
                         "scenario is too large for floating point (near 1e308), or an upload never ends")
 
 
+def final_evaluation_due(learner, evaluated_at: int | None, version: int) -> bool:
+    """Whether a run that ended at ``version`` (rounds done, or aggregations) still owes the final
+    model an evaluation: a training run whose last evaluation (``evaluated_at``; None: none yet)
+    was of another version. Both engines end on it."""
+    return learner is not None and evaluated_at != version
+
+
 def evaluate(learner, stop: StopRule, on_eval: Callable[[dict], None], rounds_done: int, now_s: float) -> None:
     """Evaluate the model (training runs), note whether the target is reached, report the row."""
     if learner is None:

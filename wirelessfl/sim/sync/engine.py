@@ -31,10 +31,11 @@ from ...scheduling.base import Decision
 from ..round.checks import PartChecks
 from ..round.closing import client_round_record, deliver_model
 from ..round.handovers import take_handovers
-from ..round.parts import (STREAMS, EvalRule, Learner, Parts, StopRule, evaluate, load_parts_state, parts_state,
-                           raise_non_finite_clock)
+from ..round.parts import (STREAMS, EvalRule, Learner, Parts, StopRule, evaluate, final_evaluation_due,
+                           load_parts_state, parts_state, raise_non_finite_clock)
 from ..round.pipeline import learn_round, open_round, piggyback_s, server_round_record
 from .uplink import contended, drain, energies, round_airtimes, schedule_uploads, upload_counts
+
 
 @dataclass(frozen=True)
 class RoundScope:
@@ -158,7 +159,7 @@ class Engine:
                 self._evaluate()
             if self.after_round is not None:
                 self.after_round(self)
-        if self.learner is not None and self._evaluated_at != self.rounds_done:
+        if final_evaluation_due(self.learner, self._evaluated_at, self.rounds_done):
             self._evaluate()
 
     def _step(self):
