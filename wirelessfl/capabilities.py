@@ -43,6 +43,7 @@ This module is at the bottom of the package: it imports nothing of it.
 """
 from __future__ import annotations
 
+from functools import cache
 from typing import Any, Callable, TypeVar
 
 __all__ = ["absent", "has_member", "lacks_of", "members", "provides"]
@@ -58,6 +59,7 @@ def absent(member: F) -> F:
     return member
 
 
+@cache  # a capability's members do not change: the engines ask every round
 def members(capability: type) -> tuple[str, ...]:
     """The members a capability declares (its methods and annotated attributes, its bases' too)."""
     names: dict[str, None] = {}

@@ -42,8 +42,11 @@ def client_round_record(opening: RoundOpening, t_end: float, *, downlink_s: floa
     never had a time of its own, plus the reports' ``reports_s`` before the computations), the
     traffic beside the models (the reports' time and energy ``reports_j``, the piggybacked bits'
     ``piggy_s``), and the rest of RoundRecord's fields as ``facts``."""
+    uploads_s = airtime_s.sum()
+    if uploads_s != uploads_s:  # (nansum only then: it costs more than the round's other sums)
+        uploads_s = np.nansum(airtime_s)
     return RoundRecord(
         round=opening.index, t_start=opening.t_start, t_end=t_end, downlink_s=downlink_s,
-        comp_s=float(comp_s.max(initial=0.0)), comm_s=float(np.nansum(airtime_s)) + reports_s,
+        comp_s=float(comp_s.max(initial=0.0)), comm_s=float(uploads_s) + reports_s,
         selected=opening.selected, airtime_s=airtime_s, gains=opening.gains, decision=opening.decision,
         available=opening.available, extra_airtime_s=reports_s + piggy_s, extra_energy_j=reports_j, **facts)
