@@ -87,7 +87,7 @@ class RoundDriver:
         e, p = self.engine, self.engine.parts
         selected, gains, power = opening.selected, opening.gains, opening.power
         upload_times = None
-        if p.fading is not None and not e.packets_on:
+        if p.fading is not None:
             def upload_times():
                 return p.fading.upload_times(bits, gains[selected], power, selected, e.streams["fading"])
         return p.access.round_airtime_s(opening.bits, gains[selected], power, upload_times)
