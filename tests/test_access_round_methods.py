@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from wirelessfl.access import FDMA, TDMA, Link
+from wirelessfl.access import FDMA, TDMA, Link, upload_link
 from wirelessfl.config import LinkConfig
 
 
@@ -34,7 +34,7 @@ def test_solo_packets_are_the_links_own_uploads_one_by_one():
     tdma = TDMA(_link(packet_bits=1000, errors="snr", max_attempts=3))
     gain, power = np.array([0.5, 2.0, 8.0]), np.ones(3)
     airtime, attempts, delivered, harq = tdma.send_packets(4000.0, gain, power, np.random.default_rng(7))
-    rng, link = np.random.default_rng(7), tdma.upload_link()
+    rng, link = np.random.default_rng(7), upload_link(tdma)
     expected = [link.send(4000.0, g, 1.0, rng, tdma.on_air_s) for g in gain.tolist()]
     assert airtime.tolist() == [e[0] for e in expected]
     assert attempts.tolist() == [e[1] for e in expected] and delivered.tolist() == [e[2] for e in expected]

@@ -8,8 +8,12 @@ from typing import Protocol, runtime_checkable
 import numpy as np
 import pytest
 
+from wirelessfl.access import (ACCESS, TDMA, AccessScheme, AddsUploadColumns, AddsUplinkNoise, DrawsBlockFading, Link,
+                               ResolvesSlots, SetsTransmitPower, UploadsOnASubBand, block_fading, transmit_power,
+                               upload_link, uplink_facts)
+from wirelessfl.access.base import ListensWhileContending, TimesEachDevice, WritesRunFiles
 from wirelessfl.capabilities import absent, lacks_of, members, provides
-from wirelessfl.config import from_dict
+from wirelessfl.config import LinkConfig, from_dict
 from wirelessfl.devices import ComputeEnergy, ConstantCompute, CpuCompute
 from wirelessfl.experiments.run import simulate
 from wirelessfl.fields import ConfigError
@@ -371,3 +375,67 @@ def test_the_guide_s_buffering_protocol_holds_and_batches_its_updates():
     exec(compile(code, "everyk.py", "exec"), space)
     every_k = space["EveryK"](space["EveryKOptions"](k=3))
     assert capabilities(every_k) == {"HoldsUpdates", "BatchesUpdates"} and updates_per_aggregation(every_k) == 3.0
+
+
+ACCESS_CAPABILITIES = (SetsTransmitPower, AddsUplinkNoise, UploadsOnASubBand, DrawsBlockFading, AddsUploadColumns,
+                       ResolvesSlots, ListensWhileContending, TimesEachDevice, WritesRunFiles)
+
+
+def access_capabilities(scheme) -> set[str]:
+    return {c.__name__ for c in ACCESS_CAPABILITIES if provides(scheme, c)}
+
+
+def test_the_access_scheme_contract_is_its_core_and_declares_no_member_of_a_capability():
+    assert {name for name in dir(AccessScheme) if not name.startswith("_")} == {
+        "Options", "concurrent", "solo_uploads", "over_the_air", "interferes", "contention",  # the class flags
+        "from_scenario", "airtime_s", "schedule", "check", "event_uplink", "on_air_s", "send_packets",
+        "report_waits", "round_airtime_s", "upload_s", "pricing", "rates_bps", "share_snrs", "round_info",
+        "state_dict", "load_state"}
+    assert not access_capabilities(AccessScheme)
+    for capability in ACCESS_CAPABILITIES:
+        assert not any(hasattr(AccessScheme, name) for name in members(capability)), capability.__name__
+
+
+def test_the_built_in_access_schemes_capabilities():
+    assert {name: access_capabilities(ACCESS.load(name)) for name in ACCESS.builtins} == {
+        "tdma": set(), "tdma_slotted": set(), "fdma": set(),
+        "dedicated": {"UploadsOnASubBand"}, "ofdma": {"DrawsBlockFading"},
+        "aircomp": {"SetsTransmitPower", "AddsUplinkNoise"}, "aloha": {"ResolvesSlots"},
+        "wifi": {"ListensWhileContending", "AddsUploadColumns"},
+        "ns3_wifi": {"ListensWhileContending", "AddsUploadColumns"},
+        "orbit": {"AddsUploadColumns", "TimesEachDevice", "WritesRunFiles"}}
+
+
+def test_without_a_capability_the_access_helpers_give_the_contract_s_old_defaults():
+    link = Link(LinkConfig())
+    tdma, power = TDMA(link), np.array([1.0, 2.0])
+    assert transmit_power(tdma, np.ones(2), power) is power  # the scheduler's power itself
+    assert upload_link(tdma) is link and block_fading(tdma, 3) is None
+    assert uplink_facts(tdma, np.arange(2), np.ones(2), power, np.ones(2, dtype=bool)).noise_var == 0.0
+
+
+HALF_POWER = '''
+import numpy as np
+
+from wirelessfl.access import TDMA
+
+
+class HalfPower(TDMA):
+    """Written when the contract declared transmit_power: every device sends at half the scheduler's power."""
+
+    def transmit_power(self, gain, power):
+        return np.asarray(power) / 2
+'''
+
+
+@pytest.mark.parametrize("protocol", ["sync", "semi_sync"])
+def test_an_access_scheme_written_against_the_older_contract_still_sets_its_devices_power(tmp_path, protocol):
+    (tmp_path / "halfpower.py").write_text(HALF_POWER)
+    base = {"seed": 3, "run": {"rounds": 3, "timing_only": True}, "devices": {"count": 6},
+            "scheduler": {"name": "uniform", "m": 3}, "protocol": {"name": protocol}, "plugin_path": [str(tmp_path)]}
+    half = from_dict({**base, "link": {"access": "halfpower:HalfPower"}})
+    assert access_capabilities(half.part("access")) == {"SetsTransmitPower"}
+    full = simulate(from_dict(base), tmp_path / "full", progress=False).updates
+    halved = simulate(half, tmp_path / "half", progress=False).updates
+    assert len(full) == len(halved) > 0
+    assert np.allclose(halved.power, full.power / 2)

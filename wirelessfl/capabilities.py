@@ -7,21 +7,25 @@ an algorithm that applies stale updates (``AppliesStaleUpdates``), one with serv
 (``ServerRounds``), work that scales (``CountsWork``) or that hears the uplink (``HearsTheUplink``);
 a scheduler with a dispatch rule (``Dispatches``, ``DispatchesOne``) or CPU frequencies
 (``ChoosesFrequency``); a computation model with an energy (``ComputeEnergy``,
-``FrequencyScaled``); a channel whose devices move (``MovingDevices``); a random-access scheme that
-settles its slots (``ResolvesSlots``), times each device's upload itself (``TimesEachDevice``) or
-whose devices listen while they contend (``ListensWhileContending``); a round protocol
+``FrequencyScaled``); a channel whose devices move (``MovingDevices``); an access scheme that
+settles its random-access slots (``ResolvesSlots``), times each device's upload itself
+(``TimesEachDevice``), whose devices listen while they contend (``ListensWhileContending``), that
+sets the power its devices transmit at (``SetsTransmitPower``), adds noise to what the server
+receives (``AddsUplinkNoise``), sends each upload on a sub-band (``UploadsOnASubBand``), draws
+block fading for its rates (``DrawsBlockFading``), adds columns to updates.csv
+(``AddsUploadColumns``) or writes files of its own (``WritesRunFiles``); a round protocol
 (wirelessfl.sim.protocols.base) that runs rounds (``RunsRounds``), arms timers
 (``ArmsTimers``), holds updates between events (``HoldsUpdates``), applies several an aggregation
 (``BatchesUpdates``), mixes toward the devices' models (``MixesDeviceModels``) or says by its options
 whether it applies stale updates (``DecidesStaleUpdates``); an engine with edge servers and a cloud
-(``wirelessfl.sim.run.contract.EdgeTiers``). The engines and the runner ask
-``provides(part, Capability)`` for these, not the part's type; the scenario's checks, below the
-packages that declare most of them, ask ``has_member(part, name)`` (a protocol is event-driven when
-it has an ``on_arrival`` of its own). Optional members that are no capability yet are still probed
-with ``getattr`` in wirelessfl.sim: a computation model's
-``has_energy``, ``compute_time`` and ``frequency_scaled``, a learner's ``uplink``, an event uplink's
-``on_air_until``, a scheme's ``state_dict``/``load_state``, a channel's ``handovers`` and
-``site_gain``, a path loss's ``device_columns``, a part's ``round_info``.
+(``wirelessfl.sim.run.contract.EdgeTiers``). The engines and the runner (and, for an access
+scheme's, the access and network packages) ask ``provides(part, Capability)`` for these, not the
+part's type; the scenario's checks, below the packages that declare most of them, ask
+``has_member(part, name)`` (a protocol is event-driven when it has an ``on_arrival`` of its own).
+Optional members that are no capability yet are still probed with ``getattr`` in wirelessfl.sim: a
+computation model's ``has_energy``, ``compute_time`` and ``frequency_scaled``, a learner's
+``uplink``, an event uplink's ``on_air_until``, a scheme's ``state_dict``/``load_state``, a
+channel's ``handovers`` and ``site_gain``, a path loss's ``device_columns``, a part's ``round_info``.
 
 A part provides a capability
 

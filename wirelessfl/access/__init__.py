@@ -26,7 +26,8 @@ and import paths:
 
 Schedulers that price airtime (the Lyapunov rules) ask the scheme how: ``pricing(bits, k)`` gives
 the band and noise one of k devices sending together sees (fdma, ofdma: B / k and N0 / k), or a
-fixed airtime (aircomp), and ``transmit_power`` the power a device will really send at.
+fixed airtime (aircomp), and :func:`transmit_power` the power a device will really send at (the
+scheduler's, but where the scheme SetsTransmitPower: aircomp's channel inversion).
 
 Knows nothing of learning.
 """
@@ -35,7 +36,9 @@ from __future__ import annotations
 from ..plugins import Registry
 from .aircomp import AirComp, AirCompOptions, JointUplink
 from .aloha import Aloha, AlohaOptions, AlohaUplink
-from .base import AccessScheme, AirtimePrice, EventUplink, ResolvesSlots, UplinkFacts, UplinkHost, UplinkSchedule
+from .base import (AccessScheme, AddsUploadColumns, AddsUplinkNoise, AirtimePrice, DrawsBlockFading, EventUplink,
+                   ResolvesSlots, SetsTransmitPower, UploadsOnASubBand, UplinkFacts, UplinkHost, UplinkSchedule,
+                   block_fading, transmit_power, upload_link, uplink_facts)
 from .checks import check_scheme
 from .dedicated import Dedicated, DedicatedOptions, IndependentUplink
 from .downlink import Delivery, Downlink
@@ -45,11 +48,13 @@ from .ofdma import OFDMA, OfdmaOptions
 from .slotted import SlottedOptions, SlottedTDMA, SlottedUplink
 from .tdma import TDMA, OneTransmitter
 
-__all__ = ["ACCESS", "AccessScheme", "AirComp", "AirCompOptions", "AirtimePrice", "Aloha", "AlohaOptions",
-           "AlohaUplink", "Dedicated", "DedicatedOptions", "Delivery", "Downlink", "EventUplink", "FDMA", "IndependentUplink", "JointUplink",
-           "Link", "OFDMA", "OfdmaOptions", "OneTransmitter", "ResolvesSlots", "SharedBand", "SlottedOptions", "SlottedTDMA",
-           "SlottedUplink", "TDMA", "UplinkFacts", "UplinkHost", "UplinkSchedule", "check_scheme", "queue",
-           "send_packets", "share_snr"]
+__all__ = ["ACCESS", "AccessScheme", "AddsUploadColumns", "AddsUplinkNoise", "AirComp", "AirCompOptions",
+           "AirtimePrice", "Aloha", "AlohaOptions", "AlohaUplink", "Dedicated", "DedicatedOptions", "Delivery",
+           "Downlink", "DrawsBlockFading", "EventUplink", "FDMA", "IndependentUplink", "JointUplink", "Link",
+           "OFDMA", "OfdmaOptions", "OneTransmitter", "ResolvesSlots", "SetsTransmitPower", "SharedBand",
+           "SlottedOptions", "SlottedTDMA", "SlottedUplink", "TDMA", "UploadsOnASubBand", "UplinkFacts",
+           "UplinkHost", "UplinkSchedule", "block_fading", "check_scheme", "queue", "send_packets", "share_snr",
+           "transmit_power", "upload_link", "uplink_facts"]
 
 ACCESS = Registry("access", "wirelessfl.access:AccessScheme", {
     "tdma": "wirelessfl.access.tdma:TDMA",

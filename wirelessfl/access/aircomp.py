@@ -13,7 +13,7 @@ import simpy
 from ..des import ON_AIR, QUEUED, RANK_DEVICE, priority
 from ..fields import option
 from ..outcomes import Outcome
-from .base import AccessScheme, AirtimePrice, UplinkFacts, UplinkSchedule
+from .base import AccessScheme, AddsUplinkNoise, AirtimePrice, SetsTransmitPower, UplinkFacts, UplinkSchedule
 from .link import Link, queue
 
 __all__ = ["AirComp", "AirCompOptions", "JointUplink"]
@@ -29,7 +29,7 @@ class AirCompOptions:
                                                     "float32 parameter per symbol)")
 
 
-class AirComp(AccessScheme):
+class AirComp(AccessScheme, SetsTransmitPower, AddsUplinkNoise):
     """Over-the-air computation: every selected device sends at once on the whole band, and the
     server receives the sum of their signals (Zhu, Wang & Huang, 2019).
 

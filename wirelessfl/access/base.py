@@ -1,21 +1,42 @@
 """The contract of an access scheme, with both of its timing models: the closed form of a sync
 round (``airtime_s``, ``schedule``) and the event uplink the event protocols' devices contend for
-(``event_uplink``), plus what an event uplink may use of the engine that runs it (:class:`UplinkHost`).
+(``event_uplink``), plus what an event uplink may use of the engine that runs it (:class:`UplinkHost`)
+and the capabilities only some schemes have.
 
 Which engine needs which member (as pymanopt says which solver needs which method):
 
 - both engines: ``from_scenario`` (required); ``link`` (set by ``AccessScheme.__init__(link)``);
   ``airtime_s`` (required: under sync every selected device's, under the event protocols one
-  upload's through ``upload_s``); ``check``, ``transmit_power``, ``pricing``, ``uplink_facts``,
-  ``upload_link``, ``on_air_s``, ``state_dict``, ``load_state`` (defaults: see each).
+  upload's through ``upload_s``); ``check``, ``pricing``, ``on_air_s``, ``round_info``,
+  ``state_dict``, ``load_state`` (defaults: see each).
 - sync only: ``schedule`` (required), the round's uplink in closed form; ``send_packets`` and
   ``report_waits`` (defaults from ``solo_uploads`` and ``concurrent``: the engine reads no flag).
 - event rounds (semi_sync): ``round_airtime_s`` (default from ``concurrent``).
 - event protocols only: ``event_uplink`` (default: one transmitter, ``tdma.OneTransmitter``, or
   the band shared at ``rates_bps``, ``fdma.SharedBand``, for a ``concurrent`` scheme);
   ``upload_s`` (default: ``airtime_s`` of one device, so an override of ``airtime_s`` serves both
-  engines); ``rates_bps`` and ``block_fading`` for a shared band (defaults: 1 / ``airtime_s`` of
-  one bit; nothing to draw).
+  engines); ``rates_bps`` and ``share_snrs`` for a shared band (defaults: 1 / ``airtime_s`` of one
+  bit; the SINR at which an equal share carries that rate; a sync round's packets on a shared band
+  ask them too).
+
+Capabilities, each a Protocol below that a scheme has by writing its members (or by naming it among
+its bases), asked with ``provides(scheme, Capability)``. For the first four a function of this
+module, named as the member, asks the scheme that has it and gives the default for one that has
+not, so that a caller asks in one line:
+
+- ``SetsTransmitPower`` (``transmit_power``; rounds, and the Lyapunov rules' pricing): aircomp's
+  channel inversion; without it, the scheduler's power (:func:`transmit_power`).
+- ``AddsUplinkNoise`` (``uplink_facts``; both engines, training runs): aircomp's noise on the sum;
+  without it the updates arrive exactly (:func:`uplink_facts`).
+- ``UploadsOnASubBand`` (``upload_link``; packets and fading within an upload): dedicated's
+  sub-band; without it the whole band (:func:`upload_link`).
+- ``DrawsBlockFading`` (``block_fading``; a shared band's rates): ofdma's block factors; without it
+  nothing is drawn (:func:`block_fading`).
+- ``AddsUploadColumns`` (``upload_columns``, ``round_counts``, ``take_counts``; updates.csv): wifi,
+  ns3_wifi, orbit.
+- ``ResolvesSlots`` (``resolve``; sync): aloha. ``ListensWhileContending`` (``listening_s``; both,
+  with batteries): wifi. ``TimesEachDevice`` (``schedule_devices``; sync): orbit.
+  ``WritesRunFiles`` (``run_files``): orbit.
 """
 from __future__ import annotations
 
@@ -24,14 +45,17 @@ from typing import TYPE_CHECKING, Any, ClassVar, Iterable, Protocol, runtime_che
 
 import numpy as np
 
+from ..capabilities import provides
 from .link import Link
 from .packets import send_shared, send_solo
 
 if TYPE_CHECKING:
     from ..des import Clock
 
-__all__ = ["AccessScheme", "AirtimePrice", "EventUplink", "ListensWhileContending", "ResolvesSlots", "TimesEachDevice", "UplinkFacts", "UplinkHost",
-           "UplinkSchedule", "WritesRunFiles"]
+__all__ = ["AccessScheme", "AddsUploadColumns", "AddsUplinkNoise", "AirtimePrice", "DrawsBlockFading", "EventUplink",
+           "ListensWhileContending", "ResolvesSlots", "SetsTransmitPower", "TimesEachDevice", "UploadsOnASubBand",
+           "UplinkFacts", "UplinkHost", "UplinkSchedule", "WritesRunFiles", "block_fading", "transmit_power",
+           "upload_link", "uplink_facts"]
 
 
 @dataclass
@@ -186,6 +210,85 @@ class WritesRunFiles(Protocol):
     def run_files(self) -> dict[str, str]: ...
 
 
+@runtime_checkable
+class SetsTransmitPower(Protocol):
+    """A scheme that decides the power each device of a round really transmits at, from its gain and
+    the scheduler's power (aircomp: truncated channel inversion). Without it a device sends at the
+    scheduler's power (:func:`transmit_power`)."""
+
+    def transmit_power(self, gain: np.ndarray, power: np.ndarray) -> np.ndarray: ...
+
+
+@runtime_checkable
+class AddsUplinkNoise(Protocol):
+    """A scheme whose uplink adds noise to what the server receives (aircomp: the sum of the updates
+    over the air): ``uplink_facts`` states what the uplink did for one aggregation, its ``noise_var``
+    among it. Without it the updates arrive exactly (:func:`uplink_facts`)."""
+
+    def uplink_facts(self, devices: np.ndarray, gains: np.ndarray, power: np.ndarray,
+                     arrived: np.ndarray) -> UplinkFacts: ...
+
+
+@runtime_checkable
+class UploadsOnASubBand(Protocol):
+    """A scheme whose uploads each go on a channel narrower than the band (dedicated: a sub-band of
+    B / S Hz with noise N0 / S): ``upload_link()`` is that channel, on which packets and fading
+    within an upload are modelled. Without it an upload has the whole band (:func:`upload_link`)."""
+
+    def upload_link(self) -> Link: ...
+
+
+@runtime_checkable
+class DrawsBlockFading(Protocol):
+    """A shared-band scheme whose uploads draw something as they go on the air for its ``rates_bps``
+    (ofdma: a factor per resource block, (k, R) for k uploads; None: nothing this time). Without it
+    nothing is drawn (:func:`block_fading`)."""
+
+    def block_fading(self, k: int) -> np.ndarray | None: ...
+
+
+@runtime_checkable
+class AddsUploadColumns(Protocol):
+    """A scheme with columns of its own in updates.csv, one number each per upload
+    (``upload_columns``; wifi: collisions, frames, retries, drops; orbit: the pass's geometry): under
+    sync ``round_counts()`` gives the last round's, one row per upload in the order ``schedule`` got
+    them; under the event protocols ``take_counts(seq)`` those of the update with dispatch number
+    ``seq`` as its row is written (forgotten once taken; zeros, or NaN, for one the scheme never saw)."""
+
+    upload_columns: tuple[str, ...]
+
+    def round_counts(self) -> np.ndarray: ...
+
+    def take_counts(self, seq: int) -> tuple: ...
+
+
+def transmit_power(scheme, gain: np.ndarray, power: np.ndarray) -> np.ndarray:
+    """The power each device of a round transmits at: the scheme's where it SetsTransmitPower, else
+    the scheduler's ``power`` itself (the same array)."""
+    return scheme.transmit_power(gain, power) if provides(scheme, SetsTransmitPower) else power
+
+
+def uplink_facts(scheme, devices: np.ndarray, gains: np.ndarray, power: np.ndarray,
+                 arrived: np.ndarray) -> UplinkFacts:
+    """What the uplink did for one aggregation: the scheme's facts where it AddsUplinkNoise, else
+    updates that arrive exactly."""
+    if provides(scheme, AddsUplinkNoise):
+        return scheme.uplink_facts(devices, gains, power, arrived)
+    return UplinkFacts(devices, gains, power, arrived)
+
+
+def upload_link(scheme) -> Link:
+    """The channel one upload is sent on: the scheme's sub-band where it UploadsOnASubBand, else the
+    whole band (``scheme.link``)."""
+    return scheme.upload_link() if provides(scheme, UploadsOnASubBand) else scheme.link
+
+
+def block_fading(scheme, k: int) -> np.ndarray | None:
+    """What k uploads going on the air draw for the scheme's ``rates_bps``: its draw where it
+    DrawsBlockFading, else None (nothing)."""
+    return scheme.block_fading(k) if provides(scheme, DrawsBlockFading) else None
+
+
 DEFAULT_UPLINKS: dict[bool, type] = {}
 """The event uplink of a scheme that brings none, by whether it is ``concurrent``; the modules that
 define them fill it in (tdma.py: one transmitter; fdma.py: the shared band)."""
@@ -204,7 +307,7 @@ class AccessScheme:
     solo_uploads: ClassVar[bool] = False
     """True: an upload has a channel of its own while on the air (the whole band under tdma, its own
     sub-band under dedicated), so its time on the air follows from its own channel alone: packets are
-    sent on ``upload_link``, and fading within an upload (channel.coherence_s, devices.speed_mps) is
+    sent on :func:`upload_link`, and fading within an upload (channel.coherence_s, devices.speed_mps) is
     modelled on it (refused elsewhere). False (a shared band): a packet's capacity is the device's
     rate on its share, and its errors are drawn at that share's SNR (``share_snr``)."""
     over_the_air: ClassVar[bool] = False
@@ -219,11 +322,6 @@ class AccessScheme:
     """True: a device's time on the air is decided by contention as it goes (random access: slots it
     sends in, with backoff between), not known when it starts; batteries, drawn per phase of a task,
     are refused on it."""
-
-    upload_columns: ClassVar[tuple[str, ...]] = ()
-    """Integer counts of the scheme's own per upload for updates.csv (wifi: collisions, frames, retries,
-    drops): under sync ``round_counts`` gives the round's, under the event protocols ``take_counts`` each
-    update's as its row is written."""
 
     def __init__(self, link: Link):
         self.link = link
@@ -260,11 +358,6 @@ class AccessScheme:
         (:class:`~wirelessfl.access.fdma.SharedBand`)."""
         return DEFAULT_UPLINKS[bool(self.concurrent)](host, self)
 
-    def upload_link(self) -> Link:
-        """The channel one upload is sent on, for packets and fading within an upload (default: the
-        whole band)."""
-        return self.link
-
     def on_air_s(self, seconds):
         """The time a transmission of ``seconds`` holds the channel (default: those seconds; slotted
         TDMA: whole slots). Accepts a number or an array."""
@@ -275,7 +368,9 @@ class AccessScheme:
         each retried per the link: (time on the air, transmissions, whether it got through, its
         (MCS, transport-block transmissions) row). Default: on a channel of its own
         (``solo_uploads``) or on the band shared at once (wirelessfl.access.packets)."""
-        return (send_solo if self.solo_uploads else send_shared)(self, bits, gain, power, rng)
+        if self.solo_uploads:
+            return send_solo(self, upload_link(self), bits, gain, power, rng)
+        return send_shared(self, block_fading(self, np.size(gain)), bits, gain, power, rng)
 
     def report_waits(self, airtime_s: np.ndarray) -> np.ndarray:
         """Sync rounds: the waits, one after another, of the reports a scheduler asks for before the
@@ -299,24 +394,14 @@ class AccessScheme:
         decides as it goes, as FDMA's shared band does). Default: ``airtime_s`` of one device."""
         return float(self.airtime_s(bits, np.array([gain]), np.array([power]))[0])
 
-    def transmit_power(self, gain: np.ndarray, power: np.ndarray) -> np.ndarray:
-        """Rounds (sync, semi_sync): the power each selected device transmits at, from its gain and
-        the scheduler's power (default: the scheduler's; aircomp: channel inversion)."""
-        return power
-
     def pricing(self, bits: float, k: int) -> AirtimePrice:
         """How a scheduler prices one upload of ``bits`` when k devices send together (default: the
         whole band, as one transmitter at a time has it)."""
         return AirtimePrice(self.link.bandwidth_hz, self.link.noise_power)
 
-    def uplink_facts(self, devices: np.ndarray, gains: np.ndarray, power: np.ndarray,
-                     arrived: np.ndarray) -> UplinkFacts:
-        """What the uplink did for one aggregation (default: the updates arrive exactly)."""
-        return UplinkFacts(devices, gains, power, arrived)
-
     def rates_bps(self, gain: np.ndarray, power: np.ndarray, fading: np.ndarray | None = None) -> np.ndarray:
         """Concurrent schemes: the rate of each of the k = len(gain) devices on the air together
-        (``fading``: their block factors from ``block_fading``; default: 1 / airtime_s of one bit)."""
+        (``fading``: what they drew, :func:`block_fading`; default: 1 / airtime_s of one bit)."""
         with np.errstate(divide="ignore"):
             return 1.0 / np.asarray(self.airtime_s(1.0, gain, power), dtype=float)
 
@@ -327,21 +412,6 @@ class AccessScheme:
 
         k = max(np.size(gain), 1)
         return share_snr(self.rates_bps(gain, power, fading), self.link.bandwidth_hz / k)
-
-    def block_fading(self, k: int) -> np.ndarray | None:
-        """Concurrent schemes: what an upload going on the air draws for ``rates_bps`` (k rows;
-        default None: nothing)."""
-        return None
-
-    def round_counts(self) -> np.ndarray:
-        """Sync: the last round's ``upload_columns`` counts, one row per upload in the order ``schedule``
-        got them."""
-        return np.zeros((0, len(self.upload_columns)), dtype=np.int64)
-
-    def take_counts(self, seq: int) -> tuple:
-        """Event protocols: the ``upload_columns`` counts of the update with dispatch number ``seq``
-        (forgotten once taken; zeros for one the scheme never saw)."""
-        return (0,) * len(self.upload_columns)
 
     def round_info(self) -> dict[str, float]:
         """Numbers of the scheme's own (collisions, slots idle, ...) for the row of rounds.csv of each

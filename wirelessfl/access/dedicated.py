@@ -8,7 +8,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..fields import option
-from .base import AccessScheme, AirtimePrice
+from .base import AccessScheme, AirtimePrice, UploadsOnASubBand
 from .fdma import FDMA
 from .link import Link, send_alone
 
@@ -23,7 +23,7 @@ class DedicatedOptions:
                                                   "device (default: devices.count)")
 
 
-class Dedicated(FDMA):
+class Dedicated(FDMA, UploadsOnASubBand):
     """Every device sends on a sub-band of its own, B / S Hz with noise N0 / S (S = ``subbands``,
     default one per device), whatever the others do: rate (B / S) log2(1 + g P S / N0), fixed when
     the upload starts. Nobody queues and nobody shares, so uploads never contend; this is the

@@ -15,9 +15,10 @@ import math
 
 import numpy as np
 
+from ..capabilities import provides
 from ..des import ON_AIR
 from ..fields import NoOptions
-from .base import DEFAULT_UPLINKS, AccessScheme, AirtimePrice, UplinkSchedule
+from .base import DEFAULT_UPLINKS, AccessScheme, AirtimePrice, DrawsBlockFading, UplinkSchedule, block_fading
 from .link import Link, share_snr
 from .on_air import RatesOnTheAir
 
@@ -77,7 +78,7 @@ class FDMA(AccessScheme):
 
     def airtime_s(self, bits: float, gain: np.ndarray, power: np.ndarray) -> np.ndarray:
         """Airtime of each of the k = len(gain) selected devices at its rate on its share of the band."""
-        rate = self.rates_bps(gain, power, self.block_fading(np.size(gain)))
+        rate = self.rates_bps(gain, power, block_fading(self, np.size(gain)))
         with np.errstate(divide="ignore"):
             return bits / rate
 
@@ -116,6 +117,7 @@ class SharedBand(RatesOnTheAir):
         super().__init__(host)
         self.scheme, self.link = scheme, scheme.link
         self.packets = host.packets_on
+        self.draws = provides(scheme, DrawsBlockFading)  # asked once: an upload goes on the air many times a run
         self.fading: dict[int, np.ndarray] = {}  # an upload's block factors, drawn as it went on the air
         self.capacity: list[float] = []  # the active shares' capacities (the rates, but at a fixed rate)
 
@@ -132,7 +134,7 @@ class SharedBand(RatesOnTheAir):
             if self.packets:
                 u.attempts, u.packet, u.tries = 0, 0, 0
                 u.bits_left = self.link.packet_size(u.bits, 0)
-            fading = self.scheme.block_fading(1)
+            fading = self.scheme.block_fading(1) if self.draws else None
             if fading is not None:
                 self.fading[u.seq] = fading[0]
             self._join(u)

@@ -8,6 +8,7 @@ from typing import Any
 import numpy as np
 
 from ..fields import ConfigError, option
+from .base import DrawsBlockFading
 from .fdma import FDMA
 from .link import Link
 
@@ -27,7 +28,7 @@ class OfdmaOptions:
                                                  "device's gain (false: every block at the device's gain)")
 
 
-class OFDMA(FDMA):
+class OFDMA(FDMA, DrawsBlockFading):
     """Orthogonal frequency division: the band is R resource blocks of B / R Hz, handed out among
     the k devices sending at once.
 

@@ -16,7 +16,7 @@ import numpy as np
 
 from ..des import ON_AIR, RANK_DEVICE, priority
 from ..fields import ConfigError, NoOptions
-from .base import AccessScheme, UplinkSchedule
+from .base import AccessScheme, AddsUploadColumns, UplinkSchedule
 from .link import Link, queue
 
 ORBITS_MISSING = "[orbits] needs sgp4 for the satellites' orbits: pip install 'wirelessfl[orbits]'"
@@ -58,7 +58,7 @@ def contact_plan(scenario):
                        edges=scenario.hierarchy.tiers == "edge")
 
 
-class OrbitAccess(AccessScheme):
+class OrbitAccess(AccessScheme, AddsUploadColumns):
     """Uploads inside passes at the link budget's rate (see the module docstring)."""
 
     Options = NoOptions

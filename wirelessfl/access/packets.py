@@ -5,15 +5,15 @@ from __future__ import annotations
 
 import numpy as np
 
-from .link import share_snr
+from .link import Link, share_snr
 
 __all__ = ["send_shared", "send_solo"]
 
 
-def send_solo(access, bits, gains: np.ndarray, power: np.ndarray, rng: np.random.Generator):
-    """Each upload on the scheme's ``upload_link`` (a channel of its own), each transmission holding
-    it for ``on_air_s``: (time on the air, transmissions, delivered, (MCS, transport blocks) rows)."""
-    link = access.upload_link()
+def send_solo(access, link: Link, bits, gains: np.ndarray, power: np.ndarray, rng: np.random.Generator):
+    """Each upload on ``link``, a channel of its own (the scheme's upload link), each transmission
+    holding it for the scheme's ``on_air_s``: (time on the air, transmissions, delivered, (MCS,
+    transport blocks) rows)."""
     sent, harq = [], []
     for b, g, pw in zip(np.broadcast_to(bits, gains.shape).tolist(), gains.tolist(), power.tolist()):
         sent.append(link.send(b, g, pw, rng, access.on_air_s))
@@ -21,13 +21,14 @@ def send_solo(access, bits, gains: np.ndarray, power: np.ndarray, rng: np.random
     return _columns(sent, harq)
 
 
-def send_shared(access, bits, gains: np.ndarray, power: np.ndarray, rng: np.random.Generator):
-    """The uploads of devices sharing the band at once: each at its rate on the round's split of it,
-    with its errors drawn at that share's SNR (as the closed form splits the band for the whole
-    round; with an MCS rate, at the scheme's ``share_snrs`` on a share of B / k)."""
+def send_shared(access, fading: np.ndarray | None, bits, gains: np.ndarray, power: np.ndarray,
+                rng: np.random.Generator):
+    """The uploads of devices sharing the band at once: each at its rate on the round's split of it
+    (``fading``: what they drew for the scheme's rates, or None), with its errors drawn at that
+    share's SNR (as the closed form splits the band for the whole round; with an MCS rate, at the
+    scheme's ``share_snrs`` on a share of B / k)."""
     mcs_rate = access.link.mcs_rate
     link, k = access.link, max(gains.size, 1)
-    fading = access.block_fading(gains.size)
     capacity = access.rates_bps(gains, power, fading)
     snr = access.share_snrs(gains, power, fading) if mcs_rate else share_snr(capacity, link.bandwidth_hz / k)
     share = link.bandwidth_hz / k if mcs_rate else None

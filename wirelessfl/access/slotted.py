@@ -163,7 +163,7 @@ class SlottedUplink(OneTransmitter):
                 u.tx_start_s = start  # on the slot's boundary, as the closed form has it (now may be a rounding before)
                 self.free = j if host.packets_on else j + slots.slots(u.airtime_s)
             if host.packets_on:  # its packets take whole slots as they go
-                return (yield from send_packets(host, slots.upload_link(), u, self))
+                return (yield from send_packets(host, self.link, u, self))
             u.attempts = 1
             end = slots.slot_end(self.free - slots.slots(u.airtime_s), slots.slots(u.airtime_s))
             yield env.at(end, priority(RANK_DEVICE, u.seq))

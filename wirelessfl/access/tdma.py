@@ -10,7 +10,7 @@ import numpy as np
 
 from ..des import ON_AIR, Band
 from ..fields import NoOptions
-from .base import DEFAULT_UPLINKS, AccessScheme, UplinkSchedule
+from .base import DEFAULT_UPLINKS, AccessScheme, UplinkSchedule, upload_link
 from .link import Link, queue, send_alone
 
 __all__ = ["OneTransmitter", "TDMA"]
@@ -87,6 +87,7 @@ class OneTransmitter:
 
     def __init__(self, host, scheme: AccessScheme):
         self.host, self.scheme = host, scheme
+        self.link = upload_link(scheme)  # the channel every upload holds, asked once
         self.band = Band(host.env)
 
     def transmit(self, u):
@@ -96,7 +97,7 @@ class OneTransmitter:
             queue(host, u)
         with self.band.request() as slot:  # released (or withdrawn) however the process leaves
             yield slot
-            return (yield from send_alone(host, self.scheme.upload_link(), u))
+            return (yield from send_alone(host, self.link, u))
 
     def state_dict(self) -> dict:
         """Nothing besides the updates' own fields (the queue is rebuilt in their order)."""

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from ..fields import ConfigError, option
-from .base import AccessScheme, ListensWhileContending, UplinkSchedule
+from .base import AccessScheme, AddsUploadColumns, ListensWhileContending, UplinkSchedule
 from .link import Link
 from .wifi_dcf import Dcf, Station
 from .wifi_phy import (MAX_MSDU_BYTES, STANDARDS, FrameExchange, Mcs, WifiPhy, best_mcs, eifs_s, exchange, max_mpdus,
@@ -53,7 +53,7 @@ class WifiOptions:
                                  "(SIFS + 3 slots, EDCA's best effort)")
 
 
-class WiFi(AccessScheme, ListensWhileContending):
+class WiFi(AccessScheme, ListensWhileContending, AddsUploadColumns):
     """IEEE 802.11 DCF on one channel every device hears (no hidden terminals, no capture, no channel
     errors: a frame is lost only to a collision).
 

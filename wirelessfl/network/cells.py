@@ -10,7 +10,7 @@ import math
 
 import numpy as np
 
-from ..access import ResolvesSlots, UplinkSchedule
+from ..access import ResolvesSlots, UplinkSchedule, block_fading
 from ..capabilities import provides
 from ..rng import stream
 from .interference import InterferedUplinks, LossMeter, UploadBlocks, joint_shared, joint_tdma
@@ -131,7 +131,7 @@ class Cells:
         fading = None
         for c in np.unique(cell).tolist():
             mine = np.flatnonzero(cell == c)
-            drawn = self.accesses[c].block_fading(mine.size)
+            drawn = block_fading(self.accesses[c], mine.size)
             if drawn is None:
                 return None
             if fading is None:

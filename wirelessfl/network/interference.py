@@ -35,8 +35,9 @@ import math
 
 import numpy as np
 
-from ..access import UplinkSchedule, queue
+from ..access import DrawsBlockFading, UplinkSchedule, queue
 from ..access.on_air import RatesOnTheAir
+from ..capabilities import provides
 from ..des import ON_AIR, RANK_DEVICE, Band, priority
 
 __all__ = ["InterferedUplinks", "LossMeter", "UploadBlocks", "joint_shared", "joint_tdma", "shared_band_rates",
@@ -321,6 +322,7 @@ class InterferedUplinks(RatesOnTheAir):
         self.queues = None if self.shared else [Band(host.env) for _ in range(cells.count)]
         self.cross: dict[int, np.ndarray] = {}  # an upload's gains to every site, drawn as it went on the air
         self.fading: dict[int, np.ndarray] = {}  # an OFDMA upload's block factors, drawn as it went on the air
+        self.draws = self.shared and provides(cells.accesses[0], DrawsBlockFading)  # every cell's scheme is alike
         self.loss = np.zeros(0)  # the SINR loss of each active upload, since t_last
         link = cells.accesses[0].link
         self.bandwidth_hz, self.noise_power = link.bandwidth_hz, link.noise_power
@@ -348,7 +350,7 @@ class InterferedUplinks(RatesOnTheAir):
             host.start_transmission(u)
             u.bits_left, u.attempts = float(u.bits), 1
             self.cross[u.seq] = cells.cross_gains(u.device)
-            fading = cells.access_of(u.device).block_fading(1) if self.shared else None
+            fading = cells.access_of(u.device).block_fading(1) if self.draws else None
             if fading is not None:
                 self.fading[u.seq] = fading[0]
             if self.blocks is not None:

@@ -25,7 +25,8 @@ class RoundState:
     available: boolean mask of devices that may be scheduled (None: all of them).
     rng: the engine's "selection" stream, for schedulers that draw at random themselves.
     access: the access scheme (wirelessfl.access.AccessScheme), for schedulers that price airtime
-        (``access.pricing``) or need the power a device really sends at (``access.transmit_power``);
+        (``access.pricing``) or need the power a device really sends at
+        (``wirelessfl.access.transmit_power(access, ...)``);
         None: one transmitter on the whole band B.
     """
 

@@ -12,7 +12,7 @@ import math
 
 import numpy as np
 
-from ..access import AirtimePrice
+from ..access import AirtimePrice, transmit_power
 from .power import powers
 
 _LN2 = math.log(2.0)
@@ -37,7 +37,7 @@ def priced_power_and_airtime(state, gains: np.ndarray, queue: np.ndarray, p_max:
     power = powers(gains, queue, p_max, V=V, lam=lam, model_bits=state.model_bits,
                    bandwidth_hz=price.bandwidth_hz, noise_power=price.noise_power, rule=rule)
     if state.access is not None:
-        power = state.access.transmit_power(gains, power)
+        power = transmit_power(state.access, gains, power)
     if price.fixed_s is not None:
         _finite(V * lam * price.fixed_s, power, V, lam, f"the joint upload's {price.fixed_s:g} s")
         return power, np.where(power > 0, V * lam * price.fixed_s, np.inf)

@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 
-from ...access import UplinkFacts
+from ...access import UplinkFacts, uplink_facts
 from ...des.phases import ARRIVED, COMPUTE, DOWNLINK, FINISHED, FORWARDING, ON_AIR, QUEUED, WAITING
 from ...scheduling.base import Decision
 
@@ -100,6 +100,6 @@ class Round:
 def arrived_facts(updates: list[Update], access) -> UplinkFacts:
     """The uplink's facts, as the access scheme states them, for updates that all arrived (an event
     aggregation's inputs)."""
-    return access.uplink_facts(np.array([u.device for u in updates], dtype=np.int64),
-                               np.array([u.gain for u in updates]), np.array([u.power for u in updates]),
-                               np.ones(len(updates), dtype=bool))
+    return uplink_facts(access, np.array([u.device for u in updates], dtype=np.int64),
+                        np.array([u.gain for u in updates]), np.array([u.power for u in updates]),
+                        np.ones(len(updates), dtype=bool))

@@ -54,7 +54,7 @@ class RoundRecord:
     emptied_s: np.ndarray | None = None  # per selected device: when its battery ran out (NaN: it did not)
     downlink: Any = None  # what the timed downlink did for each selected device (wirelessfl.access.Delivery; None: fixed)
     labels: dict = field(default_factory=dict)  # columns of the row's own: an edge round's tier and edge, backhaul_s
-    upload_counts: np.ndarray | None = None  # per selected device, the uplink's own counts (Parts.upload_columns)
+    upload_counts: np.ndarray | None = None  # per selected device, the uplink's own counts (sync.uplink.upload_counts)
     bits: Any = 0.0  # the uploads' bits on the air: one number, or one per selected device (piggy-backs)
 
 

@@ -44,8 +44,8 @@ RATE_COLUMNS = ["mcs", "harq_tx"]
 """Added to updates.csv (last) where an MCS rate times the uploads (link.rate 'nr', 'lte'): the MCS the
 upload was sent at (chosen at its SINR as it went on the air; -1: it never did) and its transport
 blocks' transmissions, HARQ retransmissions and ARQ rounds included (0: it sent nothing). An access
-scheme's own counts follow them (``AccessScheme.upload_columns``; wifi: collisions, frames, retries,
-drops)."""
+scheme's own counts follow them (the ``upload_columns`` of one that AddsUploadColumns; wifi:
+collisions, frames, retries, drops)."""
 FLOAT_COLUMNS = ("elevation_deg", "range_km", "doppler_hz")
 """Uplink columns that are numbers, not counts (the geometry of a satellite pass, wirelessfl.access.orbit):
 written with 12 significant digits, empty where NaN (an upload that never went on the air)."""

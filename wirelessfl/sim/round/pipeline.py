@@ -14,6 +14,7 @@ from typing import Any, Callable
 
 import numpy as np
 
+from ...access import transmit_power, uplink_facts
 from ...capabilities import provides
 from ...devices import energy_of
 from ...learning.algorithms import ServerRounds
@@ -81,7 +82,7 @@ def open_round(parts, streams: dict, checks, learner, index: int, t_start: float
         selected = draw_devices(decision.omega, decision.m, streams["selection"], decision.replace)
     opening.selected = selected
     opening.decision_power = decision.power[selected]
-    opening.power = p.access.transmit_power(gains[selected], opening.decision_power)
+    opening.power = transmit_power(p.access, gains[selected], opening.decision_power)
     opening.bits = p.upload_bits
     if decision.traffic.piggyback_bits is not None:  # e.g. a refreshed gradient riding on the model upload
         opening.extra = np.asarray(decision.traffic.piggyback_bits, dtype=float)[selected]
@@ -138,7 +139,7 @@ def learn_round(parts, learner, decision: Decision, selected: np.ndarray, arrive
     if report is not None:  # reports on the uploads that arrived, at the round's model
         on_upload = np.intersect1d(np.asarray(report.devices, dtype=np.int64), selected[arrived])
         parts.scheduler.receive(learner.reports(ReportRequest(on_upload, report.gradients, report.max_samples), index))
-    tell_uplink(learner, parts.access.uplink_facts(selected, gains, power, arrived))
+    tell_uplink(learner, uplink_facts(parts.access, selected, gains, power, arrived))
     return learner.train_round(selected[arrived], decision, index)
 
 

@@ -13,9 +13,9 @@ from typing import Callable
 import numpy as np
 
 from ... import rng as rngs
-from ...access import Downlink, check_scheme
-from ...access.base import AccessScheme, WritesRunFiles
-from ...capabilities import lacks_of, members
+from ...access import Downlink, check_scheme, upload_link
+from ...access.base import AccessScheme, AddsUploadColumns, WritesRunFiles
+from ...capabilities import lacks_of, members, provides
 from ...config import ConfigError, Scenario
 from ...config.limits import check_upload
 from ...devices import WorkScaledCompute, build_availability
@@ -159,7 +159,7 @@ def build_parts(scenario: Scenario, protocol, *, channel, compute, scheduler, al
                   downlink_s=downlink.fixed_s if downlink.timed else downlink.fixed_time_s(down_bits),
                   downlink=downlink, downlink_bits=down_bits,
                   availability=availability, round_deadline_s=rc.round_deadline_s, idle_round_s=rc.idle_round_s,
-                  fading=block_fading(scenario, channel, access.upload_link()), battery=battery,
+                  fading=block_fading(scenario, channel, upload_link(access)), battery=battery,
                   cells=cells, backhaul=Backhaul.of(hierarchy) if hierarchy.tiers == "cloud" else NO_BACKHAUL)
     return parts, files
 
@@ -177,17 +177,17 @@ def part_columns(channel, access, battery=None) -> tuple:
 
 def upload_columns(access) -> dict:
     """The Recorder's arguments for the uplink's own per-upload columns of updates.csv: an MCS rate's
-    (mcs, harq_tx), then the access scheme's ``upload_columns`` (wifi: collisions, frames, retries,
-    drops), each update's read as it is written (an event protocol's: from the update and the scheme's
-    ``take_counts``); none where the uplink has none (records as they were)."""
-    rate = access.link.mcs_rate
-    columns = (*(RATE_COLUMNS if rate else ()), *access.upload_columns)
+    (mcs, harq_tx), then the access scheme's ``upload_columns`` where it AddsUploadColumns (wifi:
+    collisions, frames, retries, drops), each update's read as it is written (an event protocol's: from
+    the update and the scheme's ``take_counts``); none where the uplink has none (records as they were)."""
+    rate, own = access.link.mcs_rate, provides(access, AddsUploadColumns)
+    columns = (*(RATE_COLUMNS if rate else ()), *(access.upload_columns if own else ()))
     if not columns:
         return {}
 
     def counts(u) -> tuple:
-        own = access.take_counts(u.seq) if access.upload_columns else ()
-        return ((u.mcs, u.harq_tx) if rate else ()) + tuple(own)
+        mine = access.take_counts(u.seq) if own else ()
+        return ((u.mcs, u.harq_tx) if rate else ()) + tuple(mine)
     return {"upload_columns": columns, "upload_counts": counts}
 
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ...access.base import TimesEachDevice
+from ...access.base import AddsUploadColumns, TimesEachDevice
 from ...capabilities import provides
 from ..round.closing import on_air_s
 from ..round.pipeline import compute_energy, transmit_energy
@@ -67,11 +67,12 @@ def schedule_uploads(p, selected, ready, air: RoundAirtimes, deadline_at, bits, 
 
 def upload_counts(p, selected: np.ndarray, harq: np.ndarray | None) -> np.ndarray | None:
     """The round's uploads' counts of the uplink's own (an MCS rate's MCS and transmissions, then the
-    scheme's ``round_counts``), one row per selected device; None where it has none."""
+    scheme's ``round_counts`` where it AddsUploadColumns), one row per selected device; None where it
+    has none."""
     parts = []
     if p.access.link.mcs_rate:
         parts.append(harq if harq is not None else np.tile([-1, 0], (len(selected), 1)))
-    if p.access.upload_columns:
+    if provides(p.access, AddsUploadColumns):
         counts = np.asarray(p.access.round_counts())  # integer counts, or floats (a pass's geometry)
         parts.append(counts.astype(float if counts.dtype.kind == "f" else np.int64)
                      .reshape(len(selected), len(p.access.upload_columns)))
