@@ -144,7 +144,8 @@ class UplinkHost(Protocol):
         """The updates still computing or uploading, in dispatch order."""
 
     def transmitted(self, u, seconds: float) -> None:
-        """A scheme that listens while contending (:class:`ListensWhileContending`): ``u`` sends for ``seconds`` from now (its battery pays the frame)."""
+        """A scheme that listens while contending (:class:`ListensWhileContending`): ``u`` sends for
+        ``seconds`` from now (its battery pays the frame)."""
 
 
 @runtime_checkable

@@ -169,6 +169,7 @@ class OneCell:
     def __init__(self, access, num_devices: int):
         self.accesses = [access]
         self.serving = np.zeros(num_devices, dtype=np.int64)
+        self.resolves = provides(access, ResolvesSlots)  # random access: asked once, not every round
 
     def use_streams(self, streams: dict, fading) -> None:
         """Nothing to draw: no other site hears the uploads."""
@@ -192,7 +193,7 @@ class OneCell:
                  power: np.ndarray | None = None) -> UplinkSchedule:
         """The scheme's closed form; a random-access one is handed who contends and how strongly."""
         access = self.accesses[0]
-        if provides(access, ResolvesSlots):
+        if self.resolves:
             return access.schedule(ready_s, airtime_s, deadline_s, received_w=gains * power, devices=devices)
         return access.schedule(ready_s, airtime_s, deadline_s)
 

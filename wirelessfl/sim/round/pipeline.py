@@ -22,8 +22,8 @@ from ...plugins import PartError
 from ...scheduling.base import Decision, ReportRequest, RoundState, draw_devices
 from ..records.round_record import RoundRecord
 
-__all__ = ["RoundOpening", "compute_energy", "learn_round", "open_round", "piggyback_s", "round_state", "server_round_record",
-           "tell_uplink", "transmit_energy"]
+__all__ = ["RoundOpening", "compute_energy", "learn_round", "open_round", "piggyback_s", "round_state",
+           "server_round_record", "tell_uplink", "transmit_energy"]
 
 
 @dataclass

@@ -105,7 +105,7 @@ class Run:
                                    on_round=self._on_round, on_eval=self._on_eval, on_cloud=self._on_cloud,
                                    # no checkpoints, nothing to do between events after an aggregation
                                    after_round=self._after_round if checkpoints else None)
-        if self.battery is not None and not event_driven(self.protocol):  # sync: a harvest step's time is its round's start
+        if self.battery is not None and not event_driven(self.protocol):  # sync: harvests at each round's start
             self.battery.clock = lambda: self.engine.now
         self.recorder.edge_rounds = provides(self.engine, EdgeTiers)
         self.engine.on_handovers = self.recorder.on_handovers

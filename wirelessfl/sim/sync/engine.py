@@ -193,7 +193,7 @@ class Engine:
         comp, comp_energy, airtime = opening.comp, opening.energy_full, air.airtime_s
         delivery, downlink_s = deliver_model(p, gains[selected], self.streams)
         receiving_s, received = (p.downlink_s, None) if delivery is None else (delivery.seconds, delivery.received)
-        if delivery is not None:  # a device that missed the model waits for the next round: it neither computes nor sends
+        if delivery is not None:  # one that missed the model waits for the next round: no computing, no sending
             comp, comp_energy, airtime = (np.where(received, a, 0.0) for a in (comp, comp_energy, airtime))
         starts, t_compute, pre_s, pre_energy = yield from self._to_computation(p, opening.decision, gains, t_start,
                                                                                 delivery, downlink_s)
